@@ -1,0 +1,201 @@
+"""From saved samples to figures and verdicts: pure functions of the results.
+
+Definitions (times are seconds since the run's process started):
+
+* iteration window: from ``warm`` (every worker has delivered its first batch, so spawn and
+  forkserver workers have loaded their copy of the dataset) to the last batch (``done``); the
+  loader process pauses at both ends while the supervisor takes a PSS round, workers alive.
+* total PSS at a round: the sum of PSS over every process of the run's tree (the tree's real
+  cost). Summing RSS instead counts each shared page once per process that maps it.
+* worker USS growth: for each worker process, USS at its last PSS sample in the window minus USS
+  at its first; the mean over workers. In a forked worker that is copy-on-access.
+* verdict: ``growing`` when the growth (worker USS for process workers; the main process's USS
+  for thread and single-process runs) exceeds the scenario's ``growth_threshold_mb``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    backend: str
+    mode: str
+    workers: int
+    status: str
+    error: str | None
+    items: int
+    items_per_s: float | None
+    time_to_first_batch_s: float | None
+    duration_s: float
+    total_pss_start_mb: float | None
+    total_pss_peak_mb: float | None
+    total_pss_end_mb: float | None
+    sum_rss_peak_mb: float | None
+    rss_overcount_mb: float | None  # sum of RSS at its peak minus total PSS at its peak
+    worker_uss_start_mb: float | None  # mean over workers
+    worker_uss_growth_mb: float | None  # mean over workers, end minus start of iteration
+    worker_uss_growth_max_mb: float | None
+    main_uss_growth_mb: float | None
+    growth_per_1k_items_per_worker_mb: float | None
+    growth_threshold_mb: float
+    verdict: str | None  # flat | growing | None when the run produced no window
+    expectation: str | None
+    expectation_met: bool | None
+    explanation: str
+    sampler_cpu_share: float | None
+    gil_enabled: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _clean(v) for k, v in asdict(self).items()}
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float):
+        return None if math.isnan(v) else round(v, 3)
+    return v
+
+
+def pss_rounds(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per PSS round (one timestamp): total PSS, total USS and sum of RSS over the tree."""
+    pss = samples[(samples["tier"] == "pss")] if not samples.empty else samples
+    if pss.empty:
+        return pd.DataFrame(columns=["t", "total_pss_mb", "sum_rss_mb", "processes"])
+    g = pss.groupby("t")
+    return pd.DataFrame({"total_pss_mb": g["pss_mb"].sum(), "sum_rss_mb": g["rss_mb"].sum(),
+                         "processes": g["pid"].nunique()}).reset_index()
+
+
+def rss_totals(samples: pd.DataFrame) -> pd.Series:
+    """Sum of RSS over the tree at every tick (both tiers)."""
+    ok = samples[~samples["missing"].astype(bool)] if not samples.empty else samples
+    return ok.groupby("t")["rss_mb"].sum() if not ok.empty else pd.Series(dtype=float)
+
+
+def per_process_growth(samples: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """USS at the first and last PSS sample of each process inside [start, end]."""
+    w = samples[(samples["tier"] == "pss") & (samples["t"] >= start - 1e-6) & (samples["t"] <= end + 1e-6)]
+    if w.empty:
+        return pd.DataFrame(columns=["pid", "role", "worker", "uss_start_mb", "uss_end_mb", "growth_mb"])
+    w = w.sort_values("t")
+    g = w.groupby("pid")
+    out = pd.DataFrame({"role": g["role"].last(), "worker": g["worker"].last(),
+                        "uss_start_mb": g["uss_mb"].first(), "uss_end_mb": g["uss_mb"].last(),
+                        "samples": g.size()}).reset_index()
+    out["growth_mb"] = out["uss_end_mb"] - out["uss_start_mb"]
+    return out
+
+
+def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system: pd.DataFrame,
+              *, gil_enabled: bool | None = None) -> RunSummary:
+    """The figures and verdict for one run."""
+    spec = meta["spec"]
+    marks = meta.get("marks", {})
+    start, end = marks.get("warm"), marks.get("done")
+    rounds = pss_rounds(samples)
+    window = rounds[(rounds["t"] >= (start or 0) - 1e-6)] if start is not None else rounds
+    if end is not None:
+        window = window[window["t"] <= end + 1e-6]
+    growth = per_process_growth(samples, start, end) if start is not None and end is not None else None
+    workers = growth[growth["worker"] >= 0] if growth is not None else None
+    main = growth[growth["role"] == "main"] if growth is not None else None
+    w_growth = _mean(workers["growth_mb"]) if workers is not None and len(workers) else None
+    m_growth = float(main["growth_mb"].iloc[0]) if main is not None and len(main) else None
+    process_workers = spec["mode"] in ("fork", "spawn", "forkserver") and spec["workers"] > 0
+    measured = w_growth if process_workers else m_growth
+    threshold = float(spec["verdict"]["growth_threshold_mb"])
+    verdict = None if measured is None else ("growing" if measured > threshold else "flat")
+    expect = spec.get("expect")
+    items = int(meta.get("items") or 0)
+    rss = rss_totals(samples)
+    sum_rss_peak = float(rss.max()) if len(rss) else None
+    pss_peak = float(rounds["total_pss_mb"].max()) if len(rounds) else None
+    per_worker_items = items / max(spec["workers"], 1) / 1000
+    summary = RunSummary(
+        run_id=meta["run_id"], backend=spec["backend"], mode=spec["mode"], workers=spec["workers"],
+        status=meta["status"], error=_error_text(meta.get("error")), items=items,
+        items_per_s=_rate(progress, start, end),
+        time_to_first_batch_s=_ttfb(marks),
+        duration_s=float(meta.get("elapsed_s") or 0.0),
+        total_pss_start_mb=_first(window["total_pss_mb"]), total_pss_peak_mb=pss_peak,
+        total_pss_end_mb=_last(window["total_pss_mb"]), sum_rss_peak_mb=sum_rss_peak,
+        rss_overcount_mb=(sum_rss_peak - pss_peak) if sum_rss_peak is not None and pss_peak is not None else None,
+        worker_uss_start_mb=_mean(workers["uss_start_mb"]) if workers is not None and len(workers) else None,
+        worker_uss_growth_mb=w_growth,
+        worker_uss_growth_max_mb=float(workers["growth_mb"].max()) if workers is not None and len(workers) else None,
+        main_uss_growth_mb=m_growth,
+        growth_per_1k_items_per_worker_mb=(measured / per_worker_items) if measured is not None and per_worker_items else None,
+        growth_threshold_mb=threshold, verdict=verdict, expectation=expect,
+        expectation_met=None if expect is None or verdict is None else expect == verdict,
+        explanation="", sampler_cpu_share=_sampler_share(meta), gil_enabled=gil_enabled,
+    )
+    return _explained(summary, process_workers)
+
+
+def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
+    from dataclasses import replace
+
+    if s.verdict is None:
+        why = f"no verdict: the run ended {s.status} before its iteration window closed"
+        return replace(s, explanation=why + (f" ({s.error})" if s.error else ""))
+    who = f"each of {s.workers} workers' private memory (USS)" if process_workers else "the main process's USS"
+    grew = s.worker_uss_growth_mb if process_workers else s.main_uss_growth_mb
+    parts = [f"{s.verdict}: {who} grew {grew:+.1f} MB (mean) over {s.items:,} items, "
+             f"against a threshold of {s.growth_threshold_mb:g} MB"]
+    if s.growth_per_1k_items_per_worker_mb is not None:
+        parts.append(f"{s.growth_per_1k_items_per_worker_mb:.3f} MB per 1,000 items per worker")
+    if s.rss_overcount_mb is not None and s.total_pss_peak_mb:
+        ratio = (s.sum_rss_peak_mb or 0) / s.total_pss_peak_mb
+        parts.append(f"summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
+                     f"{s.rss_overcount_mb:,.0f} MB ({ratio:.2f}x) more than the real total (PSS) "
+                     f"of {s.total_pss_peak_mb:,.0f} MB")
+    return replace(s, explanation="; ".join(parts))
+
+
+def _rate(progress: pd.DataFrame, start: float | None, end: float | None) -> float | None:
+    """Items/s between the warm point and the end (pauses for PSS rounds are negligible)."""
+    if progress.empty or start is None or end is None or end <= start:
+        return None
+    before = progress[progress["t"] <= start + 1e-6]
+    done_items = float(progress["items"].max())
+    first = float(before["items"].max()) if len(before) else 0.0
+    return (done_items - first) / (end - start)
+
+
+def _ttfb(marks: dict) -> float | None:
+    if "first_batch" not in marks or "iter_start" not in marks:
+        return None
+    return marks["first_batch"] - marks["iter_start"]
+
+
+def _error_text(error: dict | None) -> str | None:
+    return None if not error else f"{error.get('type')}: {error.get('message')}"
+
+
+def _sampler_share(meta: dict) -> float | None:
+    cpu, elapsed = meta.get("sampler", {}).get("cpu_s"), meta.get("elapsed_s")
+    return cpu / elapsed if cpu is not None and elapsed else None
+
+
+def _mean(s: pd.Series) -> float | None:
+    return float(s.mean()) if len(s) else None
+
+
+def _first(s: pd.Series) -> float | None:
+    return float(s.iloc[0]) if len(s) else None
+
+
+def _last(s: pd.Series) -> float | None:
+    return float(s.iloc[-1]) if len(s) else None
+
+
+def summarize_all(results: Any) -> list[RunSummary]:
+    """One RunSummary per run of a loaded ResultSet, in run order."""
+    gil = results.manifest.get("environment", {}).get("gil_enabled")
+    return [summarize(m, results.run_table("samples", m["run_id"]), results.run_table("progress", m["run_id"]),
+                      results.run_table("system", m["run_id"]), gil_enabled=gil) for m in results.metas]

@@ -1,0 +1,245 @@
+"""Read one process's memory and CPU figures from /proc, from the outside.
+
+Two tiers, because they cost very different amounts:
+
+* cheap (``stat`` + ``status``, ~10 µs): RSS and its anon/file/shmem parts, CPU time,
+  minor faults, thread count, state.
+* pss (``smaps_rollup``): PSS and its parts, USS, shared/private clean/dirty, swap. The kernel
+  walks the page tables for this read, so it costs ~40 ns per resident 4 KiB page, and forked
+  workers inherit their parent's pages. The sampler budgets it.
+
+A process that vanished, or is a zombie (whose /proc files read as zeros), yields ``None``
+so that callers record a *missing* sample rather than a drop to zero.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+KB = 1024
+MB = 1024 * 1024
+
+_STATUS_KEYS = {"RssAnon": "rss_anon", "RssFile": "rss_file", "RssShmem": "rss_shmem", "VmRSS": "rss"}
+_ROLLUP_KEYS = {
+    "Rss": "rss",
+    "Pss": "pss",
+    "Pss_Anon": "pss_anon",
+    "Pss_File": "pss_file",
+    "Pss_Shmem": "pss_shmem",
+    "Shared_Clean": "shared_clean",
+    "Shared_Dirty": "shared_dirty",
+    "Private_Clean": "private_clean",
+    "Private_Dirty": "private_dirty",
+    "Swap": "swap",
+    "SwapPss": "swap_pss",
+}
+
+
+@dataclass(frozen=True)
+class StatInfo:
+    """Fields of /proc/PID/stat that the sampler needs."""
+
+    pid: int
+    comm: str
+    state: str
+    ppid: int
+    pgid: int
+    minflt: int
+    majflt: int
+    cpu_s: float
+    threads: int
+    start_ticks: int
+
+
+@dataclass(frozen=True)
+class CheapSample:
+    """The cheap tier: stat + status. Sizes in bytes."""
+
+    stat: StatInfo
+    rss: int
+    rss_anon: int
+    rss_file: int
+    rss_shmem: int
+
+
+@dataclass(frozen=True)
+class PssSample:
+    """The smaps_rollup tier. Sizes in bytes; ``uss`` is Private_Clean + Private_Dirty."""
+
+    rss: int
+    pss: int
+    pss_anon: int
+    pss_file: int
+    pss_shmem: int
+    shared_clean: int
+    shared_dirty: int
+    private_clean: int
+    private_dirty: int
+    swap: int
+    swap_pss: int
+
+    @property
+    def uss(self) -> int:
+        return self.private_clean + self.private_dirty
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    except OSError:
+        # ESRCH and friends: the process went away between open and read.
+        return None
+
+
+def parse_stat(text: str) -> StatInfo:
+    """Parse /proc/PID/stat; comm may contain spaces and parentheses, so split at the last ')'."""
+    lpar, rpar = text.index("("), text.rindex(")")
+    pid = int(text[:lpar])
+    comm = text[lpar + 1 : rpar]
+    f = text[rpar + 2 :].split()
+    # f[0] is field 3 (state); man proc numbers fields from 1.
+    return StatInfo(
+        pid=pid,
+        comm=comm,
+        state=f[0],
+        ppid=int(f[1]),
+        pgid=int(f[2]),
+        minflt=int(f[7]),
+        majflt=int(f[9]),
+        cpu_s=(int(f[11]) + int(f[12])) / CLOCK_TICKS,
+        threads=int(f[17]),
+        start_ticks=int(f[19]),
+    )
+
+
+def read_stat(pid: int, tid: int | None = None) -> StatInfo | None:
+    """/proc/PID/stat (or a thread's /proc/PID/task/TID/stat); ``None`` if gone."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    text = _read(path)
+    if not text:
+        return None
+    try:
+        return parse_stat(text)
+    except (ValueError, IndexError):
+        return None
+
+
+def _kb_fields(text: str, keys: dict[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in keys:
+            out[keys[name]] = int(rest.split()[0]) * KB
+    return out
+
+
+def read_cheap(pid: int) -> CheapSample | None:
+    """The cheap tier for one process, or ``None`` if it is gone or a zombie."""
+    stat = read_stat(pid)
+    if stat is None or stat.state in ("Z", "X"):
+        return None
+    status = _read(f"/proc/{pid}/status")
+    if status is None:
+        return None
+    v = _kb_fields(status, _STATUS_KEYS)
+    if "rss" not in v:  # kernel threads and exiting processes have no Vm lines
+        return None
+    return CheapSample(
+        stat=stat,
+        rss=v["rss"],
+        rss_anon=v.get("rss_anon", 0),
+        rss_file=v.get("rss_file", 0),
+        rss_shmem=v.get("rss_shmem", 0),
+    )
+
+
+def parse_smaps_rollup(text: str) -> PssSample | None:
+    v = _kb_fields(text, _ROLLUP_KEYS)
+    if "pss" not in v:
+        return None
+    return PssSample(**{name: v.get(name, 0) for name in _ROLLUP_KEYS.values()})
+
+
+def read_pss(pid: int) -> PssSample | None:
+    """The smaps_rollup tier, or ``None`` if the process is gone, a zombie, or unreadable."""
+    text = _read(f"/proc/{pid}/smaps_rollup")
+    if not text:
+        return None
+    return parse_smaps_rollup(text)
+
+
+def read_children(pid: int) -> list[int]:
+    """Direct children of every thread of ``pid`` (needs CONFIG_PROC_CHILDREN, as on all
+    mainstream kernels); an empty list if the process is gone."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    kids: list[int] = []
+    for tid in tids:
+        text = _read(f"/proc/{pid}/task/{tid}/children")
+        if text:
+            kids.extend(int(x) for x in text.split())
+    return kids
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and all its descendants, parents before children."""
+    order, todo = [], [root]
+    seen: set[int] = set()
+    while todo:
+        pid = todo.pop(0)
+        if pid in seen:
+            continue
+        seen.add(pid)
+        order.append(pid)
+        todo.extend(read_children(pid))
+    return order
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    """Every live process whose process group is ``pgid`` (a full /proc scan: slower, used to
+    find processes that escaped the tree, e.g. reparented orphans)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None and st.pgid == pgid and st.state not in ("Z", "X"):
+                found.append(st.pid)
+    return found
+
+
+def read_cmdline(pid: int) -> list[str]:
+    text = _read(f"/proc/{pid}/cmdline")
+    return [p for p in (text or "").split("\0") if p]
+
+
+def thread_ids(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def thread_name(pid: int, tid: int) -> str:
+    return (_read(f"/proc/{pid}/task/{tid}/comm") or "").strip()
+
+
+def dev_shm_used() -> int | None:
+    """Bytes in use on /dev/shm (tmpfs), or ``None`` where it does not exist."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def mem_available() -> int | None:
+    text = _read("/proc/meminfo")
+    if text is None:
+        return None
+    return _kb_fields(text, {"MemAvailable": "a"}).get("a")

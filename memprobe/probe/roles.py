@@ -1,0 +1,69 @@
+"""Give each process in a run's tree a role people can read: main, worker k, or a helper."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memprobe.probe import procfs
+
+TORCH_WORKER_COMM = "pt_data_worker"
+MAIN = "main"
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str  # "main", "worker 0", "forkserver", "resource tracker", "spawn (starting)", "other"
+    worker: int = -1  # worker index, -1 for non-workers
+
+    @property
+    def is_worker(self) -> bool:
+        return self.worker >= 0
+
+    @property
+    def is_helper(self) -> bool:
+        return self.name in ("forkserver", "resource tracker")
+
+
+class RoleBook:
+    """Remembers the role of every pid seen in a run.
+
+    The loader process tells the supervisor its worker pids in order (``set_workers``); that is
+    authoritative. Before it arrives, a ``pt_data_worker`` gets a provisional index in order of
+    appearance, so a worker is never shown as "other".
+    """
+
+    def __init__(self, main_pid: int) -> None:
+        self.main_pid = main_pid
+        self._explicit: dict[int, int] = {}
+        self._provisional: dict[int, int] = {}
+        self._fixed: dict[int, Role] = {}
+
+    def set_workers(self, pids: list[int]) -> None:
+        for index, pid in enumerate(pids):
+            self._explicit[pid] = index
+            self._fixed.pop(pid, None)
+
+    def role(self, pid: int, comm: str) -> Role:
+        if pid == self.main_pid:
+            return Role(MAIN)
+        if pid in self._explicit:
+            return Role(f"worker {self._explicit[pid]}", self._explicit[pid])
+        if pid in self._fixed:
+            return self._fixed[pid]
+        if comm == TORCH_WORKER_COMM:
+            index = self._provisional.setdefault(pid, len(self._provisional))
+            return Role(f"worker {index}", index)
+        return self._classify_by_cmdline(pid)
+
+    def _classify_by_cmdline(self, pid: int) -> Role:
+        cmd = " ".join(procfs.read_cmdline(pid))
+        if "multiprocessing.resource_tracker" in cmd:
+            role = Role("resource tracker")
+        elif "multiprocessing.forkserver" in cmd:
+            role = Role("forkserver")
+        elif "multiprocessing.spawn" in cmd or "--multiprocessing-fork" in cmd:
+            # A spawn worker before torch renames it; not fixed, so it is re-resolved later.
+            return Role("spawn (starting)")
+        else:
+            role = Role("other")
+        self._fixed[pid] = role
+        return role

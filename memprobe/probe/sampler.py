@@ -1,0 +1,202 @@
+"""Sample a process tree from the outside, in two tiers, within a CPU budget.
+
+The sampler runs as a thread of the *supervising* process, never inside the process that forks
+the DataLoader workers: a thread there would be forked into every worker and its reads would
+touch the very pages being measured.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memprobe.probe import procfs
+from memprobe.probe.roles import RoleBook
+
+MB = procfs.MB
+Row = dict[str, object]
+Sink = Callable[[str, list[Row]], None]
+
+_CHEAP_FIELDS = ("rss_mb", "rss_anon_mb", "rss_file_mb", "rss_shmem_mb", "cpu_s", "minflt", "threads")
+_PSS_FIELDS = (
+    "pss_mb", "pss_anon_mb", "pss_file_mb", "pss_shmem_mb", "uss_mb", "shared_clean_mb",
+    "shared_dirty_mb", "private_clean_mb", "private_dirty_mb", "swap_mb", "swap_pss_mb",
+)
+SAMPLE_COLUMNS = ("t", "pid", "role", "worker", "state", "tier", "missing", "reason") + _CHEAP_FIELDS + _PSS_FIELDS
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    interval_s: float = 0.1  # cheap tier period
+    pss_cpu_budget: float = 0.015  # share of one core the whole sampler may use
+    pss_min_interval_s: float = 0.25
+    pss_max_interval_s: float = 10.0  # never go longer than this without a PSS round
+    group_scan_interval_s: float = 2.0  # full /proc scan for escaped processes
+
+
+class Sampler:
+    """Samples ``root`` and its descendants until stopped.
+
+    Rows go to ``sink(table, rows)``: table ``"samples"`` (one row per process per tick, PSS
+    fields ``None`` on cheap-only ticks) and ``"system"`` (/dev/shm, MemAvailable, the sampler's
+    own CPU time). A process that vanishes gets one row with ``missing=True`` and a reason.
+    """
+
+    def __init__(self, root: int, sink: Sink, settings: SamplerSettings | None = None,
+                 *, t0: float | None = None, pgid: int | None = None) -> None:
+        self.root = root
+        self.sink = sink
+        self.settings = settings or SamplerSettings()
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.pgid = pgid
+        self.roles = RoleBook(root)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._pss_now = threading.Event()
+        self._pss_done = threading.Condition()
+        self._pss_rounds = 0
+        self._thread: threading.Thread | None = None
+        self._alive: set[int] = set()
+        self._gone: set[int] = set()
+        self._next_pss = 0.0
+        self._next_scan = 0.0
+        self.cpu_s = 0.0
+        self.pss_round_costs: list[float] = []
+        self.cheap_round_costs: list[float] = []
+        self.error: BaseException | None = None
+
+    # -- control -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="memprobe-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self, *, final_pss: bool = True) -> None:
+        """Stop after one last round (with PSS unless ``final_pss`` is false)."""
+        if final_pss:
+            self._pss_now.set()
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def request_pss(self, *, wait_s: float = 0.0) -> bool:
+        """Ask for a PSS round at the next tick; optionally wait for it to finish."""
+        with self._pss_done:
+            target = self._pss_rounds + 1
+            self._pss_now.set()
+            self._wake.set()
+            if wait_s > 0:
+                return self._pss_done.wait_for(lambda: self._pss_rounds >= target, timeout=wait_s)
+        return True
+
+    # -- loop ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        self._cpu0 = cpu0 = time.thread_time()
+        try:
+            while True:
+                stopping = self._stop.is_set()
+                tick = time.monotonic()
+                self._round(tick)
+                self.cpu_s = time.thread_time() - cpu0
+                if stopping:
+                    break
+                self._wake.wait(max(0.0, tick + self.settings.interval_s - time.monotonic()))
+                self._wake.clear()
+        except BaseException as exc:  # recorded and re-raised by the supervisor, never lost
+            self.error = exc
+
+    def _round(self, tick: float) -> None:
+        pids = self._discover(tick)
+        with_pss = self._pss_now.is_set() or tick >= self._next_pss
+        c0 = time.thread_time()
+        rows = [r for r in (self._sample(pid, tick, with_pss) for pid in pids) if r is not None]
+        rows.extend(self._vanished({int(r["pid"]) for r in rows}, tick))
+        cost = time.thread_time() - c0
+        if with_pss:
+            self._pss_now.clear()
+            self.pss_round_costs.append(cost)
+            self._next_pss = tick + self._pss_gap(cost, tick)
+            with self._pss_done:
+                self._pss_rounds += 1
+                self._pss_done.notify_all()
+        else:
+            self.cheap_round_costs.append(cost)
+        self.sink("samples", rows)
+        self.sink("system", [self._system_row(tick)])
+
+    def _pss_gap(self, cost: float, tick: float) -> float:
+        """Seconds until the next PSS round, so that the sampler's whole CPU time (both tiers,
+        bookkeeping included) stays within ``pss_cpu_budget`` of one core."""
+        st = self.settings
+        elapsed = max(tick - self.t0, 1e-3)
+        spent = time.thread_time() - self._cpu0
+        # Earliest moment at which the CPU spent so far plus this round's cost fits the budget.
+        catch_up = (spent + cost) / st.pss_cpu_budget - elapsed
+        gap = max(st.pss_min_interval_s, cost / st.pss_cpu_budget, catch_up)
+        return min(gap, st.pss_max_interval_s)
+
+    def _discover(self, tick: float) -> list[int]:
+        pids = procfs.process_tree(self.root)
+        if self.pgid is not None and tick >= self._next_scan:
+            # Orphans (e.g. a forkserver's workers after a crash) leave the tree but keep the group.
+            self._next_scan = tick + self.settings.group_scan_interval_s
+            pids += [p for p in procfs.processes_in_group(self.pgid) if p not in pids]
+        return [p for p in pids if p not in self._gone]
+
+    def _sample(self, pid: int, tick: float, with_pss: bool) -> Row | None:
+        cheap = procfs.read_cheap(pid)
+        if cheap is None:
+            return None  # reported once by _vanished
+        role = self.roles.role(pid, cheap.stat.comm)
+        row: Row = {
+            "t": round(tick - self.t0, 4), "pid": pid, "role": role.name, "worker": role.worker,
+            "state": cheap.stat.state, "tier": "cheap", "missing": False, "reason": None,
+            "rss_mb": cheap.rss / MB, "rss_anon_mb": cheap.rss_anon / MB,
+            "rss_file_mb": cheap.rss_file / MB, "rss_shmem_mb": cheap.rss_shmem / MB,
+            "cpu_s": cheap.stat.cpu_s, "minflt": cheap.stat.minflt, "threads": cheap.stat.threads,
+        }
+        row.update(dict.fromkeys(_PSS_FIELDS))
+        if with_pss:
+            self._add_pss(row, pid)
+        return row
+
+    @staticmethod
+    def _add_pss(row: Row, pid: int) -> None:
+        pss = procfs.read_pss(pid)
+        if pss is None:
+            row["reason"] = "smaps_rollup unreadable (process exiting?)"
+            return
+        row["tier"] = "pss"
+        for name in _PSS_FIELDS:
+            attr = name[:-3]
+            row[name] = getattr(pss, attr) / MB
+        # Rss from the same read as Pss keeps PSS <= RSS exact within one row.
+        row["rss_mb"] = pss.rss / MB
+
+    def _vanished(self, sampled: set[int], tick: float) -> list[Row]:
+        """One ``missing`` row for each process seen before but not readable now."""
+        rows = []
+        for pid in sorted(self._alive - sampled):
+            st = procfs.read_stat(pid)
+            self._gone.add(pid)
+            role = self.roles.role(pid, st.comm if st else "")
+            reason = "zombie (exited, not yet reaped)" if st is not None else "exited"
+            row: Row = {"t": round(tick - self.t0, 4), "pid": pid, "role": role.name,
+                        "worker": role.worker, "state": st.state if st else None, "tier": "gone",
+                        "missing": True, "reason": reason}
+            row.update(dict.fromkeys(_CHEAP_FIELDS + _PSS_FIELDS))
+            rows.append(row)
+        self._alive = sampled
+        return rows
+
+    def _system_row(self, tick: float) -> Row:
+        shm = procfs.dev_shm_used()
+        avail = procfs.mem_available()
+        return {
+            "t": round(tick - self.t0, 4),
+            "dev_shm_mb": None if shm is None else shm / MB,
+            "mem_available_mb": None if avail is None else avail / MB,
+            "sampler_cpu_s": self.cpu_s,
+            "processes": len(self._alive),
+        }

@@ -1,0 +1,178 @@
+"""Results on disk: written as the run goes, so a crash loses at most the last second.
+
+Layout of a results folder::
+
+    manifest.json          schema version, scenario, environment, status, timing
+    scenario.yaml          the scenario file as run
+    runs/<run_id>/meta.json      the run's spec and outcome (written via a temp file + rename)
+    runs/<run_id>/*.jsonl        append-only while running: samples, system, progress, events
+    samples.parquet  system.parquet  progress.parquet  runs.parquet   (all runs, one row set each)
+    summary.json           one entry per run: the figures and the verdict
+    report.html
+
+While a run is going, rows are appended to JSON-lines files and flushed on every write; a
+reader tolerates a torn last line. When the runs end, the tables are consolidated into Parquet
+(again temp file + rename) and the JSON-lines files removed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+TABLES = ("samples", "system", "progress", "events")
+PARQUET_TABLES = ("samples", "system", "progress")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` so that readers see the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, default=_json_default)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Rows of a JSON-lines file; a torn or corrupt line (a crash mid-write) is skipped."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+    except FileNotFoundError:
+        pass
+    return rows
+
+
+class RunWriter:
+    """Appends one run's rows to its JSON-lines files; safe to call from several threads."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._files = {name: open(run_dir / f"{name}.jsonl", "a", encoding="utf-8") for name in TABLES}
+
+    def append(self, table: str, rows: list[dict]) -> None:
+        if not rows:
+            return
+        text = "".join(json.dumps(r, default=_json_default) + "\n" for r in rows)
+        with self._lock:
+            f = self._files[table]
+            f.write(text)
+            f.flush()
+
+    def write_meta(self, meta: dict) -> None:
+        write_json_atomic(self.dir / "meta.json", meta)
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self._files.values():
+                f.close()
+
+
+def run_dirs(root: Path) -> list[Path]:
+    base = root / "runs"
+    if not base.is_dir():
+        return []
+    dirs = [d for d in base.iterdir() if (d / "meta.json").exists()]
+    return sorted(dirs, key=lambda d: json.loads((d / "meta.json").read_text()).get("index", 0))
+
+
+def _write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def consolidate(root: Path) -> None:
+    """Gather every run's JSON-lines rows into one Parquet file per table, then drop the lines."""
+    metas = [json.loads((d / "meta.json").read_text()) for d in run_dirs(root)]
+    for table in PARQUET_TABLES:
+        frames = [_run_frame(d, table) for d in run_dirs(root)]
+        frames = [f for f in frames if not f.empty]
+        existing = root / f"{table}.parquet"
+        if existing.exists():
+            frames.insert(0, pd.read_parquet(existing))
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        _write_parquet_atomic(df, existing)
+    _write_parquet_atomic(pd.DataFrame([_flat_meta(m) for m in metas]), root / "runs.parquet")
+    for d in run_dirs(root):
+        for table in PARQUET_TABLES:
+            (d / f"{table}.jsonl").unlink(missing_ok=True)
+
+
+def _run_frame(run_dir: Path, table: str) -> pd.DataFrame:
+    rows = read_jsonl(run_dir / f"{table}.jsonl")
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df.insert(0, "run_id", run_dir.name)
+    return df
+
+
+def _flat_meta(meta: dict) -> dict:
+    spec = meta.get("spec", {})
+    flat = {k: v for k, v in meta.items() if not isinstance(v, (dict, list))}
+    for section in ("dataset", "loader"):
+        for k, v in (spec.get(section) or {}).items():
+            flat[f"{section}.{k}"] = v
+    for k in ("backend", "mode", "workers"):
+        flat.setdefault(k, spec.get(k))
+    return flat
+
+
+class ResultSet:
+    """A results folder loaded back: everything the analysis and the report need."""
+
+    def __init__(self, root: Path, manifest: dict, metas: list[dict], tables: dict[str, pd.DataFrame]) -> None:
+        self.root = root
+        self.manifest = manifest
+        self.metas = metas
+        self.tables = tables
+
+    @classmethod
+    def load(cls, root: str | Path) -> ResultSet:
+        root = Path(root)
+        manifest_path = root / "manifest.json"
+        if not manifest_path.exists():
+            from memprobe.errors import UsageError
+            raise UsageError(f"{root}: not a memprobe results folder (no manifest.json)")
+        manifest = json.loads(manifest_path.read_text())
+        metas = [json.loads((d / "meta.json").read_text()) for d in run_dirs(root)]
+        tables = {t: cls._load_table(root, t) for t in PARQUET_TABLES}
+        tables["events"] = pd.concat([_run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()],
+                                     ignore_index=True)
+        return cls(root, manifest, metas, tables)
+
+    @staticmethod
+    def _load_table(root: Path, table: str) -> pd.DataFrame:
+        frames = []
+        path = root / f"{table}.parquet"
+        if path.exists():
+            frames.append(pd.read_parquet(path))
+        # Rows not yet consolidated (a crash, or a run still going) live in JSON lines.
+        frames += [_run_frame(d, table) for d in run_dirs(root)]
+        frames = [f for f in frames if not f.empty]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def run_table(self, table: str, run_id: str) -> pd.DataFrame:
+        df = self.tables.get(table, pd.DataFrame())
+        if df.empty or "run_id" not in df:
+            return pd.DataFrame()
+        return df[df["run_id"] == run_id].reset_index(drop=True)

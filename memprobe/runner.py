@@ -1,0 +1,232 @@
+"""The supervisor: run each RunSpec in a fresh child process and sample it from the outside.
+
+Each run gets its own process group so that every process it starts (workers, the forkserver
+and its workers, the resource tracker) can be found and ended together, whatever happens.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memprobe.probe import procfs
+from memprobe.probe.sampler import Sampler, SamplerSettings
+from memprobe.results import RunWriter
+from memprobe.scenario import RunSpec
+
+ProgressCallback = Callable[["RunState"], None]
+FINAL_PSS_WAIT_S = 30.0
+EXIT_GRACE_S = 10.0
+
+
+@dataclass
+class RunState:
+    """What the supervisor knows about a run while it goes (and when it ended)."""
+
+    spec: RunSpec
+    index: int
+    total: int
+    status: str = "running"  # running | ok | failed | timeout | interrupted
+    error: dict | None = None
+    items: int = 0
+    batches: int = 0
+    marks: dict[str, float] = field(default_factory=dict)  # event name -> t (s since start)
+    started_wall: float = field(default_factory=time.time)
+    elapsed_s: float = 0.0
+    exit_code: int | None = None
+    sampler: dict = field(default_factory=dict)
+
+    def meta(self) -> dict:
+        return {"run_id": self.spec.run_id, "index": self.index, "status": self.status,
+                "error": self.error, "items": self.items, "batches": self.batches, "marks": self.marks,
+                "started": self.started_wall, "elapsed_s": round(self.elapsed_s, 3),
+                "exit_code": self.exit_code, "sampler": self.sampler, "spec": self.spec.to_dict()}
+
+
+class _Supervisor:
+    def __init__(self, state: RunState, run_dir: Path, on_progress: ProgressCallback | None) -> None:
+        self.state = state
+        self.writer = RunWriter(run_dir)
+        self.run_dir = run_dir
+        self.on_progress = on_progress or (lambda s: None)
+        self._buf = b""
+
+    def run(self) -> RunState:
+        spec = self.state.spec
+        self.writer.write_meta(self.state.meta())
+        read_fd, write_fd = os.pipe()
+        log = open(self.run_dir / "child.log", "wb")
+        self.t0 = time.monotonic()
+        env = {**os.environ, "MEMPROBE_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "memprobe.child"], stdin=subprocess.PIPE,
+                                     stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+                                     env=env, process_group=0)
+        os.close(write_fd)
+        log.close()
+        settings = SamplerSettings(interval_s=spec.sampling.interval_s, pss_cpu_budget=spec.sampling.pss_cpu_budget,
+                                   pss_min_interval_s=spec.sampling.pss_min_interval_s)
+        self.sampler = Sampler(self.proc.pid, self.writer.append, settings, t0=self.t0, pgid=self.proc.pid)
+        self.sampler.start()
+        try:
+            self._send(json.dumps(spec.to_dict()))
+            self._event_loop(read_fd)
+        except KeyboardInterrupt:
+            self.state.status = "interrupted"
+            raise
+        finally:
+            os.close(read_fd)
+            self._finish()
+        return self.state
+
+    def _send(self, line: str) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the child is gone; its exit status tells the story
+
+    def _event_loop(self, fd: int) -> None:
+        deadline = self.t0 + self.state.spec.timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.state.status = "timeout"
+                self.state.error = {"type": "Timeout", "message":
+                                    f"run did not finish within timeout_s={self.state.spec.timeout_s:g}"}
+                return
+            ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return  # every holder of the write end closed: the child exited
+                self._feed(chunk)
+            self.state.elapsed_s = time.monotonic() - self.t0
+            self.on_progress(self.state)
+
+    def _feed(self, chunk: bytes) -> None:
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        for line in lines:
+            if line.strip():
+                self._handle(json.loads(line))
+
+    def _handle(self, ev: dict) -> None:
+        name = ev["event"]
+        t = round(ev.pop("mono") - self.t0, 4)
+        self.writer.append("events", [{"t": t, **{k: v for k, v in ev.items() if k != "traceback"}}])
+        if name not in self.state.marks:
+            self.state.marks[name] = t
+        if name == "epoch_start":
+            self.sampler.roles.set_workers(ev.get("workers", []))
+        elif name in ("progress", "done", "warm", "first_batch"):
+            self.state.items, self.state.batches = ev["items"], ev["batches"]
+            self.writer.append("progress", [{"t": t, "items": ev["items"], "batches": ev["batches"],
+                                             "epoch": ev.get("epoch")}])
+        elif name == "error":
+            self.state.error = {"type": ev["type"], "message": ev["message"], "traceback": ev.get("traceback")}
+        if name in ("warm", "done"):
+            self.sampler.request_pss(wait_s=FINAL_PSS_WAIT_S)
+            self._send("ack")
+
+    def _finish(self) -> None:
+        if self.state.status == "running":
+            # The event pipe closes a moment before the process is reaped: let it exit by itself.
+            try:
+                self.proc.wait(EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        end_group(self.proc)
+        self.sampler.stop(final_pss=False)
+        self.state.exit_code = self.proc.returncode
+        self.state.elapsed_s = time.monotonic() - self.t0
+        self.state.sampler = {"cpu_s": round(self.sampler.cpu_s, 4),
+                              "pss_rounds": len(self.sampler.pss_round_costs),
+                              "cheap_rounds": len(self.sampler.cheap_round_costs),
+                              "pss_round_mean_s": _mean(self.sampler.pss_round_costs),
+                              "cheap_round_mean_s": _mean(self.sampler.cheap_round_costs)}
+        if self.sampler.error is not None:
+            self.state.sampler["error"] = repr(self.sampler.error)
+        self._settle_status()
+        self.writer.write_meta(self.state.meta())
+        self.writer.close()
+
+    def _settle_status(self) -> None:
+        if self.state.status != "running":
+            return
+        code = self.proc.returncode
+        if self.state.error is None and code == 0 and "done" in self.state.marks:
+            self.state.status = "ok"
+            return
+        self.state.status = "failed"
+        if self.state.error is None:
+            how = f"killed by signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+            self.state.error = {"type": "ChildExited", "message": f"the run's process ended ({how}) "
+                                f"before finishing; see {self.run_dir / 'child.log'}"}
+
+
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 6) if xs else None
+
+
+def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+    """End the child and everything in its process group; leave no process behind."""
+    pgid = proc.pid
+    if proc.poll() is None:
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    deadline = time.monotonic() + grace_s
+    while procfs.processes_in_group(pgid) and time.monotonic() < deadline:
+        _signal_group(pgid, signal.SIGTERM)
+        time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    proc.wait()
+    if proc.stdin:
+        proc.stdin.close()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def execute(spec: RunSpec, run_dir: Path, *, index: int = 0, total: int = 1,
+            on_progress: ProgressCallback | None = None) -> RunState:
+    """Run ``spec`` in a fresh child process, sampled from the outside; results go to ``run_dir``."""
+    return _Supervisor(RunState(spec=spec, index=index, total=total), run_dir, on_progress).run()
+
+
+def environment() -> dict[str, Any]:
+    """The facts a reader needs to interpret the numbers."""
+    import platform
+
+    import torch
+
+    import memprobe
+
+    mem = procfs._read("/proc/meminfo") or ""
+    total_kb = next((int(l.split()[1]) for l in mem.splitlines() if l.startswith("MemTotal:")), 0)
+    cpu = next((l.split(":", 1)[1].strip() for l in (procfs._read("/proc/cpuinfo") or "").splitlines()
+                if l.startswith("model name")), platform.processor())
+    return {"memprobe": memprobe.__version__, "torch": torch.__version__, "python": platform.python_version(),
+            "python_build": sys.version, "gil_enabled": _gil_enabled(), "kernel": platform.release(),
+            "machine": platform.machine(), "cpu_model": cpu, "cpu_count": os.cpu_count(),
+            "mem_total_mb": round(total_kb / 1024), "hostname": platform.node()}
+
+
+def _gil_enabled() -> bool:
+    check = getattr(sys, "_is_gil_enabled", None)
+    return True if check is None else bool(check())

@@ -1,0 +1,263 @@
+"""Scenario files: parse, validate and expand into the list of runs to execute.
+
+A scenario names a dataset, the axes to sweep (backends x modes x worker counts) and the loader
+and sampling settings. Every mistake stops before anything runs, with a message that names the
+file, the key, the bad value and what is allowed.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memprobe.errors import UsageError
+
+MODES = ("fork", "spawn", "forkserver", "thread")
+BACKENDS = ("list", "numpy", "arrow")
+SINGLE = "single"  # the mode label of a workers: 0 run (no worker processes or threads)
+VERDICTS = ("flat", "growing")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    records: int = 500_000
+    floats: int = 4
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LoaderSpec:
+    batch_size: int = 256
+    epochs: int = 1
+    items: int | None = None  # an item budget; stops before the epochs end if reached first
+    shuffle: bool = True
+    prefetch_factor: int = 2
+    persistent_workers: bool = False
+    # gc.freeze() before the workers start: the known fix for the one-off copy a forked worker
+    # makes of the interpreter's own objects when Python's cyclic GC first walks them.
+    gc_freeze: bool = False
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    interval_s: float = 0.1
+    pss_cpu_budget: float = 0.015
+    pss_min_interval_s: float = 0.25
+
+
+@dataclass(frozen=True)
+class VerdictSpec:
+    # Worker USS growth above this (MB, mean per worker) reads as "growing". Chosen from
+    # measurement (docs/performance.md): a forked worker copies ~36 MB of the interpreter's own
+    # objects (torch imported) once, when the cyclic GC first walks them, whatever the dataset;
+    # numpy/arrow workers grow by that much and no more, list workers by a share of the data.
+    growth_threshold_mb: float = 50.0
+
+
+@dataclass(frozen=True)
+class Expectation:
+    verdict: str
+    backends: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+
+    def applies(self, backend: str, mode: str) -> bool:
+        return (not self.backends or backend in self.backends) and (not self.modes or mode in self.modes)
+
+    def describe(self) -> str:
+        who = " x ".join(", ".join(x) for x in (self.backends, self.modes) if x) or "every run"
+        return f"{who} stays {self.verdict}" if self.verdict == "flat" else f"{who} is {self.verdict}"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the matrix: everything the child process needs, JSON-serialisable."""
+
+    run_id: str
+    backend: str
+    mode: str
+    workers: int
+    dataset: DatasetSpec
+    loader: LoaderSpec
+    sampling: SamplingSpec
+    verdict: VerdictSpec
+    timeout_s: float
+    expect: str | None = None  # "flat"/"growing" where the scenario set an expectation
+    fault: str | None = None  # test hook: "raise" or "kill-worker"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
+        return cls(**{**d, "dataset": DatasetSpec(**d["dataset"]), "loader": LoaderSpec(**d["loader"]),
+                      "sampling": SamplingSpec(**d["sampling"]), "verdict": VerdictSpec(**d["verdict"])})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str
+    text: str
+    description: str = ""
+    dataset: DatasetSpec = field(default_factory=DatasetSpec)
+    backends: tuple[str, ...] = BACKENDS
+    modes: tuple[str, ...] = MODES
+    workers: tuple[int, ...] = (2,)
+    loader: LoaderSpec = field(default_factory=LoaderSpec)
+    sampling: SamplingSpec = field(default_factory=SamplingSpec)
+    verdict: VerdictSpec = field(default_factory=VerdictSpec)
+    expect: tuple[Expectation, ...] = ()
+    timeout_s: float = 300.0
+
+    def runs(self) -> list[RunSpec]:
+        """The matrix: backends x modes x workers; ``workers: 0`` runs once per backend."""
+        out: list[RunSpec] = []
+        for backend, workers in itertools.product(self.backends, self.workers):
+            for mode in (SINGLE,) if workers == 0 else self.modes:
+                out.append(RunSpec(
+                    run_id=f"{backend}-{mode}-w{workers}", backend=backend, mode=mode, workers=workers,
+                    dataset=self.dataset, loader=self.loader, sampling=self.sampling,
+                    verdict=self.verdict, timeout_s=self.timeout_s, expect=self._expected(backend, mode)))
+        return out
+
+    def _expected(self, backend: str, mode: str) -> str | None:
+        found = [e.verdict for e in self.expect if e.applies(backend, mode)]
+        return found[-1] if found else None
+
+
+# -- validation ------------------------------------------------------------------------------
+
+class _Checker:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, key: str, value: Any, allowed: str) -> UsageError:
+        return UsageError(f"{self.path}: key '{key}': got {value!r}; allowed: {allowed}")
+
+    def mapping(self, key: str, value: Any, allowed_keys: tuple[str, ...]) -> dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(key, value, f"a mapping with keys {', '.join(allowed_keys)}")
+        for k in value:
+            if k not in allowed_keys:
+                where = f"{key}.{k}" if key else str(k)
+                raise UsageError(f"{self.path}: unknown key '{where}'; allowed keys"
+                                 f"{' under ' + repr(key) if key else ''}: {', '.join(allowed_keys)}")
+        return value
+
+    def number(self, key: str, value: Any, kind: type, minimum: float, *, optional: bool = False) -> Any:
+        if value is None and optional:
+            return None
+        ok = isinstance(value, kind) or (kind is float and isinstance(value, int))
+        if isinstance(value, bool) or not ok or value < minimum:
+            noun = "an integer" if kind is int else "a number"
+            raise self.fail(key, value, f"{noun} >= {minimum}")
+        return kind(value)
+
+    def boolean(self, key: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, value, "true or false")
+        return value
+
+    def choices(self, key: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise self.fail(key, value, f"one or more of {', '.join(allowed)}")
+        for item in items:
+            if item not in allowed:
+                raise self.fail(key, item, ", ".join(allowed))
+        return tuple(dict.fromkeys(items))
+
+
+def _section(check: _Checker, key: str, raw: Any, cls: type, rules: dict[str, tuple]) -> Any:
+    data = check.mapping(key, raw, tuple(f.name for f in fields(cls)))
+    values = {}
+    for name, value in data.items():
+        kind, minimum, *opt = rules[name]
+        full = f"{key}.{name}"
+        values[name] = check.boolean(full, value) if kind is bool else check.number(
+            full, value, kind, minimum, optional=bool(opt))
+    return cls(**values)
+
+
+_TOP_KEYS = ("name", "description", "dataset", "backends", "modes", "workers", "loader", "sampling",
+             "verdict", "expect", "timeout_s")
+
+
+def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
+    """Parse and validate scenario YAML ``text``; ``path`` is used in error messages."""
+    check = _Checker(path)
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc}") from None
+    data = check.mapping("", raw, _TOP_KEYS)
+    if not data:
+        raise UsageError(f"{path}: empty scenario; expected a mapping with keys {', '.join(_TOP_KEYS)}")
+    name = data.get("name", Path(path).stem)
+    if not isinstance(name, str) or not name:
+        raise check.fail("name", name, "a non-empty string")
+    return Scenario(
+        name=name, path=path, text=text, description=str(data.get("description", "")),
+        dataset=_section(check, "dataset", data.get("dataset"), DatasetSpec,
+                         {"records": (int, 1), "floats": (int, 1), "seed": (int, 0)}),
+        backends=check.choices("backends", data.get("backends", list(BACKENDS)), BACKENDS),
+        modes=check.choices("modes", data.get("modes", list(MODES)), MODES),
+        workers=_workers(check, data.get("workers", [2])),
+        loader=_section(check, "loader", data.get("loader"), LoaderSpec, {
+            "batch_size": (int, 1), "epochs": (int, 1), "items": (int, 1, "optional"),
+            "shuffle": (bool, 0), "prefetch_factor": (int, 1), "persistent_workers": (bool, 0),
+            "gc_freeze": (bool, 0)}),
+        sampling=_section(check, "sampling", data.get("sampling"), SamplingSpec, {
+            "interval_s": (float, 0.01), "pss_cpu_budget": (float, 0.001), "pss_min_interval_s": (float, 0.0)}),
+        verdict=_section(check, "verdict", data.get("verdict"), VerdictSpec, {"growth_threshold_mb": (float, 0.0)}),
+        expect=_expectations(check, data.get("expect", [])),
+        timeout_s=check.number("timeout_s", data.get("timeout_s", 300.0), float, 1.0),
+    )
+
+
+def _workers(check: _Checker, value: Any) -> tuple[int, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise check.fail("workers", value, "a list of integers >= 0, e.g. [0, 2, 4]")
+    return tuple(dict.fromkeys(check.number("workers", w, int, 0) for w in items))
+
+
+def _expectations(check: _Checker, value: Any) -> tuple[Expectation, ...]:
+    if not isinstance(value, list):
+        raise check.fail("expect", value, "a list of {backend, mode, verdict} entries")
+    out = []
+    for i, entry in enumerate(value):
+        key = f"expect[{i}]"
+        entry = check.mapping(key, entry, ("backend", "mode", "verdict"))
+        if "verdict" not in entry:
+            raise check.fail(f"{key}.verdict", None, ", ".join(VERDICTS))
+        verdict = check.choices(f"{key}.verdict", entry["verdict"], VERDICTS)
+        if len(verdict) != 1:
+            raise check.fail(f"{key}.verdict", entry["verdict"], "exactly one of " + ", ".join(VERDICTS))
+        out.append(Expectation(
+            verdict=verdict[0],
+            backends=check.choices(f"{key}.backend", entry["backend"], BACKENDS) if "backend" in entry else (),
+            modes=check.choices(f"{key}.mode", entry["mode"], MODES + (SINGLE,)) if "mode" in entry else ()))
+    return tuple(out)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate the scenario file at ``path``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such scenario file") from None
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read: {exc.strerror}") from None
+    return parse_scenario(text, str(p))
+
+
+def with_overrides(scenario: Scenario, **changes: Any) -> Scenario:
+    """A copy of ``scenario`` with top-level fields replaced (used by ``--quick`` and flags)."""
+    return replace(scenario, **{k: v for k, v in changes.items() if v is not None})

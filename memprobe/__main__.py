@@ -1,0 +1,3 @@
+from memprobe.cli import entry
+
+entry()

@@ -1,0 +1,56 @@
+"""The ``memprobe`` command: one module per subcommand; no logic lives here."""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from memprobe import __version__
+from memprobe.errors import MemprobeError
+
+EPILOG = """examples:
+  memprobe run scenarios/lists_vs_arrays.yaml          # the full matrix (~4 min on 2 cores)
+  memprobe run scenarios/quick.yaml                    # a 30-second look
+  memprobe run scenarios/lists_vs_arrays.yaml --quick  # same matrix, small dataset
+  memprobe report reports/lists_vs_arrays-20261122T101500Z
+  memprobe compare reports/before reports/after -o compare.html
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    from memprobe.cli import compare, report, run
+
+    parser = argparse.ArgumentParser(
+        prog="memprobe", description="See how much memory torch DataLoader workers really use "
+        "(PSS/USS, not RSS) under fork, spawn, forkserver and threads.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"memprobe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in (run, report, compare):
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.__doc__,
+                           epilog=getattr(module, "EPILOG", None),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(handler=module.main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (2 for bad input, 1 for failed runs, 130 on Ctrl-C)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.handler(args)
+    except MemprobeError as exc:
+        print(f"memprobe: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("memprobe: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    sys.exit(main())

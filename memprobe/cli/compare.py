@@ -1,0 +1,31 @@
+"""Compare two results folders (e.g. before and after a fix): runs matched by backend, mode
+and worker count, with the deltas highlighted."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "compare"
+HELP = "compare two results folders side by side"
+EPILOG = """example:
+  memprobe compare reports/before reports/after -o before-vs-after.html
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", metavar="DIR_A", help="the baseline results folder")
+    p.add_argument("b", metavar="DIR_B", help="the results folder to compare with it")
+    p.add_argument("-o", "--output", metavar="FILE", help="HTML file to write (default: DIR_B/compare.html)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from memprobe.errors import UsageError
+    from memprobe.report.compare import write_compare
+
+    a, b = Path(args.a), Path(args.b)
+    for d in (a, b):
+        if not (d / "manifest.json").exists():
+            raise UsageError(f"{d}: not a memprobe results folder (no manifest.json)")
+    out = Path(args.output) if args.output else b / "compare.html"
+    print(f"compare: {write_compare(a, b, out)}")
+    return 0

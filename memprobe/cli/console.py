@@ -1,0 +1,89 @@
+"""Terminal output: live progress per run and the summary table."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from memprobe.analysis import RunSummary
+from memprobe.runner import RunState
+from memprobe.scenario import RunSpec
+from memprobe.session import Console
+
+MARK = {True: "met", False: "NOT MET", None: ""}
+
+
+class TerminalConsole(Console):
+    """One live line per run on a terminal; a line at start and end (and every 5 s) otherwise."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.live = stream.isatty()
+        self._last = 0.0
+
+    def run_started(self, spec: RunSpec, index: int, total: int) -> None:
+        self._prefix = f"[{index + 1}/{total}] {spec.run_id}"
+        self._target = self._items_target(spec)
+        self._last = time.monotonic()
+        if not self.live:
+            self._print(f"{self._prefix}: starting")
+
+    @staticmethod
+    def _items_target(spec: RunSpec) -> int | None:
+        lo = spec.loader
+        if getattr(spec, "factory", None):
+            return lo.items
+        total = spec.dataset.records * lo.epochs
+        if lo.items is not None:
+            total = min(total, lo.items)
+        return total
+
+    def run_progress(self, state: RunState) -> None:
+        now = time.monotonic()
+        if not self.live and now - self._last < 5.0:
+            return
+        self._last = now
+        of = f"/{self._target:,}" if self._target else ""
+        phase = "loading dataset" if "dataset_built" not in state.marks else (
+            "starting workers" if "first_batch" not in state.marks else "iterating")
+        line = f"{self._prefix}: {state.items:,}{of} items, {state.elapsed_s:5.1f} s, {phase}"
+        if self.live:
+            self.stream.write("\r\033[K" + line)
+            self.stream.flush()
+        else:
+            self._print(line)
+
+    def run_finished(self, state: RunState) -> None:
+        if self.live:
+            self.stream.write("\r\033[K")
+        err = f" - {state.error['type']}: {state.error['message']}" if state.error else ""
+        self._print(f"{self._prefix}: {state.status} ({state.items:,} items, {state.elapsed_s:.1f} s){err}")
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+
+def summary_table(summaries: list[RunSummary]) -> str:
+    """The terminal summary: one row per run."""
+    head = ("run", "status", "PSS start", "PSS peak", "sum RSS", "worker growth", "items/s", "verdict", "expected")
+    rows = [head]
+    for s in summaries:
+        growth = s.worker_uss_growth_mb if s.worker_uss_growth_mb is not None else s.main_uss_growth_mb
+        rows.append((s.run_id, s.status, _mb(s.total_pss_start_mb), _mb(s.total_pss_peak_mb),
+                     _mb(s.sum_rss_peak_mb), _mb(growth, sign=True), _num(s.items_per_s),
+                     s.verdict or "-", f"{s.expectation} {MARK[s.expectation_met]}" if s.expectation else ""))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _mb(v: float | None, sign: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+,.0f} MB" if sign else f"{v:,.0f} MB"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"

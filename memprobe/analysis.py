@@ -79,7 +79,7 @@ def rss_totals(samples: pd.DataFrame) -> pd.Series:
 
 def per_process_growth(samples: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
     """USS at the first and last PSS sample of each process inside [start, end]."""
-    w = samples[(samples["tier"] == "pss") & (samples["t"] >= start - 1e-6) & (samples["t"] <= end + 1e-6)]
+    w = samples[(samples["tier"] == "pss") & (samples["t"] >= start) & (samples["t"] <= end)]
     if w.empty:
         return pd.DataFrame(columns=["pid", "role", "worker", "uss_start_mb", "uss_end_mb", "growth_mb"])
     w = w.sort_values("t")
@@ -96,11 +96,9 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
     """The figures and verdict for one run."""
     spec = meta["spec"]
     marks = meta.get("marks", {})
-    start, end = marks.get("warm"), marks.get("done")
     rounds = pss_rounds(samples)
-    window = rounds[(rounds["t"] >= (start or 0) - 1e-6)] if start is not None else rounds
-    if end is not None:
-        window = window[window["t"] <= end + 1e-6]
+    start, end = _window(rounds, marks.get("warm"), marks.get("done"))
+    window = rounds[(rounds["t"] >= start) & (rounds["t"] <= end)] if start is not None else rounds.iloc[0:0]
     growth = per_process_growth(samples, start, end) if start is not None and end is not None else None
     workers = growth[growth["worker"] >= 0] if growth is not None else None
     main = growth[growth["role"] == "main"] if growth is not None else None
@@ -119,7 +117,7 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
     summary = RunSummary(
         run_id=meta["run_id"], backend=spec["backend"], mode=spec["mode"], workers=spec["workers"],
         status=meta["status"], error=_error_text(meta.get("error")), items=items,
-        items_per_s=_rate(progress, start, end),
+        items_per_s=_rate(progress, marks.get("warm"), marks.get("done")),
         time_to_first_batch_s=_ttfb(marks),
         duration_s=float(meta.get("elapsed_s") or 0.0),
         total_pss_start_mb=_first(window["total_pss_mb"]), total_pss_peak_mb=pss_peak,
@@ -155,6 +153,20 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
                      f"{s.rss_overcount_mb:,.0f} MB ({ratio:.2f}x) more than the real total (PSS) "
                      f"of {s.total_pss_peak_mb:,.0f} MB")
     return replace(s, explanation="; ".join(parts))
+
+
+def _window(rounds: pd.DataFrame, warm: float | None, done: float | None) -> tuple[float | None, float | None]:
+    """The PSS rounds forced at ``warm`` and ``done`` (each is the first round at or after its
+    mark: the loader process waits for it before going on)."""
+    if warm is None or done is None or rounds.empty:
+        return None, None
+    after_warm = rounds.loc[rounds["t"] >= warm, "t"]
+    after_done = rounds.loc[rounds["t"] >= done, "t"]
+    start = float(after_warm.iloc[0]) if len(after_warm) else None
+    end = float(after_done.iloc[0]) if len(after_done) else float(rounds["t"].iloc[-1])
+    if start is None or end < start:
+        return None, None
+    return start, end
 
 
 def _rate(progress: pd.DataFrame, start: float | None, end: float | None) -> float | None:

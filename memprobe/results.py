@@ -6,7 +6,8 @@ Layout of a results folder::
     scenario.yaml          the scenario file as run
     runs/<run_id>/meta.json      the run's spec and outcome (written via a temp file + rename)
     runs/<run_id>/*.jsonl        append-only while running: samples, system, progress, events
-    samples.parquet  system.parquet  progress.parquet  runs.parquet   (all runs, one row set each)
+    samples.parquet  system.parquet  progress.parquet  threads.parquet  runs.parquet
+                           (all runs, one table each, a run_id column)
     summary.json           one entry per run: the figures and the verdict
     report.html
 
@@ -25,8 +26,8 @@ from typing import Any
 import pandas as pd
 
 SCHEMA_VERSION = 1
-TABLES = ("samples", "system", "progress", "events")
-PARQUET_TABLES = ("samples", "system", "progress")
+TABLES = ("samples", "system", "progress", "events", "threads")
+PARQUET_TABLES = ("samples", "system", "progress", "threads")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -72,7 +72,8 @@ class _Supervisor:
         os.close(write_fd)
         log.close()
         settings = SamplerSettings(interval_s=spec.sampling.interval_s, pss_cpu_budget=spec.sampling.pss_cpu_budget,
-                                   pss_min_interval_s=spec.sampling.pss_min_interval_s)
+                                   pss_min_interval_s=spec.sampling.pss_min_interval_s,
+                                   threads_of_main=spec.mode == "thread")
         self.sampler = Sampler(self.proc.pid, self.writer.append, settings, t0=self.t0, pgid=self.proc.pid)
         self.sampler.start()
         try:

@@ -33,6 +33,7 @@ class SamplerSettings:
     pss_min_interval_s: float = 0.25
     pss_max_interval_s: float = 10.0  # never go longer than this without a PSS round
     group_scan_interval_s: float = 2.0  # full /proc scan for escaped processes
+    threads_of_main: bool = False  # per-thread CPU of the main process (thread-mode loaders)
 
 
 class Sampler:
@@ -123,6 +124,8 @@ class Sampler:
         else:
             self.cheap_round_costs.append(cost)
         self.sink("samples", rows)
+        if self.settings.threads_of_main:
+            self.sink("threads", self._thread_rows(tick))
         self.sink("system", [self._system_row(tick)])
 
     def _pss_gap(self, cost: float, tick: float) -> float:
@@ -188,6 +191,15 @@ class Sampler:
             row.update(dict.fromkeys(_CHEAP_FIELDS + _PSS_FIELDS))
             rows.append(row)
         self._alive = sampled
+        return rows
+
+    def _thread_rows(self, tick: float) -> list[Row]:
+        """CPU seconds per thread of the main process, named by the OS thread name."""
+        rows = []
+        for tid in procfs.thread_ids(self.root):
+            st = procfs.read_stat(self.root, tid)
+            if st is not None:
+                rows.append({"t": round(tick - self.t0, 4), "tid": tid, "name": st.comm, "cpu_s": st.cpu_s})
         return rows
 
     def _system_row(self, tick: float) -> Row:

@@ -15,7 +15,7 @@ Definitions (times are seconds since the run's process started):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -50,6 +50,11 @@ class RunSummary:
     explanation: str
     sampler_cpu_share: float | None
     gil_enabled: bool | None = None
+    workload: str = "records"
+    decoder_backend: str | None = None  # decode workload: e.g. pillow, nvimgcodec-cpu, nvimgcodec-gpu
+    mb_per_s: float | None = None  # decode workload: encoded MB/s
+    megapixels_per_s: float | None = None
+    cpu_cores_used: float | None = None  # CPU seconds of the whole tree per second, in the window
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _clean(v) for k, v in asdict(self).items()}
@@ -132,12 +137,35 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
         expectation_met=None if expect is None or verdict is None else expect == verdict,
         explanation="", sampler_cpu_share=_sampler_share(meta), gil_enabled=gil_enabled,
     )
+    summary = replace(summary, **_workload_figures(meta, samples, start, end, summary.items_per_s))
     return _explained(summary, process_workers)
 
 
-def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
-    from dataclasses import replace
+def _workload_figures(meta: dict, samples: pd.DataFrame, start: float | None, end: float | None,
+                      rate: float | None) -> dict[str, Any]:
+    info = meta.get("dataset_info") or {}
+    out: dict[str, Any] = {"workload": meta["spec"].get("workload", "records"),
+                           "decoder_backend": info.get("decoder_backend"),
+                           "cpu_cores_used": cpu_cores_used(samples, start, end)}
+    if rate is not None and info.get("bytes_per_item"):
+        out["mb_per_s"] = rate * info["bytes_per_item"] / 1e6
+    if rate is not None and info.get("pixels_per_item"):
+        out["megapixels_per_s"] = rate * info["pixels_per_item"] / 1e6
+    return out
 
+
+def cpu_cores_used(samples: pd.DataFrame, start: float | None, end: float | None) -> float | None:
+    """CPU seconds used by the whole tree per wall second between ``start`` and ``end``."""
+    if samples.empty or start is None or end is None or end <= start:
+        return None
+    w = samples[(samples["t"] >= start) & (samples["t"] <= end) & ~samples["missing"].astype(bool)]
+    if w.empty:
+        return None
+    g = w.sort_values("t").groupby("pid")["cpu_s"]
+    return float((g.last() - g.first()).sum()) / (end - start)
+
+
+def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
     if s.verdict is None:
         why = f"no verdict: the run ended {s.status} before its iteration window closed"
         return replace(s, explanation=why + (f" ({s.error})" if s.error else ""))

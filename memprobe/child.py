@@ -65,20 +65,81 @@ def _parse_fault(fault: str | None) -> tuple[str, int] | None:
     return kind, int(at or 0)
 
 
-def build(spec: RunSpec) -> Any:
-    from memprobe.datasets import build_dataset
-    from memprobe.datasets.records import RecordSpec
+def build(spec: RunSpec) -> tuple[Any, dict]:
+    """The run's dataset and facts about it worth recording (e.g. bytes per item, decoder)."""
+    if spec.workload == "factory":
+        from memprobe.factory import call_factory
 
-    d = spec.dataset
-    dataset = build_dataset(spec.backend, RecordSpec(records=d.records, floats=d.floats, seed=d.seed))
+        dataset, info = call_factory(spec.factory.factory, spec.factory.kwargs), {"factory": spec.factory.factory}
+    elif spec.workload == "decode":
+        dataset, info = _decode_dataset(spec)
+    else:
+        from memprobe.datasets import build_dataset
+        from memprobe.datasets.records import RecordSpec
+
+        d = spec.dataset
+        dataset = build_dataset(spec.backend, RecordSpec(records=d.records, floats=d.floats, seed=d.seed))
+        info = {}
     fault = _parse_fault(spec.fault)
     if fault and fault[0] in ("raise", "hang"):
         dataset = FaultyDataset(dataset, *fault)
-    return dataset
+    return dataset, info
+
+
+def _decode_dataset(spec: RunSpec) -> tuple[Any, dict]:
+    from memprobe.decode import DecodeDataset, check_mode_supported, jpeg_table
+    from memprobe.errors import MemprobeError
+
+    d = spec.decode
+    table = jpeg_table(d.images, width=d.width, height=d.height, quality=d.quality, seed=d.seed)
+    dataset = DecodeDataset(table, decoder=spec.backend, device=d.device)
+    backend = dataset.decoder.backend
+    mode = "main" if spec.workers == 0 else spec.mode
+    problem = check_mode_supported(spec.backend, backend, mode)
+    if problem:
+        raise MemprobeError(problem)
+    return dataset, {"decoder_backend": backend, "bytes_per_item": dataset.total_bytes / len(dataset),
+                     "pixels_per_item": d.width * d.height}
+
+
+class _Counter:
+    """Counts items and batches and tells the supervisor, throttled to ~10 events a second."""
+
+    def __init__(self, spec: RunSpec, events: Events, acks: Iterator[str]) -> None:
+        self.spec, self.events, self.acks = spec, events, acks
+        self.items = self.batches = 0
+        self._last_sent = 0.0
+
+    def sync(self, event: str) -> None:
+        """Send ``event`` and wait for the supervisor's PSS round (workers stay alive)."""
+        self.events.send(event, items=self.items, batches=self.batches)
+        next(self.acks, None)
+
+    def add(self, batch: Any, epoch: int, *, final: bool) -> None:
+        self.items += _batch_items(batch)
+        self.batches += 1
+        if self.batches == 1:
+            self.events.send("first_batch", items=self.items, batches=self.batches)
+        if self.batches == max(self.spec.workers, 1) and epoch == 0:
+            # Round-robin: every worker has now delivered a batch, so each holds its dataset
+            # (spawn/forkserver workers unpickle it first). The growth window starts here.
+            self.sync("warm")
+        now = time.monotonic()
+        if final or now - self._last_sent >= PROGRESS_EVERY_S:
+            self.events.send("progress", items=self.items, batches=self.batches, epoch=epoch)
+            self._last_sent = now
+
+    def budget_hit(self) -> bool:
+        return self.spec.loader.items is not None and self.items >= self.spec.loader.items
 
 
 def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) -> None:
-    from memprobe.loaders import build_loader, worker_pids
+    """Iterate the loader for the scenario's epochs (or item budget).
+
+    The last batch is taken without asking for one more, so the workers are still alive when
+    the supervisor takes its final PSS round; only then does the iterator shut them down.
+    """
+    from memprobe.loaders import build_loader
 
     lo = spec.loader
     loader = build_loader(dataset, mode=spec.mode, workers=spec.workers, batch_size=lo.batch_size,
@@ -88,55 +149,61 @@ def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) ->
         import gc
 
         gc.freeze()
-    fault = _parse_fault(spec.fault)
-    per_epoch = len(loader)
-    items = batches = 0
-    last_sent = 0.0
+    counter = _Counter(spec, events, acks)
+    per_epoch = _length(loader)
     for epoch in range(lo.epochs):
-        events.send("iter_start", epoch=epoch)
-        it = iter(loader)
-        events.send("epoch_start", epoch=epoch, workers=worker_pids(it))
-        for b in range(per_epoch):
+        if _epoch(spec, loader, counter, epoch, per_epoch):
+            return
+    counter.sync("done")
+
+
+def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch: int | None) -> bool:
+    """One epoch; True when the run is done (last batch of the last epoch, or budget reached)."""
+    from memprobe.loaders import worker_pids
+
+    fault = _parse_fault(spec.fault)
+    counter.events.send("iter_start", epoch=epoch)
+    it = iter(loader)
+    counter.events.send("epoch_start", epoch=epoch, workers=worker_pids(it))
+    last_epoch = epoch == spec.loader.epochs - 1
+    b = 0
+    while per_epoch is None or b < per_epoch:
+        try:
             batch = next(it)
-            n = _batch_items(batch)
-            items += n
-            batches += 1
-            if batches == 1:
-                events.send("first_batch", items=items, batches=batches)
-            if batches == max(spec.workers, 1) and epoch == 0:
-                # Round-robin: every worker has now delivered a batch, so each has its dataset
-                # (spawn/forkserver workers unpickle it first). The window of growth starts here;
-                # wait while the supervisor takes a PSS round (workers stop at their prefetch limit).
-                events.send("warm", items=items, batches=batches)
-                next(acks, None)
-            if fault and fault[0] == "kill" and batches == fault[1]:
-                os.kill(worker_pids(it)[0], signal.SIGKILL)
-            last_epoch_batch = b == per_epoch - 1 and epoch == lo.epochs - 1
-            budget_hit = lo.items is not None and items >= lo.items
-            now = time.monotonic()
-            if now - last_sent >= PROGRESS_EVERY_S or last_epoch_batch or budget_hit:
-                events.send("progress", items=items, batches=batches, epoch=epoch)
-                last_sent = now
-            if last_epoch_batch or budget_hit:
-                # Workers are still alive here: the supervisor takes its final PSS round now.
-                events.send("done", items=items, batches=batches)
-                next(acks, None)
-                del it
-                return
-        del it
-    events.send("done", items=items, batches=batches)
-    next(acks, None)
+        except StopIteration:  # iterable datasets without a length end this way
+            break
+        final = last_epoch and per_epoch is not None and b == per_epoch - 1
+        counter.add(batch, epoch, final=final)
+        del batch
+        if fault and fault[0] == "kill" and counter.batches == fault[1]:
+            os.kill(worker_pids(it)[0], signal.SIGKILL)
+        if final or counter.budget_hit():
+            counter.sync("done")
+            del it
+            return True
+        b += 1
+    del it
+    return False
+
+
+def _length(dataset: Any) -> int | None:
+    try:
+        return len(dataset)
+    except TypeError:  # an IterableDataset without __len__
+        return None
 
 
 def main() -> int:
     events = Events(int(os.environ["MEMPROBE_EVENT_FD"]))
     lines = iter(sys.stdin.readline, "")
     spec = RunSpec.from_dict(json.loads(next(lines)))
+    # User factories are imported by name: their directories come first, as in the caller.
+    sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
     events.send("started", pid=os.getpid())
     try:
         t = time.monotonic()
-        dataset = build(spec)
-        events.send("dataset_built", seconds=time.monotonic() - t, length=len(dataset))
+        dataset, info = build(spec)
+        events.send("dataset_built", seconds=time.monotonic() - t, length=_length(dataset), info=info)
         iterate(spec, dataset, events, lines)
     except BaseException as exc:  # reported to the supervisor with the original type and message
         events.send("error", type=type(exc).__name__, message=str(exc), traceback=traceback.format_exc())

@@ -43,12 +43,14 @@ class RunState:
     elapsed_s: float = 0.0
     exit_code: int | None = None
     sampler: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)  # facts the loader process reported about its dataset
 
     def meta(self) -> dict:
         return {"run_id": self.spec.run_id, "index": self.index, "status": self.status,
                 "error": self.error, "items": self.items, "batches": self.batches, "marks": self.marks,
                 "started": self.started_wall, "elapsed_s": round(self.elapsed_s, 3),
-                "exit_code": self.exit_code, "sampler": self.sampler, "spec": self.spec.to_dict()}
+                "exit_code": self.exit_code, "sampler": self.sampler, "dataset_info": self.info,
+                "spec": self.spec.to_dict()}
 
 
 class _Supervisor:
@@ -126,7 +128,10 @@ class _Supervisor:
         self.writer.append("events", [{"t": t, **{k: v for k, v in ev.items() if k != "traceback"}}])
         if name not in self.state.marks:
             self.state.marks[name] = t
-        if name == "epoch_start":
+        if name == "dataset_built":
+            self.state.info = {**(ev.get("info") or {}), "length": ev.get("length"),
+                               "build_s": round(ev.get("seconds", 0.0), 3)}
+        elif name == "epoch_start":
             self.sampler.roles.set_workers(ev.get("workers", []))
         elif name in ("progress", "done", "warm", "first_batch"):
             self.state.items, self.state.batches = ev["items"], ev["batches"]

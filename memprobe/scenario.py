@@ -17,6 +17,8 @@ from memprobe.errors import UsageError
 
 MODES = ("fork", "spawn", "forkserver", "thread")
 BACKENDS = ("list", "numpy", "arrow")
+DECODERS = ("pillow", "nvimgcodec", "simplejpeg")
+DEVICES = ("auto", "cpu", "gpu")
 SINGLE = "single"  # the mode label of a workers: 0 run (no worker processes or threads)
 VERDICTS = ("flat", "growing")
 
@@ -26,6 +28,27 @@ class DatasetSpec:
     records: int = 500_000
     floats: int = 4
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """The decode workload: real-photo JPEGs held in one arrow buffer, decoded per item."""
+
+    images: int = 1024
+    width: int = 640
+    height: int = 408
+    quality: int = 90
+    device: str = "auto"  # nvimgcodec: auto picks the GPU when one is usable
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class FactorySpec:
+    """A user's dataset: ``factory`` is "module:callable", imported by name in the run's process."""
+
+    name: str
+    factory: str
+    kwargs: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,6 +87,7 @@ class Expectation:
     modes: tuple[str, ...] = ()
 
     def applies(self, backend: str, mode: str) -> bool:
+        # An empty axis matches every value of it.
         return (not self.backends or backend in self.backends) and (not self.modes or mode in self.modes)
 
     def describe(self) -> str:
@@ -85,7 +109,11 @@ class RunSpec:
     verdict: VerdictSpec
     timeout_s: float
     expect: str | None = None  # "flat"/"growing" where the scenario set an expectation
-    fault: str | None = None  # test hook: "raise" or "kill-worker"
+    fault: str | None = None  # test hook: "raise@N", "hang@N" (dataset index) or "kill@N" (batch)
+    workload: str = "records"  # records | decode | factory
+    decode: DecodeSpec | None = None
+    factory: FactorySpec | None = None
+    sys_path: tuple[str, ...] = ()  # prepended to the run process's sys.path (user factories)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +121,10 @@ class RunSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         return cls(**{**d, "dataset": DatasetSpec(**d["dataset"]), "loader": LoaderSpec(**d["loader"]),
-                      "sampling": SamplingSpec(**d["sampling"]), "verdict": VerdictSpec(**d["verdict"])})
+                      "sampling": SamplingSpec(**d["sampling"]), "verdict": VerdictSpec(**d["verdict"]),
+                      "decode": DecodeSpec(**d["decode"]) if d.get("decode") else None,
+                      "factory": FactorySpec(**d["factory"]) if d.get("factory") else None,
+                      "sys_path": tuple(d.get("sys_path") or ())})
 
 
 @dataclass(frozen=True)
@@ -111,16 +142,26 @@ class Scenario:
     verdict: VerdictSpec = field(default_factory=VerdictSpec)
     expect: tuple[Expectation, ...] = ()
     timeout_s: float = 300.0
+    workload: str = "records"
+    decode: DecodeSpec | None = None
+    factories: tuple[FactorySpec, ...] = ()
+    sys_path: tuple[str, ...] = ()
 
     def runs(self) -> list[RunSpec]:
-        """The matrix: backends x modes x workers; ``workers: 0`` runs once per backend."""
+        """The matrix: backends x modes x workers; ``workers: 0`` runs once per backend.
+
+        The backend axis is the storage (records), the decoder (decode) or the named user
+        dataset (factory)."""
         out: list[RunSpec] = []
+        factories = {f.name: f for f in self.factories}
         for backend, workers in itertools.product(self.backends, self.workers):
             for mode in (SINGLE,) if workers == 0 else self.modes:
                 out.append(RunSpec(
                     run_id=f"{backend}-{mode}-w{workers}", backend=backend, mode=mode, workers=workers,
                     dataset=self.dataset, loader=self.loader, sampling=self.sampling,
-                    verdict=self.verdict, timeout_s=self.timeout_s, expect=self._expected(backend, mode)))
+                    verdict=self.verdict, timeout_s=self.timeout_s, expect=self._expected(backend, mode),
+                    workload=self.workload, decode=self.decode, factory=factories.get(backend),
+                    sys_path=self.sys_path))
         return out
 
     def _expected(self, backend: str, mode: str) -> str | None:
@@ -184,12 +225,20 @@ def _section(check: _Checker, key: str, raw: Any, cls: type, rules: dict[str, tu
     return cls(**values)
 
 
-_TOP_KEYS = ("name", "description", "dataset", "backends", "modes", "workers", "loader", "sampling",
-             "verdict", "expect", "timeout_s")
+_TOP_KEYS = ("name", "description", "dataset", "datasets", "decode", "backends", "decoders", "modes",
+             "workers", "loader", "sampling", "verdict", "expect", "timeout_s")
+_RECORD_RULES = {"records": (int, 1), "floats": (int, 1), "seed": (int, 0)}
+_DECODE_RULES = {"images": (int, 1), "width": (int, 16), "height": (int, 16), "quality": (int, 1),
+                 "seed": (int, 0)}
 
 
-def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
-    """Parse and validate scenario YAML ``text``; ``path`` is used in error messages."""
+def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None = None) -> Scenario:
+    """Parse and validate scenario YAML ``text``; ``path`` is used in error messages.
+
+    Three workloads, told apart by their keys: built-in records (``dataset: {records: ...}``
+    and ``backends``), image decode (a ``decode:`` section and ``decoders``), or user datasets
+    (``dataset: {factory: "pkg.mod:fn", kwargs: {...}}`` or a ``datasets:`` list of them).
+    """
     check = _Checker(path)
     try:
         raw = yaml.safe_load(text)
@@ -201,11 +250,9 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
     name = data.get("name", Path(path).stem)
     if not isinstance(name, str) or not name:
         raise check.fail("name", name, "a non-empty string")
-    return Scenario(
+    workload, axis = _workload(check, data)
+    common = dict(
         name=name, path=path, text=text, description=str(data.get("description", "")),
-        dataset=_section(check, "dataset", data.get("dataset"), DatasetSpec,
-                         {"records": (int, 1), "floats": (int, 1), "seed": (int, 0)}),
-        backends=check.choices("backends", data.get("backends", list(BACKENDS)), BACKENDS),
         modes=check.choices("modes", data.get("modes", list(MODES)), MODES),
         workers=_workers(check, data.get("workers", [2])),
         loader=_section(check, "loader", data.get("loader"), LoaderSpec, {
@@ -215,9 +262,83 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         sampling=_section(check, "sampling", data.get("sampling"), SamplingSpec, {
             "interval_s": (float, 0.01), "pss_cpu_budget": (float, 0.001), "pss_min_interval_s": (float, 0.0)}),
         verdict=_section(check, "verdict", data.get("verdict"), VerdictSpec, {"growth_threshold_mb": (float, 0.0)}),
-        expect=_expectations(check, data.get("expect", [])),
         timeout_s=check.number("timeout_s", data.get("timeout_s", 300.0), float, 1.0),
+        workload=workload,
+        sys_path=(base_dir or str(Path(path).resolve().parent),),
     )
+    if workload == "records":
+        backends = check.choices("backends", data.get("backends", list(BACKENDS)), BACKENDS)
+        extra = dict(dataset=_section(check, "dataset", data.get("dataset"), DatasetSpec, _RECORD_RULES))
+    elif workload == "decode":
+        backends = check.choices(axis, data.get(axis, ["pillow", "nvimgcodec"]), DECODERS)
+        extra = dict(decode=_decode(check, data["decode"]))
+    else:
+        factories = _factories(check, data)
+        backends = tuple(f.name for f in factories)
+        extra = dict(factories=factories)
+    expect = _expectations(check, data.get("expect", []), backends)
+    return Scenario(backends=backends, expect=expect, **common, **extra)
+
+
+def _workload(check: _Checker, data: dict) -> tuple[str, str]:
+    """Which workload the keys describe, and the name of its backend axis."""
+    if "backends" in data and "decoders" in data:
+        raise check.fail("decoders", data["decoders"], "either 'backends' or 'decoders', not both")
+    if "decode" in data:
+        if "dataset" in data or "datasets" in data:
+            raise check.fail("decode", "...", "a decode workload has no 'dataset'/'datasets' key")
+        return "decode", "decoders" if "decoders" in data else "backends"
+    if "decoders" in data:
+        raise check.fail("decoders", data["decoders"], "only with a 'decode:' section")
+    dataset = data.get("dataset")
+    if "datasets" in data or (isinstance(dataset, dict) and "factory" in dataset):
+        if "backends" in data:
+            raise check.fail("backends", data["backends"], "no 'backends' with user datasets: "
+                             "each entry of 'datasets' is one value of that axis")
+        return "factory", "datasets"
+    return "records", "backends"
+
+
+def _decode(check: _Checker, raw: Any) -> DecodeSpec:
+    data = check.mapping("decode", raw, tuple(f.name for f in fields(DecodeSpec)))
+    device = data.pop("device", "auto")
+    if device not in DEVICES:
+        raise check.fail("decode.device", device, ", ".join(DEVICES))
+    spec = _section(check, "decode", data, DecodeSpec, _DECODE_RULES)
+    if spec.quality > 100:
+        raise check.fail("decode.quality", spec.quality, "an integer from 1 to 100")
+    return replace(spec, device=device)
+
+
+def _factories(check: _Checker, data: dict) -> tuple[FactorySpec, ...]:
+    if "dataset" in data and "datasets" in data:
+        raise check.fail("datasets", "...", "either 'dataset' (one factory) or 'datasets' (a list), not both")
+    entries = [("dataset", data["dataset"])] if "dataset" in data else None
+    if entries is None:
+        listed = data["datasets"]
+        if not isinstance(listed, list) or not listed:
+            raise check.fail("datasets", listed, "a non-empty list of {name, factory, kwargs}")
+        entries = [(f"datasets[{i}]", e) for i, e in enumerate(listed)]
+    out = [_factory(check, key, entry) for key, entry in entries]
+    names = [f.name for f in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise check.fail("datasets", dupes, "distinct 'name's (each names a backend of the matrix)")
+    return tuple(out)
+
+
+def _factory(check: _Checker, key: str, raw: Any) -> FactorySpec:
+    data = check.mapping(key, raw, ("name", "factory", "kwargs"))
+    ref = data.get("factory")
+    if not isinstance(ref, str) or ":" not in ref or not all(ref.split(":", 1)):
+        raise check.fail(f"{key}.factory", ref, '"module.path:callable", e.g. "mypkg.data:build_dataset"')
+    kwargs = data.get("kwargs", {}) or {}
+    if not isinstance(kwargs, dict):
+        raise check.fail(f"{key}.kwargs", kwargs, "a mapping of keyword arguments")
+    name = data.get("name", ref.rsplit(":", 1)[1].split(".")[-1])
+    if not isinstance(name, str) or not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise check.fail(f"{key}.name", name, "a short name of letters, digits, '-' and '_'")
+    return FactorySpec(name=name, factory=ref, kwargs=kwargs)
 
 
 def _workers(check: _Checker, value: Any) -> tuple[int, ...]:
@@ -227,7 +348,7 @@ def _workers(check: _Checker, value: Any) -> tuple[int, ...]:
     return tuple(dict.fromkeys(check.number("workers", w, int, 0) for w in items))
 
 
-def _expectations(check: _Checker, value: Any) -> tuple[Expectation, ...]:
+def _expectations(check: _Checker, value: Any, backends: tuple[str, ...]) -> tuple[Expectation, ...]:
     if not isinstance(value, list):
         raise check.fail("expect", value, "a list of {backend, mode, verdict} entries")
     out = []
@@ -241,7 +362,7 @@ def _expectations(check: _Checker, value: Any) -> tuple[Expectation, ...]:
             raise check.fail(f"{key}.verdict", entry["verdict"], "exactly one of " + ", ".join(VERDICTS))
         out.append(Expectation(
             verdict=verdict[0],
-            backends=check.choices(f"{key}.backend", entry["backend"], BACKENDS) if "backend" in entry else (),
+            backends=check.choices(f"{key}.backend", entry["backend"], backends) if "backend" in entry else (),
             modes=check.choices(f"{key}.mode", entry["mode"], MODES + (SINGLE,)) if "mode" in entry else ()))
     return tuple(out)
 
@@ -255,7 +376,7 @@ def load_scenario(path: str | Path) -> Scenario:
         raise UsageError(f"{p}: no such scenario file") from None
     except OSError as exc:
         raise UsageError(f"{p}: cannot read: {exc.strerror}") from None
-    return parse_scenario(text, str(p))
+    return parse_scenario(text, str(p), base_dir=str(p.resolve().parent))
 
 
 def with_overrides(scenario: Scenario, **changes: Any) -> Scenario:

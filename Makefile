@@ -1,0 +1,50 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    install into .venv and run the default scenario (report in reports/)
+#   make test   install into .venv (with test extras and chromium for the browser test) and run the tests
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# CPU torch here; set TORCH_CONSTRAINT= (empty) to let pip choose torch as usual.
+TORCH_CONSTRAINT ?= constraints/cpu.txt
+CONSTRAINT_FLAG := $(if $(TORCH_CONSTRAINT),-c $(TORCH_CONSTRAINT),)
+SCENARIO ?= scenarios/lists_vs_arrays.yaml
+PYTEST_ARGS ?=
+
+.PHONY: install install-test browser run quick test clean
+
+$(VENV)/.installed: pyproject.toml $(TORCH_CONSTRAINT)
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet $(CONSTRAINT_FLAG) -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) install --quiet $(CONSTRAINT_FLAG) -e '.[test,images,nvimgcodec]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test browser
+
+# Debian's chromium for the report's browser test (skipped where it cannot be installed).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install chromium; the browser test will be skipped"; \
+	  else echo "note: chromium not found; the browser test will be skipped"; fi; }
+
+run: install
+	$(VENV)/bin/memprobe run $(SCENARIO)
+
+quick: install
+	$(VENV)/bin/memprobe run scenarios/quick.yaml
+
+# pytest exits 5 when it collected no test: that is a failure here, not a pass.
+test: install-test
+	@$(PY) -m pytest $(PYTEST_ARGS); code=$$?; \
+	if [ $$code -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$code
+
+clean:
+	rm -rf $(VENV) .pytest_cache test-artifacts

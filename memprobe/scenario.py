@@ -15,7 +15,10 @@ import yaml
 
 from memprobe.errors import UsageError
 
-MODES = ("fork", "spawn", "forkserver", "thread")
+# thread: memprobe's ThreadDataLoader. torch-thread: torch's own thread workers, where the
+# installed torch has them (DataLoader(worker_method="thread")). torchdata-thread:
+# torchdata.nodes.ParallelMapper(method="thread"). The last two fail per run, clearly, when absent.
+MODES = ("fork", "spawn", "forkserver", "thread", "torch-thread", "torchdata-thread")
 BACKENDS = ("list", "numpy", "arrow")
 DECODERS = ("pillow", "nvimgcodec", "simplejpeg")
 DEVICES = ("auto", "cpu", "gpu")

@@ -8,6 +8,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 PROCESS_MODES = ("fork", "spawn", "forkserver")
+# Further thread-based loaders, registered by name: (dataset, num_workers, prefetch_factor,
+# persistent_workers, batch_size, shuffle, generator[, collate_fn]) -> an iterable with len().
+EXTRA_MODES: dict[str, Any] = {}
 
 
 def build_loader(dataset: Dataset, *, mode: str, workers: int, batch_size: int, shuffle: bool,
@@ -26,6 +29,8 @@ def build_loader(dataset: Dataset, *, mode: str, workers: int, batch_size: int, 
         from memprobe.loaders.thread import ThreadDataLoader
 
         return ThreadDataLoader(dataset, **parallel, **common)
+    if mode in EXTRA_MODES:
+        return EXTRA_MODES[mode](dataset, **parallel, **common)
     if mode in PROCESS_MODES:
         return DataLoader(dataset, multiprocessing_context=mode, **parallel, **common)
     raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(PROCESS_MODES + ('thread',))}")

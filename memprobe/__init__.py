@@ -1,4 +1,33 @@
-"""memprobe: see and test how much memory torch DataLoader workers really use."""
+"""memprobe: see and test how much memory torch DataLoader workers really use.
+
+The public API is small:
+
+* :func:`profile` — build a dataset in a fresh process, load it in a given mode, sample its
+  memory from outside, and assert on the result (``result.assert_flat(...)``).
+* :class:`ThreadDataLoader` — torch's DataLoader on worker threads instead of processes.
+* :func:`mark` — count items from inside a training loop that ``memprobe record`` watches; a
+  no-op otherwise.
+"""
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["ProfileResult", "ThreadDataLoader", "mark", "profile"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: ``import memprobe`` in a training script must not import torch or pandas by itself.
+    if name in ("profile", "ProfileResult"):
+        from memprobe import api
+
+        return getattr(api, name)
+    if name == "ThreadDataLoader":
+        from memprobe.loaders.thread import ThreadDataLoader
+
+        return ThreadDataLoader
+    if name == "mark":
+        from memprobe.mark import mark
+
+        return mark
+    raise AttributeError(f"module 'memprobe' has no attribute {name!r}")

@@ -183,6 +183,11 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
     return replace(s, explanation="; ".join(parts))
 
 
+def window_bounds(samples: pd.DataFrame, marks: dict) -> tuple[float | None, float | None]:
+    """Start and end time of a run's growth window (the PSS rounds forced at warm and done)."""
+    return _window(pss_rounds(samples), marks.get("warm"), marks.get("done"))
+
+
 def _window(rounds: pd.DataFrame, warm: float | None, done: float | None) -> tuple[float | None, float | None]:
     """The PSS rounds forced at ``warm`` and ``done`` (each is the first round at or after its
     mark: the loader process waits for it before going on)."""

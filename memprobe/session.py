@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from memprobe.analysis import RunSummary, summarize_all
+from memprobe.errors import UsageError
 from memprobe.results import SCHEMA_VERSION, ResultSet, consolidate, write_json_atomic
 from memprobe.runner import RunState, environment, execute
 from memprobe.scenario import RunSpec, Scenario
@@ -47,6 +48,8 @@ def run_scenario(scenario: Scenario, out: Path, *, console: Console | None = Non
     """Execute ``scenario``'s runs (or ``runs``) into the results folder ``out``."""
     console = console or Console()
     runs = scenario.runs() if runs is None else runs
+    if (out / "manifest.json").exists():
+        raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
     out.mkdir(parents=True, exist_ok=True)
     (out / "scenario.yaml").write_text(scenario.text, encoding="utf-8")
     manifest = {"schema_version": SCHEMA_VERSION, "scenario": scenario.name, "scenario_path": scenario.path,

@@ -7,9 +7,15 @@ timed out (or, with --strict, an expectation was not met), 2 bad input, 130 inte
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memprobe.errors import UsageError
 
 NAME = "run"
 HELP = "run a scenario file and write results + report"
@@ -17,12 +23,67 @@ EPILOG = """examples:
   memprobe run scenarios/lists_vs_arrays.yaml
   memprobe run scenarios/quick.yaml -o /tmp/look
   memprobe run scenarios/lists_vs_arrays.yaml --quick --strict
+  memprobe run --dataset mypkg.data:build_dataset --kwargs '{"split": "train"}' --modes fork,spawn,thread
 """
 QUICK_RECORDS = 100_000
 
 
+def _scenario(args: argparse.Namespace) -> Any:
+    """The scenario file, or one made from --dataset and its flags."""
+    from memprobe.scenario import load_scenario, parse_scenario
+
+    if args.scenario and args.dataset:
+        raise UsageError("give a scenario file or --dataset, not both")
+    if args.scenario:
+        return load_scenario(args.scenario)
+    if not args.dataset:
+        raise UsageError("no scenario: give a scenario file (e.g. scenarios/quick.yaml) or --dataset MODULE:CALLABLE")
+    try:
+        kwargs = json.loads(args.kwargs)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--kwargs: not valid JSON ({exc}); e.g. --kwargs '{{\"n\": 1000}}'") from None
+    loader: dict[str, Any] = {"batch_size": args.batch_size}
+    if args.items:
+        loader["items"] = args.items
+    doc = {"name": args.dataset.rsplit(":", 1)[-1].split(".")[-1] or "dataset",
+           "dataset": {"factory": args.dataset, "kwargs": kwargs},
+           "modes": [m.strip() for m in args.modes.split(",") if m.strip()],
+           "workers": [_int("--workers", w) for w in args.workers.split(",") if w.strip()], "loader": loader}
+    import os
+
+    return parse_scenario(yaml.safe_dump(doc, sort_keys=False), "--dataset", base_dir=os.getcwd())
+
+
+def _preflight(scenario: Any) -> None:
+    """Import every user factory now, so a wrong name stops before any run starts (exit 2)."""
+    from memprobe.factory import load_factory
+
+    extra = [p for p in scenario.sys_path if p not in sys.path]
+    sys.path[:0] = extra
+    try:
+        for f in scenario.factories:
+            load_factory(f.factory)
+    finally:
+        del sys.path[:len(extra)]
+
+
+def _int(flag: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not an integer") from None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="scenario YAML file (see scenarios/)")
+    p.add_argument("scenario", nargs="?", help="scenario YAML file (see scenarios/); or use --dataset")
+    one = p.add_argument_group("a one-off run of your own dataset, without a scenario file")
+    one.add_argument("--dataset", metavar="MODULE:CALLABLE",
+                     help="a factory returning a torch Dataset, imported by name (e.g. mypkg.data:build)")
+    one.add_argument("--kwargs", metavar="JSON", default="{}", help="keyword arguments for the factory, as JSON")
+    one.add_argument("--modes", default="fork,thread", help="comma-separated modes (default: fork,thread)")
+    one.add_argument("--workers", default="2", help="comma-separated worker counts (default: 2)")
+    one.add_argument("--items", type=int, help="stop each run after this many items")
+    one.add_argument("--batch-size", type=int, default=64, help="batch size (default: 64)")
     p.add_argument("-o", "--output", metavar="DIR", help="results folder (default: reports/<name>-<UTC time>)")
     p.add_argument("--quick", action="store_true",
                    help=f"same matrix on a small dataset (at most {QUICK_RECORDS:,} records): a fast look")
@@ -33,16 +94,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import TerminalConsole, summary_table
-    from memprobe.scenario import load_scenario, with_overrides
+    from memprobe.scenario import with_overrides
     from memprobe.session import EXIT_FAILED, default_out_dir, run_scenario
 
-    scenario = load_scenario(args.scenario)
+    scenario = _scenario(args)
+    _preflight(scenario)
     if args.quick:
         scenario = with_overrides(scenario, dataset=replace(
             scenario.dataset, records=min(scenario.dataset.records, QUICK_RECORDS)))
     if args.timeout:
         scenario = with_overrides(scenario, timeout_s=args.timeout)
     out = Path(args.output) if args.output else default_out_dir(scenario)
+    if (out / "manifest.json").exists():
+        raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
     runs = scenario.runs()
     print(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", file=sys.stderr)
     result = run_scenario(scenario, out, console=TerminalConsole(), render=not args.no_report)

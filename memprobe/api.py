@@ -1,0 +1,157 @@
+"""Profile a dataset from Python (and from pytest): ``memprobe.profile(factory, ...)``.
+
+The dataset is built by ``factory`` in a fresh process, loaded by a DataLoader in the chosen
+mode, and sampled from the outside exactly as ``memprobe run`` does; the result can then be
+asserted on::
+
+    result = memprobe.profile(build_dataset, mode="fork", workers=2, items=20_000)
+    result.assert_flat(max_worker_growth_mb=5)
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memprobe.analysis import RunSummary, per_process_growth, summarize_all, window_bounds
+from memprobe.errors import UsageError
+from memprobe.factory import load_factory
+from memprobe.results import ResultSet, consolidate, write_json_atomic
+from memprobe.runner import environment, execute
+from memprobe.scenario import (MODES, DatasetSpec, FactorySpec, LoaderSpec, RunSpec, SamplingSpec,
+                               VerdictSpec)
+
+CAUSES = (
+    "Growth in forked workers is usually copy-on-access: reading Python objects (a list of dicts, "
+    "a DataFrame with object columns, strings) writes their reference counts, so every page read "
+    "is copied into the worker. Hold records in numpy or arrow buffers (or serialize them into "
+    "one bytes buffer), use thread workers, or spawn workers that load their own data; a one-off "
+    "~30-40 MB per worker is the interpreter's own objects touched by the cyclic GC "
+    "(gc.freeze() before creating the loader avoids it)."
+)
+
+
+def factory_ref(factory: Callable[..., Any] | str) -> str:
+    """"module:qualname" for a factory that the run's process can import by name."""
+    if isinstance(factory, str):
+        return factory
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if not module or "<locals>" in qualname or "<lambda>" in qualname:
+        raise UsageError(f"dataset factory {factory!r} must be importable by name (a module-level "
+                         "function or class): the run's process imports it, it is not pickled")
+    ref = f"{module}:{qualname}"
+    if module == "__main__":
+        raise UsageError(f"dataset factory {ref}: defined in __main__, which the run's process cannot "
+                         "import; move it into a module")
+    try:
+        found = load_factory(ref)
+    except UsageError as exc:
+        raise UsageError(f"{exc} (the run's process imports factories by name)") from None
+    if found is not factory and getattr(found, "__wrapped__", None) is not factory:
+        raise UsageError(f"dataset factory {ref}: importing it by name gives a different object")
+    return ref
+
+
+@dataclass(frozen=True)
+class WorkerGrowth:
+    pid: int
+    role: str
+    uss_start_mb: float
+    uss_end_mb: float
+    growth_mb: float
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """The outcome of :func:`profile`: the run's summary, its workers, and its results folder."""
+
+    summary: RunSummary
+    workers: tuple[WorkerGrowth, ...]
+    main: WorkerGrowth | None
+    results_dir: Path
+
+    @property
+    def verdict(self) -> str | None:
+        return self.summary.verdict
+
+    @property
+    def worker_growth_mb(self) -> float | None:
+        return self.summary.worker_uss_growth_mb
+
+    def assert_ok(self) -> None:
+        if self.summary.status != "ok":
+            raise AssertionError(f"memprobe run {self.summary.status}: {self.summary.error}\n"
+                                 f"results: {self.results_dir}")
+
+    def assert_flat(self, *, max_worker_growth_mb: float | None = None) -> None:
+        """Fail unless every worker's USS grew by at most ``max_worker_growth_mb`` (default: the
+        verdict threshold, 50 MB). For thread and single-process runs the main process is checked."""
+        self.assert_ok()
+        limit = self.summary.growth_threshold_mb if max_worker_growth_mb is None else max_worker_growth_mb
+        checked = list(self.workers) or ([self.main] if self.main else [])
+        if not checked:
+            raise AssertionError(f"memprobe: no memory samples in the iteration window; results: {self.results_dir}")
+        over = [w for w in checked if w.growth_mb > limit]
+        if over:
+            raise AssertionError(self._message(max(over, key=lambda w: w.growth_mb), limit, checked))
+
+    def _message(self, worst: WorkerGrowth, limit: float, checked: list[WorkerGrowth]) -> str:
+        s = self.summary
+        head = (f"{worst.role} (pid {worst.pid}) grew {worst.growth_mb:.1f} MB over {s.items:,} items "
+                f"({s.mode}, {s.workers} workers, dataset {s.backend}); limit {limit:g} MB")
+        rows = [f"  {'process':<12} {'pid':>8} {'USS start':>11} {'USS end':>11} {'growth':>10}"]
+        rows += [f"  {w.role:<12} {w.pid:>8} {w.uss_start_mb:>8.1f} MB {w.uss_end_mb:>8.1f} MB "
+                 f"{w.growth_mb:>+7.1f} MB{'  <-- over' if w.growth_mb > limit else ''}" for w in checked]
+        return "\n".join([head, "", *rows, "", CAUSES, f"results: {self.results_dir}"])
+
+
+def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mode: str = "fork",
+            workers: int = 2, items: int | None = None, epochs: int = 1, batch_size: int = 64,
+            shuffle: bool = True, timeout_s: float = 300.0, growth_threshold_mb: float = 50.0,
+            out: str | Path | None = None, seed: int = 0) -> ProfileResult:
+    """Build the dataset with ``factory(**kwargs)`` in a fresh process, load it with ``workers``
+    workers in ``mode``, sample memory from the outside, and return the result."""
+    if mode not in MODES:
+        raise UsageError(f"profile(): mode {mode!r}; allowed: {', '.join(MODES)}")
+    ref = factory_ref(factory)
+    name = ref.rsplit(":", 1)[1].split(".")[-1]
+    spec = RunSpec(
+        run_id=f"{name}-{mode if workers else 'single'}-w{workers}", backend=name,
+        mode=mode if workers else "single", workers=workers, dataset=DatasetSpec(seed=seed),
+        loader=LoaderSpec(batch_size=batch_size, epochs=epochs, items=items, shuffle=shuffle),
+        sampling=SamplingSpec(), verdict=VerdictSpec(growth_threshold_mb=growth_threshold_mb),
+        timeout_s=timeout_s, workload="factory", factory=FactorySpec(name=name, factory=ref, kwargs=kwargs or {}),
+        sys_path=tuple(p for p in sys.path if p))
+    root = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="memprobe-profile-"))
+    return _execute(spec, root)
+
+
+def _execute(spec: RunSpec, root: Path) -> ProfileResult:
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = {"schema_version": 1, "scenario": f"profile {spec.factory.factory}", "status": "running",
+                "environment": environment(), "runs": [spec.run_id]}
+    write_json_atomic(root / "manifest.json", manifest)
+    execute(spec, root / "runs" / spec.run_id)
+    write_json_atomic(root / "manifest.json", {**manifest, "status": "complete"})
+    consolidate(root)
+    results = ResultSet.load(root)
+    summary = summarize_all(results)[0]
+    return ProfileResult(summary=summary, results_dir=root, **_growth(results, spec.run_id))
+
+
+def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:
+    meta = results.metas[0]
+    samples = results.run_table("samples", run_id)
+    start, end = window_bounds(samples, meta.get("marks", {}))
+    if start is None:
+        return {"workers": (), "main": None}
+    table = per_process_growth(samples, start, end)
+    rows = [WorkerGrowth(int(r.pid), str(r.role), float(r.uss_start_mb), float(r.uss_end_mb), float(r.growth_mb))
+            for r in table.sort_values(["worker", "pid"]).itertuples()]
+    return {"workers": tuple(w for w in rows if w.role.startswith("worker")),
+            "main": next((w for w in rows if w.role == "main"), None)}

@@ -1,0 +1,36 @@
+"""pytest plugin: the ``memprobe`` fixture, so a test can assert that a dataset stays flat::
+
+    def test_my_dataset_stays_flat(memprobe):
+        result = memprobe.profile(build_dataset, mode="fork", workers=2, items=20_000)
+        result.assert_flat(max_worker_growth_mb=5)
+
+Registered through the ``pytest11`` entry point when memprobe is installed.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+class MemprobeFixture:
+    """``profile`` bound to the test's temporary folder, so results stay inspectable."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self._count = 0
+
+    def profile(self, factory: Callable[..., Any] | str, **options: Any) -> Any:
+        from memprobe.api import profile
+
+        self._count += 1
+        options.setdefault("out", self.base / f"memprobe-{self._count}")
+        return profile(factory, **options)
+
+
+@pytest.fixture
+def memprobe(tmp_path: Path) -> MemprobeFixture:
+    """Profile a dataset's DataLoader memory in a fresh process: ``memprobe.profile(...)``."""
+    return MemprobeFixture(tmp_path)

@@ -1,0 +1,59 @@
+"""The pytest plugin as a user meets it: the ``memprobe`` fixture and ``assert_flat``."""
+from __future__ import annotations
+
+import pytest
+
+USER_TESTS = '''
+import numpy as np
+
+def build_list(n=150_000):
+    return [{"id": i, "name": f"item-{i:08d}", "vals": [float(i)] * 4} for i in range(n)]
+
+def build_numpy(n=150_000):
+    return np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+
+def test_list_dataset_stays_flat(memprobe):
+    result = memprobe.profile(build_list, mode="fork", workers=2, items=100_000, batch_size=256)
+    result.assert_flat(max_worker_growth_mb=5)
+
+def test_numpy_dataset_stays_flat(memprobe):
+    result = memprobe.profile(build_numpy, mode="fork", workers=2, items=100_000, batch_size=256)
+    result.assert_flat(max_worker_growth_mb=60)
+
+def test_thread_mode_checks_the_main_process(memprobe):
+    result = memprobe.profile(build_list, mode="thread", workers=2, items=50_000, batch_size=256)
+    assert result.workers == ()
+    result.assert_flat(max_worker_growth_mb=20)
+'''
+
+
+@pytest.mark.slow
+def test_fixture_fails_a_growing_dataset_with_a_readable_message(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user=USER_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    out = result.stdout.str()
+    # One headline: which worker, how much, over how many items, against which limit.
+    result.stdout.re_match_lines([r".*AssertionError: worker [01] \(pid \d+\) grew \d+\.\d MB over [\d,]+ items "
+                                  r"\(fork, 2 workers, dataset build_list\); limit 5 MB"])
+    # Then a per-worker table and the usual cause.
+    assert "worker 0" in out and "worker 1" in out and "USS start" in out
+    assert "copy-on-access" in out
+    assert "test_list_dataset_stays_flat" in out and "test_numpy_dataset_stays_flat PASSED" not in out
+
+
+def test_fixture_is_registered_by_the_entry_point(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fixture="def test_has_fixture(memprobe):\n    assert hasattr(memprobe, 'profile')\n")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_profile_rejects_a_lambda(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_lambda="""
+import pytest
+from memprobe.errors import UsageError
+
+def test_lambda(memprobe):
+    with pytest.raises(UsageError, match="importable by name"):
+        memprobe.profile(lambda: [1, 2, 3])
+""")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)

@@ -54,8 +54,10 @@ class RunState:
 
 
 class _Supervisor:
-    def __init__(self, state: RunState, run_dir: Path, on_progress: ProgressCallback | None) -> None:
+    def __init__(self, state: RunState, run_dir: Path, on_progress: ProgressCallback | None,
+                 *, sample: bool = True) -> None:
         self.state = state
+        self.sample = sample
         self.writer = RunWriter(run_dir)
         self.run_dir = run_dir
         self.on_progress = on_progress or (lambda s: None)
@@ -75,7 +77,7 @@ class _Supervisor:
         log.close()
         settings = SamplerSettings(interval_s=spec.sampling.interval_s, pss_cpu_budget=spec.sampling.pss_cpu_budget,
                                    pss_min_interval_s=spec.sampling.pss_min_interval_s,
-                                   threads_of_main=spec.mode == "thread")
+                                   threads_of_main=spec.mode == "thread", enabled=self.sample)
         self.sampler = Sampler(self.proc.pid, self.writer.append, settings, t0=self.t0, pgid=self.proc.pid)
         self.sampler.start()
         try:
@@ -210,9 +212,13 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def execute(spec: RunSpec, run_dir: Path, *, index: int = 0, total: int = 1,
-            on_progress: ProgressCallback | None = None) -> RunState:
-    """Run ``spec`` in a fresh child process, sampled from the outside; results go to ``run_dir``."""
-    return _Supervisor(RunState(spec=spec, index=index, total=total), run_dir, on_progress).run()
+            on_progress: ProgressCallback | None = None, sample: bool = True) -> RunState:
+    """Run ``spec`` in a fresh child process, sampled from the outside; results go to ``run_dir``.
+
+    ``sample=False`` runs it unobserved (progress only): the baseline for the sampler's overhead.
+    """
+    state = RunState(spec=spec, index=index, total=total)
+    return _Supervisor(state, run_dir, on_progress, sample=sample).run()
 
 
 def environment() -> dict[str, Any]:

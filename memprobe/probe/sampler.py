@@ -34,6 +34,7 @@ class SamplerSettings:
     pss_max_interval_s: float = 10.0  # never go longer than this without a PSS round
     group_scan_interval_s: float = 2.0  # full /proc scan for escaped processes
     threads_of_main: bool = False  # per-thread CPU of the main process (thread-mode loaders)
+    enabled: bool = True  # False: take no samples at all (to measure the sampler's own effect)
 
 
 class Sampler:
@@ -69,6 +70,8 @@ class Sampler:
 
     # -- control -------------------------------------------------------------------------
     def start(self) -> None:
+        if not self.settings.enabled:
+            return
         self._thread = threading.Thread(target=self._run, name="memprobe-sampler", daemon=True)
         self._thread.start()
 
@@ -83,6 +86,8 @@ class Sampler:
 
     def request_pss(self, *, wait_s: float = 0.0) -> bool:
         """Ask for a PSS round at the next tick; optionally wait for it to finish."""
+        if not self.settings.enabled:
+            return True
         with self._pss_done:
             target = self._pss_rounds + 1
             self._pss_now.set()

@@ -87,11 +87,12 @@ def build(spec: RunSpec) -> tuple[Any, dict]:
 
 
 def _decode_dataset(spec: RunSpec) -> tuple[Any, dict]:
-    from memprobe.decode import DecodeDataset, check_mode_supported, jpeg_table
+    from memprobe.decode import DecodeDataset, check_mode_supported
+    from memprobe.decode.images import cached_jpeg_table
     from memprobe.errors import MemprobeError
 
     d = spec.decode
-    table = jpeg_table(d.images, width=d.width, height=d.height, quality=d.quality, seed=d.seed)
+    table = cached_jpeg_table(d.images, width=d.width, height=d.height, quality=d.quality, seed=d.seed)
     dataset = DecodeDataset(table, decoder=spec.backend, device=d.device)
     backend = dataset.decoder.backend
     mode = "main" if spec.workers == 0 else spec.mode

@@ -18,6 +18,7 @@ import functools
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -223,3 +224,35 @@ def jpeg_table(
         }
     )
     return table.combine_chunks()
+
+
+def cached_jpeg_table(count: int, *, width: int = 640, height: int = 408, quality: int = 90,
+                      subsampling: str = "4:2:0", seed: int = 0, cache_dir: Path | None = None) -> pa.Table:
+    """:func:`jpeg_table`, generated once per parameter set and kept as an Arrow IPC file.
+
+    The table is read fully into memory (not memory-mapped), so a run holds the same in-heap
+    buffer as a freshly generated one; only the generation time (seconds per run) is saved.
+    ``cache_dir`` defaults to ``$XDG_CACHE_HOME/memprobe`` (``~/.cache/memprobe``).
+    """
+    import os
+
+    import pyarrow.ipc as ipc
+
+    base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memprobe"
+    path = base / f"jpegs-v1-{count}-{width}x{height}-q{quality}-{subsampling.replace(':', '')}-s{seed}.arrow"
+    if path.exists():
+        try:
+            with pa.OSFile(str(path), "rb") as f:
+                return ipc.open_file(f).read_all().combine_chunks()
+        except (pa.ArrowInvalid, OSError):
+            pass  # a torn or foreign file: generate again
+    table = jpeg_table(count, width=width, height=height, quality=quality, subsampling=subsampling, seed=seed)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with pa.OSFile(str(tmp), "wb") as f, ipc.new_file(f, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home is fine: the table is still returned
+    return table

@@ -57,7 +57,7 @@ class Sampler:
         self._wake = threading.Event()
         self._pss_now = threading.Event()
         self._pss_done = threading.Condition()
-        self._pss_rounds = 0
+        self._last_pss_tick = -1.0  # monotonic start time of the latest finished PSS round
         self._thread: threading.Thread | None = None
         self._alive: set[int] = set()
         self._gone: set[int] = set()
@@ -89,11 +89,13 @@ class Sampler:
         if not self.settings.enabled:
             return True
         with self._pss_done:
-            target = self._pss_rounds + 1
+            # Only a round that *starts* after this request counts: one already under way may
+            # have read some processes before the moment the caller cares about.
+            asked = time.monotonic()
             self._pss_now.set()
             self._wake.set()
             if wait_s > 0:
-                return self._pss_done.wait_for(lambda: self._pss_rounds >= target, timeout=wait_s)
+                return self._pss_done.wait_for(lambda: self._last_pss_tick >= asked, timeout=wait_s)
         return True
 
     # -- loop ----------------------------------------------------------------------------
@@ -115,16 +117,17 @@ class Sampler:
     def _round(self, tick: float) -> None:
         pids = self._discover(tick)
         with_pss = self._pss_now.is_set() or tick >= self._next_pss
+        if with_pss:
+            self._pss_now.clear()  # before reading: a request arriving mid-round gets the next one
         c0 = time.thread_time()
         rows = [r for r in (self._sample(pid, tick, with_pss) for pid in pids) if r is not None]
         rows.extend(self._vanished({int(r["pid"]) for r in rows}, tick))
         cost = time.thread_time() - c0
         if with_pss:
-            self._pss_now.clear()
             self.pss_round_costs.append(cost)
             self._next_pss = tick + self._pss_gap(cost, tick)
             with self._pss_done:
-                self._pss_rounds += 1
+                self._last_pss_tick = tick
                 self._pss_done.notify_all()
         else:
             self.cheap_round_costs.append(cost)

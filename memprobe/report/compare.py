@@ -1,0 +1,194 @@
+"""Two results folders side by side (e.g. before and after a fix), as one self-contained page.
+
+Runs are matched by (backend, mode, workers), in run order when a folder holds the same key
+twice; runs without a partner are listed. A change counts ("better"/"worse", highlighted) when
+it is beyond both an absolute and a relative tolerance, so sampling noise stays plain.
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memprobe.analysis import RunSummary, summarize_all
+from memprobe.report import content, figures
+from memprobe.report import format as fmt
+from memprobe.report.render import environment, plotly_js, scenario_text, script_json, write_atomic
+from memprobe.results import ResultSet
+
+Key = tuple[str, str, int]
+VERDICT_RANK = {"flat": 0, "growing": 1}  # no verdict (failed, cut short) ranks worst
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: Callable[[RunSummary], float | None]
+    show: Callable[[float | None], str]
+    lower_is_better: bool
+    abs_tol: float
+    rel_tol: float
+
+
+METRICS = (
+    Metric("peak total PSS", lambda s: s.total_pss_peak_mb, fmt.mb, True, 5.0, 0.05),
+    Metric("growth", content.measured_growth, fmt.signed_mb, True, 5.0, 0.10),
+    Metric("items/s", lambda s: s.items_per_s, fmt.rate_short, False, 0.0, 0.10),
+    Metric("time to first batch", lambda s: s.time_to_first_batch_s, fmt.seconds, True, 0.05, 0.20),
+)
+
+
+@dataclass(frozen=True)
+class Delta:
+    a: float | None
+    b: float | None
+    tone: str  # better | worse | same | na
+
+    @property
+    def diff(self) -> float | None:
+        return None if self.a is None or self.b is None else self.b - self.a
+
+    @property
+    def rel(self) -> float | None:
+        return None if self.diff is None or not self.a else self.diff / abs(self.a)
+
+
+def delta(metric: Metric, a: RunSummary, b: RunSummary) -> Delta:
+    va, vb = metric.value(a), metric.value(b)
+    if va is None or vb is None:
+        return Delta(va, vb, "na")
+    diff = vb - va
+    if abs(diff) <= metric.abs_tol or abs(diff) <= metric.rel_tol * max(abs(va), 1e-9):
+        return Delta(va, vb, "same")
+    return Delta(va, vb, "better" if (diff < 0) == metric.lower_is_better else "worse")
+
+
+def delta_text(metric: Metric, d: Delta) -> str:
+    """The change in the metric's own unit (MB, seconds) and, where meaningful, relative."""
+    if d.diff is None:
+        return fmt.DASH
+    rel = f" ({fmt.percent(d.rel)})" if d.rel is not None and metric.name != "growth" else ""
+    if metric.show is fmt.rate_short:
+        return fmt.percent(d.rel)
+    if metric.show is fmt.seconds:
+        return f"{d.diff:+.2f} s".replace("-", "−") + rel
+    return fmt.signed_mb(d.diff) + rel
+
+
+def verdict_change(a: RunSummary, b: RunSummary) -> str:
+    ra, rb = VERDICT_RANK.get(a.verdict or "", 2), VERDICT_RANK.get(b.verdict or "", 2)
+    return "same" if ra == rb else ("better" if rb < ra else "worse")
+
+
+@dataclass(frozen=True)
+class Pair:
+    key: Key
+    a: RunSummary
+    b: RunSummary
+    deltas: list[tuple[Metric, Delta]]
+    verdict: str  # better | worse | same
+
+    @property
+    def label(self) -> str:
+        return content.run_label(self.b)
+
+
+def key(s: RunSummary) -> Key:
+    return (s.backend, s.mode, s.workers)
+
+
+def match(a: list[RunSummary], b: list[RunSummary]) -> tuple[list[Pair], list[RunSummary], list[RunSummary]]:
+    """Pairs in A's run order, then the runs only in A and only in B."""
+    left = list(b)
+    pairs, only_a = [], []
+    for sa in a:
+        sb = next((s for s in left if key(s) == key(sa)), None)
+        if sb is None:
+            only_a.append(sa)
+            continue
+        left.remove(sb)
+        pairs.append(Pair(key(sa), sa, sb, [(m, delta(m, sa, sb)) for m in METRICS], verdict_change(sa, sb)))
+    return pairs, only_a, left
+
+
+def pair_sentence(p: Pair) -> str:
+    """One line per pair: the verdict and the peak total PSS, before and after."""
+    peak = dict((m.name, d) for m, d in p.deltas)["peak total PSS"]
+    va, vb = p.a.verdict or p.a.status, p.b.verdict or p.b.status
+    verdict = f"{va} → {vb}" if va != vb else f"still {vb}"
+    change = "" if peak.diff is None else f" ({fmt.signed_mb(peak.diff)}, {fmt.percent(peak.rel)})"
+    growth = f"; growth {content.growth_text(p.a)} → {content.growth_text(p.b)}"
+    return (f"{p.label}: {verdict}; peak total PSS {fmt.mb(peak.a)} → {fmt.mb(peak.b)}{change}"
+            f"{growth if p.a.verdict or p.b.verdict else ''}.")
+
+
+def env_rows(a: dict, b: dict) -> list[tuple[str, str, str, bool]]:
+    """(name, A, B, differs) for every environment fact either side recorded."""
+    ra, rb = dict(content.environment_rows(a)), dict(content.environment_rows(b))
+    names = list(dict.fromkeys([*ra, *rb]))
+    stable = {"started", "finished", "duration"}
+    return [(n, ra.get(n, fmt.DASH), rb.get(n, fmt.DASH), n not in stable and ra.get(n) != rb.get(n)) for n in names]
+
+
+def compare_chart(pairs: list[Pair], only_a: list[RunSummary], only_b: list[RunSummary],
+                  ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict | None:
+    """Total PSS over items fetched: A dashed, B solid, one colour per matched key (every run
+    when nothing matched)."""
+    colors = figures.styles([content.run_label(s) for s in [*(p.b for p in pairs), *only_a, *only_b]],
+                            figures.SERIES_COLORS)
+    lines = []
+    sides = (("A", ra, [p.a for p in pairs], "dash"), ("B", rb, [p.b for p in pairs], "solid")) if pairs else (
+        ("A", ra, only_a, "dash"), ("B", rb, only_b, "solid"))
+    for side, results, runs, dash in sides:
+        for s in runs:
+            label = content.run_label(s)
+            lines.append(figures.RunLine(f"{side} · {label}", results.run_table("samples", s.run_id),
+                                         results.run_table("progress", s.run_id), colors[label], dash, label))
+    title = f"Total PSS over items fetched: A ({names[0]}) dashed, B ({names[1]}) solid"
+    return figures.chart_runs_pss("c-compare", title, lines)
+
+
+def context(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict[str, Any]:
+    sa, sb = summarize_all(ra), summarize_all(rb)
+    pairs, only_a, only_b = match(sa, sb)
+    chart = compare_chart(pairs, only_a, only_b, ra, rb, names)
+    charts = [chart] if chart else []
+    banners = [(side, content.banner(r.manifest, s)) for side, r, s in (("A", ra, sa), ("B", rb, sb))]
+    return {
+        "title": f"memprobe compare · {names[0]} vs {names[1]}", "names": names, "roots": (str(ra.root), str(rb.root)),
+        "manifests": (ra.manifest, rb.manifest), "pairs": pairs, "only_a": only_a, "only_b": only_b,
+        "metrics": METRICS, "sentences": [(p, pair_sentence(p)) for p in pairs],
+        "banners": [(side, b) for side, b in banners if b], "env_rows": env_rows(ra.manifest, rb.manifest),
+        "scenarios": (scenario_text(ra), scenario_text(rb)), "scenario_diff": scenario_diff(ra, rb, names),
+        "chart": chart, "chart_count": len(charts),
+        "env": rb.manifest.get("environment") or {}, "data_json": script_json({"charts": charts}),
+        "plotly_js": plotly_js(), "delta_text": delta_text,
+    }
+
+
+def scenario_diff(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> str | None:
+    """A unified diff of the two scenario files, or None when they are the same."""
+    a, b = scenario_text(ra) or "", scenario_text(rb) or ""
+    if a == b:
+        return None
+    lines = difflib.unified_diff(a.splitlines(), b.splitlines(), f"A: {names[0]}", f"B: {names[1]}", lineterm="")
+    return "\n".join(lines)
+
+
+def render_compare(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None) -> str:
+    """The comparison page for two loaded result sets, as one HTML string."""
+    names = names or (ra.root.name, rb.root.name)
+    return environment().get_template("compare.html").render(**context(ra, rb, names))
+
+
+def write_compare(a: Path, b: Path, out: Path) -> Path:
+    """Compare results folders ``a`` (before) and ``b`` (after); write the page to ``out``."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ra, rb = ResultSet.load(a), ResultSet.load(b)
+    names = (Path(a).resolve().name, Path(b).resolve().name)
+    if names[0] == names[1]:
+        names = (f"{names[0]} (A)", f"{names[1]} (B)")
+    return write_atomic(out, render_compare(ra, rb, names))

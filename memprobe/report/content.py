@@ -1,0 +1,355 @@
+"""The words and tables of the report, derived from run summaries: verdict sentences, the matrix,
+advice and the environment. Pure functions; no HTML here (the templates escape everything)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from memprobe.analysis import RunSummary
+from memprobe.report import format as fmt
+
+PROCESS_MODES = ("fork", "spawn", "forkserver")
+# What each storage backend does about the copy; unknown backends get a generic sentence.
+BACKEND_FIXES = {
+    "numpy": "Hold the records in numpy arrays (a few large buffers, no Python object per record): "
+             "workers read them without writing reference counts into the pages, so the pages stay shared.",
+    "arrow": "Hold the records in Arrow buffers (a pyarrow Table): columnar buffers with no Python object "
+             "per record, so forked workers read them without copying.",
+}
+MODE_FIXES = {
+    "thread": "Use threads instead of worker processes: one address space, nothing to copy. Check items/s: "
+              "threads only keep up when the per-item work releases the GIL (or on a free-threaded Python).",
+}
+SPAWN_FIX = ("Start workers with spawn or forkserver: the dataset is pickled into each worker at start-up, so "
+             "nothing grows while iterating, but every worker pays for its own copy up front. To avoid that, put "
+             "the data in shared memory (multiprocessing.shared_memory, a memory-mapped file, or torch tensors "
+             "moved with share_memory_()) so that all workers map the same pages.")
+GENERIC_FIXES = (
+    ("numpy/arrow", "Hold records in numpy or Arrow buffers instead of a list of Python objects."),
+    ("one buffer", "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
+                   "plus an offsets array) and decode per item: one object for the GC and refcounts to touch."),
+    ("threads", "Use threads instead of worker processes (mode: thread)."),
+    ("spawn + shared memory", "Use spawn with the data in shared memory, so workers map one copy."),
+)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "run"
+
+
+def first_line(text: str | None, limit: int = 200) -> str:
+    """An error's first line (a worker's error carries the whole remote traceback), shortened."""
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def tone(s: RunSummary) -> str:
+    """growing | flat | failed | unknown: the colour family of a run everywhere on the page."""
+    if s.verdict in ("growing", "flat"):
+        return s.verdict
+    return "failed" if s.status != "ok" else "unknown"
+
+
+def badge_text(s: RunSummary) -> str:
+    return s.verdict or ("no verdict" if s.status == "ok" else s.status)
+
+
+def process_workers(s: RunSummary) -> bool:
+    return s.mode in PROCESS_MODES and s.workers > 0
+
+
+def short_label(s: RunSummary) -> str:
+    return f"{s.backend} × {s.mode}"
+
+
+def run_label(s: RunSummary) -> str:
+    if s.workers == 0:
+        return f"{short_label(s)} (no workers)"
+    unit = "thread" if s.mode == "thread" else "worker"
+    return f"{short_label(s)} ({s.workers} {unit}{'s' if s.workers != 1 else ''})"
+
+
+def span(s: RunSummary, meta: dict) -> str:
+    """'1 epoch (200,000 items)' when the run went through its epochs, else '123,456 items'."""
+    loader = meta.get("spec", {}).get("loader", {})
+    epochs = loader.get("epochs")
+    if s.status == "ok" and loader.get("items") is None and epochs:
+        return f"{epochs} epoch{'s' if epochs != 1 else ''} ({s.items:,} items)"
+    return f"{s.items:,} items"
+
+
+def gc_copy_likely(s: RunSummary) -> bool:
+    """A flat fork run whose workers still grew noticeably: the one-off copy of the interpreter's
+    own objects when Python's cyclic GC first walks them (gc.freeze() avoids it)."""
+    g = s.worker_uss_growth_mb
+    return s.verdict == "flat" and s.mode == "fork" and g is not None and g >= 10
+
+
+def headline(s: RunSummary, meta: dict) -> str:
+    """The verdict in one sentence, with the numbers."""
+    label = run_label(s)
+    if s.verdict is None and s.status != "ok":
+        why = f"{s.status}" + (f" — {first_line(s.error)}" if s.error else "")
+        return f"{label}: no verdict, the run ended {why}."
+    if s.verdict is None:
+        return (f"{label}: no verdict — the iteration window holds fewer than two PSS samples of the measured "
+                f"processes; peak total PSS {fmt.mb(s.total_pss_peak_mb)}.")
+    peak = f"peak total PSS {fmt.mb(s.total_pss_peak_mb)}"
+    if process_workers(s):
+        sentence = _workers_sentence(s, meta)
+    else:
+        who = "one process" if s.workers == 0 else f"one process, {s.workers} threads"
+        grew = s.main_uss_growth_mb or 0.0
+        sentence = (f"the process ({who}) grew {fmt.mb(grew)} of private memory over {span(s, meta)}"
+                    if s.verdict == "growing" else f"stayed flat ({fmt.signed_mb(grew)}, {who})")
+    tail = "" if s.status == "ok" else f" (run {s.status}: {first_line(s.error)})"
+    return f"{label}: {sentence}; {peak}.{tail}"
+
+
+def _workers_sentence(s: RunSummary, meta: dict) -> str:
+    g = s.worker_uss_growth_mb or 0.0
+    n = s.workers
+    if s.verdict == "growing":
+        cause = ("a private copy of the data it read (copy-on-access)" if s.mode == "fork"
+                 else "private memory that grows with every item read")
+        most = (f" (the most: {fmt.mb(s.worker_uss_growth_max_mb)})"
+                if (s.worker_uss_growth_max_mb or 0) - g > 0.2 * max(g, 1) else "")
+        each = f"each of {n} workers" if n > 1 else "the worker"
+        return f"{each} grew {fmt.mb(g)}{most} over {span(s, meta)} — {cause}"
+    out = f"stayed flat ({fmt.signed_mb(g)} per worker)"
+    if gc_copy_likely(s):
+        out += ", the one-off copy of the interpreter's objects (see “How to read”)"
+    start = s.worker_uss_start_mb
+    if s.mode != "fork" and start is not None and start > s.growth_threshold_mb:
+        out += f", but each worker held {fmt.mb(start)} of its own when iteration began"
+    return out
+
+
+def overview(summaries: list[RunSummary]) -> str:
+    """The first line of the page: how many runs copy memory, and which."""
+    if not summaries:
+        return "No runs in this results folder."
+    growing = [s for s in summaries if s.verdict == "growing"]
+    failed = [s for s in summaries if s.status != "ok"]
+    unjudged = [s for s in summaries if s.verdict is None and s.status == "ok"]
+    threshold = max(s.growth_threshold_mb for s in summaries)
+    if growing:
+        worst = max(growing, key=lambda s: measured_growth(s) or 0)
+        head = (f"{len(growing)} of {len(summaries)} runs copy memory as they iterate; the worst is "
+                f"{run_label(worst)}, {fmt.signed_mb(measured_growth(worst))} per "
+                f"{'worker' if process_workers(worst) else 'process'}.")
+    elif any(s.verdict for s in summaries):
+        head = f"No run's memory grew beyond the {threshold:g} MB threshold."
+    else:
+        head = "No run has a verdict."
+    if failed:
+        head += f" {_runs(len(failed))} did not finish cleanly."
+    if unjudged:
+        head += f" {_runs(len(unjudged))} finished without enough PSS samples for a verdict."
+    return head
+
+
+def nothing_to_fix(summaries: list[RunSummary]) -> str:
+    """What 'What to do' says when no run grows."""
+    judged = [s for s in summaries if s.verdict]
+    if not judged:
+        return "No run has a verdict, so there is nothing to recommend."
+    threshold = max(s.growth_threshold_mb for s in judged)
+    some = " (among the runs with a verdict)" if len(judged) < len(summaries) else ""
+    return f"Nothing to fix: no run's memory grew beyond {threshold:g} MB while iterating{some}."
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''}"
+
+
+def measured_growth(s: RunSummary) -> float | None:
+    return s.worker_uss_growth_mb if process_workers(s) else s.main_uss_growth_mb
+
+
+def growth_text(s: RunSummary) -> str:
+    """The growth the verdict is based on, with its unit: '+106 MB per worker' / '−0.4 MB (process)'."""
+    return f"{fmt.signed_mb(measured_growth(s))} {'per worker' if process_workers(s) else '(process)'}"
+
+
+# -- matrix --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    summary: RunSummary | None
+    anchor: str | None = None
+    style: str = ""
+    bar: float = 0.0  # peak total PSS as a share of the largest on the page
+
+
+@dataclass(frozen=True)
+class Matrix:
+    workers: int
+    modes: list[str]
+    rows: list[tuple[str, list[Cell]]]
+
+
+def cell_style(s: RunSummary) -> str:
+    """Background: red, deeper the further past the threshold; green when flat; grey otherwise."""
+    t = tone(s)
+    if t == "growing":
+        over = min(((measured_growth(s) or 0) / max(s.growth_threshold_mb, 1e-9) - 1) / 3, 1.0)
+        return f"background: hsl(0, 75%, {88 - 22 * max(over, 0):.0f}%)"
+    if t == "flat":
+        return "background: hsl(140, 45%, 91%)"
+    return "background: #e9ecef"
+
+
+def matrices(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Matrix]:
+    """One backend x mode table per worker count; axes come from the data, in run order."""
+    peak = max((s.total_pss_peak_mb or 0 for s in summaries), default=0) or 1
+    out = []
+    for workers in sorted({s.workers for s in summaries}):
+        runs = [s for s in summaries if s.workers == workers]
+        modes = list(dict.fromkeys(s.mode for s in runs))
+        rows = []
+        for backend in dict.fromkeys(s.backend for s in runs):
+            cells = []
+            for mode in modes:
+                s = next((r for r in runs if r.backend == backend and r.mode == mode), None)
+                cells.append(Cell(None) if s is None else Cell(s, anchors[s.run_id], cell_style(s),
+                                                               (s.total_pss_peak_mb or 0) / peak))
+            rows.append((backend, cells))
+        out.append(Matrix(workers, modes, rows))
+    return out
+
+
+# -- advice --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Demo:
+    """A flat run that shows a fix working, and what it costs compared with the growing run."""
+
+    run: RunSummary
+    anchor: str
+    caveat: str | None = None
+
+
+@dataclass(frozen=True)
+class Fix:
+    text: str
+    demos: list[Demo]
+
+
+@dataclass(frozen=True)
+class Advice:
+    run: RunSummary
+    anchor: str
+    fixes: list[Fix] = field(default_factory=list)
+    untried: list[str] = field(default_factory=list)
+
+
+def _fix_text(g: RunSummary, s: RunSummary) -> str:
+    if s.backend != g.backend:
+        return BACKEND_FIXES.get(s.backend, f"Switch the backend from '{g.backend}' to '{s.backend}'.")
+    if s.mode in MODE_FIXES:
+        return MODE_FIXES[s.mode]
+    if s.mode in ("spawn", "forkserver"):
+        return SPAWN_FIX
+    return f"Use mode '{s.mode}' instead of '{g.mode}'."
+
+
+def _caveat(g: RunSummary, s: RunSummary) -> str | None:
+    if (s.total_pss_peak_mb or 0) > (g.total_pss_peak_mb or float("inf")):
+        return (f"its peak total PSS ({fmt.mb(s.total_pss_peak_mb)}) is higher than this run's "
+                f"({fmt.mb(g.total_pss_peak_mb)}): the copy is made up front instead")
+    if s.items_per_s and g.items_per_s and s.items_per_s < 0.7 * g.items_per_s:
+        return f"slower here: {fmt.rate(s.items_per_s)} against {fmt.rate(g.items_per_s)}"
+    return None
+
+
+def advice(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Advice]:
+    """For each growing run, the fixes a flat run in the same folder demonstrates (one change away:
+    another backend with the same mode, or another mode with the same backend), cheapest first."""
+    out = []
+    for g in (s for s in summaries if s.verdict == "growing"):
+        flat = [s for s in summaries if s.verdict == "flat" and s.status == "ok" and s.workers == g.workers
+                and (s.backend == g.backend) != (s.mode == g.mode)]
+        flat.sort(key=lambda s: (_caveat(g, s) is not None, s.total_pss_peak_mb is None, s.total_pss_peak_mb or 0))
+        fixes: dict[str, list[Demo]] = {}
+        for s in flat:
+            fixes.setdefault(_fix_text(g, s), []).append(Demo(s, anchors[s.run_id], _caveat(g, s)))
+        shown = {s.backend for s in flat} | {s.mode for s in flat}
+        untried = [text for key, text in GENERIC_FIXES if not _demonstrated(key, shown)]
+        out.append(Advice(g, anchors[g.run_id], [Fix(t, d) for t, d in fixes.items()], untried))
+    return out
+
+
+def _demonstrated(key: str, shown: set[str]) -> bool:
+    return {"numpy/arrow": bool({"numpy", "arrow"} & shown), "threads": "thread" in shown}.get(key, False)
+
+
+# -- environment ------------------------------------------------------------------------------
+
+def environment_rows(manifest: dict) -> list[tuple[str, str]]:
+    env = manifest.get("environment") or {}
+    gil = env.get("gil_enabled")
+    started, finished = manifest.get("started"), manifest.get("finished")
+    duration = finished - started if fmt.is_num(started) and fmt.is_num(finished) else None
+    rows = [
+        ("memprobe", env.get("memprobe")), ("torch", env.get("torch")),
+        ("Python", env.get("python_build") or env.get("python")),
+        ("GIL", None if gil is None else ("enabled" if gil else "disabled (free-threaded build)")),
+        ("kernel", env.get("kernel")), ("machine", env.get("machine")), ("CPU", env.get("cpu_model")),
+        ("CPU count", env.get("cpu_count")),
+        ("total RAM", fmt.mb(env.get("mem_total_mb")) if env.get("mem_total_mb") is not None else None),
+        ("host", env.get("hostname")),
+        ("scenario file", manifest.get("scenario_path")),
+        ("started", fmt.timestamp(started)), ("finished", fmt.timestamp(finished)),
+        ("duration", fmt.seconds(duration)), ("session status", manifest.get("status")),
+    ]
+    return [(k, str(v)) for k, v in rows if v is not None]
+
+
+def banner(manifest: dict, summaries: list[RunSummary]) -> tuple[str, str] | None:
+    """(level, text) for a folder that is not a clean, complete session."""
+    status = manifest.get("status")
+    done, planned = len(summaries), len(manifest.get("runs") or [])
+    if status == "interrupted":
+        return "error", (f"This session was interrupted: {done} of {planned or done} runs have results, and the "
+                         f"last of them may have been cut short. Figures below are from what was saved.")
+    if status not in (None, "complete"):
+        return "error", (f"This session did not finish (status '{status}'): it is still running or it crashed. "
+                         f"{done} of {planned or done} runs have results.")
+    return None
+
+
+def run_facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
+    """The numbers behind a run's verdict, as label/value pairs."""
+    spec = meta.get("spec", {})
+    loader = spec.get("loader") or {}
+    workload = spec.get("workload") or "records"
+    section = spec.get("dataset" if workload == "records" else workload) or {}
+    expect = None if s.expectation is None else (
+        f"{s.expectation} — {'met' if s.expectation_met else 'NOT met' if s.expectation_met is False else 'n/a'}")
+    rows = [
+        ("status", s.status), ("items", fmt.count(s.items)), ("duration", fmt.seconds(s.duration_s)),
+        ("time to first batch", fmt.seconds(s.time_to_first_batch_s)), ("items/s (iteration)", fmt.rate(s.items_per_s)),
+        ("total PSS start → peak → end", f"{fmt.mb(s.total_pss_start_mb)} → {fmt.mb(s.total_pss_peak_mb)} → "
+                                          f"{fmt.mb(s.total_pss_end_mb)}"),
+        ("sum of RSS at peak", f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})"),
+    ]
+    if process_workers(s):
+        rows += [("worker USS at start (mean)", fmt.mb(s.worker_uss_start_mb)),
+                 ("worker USS growth mean / max", f"{fmt.signed_mb(s.worker_uss_growth_mb)} / "
+                                                   f"{fmt.signed_mb(s.worker_uss_growth_max_mb)}")]
+    rows += [("main process USS growth", fmt.signed_mb(s.main_uss_growth_mb)),
+             ("growth per 1,000 items per worker", _num(s.growth_per_1k_items_per_worker_mb, "{:+.3f} MB")),
+             ("verdict threshold", fmt.mb(s.growth_threshold_mb)), ("expectation", expect),
+             (f"workload: {workload}", ", ".join(f"{k}={v}" for k, v in section.items()) if section else None),
+             ("loader", ", ".join(f"{k}={v}" for k, v in loader.items()) if loader else None),
+             ("CPU cores used (whole tree, in the window)", _num(getattr(s, "cpu_cores_used", None), "{:.2f}")),
+             ("decoder", getattr(s, "decoder_backend", None)),
+             ("encoded MB/s", _num(getattr(s, "mb_per_s", None), "{:,.1f}")),
+             ("megapixels/s", _num(getattr(s, "megapixels_per_s", None), "{:,.1f}")),
+             ("sampler CPU share", f"{s.sampler_cpu_share:.1%}" if s.sampler_cpu_share is not None else None)]
+    return [(k, v) for k, v in rows if v is not None]
+
+
+def _num(v: float | None, pattern: str) -> str | None:
+    return pattern.format(v) if fmt.is_num(v) else None

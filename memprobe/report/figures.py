@@ -1,0 +1,447 @@
+"""Plotly figures from a run's saved tables: pure functions, data in, JSON-ready dicts out.
+
+A chart spec is a plain dict that the page's script hands to ``Plotly.newPlot``::
+
+    {"id", "kind", "title", "downsampled", "data": [traces without x],
+     "x": {"time": [x per trace], "items": [x per trace]}, "layouts": {"time": {...}, "items": {...}},
+     "default": "time" | "items"}
+
+Every per-run chart can be drawn against seconds since the run's process started or against
+items fetched by then (the page toggles between the two). A sample the sampler could not read
+(``missing`` for a reason other than the process having ended, or a failed PSS read) is a gap
+(``None``), never a zero. Long series are downsampled to about ``max_points`` per line,
+keeping each interval's minimum and maximum so that peaks survive.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+MAX_POINTS = 1500
+AXES = ("time", "items")
+X_TITLES = {"time": "seconds since the run's process started", "items": "items fetched"}
+ROLE_COLORS = {"main": "#1f5fa8", "forkserver": "#8a8a8a", "resource tracker": "#b5b5b5",
+               "spawn (starting)": "#d0c9b0", "other": "#cfcfcf"}
+WORKER_COLORS = ("#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d", "#e67700")
+SERIES_COLORS = ("#1f5fa8", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d",
+                 "#e67700", "#495057")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+_ENDED = ("exited", "zombie")
+MARKS = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
+
+
+# -- clocks and marks -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Clock:
+    """Maps seconds since the run started to the number of items fetched by then."""
+
+    t: np.ndarray
+    items: np.ndarray
+
+    @classmethod
+    def from_progress(cls, progress: pd.DataFrame) -> Clock:
+        if progress.empty or "items" not in progress:
+            return cls(np.zeros(0), np.zeros(0))
+        p = progress.sort_values("t")
+        return cls(p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float)))
+
+    def items_at(self, ts: Sequence[float] | np.ndarray) -> np.ndarray:
+        ts = np.asarray(ts, dtype=float)
+        if not len(self.t):
+            return np.zeros(len(ts))
+        idx = np.searchsorted(self.t, ts, side="right") - 1
+        return np.where(idx >= 0, self.items[np.clip(idx, 0, None)], 0.0)
+
+    def convert(self, axis: str, ts: Sequence[float] | np.ndarray) -> np.ndarray:
+        return np.asarray(ts, dtype=float) if axis == "time" else self.items_at(ts)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a chart: a plotly trace (without x/y) and its points, NaN for a gap."""
+
+    trace: dict
+    t: np.ndarray
+    y: np.ndarray
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+def _num(v: float, digits: int = 3) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), digits)
+
+
+def _values(a: np.ndarray, digits: int = 3) -> list[float | None]:
+    return [_num(v, digits) for v in np.asarray(a, dtype=float)]
+
+
+def keep_indices(y: np.ndarray, max_points: int) -> np.ndarray:
+    """Indices to keep so that a line has about ``max_points`` points: per interval its minimum
+    and maximum (peaks survive) and its first gap (gaps survive)."""
+    n = len(y)
+    if n <= max_points:
+        return np.arange(n)
+    keep = [0, n - 1]
+    for bucket in np.array_split(np.arange(n), max(1, max_points // 2)):
+        vals = y[bucket]
+        gaps = np.isnan(vals)
+        if gaps.any():
+            keep.append(int(bucket[gaps.argmax()]))
+        if not gaps.all():
+            keep += [int(bucket[np.nanargmin(vals)]), int(bucket[np.nanargmax(vals)])]
+    return np.unique(keep)
+
+
+def _ended(rows: pd.DataFrame) -> pd.Series:
+    reason = rows["reason"].fillna("").astype(str)
+    return reason.str.startswith(_ENDED)
+
+
+def failed_reads(rows: pd.DataFrame) -> pd.Series:
+    """Rows whose process was there but could not be read (a gap, not a zero)."""
+    missing = rows["missing"].fillna(False).astype(bool)
+    pss_failed = (rows["tier"] == "cheap") & rows["reason"].notna()
+    return (missing & ~_ended(rows)) | pss_failed
+
+
+_ROLE = re.compile(r"^(?:rank (\d+))? ?(?:worker (\d+))?$")
+
+
+def _role_parts(role: str) -> tuple[int, int] | None:
+    """(rank, worker) for 'worker 2', 'rank 1', 'rank 1 worker 0' (-1 where absent); None for helpers."""
+    m = _ROLE.match(role)
+    if role == "main" or not m or not (m.group(1) or m.group(2)):
+        return None
+    return (int(m.group(1)) if m.group(1) else 0, int(m.group(2)) if m.group(2) else -1)
+
+
+def role_order(roles: Sequence[str]) -> list[str]:
+    """main first, then ranks and workers (by rank, then index), then helpers alphabetically."""
+    def key(role: str) -> tuple:
+        parts = _role_parts(role)
+        return (0, 0, 0, role) if role == "main" else (1, *parts, role) if parts else (2, 0, 0, role)
+    return sorted(dict.fromkeys(roles), key=key)
+
+
+def is_loader_role(role: str) -> bool:
+    """main, a rank process or a worker: the processes whose private memory matters."""
+    return role == "main" or _role_parts(role) is not None
+
+
+def role_color(role: str) -> str:
+    parts = _role_parts(role)
+    if parts is None:
+        return ROLE_COLORS.get(role, ROLE_COLORS["other"])
+    rank, worker = parts
+    if worker < 0:
+        return SERIES_COLORS[(rank + 5) % len(SERIES_COLORS)]
+    return WORKER_COLORS[(worker + 3 * rank) % len(WORKER_COLORS)]
+
+
+# -- tables derived from samples --------------------------------------------------------------
+
+def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
+    """PSS summed per role at every PSS round (index t); NaN where a process could not be read."""
+    if samples.empty or "tier" not in samples or not (samples["tier"] == "pss").any():
+        return pd.DataFrame()
+    rounds = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique())
+    at = samples[samples["t"].isin(rounds)]
+    ok = at[at["tier"] == "pss"]
+    table = ok.pivot_table(index="t", columns="role", values="pss_mb", aggfunc="sum").reindex(rounds)
+    table = table.fillna(0.0)
+    for _, row in at[failed_reads(at)].iterrows():
+        table.loc[row["t"], row["role"]] = np.nan
+    return table[role_order(list(table.columns))]
+
+
+def total_pss(samples: pd.DataFrame) -> pd.Series:
+    """Total PSS of the tree per PSS round; NaN for a round with a process that could not be read."""
+    table = pss_by_role(samples)
+    return table.sum(axis=1, skipna=False) if not table.empty else pd.Series(dtype=float)
+
+
+def sum_rss(samples: pd.DataFrame) -> pd.Series:
+    """Sum of RSS over the tree at every tick; NaN for a tick with a process that could not be read."""
+    if samples.empty:
+        return pd.Series(dtype=float)
+    ok = samples[~samples["missing"].fillna(False).astype(bool)]
+    totals = ok.groupby("t")["rss_mb"].sum().reindex(np.sort(samples["t"].unique()))
+    bad = samples[samples["missing"].fillna(False).astype(bool) & ~_ended(samples)]["t"].unique()
+    totals.loc[totals.index.isin(bad)] = np.nan
+    return totals
+
+
+def item_rate(progress: pd.DataFrame, start: float | None, min_dt: float = 0.25) -> tuple[np.ndarray, np.ndarray]:
+    """Items/s between progress reports at least ``min_dt`` apart, as steps (x: each interval's start)."""
+    if progress.empty:
+        return np.zeros(0), np.zeros(0)
+    p = progress.sort_values("t").drop_duplicates("t", keep="last")
+    t, items = p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float))
+    if start is not None and (not len(t) or start < t[0]):
+        t, items = np.r_[start, t], np.r_[0.0, items]
+    span = t[-1] - t[0] if len(t) else 0.0
+    step = max(min_dt, span / 400)
+    picked = [0]
+    for i in range(1, len(t)):
+        if t[i] - t[picked[-1]] >= step or i == len(t) - 1:
+            picked.append(i)
+    t, items = t[picked], items[picked]
+    if len(t) < 2:
+        return np.zeros(0), np.zeros(0)
+    rate = np.diff(items) / np.diff(t)
+    return t, np.r_[rate, rate[-1]]  # each rate from its interval's start; the last repeated to the end
+
+
+# -- chart assembly -----------------------------------------------------------------------
+
+def _layout(axis: str, ytitle: str, shapes: list[dict], annotations: list[dict]) -> dict:
+    layout = {
+        "height": 290, "margin": {"l": 60, "r": 120, "t": 28, "b": 42},
+        "xaxis": {"title": {"text": X_TITLES[axis]}, "zeroline": False, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": ytitle}, "rangemode": "tozero", "zeroline": False},
+        "legend": {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11},
+                   "traceorder": "normal"},
+        "hovermode": "x unified", "shapes": shapes, "annotations": annotations,
+        "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12},
+        "paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
+    }
+    layout["xaxis"].update(gridcolor="#eceff3")
+    layout["yaxis"].update(gridcolor="#eceff3")
+    return layout
+
+
+@dataclass(frozen=True)
+class Marks:
+    """A run's milestones (event name -> seconds) and the growth window the verdict used."""
+
+    times: dict
+    window: tuple[float, float] | None = None
+
+
+def mark_shapes(marks: Marks, clock: Clock, axis: str) -> list[dict]:
+    """The growth window shaded, and dotted lines at the run's milestones."""
+    conv = lambda t: float(clock.convert(axis, [t])[0])  # noqa: E731
+    shapes: list[dict] = []
+    if marks.window is not None:
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": conv(marks.window[0]),
+                       "x1": conv(marks.window[1]), "y0": 0, "y1": 1, "fillcolor": "rgba(31,95,168,0.07)",
+                       "line": {"width": 0}, "layer": "below"})
+    for name in MARKS:
+        t = marks.times.get(name)
+        if t is None or (axis == "items" and name == "dataset_built"):
+            continue
+        x = conv(t)
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+                       "line": {"color": "#868e96", "width": 1, "dash": "dot"}})
+    return shapes
+
+
+def build_chart(chart_id: str, kind: str, title: str, series: list[Series], clock: Clock | None, ytitle: str,
+                marks: Marks, *, max_points: int, shared_x: bool = False,
+                axes: Sequence[str] = AXES, extra_notes: dict[str, list[dict]] | None = None) -> dict | None:
+    """A chart spec from series; ``shared_x`` keeps one set of points for all (stacked areas).
+    Without a ``clock`` the series' ``t`` is already in the units of the (single) axis."""
+    series = [s for s in series if len(s.t)]
+    if not series:
+        return None
+    downsampled = False
+    if shared_x:
+        keep = keep_indices(np.nansum([s.y for s in series], axis=0), max_points)
+        downsampled = len(keep) < len(series[0].t)
+        series = [Series(s.trace, s.t[keep], s.y[keep]) for s in series]
+    else:
+        kept = []
+        for s in series:
+            keep = keep_indices(s.y, max_points)
+            downsampled |= len(keep) < len(s.t)
+            kept.append(Series(s.trace, s.t[keep], s.y[keep]))
+        series = kept
+    layouts, xs = {}, {}
+    for axis in axes:
+        shapes = mark_shapes(marks, clock, axis) if clock is not None else []
+        layouts[axis] = _layout(axis, ytitle, shapes, (extra_notes or {}).get(axis, []))
+        xs[axis] = [_values(s.t if clock is None else clock.convert(axis, s.t), 4 if axis == "time" else 0)
+                    for s in series]
+    data = [{**s.trace, "y": _values(s.y)} for s in series]
+    return {"id": chart_id, "kind": kind, "title": title, "downsampled": downsampled, "data": data,
+            "x": xs, "layouts": layouts, "default": axes[0]}
+
+
+# -- the per-run charts ---------------------------------------------------------------------
+
+def chart_pss_by_role(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
+                      max_points: int) -> dict | None:
+    table = pss_by_role(samples)
+    if table.empty:
+        return None
+    t = table.index.to_numpy(float)
+    # A process that could not be read at a round is interpolated across (stackgaps), never stacked
+    # as zero; the total PSS line of the RSS chart shows that round as a gap.
+    series = [Series({"type": "scatter", "mode": "lines", "name": role, "stackgroup": "pss", "stackgaps": "interpolate",
+                      "line": {"width": 0.5, "color": role_color(role)}, "fillcolor": role_color(role),
+                      "hovertemplate": "%{y:,.1f} MB"}, t, table[role].to_numpy(float))
+              for role in table.columns]
+    return build_chart(chart_id, "pss_by_role", "Total PSS, stacked by process role", series, clock,
+                       "PSS (MB)", marks, max_points=max_points, shared_x=True)
+
+
+def chart_uss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
+              max_points: int) -> dict | None:
+    """USS per worker process (main and rank processes dotted): the private memory a process would
+    free on exit."""
+    if samples.empty or not (samples["tier"] == "pss").any():
+        return None
+    rows = samples[(samples["tier"] == "pss") | failed_reads(samples) | samples["missing"].astype(bool)]
+    roles = rows.sort_values("t").groupby("pid")["role"].last()
+    shown = [pid for pid in roles.index if is_loader_role(roles[pid])]
+    ordered = sorted(shown, key=lambda pid: (role_order(list(roles[shown])).index(roles[pid]), pid))
+    dup = roles[shown].duplicated(keep=False)
+    series = []
+    for pid in ordered:
+        g = rows[rows["pid"] == pid].sort_values("t")
+        y = np.where(g["tier"] == "pss", g["uss_mb"].to_numpy(float), np.nan)
+        name = f"{roles[pid]} (pid {pid})" if dup[pid] else roles[pid]
+        worker = (_role_parts(roles[pid]) or (0, -1))[1] >= 0
+        line = {"color": role_color(roles[pid]), "width": 2, "dash": "solid" if worker else "dot"}
+        series.append(Series({"type": "scatter", "mode": "lines+markers", "name": name, "line": line,
+                              "marker": {"size": 5}, "connectgaps": False, "hovertemplate": "%{y:,.1f} MB"},
+                             g["t"].to_numpy(float), y))
+    return build_chart(chart_id, "uss", "USS (private memory) per process", series, clock, "USS (MB)",
+                       marks, max_points=max_points)
+
+
+def chart_rss_vs_pss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
+                     max_points: int) -> dict | None:
+    rss, pss = sum_rss(samples), total_pss(samples)
+    if rss.empty and pss.empty:
+        return None
+    series = [
+        Series({"type": "scatter", "mode": "lines", "name": "sum of RSS",
+                "line": {"color": "#c92a2a", "width": 2}, "connectgaps": False, "hovertemplate": "%{y:,.0f} MB"},
+               rss.index.to_numpy(float), rss.to_numpy(float)),
+        Series({"type": "scatter", "mode": "lines+markers", "name": "total PSS",
+                "line": {"color": "#1f5fa8", "width": 2}, "marker": {"size": 5}, "connectgaps": False,
+                "hovertemplate": "%{y:,.0f} MB"}, pss.index.to_numpy(float), pss.to_numpy(float)),
+    ]
+    return build_chart(chart_id, "rss_vs_pss", "Sum of RSS next to total PSS", series, clock, "MB", marks,
+                       max_points=max_points)
+
+
+def chart_items_rate(chart_id: str, progress: pd.DataFrame, clock: Clock, marks: Marks, *,
+                     max_points: int) -> dict | None:
+    t, rate = item_rate(progress, marks.times.get("iter_start"))
+    if not len(t):
+        return None
+    series = [Series({"type": "scatter", "mode": "lines", "name": "items/s", "showlegend": False,
+                      "line": {"color": "#2b8a3e", "width": 2, "shape": "hv"},
+                      "hovertemplate": "%{y:,.0f} items/s"}, t, rate)]
+    notes = _ttfb_notes(marks, clock)
+    return build_chart(chart_id, "items_rate", "Items/s, time to first batch marked", series, clock, "items/s",
+                       marks, max_points=max_points, extra_notes=notes)
+
+
+def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
+    start, first = marks.times.get("iter_start"), marks.times.get("first_batch")
+    if start is None or first is None:
+        return {}
+    out = {}
+    for axis in AXES:
+        x = float(clock.convert(axis, [first])[0])
+        out[axis] = [{"x": x, "y": 0.92, "xref": "x", "yref": "paper", "ax": 30, "ay": 0, "showarrow": True,
+                      "arrowhead": 2, "arrowcolor": "#495057", "xanchor": "left",
+                      "text": f"first batch after {first - start:.2f} s",
+                      "font": {"size": 11, "color": "#212529"}, "bgcolor": "rgba(255,255,255,0.85)"}]
+    return out
+
+
+def shm_used(system: pd.DataFrame, min_mb: float = 1.0) -> bool:
+    if system.empty or "dev_shm_mb" not in system or system["dev_shm_mb"].isna().all():
+        return False
+    shm = system["dev_shm_mb"].dropna()
+    return float(shm.max() - shm.iloc[0]) >= min_mb
+
+
+def chart_dev_shm(chart_id: str, system: pd.DataFrame, clock: Clock, marks: Marks, *,
+                  max_points: int) -> dict | None:
+    if not shm_used(system):
+        return None
+    s = system.sort_values("t")
+    series = [Series({"type": "scatter", "mode": "lines", "name": "/dev/shm in use", "line": {"color": "#7048e8",
+                      "width": 2}, "connectgaps": False, "hovertemplate": "%{y:,.1f} MB"},
+                     s["t"].to_numpy(float), s["dev_shm_mb"].to_numpy(float))]
+    return build_chart(chart_id, "dev_shm", "/dev/shm in use (whole machine)", series, clock, "MB", marks,
+                       max_points=max_points)
+
+
+def run_charts(prefix: str, samples: pd.DataFrame, progress: pd.DataFrame, system: pd.DataFrame, marks: Marks,
+               *, max_points: int = MAX_POINTS) -> list[dict]:
+    """Every chart one run's data supports, in page order (runs without samples get none)."""
+    clock = Clock.from_progress(progress)
+    charts = [
+        chart_pss_by_role(f"{prefix}-pss", samples, clock, marks, max_points=max_points),
+        chart_uss(f"{prefix}-uss", samples, clock, marks, max_points=max_points),
+        chart_rss_vs_pss(f"{prefix}-rss", samples, clock, marks, max_points=max_points),
+        chart_items_rate(f"{prefix}-rate", progress, clock, marks, max_points=max_points),
+        chart_dev_shm(f"{prefix}-shm", system, clock, marks, max_points=max_points),
+    ]
+    return share_x([c for c in charts if c is not None])
+
+
+def share_x(charts: list[dict]) -> list[dict]:
+    """One x range for all of a run's charts on each axis, so that they line up."""
+    for axis in AXES:
+        top = max((v for c in charts for xs in c["x"].get(axis, []) for v in xs if v is not None), default=None)
+        if top:
+            for c in charts:
+                c["layouts"][axis]["xaxis"]["range"] = [0, top * 1.02]
+    return charts
+
+
+# -- across runs ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run's line on a chart that compares runs."""
+
+    name: str
+    samples: pd.DataFrame
+    progress: pd.DataFrame
+    color: str
+    dash: str = "solid"
+    group: str | None = None
+
+
+def styles(keys: Sequence[str], palette: Sequence[str]) -> dict[str, str]:
+    """A stable style per distinct key, in order of first appearance."""
+    return {k: palette[i % len(palette)] for i, k in enumerate(dict.fromkeys(keys))}
+
+
+def chart_runs_pss(chart_id: str, title: str, lines: list[RunLine], *, max_points: int = MAX_POINTS) -> dict | None:
+    """Every run's total PSS against items fetched (so runs of different speed line up)."""
+    series = []
+    for line in lines:
+        pss = total_pss(line.samples)
+        if pss.empty:
+            continue
+        clock = Clock.from_progress(line.progress)
+        t = pss.index.to_numpy(float)
+        trace = {"type": "scatter", "mode": "lines+markers", "name": line.name, "connectgaps": False,
+                 "line": {"color": line.color, "dash": line.dash, "width": 2}, "marker": {"size": 5},
+                 "hovertemplate": "%{y:,.0f} MB at %{x:,} items<extra>%{fullData.name}</extra>"}
+        if line.group:
+            trace["legendgroup"] = line.group
+        series.append(Series(trace, clock.items_at(t), pss.to_numpy(float)))
+    chart = build_chart(chart_id, "runs_pss", title, series, None, "total PSS (MB)", Marks({}),
+                        max_points=max_points, axes=("items",))
+    if chart is not None:
+        layout = chart["layouts"]["items"]
+        layout.update(height=420, hovermode="closest")
+        layout["legend"].update(x=1.01)
+        layout["margin"]["r"] = 220
+    return chart

@@ -1,0 +1,149 @@
+"""Render a results folder into one self-contained HTML page (plotly.js inlined, works offline).
+
+The page is a pure function of the saved results: ``render(ResultSet.load(root))``. Words and
+tables come from ``content``, charts from ``figures``; the jinja templates only lay them out
+(autoescaped) and the chart data is injected once, as JSON, for the page's script to draw.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from memprobe.analysis import RunSummary, summarize_all, window_bounds
+from memprobe.report import content, figures
+from memprobe.report import format as fmt
+from memprobe.results import ResultSet
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything the page shows about one run."""
+
+    summary: RunSummary
+    meta: dict
+    anchor: str
+    label: str
+    headline: str
+    tone: str
+    facts: list[tuple[str, str]]
+    charts: list[dict]
+    traceback: str | None
+    has_samples: bool
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("memprobe.report", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(fmt.FILTERS)
+    env.globals.update(growth_text=content.growth_text, run_label=content.run_label, first_line=content.first_line,
+                       badge_text=content.badge_text, tone=content.tone)
+    return env
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> Markup:
+    from plotly.offline import get_plotlyjs
+
+    return Markup(re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE))
+
+
+def script_json(data: Any) -> Markup:
+    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a comment."""
+    text = json.dumps(data, allow_nan=False, separators=(",", ":"))
+    for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                     ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, esc)
+    return Markup(text)
+
+
+def anchors(summaries: list[RunSummary]) -> dict[str, str]:
+    return {s.run_id: f"run-{i}-{content.slug(s.run_id)}" for i, s in enumerate(summaries)}
+
+
+def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) -> list[RunView]:
+    ids = anchors(summaries)
+    views = []
+    for i, (meta, s) in enumerate(zip(results.metas, summaries)):
+        samples = results.run_table("samples", s.run_id)
+        marks = meta.get("marks") or {}
+        window = window_bounds(samples, marks) if not samples.empty else (None, None)
+        charts = figures.run_charts(f"c{i}", samples, results.run_table("progress", s.run_id),
+                                    results.run_table("system", s.run_id),
+                                    figures.Marks(marks, window if None not in window else None),
+                                    max_points=max_points)
+        error = meta.get("error") or {}
+        views.append(RunView(s, meta, ids[s.run_id], content.run_label(s), content.headline(s, meta),
+                             content.tone(s), content.run_facts(s, meta), charts, error.get("traceback"),
+                             not samples.empty))
+    return views
+
+
+def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: int) -> dict | None:
+    colors = figures.styles([s.backend for s in summaries], figures.SERIES_COLORS)
+    dashes = figures.styles([s.mode for s in summaries], figures.DASHES)
+    lines = [figures.RunLine(content.run_label(s), results.run_table("samples", s.run_id),
+                             results.run_table("progress", s.run_id), colors[s.backend], dashes[s.mode])
+             for s in summaries]
+    return figures.chart_runs_pss("c-all", "Every run's total PSS over items fetched", lines, max_points=max_points)
+
+
+def scenario_text(results: ResultSet) -> str | None:
+    path = results.root / "scenario.yaml"
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
+
+
+def context(results: ResultSet, max_points: int) -> dict[str, Any]:
+    summaries = summarize_all(results)
+    views = run_views(results, summaries, max_points)
+    ids = anchors(summaries)
+    overview_chart = all_runs_chart(results, summaries, max_points)
+    charts = [c for v in views for c in v.charts] + ([overview_chart] if overview_chart else [])
+    manifest = results.manifest
+    return {
+        "title": f"memprobe · {manifest.get('scenario') or results.root.name}",
+        "manifest": manifest, "scenario_name": manifest.get("scenario") or results.root.name,
+        "description": manifest.get("description") or "", "runs": views, "overview": content.overview(summaries),
+        "banner": content.banner(manifest, summaries), "matrices": content.matrices(summaries, ids),
+        "advice": content.advice(summaries, ids), "nothing_to_fix": content.nothing_to_fix(summaries),
+        "overview_chart": overview_chart,
+        "env_rows": content.environment_rows(manifest), "scenario_text": scenario_text(results),
+        "failed": [v for v in views if v.summary.status != "ok"],
+        "threshold": max((s.growth_threshold_mb for s in summaries), default=50.0),
+        "downsampled": any(c["downsampled"] for c in charts), "max_points": max_points,
+        "env": manifest.get("environment") or {},
+        "duration": _duration(manifest),
+        "data_json": script_json({"charts": charts}), "chart_count": len(charts), "plotly_js": plotly_js(),
+    }
+
+
+def _duration(manifest: dict) -> float | None:
+    start, end = manifest.get("started"), manifest.get("finished")
+    return end - start if fmt.is_num(start) and fmt.is_num(end) else None
+
+
+def render(results: ResultSet, *, max_points: int = figures.MAX_POINTS) -> str:
+    """The report page for loaded results, as one HTML string."""
+    return environment().get_template("report.html").render(**context(results, max_points))
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_report(root: Path) -> Path:
+    """Load the results folder ``root`` and write ``root/report.html``; returns its path."""
+    root = Path(root)
+    return write_atomic(root / "report.html", render(ResultSet.load(root)))

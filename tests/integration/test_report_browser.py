@@ -1,0 +1,286 @@
+"""The report in a real browser: headless Chromium loads a report made by a real small run.
+
+Chromium is driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``: JSON
+messages separated by NUL bytes on file descriptors 3 and 4), with the standard library only.
+Console errors, uncaught exceptions and failed loads are collected from the protocol's events, so
+nothing has to be injected into the page. Screenshots go to ``test-artifacts/`` (gitignored)
+for a person to look at.
+"""
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memprobe.report import write_report
+from memprobe.report.compare import write_compare
+from memprobe.scenario import parse_scenario
+from memprobe.session import run_scenario
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+SCENARIO = "{name: browser-check, dataset: {records: 30000}, backends: [list, numpy], modes: [fork], workers: [2]}"
+WIDTH, HEIGHT = 1400, 1000
+
+
+def find_chromium() -> str | None:
+    explicit = os.environ.get("MEMPROBE_CHROMIUM")
+    if explicit:
+        return explicit if Path(explicit).exists() else None
+    return next((p for p in map(shutil.which, CANDIDATES) if p), None)
+
+
+class Chromium:
+    """A headless Chromium and one page, over the DevTools protocol on a pipe."""
+
+    def __init__(self, binary: str, profile: Path) -> None:
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+
+        def wire_fds() -> None:  # in the child: the protocol lives on fds 3 (in) and 4 (out)
+            hi_r = fcntl.fcntl(to_browser_r, fcntl.F_DUPFD, 10)
+            hi_w = fcntl.fcntl(from_browser_w, fcntl.F_DUPFD, 10)
+            os.dup2(hi_r, 3)
+            os.dup2(hi_w, 4)
+
+        args = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-extensions", "--remote-debugging-pipe", f"--user-data-dir={profile}",
+                f"--window-size={WIDTH},{HEIGHT}", "about:blank"]
+        self.log = profile / "chromium.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         close_fds=False, preexec_fn=wire_fds)
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._next_id = 0
+        self._replies: dict[int, queue.Queue] = {}
+        self.events: queue.Queue = queue.Queue()
+        self.problems: list[str] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.session: str | None = None
+
+    def _read(self) -> None:
+        buf = b""
+        while True:
+            chunk = os.read(self._from_browser, 1 << 16)
+            if not chunk:
+                return
+            buf += chunk
+            *messages, buf = buf.split(b"\0")
+            for raw in messages:
+                self._dispatch(json.loads(raw))
+
+    def _dispatch(self, msg: dict) -> None:
+        if "id" in msg:
+            with self._lock:
+                box = self._replies.get(msg["id"])
+            if box is not None:
+                box.put(msg)
+            return
+        self._note_problem(msg)
+        self.events.put(msg)
+
+    def _note_problem(self, msg: dict) -> None:
+        method, params = msg.get("method"), msg.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            d = params.get("exceptionDetails", {})
+            self.problems.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            args = " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+            self.problems.append(f"console.{params['type']}: {args}")
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            e = params["entry"]
+            self.problems.append(f"log ({e.get('source')}): {e.get('text')} {e.get('url', '')}")
+
+    def send(self, method: str, params: dict | None = None, *, session: bool = True, timeout: float = 60) -> dict:
+        with self._lock:
+            self._next_id += 1
+            msg_id = self._next_id
+            self._replies[msg_id] = box = queue.Queue()
+        msg: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
+        if session and self.session:
+            msg["sessionId"] = self.session
+        os.write(self._to_browser, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                reply = box.get(timeout=0.5)
+                break
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"chromium exited ({self.proc.returncode}) during {method}: {self.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no reply to {method} within {timeout:g} s") from None
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply.get("result", {})
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+
+    def open_page(self) -> None:
+        target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
+                                 session=False)["sessionId"]
+        for domain in ("Runtime", "Log", "Page"):
+            self.send(f"{domain}.enable")
+        self.send("Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": HEIGHT,
+                                                         "deviceScaleFactor": 1, "mobile": False})
+
+    def navigate(self, url: str, timeout: float = 60) -> None:
+        self.send("Page.navigate", {"url": url})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                ev = self.events.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if ev.get("method") == "Page.loadEventFired":
+                return
+        raise TimeoutError(f"{url} did not finish loading within {timeout:g} s")
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True})
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"evaluating {expression!r}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 60) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(0.2)
+        raise TimeoutError(f"{expression!r} still false after {timeout:g} s")
+
+    def screenshot(self, path: Path, *, full_page: bool, max_height: int = 12000) -> Path:
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            size = self.send("Page.getLayoutMetrics")["cssContentSize"]
+            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": WIDTH, "scale": 1,
+                                                             "height": min(size["height"], max_height)})
+        data = self.send("Page.captureScreenshot", params)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", session=False, timeout=5)
+        except (OSError, RuntimeError, TimeoutError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_browser)
+        self._reader.join(5)
+        os.close(self._from_browser)
+
+
+PAGE_STATE = """(() => {
+  const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+  return {
+    expected: Number(document.body.dataset.chartsExpected),
+    drawn: Number(document.body.dataset.chartsDrawn || -1),
+    chartDivs: document.querySelectorAll('div.chart').length,
+    plots: plots.length,
+    withSvg: plots.filter(p => p.querySelector('.main-svg')).length,
+    withData: plots.filter(p => Array.isArray(p.data) && p.data.length > 0
+                               && p.data.some(t => (t.y || []).some(v => v !== null))).length,
+    headline: (document.getElementById('headline') || {}).innerText || '',
+    overview: (document.getElementById('overview') || {}).innerText || '',
+    title: document.title,
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def chromium_binary() -> str:
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium/Chrome binary found (looked for "
+                    f"{', '.join(CANDIDATES)} on PATH and $MEMPROBE_CHROMIUM); install chromium to run browser tests")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def real_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("browser") / "results"
+    result = run_scenario(parse_scenario(SCENARIO, "browser-check.yaml"), out, render=False)
+    assert [s.status for s in result.summaries] == ["ok", "ok"], [s.error for s in result.summaries]
+    return out
+
+
+@pytest.fixture()
+def browser(chromium_binary: str):
+    profile = Path(tempfile.mkdtemp(prefix="memprobe-chromium-"))
+    b = Chromium(chromium_binary, profile)
+    try:
+        b.open_page()
+        yield b
+    finally:
+        b.close()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def load(browser: Chromium, page: Path) -> dict:
+    browser.navigate(page.resolve().as_uri())
+    browser.wait_for("document.body.dataset.chartsDrawn !== undefined")
+    return browser.evaluate(PAGE_STATE)
+
+
+def test_report_draws_every_chart_without_console_errors(browser: Chromium, real_results: Path) -> None:
+    page = write_report(real_results)
+    state = load(browser, page)
+    shot = browser.screenshot(ARTIFACTS / "report.png", full_page=True)
+    browser.screenshot(ARTIFACTS / "report-top.png", full_page=False)
+    assert browser.problems == []
+    assert state["expected"] > 0
+    assert state["plots"] == state["expected"] == state["chartDivs"] == state["drawn"]
+    assert state["withSvg"] == state["plots"]
+    assert state["withData"] == state["plots"]
+    assert "list × fork (2 workers):" in state["headline"]
+    assert "numpy × fork (2 workers):" in state["headline"]
+    assert "copy memory" in state["overview"] or "No run" in state["overview"]
+    assert shot.stat().st_size > 10_000
+
+
+def test_report_axis_toggle_redraws_without_errors(browser: Chromium, real_results: Path) -> None:
+    state = load(browser, write_report(real_results))
+    title = browser.evaluate("""(() => {
+      document.querySelector('button[data-axis="items"]').click();
+      return new Promise(r => setTimeout(() => r(
+        document.querySelector('.run .js-plotly-plot').layout.xaxis.title.text), 500));
+    })()""")
+    assert title == "items fetched"
+    assert browser.problems == []
+    assert browser.evaluate(PAGE_STATE)["withSvg"] == state["plots"]
+
+
+def test_compare_page_draws_without_console_errors(browser: Chromium, real_results: Path, tmp_path: Path) -> None:
+    page = write_compare(real_results, real_results, tmp_path / "compare.html")
+    state = load(browser, page)
+    browser.screenshot(ARTIFACTS / "compare.png", full_page=True)
+    assert browser.problems == []
+    assert state["plots"] == state["expected"] == state["drawn"] > 0
+    assert state["withSvg"] == state["plots"]

@@ -27,7 +27,7 @@ def __getattr__(name: str) -> Any:
 
         return ThreadDataLoader
     if name == "mark":
-        from memprobe.mark import mark
+        from memprobe.marks import mark
 
         return mark
     raise AttributeError(f"module 'memprobe' has no attribute {name!r}")

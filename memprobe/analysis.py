@@ -87,6 +87,9 @@ def per_process_growth(samples: pd.DataFrame, start: float, end: float) -> pd.Da
     w = samples[(samples["tier"] == "pss") & (samples["t"] >= start) & (samples["t"] <= end)]
     if w.empty:
         return pd.DataFrame(columns=["pid", "role", "worker", "uss_start_mb", "uss_end_mb", "growth_mb"])
+    # A worker counts from when it is one: a spawn or forkserver worker first starts and unpickles
+    # its dataset under another role (its start-up copy, not growth while iterating).
+    w = w[(w["worker"] >= 0) | ~w["pid"].isin(w.loc[w["worker"] >= 0, "pid"].unique())]
     w = w.sort_values("t")
     g = w.groupby("pid")
     out = pd.DataFrame({"role": g["role"].last(), "worker": g["worker"].last(),
@@ -105,7 +108,9 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
     start, end = _window(rounds, marks.get("warm"), marks.get("done"))
     window = rounds[(rounds["t"] >= start) & (rounds["t"] <= end)] if start is not None else rounds.iloc[0:0]
     growth = per_process_growth(samples, start, end) if start is not None and end is not None else None
-    workers = growth[growth["worker"] >= 0] if growth is not None else None
+    # A worker with a single PSS sample in the window (one that was ending when a watch began, or
+    # lived shorter than the gap between rounds) has no growth to show, not a growth of zero.
+    workers = growth[(growth["worker"] >= 0) & (growth.get("samples", 2) >= 2)] if growth is not None else None
     main = growth[growth["role"] == "main"] if growth is not None else None
     w_growth = _mean(workers["growth_mb"]) if workers is not None and len(workers) else None
     m_growth = float(main["growth_mb"].iloc[0]) if main is not None and len(main) else None

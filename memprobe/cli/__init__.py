@@ -14,11 +14,13 @@ EPILOG = """examples:
   memprobe run scenarios/lists_vs_arrays.yaml --quick  # same matrix, small dataset
   memprobe report reports/lists_vs_arrays-20261122T101500Z
   memprobe compare reports/before reports/after -o compare.html
+  memprobe record -- python train.py --epochs 2        # profile your own training command
+  memprobe watch 12345 --duration 120                  # profile a running job (e.g. torchrun)
 """
 
 
 def _parser() -> argparse.ArgumentParser:
-    from memprobe.cli import compare, report, run
+    from memprobe.cli import compare, record, report, run, watch
 
     parser = argparse.ArgumentParser(
         prog="memprobe", description="See how much memory torch DataLoader workers really use "
@@ -26,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"memprobe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, report, compare):
+    for module in (run, report, compare, record, watch):
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.__doc__,
                            epilog=getattr(module, "EPILOG", None),
                            formatter_class=argparse.RawDescriptionHelpFormatter)

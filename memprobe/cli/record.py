@@ -1,0 +1,119 @@
+"""Run your own command (e.g. a training script) and profile its DataLoader memory from outside.
+
+The command runs with your terminal (its output is shown as usual, Ctrl-C and Ctrl-Z reach it as
+if it ran alone). memprobe samples its whole process tree - the main process, every DataLoader
+worker (found by their name, pt_data_worker; each epoch's new workers are worker 0..N-1 again),
+torchrun ranks and their workers - until it exits, then writes the results, summary.json and
+report.html to reports/record-<name>-<UTC time>/ (or -o DIR) and prints each worker's private
+memory (USS) growth over its lifetime, with the verdict flat/growing.
+
+Items/s cannot be seen from outside. To get them, add one line to the training loop:
+
+    from memprobe.marks import mark;  mark(len(batch))     # also: memprobe.mark(...)
+
+It does nothing (and costs nothing) when memprobe is not recording, and is safe to call from
+DataLoader workers and threads. Without it, the report shows memory and CPU only.
+
+memprobe exits with the command's exit code (128+N if the command was killed by signal N). A
+SIGINT/SIGTERM sent to memprobe itself is forwarded to the command's process group (a second
+Ctrl-C sends SIGTERM, a third SIGKILL); what was sampled is saved and memprobe exits 128+N
+(130 for Ctrl-C). Processes the command leaves behind are ended after 3 s.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+NAME = "record"
+HELP = "run your command (e.g. python train.py) and profile its workers' memory"
+EPILOG = """examples:
+  memprobe record -- python train.py --epochs 2
+  memprobe record -o reports/mine -- torchrun --nproc-per-node 2 train.py
+  memprobe record --pss-budget 0.05 -- python -m mypkg.train
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_common_arguments(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
+                   help="the command to run (put it after --)")
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="DIR", help="results folder (default: reports/<kind>-<name>-<UTC time>)")
+    p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
+    p.add_argument("--interval", type=float, default=0.2, metavar="S",
+                   help="seconds between cheap samples (RSS, CPU) of every process (default: 0.2)")
+    p.add_argument("--pss-budget", type=float, default=0.015, metavar="SHARE",
+                   help="share of one CPU core the sampler may use; PSS/USS rounds are spaced to fit "
+                        "(default: 0.015)")
+    p.add_argument("--threshold", type=float, default=None, metavar="MB",
+                   help="worker USS growth (mean per worker) above which the verdict is 'growing' (default: 50)")
+
+
+def settings_from(args: argparse.Namespace):
+    from memprobe.errors import UsageError
+    from memprobe.probe.sampler import SamplerSettings
+    from memprobe.scenario import VerdictSpec
+
+    if args.interval <= 0 or not 0 < args.pss_budget <= 1:
+        raise UsageError("--interval must be > 0 and --pss-budget in (0, 1]")
+    verdict = VerdictSpec() if args.threshold is None else VerdictSpec(growth_threshold_mb=args.threshold)
+    return SamplerSettings(interval_s=args.interval, pss_cpu_budget=args.pss_budget), verdict
+
+
+def main(args: argparse.Namespace) -> int:
+    from memprobe.errors import UsageError
+    from memprobe.record import record
+
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
+    settings, verdict = settings_from(args)
+    result = record(command, Path(args.output) if args.output else None, settings=settings, verdict=verdict,
+                    render=not args.no_report)
+    print_result(result, sys.stderr)
+    return result.exit_code
+
+
+def print_result(result, stream) -> None:
+    """The summary table, each worker's lifetime growth, and where the results are."""
+    from memprobe.cli.console import summary_table
+
+    p = lambda *a: print(*a, file=stream)  # noqa: E731
+    p("")
+    p(summary_table(result.summaries))
+    for s in result.summaries:
+        p(f"\n{s.explanation}")
+        if s.items_per_s is None:
+            p("items/s: not recorded (add memprobe.mark(n_items) to the loop to see them)")
+    rows = process_rows(result.processes)
+    if rows:
+        p("\nper process, over its lifetime (first to last PSS sample):")
+        p(rows)
+    if result.status == "interrupted":
+        p("\nmemprobe: interrupted: what was sampled has been saved")
+    p(f"\nresults: {result.root}" + (f"\nreport:  {result.report}" if result.report else ""))
+
+
+def process_rows(processes: list[dict], limit: int = 24) -> str:
+    def num(v, sign=False):
+        return "-" if v is None else (f"{v:+,.1f}" if sign else f"{v:,.1f}")
+
+    head = ("pid", "role", "seconds", "PSS samples", "USS first MB", "USS last MB", "growth MB")
+    rows = [head]
+    shown = [r for r in processes if r["worker"] >= 0 or r["role"] == "main" or r["role"].startswith("rank ")]
+    for r in shown[:limit]:
+        span = (f"{r['first_t']:.1f}-{r['last_t']:.1f}" if r["first_t"] is not None and r["last_t"] is not None
+                else "-")
+        rows.append((str(r["pid"]), r["role"], span, str(r["pss_samples"]), num(r["uss_start_mb"]),
+                     num(r["uss_end_mb"]), num(r["growth_mb"], sign=True)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    if len(shown) > limit:
+        lines.append(f"... and {len(shown) - limit} more (summary.json has them all)")
+    return "\n".join(lines) if len(rows) > 1 else ""

@@ -1,0 +1,51 @@
+"""Profile a process that is already running (e.g. a torchrun job) from the outside.
+
+memprobe samples PID and its whole process tree - for torchrun, every rank (a child of the
+launcher; its RANK is read from /proc/PID/environ when readable) and each rank's DataLoader
+workers - until the process exits, --duration seconds pass, or Ctrl-C. The process is never
+signalled or stopped. Results, summary.json and report.html go to
+reports/watch-<name>-<UTC time>/ (or -o DIR).
+
+Items/s: memprobe.mark() cannot be injected into a process that is already running, so watch
+shows memory and CPU only - unless the job was started with MEMPROBE_MARK_FILE=/some/file in
+its environment and calls memprobe.mark(n_items): watch then reads that file (found in the
+process's environment, or given with --marks). To get items/s without that, use
+`memprobe record -- COMMAND`, which sets it for you.
+
+Exit codes: 0 done, 2 bad input (no such process, not readable), 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memprobe.cli.record import add_common_arguments, print_result, settings_from
+
+NAME = "watch"
+HELP = "profile an already running process tree (e.g. a torchrun job) by PID"
+EPILOG = """examples:
+  memprobe watch 12345                      # until it exits (or Ctrl-C)
+  memprobe watch 12345 --duration 600 -o reports/ten-minutes
+  memprobe watch $(pgrep -f torchrun) --duration 120
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pid", type=int, help="the process to watch (e.g. the torchrun launcher or a training script)")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until it exits)")
+    p.add_argument("--marks", metavar="FILE",
+                   help="mark file the job writes with memprobe.mark() (its MEMPROBE_MARK_FILE); "
+                        "read from the process's environment when not given")
+    add_common_arguments(p)
+
+
+def main(args: argparse.Namespace) -> int:
+    from memprobe.record import watch
+
+    settings, verdict = settings_from(args)
+    result = watch(args.pid, Path(args.output) if args.output else None, duration=args.duration,
+                   marks_file=Path(args.marks) if args.marks else None, settings=settings, verdict=verdict,
+                   render=not args.no_report)
+    print_result(result, sys.stdout)
+    return result.exit_code

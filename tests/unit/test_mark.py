@@ -1,0 +1,116 @@
+"""memprobe.mark(): a no-op without MEMPROBE_MARK_FILE, whole lines with it, never an exception;
+and the reading side (memprobe.record.MarkReader)."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import memprobe
+from memprobe import marks as mark_module
+from memprobe.marks import ENV, mark
+from memprobe.record import MarkReader
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(ENV, raising=False)
+    mark_module._reset()
+    yield
+    mark_module._reset()
+
+
+def _lines(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines()]
+
+
+def test_without_the_variable_mark_does_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert mark(10) is None
+    assert mark_module._fd == mark_module._OFF
+    monkeypatch.setenv(ENV, str(tmp_path / "late.txt"))  # read once: setting it later changes nothing
+    mark(5)
+    assert list(tmp_path.iterdir()) == []
+    t0 = time.perf_counter()
+    for _ in range(100_000):
+        mark(1)
+    assert time.perf_counter() - t0 < 0.5  # ~0.1 µs a call; generous for a loaded machine
+
+
+def test_with_the_variable_each_call_appends_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "marks.txt"
+    monkeypatch.setenv(ENV, str(path))
+    before = time.monotonic()
+    mark(256)
+    mark(7)
+    memprobe.mark(3)  # the package attribute is the function, also after memprobe.marks was imported
+    memprobe.mark(4)
+    rows = _lines(path)
+    assert [r[1] for r in rows] == ["256", "7", "3", "4"]
+    assert all(r[2] == str(os.getpid()) for r in rows)
+    assert before <= float(rows[0][0]) <= time.monotonic()
+
+
+def test_threads_and_forked_workers_write_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "marks.txt"
+    monkeypatch.setenv(ENV, str(path))
+    mark(1)  # opened in the parent: forked children share the O_APPEND descriptor
+
+    def burst() -> None:
+        for _ in range(500):
+            mark(2)
+
+    threads = [threading.Thread(target=burst) for _ in range(4)]
+    kids = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:  # a child that marks, like a DataLoader worker
+            try:
+                for _ in range(500):
+                    mark(3)
+            finally:
+                os._exit(0)
+        kids.append(pid)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for pid in kids:
+        os.waitpid(pid, 0)
+    rows = _lines(path)
+    assert len(rows) == 1 + 4 * 500 + 2 * 500
+    assert all(len(r) == 3 for r in rows)
+    assert sum(int(r[1]) for r in rows) == 1 + 4 * 500 * 2 + 2 * 500 * 3
+    assert {r[2] for r in rows} == {str(os.getpid()), *map(str, kids)}
+
+
+def test_mark_never_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, str(tmp_path))  # a directory: cannot be opened for writing
+    mark(1)
+    assert mark_module._fd == mark_module._OFF
+    mark_module._reset()
+    monkeypatch.setenv(ENV, str(tmp_path / "m.txt"))
+    mark(object())  # not a number: turns itself off, no exception
+    assert mark_module._fd == mark_module._OFF
+    mark(1)
+
+
+def test_mark_reader_sums_marks_and_keeps_a_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "marks.txt"
+    t0 = time.monotonic()
+    reader = MarkReader(path, t0)
+    assert reader.poll() == []  # no file yet
+    path.write_text(f"{t0 + 1:.6f} 10 1\n{t0 + 2:.6f} 20 2\n{t0 + 3:.6f} 3")
+    (row,) = reader.poll()
+    assert row["items"] == 30 and row["batches"] == 2 and row["t"] == pytest.approx(2.0)
+    with open(path, "a") as f:
+        f.write("0 1\ngarbage\n")
+    (row,) = reader.poll()
+    assert row["items"] == 60 and row["batches"] == 3 and row["t"] == pytest.approx(3.0)
+    assert reader.first_t == pytest.approx(1.0)
+    assert reader.poll() == []
+    late = MarkReader(path, t0, from_end=True)  # watch: only marks written from now on
+    assert late.poll() == []

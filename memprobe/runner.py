@@ -224,16 +224,20 @@ def execute(spec: RunSpec, run_dir: Path, *, index: int = 0, total: int = 1,
 def environment() -> dict[str, Any]:
     """The facts a reader needs to interpret the numbers."""
     import platform
-
-    import torch
+    from importlib.metadata import PackageNotFoundError, version
 
     import memprobe
+
+    try:  # the installed version, without importing torch into the supervisor (seconds)
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = None
 
     mem = procfs._read("/proc/meminfo") or ""
     total_kb = next((int(l.split()[1]) for l in mem.splitlines() if l.startswith("MemTotal:")), 0)
     cpu = next((l.split(":", 1)[1].strip() for l in (procfs._read("/proc/cpuinfo") or "").splitlines()
                 if l.startswith("model name")), platform.processor())
-    return {"memprobe": memprobe.__version__, "torch": torch.__version__, "python": platform.python_version(),
+    return {"memprobe": memprobe.__version__, "torch": torch_version, "python": platform.python_version(),
             "python_build": sys.version, "gil_enabled": _gil_enabled(), "kernel": platform.release(),
             "machine": platform.machine(), "cpu_model": cpu, "cpu_count": os.cpu_count(),
             "mem_total_mb": round(total_kb / 1024), "hostname": platform.node()}

@@ -9,7 +9,7 @@ memory (USS) growth over its lifetime, with the verdict flat/growing.
 
 Items/s cannot be seen from outside. To get them, add one line to the training loop:
 
-    from memprobe.marks import mark;  mark(len(batch))     # also: memprobe.mark(...)
+    import memprobe;  memprobe.mark(len(batch))
 
 It does nothing (and costs nothing) when memprobe is not recording, and is safe to call from
 DataLoader workers and threads. Without it, the report shows memory and CPU only.

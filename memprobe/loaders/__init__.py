@@ -39,3 +39,4 @@ def build_loader(dataset: Dataset, *, mode: str, workers: int, batch_size: int, 
 def worker_pids(iterator: Any) -> list[int]:
     """The worker process ids of a torch DataLoader iterator, in worker order (empty otherwise)."""
     return [p.pid for p in getattr(iterator, "_workers", []) if getattr(p, "pid", None)]
+from memprobe.loaders import extra as _extra  # noqa: E402,F401  registers torch-thread, torchdata-thread

@@ -1,0 +1,225 @@
+"""Shared fixtures for the memprobe test suite.
+
+* ``no_leftovers`` (autouse): after every test, no process the test started is left running
+  (children of pytest, anything re-parented to pytest, and every process group a test's
+  subprocess created), and no ``memprobe-sampler`` thread is alive.
+* ``small_results``: one small scenario run once per session (fork/spawn/forkserver/thread,
+  list/numpy/arrow, 200k records, 2 workers), its results folder shared by many tests.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+GRACE_S = 3.0
+SAMPLER_THREAD = "memprobe-sampler"
+
+# -- leftover detection ------------------------------------------------------------------------
+
+_PR_SET_CHILD_SUBREAPER = 36
+_groups_created: list[int] = []  # pgids of subprocesses started as group leaders, in order
+
+
+def _become_subreaper() -> bool:
+    """Make pytest the subreaper of everything it starts, so that an orphan (e.g. a forkserver
+    whose parent was killed) is re-parented to pytest and shows up in its children."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _track_popen_groups() -> None:
+    """Record the pid of every subprocess started in a new process group or session: that pid
+    is the group's id, and nothing in the group may outlive the test."""
+    original = subprocess.Popen.__init__
+    if getattr(original, "_memprobe_tracked", False):
+        return
+
+    def __init__(self, *args, **kwargs):  # noqa: N807
+        original(self, *args, **kwargs)
+        if kwargs.get("process_group") == 0 or kwargs.get("start_new_session"):
+            _groups_created.append(self.pid)
+
+    __init__._memprobe_tracked = True  # type: ignore[attr-defined]
+    subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _become_subreaper()
+    _track_popen_groups()
+
+
+def _key(p: psutil.Process) -> tuple[int, float] | None:
+    try:
+        return p.pid, p.create_time()
+    except psutil.Error:
+        return None
+
+
+def _descendants() -> list[psutil.Process]:
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _in_group(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group ``pgid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(name))
+    return found
+
+
+def _reap_zombie_children() -> None:
+    """Reap zombies whose parent is pytest (exited subprocesses and re-parented orphans)."""
+    me = os.getpid()
+    for p in _descendants():
+        try:
+            if p.ppid() == me and p.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(p.pid, os.WNOHANG)
+        except (psutil.Error, ChildProcessError, OSError):
+            pass
+
+
+def _session_helpers() -> set[int]:
+    """multiprocessing's per-process singletons of pytest itself (the resource tracker and the
+    forkserver, started by the first spawn/forkserver DataLoader in-process): they live for the
+    rest of the session by design, and killing them breaks later tests."""
+    pids = set()
+    try:
+        from multiprocessing import forkserver, resource_tracker
+
+        pids.add(getattr(resource_tracker._resource_tracker, "_pid", None))
+        pids.add(getattr(forkserver._forkserver, "_forkserver_pid", None))
+    except (ImportError, AttributeError):
+        pass
+    return {p for p in pids if p}
+
+
+def _leftovers(before: set, groups: list[int]) -> tuple[list[str], list[int]]:
+    me = os.getpid()
+    left, pids = [], []
+    helpers = _session_helpers()
+    for p in _descendants():
+        k = _key(p)
+        if k is None or k in before or p.pid in helpers:
+            continue
+        try:
+            status, ppid, cmd = p.status(), p.ppid(), " ".join(p.cmdline())[:160]
+        except psutil.Error:
+            continue
+        if status == psutil.STATUS_ZOMBIE and ppid == me:
+            continue  # reaped on the next pass
+        left.append(f"pid {p.pid} ({status}, ppid {ppid}): {cmd}")
+        pids.append(p.pid)
+    for pgid in groups:
+        for pid in _in_group(pgid):
+            if pid not in pids and pid != me:
+                left.append(f"pid {pid} in process group {pgid}")
+                pids.append(pid)
+    return left, pids
+
+
+def _sampler_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == SAMPLER_THREAD and t.is_alive()]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    """Fail the test if it leaves a process or a sampler thread behind (after a 3 s grace)."""
+    before = {k for k in map(_key, _descendants()) if k is not None}
+    first_group = len(_groups_created)
+    yield
+    groups = _groups_created[first_group:]
+    deadline = time.monotonic() + GRACE_S
+    while True:
+        _reap_zombie_children()
+        left, pids = _leftovers(before, groups)
+        threads = _sampler_threads()
+        if not left and not threads:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    for pid in pids:  # clean up so that one leak does not fail every later test
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.2)
+    _reap_zombie_children()
+    problems = left + [f"thread {t.name!r} still alive" for t in threads]
+    pytest.fail("left behind after the test:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+# -- shared scenario results -------------------------------------------------------------------
+
+SMALL_RECORDS = 200_000
+# forkserver is covered by the fault and Ctrl-C tests, which need forkserver runs anyway.
+SMALL_RUNS = ("list-fork-w2", "numpy-fork-w2", "arrow-fork-w2", "list-spawn-w2", "list-thread-w2")
+SMALL_SCENARIO = f"""\
+name: small
+description: shared by the test suite
+dataset: {{records: {SMALL_RECORDS}}}
+backends: [list, numpy, arrow]
+modes: [fork, spawn, thread]
+workers: [2]
+loader: {{batch_size: 256, epochs: 1}}
+verdict: {{growth_threshold_mb: 50}}
+expect:
+  - {{backend: list, mode: fork, verdict: growing}}
+  - {{backend: [numpy, arrow], verdict: flat}}
+timeout_s: 120
+"""
+
+
+@dataclass
+class SharedResults:
+    root: Path
+    result: object  # memprobe.session.SessionResult
+    summaries: dict  # run_id -> RunSummary
+    results: object  # memprobe.results.ResultSet
+
+    def samples(self, run_id: str):
+        return self.results.run_table("samples", run_id)
+
+    def meta(self, run_id: str) -> dict:
+        return next(m for m in self.results.metas if m["run_id"] == run_id)
+
+
+@pytest.fixture(scope="session")
+def small_results(tmp_path_factory: pytest.TempPathFactory) -> SharedResults:
+    """Five runs (~35 s on 2 idle cores), once per session: list/numpy/arrow under fork, list
+    under spawn and threads; 200k records, 2 workers, no report."""
+    from memprobe.results import ResultSet
+    from memprobe.scenario import parse_scenario
+    from memprobe.session import run_scenario
+
+    root = tmp_path_factory.mktemp("small") / "results"
+    scenario = parse_scenario(SMALL_SCENARIO, "small.yaml")
+    runs = [r for r in scenario.runs() if r.run_id in SMALL_RUNS]
+    assert sorted(r.run_id for r in runs) == sorted(SMALL_RUNS)
+    result = run_scenario(scenario, root, runs=runs, render=False)
+    return SharedResults(root=root, result=result, summaries={s.run_id: s for s in result.summaries},
+                         results=ResultSet.load(root))

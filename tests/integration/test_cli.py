@@ -1,0 +1,249 @@
+"""The `memprobe` command as a user runs it: help, bad input, a small run, re-rendering the
+report, and Ctrl-C in the middle of a run (fork and forkserver)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from memprobe.probe import procfs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def memprobe(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memprobe", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO)
+
+
+def _has_write_report() -> bool:
+    try:
+        from memprobe.report import write_report  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# -- help --------------------------------------------------------------------------------------
+
+def test_help_shows_examples() -> None:
+    r = memprobe("--help")
+    assert r.returncode == 0
+    assert "examples:" in r.stdout and "memprobe run scenarios/" in r.stdout
+    for command in ("run", "report"):
+        assert command in r.stdout
+
+
+def test_run_help_shows_examples_and_flags() -> None:
+    r = memprobe("run", "--help")
+    assert r.returncode == 0
+    assert "examples:" in r.stdout and "memprobe run scenarios/" in r.stdout
+    for flag in ("--quick", "-o", "--no-report", "--strict", "--timeout"):
+        assert flag in r.stdout
+
+
+def test_no_command_prints_help_and_exits_2() -> None:
+    r = memprobe()
+    assert r.returncode == 2 and "usage:" in r.stdout + r.stderr
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "memprobe"
+    assert script.exists()
+    r = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "memprobe" in r.stdout
+
+
+# -- bad input: exit code 2, a message naming file/key/value/allowed, no traceback -------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("name: x\nbakends: [list]\n", ["unknown key 'bakends'", "backends"]),
+    ("dataset: {records: 10, recrods: 5}\n", ["dataset.recrods", "records, floats, seed"]),
+    ("modes: [fork, vfork]\n", ["'modes'", "'vfork'", "forkserver"]),
+    ("backends: [list, parquet]\n", ["'backends'", "'parquet'", "numpy"]),
+    ("loader: {batch_size: big}\n", ["'loader.batch_size'", "'big'", "integer"]),
+    ("expect: [{backend: list, verdict: up}]\n", ["'expect[0].verdict'", "'up'", "flat, growing"]),
+    ("modes: [fork\n", ["not valid YAML", "line"]),
+])
+def test_bad_scenario_exits_2_with_a_clear_message(tmp_path: Path, text: str, expected: list[str]) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    r = memprobe("run", f, "-o", tmp_path / "out")
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.startswith("memprobe: error:")
+    assert str(f) in r.stderr
+    for word in expected:
+        assert word in r.stderr
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_missing_scenario_file_exits_2(tmp_path: Path) -> None:
+    r = memprobe("run", tmp_path / "nope.yaml")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert str(tmp_path / "nope.yaml") in r.stderr and "no such" in r.stderr
+
+
+def test_report_of_a_folder_that_is_not_results_exits_2(tmp_path: Path) -> None:
+    r = memprobe("report", tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert str(tmp_path) in r.stderr
+
+
+# -- a small run -------------------------------------------------------------------------------
+
+SMALL = """\
+name: cli-small
+dataset: {records: 150000}
+backends: [arrow]
+modes: [fork, thread]
+workers: [2]
+expect:
+  - {mode: fork, verdict: flat}
+  - {mode: thread, verdict: growing}   # deliberately wrong: reported, not fatal without --strict
+timeout_s: 120
+"""
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory: pytest.TempPathFactory):
+    """`memprobe run small.yaml --quick -o DIR --no-report` (~15 s on 2 idle cores)."""
+    d = tmp_path_factory.mktemp("cli")
+    scenario = d / "small.yaml"
+    scenario.write_text(SMALL)
+    out = d / "results"
+    return memprobe("run", scenario, "--quick", "-o", out, "--no-report"), out
+
+
+@pytest.mark.slow
+def test_run_prints_a_summary_row_per_run_and_the_results_path(cli_run) -> None:
+    r, out = cli_run
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("run "))
+    for column in ("status", "PSS start", "PSS peak", "sum RSS", "verdict"):
+        assert column in header
+    rows = {line.split()[0]: line for line in lines if line.startswith("arrow-")}
+    assert set(rows) == {"arrow-fork-w2", "arrow-thread-w2"}
+    assert all(" ok " in row and " MB" in row for row in rows.values())
+    assert "flat met" in rows["arrow-fork-w2"] and "NOT MET" in rows["arrow-thread-w2"]
+    assert f"results: {out}" in r.stdout
+    # Progress on stderr, one line per run at least; the unmet expectation is named.
+    assert "[1/2] arrow-fork-w2" in r.stderr and "[2/2] arrow-thread-w2" in r.stderr
+    assert "expectation not met: arrow-thread-w2" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_quick_caps_the_dataset_and_no_report_skips_the_html(cli_run) -> None:
+    _, out = cli_run
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["items"] for r in summary["runs"]] == [100_000, 100_000]  # 150k capped by --quick
+    assert not (out / "report.html").exists()
+    assert (out / "samples.parquet").exists() and (out / "manifest.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_write_report(), reason="memprobe.report.write_report not there yet")
+def test_report_rerenders_from_saved_results(cli_run) -> None:
+    _, out = cli_run
+    r = memprobe("report", out)
+    assert r.returncode == 0, r.stderr
+    assert "arrow-fork-w2" in r.stdout and "report:" in r.stdout
+    html = out / "report.html"
+    assert html.exists() and html.stat().st_size > 1000
+    assert "arrow-fork-w2" in html.read_text(encoding="utf-8")
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------
+
+INTERRUPT = """\
+name: ctrl-c
+dataset: {{records: 40000}}
+backends: [arrow]
+modes: [{mode}]
+workers: [0, 2]          # arrow-single-w0 completes, then arrow-{mode}-w2 is interrupted
+loader: {{batch_size: 16, epochs: 3}}
+timeout_s: 120
+"""
+
+
+def _events(run_dir: Path) -> list[dict]:
+    try:
+        text = (run_dir / "events.jsonl").read_text()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def _alive(pid: int, before: float) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() <= before and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["fork", "forkserver"])
+def test_ctrl_c_saves_what_was_measured_and_leaves_no_process(tmp_path: Path, mode: str) -> None:
+    scenario = tmp_path / "ctrl-c.yaml"
+    scenario.write_text(INTERRUPT.format(mode=mode))
+    out = tmp_path / "results"
+    victim = f"arrow-{mode}-w2"
+    proc = subprocess.Popen([sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out),
+                             "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not any(e["event"] == "first_batch" for e in _events(out / "runs" / victim)):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the second run never started iterating"
+            time.sleep(0.02)
+        time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    ended = time.time()
+
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    summary = {r["run_id"]: r for r in json.loads((out / "summary.json").read_text())["runs"]}
+    done = summary["arrow-single-w0"]
+    assert done["status"] == "ok" and done["items"] == 120_000 and done["verdict"] in ("flat", "growing")
+    assert summary[victim]["status"] == "interrupted"
+    assert 0 < summary[victim]["items"] < 120_000
+    assert victim in stdout and "interrupted" in stdout  # the table still shows the run
+
+    # Partial samples were saved (and consolidated) for the interrupted run, workers included.
+    samples = pd.read_parquet(out / "samples.parquet")
+    partial = samples[samples["run_id"] == victim]
+    assert len(partial) > 5 and {"main", "worker 0", "worker 1"} <= set(partial["role"])
+    if mode == "forkserver":
+        assert "forkserver" in set(partial["role"])
+    progress = pd.read_parquet(out / "progress.parquet")
+    assert (progress["run_id"] == victim).any()
+
+    # Nothing of the interrupted run is left: not its processes, not its process group.
+    started = next(e for e in _events(out / "runs" / victim) if e["event"] == "started")
+    assert procfs.processes_in_group(started["pid"]) == []
+    left = [pid for pid in set(samples["pid"].astype(int)) if _alive(pid, ended)]
+    assert not left, left

@@ -1,0 +1,389 @@
+"""`memprobe run` end to end, in-process (memprobe.session.run_scenario): what the numbers say
+about each dataset and start method, what every sample row looks like, who is who, and what
+happens when a run fails, hangs or loses a process.
+
+Measured on this 2-core machine (200k records, 2 workers, threshold 50 MB), 20+ runs each:
+  list  x fork    worker USS growth 106.1-106.6 MB (start ~23 MB)  -> growing
+  numpy x fork    worker USS growth  37.0-37.6 MB (the interpreter's one-off GC copy) -> flat
+  arrow x fork    worker USS growth   2.0-2.3 MB                  -> flat
+  list  x spawn   worker USS start 267 MB, growth 0.11-0.13 MB     -> flat
+  list  x thread  main USS growth -3.6 to -4.0 MB                 -> flat
+                  (once +55.6 MB: Private_Clean +59 MB while private dirty -3.5, RSS flat)
+  ListDataset(200k records) itself: ~120 MB of USS.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from memprobe.probe import procfs
+from memprobe.results import ResultSet
+from memprobe.scenario import parse_scenario
+from memprobe.session import Console, run_scenario
+
+THRESHOLD_MB = 50.0
+LIST_200K_MB = 120.0  # USS of a ListDataset of 200k records, measured in-process
+HELPERS = {"resource tracker", "forkserver"}
+PSS_FIELDS = ("pss_mb", "uss_mb", "pss_anon_mb", "shared_clean_mb", "private_dirty_mb")
+CHEAP_FIELDS = ("rss_mb", "cpu_s", "minflt", "threads")
+
+
+def s_marks(shared, run_id: str) -> dict:
+    return shared.meta(run_id)["marks"]
+
+
+def _workers(samples: pd.DataFrame) -> pd.DataFrame:
+    return samples[samples["worker"] >= 0]
+
+
+# -- the effect each dataset and start method has (shared small scenario) ----------------------
+
+@pytest.mark.parametrize("run_id", ["numpy-fork-w2", "arrow-fork-w2"])
+def test_numpy_and_arrow_under_fork_stay_flat(small_results, run_id: str) -> None:
+    s = small_results.summaries[run_id]
+    assert s.status == "ok"
+    assert s.worker_uss_growth_mb is not None and s.worker_uss_growth_mb < THRESHOLD_MB
+    assert s.worker_uss_growth_max_mb < THRESHOLD_MB
+    assert s.verdict == "flat" and s.expectation_met is True
+
+
+def test_list_under_fork_workers_end_with_a_private_copy(small_results) -> None:
+    """Whenever the copy happened, each list worker ends holding most of the list privately,
+    unlike the numpy and arrow workers (measured: 129 MB vs 45 MB and 12 MB)."""
+    end = {}
+    for run_id in ("list-fork-w2", "numpy-fork-w2", "arrow-fork-w2"):
+        w = _workers(small_results.samples(run_id))
+        w = w[w["tier"] == "pss"].sort_values("t")
+        end[run_id] = w.groupby("pid")["uss_mb"].last()
+        assert len(end[run_id]) == 2
+    assert end["list-fork-w2"].min() > 0.6 * LIST_200K_MB
+    assert end["list-fork-w2"].min() > end["numpy-fork-w2"].max() + THRESHOLD_MB
+    assert end["list-fork-w2"].min() > end["arrow-fork-w2"].max() + THRESHOLD_MB
+
+
+def test_list_under_fork_grows(small_results) -> None:
+    s = small_results.summaries["list-fork-w2"]
+    assert s.status == "ok"
+    assert s.worker_uss_growth_mb > THRESHOLD_MB + 30, s.explanation  # measured 106 MB
+    assert s.verdict == "growing" and s.expectation == "growing" and s.expectation_met is True
+    assert s.worker_uss_start_mb < THRESHOLD_MB  # the window starts before the copy
+    # The whole tree grows too: the copies are real memory, not a counting artefact.
+    assert s.total_pss_end_mb - s.total_pss_start_mb > THRESHOLD_MB
+    # Summing RSS counts shared pages once per process: it overstates the real total.
+    assert s.sum_rss_peak_mb > s.total_pss_peak_mb + 100
+
+
+def test_thread_mode_runs_in_one_process(small_results) -> None:
+    samples = small_results.samples("list-thread-w2")
+    roles = set(samples["role"])
+    assert "main" in roles
+    assert roles <= {"main"} | HELPERS, roles
+    assert _workers(samples).empty
+    assert samples.loc[samples["role"] == "main", "pid"].nunique() == 1
+    s = small_results.summaries["list-thread-w2"]
+    assert s.worker_uss_growth_mb is None and s.worker_uss_start_mb is None
+    assert s.main_uss_growth_mb is not None and s.verdict in ("flat", "growing")
+    # One copy of the list, read in place: the process's own (dirty) memory stays flat
+    # (measured -3.5 MB). Its USS is not asserted here: see test_analysis.py's xfail about
+    # Private_Clean pages (USS +56 MB once, with private dirty -3.5 MB and RSS flat).
+    warm = s_marks(small_results, "list-thread-w2")["warm"]
+    pss = samples[(samples["tier"] == "pss") & (samples["role"] == "main") & (samples["t"] >= warm)]
+    dirty = pss.sort_values("t")["private_dirty_mb"]
+    assert len(dirty) >= 2 and abs(dirty.iloc[-1] - dirty.iloc[0]) < 20
+    # Several worker threads ran inside the main process.
+    threads = small_results.results.run_table("threads", "list-thread-w2")
+    assert not threads.empty and threads["tid"].nunique() >= 3
+
+
+def test_spawn_workers_start_high_and_stay_flat(small_results) -> None:
+    s = small_results.summaries["list-spawn-w2"]
+    fork = small_results.summaries["arrow-fork-w2"]
+    assert s.status == "ok"
+    # Each spawn worker unpickles its own list (and imports torch): high from the start.
+    assert s.worker_uss_start_mb > 0.5 * LIST_200K_MB  # measured 267 MB
+    assert s.worker_uss_start_mb > 5 * fork.worker_uss_start_mb  # a fork worker starts at ~10 MB
+    assert abs(s.worker_uss_growth_mb) < 10 and s.verdict == "flat"  # measured 0.1 MB
+
+
+# -- every sample row --------------------------------------------------------------------------
+
+def test_every_sample_row_is_consistent(small_results) -> None:
+    df = pd.read_parquet(small_results.root / "samples.parquet")
+    assert len(df) > 100
+    present = df[~df["missing"]]
+    pss = present[present["tier"] == "pss"]
+    assert len(pss) > 20
+    # PSS <= RSS (same smaps_rollup read) and USS <= PSS, up to float rounding.
+    assert (pss["pss_mb"] <= pss["rss_mb"] + 0.01).all()
+    assert (pss["uss_mb"] <= pss["pss_mb"] + 0.01).all()
+    assert pss[list(PSS_FIELDS)].notna().all().all()
+    cheap = present[present["tier"] == "cheap"]
+    assert cheap[list(PSS_FIELDS)].isna().all().all()
+    # A process that is there has memory: never a zero.
+    assert (present["rss_mb"] > 0).all()
+    assert present[list(CHEAP_FIELDS)].notna().all().all()
+
+
+def test_missing_rows_have_no_values(small_results) -> None:
+    df = pd.read_parquet(small_results.root / "samples.parquet")
+    missing = df[df["missing"]]
+    # Non-persistent workers exit at the end of each run while the sampler watches.
+    assert len(missing) > 0
+    assert missing[list(PSS_FIELDS + CHEAP_FIELDS)].isna().all().all()
+    assert missing["reason"].str.match(r"^(exited|zombie)").all()
+    # One missing row per process, and nothing after it.
+    assert not missing.duplicated(["run_id", "pid"]).any()
+    last = df.sort_values("t").groupby(["run_id", "pid"]).tail(1)
+    gone = set(zip(missing["run_id"], missing["pid"]))
+    assert gone <= set(zip(last.loc[last["missing"], "run_id"], last.loc[last["missing"], "pid"]))
+
+
+# -- roles -------------------------------------------------------------------------------------
+
+def _epoch_workers(results: ResultSet, run_id: str) -> list[int]:
+    events = results.tables["events"]
+    ev = events[(events["run_id"] == run_id) & (events["event"] == "epoch_start")]
+    return list(ev.iloc[0]["workers"])
+
+
+def _main_pid(results: ResultSet, run_id: str) -> int:
+    events = results.tables["events"]
+    return int(events[(events["run_id"] == run_id) & (events["event"] == "started")].iloc[0]["pid"])
+
+
+@pytest.mark.parametrize("run_id", ["list-fork-w2", "numpy-fork-w2", "arrow-fork-w2", "list-spawn-w2"])
+def test_roles_of_process_runs(small_results, run_id: str) -> None:
+    samples = small_results.samples(run_id)
+    results = small_results.results
+    main = _main_pid(results, run_id)
+    assert set(samples.loc[samples["pid"] == main, "role"]) == {"main"}
+    assert set(samples.loc[samples["role"] == "main", "pid"]) == {main}
+    workers = _epoch_workers(results, run_id)
+    assert len(workers) == 2
+    # From the warm point on (the loader has named its workers), every row is exact. Before it,
+    # see test_worker_roles_before_the_loader_names_them.
+    late = samples[samples["t"] >= small_results.meta(run_id)["marks"]["warm"]]
+    for index, pid in enumerate(workers):
+        rows = late[late["pid"] == pid]
+        assert len(rows) and set(rows["role"]) == {f"worker {index}"} and set(rows["worker"]) == {index}
+    w = _workers(late)
+    assert w["pid"].nunique() == 2 and set(w["worker"]) == {0, 1}
+    assert set(late["role"]) <= {"main", "worker 0", "worker 1"} | HELPERS, set(late["role"])
+    # A worker is never counted as main or a helper.
+    assert not set(samples.loc[samples["role"].isin(HELPERS | {"main"}), "pid"]) & set(workers)
+
+
+def test_spawn_runs_show_the_resource_tracker(small_results) -> None:
+    samples = small_results.samples("list-spawn-w2")
+    trackers = samples[samples["role"] == "resource tracker"]
+    assert trackers["pid"].nunique() == 1
+    assert trackers["worker"].eq(-1).all()
+
+
+# -- faults: one session, several ways to fail -------------------------------------------------
+
+FAULT_SCENARIO = """\
+name: faults
+dataset: {records: 20000}
+backends: [arrow]
+modes: [fork, spawn, forkserver, thread]
+workers: [2]
+loader: {batch_size: 64, shuffle: false}
+timeout_s: 60
+"""
+# run_id -> (mode, fault, timeout_s, epochs)
+FAULT_RUNS = {
+    "fork-raise": ("fork", "raise@3000", 60, 1),
+    "fork-kill": ("fork", "kill@3", 60, 1),
+    "spawn-kill": ("spawn", "kill@3", 60, 1),
+    "forkserver-kill": ("forkserver", "kill@3", 60, 1),
+    "thread-raise": ("thread", "raise@3000", 60, 1),
+    "forkserver-hang": ("forkserver", "hang@3000", 8, 1),
+    "forkserver-main-killed": ("forkserver", None, 60, 20),  # the console SIGKILLs its main process
+    "fork-ok": ("fork", None, 60, 1),
+}
+KILL_MAIN = "forkserver-main-killed"
+
+
+class KillMainProcess(Console):
+    """SIGKILLs the run's own process (not a worker) once it iterates."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.killed: int | None = None
+
+    def run_progress(self, state) -> None:
+        if state.spec.run_id != KILL_MAIN or self.killed or "warm" not in state.marks:
+            return
+        events = [json.loads(x) for x in (self.out / "runs" / KILL_MAIN / "events.jsonl").read_text().splitlines()]
+        self.killed = next(e["pid"] for e in events if e["event"] == "started")
+        os.kill(self.killed, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory: pytest.TempPathFactory):
+    """Eight short runs in one session (~40 s on 2 idle cores)."""
+    out = tmp_path_factory.mktemp("faults") / "results"
+    scenario = parse_scenario(FAULT_SCENARIO, "faults.yaml")
+    base = {r.mode: r for r in scenario.runs()}
+    runs = [replace(base[mode], run_id=run_id, fault=fault, timeout_s=timeout,
+                    loader=replace(base[mode].loader, epochs=epochs))
+            for run_id, (mode, fault, timeout, epochs) in FAULT_RUNS.items()]
+    console = KillMainProcess(out)
+    t0 = time.time()
+    result = run_scenario(scenario, out, runs=runs, render=False, console=console)
+    return {"out": out, "result": result, "ended": time.time(), "started": t0, "console": console,
+            "summaries": {s.run_id: s for s in result.summaries}, "results": ResultSet.load(out)}
+
+
+def _meta(faults, run_id: str) -> dict:
+    return next(m for m in faults["results"].metas if m["run_id"] == run_id)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run_id", ["fork-raise", "thread-raise"])
+def test_an_exception_in_a_worker_fails_the_run_with_its_type_and_message(faults, run_id: str) -> None:
+    meta = _meta(faults, run_id)
+    assert meta["status"] == "failed"
+    assert meta["error"]["type"] == "ValueError"
+    assert "injected fault at index 3000" in meta["error"]["message"]
+    s = faults["summaries"][run_id]
+    assert s.status == "failed" and s.error.startswith("ValueError") and "injected fault" in s.error
+    # What was measured before the failure is kept.
+    samples = faults["results"].run_table("samples", run_id)
+    assert (samples["role"] == "main").any() and not samples.empty
+    progress = faults["results"].run_table("progress", run_id)
+    assert 0 < progress["items"].max() < 20000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run_id", ["fork-kill", "spawn-kill", "forkserver-kill"])
+def test_a_killed_worker_fails_the_run_and_keeps_its_samples(faults, run_id: str) -> None:
+    meta = _meta(faults, run_id)
+    assert meta["status"] == "failed" and meta["error"]["message"]
+    assert faults["summaries"][run_id].status == "failed"
+    victim = _epoch_workers(faults["results"], run_id)[0]
+    # The killed worker's samples end with one 'missing' row, not a drop to zero.
+    rows = faults["results"].run_table("samples", run_id)
+    rows = rows[rows["pid"] == victim].sort_values("t")
+    assert len(rows) >= 2 and rows.iloc[-1]["missing"] and rows["missing"].sum() == 1
+    assert (rows.loc[~rows["missing"], "rss_mb"] > 0).all()
+
+
+SIGNAL_WORDS = ("SIGKILL", "Killed", "signal 9")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: the error of a run whose worker was killed is whatever torch raised first: seen (fork, 8 "
+    "runs) 'DataLoader worker (pid N) is killed by signal: Killed.', 'DataLoader worker (pid(s) N) "
+    "exited unexpectedly' (no signal; always so for spawn and forkserver), 'ConnectionResetError: "
+    "[Errno 104] Connection reset by peer' (no pid), and 'ChildExited ... exit code 1' (torch's "
+    "SIGCHLD handler raised inside child.py's except block, so the error event was never sent)"))
+def test_a_killed_worker_error_names_its_pid_and_signal(faults) -> None:
+    errors = {}
+    for run_id in ("fork-kill", "spawn-kill", "forkserver-kill"):
+        victim = _epoch_workers(faults["results"], run_id)[0]
+        message = _meta(faults, run_id)["error"]["message"]
+        if str(victim) not in message or not any(w in message for w in SIGNAL_WORDS):
+            errors[run_id] = (victim, message)
+    assert not errors
+
+
+@pytest.mark.slow
+def test_a_hang_times_out_and_keeps_its_samples(faults) -> None:
+    meta = _meta(faults, "forkserver-hang")
+    assert meta["status"] == "timeout"
+    assert "timeout_s=8" in meta["error"]["message"]
+    assert 7.5 < meta["elapsed_s"] < 30
+    samples = faults["results"].run_table("samples", "forkserver-hang")
+    assert {"main", "forkserver"} <= set(samples["role"])
+    assert faults["summaries"]["forkserver-hang"].status == "timeout"
+
+
+@pytest.mark.slow
+def test_a_killed_run_process_fails_the_run(faults) -> None:
+    assert faults["console"].killed, "the run never reached its warm point"
+    meta = _meta(faults, KILL_MAIN)
+    assert meta["status"] == "failed"
+    assert "SIGKILL" in meta["error"]["message"]
+    assert meta["exit_code"] == -signal.SIGKILL
+
+
+@pytest.mark.slow
+def test_other_runs_continue_and_the_session_fails(faults) -> None:
+    s = faults["summaries"]
+    assert s["fork-ok"].status == "ok" and s["fork-ok"].items == 20000
+    assert faults["result"].exit_code == 1
+    assert not faults["result"].interrupted
+    manifest = json.loads((faults["out"] / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert [r.run_id for r in faults["result"].summaries] == list(FAULT_RUNS)
+
+
+@pytest.mark.slow
+def test_forkserver_roles_once_iterating(faults) -> None:
+    servers = 0
+    for run_id in ("forkserver-kill", "forkserver-hang", KILL_MAIN):
+        samples = faults["results"].run_table("samples", run_id)
+        workers = _epoch_workers(faults["results"], run_id)
+        assert len(workers) == 2
+        late = samples[samples["t"] >= _meta(faults, run_id)["marks"]["warm"]]
+        for index, pid in enumerate(workers):
+            assert set(late.loc[late["pid"] == pid, "role"]) == {f"worker {index}"}
+        assert set(samples.loc[samples["role"] == "main", "pid"]) == {_main_pid(faults["results"], run_id)}
+        assert late.loc[late["role"] == "forkserver", "pid"].nunique() <= 1
+        servers += late.loc[late["role"] == "forkserver", "pid"].nunique()
+    # The server itself is sometimes 'other' for a whole run (1 run in ~8): sampled between
+    # fork and exec, it kept its parent's cmdline and that role stuck (the roles.py caching bug,
+    # see test_procfs.py). So: seen in most runs, not necessarily in each.
+    assert servers >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: roles.py RoleBook._classify_by_cmdline caches 'forkserver' for the forkserver's children "
+    "(they inherit its cmdline) before torch renames them pt_data_worker; they read as a second and "
+    "third 'forkserver' for seconds while they import torch and load the dataset (until epoch_start)"))
+def test_forkserver_workers_are_never_labelled_forkserver(faults) -> None:
+    samples = faults["results"].run_table("samples", "forkserver-kill")
+    workers = set(_epoch_workers(faults["results"], "forkserver-kill"))
+    mislabelled = samples[samples["pid"].isin(workers) & ~samples["role"].str.startswith("worker")]
+    assert mislabelled.empty, mislabelled.groupby("pid")["role"].unique().to_dict()
+    assert samples.loc[samples["role"] == "forkserver", "pid"].nunique() == 1
+
+
+@pytest.mark.slow
+def test_no_process_of_any_fault_run_is_left(faults) -> None:
+    samples = faults["results"].tables["samples"]
+    pids = set(samples["pid"].astype(int))
+    assert len(pids) >= 20
+    alive = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() < faults["ended"] and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append((pid, p.cmdline()))
+        except psutil.NoSuchProcess:
+            pass
+    assert not alive
+    for run_id in FAULT_RUNS:  # each run's process group is empty
+        assert procfs.processes_in_group(_main_pid(faults["results"], run_id)) == []
+
+
+# -- timing figures ---------------------------------------------------------------------------
+
+def test_summary_times_are_finite(small_results) -> None:
+    for s in small_results.summaries.values():
+        assert s.duration_s > 0 and math.isfinite(s.items_per_s)
+        assert 0 < s.time_to_first_batch_s < s.duration_s
+        assert s.sampler_cpu_share is not None and s.sampler_cpu_share < 0.1

@@ -1,0 +1,255 @@
+"""The sampler: rows per process per tick, a single 'missing' row when a process goes away
+(never a drop to zero), PSS rounds within the CPU budget, and a clean stop."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from memprobe.probe.sampler import SAMPLE_COLUMNS, Sampler, SamplerSettings
+
+# The root forks two children: 'reaped' exits at 0.6 s and is reaped at once; 'zombie' exits at
+# 0.6 s too but is only reaped when the root exits at ~2.5 s.
+ROOT = r"""
+import os, sys, time
+blob = bytearray(40 * 1024 * 1024)          # some resident memory to measure
+for i in range(0, len(blob), 4096):
+    blob[i] = 1
+kids = []
+for name in ("reaped", "zombie"):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.6)
+        os._exit(0)
+    kids.append(pid)
+print(*kids, flush=True)
+os.waitpid(kids[0], 0)
+time.sleep(2.5)
+"""
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.rows: dict[str, list[dict]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, table: str, rows: list[dict]) -> None:
+        with self.lock:
+            self.rows.setdefault(table, []).extend(rows)
+
+
+def _sample_until_exit(settings: SamplerSettings) -> tuple[Collect, Sampler, list[int], int]:
+    sink = Collect()
+    root = subprocess.Popen([sys.executable, "-c", ROOT], stdout=subprocess.PIPE, text=True)
+    sampler = Sampler(root.pid, sink, settings)
+    sampler.start()
+    try:
+        kids = [int(x) for x in root.stdout.readline().split()]
+        root.wait(30)
+        time.sleep(3 * settings.interval_s)  # let it see the root go
+    finally:
+        sampler.stop()
+        if root.poll() is None:
+            root.kill()
+            root.wait()
+        root.stdout.close()
+    return sink, sampler, kids, root.pid
+
+
+@pytest.fixture(scope="module")
+def vanishing() -> tuple[Collect, Sampler, list[int], int]:
+    return _sample_until_exit(SamplerSettings(interval_s=0.05, pss_min_interval_s=0.1,
+                                              pss_cpu_budget=0.05))
+
+
+def test_rows_have_every_column_and_sane_values(vanishing) -> None:
+    sink, _, kids, root = vanishing
+    rows = sink.rows["samples"]
+    assert rows and all(set(SAMPLE_COLUMNS) == set(r) for r in rows)
+    present = [r for r in rows if not r["missing"]]
+    assert {r["pid"] for r in present} >= {root, *kids}
+    for r in present:
+        assert r["rss_mb"] > 0 and r["cpu_s"] is not None
+        if r["tier"] == "pss":
+            assert r["pss_mb"] <= r["rss_mb"] + 1e-6 and r["uss_mb"] <= r["pss_mb"] + 1e-6
+        else:
+            assert r["tier"] == "cheap" and r["pss_mb"] is None
+    assert max(r["rss_mb"] for r in present if r["pid"] == root) > 40
+    assert any(r["tier"] == "pss" for r in present if r["pid"] == root)
+    assert {r["role"] for r in present if r["pid"] == root} == {"main"}
+
+
+@pytest.mark.parametrize("which, reason", [(0, "exited"), (1, "zombie")])
+def test_a_vanished_process_gets_one_missing_row_and_no_zeros(vanishing, which: int, reason: str) -> None:
+    sink, _, kids, _ = vanishing
+    pid = kids[which]
+    rows = [r for r in sink.rows["samples"] if r["pid"] == pid]
+    missing = [r for r in rows if r["missing"]]
+    assert len(missing) == 1, missing
+    assert missing[0]["reason"].startswith(reason)
+    assert missing[0]["tier"] == "gone"
+    assert all(missing[0][c] is None for c in ("rss_mb", "pss_mb", "uss_mb", "cpu_s"))
+    # Nothing after the missing row, and never a zero before it.
+    assert rows[-1] is missing[0]
+    assert all(r["rss_mb"] > 0 for r in rows[:-1])
+    assert missing[0]["t"] >= 0.5  # it exited after ~0.6 s
+
+
+def test_the_root_going_away_is_recorded_as_missing(vanishing) -> None:
+    sink, _, _, root = vanishing
+    missing = [r for r in sink.rows["samples"] if r["pid"] == root and r["missing"]]
+    # Seen either just before or just after pytest reaped it.
+    assert len(missing) == 1 and missing[0]["reason"].startswith(("exited", "zombie"))
+
+
+def test_system_rows(vanishing) -> None:
+    sink, sampler, _, _ = vanishing
+    system = sink.rows["system"]
+    assert len(system) >= 10
+    assert all(r["mem_available_mb"] > 0 for r in system)
+    assert system[-1]["sampler_cpu_s"] == pytest.approx(sampler.cpu_s, abs=0.05)
+
+
+def test_stop_ends_the_thread(vanishing) -> None:
+    _, sampler, _, _ = vanishing
+    assert not any(t.name == "memprobe-sampler" for t in threading.enumerate())
+    assert sampler.error is None
+    assert sampler.pss_round_costs and sampler.cheap_round_costs
+
+
+# -- CPU budget --------------------------------------------------------------------------------
+
+# Parent with 300 MB resident and two forked children sharing it (like DataLoader workers).
+HOLDER = r"""
+import os, time
+blob = bytearray(300 * 1024 * 1024)
+for i in range(0, len(blob), 4096):
+    blob[i] = 1
+for _ in range(2):
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def _sample_holder(budget: float, seconds: float) -> tuple[Collect, Sampler, float, int]:
+    sink = Collect()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
+                              process_group=0)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        settings = SamplerSettings(interval_s=0.1, pss_cpu_budget=budget, pss_min_interval_s=0.1)
+        sampler = Sampler(holder.pid, sink, settings)
+        t0 = time.monotonic()
+        sampler.start()
+        time.sleep(seconds)
+        sampler.stop(final_pss=False)
+        elapsed = time.monotonic() - t0
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    return sink, sampler, elapsed, holder.pid
+
+
+@pytest.mark.slow
+def test_pss_rounds_stay_within_the_cpu_budget() -> None:
+    """Measured on 2 shared cores, sampling ~900 MB RSS (~300 MB PSS) in three processes: a PSS
+    round costs 14-37 ms; with the default 1.5% budget the sampler's CPU share over 4 s was
+    0.0166-0.0181 (1-3 PSS rounds); with a 50% budget over 2 s, 17-19 PSS rounds."""
+    sink, sampler, elapsed, root = _sample_holder(0.015, 4.0)
+    share = sampler.cpu_s / elapsed
+    rounds = len(sampler.pss_round_costs)
+    print(f"budget 0.015: cpu share {share:.4f}, pss rounds {rounds}, "
+          f"mean cost {sum(sampler.pss_round_costs) / rounds * 1e3:.1f} ms")
+    assert share < 0.05
+    assert rounds >= 1
+    pss_rows = [r for r in sink.rows["samples"] if r["tier"] == "pss"]
+    assert len({r["pid"] for r in pss_rows}) == 3
+    assert all(r["uss_mb"] <= r["pss_mb"] <= r["rss_mb"] + 1e-6 for r in pss_rows)
+    # The children share the parent's 300 MB: their PSS is well under their RSS.
+    kids = [r for r in pss_rows if r["pid"] != root]
+    assert all(r["rss_mb"] > 250 and r["pss_mb"] < 0.6 * r["rss_mb"] for r in kids)
+
+    # The budget is what limits the rounds: a generous one buys many more.
+    _, generous, elapsed2, _ = _sample_holder(0.5, 2.0)
+    print(f"budget 0.5: cpu share {generous.cpu_s / elapsed2:.4f}, pss rounds {len(generous.pss_round_costs)}")
+    assert len(generous.pss_round_costs) >= max(5, 2 * rounds)
+
+
+def test_request_pss_forces_a_round_soon() -> None:
+    sink = Collect()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        # A huge min interval: only a requested round can measure PSS after the first one.
+        sampler = Sampler(proc.pid, sink, SamplerSettings(interval_s=0.05, pss_min_interval_s=9.0))
+        sampler.start()
+        time.sleep(0.3)
+        before = len(sampler.pss_round_costs)
+        t = time.monotonic()
+        assert sampler.request_pss(wait_s=5.0)
+        assert time.monotonic() - t < 2.0
+        assert len(sampler.pss_round_costs) == before + 1
+        sampler.stop(final_pss=False)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_failing_sink_is_recorded_not_lost() -> None:
+    def sink(table: str, rows: list) -> None:
+        raise OSError("disk full")
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        sampler = Sampler(proc.pid, sink, SamplerSettings(interval_s=0.05))
+        sampler.start()
+        sampler._thread.join(5)
+        assert isinstance(sampler.error, OSError)
+        sampler.stop()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_request_pss_measures_after_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader pauses at 'warm' until a PSS round *after* that moment: that round is the
+    start of the growth window. A round already in progress when the request comes sampled the
+    processes before it and must not count. (Seen in real runs before the fix: a scheduled
+    round at t=2.421, 'warm' at t=2.463, next PSS round at t=5.303 after the workers had copied
+    the list: list-fork-w2 reported flat with worker USS start 129 MB, 2 of ~25 runs.)"""
+    from memprobe.probe import procfs
+
+    real = procfs.read_pss
+
+    def slow_read_pss(pid: int):
+        time.sleep(0.4)
+        return real(pid)
+
+    monkeypatch.setattr(procfs, "read_pss", slow_read_pss)
+    sink = Collect()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        t0 = time.monotonic()
+        # A huge min interval and the slow reads: no PSS round but the first and the requested.
+        sampler = Sampler(proc.pid, sink, SamplerSettings(interval_s=0.05, pss_min_interval_s=9.0), t0=t0)
+        sampler.start()  # its first round measures PSS and takes ~0.4 s
+        time.sleep(0.15)
+        requested_at = time.monotonic() - t0
+        assert sampler.request_pss(wait_s=5.0)
+        rounds_at_return = len(sampler.pss_round_costs)
+        sampler.stop(final_pss=False)
+    finally:
+        proc.kill()
+        proc.wait()
+    # The round under way at the request (the first) did not satisfy it: a second one did.
+    assert rounds_at_return >= 2, "request_pss returned on the round that started before the request"
+    after = [r for r in sink.rows["samples"] if r["tier"] == "pss" and r["t"] >= requested_at]
+    assert after

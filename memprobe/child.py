@@ -165,6 +165,7 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
     fault = _parse_fault(spec.fault)
     counter.events.send("iter_start", epoch=epoch)
     it = iter(loader)
+    _LIVE[:] = [it]
     counter.events.send("epoch_start", epoch=epoch, workers=worker_pids(it))
     last_epoch = epoch == spec.loader.epochs - 1
     b = 0
@@ -194,6 +195,42 @@ def _length(dataset: Any) -> int | None:
         return None
 
 
+_LIVE: list[Any] = []  # the current loader iterator, to name dead workers in an error
+
+
+def _dead_workers() -> list[str]:
+    """"worker k (pid P) killed by SIGKILL" for each worker process that has ended badly."""
+    out = []
+    for k, proc in enumerate(getattr(_LIVE[0], "_workers", []) if _LIVE else []):
+        try:
+            code = proc.exitcode
+        except Exception:
+            continue
+        if code is not None and code < 0:
+            out.append(f"worker {k} (pid {proc.pid}) killed by {signal.Signals(-code).name}")
+        elif code:
+            out.append(f"worker {k} (pid {proc.pid}) exited with code {code}")
+    return out
+
+
+def _report_error(events: Events, exc: BaseException) -> None:
+    # torch's SIGCHLD handler raises again if another worker dies while we report: silence it.
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    except (ValueError, OSError):
+        pass
+    message = str(exc)
+    time.sleep(0.05)  # let a killed worker's exit status be collected
+    dead = _dead_workers()
+    if dead:
+        message = f"{message} [{'; '.join(dead)}]"
+    try:
+        tb = traceback.format_exc()
+    except BaseException:
+        tb = None
+    events.send("error", type=type(exc).__name__, message=message, traceback=tb)
+
+
 def main() -> int:
     events = Events(int(os.environ["MEMPROBE_EVENT_FD"]))
     lines = iter(sys.stdin.readline, "")
@@ -207,7 +244,7 @@ def main() -> int:
         events.send("dataset_built", seconds=time.monotonic() - t, length=_length(dataset), info=info)
         iterate(spec, dataset, events, lines)
     except BaseException as exc:  # reported to the supervisor with the original type and message
-        events.send("error", type=type(exc).__name__, message=str(exc), traceback=traceback.format_exc())
+        _report_error(events, exc)
         return 1
     events.send("finished")
     return 0

@@ -91,7 +91,7 @@ class TreeRoles(RoleBook):
         self._next_rank = 0
 
     # -- public --------------------------------------------------------------------------
-    def role(self, pid: int, comm: str) -> Role:
+    def role(self, pid: int, comm: str, ppid: int | None = None) -> Role:
         if pid == self.main_pid:
             return Role(MAIN)
         if pid in self._roles:

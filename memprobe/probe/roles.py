@@ -7,6 +7,7 @@ from memprobe.probe import procfs
 
 TORCH_WORKER_COMM = "pt_data_worker"
 MAIN = "main"
+STARTING = "worker (starting)"  # a forkserver child not yet renamed by torch
 
 
 @dataclass(frozen=True)
@@ -42,16 +43,20 @@ class RoleBook:
             self._explicit[pid] = index
             self._fixed.pop(pid, None)
 
-    def role(self, pid: int, comm: str) -> Role:
+    def role(self, pid: int, comm: str, ppid: int | None = None) -> Role:
         if pid == self.main_pid:
             return Role(MAIN)
         if pid in self._explicit:
             return Role(f"worker {self._explicit[pid]}", self._explicit[pid])
-        if pid in self._fixed:
-            return self._fixed[pid]
+        # comm before any remembered role: a worker sampled before torch renamed it is one now.
         if comm == TORCH_WORKER_COMM:
             index = self._provisional.setdefault(pid, len(self._provisional))
             return Role(f"worker {index}", index)
+        if pid in self._fixed:
+            return self._fixed[pid]
+        if ppid is not None and self._fixed.get(ppid, Role("")).name == "forkserver":
+            # Forked by the forkserver, not yet renamed: it inherited the server's cmdline.
+            return Role(STARTING)
         return self._classify_by_cmdline(pid)
 
     def _classify_by_cmdline(self, pid: int) -> Role:
@@ -61,9 +66,11 @@ class RoleBook:
         elif "multiprocessing.forkserver" in cmd:
             role = Role("forkserver")
         elif "multiprocessing.spawn" in cmd or "--multiprocessing-fork" in cmd:
-            # A spawn worker before torch renames it; not fixed, so it is re-resolved later.
+            # A spawn worker before torch renames it; re-resolved on every tick.
             return Role("spawn (starting)")
         else:
-            role = Role("other")
-        self._fixed[pid] = role
+            # Not remembered: a helper sampled between fork and exec still shows its parent's
+            # cmdline, and gets its real role once it has exec'd.
+            return Role("other")
+        self._fixed[pid] = role  # helpers keep their role: they exec once and stay
         return role

@@ -61,6 +61,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._alive: set[int] = set()
         self._gone: set[int] = set()
+        self._last_role: dict = {}  # pid -> Role at its latest sample, for its "missing" row
         self._next_pss = 0.0
         self._next_scan = 0.0
         self.cpu_s = 0.0
@@ -159,7 +160,8 @@ class Sampler:
         cheap = procfs.read_cheap(pid)
         if cheap is None:
             return None  # reported once by _vanished
-        role = self.roles.role(pid, cheap.stat.comm)
+        role = self.roles.role(pid, cheap.stat.comm, cheap.stat.ppid)
+        self._last_role[pid] = role
         row: Row = {
             "t": round(tick - self.t0, 4), "pid": pid, "role": role.name, "worker": role.worker,
             "state": cheap.stat.state, "tier": "cheap", "missing": False, "reason": None,
@@ -191,7 +193,7 @@ class Sampler:
         for pid in sorted(self._alive - sampled):
             st = procfs.read_stat(pid)
             self._gone.add(pid)
-            role = self.roles.role(pid, st.comm if st else "")
+            role = self._last_role.pop(pid, None) or self.roles.role(pid, st.comm if st else "", st.ppid if st else None)
             reason = "zombie (exited, not yet reaped)" if st is not None else "exited"
             row: Row = {"t": round(tick - self.t0, 4), "pid": pid, "role": role.name,
                         "worker": role.worker, "state": st.state if st else None, "tier": "gone",

@@ -283,12 +283,6 @@ SIGNAL_WORDS = ("SIGKILL", "Killed", "signal 9")
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the error of a run whose worker was killed is whatever torch raised first: seen (fork, 8 "
-    "runs) 'DataLoader worker (pid N) is killed by signal: Killed.', 'DataLoader worker (pid(s) N) "
-    "exited unexpectedly' (no signal; always so for spawn and forkserver), 'ConnectionResetError: "
-    "[Errno 104] Connection reset by peer' (no pid), and 'ChildExited ... exit code 1' (torch's "
-    "SIGCHLD handler raised inside child.py's except block, so the error event was never sent)"))
 def test_a_killed_worker_error_names_its_pid_and_signal(faults) -> None:
     errors = {}
     for run_id in ("fork-kill", "spawn-kill", "forkserver-kill"):
@@ -350,10 +344,6 @@ def test_forkserver_roles_once_iterating(faults) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: roles.py RoleBook._classify_by_cmdline caches 'forkserver' for the forkserver's children "
-    "(they inherit its cmdline) before torch renames them pt_data_worker; they read as a second and "
-    "third 'forkserver' for seconds while they import torch and load the dataset (until epoch_start)"))
 def test_forkserver_workers_are_never_labelled_forkserver(faults) -> None:
     samples = faults["results"].run_table("samples", "forkserver-kill")
     workers = set(_epoch_workers(faults["results"], "forkserver-kill"))

@@ -131,11 +131,6 @@ def test_to_dict_rounds_and_turns_nan_into_none() -> None:
     assert not any(isinstance(v, float) and math.isnan(v) for v in d.values())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: analysis.py judges growth on USS = Private_Clean + Private_Dirty; a single-process "
-    "(thread) run's Private_Clean grows when an unrelated process that shared the same library "
-    "pages (e.g. another python with torch loaded) exits, so a flat run reads 'growing'. Seen: "
-    "list-thread-w2 USS 277.5 -> 333.1 MB with Private_Dirty 273.8 -> 270.2 and RSS 376 -> 372"))
 def test_private_clean_pages_freed_by_other_processes_are_not_growth() -> None:
     """Numbers from a real list x thread run on a shared machine."""
     rows = []

@@ -176,10 +176,6 @@ def test_system_figures() -> None:
     assert shm is None or shm >= 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: roles.py RoleBook.role() looks up _fixed before checking comm, and _classify_by_cmdline "
-    "fixes 'other'/'forkserver' for good; a worker sampled in the moment between its fork and torch "
-    "renaming it pt_data_worker keeps that role until the loader sends its worker pids"))
 @pytest.mark.parametrize("cmdline_tag", ["", "multiprocessing.forkserver"])
 def test_a_worker_seen_before_torch_renames_it_becomes_a_worker(cmdline_tag: str) -> None:
     """A fork worker first looks like its parent ('python -m memprobe.child'), a forkserver
@@ -196,11 +192,6 @@ def test_a_worker_seen_before_torch_renames_it_becomes_a_worker(cmdline_tag: str
         proc.wait()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: roles.py RoleBook caches the role from the first cmdline it reads; a helper sampled "
-    "between fork and exec (the forkserver is started by fork+exec) still has its parent's "
-    "cmdline and stays 'other' for the whole run (seen: forkserver pid labelled 'other' in 1 of "
-    "~8 forkserver runs)"))
 def test_a_helper_sampled_before_exec_gets_its_role_after_exec() -> None:
     code = ("import os, sys, time; time.sleep(0.5); "
             "os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', "

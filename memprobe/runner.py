@@ -24,6 +24,7 @@ from memprobe.scenario import RunSpec
 
 ProgressCallback = Callable[["RunState"], None]
 FINAL_PSS_WAIT_S = 30.0
+THREAD_MODES = ("thread", "torch-thread", "torchdata-thread")
 EXIT_GRACE_S = 10.0
 
 
@@ -77,7 +78,7 @@ class _Supervisor:
         log.close()
         settings = SamplerSettings(interval_s=spec.sampling.interval_s, pss_cpu_budget=spec.sampling.pss_cpu_budget,
                                    pss_min_interval_s=spec.sampling.pss_min_interval_s,
-                                   threads_of_main=spec.mode == "thread", enabled=self.sample)
+                                   threads_of_main=spec.mode in THREAD_MODES, enabled=self.sample)
         self.sampler = Sampler(self.proc.pid, self.writer.append, settings, t0=self.t0, pgid=self.proc.pid)
         self.sampler.start()
         try:

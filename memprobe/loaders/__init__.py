@@ -33,7 +33,7 @@ def build_loader(dataset: Dataset, *, mode: str, workers: int, batch_size: int, 
         return EXTRA_MODES[mode](dataset, **parallel, **common)
     if mode in PROCESS_MODES:
         return DataLoader(dataset, multiprocessing_context=mode, **parallel, **common)
-    raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(PROCESS_MODES + ('thread',))}")
+    raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(PROCESS_MODES + ('thread', *EXTRA_MODES))}")
 
 
 def worker_pids(iterator: Any) -> list[int]:

@@ -445,3 +445,32 @@ def chart_runs_pss(chart_id: str, title: str, lines: list[RunLine], *, max_point
         layout["legend"].update(x=1.01)
         layout["margin"]["r"] = 220
     return chart
+
+
+# -- across runs: bars per backend x mode x workers (the decode post's figure 4) --------------
+
+def _bar_layout(ytitle: str, xtitle: str) -> dict:
+    return {"barmode": "group", "height": 380, "margin": {"l": 70, "r": 20, "t": 20, "b": 60},
+            "xaxis": {"title": {"text": xtitle}, "type": "category"}, "yaxis": {"title": {"text": ytitle}},
+            "legend": {"orientation": "h", "y": -0.25}, "hovermode": "closest", "plot_bgcolor": "#ffffff"}
+
+
+def chart_bars(chart_id: str, title: str, rows: Sequence[dict], value: str, ytitle: str,
+               hover: str) -> dict | None:
+    """Grouped bars: x = backend label, one bar per mode x workers; ``rows`` are summary dicts."""
+    rows = [r for r in rows if r.get(value) is not None]
+    if not rows:
+        return None
+    groups = list(dict.fromkeys(f"{r['mode']} · {r['workers']}w" for r in rows))
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    colors = styles(groups, SERIES_COLORS)
+    data, xs = [], []
+    for g in groups:
+        mine = {r["label"]: r for r in rows if f"{r['mode']} · {r['workers']}w" == g}
+        xs.append([lab for lab in labels if lab in mine])
+        data.append({"type": "bar", "name": g, "marker": {"color": colors[g]},
+                     "y": [_num(float(mine[lab][value])) for lab in labels if lab in mine],
+                     "customdata": [mine[lab].get("extra", "") for lab in labels if lab in mine],
+                     "hovertemplate": hover + "<extra>%{fullData.name}</extra>"})
+    return {"id": chart_id, "kind": "bars", "title": title, "downsampled": False, "data": data,
+            "x": {"time": xs}, "layouts": {"time": _bar_layout(ytitle, "backend")}, "default": "time"}

@@ -97,6 +97,26 @@ def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: 
     return figures.chart_runs_pss("c-all", "Every run's total PSS over items fetched", lines, max_points=max_points)
 
 
+def bar_charts(summaries: list[RunSummary]) -> list[dict]:
+    """Throughput and peak memory per backend x mode x workers, side by side (ok runs only)."""
+    rows = []
+    for s in summaries:
+        if s.status != "ok":
+            continue
+        label = s.backend if not s.decoder_backend or s.decoder_backend == s.backend else f"{s.backend} ({s.decoder_backend})"
+        extra = f"{s.mb_per_s:,.1f} MB/s encoded" if s.mb_per_s else f"{(s.cpu_cores_used or 0):.2f} cores used"
+        rows.append({"label": label, "mode": s.mode, "workers": s.workers, "items_per_s": s.items_per_s,
+                     "pss": s.total_pss_peak_mb, "extra": extra})
+    if len(rows) < 2:
+        return []
+    unit = "images/s" if any(s.workload == "decode" for s in summaries) else "items/s"
+    charts = [figures.chart_bars("c-bars-rate", f"Throughput ({unit}) per backend, mode and worker count", rows,
+                                 "items_per_s", unit, "%{y:,.0f} " + unit + " (%{customdata})"),
+              figures.chart_bars("c-bars-pss", "Peak total PSS per backend, mode and worker count", rows,
+                                 "pss", "peak total PSS (MB)", "%{y:,.0f} MB")]
+    return [c for c in charts if c is not None]
+
+
 def scenario_text(results: ResultSet) -> str | None:
     path = results.root / "scenario.yaml"
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
@@ -107,7 +127,8 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     views = run_views(results, summaries, max_points)
     ids = anchors(summaries)
     overview_chart = all_runs_chart(results, summaries, max_points)
-    charts = [c for v in views for c in v.charts] + ([overview_chart] if overview_chart else [])
+    bars = bar_charts(summaries)
+    charts = [c for v in views for c in v.charts] + ([overview_chart] if overview_chart else []) + bars
     manifest = results.manifest
     return {
         "title": f"memprobe · {manifest.get('scenario') or results.root.name}",
@@ -115,7 +136,8 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "description": manifest.get("description") or "", "runs": views, "overview": content.overview(summaries),
         "banner": content.banner(manifest, summaries), "matrices": content.matrices(summaries, ids),
         "advice": content.advice(summaries, ids), "nothing_to_fix": content.nothing_to_fix(summaries),
-        "overview_chart": overview_chart,
+        "overview_chart": overview_chart, "bar_charts": bars,
+        "decode": any(s.workload == "decode" for s in summaries),
         "env_rows": content.environment_rows(manifest), "scenario_text": scenario_text(results),
         "failed": [v for v in views if v.summary.status != "ok"],
         "threshold": max((s.growth_threshold_mb for s in summaries), default=50.0),

@@ -354,3 +354,25 @@ def test_compare_page_matches_runs_and_highlights_deltas(results_dir: Path, tmp_
     assert "after&lt;b&gt;" in html and "after<b>" not in html
     assert len(chart_data(html)["charts"]) == 1
     assert "The two folders ran the same scenario file." in html
+
+
+def test_throughput_bars_group_runs_by_backend_with_a_bar_per_mode_and_workers() -> None:
+    from memprobe.report.render import bar_charts
+
+    runs = [summary(run_id="pillow-fork-w2", backend="pillow", mode="fork", workers=2, items_per_s=300.0,
+                    workload="decode", decoder_backend="pillow", mb_per_s=18.0),
+            summary(run_id="pillow-thread-w2", backend="pillow", mode="thread", workers=2, items_per_s=280.0,
+                    workload="decode", decoder_backend="pillow", mb_per_s=17.0),
+            summary(run_id="nv-thread-w2", backend="nvimgcodec", mode="thread", workers=2, items_per_s=450.0,
+                    workload="decode", decoder_backend="nvimgcodec-cpu", mb_per_s=27.0),
+            summary(run_id="nv-fork-w2", backend="nvimgcodec", mode="fork", workers=2, status="failed",
+                    items_per_s=None, workload="decode")]
+    rate, pss = bar_charts(runs)
+    assert "images/s" in rate["title"]
+    names = [t["name"] for t in rate["data"]]
+    assert names == ["fork · 2w", "thread · 2w"]
+    thread = rate["data"][1]
+    assert rate["x"]["time"][1] == ["pillow", "nvimgcodec (nvimgcodec-cpu)"]  # the backend that ran is labelled
+    assert thread["y"] == [280.0, 450.0]
+    assert rate["x"]["time"][0] == ["pillow"]  # the failed run has no bar
+    assert pss["kind"] == "bars"

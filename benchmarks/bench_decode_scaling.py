@@ -53,7 +53,7 @@ def loader_runs(decoders: list[str], images: int, workers: int, repeat: int, bas
     from memprobe.session import run_scenario
 
     text = (f"{{name: decode-bench, decode: {{images: {images}}}, decoders: [{', '.join(decoders)}], "
-            f"modes: [fork, spawn, thread], workers: [{workers}], loader: {{batch_size: 64, epochs: 4, shuffle: false}}}}")
+            f"modes: [fork, spawn, thread], workers: [{workers}], loader: {{batch_size: 64, epochs: 4, shuffle: false, persistent_workers: true}}}}")
     result = run_scenario(parse_scenario(text, "bench.yaml"), base / f"r{repeat}", render=False)
     return [s.to_dict() for s in result.summaries]
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from memprobe.errors import MemprobeError, UsageError
 from memprobe.probe import procfs
+from memprobe.runner import environment
 from memprobe.probe.roles import MAIN, TORCH_WORKER_COMM, Role, RoleBook
 from memprobe.probe.sampler import Row, Sampler, SamplerSettings, Sink
 from memprobe.scenario import VerdictSpec
@@ -481,7 +482,7 @@ class _Recording:
         self.writer.write_meta(meta)
         self.writer.close()
         self.manifest.update(status="interrupted" if status == "interrupted" else "complete",
-                             finished=time.time(), environment=_environment())
+                             finished=time.time(), environment=environment())
         session = finalize(self.out, self.manifest, render=False, interrupted=status == "interrupted")
         processes = self._per_process()
         self._add_to_summary(processes)
@@ -566,33 +567,6 @@ class _Recording:
             if run.get("run_id") == self.run_id:
                 run["processes"] = processes
         write_json_atomic(path, data)
-
-
-def _environment() -> dict:
-    """:func:`memprobe.runner.environment` without importing torch into memprobe (seconds, and
-    memory, for nothing but its version): the version comes from the package metadata."""
-    if "torch" in sys.modules:
-        from memprobe.runner import environment
-
-        return environment()
-    import importlib.metadata
-    import platform
-
-    import memprobe
-    from memprobe.runner import _gil_enabled
-
-    try:
-        torch_version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        torch_version = None
-    mem = procfs._read("/proc/meminfo") or ""
-    total_kb = next((int(x.split()[1]) for x in mem.splitlines() if x.startswith("MemTotal:")), 0)
-    cpu = next((x.split(":", 1)[1].strip() for x in (procfs._read("/proc/cpuinfo") or "").splitlines()
-                if x.startswith("model name")), platform.processor())
-    return {"memprobe": memprobe.__version__, "torch": torch_version, "python": platform.python_version(),
-            "python_build": sys.version, "gil_enabled": _gil_enabled(), "kernel": platform.release(),
-            "machine": platform.machine(), "cpu_model": cpu, "cpu_count": os.cpu_count(),
-            "mem_total_mb": round(total_kb / 1024), "hostname": platform.node()}
 
 
 # -- terminal and signals ---------------------------------------------------------------------

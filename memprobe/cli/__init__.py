@@ -9,7 +9,7 @@ from memprobe import __version__
 from memprobe.errors import MemprobeError
 
 EPILOG = """examples:
-  memprobe run scenarios/lists_vs_arrays.yaml          # the full matrix (~4 min on 2 cores)
+  memprobe run scenarios/lists_vs_arrays.yaml          # the full matrix (~3.5 min on 2 cores)
   memprobe run scenarios/quick.yaml                    # a 30-second look
   memprobe run scenarios/lists_vs_arrays.yaml --quick  # same matrix, small dataset
   memprobe report reports/lists_vs_arrays-20261122T101500Z

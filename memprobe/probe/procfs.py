@@ -85,14 +85,22 @@ class PssSample:
 
 
 def _read(path: str) -> str | None:
+    # os.open/os.read rather than open(): no buffered file object, half the cost per read
+    # (~10 vs ~22 µs for /proc/PID/stat), and the sampler does a few of these per process per tick.
     try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # gone, or not ours to read
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
     except OSError:
         # ESRCH and friends: the process went away between open and read.
         return None
+    finally:
+        os.close(fd)
 
 
 def parse_stat(text: str) -> StatInfo:

@@ -32,7 +32,12 @@ class SamplerSettings:
     pss_cpu_budget: float = 0.015  # share of one core the whole sampler may use
     pss_min_interval_s: float = 0.25
     pss_max_interval_s: float = 10.0  # never go longer than this without a PSS round
-    group_scan_interval_s: float = 2.0  # full /proc scan for escaped processes
+    # A full /proc scan finds processes that left the tree but not the run's group (orphans
+    # reparented to init, e.g. a forkserver's workers). Orphans appear only when a process of
+    # the tree exits, so the scan runs then, and otherwise only this often: it reads every
+    # process on the machine (~4 ms for 120 processes here, ~40 ms on a busy training node).
+    group_scan_interval_s: float = 10.0
+    mem_available_interval_s: float = 1.0  # /proc/meminfo: machine context, not per process
     threads_of_main: bool = False  # per-thread CPU of the main process (thread-mode loaders)
     enabled: bool = True  # False: take no samples at all (to measure the sampler's own effect)
 
@@ -58,12 +63,16 @@ class Sampler:
         self._pss_now = threading.Event()
         self._pss_done = threading.Condition()
         self._last_pss_tick = -1.0  # monotonic start time of the latest finished PSS round
+        self._ended = False  # the sampling thread has returned (stopped, or died)
         self._thread: threading.Thread | None = None
         self._alive: set[int] = set()
         self._gone: set[int] = set()
+        self._orphans: set[int] = set()  # left the tree alive (parent exited): still followed
+        self._started: dict[int, int] = {}  # pid -> start time in ticks, to tell a reused pid
         self._last_role: dict = {}  # pid -> Role at its latest sample, for its "missing" row
         self._next_pss = 0.0
         self._next_scan = 0.0
+        self._next_meminfo = 0.0
         self.cpu_s = 0.0
         self.pss_round_costs: list[float] = []
         self.cheap_round_costs: list[float] = []
@@ -90,13 +99,16 @@ class Sampler:
         if not self.settings.enabled:
             return True
         with self._pss_done:
+            if self._ended:
+                return False  # the sampler stopped or died (its error is recorded): no round will come
             # Only a round that *starts* after this request counts: one already under way may
             # have read some processes before the moment the caller cares about.
             asked = time.monotonic()
             self._pss_now.set()
             self._wake.set()
             if wait_s > 0:
-                return self._pss_done.wait_for(lambda: self._last_pss_tick >= asked, timeout=wait_s)
+                self._pss_done.wait_for(lambda: self._last_pss_tick >= asked or self._ended, timeout=wait_s)
+                return self._last_pss_tick >= asked
         return True
 
     # -- loop ----------------------------------------------------------------------------
@@ -114,6 +126,10 @@ class Sampler:
                 self._wake.clear()
         except BaseException as exc:  # recorded and re-raised by the supervisor, never lost
             self.error = exc
+        finally:
+            with self._pss_done:  # wake anyone waiting for a round that will never come
+                self._ended = True
+                self._pss_done.notify_all()
 
     def _round(self, tick: float) -> None:
         pids = self._discover(tick)
@@ -122,6 +138,7 @@ class Sampler:
             self._pss_now.clear()  # before reading: a request arriving mid-round gets the next one
         c0 = time.thread_time()
         rows = [r for r in (self._sample(pid, tick, with_pss) for pid in pids) if r is not None]
+        rows.extend(self._escaped({int(r["pid"]) for r in rows}, tick, with_pss))
         rows.extend(self._vanished({int(r["pid"]) for r in rows}, tick))
         cost = time.thread_time() - c0
         if with_pss:
@@ -150,6 +167,8 @@ class Sampler:
 
     def _discover(self, tick: float) -> list[int]:
         pids = procfs.process_tree(self.root)
+        for orphan in sorted(self._orphans - self._gone):
+            pids += [p for p in procfs.process_tree(orphan) if p not in pids]
         if self.pgid is not None and tick >= self._next_scan:
             # Orphans (e.g. a forkserver's workers after a crash) leave the tree but keep the group.
             self._next_scan = tick + self.settings.group_scan_interval_s
@@ -160,6 +179,8 @@ class Sampler:
         cheap = procfs.read_cheap(pid)
         if cheap is None:
             return None  # reported once by _vanished
+        if self._started.setdefault(pid, cheap.stat.start_ticks) != cheap.stat.start_ticks:
+            return None  # the pid was reused by another process: ours is gone
         role = self.roles.role(pid, cheap.stat.comm, cheap.stat.ppid)
         self._last_role[pid] = role
         row: Row = {
@@ -187,14 +208,31 @@ class Sampler:
         # Rss from the same read as Pss keeps PSS <= RSS exact within one row.
         row["rss_mb"] = pss.rss / MB
 
+    def _escaped(self, sampled: set[int], tick: float, with_pss: bool) -> list[Row]:
+        """Rows for processes that left the tree alive: their parent exited and they were
+        re-parented (to init or a subreaper). They are still the run's; follow them."""
+        rows = []
+        for pid in sorted(self._alive - sampled):
+            st = procfs.read_stat(pid)
+            if st is None or st.state in ("Z", "X") or st.start_ticks != self._started.get(pid):
+                continue  # gone (or its pid reused): _vanished records it
+            row = self._sample(pid, tick, with_pss)
+            if row is not None:
+                self._orphans.add(pid)
+                self._next_scan = 0.0  # its siblings may have escaped too
+                rows.append(row)
+        return rows
+
     def _vanished(self, sampled: set[int], tick: float) -> list[Row]:
         """One ``missing`` row for each process seen before but not readable now."""
         rows = []
         for pid in sorted(self._alive - sampled):
             st = procfs.read_stat(pid)
             self._gone.add(pid)
+            self._next_scan = 0.0  # its children, if any, are orphans now: look for them next tick
             role = self._last_role.pop(pid, None) or self.roles.role(pid, st.comm if st else "", st.ppid if st else None)
-            reason = "zombie (exited, not yet reaped)" if st is not None else "exited"
+            reason = ("exited" if st is None or st.start_ticks != self._started.get(pid) else
+                      "zombie (exited, not yet reaped)" if st.state == "Z" else "exiting (memory released)")
             row: Row = {"t": round(tick - self.t0, 4), "pid": pid, "role": role.name,
                         "worker": role.worker, "state": st.state if st else None, "tier": "gone",
                         "missing": True, "reason": reason}
@@ -214,7 +252,10 @@ class Sampler:
 
     def _system_row(self, tick: float) -> Row:
         shm = procfs.dev_shm_used()
-        avail = procfs.mem_available()
+        avail = None
+        if tick >= self._next_meminfo:
+            self._next_meminfo = tick + self.settings.mem_available_interval_s
+            avail = procfs.mem_available()
         return {
             "t": round(tick - self.t0, 4),
             "dev_shm_mb": None if shm is None else shm / MB,

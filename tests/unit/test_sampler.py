@@ -84,14 +84,16 @@ def test_rows_have_every_column_and_sane_values(vanishing) -> None:
     assert {r["role"] for r in present if r["pid"] == root} == {"main"}
 
 
-@pytest.mark.parametrize("which, reason", [(0, "exited"), (1, "zombie")])
-def test_a_vanished_process_gets_one_missing_row_and_no_zeros(vanishing, which: int, reason: str) -> None:
+# The reason depends on the moment the sampler first fails to read the process: mid-exit (memory
+# released, not yet a zombie) it is "exiting"; the reaped child may be caught before its reaping.
+@pytest.mark.parametrize("which, reasons", [(0, ("exited", "exiting", "zombie")), (1, ("zombie", "exiting"))])
+def test_a_vanished_process_gets_one_missing_row_and_no_zeros(vanishing, which: int, reasons: tuple) -> None:
     sink, _, kids, _ = vanishing
     pid = kids[which]
     rows = [r for r in sink.rows["samples"] if r["pid"] == pid]
     missing = [r for r in rows if r["missing"]]
     assert len(missing) == 1, missing
-    assert missing[0]["reason"].startswith(reason)
+    assert missing[0]["reason"].startswith(reasons)
     assert missing[0]["tier"] == "gone"
     assert all(missing[0][c] is None for c in ("rss_mb", "pss_mb", "uss_mb", "cpu_s"))
     # Nothing after the missing row, and never a zero before it.
@@ -111,7 +113,12 @@ def test_system_rows(vanishing) -> None:
     sink, sampler, _, _ = vanishing
     system = sink.rows["system"]
     assert len(system) >= 10
-    assert all(r["mem_available_mb"] > 0 for r in system)
+    # MemAvailable is read once a second (null on the ticks in between), never a made-up 0.
+    read = [r for r in system if r["mem_available_mb"] is not None]
+    assert read and all(r["mem_available_mb"] > 0 for r in read)
+    span = system[-1]["t"] - system[0]["t"]
+    assert len(read) >= int(span)
+    assert all(r["dev_shm_mb"] is not None for r in system)
     assert system[-1]["sampler_cpu_s"] == pytest.approx(sampler.cpu_s, abs=0.05)
 
 
@@ -253,3 +260,74 @@ def test_request_pss_measures_after_the_request(monkeypatch: pytest.MonkeyPatch)
     assert rounds_at_return >= 2, "request_pss returned on the round that started before the request"
     after = [r for r in sink.rows["samples"] if r["tier"] == "pss" and r["t"] >= requested_at]
     assert after
+
+
+# The root (a group leader) forks 'middle', which forks 'orphan' and exits at once: the orphan is
+# re-parented away from the root's tree (to pytest, the subreaper) but stays in the run's group.
+ORPHANING = r"""
+import os, sys, time
+middle = os.fork()
+if middle == 0:
+    if os.fork() == 0:
+        time.sleep(30)
+        os._exit(0)
+    time.sleep(0.5)
+    os._exit(0)
+print(middle, flush=True)
+os.waitpid(middle, 0)
+time.sleep(30)
+"""
+
+
+def test_an_orphan_is_found_soon_after_its_parent_exits() -> None:
+    """A process that leaves the tree when its parent exits (a forkserver's workers after a
+    crash) is looked for at once, not only at the periodic full /proc scan."""
+    sink = Collect()
+    root = subprocess.Popen([sys.executable, "-c", ORPHANING], stdout=subprocess.PIPE, text=True,
+                            process_group=0)
+    try:
+        middle = int(root.stdout.readline())
+        sampler = Sampler(root.pid, sink, SamplerSettings(interval_s=0.05, group_scan_interval_s=60.0),
+                          pgid=root.pid)
+        sampler.start()
+        time.sleep(2.0)
+        sampler.stop(final_pss=False)
+    finally:
+        os.killpg(root.pid, signal.SIGKILL)
+        root.wait()
+        root.stdout.close()
+    rows = sink.rows["samples"]
+    gone = [r["t"] for r in rows if r["pid"] == middle and r["missing"]]
+    assert len(gone) == 1
+    orphans = {r["pid"] for r in rows if r["pid"] not in (root.pid, middle) and not r["missing"]}
+    assert len(orphans) == 1, orphans
+    orphan = orphans.pop()
+    after = [r["t"] for r in rows if r["pid"] == orphan and r["t"] > gone[0]]
+    # Sampled within a few ticks of its parent's exit (the periodic scan is 60 s away).
+    assert after and after[0] - gone[0] < 0.5
+
+
+def test_request_pss_returns_at_once_when_the_sampler_died() -> None:
+    """A dead sampler must not stall the run: the loader waits for a PSS round at 'warm' and
+    'done', and no round will ever come."""
+    failed = threading.Event()
+
+    def sink(table: str, rows: list) -> None:
+        if table == "system":
+            failed.set()
+            raise OSError("disk full")
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        sampler = Sampler(proc.pid, sink, SamplerSettings(interval_s=0.05))
+        sampler.start()
+        assert failed.wait(5)
+        sampler._thread.join(5)
+        t = time.monotonic()
+        assert sampler.request_pss(wait_s=20.0) is False
+        assert time.monotonic() - t < 1.0
+        sampler.stop()
+        assert isinstance(sampler.error, OSError)
+    finally:
+        proc.kill()
+        proc.wait()

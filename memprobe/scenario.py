@@ -246,7 +246,7 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML: {exc}") from None
+        raise UsageError(_yaml_error(path, exc)) from None
     data = check.mapping("", raw, _TOP_KEYS)
     if not data:
         raise UsageError(f"{path}: empty scenario; expected a mapping with keys {', '.join(_TOP_KEYS)}")
@@ -281,6 +281,14 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
         extra = dict(factories=factories)
     expect = _expectations(check, data.get("expect", []), backends)
     return Scenario(backends=backends, expect=expect, **common, **extra)
+
+
+def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
+    """'file: line L, column C: not valid YAML: problem' (PyYAML's own text names no file)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return f"{path}:{where} not valid YAML: {problem}"
 
 
 def _workload(check: _Checker, data: dict) -> tuple[str, str]:

@@ -175,6 +175,11 @@ def test_invalid_yaml_names_the_file_and_the_line() -> None:
     assert PATH in msg and "YAML" in msg and "line" in msg
 
 
+def test_invalid_yaml_points_at_the_line_and_column_of_the_problem() -> None:
+    msg = _error("name: x\n  bad: [\n")
+    assert msg == f"{PATH}: line 2, column 6: not valid YAML: mapping values are not allowed here"
+
+
 def test_empty_file() -> None:
     msg = _error("")
     assert PATH in msg and "empty" in msg

@@ -2,13 +2,18 @@
 
 Shows progress per run, then a summary table, and writes the results and report.html to
 reports/<scenario>-<UTC timestamp>/ (or -o DIR). Exit codes: 0 all runs ok, 1 a run failed or
-timed out (or, with --strict, an expectation was not met), 2 bad input, 130 interrupted.
+timed out (or, with --strict, an expectation was not met), 2 bad input, 130 interrupted by Ctrl-C
+(143 by SIGTERM, 129 by SIGHUP: handled the same way, what was measured is saved and no process of
+the run is left).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,7 @@ EPILOG = """examples:
   memprobe run --dataset mypkg.data:build_dataset --kwargs '{"split": "train"}' --modes fork,spawn,thread
 """
 QUICK_RECORDS = 100_000
+QUICK_IMAGES = 128
 
 
 def _scenario(args: argparse.Namespace) -> Any:
@@ -55,8 +61,17 @@ def _scenario(args: argparse.Namespace) -> Any:
 
 
 def _preflight(scenario: Any) -> None:
-    """Import every user factory now, so a wrong name stops before any run starts (exit 2)."""
+    """Import every user factory now, so a wrong name stops before any run starts (exit 2); say
+    up front which decoders cannot run here (their runs fail, the others go on)."""
     from memprobe.factory import load_factory
+
+    if scenario.workload == "decode":
+        from memprobe.decode import available_decoders
+
+        for name, reason in available_decoders().items():
+            if reason and name in scenario.backends:
+                print(f"memprobe: decoder {name!r} is not available here; its runs will fail: {reason}",
+                      file=sys.stderr)
 
     extra = [p for p in scenario.sys_path if p not in sys.path]
     sys.path[:0] = extra
@@ -65,6 +80,48 @@ def _preflight(scenario: Any) -> None:
             load_factory(f.factory)
     finally:
         del sys.path[:len(extra)]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, taken the Ctrl-C way: the run in progress ends its whole process group,
+    completed runs and partial samples are saved and the report is written, marked interrupted."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def _terminate_like_ctrl_c() -> Iterator[list[int]]:
+    """Without this, SIGTERM (a CI job cancelled, `kill`) ends memprobe at once and the run's
+    process group - in a group of its own, so not signalled with memprobe - lives on, with the
+    results left unconsolidated. Yields the signals received."""
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if received:
+            return  # already finishing up: a second signal must not cut the clean-up short
+        received.append(signum)
+        raise Terminated(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield received
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _quick(scenario: Any) -> Any:
+    """The same matrix on a small dataset: records capped for the built-in backends, images for
+    decode (user factories take their size from their own kwargs)."""
+    from memprobe.scenario import with_overrides
+
+    if scenario.workload == "decode":
+        return with_overrides(scenario, decode=replace(scenario.decode, images=min(scenario.decode.images, QUICK_IMAGES)))
+    if scenario.workload == "records":
+        return with_overrides(scenario, dataset=replace(scenario.dataset, records=min(scenario.dataset.records, QUICK_RECORDS)))
+    return scenario
 
 
 def _int(flag: str, text: str) -> int:
@@ -86,7 +143,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     one.add_argument("--batch-size", type=int, default=64, help="batch size (default: 64)")
     p.add_argument("-o", "--output", metavar="DIR", help="results folder (default: reports/<name>-<UTC time>)")
     p.add_argument("--quick", action="store_true",
-                   help=f"same matrix on a small dataset (at most {QUICK_RECORDS:,} records): a fast look")
+                   help=f"same matrix on a small dataset (at most {QUICK_RECORDS:,} records, or "
+                        f"{QUICK_IMAGES} images for decode): a fast look")
     p.add_argument("--strict", action="store_true", help="exit 1 when a run does not meet the scenario's expectation")
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
     p.add_argument("--timeout", type=float, metavar="S", help="per-run timeout in seconds (overrides the scenario)")
@@ -100,8 +158,7 @@ def main(args: argparse.Namespace) -> int:
     scenario = _scenario(args)
     _preflight(scenario)
     if args.quick:
-        scenario = with_overrides(scenario, dataset=replace(
-            scenario.dataset, records=min(scenario.dataset.records, QUICK_RECORDS)))
+        scenario = _quick(scenario)
     if args.timeout:
         scenario = with_overrides(scenario, timeout_s=args.timeout)
     out = Path(args.output) if args.output else default_out_dir(scenario)
@@ -109,13 +166,15 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
     runs = scenario.runs()
     print(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", file=sys.stderr)
-    result = run_scenario(scenario, out, console=TerminalConsole(), render=not args.no_report)
+    with _terminate_like_ctrl_c() as signals:
+        result = run_scenario(scenario, out, console=TerminalConsole(), render=not args.no_report)
     print(summary_table(result.summaries))
     _print_explanations(result.summaries)
     if result.interrupted:
-        print("memprobe: interrupted: completed runs and partial samples were saved", file=sys.stderr)
+        how = f" by {signal.Signals(signals[0]).name}" if signals else ""
+        print(f"memprobe: interrupted{how}: completed runs and partial samples were saved", file=sys.stderr)
     print(f"\nresults: {out}" + (f"\nreport:  {result.report}" if result.report else ""))
-    code = result.exit_code
+    code = 128 + signals[0] if signals else result.exit_code
     unmet = [s.run_id for s in result.summaries if s.expectation_met is False]
     if unmet:
         print(f"memprobe: expectation not met: {', '.join(unmet)}", file=sys.stderr)

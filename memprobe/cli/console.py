@@ -33,7 +33,8 @@ class TerminalConsole(Console):
         lo = spec.loader
         if getattr(spec, "factory", None):
             return lo.items
-        total = spec.dataset.records * lo.epochs
+        per_epoch = spec.decode.images if spec.workload == "decode" else spec.dataset.records
+        total = per_epoch * lo.epochs
         if lo.items is not None:
             total = min(total, lo.items)
         return total
@@ -64,13 +65,16 @@ class TerminalConsole(Console):
 
 
 def summary_table(summaries: list[RunSummary]) -> str:
-    """The terminal summary: one row per run."""
-    head = ("run", "status", "PSS start", "PSS peak", "sum RSS", "worker growth", "items/s", "verdict", "expected")
+    """The terminal summary: one row per run (decode runs add the decoder that ran and MB/s)."""
+    decode = any(s.workload == "decode" for s in summaries)
+    head = ("run", "status", *(("decoder",) if decode else ()), "PSS start", "PSS peak", "sum RSS",
+            "worker growth", "items/s", *(("MB/s",) if decode else ()), "verdict", "expected")
     rows = [head]
     for s in summaries:
         growth = s.worker_uss_growth_mb if s.worker_uss_growth_mb is not None else s.main_uss_growth_mb
-        rows.append((s.run_id, s.status, _mb(s.total_pss_start_mb), _mb(s.total_pss_peak_mb),
-                     _mb(s.sum_rss_peak_mb), _mb(growth, sign=True), _num(s.items_per_s),
+        rows.append((s.run_id, s.status, *((s.decoder_backend or "-",) if decode else ()),
+                     _mb(s.total_pss_start_mb), _mb(s.total_pss_peak_mb), _mb(s.sum_rss_peak_mb),
+                     _mb(growth, sign=True), _num(s.items_per_s), *((_num(s.mb_per_s, 1),) if decode else ()),
                      s.verdict or "-", f"{s.expectation} {MARK[s.expectation_met]}" if s.expectation else ""))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -85,5 +89,5 @@ def _mb(v: float | None, sign: bool = False) -> str:
     return f"{v:+,.0f} MB" if sign else f"{v:,.0f} MB"
 
 
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
+def _num(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"

@@ -27,13 +27,15 @@ install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test browser
 
-# Debian's chromium for the report's browser test (skipped where it cannot be installed).
+# Debian's chromium for the report's browser test. Where apt-get can install it (root on
+# Debian, as in CI) a failed install fails `make test`: a green run must include the browser
+# test. Elsewhere the test is skipped, with a note.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-	      || echo "warning: could not install chromium; the browser test will be skipped"; \
-	  else echo "note: chromium not found; the browser test will be skipped"; fi; }
+	      || { echo "error: could not install chromium for the browser test" >&2; exit 1; }; \
+	  else echo "note: chromium not found and apt-get not usable here; the browser test will be skipped"; fi; }
 
 run: install
 	$(VENV)/bin/memprobe run $(SCENARIO)

@@ -5,8 +5,12 @@ Not a test: it measures and prints markdown for docs/performance.md.
     python benchmarks/bench_decode_scaling.py [--repeats 3] [--images 512] [--workers 2]
 
 Per repeat (configurations interleaved so that machine noise hits all of them alike):
-  1. the single-core decode rate of each decoder: a subprocess pinned to one core decodes the
-     same JPEGs in a loop (no DataLoader), images/s;
+  1. the single-core decode rate of each decoder: a subprocess pinned to one core first checks
+     that the decoder gives Pillow's pixels on every JPEG (it stops otherwise), then decodes the
+     same JPEGs in a loop (no DataLoader), images/s. Decoded images are held a batch at a time,
+     as a loader worker holds them until collate: freeing each image at once makes Pillow
+     ~1.45x slower (glibc gives the pages back and faults them in again: 606 minor faults per
+     image against 210), which would understate the single-core rate and overstate scaling;
   2. the decode scenario (decoders x fork/spawn/thread x N workers) through memprobe's runner:
      loader images/s in the growth window (warm -> done), total PSS, CPU cores used.
 Then: scaling = best mode's images/s / (N x single-core rate) and thread / best-process ratio.
@@ -26,24 +30,25 @@ from pathlib import Path
 SINGLE_CORE = r"""
 import json, os, sys, time
 os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-from memprobe.decode import make_decoder
+from memprobe.decode import check_against_pillow, make_decoder
 from memprobe.decode.images import cached_jpeg_table
-names, images = sys.argv[1].split(","), int(sys.argv[2])
+names, images, batch = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3])
 blobs = [b.as_py() for b in cached_jpeg_table(images).column("jpeg")]
 out = {}
 for name in names:
     dec = make_decoder(name, device="cpu", **({"max_num_cpu_threads": 1} if name == "nvimgcodec" else {}))
-    dec.decode(blobs[0])
+    check_against_pillow(dec, blobs)  # correctness first; also the warm-up
     t = time.perf_counter()
-    for b in blobs:
-        dec.decode(b)
+    for i in range(0, len(blobs), batch):
+        held = [dec.decode(b) for b in blobs[i:i + batch]]  # until the batch is done, as in a worker
     out[name] = len(blobs) / (time.perf_counter() - t)
 print(json.dumps(out))
 """
+BATCH_SIZE = 64  # the loader runs' batch size; the single-core loop holds images in batches of it too
 
 
 def single_core(decoders: list[str], images: int) -> dict[str, float]:
-    res = subprocess.run([sys.executable, "-c", SINGLE_CORE, ",".join(decoders), str(images)],
+    res = subprocess.run([sys.executable, "-c", SINGLE_CORE, ",".join(decoders), str(images), str(BATCH_SIZE)],
                          capture_output=True, text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -53,7 +58,7 @@ def loader_runs(decoders: list[str], images: int, workers: int, repeat: int, bas
     from memprobe.session import run_scenario
 
     text = (f"{{name: decode-bench, decode: {{images: {images}}}, decoders: [{', '.join(decoders)}], "
-            f"modes: [fork, spawn, thread], workers: [{workers}], loader: {{batch_size: 64, epochs: 4, shuffle: false, persistent_workers: true}}}}")
+            f"modes: [fork, spawn, thread], workers: [{workers}], loader: {{batch_size: {BATCH_SIZE}, epochs: 4, shuffle: false, persistent_workers: true}}}}")
     result = run_scenario(parse_scenario(text, "bench.yaml"), base / f"r{repeat}", render=False)
     return [s.to_dict() for s in result.summaries]
 

@@ -3,7 +3,9 @@
 Pins the process to one CPU core before any decoder library is imported (so
 any thread pools it creates inherit the pin), limits the usual thread-count
 environment variables to 1, and builds nvimgcodec with
-``max_num_cpu_threads=1``. Decodes ``--count`` generated 640x408 JPEGs per
+``max_num_cpu_threads=1``. Before anything is timed, every decoder must give
+Pillow's pixels on all the JPEGs (memprobe.decode.correctness; the script stops
+otherwise). Decodes ``--count`` generated 640x408 JPEGs per
 pass, ``--repeats`` timed passes (interleaved across decoders) after one
 warm-up pass, and reports the median as images/s, megapixels/s and encoded MB/s in a markdown table.
 
@@ -107,8 +109,10 @@ def _pillow_load_only(data: bytes) -> object:
     return img
 
 
-def candidates(jpegs: list[bytes]) -> list[tuple[str, Callable[[], object]]]:
-    """(label, one-pass function) for every decoder usable here."""
+def candidates(jpegs: list[bytes]) -> tuple[list[tuple[str, Callable[[], object]]], list[str]]:
+    """(label, one-pass function) for every decoder usable here, and each one's agreement
+    with Pillow, checked before anything is timed (ValueError if a decoder is off)."""
+    from memprobe.decode.correctness import check_against_pillow
     from memprobe.decode.decoders import available_decoders, make_decoder
 
     # Reference row: Pillow's decode alone, without the PIL.Image -> numpy copy
@@ -116,6 +120,7 @@ def candidates(jpegs: list[bytes]) -> list[tuple[str, Callable[[], object]]]:
     out: list[tuple[str, Callable[[], object]]] = [
         ("pillow Image.load() only, no array (reference)", lambda: [_pillow_load_only(j) for j in jpegs])
     ]
+    checked: list[str] = []
     for name, reason in available_decoders().items():
         if reason is not None:
             print(f"skipping {name}: {reason}", file=sys.stderr)
@@ -127,10 +132,12 @@ def candidates(jpegs: list[bytes]) -> list[tuple[str, Callable[[], object]]]:
             if dec.backend in seen:
                 continue
             seen.add(dec.backend)
+            if name != "pillow":  # the reference itself
+                checked.append(str(check_against_pillow(dec, jpegs)))
             out.append((f"{dec.backend} decode()", lambda d=dec: [d.decode(j) for j in jpegs]))
             if name == "nvimgcodec":
                 out.append((f"{dec.backend} decode_batch({len(jpegs)})", lambda d=dec: d.decode_batch(jpegs)))
-    return out
+    return out, checked
 
 
 def versions() -> str:
@@ -152,13 +159,14 @@ def versions() -> str:
     return ", ".join(parts)
 
 
-def render(results: list[Result], args: argparse.Namespace, core: int, command: str) -> str:
+def render(results: list[Result], checked: list[str], args: argparse.Namespace, core: int, command: str) -> str:
     lines = [
         f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs, pinned to CPU {core}",
         f"Software: {versions()}",
         f"Images: {args.count} JPEGs {args.width}x{args.height}, quality {args.quality}, 4:2:0, "
         f"seed {args.seed}; median of {args.repeats} interleaved passes after 1 warm-up",
         f"Command: `{command}`",
+        *(f"Correctness before timing: {line}" for line in checked),
         "",
         "| decoder | images/s | megapixels/s | encoded MB/s | median pass (s) | min..max pass (s) |",
         "|---|---:|---:|---:|---:|---:|",
@@ -179,14 +187,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     jpegs = make_jpegs(args.count, width=args.width, height=args.height, quality=args.quality, seed=args.seed)
     megapixels = args.count * args.width * args.height / 1e6
     encoded_mb = sum(len(j) for j in jpegs) / 1e6
-    labelled = candidates(jpegs)
+    labelled, checked = candidates(jpegs)
     all_runs = time_interleaved([fn for _, fn in labelled], args.repeats)
     results = [
         Result(label, statistics.median(runs), runs, args.count, megapixels, encoded_mb)
         for (label, _), runs in zip(labelled, all_runs)
     ]
     command = " ".join(shlex.quote(a) for a in [os.path.basename(sys.executable), *sys.argv])
-    print(render(results, args, core, command))
+    print(render(results, checked, args, core, command))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 ``images``: deterministic benchmark JPEGs from scikit-image's bundled photos.
 ``decoders``: Pillow / nvImageCodec (CPU or GPU) / simplejpeg behind one interface.
+``correctness``: does a decoder give Pillow's pixels (within a stated tolerance)?
 ``dataset``: ``DecodeDataset``, a torch map-style dataset over an Arrow table of JPEGs
 (imported lazily here so that decoder-only users do not pay for importing torch).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memprobe.decode.correctness import check_against_pillow, compare_to_pillow
 from memprobe.decode.decoders import (
     Decoder,
     available_decoders,
@@ -23,7 +25,9 @@ __all__ = [
     "DecodeDataset",
     "Decoder",
     "available_decoders",
+    "check_against_pillow",
     "check_mode_supported",
+    "compare_to_pillow",
     "gpu_unavailable_reason",
     "jpeg_table",
     "make_decoder",

@@ -294,9 +294,11 @@ def check_mode_supported(decoder_name: str, backend: str, mode: str) -> str | No
     # Structural limits first: they hold whatever hardware this machine has.
     if is_gpu and m == "fork":
         return (
-            f"{backend} cannot run in fork-started DataLoader workers: CUDA cannot be "
-            "initialised in a forked child process (the parent's CUDA state does not survive "
-            "fork). Use multiprocessing_context='spawn' or thread workers, as NVIDIA recommends."
+            f"{backend} cannot run in fork-started DataLoader workers: CUDA cannot be used in a "
+            "forked child once the parent process has initialised it (nvImageCodec then fails "
+            "with cudaErrorInitializationError), and the main process initialises CUDA as soon "
+            "as it receives GPU batches. Use the spawn or thread mode "
+            "(multiprocessing_context='spawn' or worker threads), or decode device 'cpu'."
         )
     reason = _unavailable_reason(decoder_name)
     if reason is not None:

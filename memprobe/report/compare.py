@@ -30,11 +30,13 @@ class Metric:
     lower_is_better: bool
     abs_tol: float
     rel_tol: float
+    floor: float | None = None  # values below it are judged as equal to it
 
 
 METRICS = (
     Metric("peak total PSS", lambda s: s.total_pss_peak_mb, fmt.mb, True, 5.0, 0.05),
-    Metric("growth", content.measured_growth, fmt.signed_mb, True, 5.0, 0.10),
+    # Shrinking is not better than staying flat: -19 MB -> -4 MB is no change, not "worse".
+    Metric("growth", content.measured_growth, fmt.signed_mb, True, 5.0, 0.10, floor=0.0),
     Metric("items/s", lambda s: s.items_per_s, fmt.rate_short, False, 0.0, 0.10),
     Metric("time to first batch", lambda s: s.time_to_first_batch_s, fmt.seconds, True, 0.05, 0.20),
 )
@@ -59,8 +61,9 @@ def delta(metric: Metric, a: RunSummary, b: RunSummary) -> Delta:
     va, vb = metric.value(a), metric.value(b)
     if va is None or vb is None:
         return Delta(va, vb, "na")
-    diff = vb - va
-    if abs(diff) <= metric.abs_tol or abs(diff) <= metric.rel_tol * max(abs(va), 1e-9):
+    ja, jb = (va, vb) if metric.floor is None else (max(va, metric.floor), max(vb, metric.floor))
+    diff = jb - ja
+    if abs(diff) <= metric.abs_tol or abs(diff) <= metric.rel_tol * max(abs(ja), 1e-9):
         return Delta(va, vb, "same")
     return Delta(va, vb, "better" if (diff < 0) == metric.lower_is_better else "worse")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +31,7 @@ WORKER_COLORS = ("#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d
 SERIES_COLORS = ("#1f5fa8", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d",
                  "#e67700", "#495057")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-_ENDED = ("exited", "zombie")
+_ENDED = ("exited", "zombie", "exiting")  # missing because the process ended (see probe.sampler)
 MARKS = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
 
 
@@ -183,6 +183,10 @@ def item_rate(progress: pd.DataFrame, start: float | None, min_dt: float = 0.25)
         return np.zeros(0), np.zeros(0)
     p = progress.sort_values("t").drop_duplicates("t", keep="last")
     t, items = p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float))
+    # The rate ends with the last item: reports after it (the loader's closing report) add no
+    # items and would draw a drop to zero that is not a slowdown.
+    last = int(np.argmax(items >= items[-1])) if len(items) else 0
+    t, items = t[: last + 1], items[: last + 1]
     if start is not None and (not len(t) or start < t[0]):
         t, items = np.r_[start, t], np.r_[0.0, items]
     span = t[-1] - t[0] if len(t) else 0.0
@@ -191,6 +195,10 @@ def item_rate(progress: pd.DataFrame, start: float | None, min_dt: float = 0.25)
     for i in range(1, len(t)):
         if t[i] - t[picked[-1]] >= step or i == len(t) - 1:
             picked.append(i)
+    # A last interval much shorter than the others (a few items over a few ms) would show as a
+    # spike: it joins the interval before it.
+    if len(picked) > 2 and t[picked[-1]] - t[picked[-2]] < step / 2:
+        del picked[-2]
     t, items = t[picked], items[picked]
     if len(t) < 2:
         return np.zeros(0), np.zeros(0)
@@ -291,6 +299,28 @@ def chart_pss_by_role(chart_id: str, samples: pd.DataFrame, clock: Clock, marks:
                        "PSS (MB)", marks, max_points=max_points, shared_x=True)
 
 
+def _process_lines(rows: pd.DataFrame, keep: Callable[[str], bool]) -> list[tuple[int, str, str]]:
+    """(pid, line name, role) of the processes whose last role passes ``keep``, in role order;
+    the pid is added to the name where two processes share a role (one that restarted)."""
+    roles = rows.sort_values("t").groupby("pid")["role"].last()
+    shown = [pid for pid in roles.index if keep(roles[pid])]
+    order = role_order(list(roles[shown]))
+    dup = roles[shown].duplicated(keep=False)
+    return [(pid, f"{roles[pid]} (pid {pid})" if dup[pid] else roles[pid], roles[pid])
+            for pid in sorted(shown, key=lambda pid: (order.index(roles[pid]), pid))]
+
+
+def _is_worker(role: str) -> bool:
+    return (_role_parts(role) or (0, -1))[1] >= 0
+
+
+def _process_trace(name: str, role: str) -> dict:
+    """A per-process line: workers solid, main and rank processes dotted."""
+    line = {"color": role_color(role), "width": 2, "dash": "solid" if _is_worker(role) else "dot"}
+    return {"type": "scatter", "mode": "lines+markers", "name": name, "line": line, "marker": {"size": 5},
+            "connectgaps": False}
+
+
 def chart_uss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
               max_points: int) -> dict | None:
     """USS per worker process (main and rank processes dotted): the private memory a process would
@@ -298,22 +328,44 @@ def chart_uss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, 
     if samples.empty or not (samples["tier"] == "pss").any():
         return None
     rows = samples[(samples["tier"] == "pss") | failed_reads(samples) | samples["missing"].astype(bool)]
-    roles = rows.sort_values("t").groupby("pid")["role"].last()
-    shown = [pid for pid in roles.index if is_loader_role(roles[pid])]
-    ordered = sorted(shown, key=lambda pid: (role_order(list(roles[shown])).index(roles[pid]), pid))
-    dup = roles[shown].duplicated(keep=False)
     series = []
-    for pid in ordered:
+    for pid, name, role in _process_lines(rows, is_loader_role):
         g = rows[rows["pid"] == pid].sort_values("t")
         y = np.where(g["tier"] == "pss", g["uss_mb"].to_numpy(float), np.nan)
-        name = f"{roles[pid]} (pid {pid})" if dup[pid] else roles[pid]
-        worker = (_role_parts(roles[pid]) or (0, -1))[1] >= 0
-        line = {"color": role_color(roles[pid]), "width": 2, "dash": "solid" if worker else "dot"}
-        series.append(Series({"type": "scatter", "mode": "lines+markers", "name": name, "line": line,
-                              "marker": {"size": 5}, "connectgaps": False, "hovertemplate": "%{y:,.1f} MB"},
+        series.append(Series({**_process_trace(name, role), "hovertemplate": "%{y:,.1f} MB"},
                              g["t"].to_numpy(float), y))
     return build_chart(chart_id, "uss", "USS (private memory) per process", series, clock, "USS (MB)",
                        marks, max_points=max_points)
+
+
+FAULTS_NOTE = ("Read every tick, so denser than USS. Each shared page a forked process writes, and the kernel "
+               "copies, is one fault; so is each page it newly allocates: compare slopes with a flat run's.")
+FAULTS_NOTE_ONE_PROCESS = ("Read every tick. One process, no worker processes: its faults are pages it allocates or "
+                           "touches for the first time; nothing is copied between processes.")
+
+
+def chart_faults(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
+                 max_points: int) -> dict | None:
+    """Minor page faults per worker since it started (the main process when there are no worker
+    processes), from the cheap tier: a dense, early sign of copy-on-write between PSS rounds."""
+    if samples.empty or "minflt" not in samples or samples["minflt"].isna().all():
+        return None
+    rows = samples[~(samples["missing"].fillna(False).astype(bool) & _ended(samples))]
+    if rows.empty:
+        return None
+    workers = _process_lines(rows, _is_worker)
+    lines = workers or _process_lines(rows, is_loader_role)
+    series = []
+    for pid, name, role in lines:
+        g = rows[rows["pid"] == pid].sort_values("t")
+        series.append(Series({**_process_trace(name, role), "mode": "lines", "hovertemplate": "%{y:,.0f} faults"},
+                             g["t"].to_numpy(float), g["minflt"].to_numpy(float)))
+    title = "Minor page faults per worker (cumulative)" if workers else "Minor page faults per process (cumulative)"
+    chart = build_chart(chart_id, "faults", title, series, clock, "minor faults since start", marks,
+                        max_points=max_points)
+    if chart is not None:
+        chart["note"] = FAULTS_NOTE_ONE_PROCESS if len(lines) == 1 and not workers else FAULTS_NOTE
+    return chart
 
 
 def chart_rss_vs_pss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
@@ -360,35 +412,63 @@ def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
     return out
 
 
-def shm_used(system: pd.DataFrame, min_mb: float = 1.0) -> bool:
-    if system.empty or "dev_shm_mb" not in system or system["dev_shm_mb"].isna().all():
-        return False
-    shm = system["dev_shm_mb"].dropna()
-    return float(shm.max() - shm.iloc[0]) >= min_mb
+def shm_mapped(samples: pd.DataFrame) -> pd.Series:
+    """Shared memory (RssShmem: /dev/shm files, shared anonymous memory) mapped by the run's
+    processes, summed over them at every tick; NaN for a tick with a process that could not be read."""
+    if samples.empty or "rss_shmem_mb" not in samples:
+        return pd.Series(dtype=float)
+    missing = samples["missing"].fillna(False).astype(bool)
+    totals = samples[~missing].groupby("t")["rss_shmem_mb"].sum().reindex(np.sort(samples["t"].unique()))
+    totals.loc[totals.index.isin(samples[missing & ~_ended(samples)]["t"].unique())] = np.nan
+    return totals
 
 
-def chart_dev_shm(chart_id: str, system: pd.DataFrame, clock: Clock, marks: Marks, *,
+def shm_used(samples: pd.DataFrame, min_mb: float = 1.0) -> bool:
+    """Whether the run's own processes mapped at least ``min_mb`` of shared memory at some tick (e.g.
+    batches handed from worker processes to the main process as tensors in /dev/shm). Judged on the
+    run's processes, not on /dev/shm as a whole: that is the whole machine's, and other programs
+    create and delete files there while a run goes."""
+    mapped = shm_mapped(samples)
+    return bool(mapped.notna().any() and mapped.max() >= min_mb)
+
+
+def chart_dev_shm(chart_id: str, samples: pd.DataFrame, system: pd.DataFrame, clock: Clock, marks: Marks, *,
                   max_points: int) -> dict | None:
-    if not shm_used(system):
+    if not shm_used(samples):
         return None
-    s = system.sort_values("t")
-    series = [Series({"type": "scatter", "mode": "lines", "name": "/dev/shm in use", "line": {"color": "#7048e8",
-                      "width": 2}, "connectgaps": False, "hovertemplate": "%{y:,.1f} MB"},
-                     s["t"].to_numpy(float), s["dev_shm_mb"].to_numpy(float))]
-    return build_chart(chart_id, "dev_shm", "/dev/shm in use (whole machine)", series, clock, "MB", marks,
-                       max_points=max_points)
+    mapped = shm_mapped(samples)
+    # The machine's line first, so that the run's own line is drawn over it; the legend lists the run's first.
+    series = []
+    if not system.empty and "dev_shm_mb" in system and system["dev_shm_mb"].notna().any():
+        s = system.sort_values("t")
+        series.append(Series({"type": "scatter", "mode": "lines", "name": "/dev/shm in use (whole machine)",
+                              "line": {"color": "#adb5bd", "width": 1.5}, "connectgaps": False, "legendrank": 2,
+                              "hovertemplate": "%{y:,.1f} MB"},
+                             s["t"].to_numpy(float), s["dev_shm_mb"].to_numpy(float)))
+    series.append(Series({"type": "scatter", "mode": "lines", "name": "mapped by the run's processes (sum)",
+                          "line": {"color": "#7048e8", "width": 2}, "connectgaps": False, "legendrank": 1,
+                          "hovertemplate": "%{y:,.1f} MB"}, mapped.index.to_numpy(float), mapped.to_numpy(float)))
+    chart = build_chart(chart_id, "dev_shm", "Shared memory mapped by the run, and /dev/shm", series, clock, "MB",
+                        marks, max_points=max_points)
+    if chart is not None:
+        chart["note"] = ("Purple: shared memory the run's processes map (RssShmem, summed: a page two processes "
+                         "map counts twice), e.g. batches passed from workers as tensors. Grey: all of /dev/shm, "
+                         "which other programs on the machine use too.")
+    return chart
 
 
 def run_charts(prefix: str, samples: pd.DataFrame, progress: pd.DataFrame, system: pd.DataFrame, marks: Marks,
                *, max_points: int = MAX_POINTS) -> list[dict]:
     """Every chart one run's data supports, in page order (runs without samples get none)."""
     clock = Clock.from_progress(progress)
+    # Two columns on the page: totals, then per process, then throughput and shared memory.
     charts = [
         chart_pss_by_role(f"{prefix}-pss", samples, clock, marks, max_points=max_points),
-        chart_uss(f"{prefix}-uss", samples, clock, marks, max_points=max_points),
         chart_rss_vs_pss(f"{prefix}-rss", samples, clock, marks, max_points=max_points),
+        chart_uss(f"{prefix}-uss", samples, clock, marks, max_points=max_points),
+        chart_faults(f"{prefix}-faults", samples, clock, marks, max_points=max_points),
         chart_items_rate(f"{prefix}-rate", progress, clock, marks, max_points=max_points),
-        chart_dev_shm(f"{prefix}-shm", system, clock, marks, max_points=max_points),
+        chart_dev_shm(f"{prefix}-shm", samples, system, clock, marks, max_points=max_points),
     ]
     return share_x([c for c in charts if c is not None])
 
@@ -452,7 +532,9 @@ def chart_runs_pss(chart_id: str, title: str, lines: list[RunLine], *, max_point
 def _bar_layout(ytitle: str, xtitle: str) -> dict:
     return {"barmode": "group", "height": 380, "margin": {"l": 70, "r": 20, "t": 20, "b": 60},
             "xaxis": {"title": {"text": xtitle}, "type": "category"}, "yaxis": {"title": {"text": ytitle}},
-            "legend": {"orientation": "h", "y": -0.25}, "hovermode": "closest", "plot_bgcolor": "#ffffff"}
+            # The legend names the mode and worker count of each bar, even when there is one.
+            "legend": {"orientation": "h", "y": -0.25}, "showlegend": True, "hovermode": "closest",
+            "plot_bgcolor": "#ffffff"}
 
 
 def chart_bars(chart_id: str, title: str, rows: Sequence[dict], value: str, ytitle: str,

@@ -46,7 +46,7 @@ def environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt.FILTERS)
     env.globals.update(growth_text=content.growth_text, run_label=content.run_label, first_line=content.first_line,
-                       badge_text=content.badge_text, tone=content.tone)
+                       badge_text=content.badge_text, tone=content.tone, upfront_copy=content.upfront_copy)
     return env
 
 

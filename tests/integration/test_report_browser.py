@@ -70,6 +70,7 @@ class Chromium:
         self._replies: dict[int, queue.Queue] = {}
         self.events: queue.Queue = queue.Queue()
         self.problems: list[str] = []
+        self.requests: list[str] = []  # every URL the page asked for (offline: only file: and data:)
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -98,7 +99,9 @@ class Chromium:
 
     def _note_problem(self, msg: dict) -> None:
         method, params = msg.get("method"), msg.get("params", {})
-        if method == "Runtime.exceptionThrown":
+        if method == "Network.requestWillBeSent":
+            self.requests.append(params.get("request", {}).get("url", ""))
+        elif method == "Runtime.exceptionThrown":
             d = params.get("exceptionDetails", {})
             self.problems.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
@@ -138,7 +141,7 @@ class Chromium:
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
                                  session=False)["sessionId"]
-        for domain in ("Runtime", "Log", "Page"):
+        for domain in ("Runtime", "Log", "Page", "Network"):
             self.send(f"{domain}.enable")
         self.send("Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": HEIGHT,
                                                          "deviceScaleFactor": 1, "mobile": False})
@@ -249,12 +252,17 @@ def load(browser: Chromium, page: Path) -> dict:
     return browser.evaluate(PAGE_STATE)
 
 
+def external(urls: list[str]) -> list[str]:
+    return [u for u in urls if u.split(":", 1)[0] not in ("file", "data", "blob", "about")]
+
+
 def test_report_draws_every_chart_without_console_errors(browser: Chromium, real_results: Path) -> None:
     page = write_report(real_results)
     state = load(browser, page)
     shot = browser.screenshot(ARTIFACTS / "report.png", full_page=True)
     browser.screenshot(ARTIFACTS / "report-top.png", full_page=False)
     assert browser.problems == []
+    assert page.resolve().as_uri() in browser.requests and external(browser.requests) == []  # works offline
     assert state["expected"] > 0
     assert state["plots"] == state["expected"] == state["chartDivs"] == state["drawn"]
     assert state["withSvg"] == state["plots"]
@@ -265,14 +273,36 @@ def test_report_draws_every_chart_without_console_errors(browser: Chromium, real
     assert shot.stat().st_size > 10_000
 
 
-def test_report_axis_toggle_redraws_without_errors(browser: Chromium, real_results: Path) -> None:
+AXIS_STATE = """(() => {
+  const specs = JSON.parse(document.getElementById('memprobe-data').textContent).charts;
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  return Array.from(document.querySelectorAll('.run .js-plotly-plot')).map(p => {
+    const spec = specs.find(s => s.id === p.id);
+    return {id: p.id, title: p.layout.xaxis.title.text,
+            time: p.data.every((t, i) => same(t.x, spec.x.time[i])),
+            items: p.data.every((t, i) => same(t.x, spec.x.items[i]))};
+  });
+})()"""
+
+
+def click_axis(browser: Chromium, axis: str) -> list[dict]:
+    browser.evaluate(f"document.querySelector('button[data-axis=\"{axis}\"]').click()")
+    browser.wait_for(f"document.querySelector('button[data-axis=\"{axis}\"]').getAttribute('aria-pressed') === 'true'")
+    time.sleep(1.0)  # Plotly.react redraws every chart
+    return browser.evaluate(AXIS_STATE)
+
+
+def test_report_axis_toggle_redraws_every_run_chart(browser: Chromium, real_results: Path) -> None:
     state = load(browser, write_report(real_results))
-    title = browser.evaluate("""(() => {
-      document.querySelector('button[data-axis="items"]').click();
-      return new Promise(r => setTimeout(() => r(
-        document.querySelector('.run .js-plotly-plot').layout.xaxis.title.text), 500));
-    })()""")
-    assert title == "items fetched"
+    before = browser.evaluate(AXIS_STATE)
+    assert before and all(c["time"] and c["title"].startswith("seconds") for c in before)
+    after = click_axis(browser, "items")
+    browser.screenshot(ARTIFACTS / "report-items-axis.png", full_page=False)
+    # Every per-run chart now draws its points against items fetched, not only its axis title.
+    assert [c["id"] for c in after if not (c["items"] and c["title"] == "items fetched")] == []
+    assert all(not c["time"] for c in after)  # seconds and items differ on a real run
+    back = click_axis(browser, "time")
+    assert [c["id"] for c in back if not (c["time"] and c["title"].startswith("seconds"))] == []
     assert browser.problems == []
     assert browser.evaluate(PAGE_STATE)["withSvg"] == state["plots"]
 
@@ -282,5 +312,6 @@ def test_compare_page_draws_without_console_errors(browser: Chromium, real_resul
     state = load(browser, page)
     browser.screenshot(ARTIFACTS / "compare.png", full_page=True)
     assert browser.problems == []
+    assert external(browser.requests) == []
     assert state["plots"] == state["expected"] == state["drawn"] > 0
     assert state["withSvg"] == state["plots"]

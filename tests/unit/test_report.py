@@ -129,7 +129,7 @@ def test_every_chart_has_a_div_and_drawable_data(page: str) -> None:
     assert sorted(divs) == sorted(c["id"] for c in charts)
     assert f'data-charts-expected="{len(charts)}"' in page
     kinds = {c["kind"] for c in charts}
-    assert {"pss_by_role", "uss", "rss_vs_pss", "items_rate", "runs_pss"} <= kinds
+    assert {"pss_by_role", "uss", "faults", "rss_vs_pss", "items_rate", "runs_pss"} <= kinds
     for c in charts:
         assert c["data"], c["id"]
         for axis, xs in c["x"].items():
@@ -267,6 +267,55 @@ def test_clock_maps_seconds_to_items_fetched() -> None:
     assert list(clock.items_at([0.5, 1.0, 2.5, 9.0])) == [0, 256, 512, 1024]
 
 
+def test_items_rate_ends_with_the_last_item_without_a_spike_or_a_drop() -> None:
+    # 1,000 items/s for 10 s, then the last 10 items 5 ms later (a spike of 2,000 items/s if drawn
+    # alone) and the loader's closing report with no new items (a drop to 0 if drawn).
+    t = [*np.arange(0.0, 10.01, 0.5), 10.005, 10.006]
+    items = [*(np.arange(0.0, 10.01, 0.5) * 1000), 10_010, 10_010]
+    x, rate = figures.item_rate(pd.DataFrame({"t": t, "items": items}), start=0.0)
+    assert x[-1] == 10.005  # ends where the last item arrived
+    assert 0 < rate.min() and rate.max() < 1_100, rate
+    assert rate[-1] == pytest.approx((10_010 - 9_500) / (10.005 - 9.5))  # the short last step joined the one before
+
+
+def process_rows(rows: list[tuple]) -> pd.DataFrame:
+    cols = ["t", "pid", "role", "worker", "tier", "missing", "reason", "rss_mb", "rss_shmem_mb", "minflt"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_minor_faults_are_drawn_per_worker_with_gaps_and_ends() -> None:
+    samples = process_rows([
+        (0.0, 1, "main", -1, "cheap", False, None, 100.0, 0.0, 5_000),
+        (0.0, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 1_000),
+        (0.1, 1, "main", -1, "cheap", False, None, 100.0, 0.0, 5_001),
+        (0.1, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 30_000),
+        (0.2, 2, "worker 0", 0, "gone", True, "permission denied", None, None, None),
+        (0.3, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 60_000),
+        (0.4, 2, "worker 0", 0, "gone", True, "exited", None, None, None),
+    ])
+    clock = figures.Clock.from_progress(pd.DataFrame())
+    chart = figures.chart_faults("f", samples, clock, figures.Marks({}), max_points=100)
+    assert chart["title"] == "Minor page faults per worker (cumulative)"
+    assert [t["name"] for t in chart["data"]] == ["worker 0"]  # main's faults would dwarf the workers'
+    assert chart["data"][0]["y"] == [1_000, 30_000, None, 60_000]  # unreadable: a gap; exited: the line ends
+    assert "newly allocates" in chart["note"]  # faults are not all copies, and the page says so
+    single = figures.chart_faults("f", samples[samples["pid"] == 1], clock, figures.Marks({}), max_points=100)
+    assert [t["name"] for t in single["data"]] == ["main"] and "One process" in single["note"]
+
+
+def test_shared_memory_chart_needs_the_runs_own_shared_memory() -> None:
+    quiet = process_rows([(t, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 10) for t in (0.0, 0.1, 0.2)])
+    busy = quiet.assign(rss_shmem_mb=[0.0, 8.0, 16.0])
+    # /dev/shm is the whole machine's: another program filled 48 MB of it during the run.
+    system = pd.DataFrame({"t": [0.0, 0.1, 0.2], "dev_shm_mb": [0.0, 48.0, 0.0]})
+    clock, marks = figures.Clock.from_progress(pd.DataFrame()), figures.Marks({})
+    assert figures.chart_dev_shm("s", quiet, system, clock, marks, max_points=100) is None
+    chart = figures.chart_dev_shm("s", busy, system, clock, marks, max_points=100)
+    machine, mapped = chart["data"]  # the run's own line is drawn on top
+    assert mapped["y"] == [0.0, 8.0, 16.0] and "run's processes" in mapped["name"]
+    assert machine["y"] == [0.0, 48.0, 0.0] and "whole machine" in machine["name"]
+
+
 # -- content: words and advice ---------------------------------------------------------------
 
 def test_advice_points_to_the_flat_run_that_demonstrates_each_fix() -> None:
@@ -297,6 +346,10 @@ def test_headline_sentences() -> None:
     assert flat.startswith("arrow × fork (2 workers): stayed flat (+3.0 MB per worker)")
     gc = content.headline(summary(backend="numpy", verdict="flat", worker_uss_growth_mb=36.0), meta)
     assert "one-off copy of the interpreter" in gc
+    spawn = summary(mode="spawn", verdict="flat", worker_uss_growth_mb=0.1, worker_uss_start_mb=558.0)
+    assert content.headline(spawn, meta).endswith("but each worker held 558 MB of its own when iteration began; "
+                                                  "peak total PSS 600 MB.")
+    assert content.upfront_copy(spawn) and not content.upfront_copy(dataclasses.replace(spawn, mode="fork"))
     failed = content.headline(summary(status="failed", verdict=None, error="ValueError: boom"), meta)
     assert "no verdict" in failed and "ValueError: boom" in failed
 
@@ -310,6 +363,8 @@ def test_matrix_axes_come_from_the_data() -> None:
     assert two.modes == ["thread", "fork"] and [b for b, _ in two.rows] == ["pillow", "nvimgcodec"]
     assert two.rows[0][1][1].summary is None  # pillow x fork with 2 workers was not run
     assert "hsl(0" in two.rows[1][1][1].style  # growing: red
+    far = content.cell_style(summary(worker_uss_growth_mb=5_000.0))
+    assert int(re.search(r"(\d+)%\)", far).group(1)) >= 75  # deepest red still light enough for dark text
 
 
 # -- compare -----------------------------------------------------------------------------------
@@ -325,6 +380,10 @@ def test_match_and_deltas() -> None:
     peak = dict((m.name, d) for m, d in pairs[0].deltas)["peak total PSS"]
     assert (peak.tone, peak.diff) == ("better", -300.0)
     assert dict((m.name, d) for m, d in pairs[1].deltas)["peak total PSS"].tone == "same"  # within noise
+    growth = next(m for m in METRICS if m.name == "growth")
+    shrank = delta(growth, summary(worker_uss_growth_mb=-19.0), summary(worker_uss_growth_mb=-3.6))
+    assert shrank.tone == "same"  # less shrinking is not a worse growth
+    assert delta(growth, summary(worker_uss_growth_mb=-19.0), summary(worker_uss_growth_mb=60.0)).tone == "worse"
     rate = next(m for m in METRICS if m.name == "items/s")
     assert delta(rate, summary(items_per_s=1000.0), summary(items_per_s=500.0)) == Delta(1000.0, 500.0, "worse")
 

@@ -12,3 +12,13 @@ class UsageError(MemprobeError):
     """Bad input: a scenario file, a flag, a factory name. Exit code 2."""
 
     exit_code = 2
+
+
+class ResultsWriteError(MemprobeError):
+    """The results folder could not be written (a full disk, permissions). What was written
+    before stays intact: every file is written to a temporary name and renamed."""
+
+    def __init__(self, path: object, exc: OSError) -> None:
+        self.path = path
+        super().__init__(f"cannot write {path}: {exc.strerror or exc}. What was saved before is intact; "
+                         "free some space and run 'memprobe report' on the results folder to finish it")

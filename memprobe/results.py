@@ -20,24 +20,45 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from memprobe.errors import ResultsWriteError
 
 SCHEMA_VERSION = 1
 TABLES = ("samples", "system", "progress", "events", "threads")
 PARQUET_TABLES = ("samples", "system", "progress", "threads")
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` so that readers see the old file or the new one, never half."""
+def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` then rename ``tmp`` to ``path``: readers see the old file or the new
+    one, never half. On failure the temporary file is removed and a :class:`ResultsWriteError`
+    (a full disk, say) names the file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, default=_json_default)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ResultsWriteError(path, exc) from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` atomically (see :func:`write_atomic`)."""
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, default=_json_default)
+            f.flush()
+            os.fsync(f.fileno())
+
+    write_atomic(path, write)
 
 
 def _json_default(value: Any) -> Any:
@@ -76,8 +97,11 @@ class RunWriter:
         text = "".join(json.dumps(r, default=_json_default) + "\n" for r in rows)
         with self._lock:
             f = self._files[table]
-            f.write(text)
-            f.flush()
+            try:
+                f.write(text)
+                f.flush()
+            except OSError as exc:
+                raise ResultsWriteError(Path(f.name), exc) from exc
 
     def write_meta(self, meta: dict) -> None:
         write_json_atomic(self.dir / "meta.json", meta)
@@ -85,7 +109,10 @@ class RunWriter:
     def close(self) -> None:
         with self._lock:
             for f in self._files.values():
-                f.close()
+                try:
+                    f.close()
+                except OSError:
+                    pass  # a full disk: the flush in close fails; the rows written before are kept
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -97,22 +124,17 @@ def run_dirs(root: Path) -> list[Path]:
 
 
 def _write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    write_atomic(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
 def consolidate(root: Path) -> None:
-    """Gather every run's JSON-lines rows into one Parquet file per table, then drop the lines."""
+    """Gather every run's JSON-lines rows into one Parquet file per table, then drop the lines.
+
+    Safe to repeat after a failure part-way (a full disk): a run whose rows are already in a
+    table's Parquet file is not read again from its JSON lines."""
     metas = [json.loads((d / "meta.json").read_text()) for d in run_dirs(root)]
     for table in PARQUET_TABLES:
-        frames = [_run_frame(d, table) for d in run_dirs(root)]
-        frames = [f for f in frames if not f.empty]
-        existing = root / f"{table}.parquet"
-        if existing.exists():
-            frames.insert(0, pd.read_parquet(existing))
-        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        _write_parquet_atomic(df, existing)
+        _write_parquet_atomic(ResultSet._load_table(root, table), root / f"{table}.parquet")
     _write_parquet_atomic(pd.DataFrame([_flat_meta(m) for m in metas]), root / "runs.parquet")
     for d in run_dirs(root):
         for table in PARQUET_TABLES:
@@ -165,10 +187,14 @@ class ResultSet:
     def _load_table(root: Path, table: str) -> pd.DataFrame:
         frames = []
         path = root / f"{table}.parquet"
+        done: set[str] = set()
         if path.exists():
             frames.append(pd.read_parquet(path))
-        # Rows not yet consolidated (a crash, or a run still going) live in JSON lines.
-        frames += [_run_frame(d, table) for d in run_dirs(root)]
+            if "run_id" in frames[0]:
+                done = set(frames[0]["run_id"].unique())
+        # Rows not yet consolidated (a crash, or a run still going) live in JSON lines; a run
+        # already in the Parquet file (consolidation stopped between the two) is not read twice.
+        frames += [_run_frame(d, table) for d in run_dirs(root) if d.name not in done]
         frames = [f for f in frames if not f.empty]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -109,6 +109,13 @@ class _Supervisor:
                 self.state.error = {"type": "Timeout", "message":
                                     f"run did not finish within timeout_s={self.state.spec.timeout_s:g}"}
                 return
+            if self.sampler.error is not None:
+                # Without its sampler a run measures nothing: end it now, saying why (often a
+                # full disk, which would also stop every later run).
+                self.state.status = "failed"
+                self.state.error = {"type": "SamplerError", "message":
+                                    f"sampling stopped: {self.sampler.error}; the run was ended"}
+                return
             ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
             if ready:
                 chunk = os.read(fd, 65536)
@@ -165,8 +172,10 @@ class _Supervisor:
         if self.sampler.error is not None:
             self.state.sampler["error"] = repr(self.sampler.error)
         self._settle_status()
-        self.writer.write_meta(self.state.meta())
-        self.writer.close()
+        try:
+            self.writer.write_meta(self.state.meta())
+        finally:
+            self.writer.close()
 
     def _settle_status(self) -> None:
         if self.state.status != "running":

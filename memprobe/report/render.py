@@ -7,7 +7,6 @@ tables come from ``content``, charts from ``figures``; the jinja templates only 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,6 +20,7 @@ from memprobe.analysis import RunSummary, summarize_all, window_bounds
 from memprobe.report import content, figures
 from memprobe.report import format as fmt
 from memprobe.results import ResultSet
+from memprobe.results import write_atomic as results_write_atomic
 
 
 @dataclass(frozen=True)
@@ -159,10 +159,8 @@ def render(results: ResultSet, *, max_points: int = figures.MAX_POINTS) -> str:
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    """Write ``text`` to ``path`` through a temporary file (removed on failure, e.g. a full disk)."""
+    return results_write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_report(root: Path) -> Path:

@@ -248,3 +248,46 @@ def test_ctrl_c_saves_what_was_measured_and_leaves_no_process(tmp_path: Path, mo
     assert procfs.processes_in_group(started["pid"]) == []
     left = [pid for pid in set(samples["pid"].astype(int)) if _alive(pid, ended)]
     assert not left, left
+
+
+# -- a full disk -------------------------------------------------------------------------------
+
+FULL_DISK = """\
+name: full-disk
+dataset: {records: 100000}
+backends: [arrow]
+modes: [thread]
+workers: [2]
+loader: {batch_size: 64, epochs: 20}
+timeout_s: 120
+"""
+
+
+def _limit_file_size(limit: int) -> None:
+    import resource
+
+    # A write past the limit fails with EFBIG, as on a full disk, once SIGXFSZ is ignored.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.slow
+def test_a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_saved(tmp_path: Path) -> None:
+    scenario = tmp_path / "full.yaml"
+    scenario.write_text(FULL_DISK)
+    out = tmp_path / "results"
+    started = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out), "--no-report"],
+                       capture_output=True, text=True, timeout=180, cwd=REPO,
+                       preexec_fn=lambda: _limit_file_size(48 * 1024))
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    # The run ended when its samples could no longer be written, not at the end of 20 epochs.
+    assert time.monotonic() - started < 90
+    (run,) = json.loads((out / "summary.json").read_text())["runs"]
+    assert run["status"] == "failed"
+    assert "sampling stopped" in run["error"] and "samples.jsonl" in run["error"]
+    assert run["items"] < 20 * 100_000
+    samples = pd.read_parquet(out / "samples.parquet")
+    assert len(samples) > 10 and samples["t"].is_monotonic_increasing
+    assert not [p.name for p in out.rglob(".*.tmp")]

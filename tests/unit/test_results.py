@@ -10,6 +10,7 @@ import pytest
 
 from memprobe import results
 from memprobe.probe.sampler import SAMPLE_COLUMNS
+from memprobe.errors import ResultsWriteError
 from memprobe.results import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
 
 SUMMARY_KEYS = ("run_id", "backend", "mode", "workers", "status", "error", "items", "items_per_s",
@@ -50,13 +51,42 @@ def test_write_json_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path,
         raise OSError("disk full")
 
     monkeypatch.setattr(results.json, "dump", torn_dump)
-    with pytest.raises(OSError):
+    with pytest.raises(ResultsWriteError, match="meta.json: disk full"):
         write_json_atomic(meta, {"status": "ok"})
     monkeypatch.undo()
     assert json.loads(meta.read_text()) == {"status": "running", "n": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["meta.json"]  # no half-written temporary left
     write_json_atomic(meta, {"status": "ok"})
     assert json.loads(meta.read_text()) == {"status": "ok"}
-    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == ["meta.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["meta.json"]
+
+
+def test_a_failed_append_names_the_file(tmp_path: Path) -> None:
+    w = RunWriter(tmp_path)
+    w._files["samples"].close()  # writing now fails as it would on a full disk
+    w._files["samples"] = open(tmp_path / "samples.jsonl", "r", encoding="utf-8")
+    with pytest.raises(ResultsWriteError, match="samples.jsonl"):
+        w.append("samples", [{"t": 1.0}])
+    w.close()
+
+
+def test_consolidation_stopped_part_way_does_not_count_rows_twice(tmp_path: Path) -> None:
+    """A full disk can stop consolidation after a table's Parquet file was written but before
+    the JSON lines were removed: loading (and consolidating again) must not double the rows."""
+    write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION, "runs": ["a", "b"]})
+    for run in ("a", "b"):
+        w = RunWriter(tmp_path / "runs" / run)
+        w.append("samples", [{"t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)])
+        w.write_meta({"run_id": run, "index": 0 if run == "a" else 1, "spec": {}})
+        w.close()
+    # As if consolidation wrote samples.parquet with run "a" only, then stopped.
+    pd.DataFrame([{"run_id": "a", "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)]).to_parquet(
+        tmp_path / "samples.parquet", index=False)
+    loaded = ResultSet.load(tmp_path).tables["samples"]
+    assert loaded.groupby("run_id").size().to_dict() == {"a": 3, "b": 3}
+    results.consolidate(tmp_path)
+    assert pd.read_parquet(tmp_path / "samples.parquet").groupby("run_id").size().to_dict() == {"a": 3, "b": 3}
+    assert not list(tmp_path.glob("runs/*/samples.jsonl"))
 
 
 def test_write_json_atomic_handles_numpy_scalars(tmp_path: Path) -> None:

@@ -71,10 +71,12 @@ def summary_table(summaries: list[RunSummary]) -> str:
             "worker growth", "items/s", *(("MB/s",) if decode else ()), "verdict", "expected")
     rows = [head]
     for s in summaries:
-        growth = s.worker_uss_growth_mb if s.worker_uss_growth_mb is not None else s.main_uss_growth_mb
+        # No worker processes (thread mode, workers=0): the main process's growth, marked as such.
+        growth = (_mb(s.worker_uss_growth_mb, sign=True) if s.worker_uss_growth_mb is not None else
+                  f"{_mb(s.main_uss_growth_mb, sign=True)} (main)" if s.main_uss_growth_mb is not None else "-")
         rows.append((s.run_id, s.status, *((s.decoder_backend or "-",) if decode else ()),
                      _mb(s.total_pss_start_mb), _mb(s.total_pss_peak_mb), _mb(s.sum_rss_peak_mb),
-                     _mb(growth, sign=True), _num(s.items_per_s), *((_num(s.mb_per_s, 1),) if decode else ()),
+                     growth, _num(s.items_per_s), *((_num(s.mb_per_s, 1),) if decode else ()),
                      s.verdict or "-", f"{s.expectation} {MARK[s.expectation_met]}" if s.expectation else ""))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))

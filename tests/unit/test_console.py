@@ -66,3 +66,9 @@ def test_summary_table_shows_the_decoder_that_ran_and_mb_per_s_for_decode_runs()
     assert "decoder" in lines[0] and "MB/s" in lines[0]
     assert "nvimgcodec-cpu" in lines[2] and "42.2" in lines[2]
     assert "failed" in lines[3]
+
+
+def test_summary_table_marks_the_main_process_growth_of_runs_without_worker_processes() -> None:
+    table = summary_table([_summary(run_id="list-thread-w2", mode="thread", worker_uss_growth_mb=None,
+                                    main_uss_growth_mb=-19.0, verdict="flat", expectation="flat")])
+    assert "-19 MB (main)" in table.splitlines()[2]

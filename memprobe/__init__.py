@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# Eager, unlike the rest: ``memprobe.mark(n)`` runs once per batch, and a lazy module
+# __getattr__ would run on every call (~2.5 us instead of ~0.1 us). marks imports only os/time.
+from memprobe.marks import mark
+
 __version__ = "0.1.0"
 __all__ = ["ProfileResult", "ThreadDataLoader", "mark", "profile"]
 
@@ -26,8 +30,4 @@ def __getattr__(name: str) -> Any:
         from memprobe.loaders.thread import ThreadDataLoader
 
         return ThreadDataLoader
-    if name == "mark":
-        from memprobe.marks import mark
-
-        return mark
     raise AttributeError(f"module 'memprobe' has no attribute {name!r}")

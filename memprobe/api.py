@@ -12,11 +12,9 @@ from __future__ import annotations
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from memprobe.analysis import RunSummary, per_process_growth, summarize_all, window_bounds
 from memprobe.errors import UsageError
@@ -32,7 +30,7 @@ CAUSES = (
     "is copied into the worker. Hold records in numpy or arrow buffers (or serialize them into "
     "one bytes buffer), use thread workers, or spawn workers that load their own data; a one-off "
     "~30-40 MB per worker is the interpreter's own objects touched by the cyclic GC "
-    "(gc.freeze() before creating the loader avoids it)."
+    "(gc.freeze() before creating the loader avoids it: profile(..., gc_freeze=True))."
 )
 
 
@@ -84,6 +82,7 @@ class ProfileResult:
         return self.summary.worker_uss_growth_mb
 
     def assert_ok(self) -> None:
+        __tracebackhide__ = True  # pytest: show the user's line and the message, not this frame
         if self.summary.status != "ok":
             raise AssertionError(f"memprobe run {self.summary.status}: {self.summary.error}\n"
                                  f"results: {self.results_dir}")
@@ -91,6 +90,7 @@ class ProfileResult:
     def assert_flat(self, *, max_worker_growth_mb: float | None = None) -> None:
         """Fail unless every worker's USS grew by at most ``max_worker_growth_mb`` (default: the
         verdict threshold, 50 MB). For thread and single-process runs the main process is checked."""
+        __tracebackhide__ = True  # pytest: show the user's line and the message, not this frame
         self.assert_ok()
         limit = self.summary.growth_threshold_mb if max_worker_growth_mb is None else max_worker_growth_mb
         checked = list(self.workers) or ([self.main] if self.main else [])
@@ -112,10 +112,11 @@ class ProfileResult:
 
 def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mode: str = "fork",
             workers: int = 2, items: int | None = None, epochs: int = 1, batch_size: int = 64,
-            shuffle: bool = True, timeout_s: float = 300.0, growth_threshold_mb: float = 50.0,
-            out: str | Path | None = None, seed: int = 0) -> ProfileResult:
+            shuffle: bool = True, gc_freeze: bool = False, timeout_s: float = 300.0,
+            growth_threshold_mb: float = 50.0, out: str | Path | None = None, seed: int = 0) -> ProfileResult:
     """Build the dataset with ``factory(**kwargs)`` in a fresh process, load it with ``workers``
-    workers in ``mode``, sample memory from the outside, and return the result."""
+    workers in ``mode``, sample memory from the outside, and return the result. ``gc_freeze``
+    calls gc.freeze() before the workers start (no one-off copy of the interpreter's objects)."""
     if mode not in MODES:
         raise UsageError(f"profile(): mode {mode!r}; allowed: {', '.join(MODES)}")
     ref = factory_ref(factory)
@@ -123,7 +124,8 @@ def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mo
     spec = RunSpec(
         run_id=f"{name}-{mode if workers else 'single'}-w{workers}", backend=name,
         mode=mode if workers else "single", workers=workers, dataset=DatasetSpec(seed=seed),
-        loader=LoaderSpec(batch_size=batch_size, epochs=epochs, items=items, shuffle=shuffle),
+        loader=LoaderSpec(batch_size=batch_size, epochs=epochs, items=items, shuffle=shuffle,
+                          gc_freeze=gc_freeze),
         sampling=SamplingSpec(), verdict=VerdictSpec(growth_threshold_mb=growth_threshold_mb),
         timeout_s=timeout_s, workload="factory", factory=FactorySpec(name=name, factory=ref, kwargs=kwargs or {}),
         sys_path=tuple(p for p in sys.path if p))

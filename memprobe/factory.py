@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 from memprobe.errors import UsageError
@@ -28,16 +30,31 @@ def load_factory(ref: str) -> Any:
 
 def check_dataset(ref: str, dataset: Any) -> Any:
     """``dataset`` if it is usable by a DataLoader (map-style or iterable), else a clear error."""
-    from torch.utils.data import IterableDataset
+    from torch.utils.data import Dataset, IterableDataset
 
-    map_style = hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")
-    if isinstance(dataset, IterableDataset) or map_style:
+    if isinstance(dataset, (Dataset, IterableDataset)):
         return dataset
-    raise UsageError(f"dataset factory {ref!r} returned {type(dataset).__module__}.{type(dataset).__name__}, "
-                     "which is not a dataset: return a map-style dataset (with __getitem__ and __len__) "
-                     "or a torch.utils.data.IterableDataset")
+    kind = f"{type(dataset).__module__}.{type(dataset).__name__}"
+    # These have __getitem__ and __len__ but dataset[i] is not item i: a DataFrame looks up a
+    # column, a dict a key. The loader would fail later in a worker with a bare KeyError.
+    pandas = sys.modules.get("pandas")  # a DataFrame exists only if pandas was imported
+    if isinstance(dataset, (Mapping, str, bytes)) or (pandas is not None and isinstance(dataset, pandas.DataFrame)):
+        raise UsageError(f"dataset factory {ref!r} returned {kind}, which is not a dataset: "
+                         "dataset[i] must return item i; wrap it in a torch.utils.data.Dataset "
+                         "whose __getitem__(i) returns item i (for a DataFrame: frame.iloc[i])")
+    if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
+        return dataset
+    raise UsageError(f"dataset factory {ref!r} returned {kind}, which is not a dataset: return a map-style "
+                     "dataset (with __getitem__ and __len__) or a torch.utils.data.IterableDataset")
 
 
 def call_factory(ref: str, kwargs: dict) -> Any:
     """Import ``ref``, call it with ``kwargs`` and check the result is a dataset."""
-    return check_dataset(ref, load_factory(ref)(**kwargs))
+    factory = load_factory(ref)
+    try:
+        dataset = factory(**kwargs)
+    except Exception as exc:
+        # Name the factory: the run's error line is all a user sees of a failed matrix cell.
+        # The original traceback stays chained (the run's meta.json keeps it).
+        raise UsageError(f"dataset factory {ref!r} raised {type(exc).__name__}: {exc}") from exc
+    return check_dataset(ref, dataset)

@@ -3,12 +3,11 @@
 Items per second cannot be seen from outside a process, so a user who wants them adds one line
 to the training loop::
 
-    import memprobe                  # or: from memprobe.marks import mark
+    import memprobe
     ...
-        memprobe.mark(len(batch))
     for batch in loader:
         ...
-        mark(len(batch))
+        memprobe.mark(len(batch))
 
 When memprobe is not recording, ``mark`` does nothing and costs one global lookup and a compare:
 the environment is read once, on the first call. ``memprobe record`` sets ``MEMPROBE_MARK_FILE``

@@ -433,6 +433,7 @@ class RecordResult:
     exit_code: int
     status: str
     processes: list[dict] = field(default_factory=list)  # per process: role, rank, USS growth
+    kind: str = "record"  # record | watch
 
 
 class _Recording:
@@ -494,7 +495,7 @@ class _Recording:
                 write_report = None
             if write_report is not None:
                 report = write_report(self.out)
-        return RecordResult(self.out, session.summaries, report, 0, status, processes)
+        return RecordResult(self.out, session.summaries, report, 0, status, processes, self.kind)
 
     def _meta(self, status: str, exit_code: int | None, error: dict | None) -> dict:
         s = self.sampler
@@ -530,7 +531,7 @@ class _Recording:
                 "start_methods": dict(methods), "processes": s.process_list(), "spec": spec}
 
     def _per_process(self) -> list[dict]:
-        """USS at each process's first and last PSS sample (its lifetime), workers first."""
+        """USS at each process's first and last PSS sample (its lifetime), grouped by rank."""
         from memprobe.analysis import per_process_growth
         from memprobe.results import ResultSet
 
@@ -553,7 +554,7 @@ class _Recording:
                          "worker": int(r["worker"]), "first_t": first, "last_t": last,
                          "pss_samples": int(r["samples"]), "uss_start_mb": round(float(r["uss_start_mb"]), 3),
                          "uss_end_mb": round(float(r["uss_end_mb"]), 3), "growth_mb": round(float(r["growth_mb"]), 3)})
-        rows.sort(key=lambda r: (r["worker"] < 0, r["first_t"] if r["first_t"] is not None else 0.0, r["pid"]))
+        rows.sort(key=_process_order)
         return rows
 
     def _add_to_summary(self, processes: list[dict]) -> None:
@@ -567,6 +568,16 @@ class _Recording:
             if run.get("run_id") == self.run_id:
                 run["processes"] = processes
         write_json_atomic(path, data)
+
+
+def _process_order(row: dict) -> tuple:
+    """main first; then per rank (none first): the rank process, its workers by start, the rest."""
+    if row["worker"] >= 0:
+        kind = 1
+    else:
+        kind = 0 if row["role"] in (MAIN, f"rank {row['rank']}") else 2
+    first = row["first_t"] if row["first_t"] is not None else 0.0
+    return (row["role"] != MAIN, row["rank"], kind, first, row["pid"])
 
 
 # -- terminal and signals ---------------------------------------------------------------------
@@ -685,11 +696,18 @@ def record(command: list[str], out: Path | None = None, *, settings: SamplerSett
     else:
         status = "failed"
     if code != 0:
-        how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-        error = {"type": "CommandExited", "message": f"the command ended with {how}"}
+        how = f"was killed by signal {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        error = {"type": "CommandExited", "message": f"the command {how}"}
     result = rec.finish(status=status, exit_code=code, error=error, final_pss=False, render=render)
     result.exit_code = exit_code
     return result
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name
+        return str(number)
 
 
 def _wait(proc: subprocess.Popen, rec: _Recording, tty: int | None) -> int:

@@ -34,6 +34,14 @@ EPILOG = """examples:
 """
 
 
+NO_ITEMS = {
+    "record": "items/s: not recorded (add memprobe.mark(n_items) to the loop to see them)",
+    # watch cannot set MEMPROBE_MARK_FILE in a process that is already running.
+    "watch": "items/s: not recorded (watch sees memprobe.mark() calls only from a job started with "
+             "MEMPROBE_MARK_FILE set; `memprobe record -- COMMAND` sets it for you)",
+}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
@@ -89,7 +97,7 @@ def print_result(result, stream) -> None:
     for s in result.summaries:
         p(f"\n{s.explanation}")
         if s.items_per_s is None:
-            p("items/s: not recorded (add memprobe.mark(n_items) to the loop to see them)")
+            p(NO_ITEMS.get(result.kind, NO_ITEMS["record"]))
     rows = process_rows(result.processes)
     if rows:
         p("\nper process, over its lifetime (first to last PSS sample):")

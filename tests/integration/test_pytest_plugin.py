@@ -39,6 +39,8 @@ def test_fixture_fails_a_growing_dataset_with_a_readable_message(pytester: pytes
     # Then a per-worker table and the usual cause.
     assert "worker 0" in out and "worker 1" in out and "USS start" in out
     assert "copy-on-access" in out
+    # The user's own line is shown, not memprobe's assert_flat internals (__tracebackhide__).
+    assert "result.assert_flat(max_worker_growth_mb=5)" in out and "def assert_flat" not in out
     assert "test_list_dataset_stays_flat" in out and "test_numpy_dataset_stays_flat PASSED" not in out
 
 

@@ -122,11 +122,13 @@ def test_record_exit_code_is_the_commands(tmp_path: Path) -> None:
     assert "about to fail" in done.stdout
     meta = _run_meta(out)
     assert meta["status"] == "failed" and meta["exit_code"] == 3
+    assert meta["error"]["message"] == "the command exited with code 3"
     assert json.loads((out / "summary.json").read_text())["runs"][0]["items_per_s"] is None
 
     killed = _script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", "killed.py")
     done = _memprobe("record", "--no-report", "-o", str(tmp_path / "k"), "--", sys.executable, str(killed))
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert _run_meta(tmp_path / "k")["error"]["message"] == "the command was killed by signal SIGTERM"
 
     done = _memprobe("record", "--no-report", "-o", str(tmp_path / "n"), "--", "no-such-command-memprobe")
     assert done.returncode == 127 and "not found" in done.stderr

@@ -40,6 +40,19 @@ def test_without_the_variable_mark_does_nothing(tmp_path: Path, monkeypatch: pyt
     assert time.perf_counter() - t0 < 0.5  # ~0.1 µs a call; generous for a loaded machine
 
 
+def test_memprobe_mark_is_a_plain_attribute_without_torch() -> None:
+    """The README spelling, memprobe.mark(n), must not go through the package's lazy
+    __getattr__ on every call (that costs microseconds per batch), nor import torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, memprobe; assert 'mark' in vars(memprobe); "
+            "assert memprobe.mark is sys.modules['memprobe.marks'].mark; "
+            "assert 'torch' not in sys.modules and 'pandas' not in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 def test_with_the_variable_each_call_appends_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "marks.txt"
     monkeypatch.setenv(ENV, str(path))

@@ -129,7 +129,10 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
     rss = rss_totals(samples)
     sum_rss_peak = float(rss.max()) if len(rss) else None
     pss_peak = float(rounds["total_pss_mb"].max()) if len(rounds) else None
-    per_worker_items = items / max(spec["workers"], 1) / 1000
+    # Items each worker process served: workers recreated every epoch (or by a recorded job)
+    # share the items between all their generations, not only the workers alive at once.
+    processes = int(growth.loc[growth["worker"] >= 0, "pid"].nunique()) if growth is not None else 0
+    per_worker_items = items / max(processes, spec["workers"], 1) / 1000
     summary = RunSummary(
         run_id=meta["run_id"], backend=spec["backend"], mode=spec["mode"], workers=spec["workers"],
         status=meta["status"], error=_error_text(meta.get("error")), items=items,
@@ -182,7 +185,8 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
         return replace(s, explanation=why + (f" ({s.error})" if s.error else ""))
     who = f"each of {s.workers} workers' private memory (USS)" if process_workers else "the main process's private dirty memory"
     grew = s.worker_uss_growth_mb if process_workers else s.main_uss_growth_mb
-    parts = [f"{s.verdict}: {who} grew {grew:+.1f} MB (mean) over {s.items:,} items, "
+    over = f"over {s.items:,} items" if s.items else "over the run (items not counted)"
+    parts = [f"{s.verdict}: {who} grew {grew:+.1f} MB (mean) {over}, "
              f"against a threshold of {s.growth_threshold_mb:g} MB"]
     if s.growth_per_1k_items_per_worker_mb is not None:
         parts.append(f"{s.growth_per_1k_items_per_worker_mb:.3f} MB per 1,000 items per worker")

@@ -116,15 +116,20 @@ class _Counter:
         self.events.send(event, items=self.items, batches=self.batches)
         next(self.acks, None)
 
-    def add(self, batch: Any, epoch: int, *, final: bool) -> None:
+    def add(self, batch: Any, epoch: int, index: int, *, final: bool) -> None:
+        """Count batch number ``index`` (0-based) of ``epoch``."""
         self.items += _batch_items(batch)
         self.batches += 1
         if self.batches == 1:
             self.events.send("first_batch", items=self.items, batches=self.batches)
-        if self.batches == max(self.spec.workers, 1) and epoch == 0:
+        if index + 1 == max(self.spec.workers, 1):
             # Round-robin: every worker has now delivered a batch, so each holds its dataset
-            # (spawn/forkserver workers unpickle it first). The growth window starts here.
-            self.sync("warm")
+            # (spawn/forkserver workers unpickle it first). The growth window starts here; a
+            # new generation of workers (one per epoch unless persistent) gets its own start.
+            if epoch == 0:
+                self.sync("warm")
+            elif recreates_workers(self.spec):
+                self.sync("epoch_warm")
         now = time.monotonic()
         if final or now - self._last_sent >= PROGRESS_EVERY_S:
             self.events.send("progress", items=self.items, batches=self.batches, epoch=epoch)
@@ -142,9 +147,13 @@ def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) ->
     """
     from memprobe.loaders import build_loader
 
+    from torch.utils.data import IterableDataset
+
     lo = spec.loader
+    # An iterable dataset has no indices to shuffle: torch refuses shuffle=True for one.
+    shuffle = lo.shuffle and not isinstance(dataset, IterableDataset)
     loader = build_loader(dataset, mode=spec.mode, workers=spec.workers, batch_size=lo.batch_size,
-                          shuffle=lo.shuffle, prefetch_factor=lo.prefetch_factor,
+                          shuffle=shuffle, prefetch_factor=lo.prefetch_factor,
                           persistent_workers=lo.persistent_workers, seed=spec.dataset.seed)
     if lo.gc_freeze:
         import gc
@@ -174,8 +183,9 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
             batch = next(it)
         except StopIteration:  # iterable datasets without a length end this way
             break
-        final = last_epoch and per_epoch is not None and b == per_epoch - 1
-        counter.add(batch, epoch, final=final)
+        epoch_last = per_epoch is not None and b == per_epoch - 1
+        final = last_epoch and epoch_last
+        counter.add(batch, epoch, b, final=final)
         del batch
         if fault and fault[0] == "kill" and counter.batches == fault[1]:
             os.kill(worker_pids(it)[0], signal.SIGKILL)
@@ -183,9 +193,18 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
             counter.sync("done")
             del it
             return True
+        if epoch_last and recreates_workers(spec):
+            # This generation's workers are still alive (the iterator shuts them down when
+            # asked for one more batch): measure them once more before they go.
+            counter.sync("epoch_end")
         b += 1
     del it
     return False
+
+
+def recreates_workers(spec: RunSpec) -> bool:
+    """Whether each epoch starts new worker processes (torch's default, persistent_workers=False)."""
+    return spec.mode in ("fork", "spawn", "forkserver") and spec.workers > 0 and not spec.loader.persistent_workers
 
 
 def _length(dataset: Any) -> int | None:

@@ -26,6 +26,9 @@ ProgressCallback = Callable[["RunState"], None]
 FINAL_PSS_WAIT_S = 30.0
 THREAD_MODES = ("thread", "torch-thread", "torchdata-thread")
 EXIT_GRACE_S = 10.0
+# The loader process waits at these for a PSS round: growth window start and end (warm, done),
+# and the birth and end of each later generation of workers (epoch_warm, epoch_end).
+SYNC_EVENTS = ("warm", "done", "epoch_warm", "epoch_end")
 
 
 @dataclass
@@ -149,7 +152,7 @@ class _Supervisor:
                                              "epoch": ev.get("epoch")}])
         elif name == "error":
             self.state.error = {"type": ev["type"], "message": ev["message"], "traceback": ev.get("traceback")}
-        if name in ("warm", "done"):
+        if name in SYNC_EVENTS:
             self.sampler.request_pss(wait_s=FINAL_PSS_WAIT_S)
             self._send("ack")
 

@@ -9,6 +9,9 @@ Each returns a map-style torch Dataset. The verdicts they should get under fork:
                        pandas 3 when pyarrow is installed.
 * ``packed_buffers``   the same COCO-like records serialized into one numpy byte buffer plus
                        offsets: flat.
+* ``coco_stream``      the COCO-like records as a torch IterableDataset (a stream, as from
+                       shards), each worker taking every n-th record through get_worker_info():
+                       grows under fork like the list it iterates.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import json
 
 import numpy as np
 import pandas as pd
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 CATEGORIES = ("person", "bicycle", "car", "dog", "cat", "chair", "bottle", "cup", "tree", "sign")
 
@@ -80,8 +83,26 @@ class PandasRows(Dataset):
         return {"path": str(row["path"]), "caption": str(row["caption"]), "label": int(row["label"])}
 
 
+class CocoStream(IterableDataset):
+    """The records streamed: worker k of n yields records k, k+n, k+2n, ... (torch's pattern for
+    splitting an iterable dataset between workers; also right in memprobe's thread workers)."""
+
+    def __init__(self, records: list[dict]) -> None:
+        self.records = records
+
+    def __iter__(self):  # noqa: ANN204
+        info = get_worker_info()
+        start, step = (info.id, info.num_workers) if info is not None else (0, 1)
+        for i in range(start, len(self.records), step):
+            yield self.records[i]
+
+
 def coco_style(images: int = 200_000, seed: int = 0) -> CocoStyle:
     return CocoStyle(_coco_records(images, seed))
+
+
+def coco_stream(images: int = 200_000, seed: int = 0) -> CocoStream:
+    return CocoStream(_coco_records(images, seed))
 
 
 def packed_buffers(images: int = 200_000, seed: int = 0) -> PackedBuffers:

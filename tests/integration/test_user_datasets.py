@@ -44,3 +44,14 @@ def test_coco_list_of_dicts_grows_and_packed_buffers_stay_flat(tmp_path: Path) -
     assert packed.verdict == "flat", packed.summary.explanation
     with pytest.raises(AssertionError, match="copy-on-access"):
         coco.assert_flat()
+
+
+@pytest.mark.parametrize("mode", ["fork", "thread"])
+def test_an_iterable_dataset_runs_with_the_default_shuffle_and_is_split_between_workers(
+        tmp_path: Path, mode: str) -> None:
+    """torch refuses shuffle=True for an IterableDataset; memprobe does not pass it one. Every
+    record arrives once: the workers split the stream (per thread, in thread mode)."""
+    result = memprobe.profile("user_datasets:coco_stream", kwargs={"images": 50_000}, mode=mode, workers=2,
+                              batch_size=256, out=tmp_path / mode)
+    result.assert_ok()
+    assert result.summary.items == 50_000

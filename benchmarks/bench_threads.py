@@ -2,7 +2,9 @@
 
 Two workloads, each under fork, spawn, forkserver, thread (memprobe's ThreadDataLoader) and
 torchdata-thread (torchdata.nodes ParallelMapper with threads), 2 workers, plus a workers=0
-baseline ("single": the loading process alone):
+baseline ("single": the loading process alone); and under torch-thread (torch's own thread workers,
+``DataLoader(worker_method="thread")``) too where the installed torch has them (detected from
+DataLoader's signature, not assumed from its version):
 
 * ``pillow``: decode a 640x408 real-photo JPEG, resize (short side 256), centre-crop 224, to a
   uint8 tensor (``benchmarks/workloads.py:pillow_decode_resize``); CPU-heavy, GIL released in
@@ -52,7 +54,10 @@ from memprobe.session import Console, run_scenario  # noqa: E402
 PROCESS_MODES = ("fork", "spawn", "forkserver")
 THREAD_MODES = ("thread", "torchdata-thread")
 MODES = PROCESS_MODES + THREAD_MODES
-ALL_LABELS = ("single",) + MODES
+# torch's own thread workers (DataLoader(worker_method="thread")) join the matrix only where the
+# installed torch has them: see native_thread_modes().
+NATIVE_THREAD_MODES = ("torch-thread",)
+ALL_LABELS = ("single",) + MODES + NATIVE_THREAD_MODES
 
 # Keep freed heap memory in the process (no trimming below 256 MB) and serve allocations up to
 # 32 MB from the heap instead of fresh mmaps; this disables glibc's dynamic mmap threshold.
@@ -111,6 +116,8 @@ def machine() -> dict[str, Any]:
     import PIL
     import torch
 
+    from memprobe.loaders.thread import gil_enabled, torch_native_thread_workers_available
+
     try:
         import torchdata
         td = torchdata.__version__
@@ -118,7 +125,15 @@ def machine() -> dict[str, Any]:
         td = None
     return {"cpu_model": model, "cores": os.cpu_count(), "mem_total_gib": round(mem_kb / 2**20, 1),
             "kernel": platform.release(), "python": platform.python_version(), "torch": torch.__version__,
-            "torchdata": td, "pillow": PIL.__version__}
+            "torchdata": td, "pillow": PIL.__version__, "gil_enabled": gil_enabled(),
+            "torch_native_thread_workers": torch_native_thread_workers_available()}
+
+
+def native_thread_modes() -> tuple[str, ...]:
+    """``torch-thread`` where the installed torch's DataLoader takes ``worker_method``, else none."""
+    from memprobe.loaders.thread import torch_native_thread_workers_available
+
+    return NATIVE_THREAD_MODES if torch_native_thread_workers_available() else ()
 
 
 def others_busy_cores(seconds: float = 3.0) -> float:
@@ -151,7 +166,7 @@ class NoiseConsole(Console):
 # -- the matrix ----------------------------------------------------------------------------------
 
 def scenarios(out: Path, pillow_length: int, records: int) -> dict[str, Scenario]:
-    modes = ", ".join(MODES)
+    modes = ", ".join(MODES + native_thread_modes())
     texts = {"pillow": PILLOW_YAML.format(length=pillow_length, modes=modes, workers="0, 2"),
              "list": LIST_YAML.format(records=records, modes=modes),
              "pillow-malloc": PILLOW_YAML.format(length=pillow_length, modes=", ".join(MALLOC_MODES),
@@ -306,6 +321,16 @@ def _fmt(x: float | None, spec: str = ",.0f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _gil_text(enabled: bool | None) -> str:
+    return {True: "enabled", False: "disabled (free-threaded build)"}.get(enabled, "not recorded")
+
+
+def _native_text(available: bool | None) -> str:
+    if available is None:
+        return "not recorded"
+    return "measured as mode torch-thread" if available else "not in this torch (no torch-thread runs)"
+
+
 def cell(results: dict, workload: str, label_: str, repeat: int, key: str) -> float | None:
     for r in results["runs"]:
         if (r["workload"], r["label"], r["repeat"]) == (workload, label_, repeat) and r["status"] == "ok":
@@ -317,7 +342,9 @@ def report(results: dict[str, Any]) -> str:
     m = results["machine"]
     repeats = sorted({r["repeat"] for r in results["runs"]})
     lines = [f"Machine: {m['cpu_model']}, {m['cores']} cores, {m['mem_total_gib']} GiB RAM; kernel {m['kernel']}; "
-             f"Python {m['python']}, torch {m['torch']}, torchdata {m['torchdata']}, Pillow {m['pillow']}.",
+             f"Python {m['python']}, torch {m['torch']}, torchdata {m['torchdata']}, Pillow {m['pillow']}; "
+             f"GIL {_gil_text(m.get('gil_enabled'))}; torch's native thread workers "
+             f"{_native_text(m.get('torch_native_thread_workers'))}.",
              f"Command: `{results['command']}` ({results['wall_s']:.0f} s, {len(repeats)} repeats).",
              f"Noise: load average {results['loadavg_before']} before, {results['loadavg_after']} after; "
              f"other processes kept {results['others_busy_cores_before']:.2f} cores busy before and "

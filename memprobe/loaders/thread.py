@@ -20,10 +20,18 @@ Worker info and seeding
     workers, the threads do NOT reseed ``random``, ``numpy.random`` or
     ``torch``'s global RNGs: those are shared by every thread of the process,
     so reseeding them from N threads would race and would also clobber the
-    caller's RNG state. Use ``get_worker_info().seed`` instead, or, on torch
+    caller's RNG state. For the same reason ``torch.initial_seed()`` in a
+    worker is the process's seed, not ``base_seed + k``: a ``worker_init_fn``
+    that seeds numpy/random from it (the recipe in torch's docs) reseeds the
+    shared global RNGs with one value from every thread. Use
+    ``get_worker_info().seed`` instead, or, on torch
     versions whose WorkerInfo has an ``rng`` field, the per-thread generators
     in ``get_worker_info().rng`` (``torch.random.thread_safe_generator()``
-    returns the per-thread torch.Generator inside these workers).
+    returns the per-thread torch.Generator inside these workers). Those are
+    seeded as torch seeds its workers: the ``random`` and ``torch`` ones draw
+    what a process worker's reseeded globals draw, numpy's is ``default_rng``
+    on the state torch gives ``np.random.seed`` (as torch's own thread
+    workers do).
 """
 
 from __future__ import annotations
@@ -268,7 +276,13 @@ class _WorkerFailure:
             exc = self.exc_type(msg)
         except Exception:
             raise RuntimeError(msg) from None
-        raise exc
+        try:
+            raise exc
+        finally:
+            # A local naming the exception would make a cycle (this frame -> exc -> traceback ->
+            # this frame) that keeps the iterator, and so its threads, alive until the cyclic GC
+            # runs; without it they stop as soon as the caller drops the exception.
+            del exc
 
 
 # --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import threading
 import time
 import warnings
 from collections import namedtuple
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -37,14 +38,26 @@ def _worker_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(WORKER_THREAD_PREFIX)]
 
 
-def _wait_no_worker_threads(timeout: float = 2.0) -> list[threading.Thread]:
+def _wait_no_worker_threads(timeout: float = 2.0, *, collect: bool = True) -> list[threading.Thread]:
     deadline = time.monotonic() + timeout
     while True:
         alive = _worker_threads()
         if not alive or time.monotonic() > deadline:
             return alive
-        gc.collect()  # iterators caught in traceback cycles are freed here
+        if collect:
+            gc.collect()  # iterators caught in traceback cycles are freed here
         time.sleep(0.02)
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Threads must stop through reference counting alone: a cycle would keep them until GC."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture(autouse=True)
@@ -230,13 +243,57 @@ def test_worker_seeds_match_torch() -> None:
     assert actual[1] - actual[0] == 1 and actual[2] - actual[0] == 2  # base_seed + k
 
 
+class DrawPerWorker(Dataset):
+    """Item k: worker id, seed and first draws of the worker's random / torch / numpy RNGs.
+
+    Under torch's process workers those are the reseeded process-global RNGs; in threads they are
+    the worker's own generators in ``get_worker_info().rng``."""
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, i: int) -> tuple:
+        info = torch.utils.data.get_worker_info()
+        if info.worker_method == "thread":
+            py, gen, np_rng = info.rng.random_generator, info.rng.torch_generator, info.rng.numpy_generator
+            return info.id, info.seed, py.random(), torch.rand(2, generator=gen), np_rng.random()
+        import numpy as np
+
+        return info.id, info.seed, random.random(), torch.rand(2), np.random.random()
+
+
+def test_worker_rngs_are_seeded_like_torch_workers() -> None:
+    np = pytest.importorskip("numpy")
+    if "rng" not in inspect.signature(thread_mod.WorkerInfo).parameters:
+        pytest.skip("this torch's WorkerInfo has no rng field")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns about 3 workers on 2 cores
+        expected = list(_torch_loader(DrawPerWorker(), batch_size=None, num_workers=3, generator=_gen(8)))
+    actual = list(ThreadDataLoader(DrawPerWorker(), batch_size=None, num_workers=3, generator=_gen(8)))
+    assert [a[:2] for a in actual] == [e[:2] for e in expected] and [a[0] for a in actual] == [0, 1, 2]
+    for (wid, seed, py, tt, np_draw), (*_, py_t, tt_t, _np_t) in zip(actual, expected):
+        # random and torch: the same streams a process worker gets from random.seed /
+        # torch.manual_seed(base_seed + id).
+        assert py == py_t and torch.equal(tt, tt_t)
+        # numpy: a Generator from the same seed state torch gives np.random.seed in a process
+        # worker (what torch's own thread workers use), not the legacy global stream.
+        base_seed = seed - wid
+        state = torch.utils.data._utils.worker._generate_state(base_seed, wid)
+        assert np_draw == np.random.default_rng(state).random()
+    assert len({a[2] for a in actual}) == 3  # every worker its own stream
+
+
 def test_threads_do_not_reseed_global_rngs() -> None:
+    np = pytest.importorskip("numpy")
     torch.manual_seed(3)
     random.seed(3)
-    torch_state, py_state = torch.get_rng_state(), random.getstate()
+    np.random.seed(3)
+    torch_state, py_state, np_draw = torch.get_rng_state(), random.getstate(), np.random.random()
+    np.random.seed(3)
     list(ThreadDataLoader(Squares(8), batch_size=2, num_workers=2, generator=_gen(0)))
     assert torch.equal(torch.get_rng_state(), torch_state)
     assert random.getstate() == py_state
+    assert np.random.random() == np_draw
 
 
 def test_persistent_workers_two_epochs_match_torch_and_reuse_threads() -> None:
@@ -260,11 +317,12 @@ def test_persistent_workers_two_epochs_match_torch_and_reuse_threads() -> None:
 
 
 def test_persistent_threads_stop_when_loader_is_deleted() -> None:
-    loader = ThreadDataLoader(Squares(8), num_workers=2, persistent_workers=True)
-    list(loader)
-    assert len(_worker_threads()) == 2
-    del loader
-    assert not _wait_no_worker_threads()
+    with _no_cyclic_gc():
+        loader = ThreadDataLoader(Squares(8), num_workers=2, persistent_workers=True)
+        list(loader)
+        assert len(_worker_threads()) == 2
+        del loader
+        assert not _wait_no_worker_threads(collect=False)
 
 
 # --------------------------------------------------------------------------
@@ -421,26 +479,40 @@ def test_timeout_raises_promptly() -> None:
 
 
 def test_break_out_of_loop_stops_threads() -> None:
-    for i, _ in enumerate(ThreadDataLoader(Slow(50, 0.01), num_workers=2)):
-        if i == 2:
-            break
-    assert not _wait_no_worker_threads(), "threads survived break"
+    with _no_cyclic_gc():
+        for i, _ in enumerate(ThreadDataLoader(Slow(50, 0.01), num_workers=2)):
+            if i == 2:
+                break
+        assert not _wait_no_worker_threads(collect=False), "threads survived break"
 
 
 def test_deleting_iterator_stops_threads() -> None:
-    it = iter(ThreadDataLoader(Squares(), num_workers=2))
-    next(it)
-    assert len(_worker_threads()) == 2
-    del it
-    assert not _wait_no_worker_threads()
+    with _no_cyclic_gc():
+        it = iter(ThreadDataLoader(Squares(), num_workers=2))
+        next(it)
+        assert len(_worker_threads()) == 2
+        del it
+        assert not _wait_no_worker_threads(collect=False)
+
+
+def test_threads_stop_once_a_worker_exception_is_handled() -> None:
+    # The for loop dropped its iterator; only the exception's traceback still refers to it.
+    with _no_cyclic_gc():
+        try:
+            for _ in ThreadDataLoader(FailsAt(5, ValueError("bad item 5")), num_workers=2):
+                pass
+        except ValueError:
+            assert len(_worker_threads()) == 2  # like torch: next() could still go on
+        assert not _wait_no_worker_threads(collect=False), "threads kept alive by the traceback"
 
 
 def test_exception_in_loop_body_stops_threads() -> None:
-    with pytest.raises(KeyboardInterrupt):
-        for i, _ in enumerate(ThreadDataLoader(Slow(50, 0.01), num_workers=2)):
-            if i == 1:
-                raise KeyboardInterrupt
-    assert not _wait_no_worker_threads()
+    with _no_cyclic_gc():
+        with pytest.raises(KeyboardInterrupt):
+            for i, _ in enumerate(ThreadDataLoader(Slow(50, 0.01), num_workers=2)):
+                if i == 1:
+                    raise KeyboardInterrupt
+        assert not _wait_no_worker_threads(collect=False)
 
 
 def test_keyboard_interrupt_while_waiting_stops_threads() -> None:

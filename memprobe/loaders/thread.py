@@ -49,7 +49,7 @@ import traceback
 import types
 import warnings
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, NoReturn, TypeVar
 
@@ -330,18 +330,12 @@ def _make_fetcher(
 
 
 def _pin(data: Any) -> Any:
-    """Copy tensors in ``data`` (nested containers too) to pinned memory."""
-    if isinstance(data, torch.Tensor) or (hasattr(data, "pin_memory") and not isinstance(data, type)):
-        return data.pin_memory()
-    if isinstance(data, (str, bytes)):
-        return data
-    if isinstance(data, Mapping):
-        return {k: _pin(v) for k, v in data.items()}
-    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(_pin(v) for v in data))
-    if isinstance(data, Sequence):
-        return type(data)(_pin(v) for v in data) if isinstance(data, tuple) else [_pin(v) for v in data]
-    return data
+    """Copy tensors in ``data`` (nested containers too) to pinned memory, exactly as torch's
+    pin-memory thread does (its helper keeps mapping and sequence types, namedtuples, and objects
+    with their own ``pin_memory()``)."""
+    from torch.utils.data._utils.pin_memory import pin_memory
+
+    return pin_memory(data)
 
 
 # --------------------------------------------------------------------------
@@ -966,7 +960,11 @@ def _warn_ignored(multiprocessing_context: Any, pin_memory_device: str) -> None:
 
 
 def _cuda_available_for_pinning() -> bool:
-    if torch.cuda.is_available():
+    """Whether pinning means anything here: an accelerator (CUDA, or any torch.accelerator on
+    the torch versions that have it, as torch's DataLoader decides) is available."""
+    accelerator = getattr(torch, "accelerator", None)
+    available = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+    if available:
         return True
-    warnings.warn("'pin_memory' is set but CUDA is not available; pinned memory won't be used.", stacklevel=3)
+    warnings.warn("'pin_memory' is set but no accelerator is available; pinned memory won't be used.", stacklevel=3)
     return False

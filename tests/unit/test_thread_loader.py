@@ -681,3 +681,35 @@ def test_native_thread_worker_detection(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(thread_mod.torch.utils.data, "DataLoader", FutureLoader)
     assert torch_native_thread_workers_available() is True
+
+
+class _Pinnable:
+    """A custom batch type with its own pin_memory(), as torch's docs describe for pinning."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def pin_memory(self) -> str:
+        return f"pinned {self.value}"
+
+
+def test_pin_memory_pins_custom_batches_and_keeps_their_containers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an accelerator, batches are pinned as torch's pin-memory thread pins them: objects
+    with their own pin_memory(), inside the caller's own mapping and tuple types."""
+    import collections
+
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None:
+        monkeypatch.setattr(accelerator, "is_available", lambda: True)
+    else:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    Pair = collections.namedtuple("Pair", "first second")
+
+    def collate(items: list[int]) -> collections.OrderedDict:
+        return collections.OrderedDict(batch=Pair(_Pinnable(items[0]), [_Pinnable(i) for i in items]))
+
+    loader = ThreadDataLoader(list(range(4)), batch_size=2, num_workers=1, pin_memory=True, collate_fn=collate)
+    batches = list(loader)
+    assert [type(b) for b in batches] == [collections.OrderedDict] * 2
+    assert type(batches[0]["batch"]) is Pair
+    assert batches[1]["batch"] == Pair("pinned 2", ["pinned 2", "pinned 3"])

@@ -149,7 +149,9 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
         growth_per_1k_items_per_worker_mb=(measured / per_worker_items) if measured is not None and per_worker_items else None,
         growth_threshold_mb=threshold, verdict=verdict, expectation=expect,
         expectation_met=None if expect is None or verdict is None else expect == verdict,
-        explanation="", sampler_cpu_share=_sampler_share(meta), gil_enabled=gil_enabled,
+        explanation="", sampler_cpu_share=_sampler_share(meta),
+        # As the run's own process saw it (its imports can re-enable the GIL); else the session's.
+        gil_enabled=(meta.get("dataset_info") or {}).get("gil_enabled", gil_enabled),
     )
     summary = replace(summary, **_workload_figures(meta, samples, start, end, summary.items_per_s))
     return _explained(summary, process_workers)

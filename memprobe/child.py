@@ -175,7 +175,10 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
     counter.events.send("iter_start", epoch=epoch)
     it = iter(loader)
     _LIVE[:] = [it]
-    counter.events.send("epoch_start", epoch=epoch, workers=worker_pids(it))
+    # The GIL state as this process runs: an extension imported here (torch, the user's dataset)
+    # can turn it back on in a free-threaded build; the supervisor imports none of them.
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    counter.events.send("epoch_start", epoch=epoch, workers=worker_pids(it), gil_enabled=gil)
     last_epoch = epoch == spec.loader.epochs - 1
     b = 0
     while per_epoch is None or b < per_epoch:

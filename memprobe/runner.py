@@ -146,6 +146,8 @@ class _Supervisor:
                                "build_s": round(ev.get("seconds", 0.0), 3)}
         elif name == "epoch_start":
             self.sampler.roles.set_workers(ev.get("workers", []))
+            if "gil_enabled" in ev:
+                self.state.info["gil_enabled"] = ev["gil_enabled"]
         elif name in ("progress", "done", "warm", "first_batch"):
             self.state.items, self.state.batches = ev["items"], ev["batches"]
             self.writer.append("progress", [{"t": t, "items": ev["items"], "batches": ev["batches"],

@@ -420,3 +420,14 @@ def test_each_generation_of_workers_is_measured_from_its_start_to_its_end(tmp_pa
     # Per 1,000 items per worker: the 300k items were served by 4 worker processes, not 2.
     assert summary.growth_per_1k_items_per_worker_mb == pytest.approx(
         summary.worker_uss_growth_mb / (summary.items / 4 / 1000))
+
+
+def test_each_run_records_the_gil_state_its_own_process_saw(small_results) -> None:
+    """On a free-threaded build an extension imported by the run's process (not by memprobe's
+    supervisor) can turn the GIL back on: the state is read where the loader runs."""
+    import sys
+
+    here = getattr(sys, "_is_gil_enabled", lambda: True)()
+    for run_id, summary in small_results.summaries.items():
+        assert small_results.meta(run_id)["dataset_info"]["gil_enabled"] is here
+        assert summary.gil_enabled is here

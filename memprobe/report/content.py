@@ -58,8 +58,44 @@ def process_workers(s: RunSummary) -> bool:
     return s.mode in PROCESS_MODES and s.workers > 0
 
 
+# The decoder backend that ran, as recorded by the decode workload ("nvimgcodec-cpu"), by its suffix.
+DECODER_BACKENDS = {"cpu": "CPU backend", "gpu": "GPU backend"}
+
+
+def backend_label(s: RunSummary) -> str:
+    """The backend as the scenario names it, plus the decoder backend that ran when that says more:
+    'nvimgcodec (CPU backend)', 'nvimgcodec (GPU backend)'; 'pillow' and records backends as they are."""
+    ran = s.decoder_backend
+    if not ran or ran == s.backend:
+        return s.backend
+    suffix = ran.removeprefix(f"{s.backend}-")
+    return f"{s.backend} ({DECODER_BACKENDS.get(suffix, suffix) if suffix != ran else ran})"
+
+
+def row_label(backend: str, runs: list[RunSummary]) -> str:
+    """A matrix row's name: the backend with the decoder backend(s) its runs used (runs that failed
+    before choosing one do not count)."""
+    labels = list(dict.fromkeys(backend_label(s) for s in runs if s.backend == backend and s.decoder_backend))
+    if len(labels) <= 1:
+        return labels[0] if labels else backend
+    return f"{backend} ({', '.join(label.removeprefix(backend).strip(' ()') for label in labels)})"
+
+
+def noun(s: RunSummary) -> str:
+    """What a run's loader yields: images for the decode workload, items otherwise."""
+    return "images" if s.workload == "decode" else "items"
+
+
+def rate_text(s: RunSummary) -> str:
+    """'109 images/s · 6.5 MB/s' for a decode run (encoded MB/s), '53.8k items/s' otherwise."""
+    text = fmt.rate(s.items_per_s, noun(s))
+    if s.workload == "decode" and fmt.is_num(s.mb_per_s):
+        text += f" · {s.mb_per_s:,.1f} MB/s"
+    return text
+
+
 def short_label(s: RunSummary) -> str:
-    return f"{s.backend} × {s.mode}"
+    return f"{backend_label(s)} × {s.mode}"
 
 
 def run_label(s: RunSummary) -> str:
@@ -70,12 +106,13 @@ def run_label(s: RunSummary) -> str:
 
 
 def span(s: RunSummary, meta: dict) -> str:
-    """'1 epoch (200,000 items)' when the run went through its epochs, else '123,456 items'."""
+    """'1 epoch (200,000 items)' when the run went through its epochs, else '123,456 items'
+    (images for a decode run)."""
     loader = meta.get("spec", {}).get("loader", {})
     epochs = loader.get("epochs")
     if s.status == "ok" and loader.get("items") is None and epochs:
-        return f"{epochs} epoch{'s' if epochs != 1 else ''} ({s.items:,} items)"
-    return f"{s.items:,} items"
+        return f"{epochs} epoch{'s' if epochs != 1 else ''} ({s.items:,} {noun(s)})"
+    return f"{s.items:,} {noun(s)}"
 
 
 def gc_copy_likely(s: RunSummary) -> bool:
@@ -98,7 +135,7 @@ def headline(s: RunSummary, meta: dict) -> str:
     if process_workers(s):
         sentence = _workers_sentence(s, meta)
     else:
-        who = "one process" if s.workers == 0 else f"one process, {s.workers} threads"
+        who = "one process" if s.workers == 0 else f"one process, {s.workers} thread{'s' if s.workers != 1 else ''}"
         grew = s.main_uss_growth_mb or 0.0
         sentence = (f"the process ({who}) grew {fmt.mb(grew)} of private memory over {span(s, meta)}"
                     if s.verdict == "growing" else f"stayed flat ({fmt.signed_mb(grew)}, {who})")
@@ -221,7 +258,7 @@ def matrices(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Matri
                 s = next((r for r in runs if r.backend == backend and r.mode == mode), None)
                 cells.append(Cell(None) if s is None else Cell(s, anchors[s.run_id], cell_style(s),
                                                                (s.total_pss_peak_mb or 0) / peak))
-            rows.append((backend, cells))
+            rows.append((row_label(backend, runs), cells))
         out.append(Matrix(workers, modes, rows))
     return out
 
@@ -266,7 +303,7 @@ def _caveat(g: RunSummary, s: RunSummary) -> str | None:
         return (f"its peak total PSS ({fmt.mb(s.total_pss_peak_mb)}) is higher than this run's "
                 f"({fmt.mb(g.total_pss_peak_mb)}): the copy is made up front instead")
     if s.items_per_s and g.items_per_s and s.items_per_s < 0.7 * g.items_per_s:
-        return f"slower here: {fmt.rate(s.items_per_s)} against {fmt.rate(g.items_per_s)}"
+        return f"slower here: {fmt.rate(s.items_per_s, noun(s))} against {fmt.rate(g.items_per_s, noun(g))}"
     return None
 
 
@@ -289,6 +326,43 @@ def advice(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Advice]
 
 def _demonstrated(key: str, shown: set[str]) -> bool:
     return {"numpy/arrow": bool({"numpy", "arrow"} & shown), "threads": "thread" in shown}.get(key, False)
+
+
+# -- throughput bars ---------------------------------------------------------------------------
+
+def _workers_text(runs: list[RunSummary]) -> str:
+    """'1 and 2 workers', '2 threads', 'no workers'."""
+    counts = sorted({s.workers for s in runs})
+    if counts == [0]:
+        return "no workers"
+    nums = str(counts[0]) if len(counts) == 1 else f"{', '.join(map(str, counts[:-1]))} and {counts[-1]}"
+    unit = "thread" if all(s.mode == "thread" for s in runs) else "worker"
+    return f"{nums} {unit}{'s' if counts != [1] else ''}"
+
+
+def not_in_bars(summaries: list[RunSummary]) -> list[str]:
+    """What the throughput bars leave out, and why: each backend all of whose runs failed, the
+    failed runs of the other backends (by mode and error), and ok runs that measured no rate."""
+    out = []
+    for backend in dict.fromkeys(s.backend for s in summaries):
+        runs = [s for s in summaries if s.backend == backend]
+        failed = [s for s in runs if s.status != "ok"]
+        groups: dict[tuple[str, str, str], list[RunSummary]] = {}
+        for s in failed:
+            groups.setdefault((s.mode, s.status, first_line(s.error, 400) or "no error recorded"), []).append(s)
+        if failed and len(failed) == len(runs):
+            whys = dict.fromkeys(f"{status}: {error}" for _, status, error in groups)
+            every = "the run" if len(runs) == 1 else f"all {len(runs)} runs"
+            out.append(f"{row_label(backend, runs)} ({every} {'; '.join(whys)})")
+            continue
+        for (mode, status, error), group in groups.items():
+            out.append(f"{short_label(group[0])}, {_workers_text(group)} ({status}: {error})")
+        unmeasured = [s for s in runs if s.status == "ok" and s.items_per_s is None]
+        for mode in dict.fromkeys(s.mode for s in unmeasured):
+            group = [s for s in unmeasured if s.mode == mode]
+            out.append(f"{short_label(group[0])}, {_workers_text(group)} (no throughput measured: the run "
+                       f"has no warm point or no last batch)")
+    return out
 
 
 # -- environment ------------------------------------------------------------------------------
@@ -335,8 +409,9 @@ def run_facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
     expect = None if s.expectation is None else (
         f"{s.expectation} — {'met' if s.expectation_met else 'NOT met' if s.expectation_met is False else 'n/a'}")
     rows = [
-        ("status", s.status), ("items", fmt.count(s.items)), ("duration", fmt.seconds(s.duration_s)),
-        ("time to first batch", fmt.seconds(s.time_to_first_batch_s)), ("items/s (iteration)", fmt.rate(s.items_per_s)),
+        ("status", s.status), (noun(s), fmt.count(s.items)), ("duration", fmt.seconds(s.duration_s)),
+        ("time to first batch", fmt.seconds(s.time_to_first_batch_s)),
+        (f"{noun(s)}/s (iteration)", fmt.rate(s.items_per_s, noun(s))),
         ("total PSS start → peak → end", f"{fmt.mb(s.total_pss_start_mb)} → {fmt.mb(s.total_pss_peak_mb)} → "
                                           f"{fmt.mb(s.total_pss_end_mb)}"),
         ("sum of RSS at peak", f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})"),
@@ -348,14 +423,14 @@ def run_facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
     # The analysis judges the main process on Private_Dirty (its Private_Clean moves when other
     # processes that shared its library pages exit), so the label says so.
     rows += [("main process private dirty growth", fmt.signed_mb(s.main_uss_growth_mb)),
-             ("growth per 1,000 items per worker", _num(s.growth_per_1k_items_per_worker_mb, "{:+.3f} MB")),
+             (f"growth per 1,000 {noun(s)} per worker", _num(s.growth_per_1k_items_per_worker_mb, "{:+.3f} MB")),
              ("verdict threshold", fmt.mb(s.growth_threshold_mb)), ("expectation", expect),
              (f"workload: {workload}", ", ".join(f"{k}={v}" for k, v in section.items()) if section else None),
              ("loader", ", ".join(f"{k}={v}" for k, v in loader.items()) if loader else None),
-             ("CPU cores used (whole tree, in the window)", _num(getattr(s, "cpu_cores_used", None), "{:.2f}")),
-             ("decoder", getattr(s, "decoder_backend", None)),
-             ("encoded MB/s", _num(getattr(s, "mb_per_s", None), "{:,.1f}")),
-             ("megapixels/s", _num(getattr(s, "megapixels_per_s", None), "{:,.1f}")),
+             ("CPU cores used (whole tree, in the window)", _num(s.cpu_cores_used, "{:.2f}")),
+             ("decoder backend that ran", s.decoder_backend),
+             ("encoded MB/s", _num(s.mb_per_s, "{:,.1f}")),
+             ("megapixels/s", _num(s.megapixels_per_s, "{:,.1f}")),
              ("sampler CPU share", f"{s.sampler_cpu_share:.1%}" if s.sampler_cpu_share is not None else None)]
     return [(k, v) for k, v in rows if v is not None]
 

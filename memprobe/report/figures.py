@@ -385,17 +385,65 @@ def chart_rss_vs_pss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: 
                        max_points=max_points)
 
 
+@dataclass(frozen=True)
+class DecodeInfo:
+    """What one decoded image is, from a decode run's dataset_info: its mean encoded size and its pixels."""
+
+    bytes_per_item: float | None
+    pixels_per_item: float | None
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> DecodeInfo | None:
+        if (meta.get("spec") or {}).get("workload") != "decode":
+            return None
+        info = meta.get("dataset_info") or {}
+        return cls(_positive(info.get("bytes_per_item")), _positive(info.get("pixels_per_item")))
+
+
+def _positive(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
 def chart_items_rate(chart_id: str, progress: pd.DataFrame, clock: Clock, marks: Marks, *,
-                     max_points: int) -> dict | None:
+                     max_points: int, decode: DecodeInfo | None = None) -> dict | None:
+    """Items/s over time; for a decode run, images/s with encoded MB/s on a right axis."""
     t, rate = item_rate(progress, marks.times.get("iter_start"))
     if not len(t):
         return None
-    series = [Series({"type": "scatter", "mode": "lines", "name": "items/s", "showlegend": False,
+    unit = "images/s" if decode else "items/s"
+    series = [Series({"type": "scatter", "mode": "lines", "name": unit, "showlegend": False,
                       "line": {"color": "#2b8a3e", "width": 2, "shape": "hv"},
-                      "hovertemplate": "%{y:,.0f} items/s"}, t, rate)]
-    notes = _ttfb_notes(marks, clock)
-    return build_chart(chart_id, "items_rate", "Items/s, time to first batch marked", series, clock, "items/s",
-                       marks, max_points=max_points, extra_notes=notes)
+                      "hovertemplate": "%{y:,.0f} " + unit}, t, rate)]
+    if decode is not None and decode.bytes_per_item:
+        # The same line in encoded MB/s: drawn invisibly on the right axis, for that axis and the hover.
+        series.append(Series({"type": "scatter", "mode": "lines", "name": "encoded MB/s", "showlegend": False,
+                              "yaxis": "y2", "line": {"color": "#2b8a3e", "width": 0, "shape": "hv"},
+                              "hovertemplate": "%{y:,.1f} MB/s encoded"}, t, rate * decode.bytes_per_item / 1e6))
+    title = ("Images/s and encoded MB/s, time to first batch marked" if len(series) == 2 else
+             f"{unit[0].upper()}{unit[1:]}, time to first batch marked")
+    chart = build_chart(chart_id, "items_rate", title, series, clock, unit, marks, max_points=max_points,
+                        extra_notes=_ttfb_notes(marks, clock))
+    if chart is not None and len(series) == 2:
+        _right_axis_in_mb(chart, decode)
+    return chart
+
+
+def _right_axis_in_mb(chart: dict, decode: DecodeInfo) -> None:
+    """Both axes get fixed ranges in the ratio of one image to its encoded MB, so that the one line
+    reads in images/s on the left and in MB/s on the right."""
+    top = max((v for v in chart["data"][0]["y"] if v is not None), default=0.0) * 1.08 or 1.0
+    factor = decode.bytes_per_item / 1e6
+    for layout in chart["layouts"].values():
+        layout["yaxis"].update(range=[0, top], autorange=False)
+        layout["yaxis2"] = {"title": {"text": "encoded MB/s"}, "overlaying": "y", "side": "right",
+                            "range": [0, top * factor], "autorange": False, "showgrid": False, "zeroline": False,
+                            "tickmode": "auto"}  # its own round numbers, not the left axis's ticks converted
+        layout["margin"]["r"] = 70
+    per_image = f"{decode.bytes_per_item / 1e3:,.1f} kB"
+    pixels = (f" Each image has {decode.pixels_per_item / 1e6:.2f} megapixels: megapixels/s = images/s × "
+              f"{decode.pixels_per_item / 1e6:.2f}." if decode.pixels_per_item else "")
+    chart["note"] = (f"Right axis: encoded JPEG bytes decoded, MB/s = images/s × {per_image} (mean encoded size)."
+                     f"{pixels}")
 
 
 def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
@@ -410,6 +458,154 @@ def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
                       "text": f"first batch after {first - start:.2f} s",
                       "font": {"size": 11, "color": "#212529"}, "bgcolor": "rgba(255,255,255,0.85)"}]
     return out
+
+
+# -- CPU ---------------------------------------------------------------------------------------
+
+THREAD_NAME_PREFIX = "mp-tworker-"  # the thread loader's OS thread names (loaders.thread.NATIVE_NAME_PREFIX)
+CPU_MIN_WINDOW_S = 0.5  # CPU times count in 1/100 s: over 0.5 s a rate is good to 0.02 cores
+
+
+@dataclass(frozen=True)
+class CpuCounter:
+    """One process's (or thread's) cumulative CPU seconds at its readable samples, the band of the
+    chart it adds to, and until when it was alive but unreadable after its last reading."""
+
+    band: str
+    t: np.ndarray
+    cpu_s: np.ndarray
+    unknown_until: float | None = None
+
+
+def _counters(band: str, t: np.ndarray, cpu: np.ndarray, unknown_until: float | None) -> list[CpuCounter]:
+    """Split where the counter goes down (a pid reused by a new process): each part counts on its own."""
+    parts = np.split(np.arange(len(t)), np.flatnonzero(np.diff(cpu) < 0) + 1)
+    return [CpuCounter(band, t[i], cpu[i], unknown_until if k == len(parts) - 1 else None)
+            for k, i in enumerate(parts) if len(i)]
+
+
+def process_counters(samples: pd.DataFrame, skip: frozenset[int] = frozenset()) -> list[CpuCounter]:
+    """A CPU counter per process of the run (but the pids in ``skip``), banded by its last role:
+    main, each worker and rank process apart, every helper process together."""
+    if samples.empty or "cpu_s" not in samples:
+        return []
+    rows = samples[~(samples["missing"].fillna(False).astype(bool) & _ended(samples))].sort_values("t")
+    out = []
+    for pid, g in rows.groupby("pid", sort=False):
+        if pid in skip:
+            continue
+        ok = ~g["missing"].fillna(False).astype(bool) & g["cpu_s"].notna()
+        if not ok.any():
+            continue
+        t, cpu = g.loc[ok, "t"].to_numpy(float), g.loc[ok, "cpu_s"].to_numpy(float)
+        later_failed = g.loc[~ok & (g["t"] > t[-1]), "t"]
+        role = g["role"].iloc[-1]
+        out += _counters(role if is_loader_role(role) else "other processes", t, cpu,
+                         float(later_failed.max()) if len(later_failed) else None)
+    return out
+
+
+def thread_counters(threads: pd.DataFrame, main_pid: int) -> list[CpuCounter]:
+    """A CPU counter per thread of the main process, banded as the main thread, each loader worker
+    thread (by its OS name; a restarted worker joins its band), and the other threads together."""
+    if threads.empty or "cpu_s" not in threads:
+        return []
+    out = []
+    for tid, g in threads.dropna(subset=["cpu_s"]).sort_values("t").groupby("tid", sort=False):
+        name = str(g["name"].iloc[-1])
+        band = ("main thread" if tid == main_pid else
+                f"worker thread {name.removeprefix(THREAD_NAME_PREFIX)}" if name.startswith(THREAD_NAME_PREFIX)
+                else "other threads")
+        out += _counters(band, g["t"].to_numpy(float), g["cpu_s"].to_numpy(float), None)
+    return out
+
+
+def cpu_bands(counters: list[CpuCounter], min_dt: float = CPU_MIN_WINDOW_S) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """CPU cores used per band in windows at least ``min_dt`` long: (window midpoints, band -> cores).
+
+    Each counter is interpolated at the window edges and held outside its own life, so a process or
+    thread adds what it used while it was sampled and nothing else: one that ends stops adding
+    (no drop of its cumulative count), one that could not be read for a few ticks is bridged by its
+    counter, and one that stayed unreadable until it ended makes its band unknown (NaN) there."""
+    counters = [c for c in counters if len(c.t)]
+    if not counters:
+        return np.zeros(0), {}
+    t0 = min(c.t[0] for c in counters)
+    t1 = max(max(c.t[-1], c.unknown_until or c.t[-1]) for c in counters)
+    if t1 - t0 < min_dt:
+        return np.zeros(0), {}
+    edges = np.linspace(t0, t1, max(1, int((t1 - t0) // max(min_dt, (t1 - t0) / 200))) + 1)
+    used: dict[str, np.ndarray] = {}
+    for c in counters:
+        add = np.diff(np.interp(edges, c.t, c.cpu_s))
+        if c.unknown_until is not None:
+            add[(edges[1:] > c.t[-1]) & (edges[:-1] < c.unknown_until)] = np.nan
+        used[c.band] = used.get(c.band, np.zeros(len(add))) + add
+    return (edges[:-1] + edges[1:]) / 2, {band: u / np.diff(edges) for band, u in used.items()}
+
+
+def _band_order(bands: Sequence[str]) -> list[str]:
+    threads = [b for b in bands if b == "main thread"] + sorted(
+        (b for b in bands if b.startswith("worker thread ")), key=lambda b: (len(b), b))
+    processes = role_order([b for b in bands if is_loader_role(b)])
+    return threads + processes + [b for b in ("other threads", "other processes") if b in bands]
+
+
+def _band_color(band: str) -> str:
+    if band.startswith("worker thread "):
+        k = band.removeprefix("worker thread ")
+        return WORKER_COLORS[int(k) % len(WORKER_COLORS)] if k.isdigit() else ROLE_COLORS["other"]
+    if band == "main thread":
+        return ROLE_COLORS["main"]
+    return "#adb5bd" if band == "other threads" else role_color(band)
+
+
+def chart_cpu(chart_id: str, samples: pd.DataFrame, threads: pd.DataFrame, clock: Clock, marks: Marks, *,
+              max_points: int, cpu_count: int | None = None, gil_enabled: bool | None = None) -> dict | None:
+    """CPU cores used over time, stacked by process (by thread of the main process when the run
+    recorded its threads: thread-mode loaders), with the total on top."""
+    mains = samples.loc[samples["role"] == "main", "pid"].unique() if not samples.empty else []
+    by_thread = not threads.empty and len(mains) == 1
+    counters = (thread_counters(threads, int(mains[0])) if by_thread else []) + \
+        process_counters(samples, skip=frozenset(int(p) for p in mains) if by_thread else frozenset())
+    mids, bands = cpu_bands(counters)
+    if not bands:
+        return None
+    # Helpers that used (almost) no CPU would only crowd the legend.
+    shown = [b for b in _band_order(list(bands)) if not b.startswith("other") or np.nanmax(bands[b], initial=0) >= 0.01]
+    series = [Series({"type": "scatter", "mode": "lines", "name": band, "stackgroup": "cpu", "stackgaps": "interpolate",
+                      "line": {"width": 0.5, "color": _band_color(band)}, "fillcolor": _band_color(band),
+                      "hovertemplate": "%{y:.2f} cores"}, mids, bands[band]) for band in shown]
+    total = np.sum([bands[b] for b in bands], axis=0)
+    series.append(Series({"type": "scatter", "mode": "lines", "name": "total", "connectgaps": False,
+                          "line": {"color": "#212529", "width": 1.5}, "hovertemplate": "%{y:.2f} cores"}, mids, total))
+    title = "CPU cores used, by thread of the main process" if by_thread else "CPU cores used, by process"
+    chart = build_chart(chart_id, "cpu", title, series, clock, "CPU cores", marks, max_points=max_points,
+                        shared_x=True)
+    if chart is None:
+        return None
+    top = float(np.nanmax(total, initial=0.0))
+    if cpu_count and top >= 0.5 * cpu_count:
+        _cpu_count_line(chart, cpu_count, top)
+    window = mids[1] - mids[0] if len(mids) > 1 else CPU_MIN_WINDOW_S
+    gil = (" The GIL was disabled (free-threaded build): threads running Python code can each use a core."
+           if gil_enabled is False else
+           " Threads running Python code share the GIL: together they use about one core at most, unless their "
+           "work releases it (I/O, most numpy operations, Pillow's JPEG decoder).")
+    chart["note"] = (f"CPU time (user + system) per {window:.1f} s window, from each process's counter read every "
+                     f"tick; 1 = one core busy.{gil if by_thread else ''}")
+    return chart
+
+
+def _cpu_count_line(chart: dict, cpu_count: int, top: float) -> None:
+    """A dashed line at the machine's CPU count, with the y axis reaching it."""
+    for layout in chart["layouts"].values():
+        layout["shapes"].append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": cpu_count,
+                                 "y1": cpu_count, "line": {"color": "#c92a2a", "width": 1, "dash": "dash"}})
+        layout["annotations"].append({"xref": "paper", "x": 0, "xanchor": "left", "yref": "y", "y": cpu_count,
+                                      "yanchor": "bottom", "showarrow": False, "font": {"size": 11, "color": "#c92a2a"},
+                                      "text": f"{cpu_count} CPU{'s' if cpu_count != 1 else ''} on this machine"})
+        layout["yaxis"].update(range=[0, max(top, cpu_count) * 1.12], autorange=False)
 
 
 def shm_mapped(samples: pd.DataFrame) -> pd.Series:
@@ -458,19 +654,33 @@ def chart_dev_shm(chart_id: str, samples: pd.DataFrame, system: pd.DataFrame, cl
 
 
 def run_charts(prefix: str, samples: pd.DataFrame, progress: pd.DataFrame, system: pd.DataFrame, marks: Marks,
-               *, max_points: int = MAX_POINTS) -> list[dict]:
+               *, max_points: int = MAX_POINTS, threads: pd.DataFrame | None = None,
+               decode: DecodeInfo | None = None, cpu_count: int | None = None,
+               gil_enabled: bool | None = None) -> list[dict]:
     """Every chart one run's data supports, in page order (runs without samples get none)."""
     clock = Clock.from_progress(progress)
-    # Two columns on the page: totals, then per process, then throughput and shared memory.
+    threads = threads if threads is not None else pd.DataFrame()
+    # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
     charts = [
         chart_pss_by_role(f"{prefix}-pss", samples, clock, marks, max_points=max_points),
         chart_rss_vs_pss(f"{prefix}-rss", samples, clock, marks, max_points=max_points),
         chart_uss(f"{prefix}-uss", samples, clock, marks, max_points=max_points),
         chart_faults(f"{prefix}-faults", samples, clock, marks, max_points=max_points),
-        chart_items_rate(f"{prefix}-rate", progress, clock, marks, max_points=max_points),
+        chart_items_rate(f"{prefix}-rate", progress, clock, marks, max_points=max_points, decode=decode),
+        chart_cpu(f"{prefix}-cpu", samples, threads, clock, marks, max_points=max_points, cpu_count=cpu_count,
+                  gil_enabled=gil_enabled),
         chart_dev_shm(f"{prefix}-shm", samples, system, clock, marks, max_points=max_points),
     ]
-    return share_x([c for c in charts if c is not None])
+    charts = share_x([c for c in charts if c is not None])
+    return name_items_axis(charts, "images" if decode is not None else "items")
+
+
+def name_items_axis(charts: list[dict], noun: str) -> list[dict]:
+    """'images fetched' for a decode run's second x axis."""
+    for c in charts:
+        if "items" in c["layouts"]:
+            c["layouts"]["items"]["xaxis"]["title"]["text"] = f"{noun} fetched"
+    return charts
 
 
 def share_x(charts: list[dict]) -> list[dict]:
@@ -538,7 +748,7 @@ def _bar_layout(ytitle: str, xtitle: str) -> dict:
 
 
 def chart_bars(chart_id: str, title: str, rows: Sequence[dict], value: str, ytitle: str,
-               hover: str) -> dict | None:
+               hover: str, xtitle: str = "backend") -> dict | None:
     """Grouped bars: x = backend label, one bar per mode x workers; ``rows`` are summary dicts."""
     rows = [r for r in rows if r.get(value) is not None]
     if not rows:
@@ -555,4 +765,4 @@ def chart_bars(chart_id: str, title: str, rows: Sequence[dict], value: str, ytit
                      "customdata": [mine[lab].get("extra", "") for lab in labels if lab in mine],
                      "hovertemplate": hover + "<extra>%{fullData.name}</extra>"})
     return {"id": chart_id, "kind": "bars", "title": title, "downsampled": False, "data": data,
-            "x": {"time": xs}, "layouts": {"time": _bar_layout(ytitle, "backend")}, "default": "time"}
+            "x": {"time": xs}, "layouts": {"time": _bar_layout(ytitle, xtitle)}, "default": "time"}

@@ -25,13 +25,13 @@ def signed_mb(v: float | None) -> str:
     return text.replace("-", "−") + " MB"
 
 
-def rate(v: float | None) -> str:
-    """Items per second, compact: ``53.8k items/s``."""
+def rate(v: float | None, noun: str = "items") -> str:
+    """Items (or images) per second, compact: ``53.8k items/s``."""
     if not is_num(v):
         return DASH
     if v >= 1e6:
-        return f"{v / 1e6:.2f}M items/s"
-    return f"{v / 1e3:.1f}k items/s" if v >= 1e3 else f"{v:.0f} items/s"
+        return f"{v / 1e6:.2f}M {noun}/s"
+    return f"{v / 1e3:.1f}k {noun}/s" if v >= 1e3 else f"{v:.0f} {noun}/s"
 
 
 def rate_short(v: float | None) -> str:

@@ -46,7 +46,8 @@ def environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt.FILTERS)
     env.globals.update(growth_text=content.growth_text, run_label=content.run_label, first_line=content.first_line,
-                       badge_text=content.badge_text, tone=content.tone, upfront_copy=content.upfront_copy)
+                       badge_text=content.badge_text, tone=content.tone, upfront_copy=content.upfront_copy,
+                       rate_text=content.rate_text)
     return env
 
 
@@ -72,6 +73,7 @@ def anchors(summaries: list[RunSummary]) -> dict[str, str]:
 
 def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) -> list[RunView]:
     ids = anchors(summaries)
+    cpu_count = (results.manifest.get("environment") or {}).get("cpu_count")
     views = []
     for i, (meta, s) in enumerate(zip(results.metas, summaries)):
         samples = results.run_table("samples", s.run_id)
@@ -80,7 +82,10 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
         charts = figures.run_charts(f"c{i}", samples, results.run_table("progress", s.run_id),
                                     results.run_table("system", s.run_id),
                                     figures.Marks(marks, window if None not in window else None),
-                                    max_points=max_points)
+                                    max_points=max_points, threads=results.run_table("threads", s.run_id),
+                                    decode=figures.DecodeInfo.from_meta(meta),
+                                    cpu_count=cpu_count if isinstance(cpu_count, int) else None,
+                                    gil_enabled=s.gil_enabled)
         error = meta.get("error") or {}
         views.append(RunView(s, meta, ids[s.run_id], content.run_label(s), content.headline(s, meta),
                              content.tone(s), content.run_facts(s, meta), charts, error.get("traceback"),
@@ -94,7 +99,14 @@ def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: 
     lines = [figures.RunLine(content.run_label(s), results.run_table("samples", s.run_id),
                              results.run_table("progress", s.run_id), colors[s.backend], dashes[s.mode])
              for s in summaries]
-    return figures.chart_runs_pss("c-all", "Every run's total PSS over items fetched", lines, max_points=max_points)
+    chart = figures.chart_runs_pss("c-all", f"Every run's total PSS over {page_noun(summaries)} fetched", lines,
+                                   max_points=max_points)
+    return figures.name_items_axis([chart], page_noun(summaries))[0] if chart is not None else None
+
+
+def page_noun(summaries: list[RunSummary]) -> str:
+    """'images' on a page of decode runs only, else 'items'."""
+    return "images" if summaries and all(s.workload == "decode" for s in summaries) else "items"
 
 
 def bar_charts(summaries: list[RunSummary]) -> list[dict]:
@@ -103,17 +115,17 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
     for s in summaries:
         if s.status != "ok":
             continue
-        label = s.backend if not s.decoder_backend or s.decoder_backend == s.backend else f"{s.backend} ({s.decoder_backend})"
         extra = f"{s.mb_per_s:,.1f} MB/s encoded" if s.mb_per_s else f"{(s.cpu_cores_used or 0):.2f} cores used"
-        rows.append({"label": label, "mode": s.mode, "workers": s.workers, "items_per_s": s.items_per_s,
-                     "pss": s.total_pss_peak_mb, "extra": extra})
+        rows.append({"label": content.backend_label(s), "mode": s.mode, "workers": s.workers,
+                     "items_per_s": s.items_per_s, "pss": s.total_pss_peak_mb, "extra": extra})
     if len(rows) < 2:
         return []
-    unit = "images/s" if any(s.workload == "decode" for s in summaries) else "items/s"
-    charts = [figures.chart_bars("c-bars-rate", f"Throughput ({unit}) per backend, mode and worker count", rows,
-                                 "items_per_s", unit, "%{y:,.0f} " + unit + " (%{customdata})"),
-              figures.chart_bars("c-bars-pss", "Peak total PSS per backend, mode and worker count", rows,
-                                 "pss", "peak total PSS (MB)", "%{y:,.0f} MB")]
+    unit = f"{page_noun(summaries)}/s"
+    by = "decoder" if unit == "images/s" else "backend"
+    charts = [figures.chart_bars("c-bars-rate", f"Throughput ({unit}) per {by}, mode and worker count", rows,
+                                 "items_per_s", unit, "%{y:,.0f} " + unit + " (%{customdata})", xtitle=by),
+              figures.chart_bars("c-bars-pss", f"Peak total PSS per {by}, mode and worker count", rows,
+                                 "pss", "peak total PSS (MB)", "%{y:,.0f} MB", xtitle=by)]
     return [c for c in charts if c is not None]
 
 
@@ -137,6 +149,8 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "banner": content.banner(manifest, summaries), "matrices": content.matrices(summaries, ids),
         "advice": content.advice(summaries, ids), "nothing_to_fix": content.nothing_to_fix(summaries),
         "overview_chart": overview_chart, "bar_charts": bars,
+        "not_in_bars": content.not_in_bars(summaries) if bars else [],
+        "noun": page_noun(summaries),
         "decode": any(s.workload == "decode" for s in summaries),
         "env_rows": content.environment_rows(manifest), "scenario_text": scenario_text(results),
         "failed": [v for v in views if v.summary.status != "ok"],

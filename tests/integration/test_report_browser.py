@@ -315,3 +315,50 @@ def test_compare_page_draws_without_console_errors(browser: Chromium, real_resul
     assert external(browser.requests) == []
     assert state["plots"] == state["expected"] == state["drawn"] > 0
     assert state["withSvg"] == state["plots"]
+
+
+DECODE_SCENARIO = ("{name: browser-decode, decode: {images: 16, width: 64, height: 48, quality: 90}, "
+                   "decoders: [pillow], modes: [fork, thread], workers: [1], loader: {batch_size: 4, epochs: 2}}")
+
+DECODE_STATE = """(() => {
+  const plot = id => document.getElementById(id);
+  const plots = Array.from(document.querySelectorAll('.run .js-plotly-plot'));
+  const rate = plots.filter(p => p.dataset.kind === 'items_rate');
+  const cpu = plots.filter(p => p.dataset.kind === 'cpu');
+  return {
+    rate: rate.map(p => ({right: ((p.layout.yaxis2 || {}).title || {}).text || '',
+                          rightTicks: p.querySelectorAll('.yaxislayer-above .y2tick, .y2tick').length,
+                          names: p.data.map(t => t.name)})),
+    cpu: cpu.map(p => ({names: p.data.map(t => t.name), drawn: !!p.querySelector('.main-svg')})),
+    bars: ((plot('c-bars-rate') || {}).layout || {}).yaxis ? plot('c-bars-rate').layout.yaxis.title.text : '',
+    headline: document.getElementById('headline').innerText,
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def decode_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'memprobe[images]'")
+    out = tmp_path_factory.mktemp("browser-decode") / "results"
+    result = run_scenario(parse_scenario(DECODE_SCENARIO, "browser-decode.yaml"), out, render=False)
+    assert [s.status for s in result.summaries] == ["ok", "ok"], [s.error for s in result.summaries]
+    return out
+
+
+def test_decode_report_draws_images_mb_per_s_and_cpu_charts(browser: Chromium, decode_results: Path) -> None:
+    state = load(browser, write_report(decode_results))
+    browser.screenshot(ARTIFACTS / "report-decode.png", full_page=True)
+    assert browser.problems == []
+    assert state["plots"] == state["expected"] == state["drawn"] == state["withData"]
+    decode = browser.evaluate(DECODE_STATE)
+    # Each run's throughput reads in images/s with a drawn right axis in encoded MB/s.
+    assert len(decode["rate"]) == 2
+    assert all(r["right"] == "encoded MB/s" and r["rightTicks"] > 0 and r["names"][0] == "images/s"
+               for r in decode["rate"]), decode["rate"]
+    assert [c["names"][-1] for c in decode["cpu"]] == ["total", "total"] and all(c["drawn"] for c in decode["cpu"])
+    assert "worker thread 0" in decode["cpu"][1]["names"]  # the thread run is split by thread
+    assert decode["bars"] == "images/s"
+    assert "pillow × fork (1 worker):" in decode["headline"]
+    after = click_axis(browser, "items")
+    assert after and all(c["items"] and c["title"] == "images fetched" for c in after)
+    assert browser.problems == []

@@ -431,7 +431,7 @@ def test_throughput_bars_group_runs_by_backend_with_a_bar_per_mode_and_workers()
     names = [t["name"] for t in rate["data"]]
     assert names == ["fork · 2w", "thread · 2w"]
     thread = rate["data"][1]
-    assert rate["x"]["time"][1] == ["pillow", "nvimgcodec (nvimgcodec-cpu)"]  # the backend that ran is labelled
+    assert rate["x"]["time"][1] == ["pillow", "nvimgcodec (CPU backend)"]  # the backend that ran is labelled
     assert thread["y"] == [280.0, 450.0]
     assert rate["x"]["time"][0] == ["pillow"]  # the failed run has no bar
     assert pss["kind"] == "bars"

@@ -185,13 +185,17 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
     if s.verdict is None:
         why = f"no verdict: the run ended {s.status} before its iteration window closed"
         return replace(s, explanation=why + (f" ({s.error})" if s.error else ""))
-    who = f"each of {s.workers} workers' private memory (USS)" if process_workers else "the main process's private dirty memory"
+    who = ("the main process's private dirty memory" if not process_workers else
+           "the worker's private memory (USS)" if s.workers == 1 else
+           f"each of {s.workers} workers' private memory (USS)")
     grew = s.worker_uss_growth_mb if process_workers else s.main_uss_growth_mb
-    over = f"over {s.items:,} items" if s.items else "over the run (items not counted)"
-    parts = [f"{s.verdict}: {who} grew {grew:+.1f} MB (mean) {over}, "
+    noun = "images" if s.workload == "decode" else "items"
+    over = f"over {s.items:,} {noun}" if s.items else f"over the run ({noun} not counted)"
+    mean = " (mean)" if process_workers and s.workers > 1 else ""
+    parts = [f"{s.verdict}: {who} grew {grew:+.1f} MB{mean} {over}, "
              f"against a threshold of {s.growth_threshold_mb:g} MB"]
     if s.growth_per_1k_items_per_worker_mb is not None:
-        parts.append(f"{s.growth_per_1k_items_per_worker_mb:.3f} MB per 1,000 items per worker")
+        parts.append(f"{s.growth_per_1k_items_per_worker_mb:.3f} MB per 1,000 {noun} per worker")
     if s.rss_overcount_mb is not None and s.total_pss_peak_mb:
         ratio = (s.sum_rss_peak_mb or 0) / s.total_pss_peak_mb
         parts.append(f"summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "

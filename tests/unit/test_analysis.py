@@ -144,3 +144,29 @@ def test_private_clean_pages_freed_by_other_processes_are_not_growth() -> None:
                                                       "warm": 2.2125, "done": 3.9363})
     s = summarize(meta, samples, _progress(), pd.DataFrame())
     assert s.verdict == "flat", s.explanation
+
+
+def test_the_explanation_says_what_was_measured_in_the_run_s_own_words() -> None:
+    s = _summarize()
+    assert s.explanation.startswith("growing: each of 2 workers' private memory (USS) grew +80.0 MB (mean) "
+                                    "over 10,000 items, against a threshold of 50 MB")
+    assert "16.000 MB per 1,000 items per worker" in s.explanation
+    decode = summarize({**_meta(), "spec": {**_meta()["spec"], "workload": "decode"}}, _samples(), _progress(),
+                       pd.DataFrame())
+    assert "over 10,000 images" in decode.explanation and "per 1,000 images per worker" in decode.explanation
+    thread = _summarize(mode="thread")
+    assert "the main process's private dirty memory grew +90.0 MB over" in thread.explanation
+    uncounted = summarize({**_meta(), "items": 0}, _samples(), _progress(), pd.DataFrame())
+    assert "over the run (items not counted)" in uncounted.explanation
+
+
+def test_growth_per_1k_items_counts_every_worker_process_that_served_them() -> None:
+    """Workers recreated every epoch (or each generation of a recorded job): the items were
+    shared by all of them, not only by the workers alive at one time."""
+    samples = _samples()
+    # A second generation: two more worker processes in the window, each growing by 80 MB.
+    later = samples[samples["worker"] >= 0].copy()
+    later["pid"] += 1000
+    samples = pd.concat([samples, later], ignore_index=True)
+    s = summarize(_meta(), samples, _progress(), pd.DataFrame())
+    assert s.growth_per_1k_items_per_worker_mb == pytest.approx(80 / (10000 / 4 / 1000))

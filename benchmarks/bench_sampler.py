@@ -10,6 +10,8 @@ Parts:
             holding a list dataset of 100 MB or 1 GB (torch imported) and 2/4/8 forked workers.
   share     the sampler's CPU time / wall time at default settings, over real runs.
   overhead  loader items/s with the sampler on versus off, alternated side by side.
+  budget    the sampler's share and the PSS rounds in the growth window for pss_cpu_budget 0.015,
+            0.012 (the default) and 0.010, interleaved (list x fork, 500k records).
 """
 from __future__ import annotations
 
@@ -138,9 +140,36 @@ def part_overhead(repeats: int) -> None:
         shutil.rmtree(tmp)
 
 
+def part_budget(repeats: int) -> None:
+    from dataclasses import replace
+
+    from memprobe.results import read_jsonl
+    from memprobe.runner import execute
+
+    budgets = (0.015, 0.012, 0.010)
+    print("\n### Budget vs share and PSS rounds in the growth window (list x fork, 2 workers, 500k records)\n")
+    print("| pss_cpu_budget | share of one core, per run | PSS rounds in the window, per run |")
+    print("|---|---|---|")
+    tmp = Path(tempfile.mkdtemp())
+    out: dict[float, list[tuple[float, int]]] = {b: [] for b in budgets}
+    try:
+        for r in range(repeats):
+            for b in budgets if r % 2 == 0 else budgets[::-1]:
+                base = _spec("list", "fork", 500_000)
+                spec = replace(base, sampling=replace(base.sampling, pss_cpu_budget=b))
+                st = execute(spec, tmp / f"{b}-{r}")
+                ticks = {row["t"] for row in read_jsonl(tmp / f"{b}-{r}" / "samples.jsonl") if row["tier"] == "pss"}
+                window = sum(st.marks["warm"] <= t <= st.marks["done"] + 1.0 for t in ticks)
+                out[b].append((st.sampler["cpu_s"] / st.elapsed_s, window))
+        for b, runs in out.items():
+            print(f"| {b} | {', '.join(f'{s:.2%}' for s, _ in runs)} | {', '.join(str(w) for _, w in runs)} |")
+    finally:
+        shutil.rmtree(tmp)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("rounds", "share", "overhead", "all"), default="all")
+    p.add_argument("--part", choices=("rounds", "share", "overhead", "budget", "all"), default="all")
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args()
     print(f"machine: {machine()}\ncommand: python {' '.join(sys.argv)}\nloadavg at start: "
@@ -151,6 +180,8 @@ def main() -> None:
         part_share(max(1, args.repeats // 3))
     if args.part in ("overhead", "all"):
         part_overhead(args.repeats)
+    if args.part == "budget":  # not in "all": a comparison for choosing the default
+        part_budget(args.repeats)
     print(f"\nloadavg at end: {open('/proc/loadavg').read().split()[:3]}")
 
 

@@ -70,7 +70,7 @@ class LoaderSpec:
 @dataclass(frozen=True)
 class SamplingSpec:
     interval_s: float = 0.1
-    pss_cpu_budget: float = 0.015
+    pss_cpu_budget: float = 0.012  # see probe.sampler.SamplerSettings
     pss_min_interval_s: float = 0.25
 
 

@@ -53,9 +53,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
     p.add_argument("--interval", type=float, default=0.2, metavar="S",
                    help="seconds between cheap samples (RSS, CPU) of every process (default: 0.2)")
-    p.add_argument("--pss-budget", type=float, default=0.015, metavar="SHARE",
+    p.add_argument("--pss-budget", type=float, default=0.012, metavar="SHARE",
                    help="share of one CPU core the sampler may use; PSS/USS rounds are spaced to fit "
-                        "(default: 0.015)")
+                        "(default: 0.012)")
     p.add_argument("--threshold", type=float, default=None, metavar="MB",
                    help="worker USS growth (mean per worker) above which the verdict is 'growing' (default: 50)")
 

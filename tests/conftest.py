@@ -5,6 +5,8 @@
   subprocess created), and no ``memprobe-sampler`` thread is alive.
 * ``small_results``: one small scenario run once per session (fork/spawn/forkserver/thread,
   list/numpy/arrow, 200k records, 2 workers), its results folder shared by many tests.
+* ``simulated_env`` / ``hide_nvimgcodec``: run memprobe in a subprocess with a ``sitecustomize``
+  that changes every Python process it starts (e.g. nvImageCodec not installed).
 """
 from __future__ import annotations
 
@@ -223,3 +225,41 @@ def small_results(tmp_path_factory: pytest.TempPathFactory) -> SharedResults:
     result = run_scenario(scenario, root, runs=runs, render=False)
     return SharedResults(root=root, result=result, summaries={s.run_id: s for s in result.summaries},
                          results=ResultSet.load(root))
+
+
+# -- simulated machines ------------------------------------------------------------------------
+
+HIDE_NVIMGCODEC = """
+import sys
+
+class _NotInstalled:
+    \"\"\"Fail ``import nvidia.nvimgcodec`` the way a missing package does.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "nvidia.nvimgcodec" or name.startswith("nvidia.nvimgcodec."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+@pytest.fixture(scope="session")
+def hide_nvimgcodec() -> str:
+    """A sitecustomize that makes ``import nvidia.nvimgcodec`` fail as on a machine without it."""
+    return HIDE_NVIMGCODEC
+
+
+@pytest.fixture(scope="session")
+def simulated_env():
+    """``make(folder, sitecustomize) -> env``: the environment for a memprobe subprocess in which
+    ``sitecustomize`` runs first in every Python process it starts (the CLI, each run's child,
+    its workers), with a JPEG cache of its own under ``folder``."""
+    def make(folder: Path, sitecustomize: str) -> dict[str, str]:
+        shim = folder / "shim"
+        shim.mkdir(parents=True, exist_ok=True)
+        (shim / "sitecustomize.py").write_text(sitecustomize, encoding="utf-8")
+        path = os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))
+        return {**os.environ, "PYTHONPATH": path, "XDG_CACHE_HOME": str(folder / "cache")}
+
+    return make

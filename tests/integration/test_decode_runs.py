@@ -13,7 +13,6 @@ the run (the CLI, each run's child, its workers) by a ``sitecustomize`` on PYTHO
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,20 +20,6 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'memprobe[images]'")
-
-HIDE_NVIMGCODEC = '''
-import sys
-
-class _NotInstalled:
-    """Fail ``import nvidia.nvimgcodec`` the way a missing package does."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "nvidia.nvimgcodec" or name.startswith("nvidia.nvimgcodec."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, _NotInstalled())
-'''
 
 FAKE_GPU = '''
 # decoders binds the probe at import, so patch it there as well as at its source.
@@ -58,23 +43,19 @@ timeout_s: 120
 """
 
 
-def _run(tmp_path: Path, *, sitecustomize: str, mode: str) -> tuple[subprocess.CompletedProcess, dict]:
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(sitecustomize, encoding="utf-8")
+def _run(tmp_path: Path, env: dict[str, str], *, mode: str) -> tuple[subprocess.CompletedProcess, dict]:
     scenario = tmp_path / "decode-sim.yaml"
     scenario.write_text(SCENARIO.format(mode=mode), encoding="utf-8")
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")])),
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out), "--no-report"],
                           capture_output=True, text=True, env=env, timeout=300)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return proc, {r["run_id"]: r for r in summary["runs"]}
 
 
-def test_without_nvimgcodec_pillow_runs_and_the_rest_says_how_to_install(tmp_path: Path) -> None:
-    proc, runs = _run(tmp_path, sitecustomize=HIDE_NVIMGCODEC, mode="thread")
+def test_without_nvimgcodec_pillow_runs_and_the_rest_says_how_to_install(tmp_path: Path, simulated_env,
+                                                                        hide_nvimgcodec: str) -> None:
+    proc, runs = _run(tmp_path, simulated_env(tmp_path, hide_nvimgcodec), mode="thread")
     assert proc.returncode == 1, proc.stderr  # a run failed: the user must notice
     pillow, nv = runs["pillow-thread-w1"], runs["nvimgcodec-thread-w1"]
     assert pillow["status"] == "ok" and pillow["items"] == 8 and pillow["decoder_backend"] == "pillow"
@@ -84,8 +65,8 @@ def test_without_nvimgcodec_pillow_runs_and_the_rest_says_how_to_install(tmp_pat
         assert "pip install 'memprobe[nvimgcodec]'" in text
 
 
-def test_fork_with_a_gpu_is_a_clear_per_run_failure(tmp_path: Path) -> None:
-    proc, runs = _run(tmp_path, sitecustomize=FAKE_GPU, mode="fork")
+def test_fork_with_a_gpu_is_a_clear_per_run_failure(tmp_path: Path, simulated_env) -> None:
+    proc, runs = _run(tmp_path, simulated_env(tmp_path, FAKE_GPU), mode="fork")
     assert proc.returncode == 1, proc.stderr
     assert runs["pillow-fork-w1"]["status"] == "ok"  # the session carried on
     nv = runs["nvimgcodec-fork-w1"]

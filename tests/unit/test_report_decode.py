@@ -8,7 +8,6 @@ it, and checks the page made from it.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -259,18 +258,6 @@ def test_failed_and_unmeasured_runs_of_a_shown_decoder_are_listed() -> None:
 
 # -- a real decode run, without nvImageCodec -------------------------------------------------------
 
-HIDE_NVIMGCODEC = '''
-import sys
-
-class _NotInstalled:
-    def find_spec(self, name, path=None, target=None):
-        if name == "nvidia.nvimgcodec" or name.startswith("nvidia.nvimgcodec."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, _NotInstalled())
-'''
-
 SCENARIO = """
 name: decode-report
 decode: {images: 16, width: 64, height: 48, quality: 90, device: auto}
@@ -283,16 +270,13 @@ timeout_s: 120
 
 
 @pytest.fixture(scope="module")
-def decode_page(tmp_path_factory: pytest.TempPathFactory) -> str:
+def decode_page(tmp_path_factory: pytest.TempPathFactory, simulated_env, hide_nvimgcodec: str) -> str:
     """The report of a real decode session on a machine without nvImageCodec (simulated in every
     process by a sitecustomize that makes its import fail)."""
     pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'memprobe[images]'")
     tmp = tmp_path_factory.mktemp("decode-report")
-    (tmp / "shim").mkdir()
-    (tmp / "shim" / "sitecustomize.py").write_text(HIDE_NVIMGCODEC, encoding="utf-8")
     (tmp / "decode-report.yaml").write_text(SCENARIO, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp / "shim"), os.environ.get("PYTHONPATH")])),
-           "XDG_CACHE_HOME": str(tmp / "cache")}
+    env = simulated_env(tmp, hide_nvimgcodec)
     proc = subprocess.run([sys.executable, "-m", "memprobe", "run", str(tmp / "decode-report.yaml"), "-o",
                            str(tmp / "out")], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the nvimgcodec runs failed

@@ -181,6 +181,11 @@ def cpu_cores_used(samples: pd.DataFrame, start: float | None, end: float | None
     return float((g.last() - g.first()).sum()) / (end - start)
 
 
+def item_noun(workload: str) -> str:
+    """What a run's loader yields, in words: images for the decode workload, items otherwise."""
+    return "images" if workload == "decode" else "items"
+
+
 def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
     if s.verdict is None:
         why = f"no verdict: the run ended {s.status} before its iteration window closed"
@@ -189,7 +194,7 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
            "the worker's private memory (USS)" if s.workers == 1 else
            f"each of {s.workers} workers' private memory (USS)")
     grew = s.worker_uss_growth_mb if process_workers else s.main_uss_growth_mb
-    noun = "images" if s.workload == "decode" else "items"
+    noun = item_noun(s.workload)
     over = f"over {s.items:,} {noun}" if s.items else f"over the run ({noun} not counted)"
     mean = " (mean)" if process_workers and s.workers > 1 else ""
     parts = [f"{s.verdict}: {who} grew {grew:+.1f} MB{mean} {over}, "

@@ -145,9 +145,9 @@ def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) ->
     The last batch is taken without asking for one more, so the workers are still alive when
     the supervisor takes its final PSS round; only then does the iterator shut them down.
     """
-    from memprobe.loaders import build_loader
-
     from torch.utils.data import IterableDataset
+
+    from memprobe.loaders import build_loader
 
     lo = spec.loader
     # An iterable dataset has no indices to shuffle: torch refuses shuffle=True for one.
@@ -207,7 +207,9 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
 
 def recreates_workers(spec: RunSpec) -> bool:
     """Whether each epoch starts new worker processes (torch's default, persistent_workers=False)."""
-    return spec.mode in ("fork", "spawn", "forkserver") and spec.workers > 0 and not spec.loader.persistent_workers
+    from memprobe.loaders import PROCESS_MODES
+
+    return spec.mode in PROCESS_MODES and spec.workers > 0 and not spec.loader.persistent_workers
 
 
 def _length(dataset: Any) -> int | None:

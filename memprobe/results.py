@@ -50,6 +50,11 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
     return path
 
 
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`write_atomic`): the report pages."""
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` atomically (see :func:`write_atomic`)."""
     def write(tmp: Path) -> None:

@@ -142,8 +142,7 @@ class Sampler:
             self._pss_now.clear()  # before reading: a request arriving mid-round gets the next one
         c0 = time.thread_time()
         rows = [r for r in (self._sample(pid, tick, with_pss) for pid in pids) if r is not None]
-        rows.extend(self._escaped({int(r["pid"]) for r in rows}, tick, with_pss))
-        rows.extend(self._vanished({int(r["pid"]) for r in rows}, tick))
+        rows.extend(self._lost({int(r["pid"]) for r in rows}, tick, with_pss))
         cost = time.thread_time() - c0
         if with_pss:
             self.pss_round_costs.append(cost)
@@ -182,7 +181,7 @@ class Sampler:
     def _sample(self, pid: int, tick: float, with_pss: bool) -> Row | None:
         cheap = procfs.read_cheap(pid)
         if cheap is None:
-            return None  # reported once by _vanished
+            return None  # reported once by _lost
         if self._started.setdefault(pid, cheap.stat.start_ticks) != cheap.stat.start_ticks:
             return None  # the pid was reused by another process: ours is gone
         role = self.roles.role(pid, cheap.stat.comm, cheap.stat.ppid)
@@ -212,38 +211,36 @@ class Sampler:
         # Rss from the same read as Pss keeps PSS <= RSS exact within one row.
         row["rss_mb"] = pss.rss / MB
 
-    def _escaped(self, sampled: set[int], tick: float, with_pss: bool) -> list[Row]:
-        """Rows for processes that left the tree alive: their parent exited and they were
-        re-parented (to init or a subreaper). They are still the run's; follow them."""
+    def _lost(self, sampled: set[int], tick: float, with_pss: bool) -> list[Row]:
+        """Rows for the processes sampled last tick but not found in this tick's tree, reading
+        each one's stat once: one that left the tree alive (its parent exited and it was
+        re-parented to init or a subreaper) is still the run's and is sampled and followed; any
+        other gets one ``missing`` row, with the reason, and is not read again."""
         rows = []
         for pid in sorted(self._alive - sampled):
+            self._next_scan = 0.0  # an exit leaves orphans, an escape may have siblings: look next tick
             st = procfs.read_stat(pid)
-            if st is None or st.state in ("Z", "X") or st.start_ticks != self._started.get(pid):
-                continue  # gone (or its pid reused): _vanished records it
-            row = self._sample(pid, tick, with_pss)
+            if st is not None and st.start_ticks != self._started.get(pid):
+                st = None  # the pid was reused: ours exited
+            row = self._sample(pid, tick, with_pss) if st is not None and st.state not in ("Z", "X") else None
             if row is not None:
                 self._orphans.add(pid)
-                self._next_scan = 0.0  # its siblings may have escaped too
-                rows.append(row)
-        return rows
-
-    def _vanished(self, sampled: set[int], tick: float) -> list[Row]:
-        """One ``missing`` row for each process seen before but not readable now."""
-        rows = []
-        for pid in sorted(self._alive - sampled):
-            st = procfs.read_stat(pid)
-            self._gone.add(pid)
-            self._next_scan = 0.0  # its children, if any, are orphans now: look for them next tick
-            role = self._last_role.pop(pid, None) or self.roles.role(pid, st.comm if st else "", st.ppid if st else None)
-            reason = ("exited" if st is None or st.start_ticks != self._started.get(pid) else
-                      "zombie (exited, not yet reaped)" if st.state == "Z" else "exiting (memory released)")
-            row: Row = {"t": round(tick - self.t0, 4), "pid": pid, "role": role.name,
-                        "worker": role.worker, "state": st.state if st else None, "tier": "gone",
-                        "missing": True, "reason": reason}
-            row.update(dict.fromkeys(_CHEAP_FIELDS + _PSS_FIELDS))
+                sampled.add(pid)
+            else:
+                row = self._missing_row(pid, st, tick)
             rows.append(row)
         self._alive = sampled
         return rows
+
+    def _missing_row(self, pid: int, st: procfs.StatInfo | None, tick: float) -> Row:
+        self._gone.add(pid)
+        role = self._last_role.pop(pid, None) or self.roles.role(pid, st.comm if st else "", st.ppid if st else None)
+        reason = ("exited" if st is None else
+                  "zombie (exited, not yet reaped)" if st.state == "Z" else "exiting (memory released)")
+        row: Row = {"t": round(tick - self.t0, 4), "pid": pid, "role": role.name, "worker": role.worker,
+                    "state": st.state if st else None, "tier": "gone", "missing": True, "reason": reason}
+        row.update(dict.fromkeys(_CHEAP_FIELDS + _PSS_FIELDS))
+        return row
 
     def _thread_rows(self, tick: float) -> list[Row]:
         """CPU seconds per thread of the main process, named by the OS thread name."""

@@ -15,8 +15,8 @@ from typing import Any
 from memprobe.analysis import RunSummary, summarize_all
 from memprobe.report import content, figures
 from memprobe.report import format as fmt
-from memprobe.report.render import environment, plotly_js, scenario_text, script_json, write_atomic
-from memprobe.results import ResultSet
+from memprobe.report.render import environment, plotly_js, scenario_text, script_json
+from memprobe.results import ResultSet, write_text_atomic
 
 Key = tuple[str, str, int]
 VERDICT_RANK = {"flat": 0, "growing": 1}  # no verdict (failed, cut short) ranks worst
@@ -194,4 +194,4 @@ def write_compare(a: Path, b: Path, out: Path) -> Path:
     names = (Path(a).resolve().name, Path(b).resolve().name)
     if names[0] == names[1]:
         names = (f"{names[0]} (A)", f"{names[1]} (B)")
-    return write_atomic(out, render_compare(ra, rb, names))
+    return write_text_atomic(out, render_compare(ra, rb, names))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from memprobe.analysis import RunSummary
+from memprobe.analysis import RunSummary, item_noun
 from memprobe.report import format as fmt
 
 PROCESS_MODES = ("fork", "spawn", "forkserver")
@@ -83,7 +83,7 @@ def row_label(backend: str, runs: list[RunSummary]) -> str:
 
 def noun(s: RunSummary) -> str:
     """What a run's loader yields: images for the decode workload, items otherwise."""
-    return "images" if s.workload == "decode" else "items"
+    return item_noun(s.workload)
 
 
 def rate_text(s: RunSummary) -> str:

@@ -19,8 +19,7 @@ from markupsafe import Markup
 from memprobe.analysis import RunSummary, summarize_all, window_bounds
 from memprobe.report import content, figures
 from memprobe.report import format as fmt
-from memprobe.results import ResultSet
-from memprobe.results import write_atomic as results_write_atomic
+from memprobe.results import ResultSet, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -172,12 +171,7 @@ def render(results: ResultSet, *, max_points: int = figures.MAX_POINTS) -> str:
     return environment().get_template("report.html").render(**context(results, max_points))
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file (removed on failure, e.g. a full disk)."""
-    return results_write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
 def write_report(root: Path) -> Path:
     """Load the results folder ``root`` and write ``root/report.html``; returns its path."""
     root = Path(root)
-    return write_atomic(root / "report.html", render(ResultSet.load(root)))
+    return write_text_atomic(root / "report.html", render(ResultSet.load(root)))

@@ -7,6 +7,7 @@ samples it from /proc. It only counts items and batches.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -19,6 +20,11 @@ from typing import Any
 from memprobe.scenario import RunSpec
 
 PROGRESS_EVERY_S = 0.1
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Delivered by the kernel when the supervisor goes (see end_with_supervisor). A real-time signal
+# nothing else here uses: SIGTERM keeps its meaning (the supervisor ending the group), and a
+# dataset that installs its own SIGUSR1/SIGTERM handler cannot take this one over by accident.
+SUPERVISOR_GONE = signal.SIGRTMIN + 1
 
 
 class Events:
@@ -255,7 +261,39 @@ def _report_error(events: Events, exc: BaseException) -> None:
     events.send("error", type=type(exc).__name__, message=message, traceback=tb)
 
 
+def end_with_supervisor() -> None:
+    """End this run's whole process group - workers, forkserver and its workers, the resource
+    tracker, whatever a dataset started - when the supervisor ends, however it ends (SIGKILL
+    included): they are in a group of their own, which no signal sent to memprobe reaches.
+
+    The kernel signals this process when the supervisor thread that started it ends
+    (PR_SET_PDEATHSIG); the handler runs as soon as the main thread runs Python again (waits in
+    the DataLoader, on stdin and in sleep() are interrupted). If the supervisor was already gone
+    before prctl() took effect, the parent is no longer the one named in the environment: end
+    now."""
+    expected = int(os.environ.get("MEMPROBE_SUPERVISOR_PID") or 0)
+    if not expected:
+        return  # started by hand, not by memprobe: nothing to outlive
+    signal.signal(SUPERVISOR_GONE, _supervisor_gone)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(SUPERVISOR_GONE), 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    except (OSError, AttributeError) as exc:
+        os.write(2, f"memprobe.child: cannot follow the supervisor's end (prctl: {exc})\n".encode())
+    if os.getppid() != expected:
+        _supervisor_gone(int(SUPERVISOR_GONE), None)
+
+
+def _supervisor_gone(signum: int, frame: object) -> None:
+    os.write(2, b"memprobe.child: the supervisor is gone: ending this run's process group\n")
+    if os.getpgrp() == os.getpid():  # only a group of our own: never the caller's
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(128 + signal.SIGKILL)
+
+
 def main() -> int:
+    end_with_supervisor()
     events = Events(int(os.environ["MEMPROBE_EVENT_FD"]))
     lines = iter(sys.stdin.readline, "")
     spec = RunSpec.from_dict(json.loads(next(lines)))

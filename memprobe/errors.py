@@ -1,6 +1,8 @@
 """The errors memprobe raises for problems a user can act on."""
 from __future__ import annotations
 
+import errno
+
 
 class MemprobeError(Exception):
     """A problem the user can fix; the CLI prints it without a traceback."""
@@ -20,5 +22,14 @@ class ResultsWriteError(MemprobeError):
 
     def __init__(self, path: object, exc: OSError) -> None:
         self.path = path
+        self.errno = exc.errno
         super().__init__(f"cannot write {path}: {exc.strerror or exc}. What was saved before is intact; "
-                         "free some space and run 'memprobe report' on the results folder to finish it")
+                         f"{_advice(exc.errno)}")
+
+
+def _advice(code: int | None) -> str:
+    if code == errno.ENOENT:
+        return "its folder was deleted or moved while memprobe was writing"
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "memprobe may not write there: choose another results folder (-o)"
+    return "free some space and run 'memprobe report' on the results folder to finish it"

@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.errors import ResultsWriteError
+from memprobe.errors import ResultsWriteError, UsageError
 
 SCHEMA_VERSION = 1
 TABLES = ("samples", "system", "progress", "events", "threads")
@@ -55,15 +55,35 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` atomically (see :func:`write_atomic`)."""
+def _json_writer(data: Any) -> Callable[[Path], None]:
     def write(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, default=_json_default)
             f.flush()
             os.fsync(f.fileno())
 
-    write_atomic(path, write)
+    return write
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` atomically (see :func:`write_atomic`)."""
+    write_atomic(path, _json_writer(data))
+
+
+def write_json_exclusive(path: Path, data: Any) -> bool:
+    """Create ``path`` with JSON ``data``, whole, unless it exists: False then. Two processes
+    racing for one file: exactly one gets it (a hard link never replaces an existing name)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        _json_writer(data)(tmp)
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise ResultsWriteError(path, exc) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
 
 
 def _json_default(value: Any) -> Any:
@@ -120,12 +140,27 @@ class RunWriter:
                     pass  # a full disk: the flush in close fails; the rows written before are kept
 
 
+def read_json(path: Path) -> dict:
+    """A JSON object memprobe wrote, or a :class:`UsageError` naming the file (a hand-edited,
+    truncated or foreign file): never a traceback."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a memprobe JSON file (damaged or truncated: {exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: not a memprobe JSON file (expected an object, found {type(data).__name__})")
+    return data
+
+
 def run_dirs(root: Path) -> list[Path]:
     base = root / "runs"
     if not base.is_dir():
         return []
     dirs = [d for d in base.iterdir() if (d / "meta.json").exists()]
-    return sorted(dirs, key=lambda d: json.loads((d / "meta.json").read_text()).get("index", 0))
+    index = {d: read_json(d / "meta.json").get("index", 0) for d in dirs}
+    return sorted(dirs, key=lambda d: (index[d] if isinstance(index[d], int) else 0, d.name))
 
 
 def _write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
@@ -137,13 +172,36 @@ def consolidate(root: Path) -> None:
 
     Safe to repeat after a failure part-way (a full disk): a run whose rows are already in a
     table's Parquet file is not read again from its JSON lines."""
-    metas = [json.loads((d / "meta.json").read_text()) for d in run_dirs(root)]
+    metas = [read_json(d / "meta.json") for d in run_dirs(root)]
     for table in PARQUET_TABLES:
         _write_parquet_atomic(ResultSet._load_table(root, table), root / f"{table}.parquet")
     _write_parquet_atomic(pd.DataFrame([_flat_meta(m) for m in metas]), root / "runs.parquet")
     for d in run_dirs(root):
         for table in PARQUET_TABLES:
             (d / f"{table}.jsonl").unlink(missing_ok=True)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """A table memprobe consolidated, or a :class:`UsageError` naming it (truncated, damaged, or
+    not memprobe's: every table of a results folder has a run_id and a t column)."""
+    import pyarrow as pa
+
+    try:
+        df = pd.read_parquet(path)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise UsageError(f"{path}: cannot be read (truncated or damaged: {reason}); "
+                         "what is in the other files is intact") from None
+    missing = [c for c in ("run_id", "t") if c not in df.columns] if len(df.columns) else []
+    if missing:
+        raise UsageError(f"{path}: not a memprobe table (no {', '.join(missing)} column)")
+    return df
+
+
+def unconsolidated(root: Path) -> bool:
+    """Whether some run's rows are still only in JSON lines (gathering stopped: a full disk, a
+    killed memprobe)."""
+    return any((d / f"{t}.jsonl").exists() for d in run_dirs(root) for t in PARQUET_TABLES)
 
 
 def _run_frame(run_dir: Path, table: str) -> pd.DataFrame:
@@ -179,10 +237,9 @@ class ResultSet:
         root = Path(root)
         manifest_path = root / "manifest.json"
         if not manifest_path.exists():
-            from memprobe.errors import UsageError
             raise UsageError(f"{root}: not a memprobe results folder (no manifest.json)")
-        manifest = json.loads(manifest_path.read_text())
-        metas = [json.loads((d / "meta.json").read_text()) for d in run_dirs(root)]
+        manifest = read_json(manifest_path)
+        metas = [read_json(d / "meta.json") for d in run_dirs(root)]
         tables = {t: cls._load_table(root, t) for t in PARQUET_TABLES}
         tables["events"] = pd.concat([_run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()],
                                      ignore_index=True)
@@ -194,8 +251,8 @@ class ResultSet:
         path = root / f"{table}.parquet"
         done: set[str] = set()
         if path.exists():
-            frames.append(pd.read_parquet(path))
-            if "run_id" in frames[0]:
+            frames.append(_read_parquet(path))
+            if "run_id" in frames[0]:  # a table with no rows has no columns either
                 done = set(frames[0]["run_id"].unique())
         # Rows not yet consolidated (a crash, or a run still going) live in JSON lines; a run
         # already in the Parquet file (consolidation stopped between the two) is not read twice.

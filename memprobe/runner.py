@@ -5,22 +5,25 @@ and its workers, the resource tracker) can be found and ended together, whatever
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memprobe.errors import MemprobeError, ResultsWriteError
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
 from memprobe.results import RunWriter
-from memprobe.scenario import RunSpec
+from memprobe.scenario import RunSpec, mem_total_mb
 
 ProgressCallback = Callable[["RunState"], None]
 FINAL_PSS_WAIT_S = 30.0
@@ -29,6 +32,69 @@ EXIT_GRACE_S = 10.0
 # The loader process waits at these for a PSS round: growth window start and end (warm, done),
 # and the birth and end of each later generation of workers (epoch_warm, epoch_end).
 SYNC_EVENTS = ("warm", "done", "epoch_warm", "epoch_end")
+# The run's process ends its own process group when this process ends (child.py): it needs to
+# know which process it must outlive no longer.
+SUPERVISOR_ENV = "MEMPROBE_SUPERVISOR_PID"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # a real-time signal has no name
+        return f"signal {signum}"
+
+
+class StopSignals:
+    """SIGINT (Ctrl-C), SIGTERM and SIGHUP end a session gracefully, whenever they come.
+
+    The handlers only take note (and wake the supervisor through a pipe): the run in progress
+    is ended at the supervisor's next step, within a fraction of a second, and what follows -
+    ending its process group, saving the results, writing the report - is never cut short, not
+    even by a second Ctrl-C. Handlers can only be set in the main thread; elsewhere this notes
+    nothing and signals act as they would without it.
+    """
+
+    def __init__(self, signums: Iterable[int] = (signal.SIGINT,),
+                 on_signal: Callable[[int, int], None] | None = None) -> None:
+        self.signums = tuple(signums)
+        self.on_signal = on_signal
+        self.received: list[int] = []
+        self._previous: dict[int, Any] = {}
+        self._pipe: tuple[int, int] | None = None
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            self._pipe = (r, w)
+            self._previous = {s: signal.signal(s, self._note) for s in self.signums}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        if self._pipe:
+            for fd in self._pipe:
+                os.close(fd)
+            self._pipe = None
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.received.append(signum)
+        if self._pipe:
+            try:
+                os.write(self._pipe[1], b"!")
+            except OSError:
+                pass  # the pipe is full: the supervisor has been woken already
+        if self.on_signal:
+            self.on_signal(signum, len(self.received))
+
+    def fileno(self) -> int | None:
+        """Readable once a signal came: for select() next to the run's event pipe."""
+        return self._pipe[0] if self._pipe else None
+
+    @property
+    def first(self) -> str | None:
+        return signal_name(self.received[0]) if self.received else None
 
 
 @dataclass
@@ -57,13 +123,23 @@ class RunState:
                 "spec": self.spec.to_dict()}
 
 
+class ResultsFolderGone(MemprobeError):
+    """The results folder was deleted or moved while a run was writing into it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"the results folder {path} was deleted or moved while memprobe was running; the "
+                         "run in progress was ended (no process of it is left) and nothing more could be saved")
+
+
 class _Supervisor:
     def __init__(self, state: RunState, run_dir: Path, on_progress: ProgressCallback | None,
-                 *, sample: bool = True) -> None:
+                 *, sample: bool = True, stop: StopSignals | None = None) -> None:
         self.state = state
         self.sample = sample
+        self.stop = stop
         self.writer = RunWriter(run_dir)
         self.run_dir = run_dir
+        self._dir_id = folder_identity(run_dir)
         self.on_progress = on_progress or (lambda s: None)
         self._buf = b""
 
@@ -73,7 +149,10 @@ class _Supervisor:
         read_fd, write_fd = os.pipe()
         log = open(self.run_dir / "child.log", "wb")
         self.t0 = time.monotonic()
-        env = {**os.environ, "MEMPROBE_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "MEMPROBE_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1",
+               SUPERVISOR_ENV: str(os.getpid())}
+        # This thread starts the child and waits for it to end: PR_SET_PDEATHSIG, which the
+        # child sets, fires when the *thread* that forked it ends, so no other thread may.
         self.proc = subprocess.Popen([sys.executable, "-m", "memprobe.child"], stdin=subprocess.PIPE,
                                      stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
                                      env=env, process_group=0)
@@ -87,13 +166,18 @@ class _Supervisor:
         try:
             self._send(json.dumps(spec.to_dict()))
             self._event_loop(read_fd)
-        except KeyboardInterrupt:
-            self.state.status = "interrupted"
+        except KeyboardInterrupt:  # no StopSignals (a library caller): Ctrl-C raises where it lands
+            self._interrupted("Ctrl-C")
             raise
         finally:
             os.close(read_fd)
             self._finish()
         return self.state
+
+    def _interrupted(self, how: str) -> None:
+        self.state.status = "interrupted"
+        self.state.error = {"type": "Interrupted", "message": f"by {how} after "
+                            f"{time.monotonic() - self.t0:.1f} s; what was measured until then is kept"}
 
     def _send(self, line: str) -> None:
         try:
@@ -105,7 +189,15 @@ class _Supervisor:
 
     def _event_loop(self, fd: int) -> None:
         deadline = self.t0 + self.state.spec.timeout_s
+        wake = [self.stop.fileno()] if self.stop and self.stop.fileno() is not None else []
         while True:
+            if self.stop and self.stop.received:
+                self._interrupted(self.stop.first)
+                return
+            if folder_identity(self.run_dir) != self._dir_id:
+                self.state.status = "failed"
+                self.state.error = {"type": "ResultsFolderGone", "message": str(ResultsFolderGone(self.run_dir))}
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.state.status = "timeout"
@@ -119,8 +211,8 @@ class _Supervisor:
                 self.state.error = {"type": "SamplerError", "message":
                                     f"sampling stopped: {self.sampler.error}; the run was ended"}
                 return
-            ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
-            if ready:
+            ready, _, _ = select.select([fd, *wake], [], [], min(remaining, 0.5))
+            if fd in ready:
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     return  # every holder of the write end closed: the child exited
@@ -179,8 +271,14 @@ class _Supervisor:
         self._settle_status()
         try:
             self.writer.write_meta(self.state.meta())
+        except ResultsWriteError as exc:
+            if folder_identity(self.run_dir) != self._dir_id and exc.errno == errno.ENOENT:
+                raise ResultsFolderGone(self.run_dir.parent.parent) from None
+            raise
         finally:
             self.writer.close()
+        if self.state.error and self.state.error.get("type") == "ResultsFolderGone":
+            raise ResultsFolderGone(self.run_dir.parent.parent)
 
     def _settle_status(self) -> None:
         if self.state.status != "running":
@@ -194,6 +292,15 @@ class _Supervisor:
             how = f"killed by signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
             self.state.error = {"type": "ChildExited", "message": f"the run's process ended ({how}) "
                                 f"before finishing; see {self.run_dir / 'child.log'}"}
+
+
+def folder_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``: changes when the folder is deleted, moved or replaced."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -227,13 +334,16 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def execute(spec: RunSpec, run_dir: Path, *, index: int = 0, total: int = 1,
-            on_progress: ProgressCallback | None = None, sample: bool = True) -> RunState:
+            on_progress: ProgressCallback | None = None, sample: bool = True,
+            stop: StopSignals | None = None) -> RunState:
     """Run ``spec`` in a fresh child process, sampled from the outside; results go to ``run_dir``.
 
     ``sample=False`` runs it unobserved (progress only): the baseline for the sampler's overhead.
+    With ``stop``, a signal it notes ends the run (status ``interrupted``); without it, Ctrl-C
+    ends the run and raises KeyboardInterrupt once the run's processes are gone.
     """
     state = RunState(spec=spec, index=index, total=total)
-    return _Supervisor(state, run_dir, on_progress, sample=sample).run()
+    return _Supervisor(state, run_dir, on_progress, sample=sample, stop=stop).run()
 
 
 def environment() -> dict[str, Any]:
@@ -248,14 +358,12 @@ def environment() -> dict[str, Any]:
     except PackageNotFoundError:
         torch_version = None
 
-    mem = procfs._read("/proc/meminfo") or ""
-    total_kb = next((int(l.split()[1]) for l in mem.splitlines() if l.startswith("MemTotal:")), 0)
     cpu = next((l.split(":", 1)[1].strip() for l in (procfs._read("/proc/cpuinfo") or "").splitlines()
                 if l.startswith("model name")), platform.processor())
     return {"memprobe": memprobe.__version__, "torch": torch_version, "python": platform.python_version(),
             "python_build": sys.version, "gil_enabled": _gil_enabled(), "kernel": platform.release(),
             "machine": platform.machine(), "cpu_model": cpu, "cpu_count": os.cpu_count(),
-            "mem_total_mb": round(total_kb / 1024), "hostname": platform.node()}
+            "mem_total_mb": mem_total_mb(), "hostname": platform.node()}
 
 
 def _gil_enabled() -> bool:

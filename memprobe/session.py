@@ -1,16 +1,21 @@
 """Run a whole scenario: every run in turn, results saved as they come, then summary and report."""
 from __future__ import annotations
 
+import os
+import signal
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from memprobe.analysis import RunSummary, summarize_all
 from memprobe.errors import UsageError
-from memprobe.results import SCHEMA_VERSION, ResultSet, consolidate, write_json_atomic
-from memprobe.runner import RunState, environment, execute
+from memprobe.probe import procfs
+from memprobe.results import (SCHEMA_VERSION, ResultSet, consolidate, read_json, run_dirs, write_json_atomic,
+                              write_json_exclusive)
+from memprobe.runner import (ResultsFolderGone, RunState, StopSignals, environment, execute, folder_identity,
+                             signal_name)
 from memprobe.scenario import RunSpec, Scenario
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
@@ -22,17 +27,28 @@ class SessionResult:
     summaries: list[RunSummary]
     interrupted: bool
     report: Path | None
+    signals: tuple[int, ...] = ()  # every stop signal received, in order (SIGINT, SIGTERM, SIGHUP)
 
     @property
     def exit_code(self) -> int:
         if self.interrupted:
-            return EXIT_INTERRUPTED
+            return 128 + self.signals[0] if self.signals else EXIT_INTERRUPTED
         return EXIT_FAILED if any(s.status != "ok" for s in self.summaries) else EXIT_OK
 
 
 def default_out_dir(scenario: Scenario, base: Path = Path("reports")) -> Path:
+    """A new, empty ``reports/<name>-<UTC time>``, created here: two memprobe runs started in the
+    same second get ``...Z`` and ``...Z-2`` instead of refusing each other."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return base / f"{scenario.name}-{stamp}"
+    base.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        out = base / f"{scenario.name}-{stamp}{'' if n == 1 else f'-{n}'}"
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            continue
+    raise UsageError(f"{base}: 1,000 results folders named {scenario.name}-{stamp}*; choose one with -o")
 
 
 class Console:
@@ -41,32 +57,127 @@ class Console:
     def run_started(self, spec: RunSpec, index: int, total: int) -> None: ...
     def run_progress(self, state: RunState) -> None: ...
     def run_finished(self, state: RunState) -> None: ...
+    def signal_received(self, signum: int, count: int) -> None: ...
+
+
+def check_output(out: Path) -> None:
+    """``out`` can take a new session's results: it does not exist yet, or is an empty folder."""
+    try:
+        if out.is_dir():
+            if (out / "manifest.json").exists():
+                raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
+            if any(out.iterdir()):
+                raise UsageError(f"{out}: a folder that is not empty; allowed: a new or empty folder for the results")
+        elif out.exists() or out.is_symlink():
+            raise UsageError(f"{out}: exists and is not a folder; allowed: a new or empty folder for the results")
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot use it for results: {exc.strerror}") from None
+
+
+def make_output(out: Path) -> None:
+    """Check ``out`` (:func:`check_output`) and create it."""
+    check_output(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot create the results folder: {exc.strerror}") from None
+
+
+def start_results(out: Path, scenario: Scenario, runs: list[RunSpec]) -> dict:
+    """Create the results folder ``out`` with its manifest (status ``running``) and return the
+    manifest. The manifest is created exclusively: of two sessions given one folder, one gets it
+    and the other a clear error, never a mix of both."""
+    make_output(out)
+    manifest = {"schema_version": SCHEMA_VERSION, "scenario": scenario.name, "scenario_path": scenario.path,
+                "description": scenario.description, "status": "running", "started": time.time(),
+                "finished": None, "environment": environment(), "runs": [r.run_id for r in runs],
+                "writer": writer_identity()}
+    if not write_json_exclusive(out / "manifest.json", manifest):
+        raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
+    (out / "scenario.yaml").write_text(scenario.text, encoding="utf-8")
+    return manifest
+
+
+def writer_identity() -> dict:
+    """Who writes a results folder: `memprobe report` tells a session still going from one whose
+    memprobe was killed (pid numbers are reused; with the start time they are not)."""
+    me = procfs.read_stat(os.getpid())
+    return {"pid": os.getpid(), "start_ticks": me.start_ticks if me else None,
+            "boot_id": (procfs._read("/proc/sys/kernel/random/boot_id") or "").strip() or None}
+
+
+def writer_alive(manifest: dict) -> bool:
+    """Whether the memprobe process that wrote ``manifest`` is still running (on this machine)."""
+    writer = manifest.get("writer") or {}
+    pid, ticks, boot = writer.get("pid"), writer.get("start_ticks"), writer.get("boot_id")
+    if not isinstance(pid, int) or boot != writer_identity()["boot_id"]:
+        return False
+    st = procfs.read_stat(pid)
+    return st is not None and st.start_ticks == ticks and st.state not in ("Z", "X")
 
 
 def run_scenario(scenario: Scenario, out: Path, *, console: Console | None = None,
-                 runs: list[RunSpec] | None = None, render: bool = True) -> SessionResult:
-    """Execute ``scenario``'s runs (or ``runs``) into the results folder ``out``."""
+                 runs: list[RunSpec] | None = None, render: bool = True,
+                 signals: Iterable[int] = (signal.SIGINT,)) -> SessionResult:
+    """Execute ``scenario``'s runs (or ``runs``) into the results folder ``out``.
+
+    ``signals`` (from the main thread) end the session gracefully at any moment: the run going
+    on is ended with its whole process group, completed runs and partial samples are saved, and
+    the summary and report are written, marked interrupted. More signals meanwhile are noted and
+    do not cut that short. A signal after the last run has ended changes nothing: the results
+    are complete and say so."""
     console = console or Console()
     runs = scenario.runs() if runs is None else runs
-    if (out / "manifest.json").exists():
-        raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(scenario.text, encoding="utf-8")
-    manifest = {"schema_version": SCHEMA_VERSION, "scenario": scenario.name, "scenario_path": scenario.path,
-                "description": scenario.description, "status": "running", "started": time.time(),
-                "finished": None, "environment": environment(), "runs": [r.run_id for r in runs]}
-    write_json_atomic(out / "manifest.json", manifest)
-    interrupted = False
-    try:
-        for index, spec in enumerate(runs):
-            console.run_started(spec, index, len(runs))
-            state = execute(spec, out / "runs" / spec.run_id, index=index, total=len(runs),
-                            on_progress=console.run_progress)
-            console.run_finished(state)
-    except KeyboardInterrupt:
-        interrupted = True
-    manifest.update(status="interrupted" if interrupted else "complete", finished=time.time())
-    return finalize(out, manifest, render=render, interrupted=interrupted)
+    with StopSignals(signals, on_signal=console.signal_received) as stop:
+        manifest = start_results(out, scenario, runs)
+        folder = folder_identity(out)
+        interrupted = False
+        try:
+            for index, spec in enumerate(runs):
+                if stop.received:
+                    interrupted = True
+                    break
+                if folder_identity(out) != folder:
+                    raise ResultsFolderGone(out)
+                console.run_started(spec, index, len(runs))
+                state = execute(spec, out / "runs" / spec.run_id, index=index, total=len(runs),
+                                on_progress=console.run_progress, stop=stop)
+                console.run_finished(state)
+                interrupted = state.status == "interrupted"
+                if interrupted:
+                    break
+        except KeyboardInterrupt:  # outside the main thread, or a signal not in ``signals``
+            interrupted = True
+        manifest.update(status="interrupted" if interrupted else "complete", finished=time.time(),
+                        signals=[signal_name(s) for s in stop.received])
+        result = finalize(out, manifest, render=render, interrupted=interrupted)
+        if len(stop.received) > len(manifest["signals"]):  # more came while saving: say so
+            manifest["signals"] = [signal_name(s) for s in stop.received]
+            write_json_atomic(out / "manifest.json", manifest)
+    return replace(result, signals=tuple(stop.received))
+
+
+def finish_abandoned(root: Path, manifest: dict) -> bool:
+    """Mark a session whose memprobe was killed (SIGKILL, the OOM killer, a crash) as such:
+    status ``interrupted``, the run it was in ``interrupted`` too, its rows gathered into Parquet.
+    Its processes are gone already (each run's process ends its group when memprobe ends).
+    False, and nothing changed, while that memprobe still runs."""
+    if manifest.get("status") != "running" or writer_alive(manifest):
+        return False
+    ended = max((f.stat().st_mtime for f in root.rglob("*") if f.is_file()), default=time.time())
+    for d in run_dirs(root):
+        meta = read_json(d / "meta.json")
+        if meta.get("status") == "running":
+            meta.update(status="interrupted", error={
+                "type": "Interrupted", "message": "memprobe ended while this run was going (killed?); what was "
+                                                  "measured until then is kept"})
+            write_json_atomic(d / "meta.json", meta)
+    manifest.update(status="interrupted", finished=manifest.get("finished") or ended,
+                    ended="memprobe ended before finishing this session (killed?); 'memprobe report' finished "
+                          "the folder from what was saved")
+    write_json_atomic(root / "manifest.json", manifest)
+    consolidate(root)
+    return True
 
 
 def finalize(out: Path, manifest: dict, *, render: bool, interrupted: bool) -> SessionResult:

@@ -1,12 +1,13 @@
 """Terminal output: live progress per run and the summary table."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TextIO
 
 from memprobe.analysis import RunSummary
-from memprobe.runner import RunState
+from memprobe.runner import RunState, signal_name
 from memprobe.scenario import RunSpec
 from memprobe.session import Console
 
@@ -49,19 +50,54 @@ class TerminalConsole(Console):
             "starting workers" if "first_batch" not in state.marks else "iterating")
         line = f"{self._prefix}: {state.items:,}{of} items, {state.elapsed_s:5.1f} s, {phase}"
         if self.live:
-            self.stream.write("\r\033[K" + line)
-            self.stream.flush()
+            self._write("\r\033[K" + line)
         else:
             self._print(line)
 
     def run_finished(self, state: RunState) -> None:
         if self.live:
-            self.stream.write("\r\033[K")
+            self._write("\r\033[K")
         err = f" - {state.error['type']}: {state.error['message']}" if state.error else ""
         self._print(f"{self._prefix}: {state.status} ({state.items:,} items, {state.elapsed_s:.1f} s){err}")
 
+    def signal_received(self, signum: int, count: int) -> None:
+        # Called from a signal handler, maybe in the middle of a print: a raw write to the
+        # stream's descriptor, never the (non-reentrant) buffered stream itself.
+        name = signal_name(signum)
+        text = (f"\nmemprobe: {name}: stopping; saving what was measured and the report (a few seconds)\n"
+                if count == 1 else f"\nmemprobe: {name} again: still saving the results; memprobe exits once "
+                "they are complete (a few seconds)\n")
+        try:
+            os.write(self.stream.fileno(), text.encode())
+        except (OSError, ValueError, AttributeError):
+            pass  # the terminal is gone (SIGHUP) or the stream has no descriptor
+
     def _print(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+        self._write(line + "\n")
+
+    def _write(self, text: str) -> None:
+        """Progress is a courtesy: a terminal that went away (SIGHUP) or a closed pipe must not
+        stop the run; output just stops."""
+        if self.stream is None:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.stream = None
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """print(), except that a closed pipe (``memprobe run ... | head``) or a terminal that went
+    away ends the output, not memprobe: the results are what matters, and they are saved."""
+    stream = stream or sys.stdout
+    try:
+        print(text, file=stream, flush=True)
+    except (OSError, ValueError):
+        try:  # let the interpreter's final flush find a harmless descriptor
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass
 
 
 def summary_table(summaries: list[RunSummary]) -> str:

@@ -16,19 +16,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.cli.console import summary_table
+    import sys
+
+    from memprobe.analysis import summarize_all
+    from memprobe.cli.console import say, summary_table
     from memprobe.errors import UsageError
     from memprobe.report import write_report
-    from memprobe.results import ResultSet, write_json_atomic
-    from memprobe.analysis import summarize_all
-    from memprobe.session import write_summary
+    from memprobe.results import ResultSet, consolidate, unconsolidated
+    from memprobe.session import finish_abandoned, write_summary, writer_alive
 
     root = Path(args.results)
     if not root.is_dir():
         raise UsageError(f"{root}: no such results folder")
     results = ResultSet.load(root)
+    status = results.manifest.get("status")
+    if status == "running" and writer_alive(results.manifest):
+        # Its rows are still being written: read them, move nothing.
+        say(f"memprobe: {root} is still being written by memprobe (pid {results.manifest['writer']['pid']}): "
+            "this report shows what was saved so far", sys.stderr)
+    elif finish_abandoned(root, results.manifest):
+        say(f"memprobe: the memprobe that wrote {root} ended before finishing (killed?): marked interrupted",
+            sys.stderr)
+        results = ResultSet.load(root)
+    elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
+        consolidate(root)
     summaries = summarize_all(results)
     write_summary(root, results.manifest, summaries)
-    print(summary_table(summaries))
-    print(f"\nreport: {write_report(root)}")
+    say(summary_table(summaries))
+    say(f"\nreport: {write_report(root)}")
     return 0

@@ -4,16 +4,17 @@ Shows progress per run, then a summary table, and writes the results and report.
 reports/<scenario>-<UTC timestamp>/ (or -o DIR). Exit codes: 0 all runs ok, 1 a run failed or
 timed out (or, with --strict, an expectation was not met), 2 bad input, 130 interrupted by Ctrl-C
 (143 by SIGTERM, 129 by SIGHUP: handled the same way, what was measured is saved and no process of
-the run is left).
+the run is left). A scenario above what this machine can hold (workers, dataset size) is refused
+before anything runs; --no-limits runs it anyway.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ EPILOG = """examples:
 """
 QUICK_RECORDS = 100_000
 QUICK_IMAGES = 128
+# Taken the Ctrl-C way: without it, SIGTERM (a cancelled CI job, `kill`) would end memprobe at
+# once, and the run's process group, in a group of its own, would not be told.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _scenario(args: argparse.Namespace) -> Any:
@@ -49,14 +53,12 @@ def _scenario(args: argparse.Namespace) -> Any:
     except json.JSONDecodeError as exc:
         raise UsageError(f"--kwargs: not valid JSON ({exc}); e.g. --kwargs '{{\"n\": 1000}}'") from None
     loader: dict[str, Any] = {"batch_size": args.batch_size}
-    if args.items:
+    if args.items is not None:
         loader["items"] = args.items
     doc = {"name": args.dataset.rsplit(":", 1)[-1].split(".")[-1] or "dataset",
            "dataset": {"factory": args.dataset, "kwargs": kwargs},
            "modes": [m.strip() for m in args.modes.split(",") if m.strip()],
            "workers": [_int("--workers", w) for w in args.workers.split(",") if w.strip()], "loader": loader}
-    import os
-
     return parse_scenario(yaml.safe_dump(doc, sort_keys=False), "--dataset", base_dir=os.getcwd())
 
 
@@ -80,36 +82,6 @@ def _preflight(scenario: Any) -> None:
             load_factory(f.factory)
     finally:
         del sys.path[:len(extra)]
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, taken the Ctrl-C way: the run in progress ends its whole process group,
-    completed runs and partial samples are saved and the report is written, marked interrupted."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextmanager
-def _terminate_like_ctrl_c() -> Iterator[list[int]]:
-    """Without this, SIGTERM (a CI job cancelled, `kill`) ends memprobe at once and the run's
-    process group - in a group of its own, so not signalled with memprobe - lives on, with the
-    results left unconsolidated. Yields the signals received."""
-    received: list[int] = []
-
-    def handler(signum: int, frame: object) -> None:
-        if received:
-            return  # already finishing up: a second signal must not cut the clean-up short
-        received.append(signum)
-        raise Terminated(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield received
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def _quick(scenario: Any) -> Any:
@@ -148,42 +120,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when a run does not meet the scenario's expectation")
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
     p.add_argument("--timeout", type=float, metavar="S", help="per-run timeout in seconds (overrides the scenario)")
+    p.add_argument("--no-limits", action="store_true",
+                   help="run even above this machine's limits on workers and dataset size (README, Limits)")
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.cli.console import TerminalConsole, summary_table
-    from memprobe.scenario import with_overrides
-    from memprobe.session import EXIT_FAILED, default_out_dir, run_scenario
+    from memprobe.cli.console import TerminalConsole, say, summary_table
+    from memprobe.scenario import check_limits, with_overrides
+    from memprobe.session import EXIT_FAILED, default_out_dir, make_output, run_scenario
 
     scenario = _scenario(args)
     _preflight(scenario)
     if args.quick:
         scenario = _quick(scenario)
-    if args.timeout:
+    if args.timeout is not None:
+        if not (math.isfinite(args.timeout) and args.timeout >= 1):
+            raise UsageError(f"--timeout: got {args.timeout:g}; allowed: a number of seconds >= 1")
         scenario = with_overrides(scenario, timeout_s=args.timeout)
-    out = Path(args.output) if args.output else default_out_dir(scenario)
-    if (out / "manifest.json").exists():
-        raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
+    check_limits(scenario, lifted=args.no_limits)
+    if args.output:
+        out = Path(args.output)
+        try:
+            make_output(out)
+        except UsageError as exc:
+            raise UsageError(f"-o {exc}") from None
+    else:
+        out = default_out_dir(scenario)
     runs = scenario.runs()
-    print(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", file=sys.stderr)
-    with _terminate_like_ctrl_c() as signals:
-        result = run_scenario(scenario, out, console=TerminalConsole(), render=not args.no_report)
-    print(summary_table(result.summaries))
+    say(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", sys.stderr)
+    result = run_scenario(scenario, out, console=TerminalConsole(), render=not args.no_report,
+                          signals=STOP_SIGNALS)
+    say(summary_table(result.summaries))
     _print_explanations(result.summaries)
-    if result.interrupted:
-        how = f" by {signal.Signals(signals[0]).name}" if signals else ""
-        print(f"memprobe: interrupted{how}: completed runs and partial samples were saved", file=sys.stderr)
-    print(f"\nresults: {out}" + (f"\nreport:  {result.report}" if result.report else ""))
-    code = 128 + signals[0] if signals else result.exit_code
+    if result.signals:
+        name = signal.Signals(result.signals[0]).name
+        say(f"memprobe: interrupted by {name}: completed runs and partial samples were saved" if result.interrupted
+            else f"memprobe: {name} came after the last run had ended: the results are complete", sys.stderr)
+    say(f"\nresults: {out}" + (f"\nreport:  {result.report}" if result.report else ""))
+    code = result.exit_code
     unmet = [s.run_id for s in result.summaries if s.expectation_met is False]
     if unmet:
-        print(f"memprobe: expectation not met: {', '.join(unmet)}", file=sys.stderr)
+        say(f"memprobe: expectation not met: {', '.join(unmet)}", sys.stderr)
         if args.strict and code == 0:
             code = EXIT_FAILED
     return code
 
 
 def _print_explanations(summaries: list) -> None:
-    failed = [s for s in summaries if s.status != "ok"]
-    for s in failed:
-        print(f"\n{s.run_id}: {s.status}: {s.error}")
+    from memprobe.cli.console import say
+
+    for s in summaries:
+        if s.status != "ok":
+            say(f"\n{s.run_id}: {s.status}" + (f": {s.error}" if s.error else ""))

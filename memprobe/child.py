@@ -25,6 +25,7 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # nothing else here uses: SIGTERM keeps its meaning (the supervisor ending the group), and a
 # dataset that installs its own SIGUSR1/SIGTERM handler cannot take this one over by accident.
 SUPERVISOR_GONE = signal.SIGRTMIN + 1
+SUPERVISOR_ENV = "MEMPROBE_SUPERVISOR_PID"  # the supervisor's pid, set by runner.py
 
 
 class Events:
@@ -271,7 +272,7 @@ def end_with_supervisor() -> None:
     the DataLoader, on stdin and in sleep() are interrupted). If the supervisor was already gone
     before prctl() took effect, the parent is no longer the one named in the environment: end
     now."""
-    expected = int(os.environ.get("MEMPROBE_SUPERVISOR_PID") or 0)
+    expected = int(os.environ.get(SUPERVISOR_ENV) or 0)
     if not expected:
         return  # started by hand, not by memprobe: nothing to outlive
     signal.signal(SUPERVISOR_GONE, _supervisor_gone)

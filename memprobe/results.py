@@ -73,7 +73,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def write_json_exclusive(path: Path, data: Any) -> bool:
     """Create ``path`` with JSON ``data``, whole, unless it exists: False then. Two processes
     racing for one file: exactly one gets it (a hard link never replaces an existing name)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         _json_writer(data)(tmp)
         os.link(tmp, path)
@@ -164,7 +164,13 @@ def run_dirs(root: Path) -> list[Path]:
 
 
 def _write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    write_atomic(path, lambda tmp: df.to_parquet(tmp, index=False))
+    def write(tmp: Path) -> None:
+        # An open file, not a path: Arrow cannot take a path that is not UTF-8 (a folder named
+        # with other bytes), Python's open() can.
+        with open(tmp, "wb") as f:
+            df.to_parquet(f, index=False)
+
+    write_atomic(path, write)
 
 
 def consolidate(root: Path) -> None:
@@ -187,7 +193,8 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     import pyarrow as pa
 
     try:
-        df = pd.read_parquet(path)
+        with open(path, "rb") as f:  # see _write_parquet_atomic
+            df = pd.read_parquet(f)
     except (OSError, pa.ArrowException, ValueError) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise UsageError(f"{path}: cannot be read (truncated or damaged: {reason}); "

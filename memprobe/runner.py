@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memprobe.child import SUPERVISOR_ENV
 from memprobe.errors import MemprobeError, ResultsWriteError
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
@@ -32,9 +33,9 @@ EXIT_GRACE_S = 10.0
 # The loader process waits at these for a PSS round: growth window start and end (warm, done),
 # and the birth and end of each later generation of workers (epoch_warm, epoch_end).
 SYNC_EVENTS = ("warm", "done", "epoch_warm", "epoch_end")
-# The run's process ends its own process group when this process ends (child.py): it needs to
-# know which process it must outlive no longer.
-SUPERVISOR_ENV = "MEMPROBE_SUPERVISOR_PID"
+# One turn of the event loop takes at most 0.5 s (plus a PSS round at a sync point); a longer
+# gap is time memprobe was stopped, which does not count toward the run's timeout.
+PAUSED_S = 5.0
 
 
 def signal_name(signum: int) -> str:
@@ -139,6 +140,7 @@ class _Supervisor:
         self.stop = stop
         self.writer = RunWriter(run_dir)
         self.run_dir = run_dir
+        self.root = run_dir.parent.parent  # <results>/runs/<run_id>
         self._dir_id = folder_identity(run_dir)
         self.on_progress = on_progress or (lambda s: None)
         self._buf = b""
@@ -189,16 +191,22 @@ class _Supervisor:
 
     def _event_loop(self, fd: int) -> None:
         deadline = self.t0 + self.state.spec.timeout_s
+        last = time.monotonic()
         wake = [self.stop.fileno()] if self.stop and self.stop.fileno() is not None else []
         while True:
+            now = time.monotonic()
+            if now - last > PAUSED_S:
+                # memprobe itself was stopped (SIGSTOP, Ctrl-Z) or starved: not the run's time.
+                deadline += now - last
+            last = now
             if self.stop and self.stop.received:
                 self._interrupted(self.stop.first)
                 return
             if folder_identity(self.run_dir) != self._dir_id:
                 self.state.status = "failed"
-                self.state.error = {"type": "ResultsFolderGone", "message": str(ResultsFolderGone(self.run_dir))}
+                self.state.error = {"type": "ResultsFolderGone", "message": str(ResultsFolderGone(self.root))}
                 return
-            remaining = deadline - time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 self.state.status = "timeout"
                 self.state.error = {"type": "Timeout", "message":
@@ -273,12 +281,12 @@ class _Supervisor:
             self.writer.write_meta(self.state.meta())
         except ResultsWriteError as exc:
             if folder_identity(self.run_dir) != self._dir_id and exc.errno == errno.ENOENT:
-                raise ResultsFolderGone(self.run_dir.parent.parent) from None
+                raise ResultsFolderGone(self.root) from None
             raise
         finally:
             self.writer.close()
         if self.state.error and self.state.error.get("type") == "ResultsFolderGone":
-            raise ResultsFolderGone(self.run_dir.parent.parent)
+            raise ResultsFolderGone(self.root)
 
     def _settle_status(self) -> None:
         if self.state.status != "running":

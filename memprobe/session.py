@@ -165,6 +165,7 @@ def finish_abandoned(root: Path, manifest: dict) -> bool:
     if manifest.get("status") != "running" or writer_alive(manifest):
         return False
     ended = max((f.stat().st_mtime for f in root.rglob("*") if f.is_file()), default=time.time())
+    finished = []
     for d in run_dirs(root):
         meta = read_json(d / "meta.json")
         if meta.get("status") == "running":
@@ -172,7 +173,11 @@ def finish_abandoned(root: Path, manifest: dict) -> bool:
                 "type": "Interrupted", "message": "memprobe ended while this run was going (killed?); what was "
                                                   "measured until then is kept"})
             write_json_atomic(d / "meta.json", meta)
-    manifest.update(status="interrupted", finished=manifest.get("finished") or ended,
+        else:
+            finished.append(meta.get("run_id"))
+    # Killed after its last run had ended, while saving: nothing was cut short.
+    whole = finished == list(manifest.get("runs") or [None])
+    manifest.update(status="complete" if whole else "interrupted", finished=manifest.get("finished") or ended,
                     ended="memprobe ended before finishing this session (killed?); 'memprobe report' finished "
                           "the folder from what was saved")
     write_json_atomic(root / "manifest.json", manifest)

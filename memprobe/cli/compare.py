@@ -27,5 +27,9 @@ def main(args: argparse.Namespace) -> int:
         if not (d / "manifest.json").exists():
             raise UsageError(f"{d}: not a memprobe results folder (no manifest.json)")
     out = Path(args.output) if args.output else b / "compare.html"
+    if out.is_dir():
+        raise UsageError(f"-o {out}: is a folder; allowed: the path of an HTML file to write")
+    if not out.parent.is_dir():
+        raise UsageError(f"-o {out}: no such folder {out.parent}; allowed: an HTML file in an existing folder")
     print(f"compare: {write_compare(a, b, out)}")
     return 0

@@ -57,7 +57,7 @@ class TerminalConsole(Console):
     def run_finished(self, state: RunState) -> None:
         if self.live:
             self._write("\r\033[K")
-        err = f" - {state.error['type']}: {state.error['message']}" if state.error else ""
+        err = f" - {short_error(state.error['type'] + ': ' + state.error['message'])}" if state.error else ""
         self._print(f"{self._prefix}: {state.status} ({state.items:,} items, {state.elapsed_s:.1f} s){err}")
 
     def signal_received(self, signum: int, count: int) -> None:
@@ -87,12 +87,26 @@ class TerminalConsole(Console):
             self.stream = None
 
 
+def short_error(text: str) -> str:
+    """An error in one line: a worker's error carries its whole remote traceback ("Caught
+    ValueError in DataLoader worker process 0. Original Traceback ..."); its first and last lines
+    say what and where. The whole text stays in the run's meta.json and the report."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return text.strip()
+    return f"{lines[0]} ... {lines[-1]}"
+
+
 def say(text: str, stream: TextIO | None = None) -> None:
     """print(), except that a closed pipe (``memprobe run ... | head``) or a terminal that went
     away ends the output, not memprobe: the results are what matters, and they are saved."""
     stream = stream or sys.stdout
     try:
-        print(text, file=stream, flush=True)
+        try:
+            print(text, file=stream, flush=True)
+        except UnicodeEncodeError:  # a path with bytes that are not UTF-8, on a strict stream
+            encoding = getattr(stream, "encoding", None) or "utf-8"
+            print(text.encode(encoding, "backslashreplace").decode(encoding), file=stream, flush=True)
     except (OSError, ValueError):
         try:  # let the interpreter's final flush find a harmless descriptor
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())

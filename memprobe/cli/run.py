@@ -167,8 +167,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _print_explanations(summaries: list) -> None:
-    from memprobe.cli.console import say
+    from memprobe.cli.console import say, short_error
 
     for s in summaries:
         if s.status != "ok":
-            say(f"\n{s.run_id}: {s.status}" + (f": {s.error}" if s.error else ""))
+            say(f"\n{s.run_id}: {s.status}" + (f": {short_error(s.error)}" if s.error else ""))

@@ -291,3 +291,31 @@ def test_a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_saved(tm
     samples = pd.read_parquet(out / "samples.parquet")
     assert len(samples) > 10 and samples["t"].is_monotonic_increasing
     assert not [p.name for p in out.rglob(".*.tmp")]
+
+
+# -- flags that must stop before anything runs (issue 13) --------------------------------------
+
+def test_run_help_names_the_limits_override() -> None:
+    r = memprobe("run", "--help")
+    assert r.returncode == 0 and "--no-limits" in r.stdout
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--items", "0"], ["loader.items", "got 0"]),
+    (["--batch-size", "0"], ["loader.batch_size", "got 0"]),
+    (["--workers", "2,x"], ["--workers", "'x'"]),
+    (["--kwargs", "[1]"], ["kwargs", "a mapping"]),
+])
+def test_bad_one_off_flags_exit_2(tmp_path: Path, flags: list[str], words: list[str]) -> None:
+    r = memprobe("run", "--dataset", "user_datasets:coco_style", *flags, "-o", tmp_path / "out")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert all(w in r.stderr for w in words), r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_compare_output_must_be_a_file_in_an_existing_folder(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text('{"schema_version": 1, "status": "complete"}')
+    for out, words in ((tmp_path, "is a folder"), (tmp_path / "nope" / "c.html", "no such folder")):
+        r = memprobe("compare", tmp_path, tmp_path, "-o", out)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.startswith(f"memprobe: error: -o {out}: {words}"), r.stderr

@@ -188,3 +188,68 @@ def test_consolidation_removed_the_json_lines(small_results) -> None:
     for run in (small_results.root / "runs").iterdir():
         assert (run / "meta.json").exists()
         assert not (run / "samples.jsonl").exists() and not (run / "progress.jsonl").exists()
+
+
+# -- hostile folders (issue 13) ----------------------------------------------------------------
+
+def test_of_two_writers_racing_for_one_manifest_exactly_one_gets_it(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memprobe.results import write_json_exclusive
+
+    path = tmp_path / "manifest.json"
+    with ThreadPoolExecutor(8) as pool:
+        won = list(pool.map(lambda i: write_json_exclusive(path, {"writer": i}), range(8)))
+    assert won.count(True) == 1
+    assert json.loads(path.read_text())["writer"] == won.index(True)  # whole, the winner's
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("manifest.json", b'{"schema_version": 1, "sta', "damaged or truncated"),
+    ("manifest.json", b"[1, 2]", "expected an object"),
+    ("manifest.json", b"\xff\xfe", "damaged or truncated"),
+    ("samples.parquet", b"PAR1 not really", "truncated or damaged"),
+])
+def test_a_damaged_file_is_named_not_a_traceback(tmp_path: Path, name: str, content: bytes, words: str) -> None:
+    from memprobe.errors import UsageError
+
+    write_json_atomic(tmp_path / "manifest.json", {"schema_version": 1, "status": "complete"})
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(UsageError) as info:
+        ResultSet.load(tmp_path)
+    assert str(tmp_path / name) in str(info.value) and words in str(info.value)
+
+
+def test_a_parquet_file_that_is_not_memprobes_is_named(tmp_path: Path) -> None:
+    from memprobe.errors import UsageError
+
+    write_json_atomic(tmp_path / "manifest.json", {"schema_version": 1})
+    pd.DataFrame({"x": [1, 2]}).to_parquet(tmp_path / "progress.parquet")
+    with pytest.raises(UsageError) as info:
+        ResultSet.load(tmp_path)
+    assert "progress.parquet" in str(info.value) and "run_id" in str(info.value)
+
+
+def test_tables_consolidate_into_a_folder_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    import os
+
+    root = Path(os.fsdecode(os.fsencode(tmp_path) + b"/r\xff"))
+    w = RunWriter(root / "runs" / "a")
+    w.append("samples", [{"t": 0.1, "pid": 7, "rss_mb": 1.0}])
+    w.write_meta({"run_id": "a", "index": 0, "status": "ok", "spec": {}})
+    w.close()
+    write_json_atomic(root / "manifest.json", {"schema_version": 1})
+    results.consolidate(root)
+    assert list(ResultSet.load(root).tables["samples"]["pid"]) == [7]
+
+
+def test_a_write_error_says_what_to_do_for_its_cause(tmp_path: Path) -> None:
+    import errno
+
+    full = ResultsWriteError(tmp_path / "x", OSError(errno.ENOSPC, "No space left on device"))
+    gone = ResultsWriteError(tmp_path / "x", OSError(errno.ENOENT, "No such file or directory"))
+    denied = ResultsWriteError(tmp_path / "x", OSError(errno.EACCES, "Permission denied"))
+    assert "free some space" in str(full)
+    assert "deleted or moved" in str(gone) and "space" not in str(gone)
+    assert "may not write there" in str(denied)

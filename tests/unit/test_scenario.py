@@ -204,3 +204,163 @@ def test_load_scenario_reports_the_real_path(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as info:
         load_scenario(f)
     assert str(f) in str(info.value) and "'threads'" in str(info.value)
+
+
+# -- hostile input (issue 13) ------------------------------------------------------------------
+
+def _bomb(levels: int) -> str:
+    nodes = ['&a0 "lolololololololololololololololololol"']
+    nodes += [f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return f"description: [{', '.join(nodes)}]\n"
+
+
+def test_aliases_that_expand_past_the_limit_are_refused_naming_the_key() -> None:
+    msg = _error(_bomb(8))  # 1.3 KB of text, 351 MB once expanded
+    assert "key 'description'" in msg and "more than 1,000,000 characters" in msg
+    assert len(msg) < 300
+
+
+def test_aliases_within_the_limit_are_fine() -> None:
+    s = parse_scenario("modes: &m [fork, thread]\nexpect: [{mode: *m, verdict: flat}]\n", PATH)
+    assert s.modes == ("fork", "thread") and s.expect[0].modes == ("fork", "thread")
+    assert parse_scenario(_bomb(3), PATH).description.startswith("[")  # 729 references, ~30 KB expanded
+
+
+def test_a_recursive_alias_is_refused() -> None:
+    msg = _error("modes: &m [fork, *m]\n")
+    assert "line 1" in msg and "'modes[1]'" in msg and "recursive alias" in msg
+
+
+def test_a_key_given_twice_is_refused_with_both_lines() -> None:
+    msg = _error("name: a\nloader:\n  batch_size: 8\n  epochs: 2\n  batch_size: 64\n")
+    assert "line 5" in msg and "'loader.batch_size' appears twice" in msg and "first on line 3" in msg
+    assert "appears twice" in _error("loader: {epochs: 1, epochs: 2}\n")
+
+
+def test_merge_keys_may_be_overridden() -> None:
+    s = parse_scenario("name: m\nloader: {<<: {batch_size: 8, epochs: 2}, epochs: 3}\n", PATH)
+    assert (s.loader.batch_size, s.loader.epochs) == (8, 3)
+
+
+def test_deep_nesting_is_refused() -> None:
+    assert "nested" in _error("description: " + "[" * 60 + "]" * 60 + "\n")
+    assert "nested too deeply" in _error("description: " + "[" * 5000 + "]" * 5000 + "\n")
+
+
+@pytest.mark.parametrize("text, key", [
+    ("timeout_s: .nan\n", "timeout_s"), ("timeout_s: .inf\n", "timeout_s"),
+    ("sampling: {interval_s: .inf}\n", "sampling.interval_s"), ("verdict: {growth_threshold_mb: .nan}\n",
+                                                               "verdict.growth_threshold_mb"),
+    ("dataset: {seed: 4294967296}\n", "dataset.seed"), ("sampling: {pss_cpu_budget: 2}\n", "sampling.pss_cpu_budget"),
+])
+def test_numbers_must_be_finite_and_in_range(text: str, key: str) -> None:
+    assert f"'{key}'" in _error(text)
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "", ".", "x" * 101, "tab\there"])
+def test_a_name_must_fit_a_folder_name(name: str) -> None:
+    assert "'name'" in _error(f"name: {name!r}\n".replace("'", '"'))
+
+
+def test_error_messages_show_a_short_value() -> None:
+    msg = _error(f"modes: [{'x' * 100_000}]\n")
+    assert "'modes'" in msg and len(msg) < 400 and "characters)" in msg
+
+
+def test_factories_import_from_the_scenario_folder_then_the_current_directory(tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = parse_scenario("dataset: {factory: 'mymod:build'}\n", "elsewhere/s.yaml", base_dir="/elsewhere")
+    assert s.sys_path == ("/elsewhere", str(tmp_path))
+    assert all(r.sys_path == s.sys_path for r in s.runs())
+
+
+def test_load_scenario_refuses_what_is_not_a_small_utf8_file(tmp_path: Path) -> None:
+    import os
+
+    cases = {}
+    (tmp_path / "bin.yaml").write_bytes(b"\x89PNG\r\n\x1a\n")
+    cases["bin.yaml"] = "byte 0x89 at offset 0"
+    (tmp_path / "big.yaml").write_bytes(b"#" * 1_000_001)
+    cases["big.yaml"] = "larger than 1,000,000 bytes"
+    os.mkfifo(tmp_path / "fifo.yaml")
+    cases["fifo.yaml"] = "a FIFO"
+    for name, words in cases.items():
+        with pytest.raises(UsageError) as info:
+            load_scenario(tmp_path / name)
+        assert name in str(info.value) and words in str(info.value)
+    with pytest.raises(UsageError) as info:
+        load_scenario("/dev/null")
+    assert "a character device" in str(info.value)
+
+
+def test_load_scenario_reads_a_bom_and_names_a_path_that_is_not_utf8(tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "bom.yaml").write_bytes("\ufeffname: bom\n".encode())
+    assert load_scenario(tmp_path / "bom.yaml").name == "bom"
+    odd = os.fsdecode(os.fsencode(tmp_path) + b"/\xff.yaml")
+    with open(odd, "w") as f:
+        f.write("modes: [threads]\n")
+    with pytest.raises(UsageError) as info:
+        load_scenario(odd)
+    assert "\ufffd.yaml" in str(info.value)
+    str(info.value).encode("utf-8")  # printable: no lone surrogate
+
+
+# -- limits of the machine ---------------------------------------------------------------------
+
+from memprobe.scenario import Machine, check_limits, planned_memory_mb  # noqa: E402
+
+SMALL_MACHINE = Machine(cpus=2, memory_mb=24_000)
+
+
+def test_workers_above_the_machine_are_refused_unless_lifted() -> None:
+    assert SMALL_MACHINE.max_workers == 16
+    assert Machine(cpus=64, memory_mb=2048).max_workers == 8  # memory bounds it: 256 MB each
+    s = parse_scenario("workers: [2, 10000]\ndataset: {records: 100000}\nloader: {batch_size: 1}\n", PATH)
+    with pytest.raises(UsageError) as info:
+        check_limits(s, SMALL_MACHINE)
+    msg = str(info.value)
+    assert PATH in msg and "'workers'" in msg and "10000" in msg and "at most 16" in msg and "--no-limits" in msg
+    check_limits(parse_scenario("workers: [16]\ndataset: {records: 100000}\n", PATH), SMALL_MACHINE)
+    check_limits(s, SMALL_MACHINE, lifted=True)
+
+
+def test_a_dataset_whose_copies_do_not_fit_is_refused_unless_lifted() -> None:
+    s = parse_scenario("dataset: {records: 20000000}\nworkers: [2]\n", PATH)
+    assert planned_memory_mb(s) > SMALL_MACHINE.memory_mb * 0.8  # 650 B x 3 copies x 20M
+    with pytest.raises(UsageError) as info:
+        check_limits(s, SMALL_MACHINE)
+    assert "'dataset.records'" in str(info.value) and "20,000,000" in str(info.value)
+    check_limits(s, SMALL_MACHINE, lifted=True)
+    default = load_scenario(REPO / "scenarios" / "lists_vs_arrays.yaml")
+    check_limits(default, SMALL_MACHINE)
+
+
+def test_decode_counts_encoded_images_and_decoded_batches() -> None:
+    s = parse_scenario("decode: {images: 100, width: 8192, height: 8192}\nloader: {batch_size: 50}\n", PATH)
+    with pytest.raises(UsageError) as info:
+        check_limits(s, SMALL_MACHINE)
+    assert "'decode.images'" in str(info.value)
+
+
+def test_a_batch_size_leaving_a_worker_without_a_batch_is_refused_even_when_lifted() -> None:
+    # 100 items in batches of 34 make 3 batches (34, 34, 32): the fourth worker gets none.
+    s = parse_scenario("dataset: {records: 100}\nworkers: [4]\nloader: {batch_size: 34}\n", PATH)
+    for lifted in (False, True):
+        with pytest.raises(UsageError) as info:
+            check_limits(s, SMALL_MACHINE, lifted=lifted)
+        assert "'loader.batch_size'" in str(info.value) and "at most 33" in str(info.value)
+    check_limits(parse_scenario("dataset: {records: 100}\nworkers: [4]\nloader: {batch_size: 33}\n", PATH),
+                 SMALL_MACHINE)
+    s = parse_scenario("dataset: {records: 1000}\nloader: {batch_size: 64, items: 60}\n", PATH)
+    with pytest.raises(UsageError):
+        check_limits(s, SMALL_MACHINE)  # the item budget ends the epoch after one batch
+    check_limits(parse_scenario("datasets: [{factory: 'm:f'}]\nloader: {batch_size: 100000}\n", PATH),
+                 SMALL_MACHINE)  # a user dataset's length is known only once built
+
+
+def test_shipped_scenarios_are_within_the_limits_of_a_small_machine() -> None:
+    for path in sorted((REPO / "scenarios").glob("*.yaml")):
+        check_limits(load_scenario(path), SMALL_MACHINE)

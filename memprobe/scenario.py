@@ -49,6 +49,9 @@ JPEG_BYTES_PER_PIXEL = 0.25
 MEMORY_SHARE = 0.8  # of the machine's memory a scenario may plan to use; the rest is everyone else's
 MAX_SEED = 2**32 - 1  # numpy's generators take no larger seed
 MAX_IMAGE_SIDE = 8192
+# Batches each worker loads ahead (torch's default: 2). Far beyond, a loader holds a good part
+# of its epoch in memory at once, which is the prefetching being measured, not the dataset.
+MAX_PREFETCH = 64
 NAME_CHARS = 100
 
 
@@ -286,7 +289,7 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
         workers=_workers(check, data.get("workers", [2])),
         loader=_section(check, "loader", data.get("loader"), LoaderSpec, {
             "batch_size": (int, 1), "epochs": (int, 1), "items": (int, 1, "optional"),
-            "shuffle": (bool, 0), "prefetch_factor": (int, 1), "persistent_workers": (bool, 0),
+            "shuffle": (bool, 0), "prefetch_factor": (int, 1, MAX_PREFETCH), "persistent_workers": (bool, 0),
             "gc_freeze": (bool, 0)}),
         sampling=_section(check, "sampling", data.get("sampling"), SamplingSpec, {
             "interval_s": (float, 0.01, 60), "pss_cpu_budget": (float, 0.001, 1),

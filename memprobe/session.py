@@ -197,6 +197,8 @@ def finalize(out: Path, manifest: dict, *, render: bool, interrupted: bool) -> S
         from memprobe.report import write_report
 
         report = write_report(out)
+    else:  # a snapshot `memprobe report` took while the session ran no longer says what happened
+        (out / "report.html").unlink(missing_ok=True)
     return SessionResult(out, summaries, interrupted, report)
 
 

@@ -29,7 +29,9 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else b / "compare.html"
     if out.is_dir():
         raise UsageError(f"-o {out}: is a folder; allowed: the path of an HTML file to write")
-    if not out.parent.is_dir():
-        raise UsageError(f"-o {out}: no such folder {out.parent}; allowed: an HTML file in an existing folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {out}: cannot create the folder {out.parent}: {exc.strerror}") from None
     print(f"compare: {write_compare(a, b, out)}")
     return 0

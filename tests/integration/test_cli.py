@@ -313,9 +313,9 @@ def test_bad_one_off_flags_exit_2(tmp_path: Path, flags: list[str], words: list[
     assert not (tmp_path / "out").exists()
 
 
-def test_compare_output_must_be_a_file_in_an_existing_folder(tmp_path: Path) -> None:
+def test_compare_output_must_be_a_file_in_a_folder_memprobe_can_create(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text('{"schema_version": 1, "status": "complete"}')
-    for out, words in ((tmp_path, "is a folder"), (tmp_path / "nope" / "c.html", "no such folder")):
+    for out, words in ((tmp_path, "is a folder"), (Path("/proc/self/x/c.html"), "cannot create the folder")):
         r = memprobe("compare", tmp_path, tmp_path, "-o", out)
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert r.stderr.startswith(f"memprobe: error: -o {out}: {words}"), r.stderr

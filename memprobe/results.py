@@ -154,6 +154,19 @@ def read_json(path: Path) -> dict:
     return data
 
 
+def check_run_records(root: Path) -> None:
+    """Every run record of ``root`` has what a summary needs, or a :class:`UsageError` names the
+    record (a meta.json edited by hand): for `memprobe report` and `compare`."""
+    for d in run_dirs(root):
+        meta = read_json(d / "meta.json")
+        spec = meta.get("spec")
+        missing = [k for k in ("run_id", "status") if not isinstance(meta.get(k), str)]
+        missing += [f"spec.{k}" for k in ("backend", "mode", "workers", "verdict")
+                    if not isinstance(spec, dict) or k not in spec]
+        if missing:
+            raise UsageError(f"{d / 'meta.json'}: not a memprobe run record (no {', '.join(missing)})")
+
+
 def run_dirs(root: Path) -> list[Path]:
     base = root / "runs"
     if not base.is_dir():

@@ -340,8 +340,9 @@ def load_yaml(text: str, path: str) -> Any:
     """``yaml.safe_load(text)``, refusing what safe_load lets through: aliases that expand to
     more than :data:`MAX_SCENARIO_CHARS` (an "alias bomb"), recursive aliases, nesting deeper than
     :data:`MAX_DEPTH`, and a key given twice in one mapping (safe_load keeps the last silently)."""
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters at once
         node = loader.get_single_node()
         if node is None:
             return None
@@ -352,7 +353,8 @@ def load_yaml(text: str, path: str) -> Any:
     except RecursionError:
         raise UsageError(f"{path}: nested too deeply; allowed: at most {MAX_DEPTH} levels") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _check_nodes(root: yaml.Node, path: str) -> None:
@@ -419,6 +421,9 @@ def _no_duplicate_keys(node: yaml.MappingNode, path: str, where: str) -> None:
 
 def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
     """'file: line L, column C: not valid YAML: problem' (PyYAML's own text names no file)."""
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow, e.g. NUL
+        return (f"{path}: character {exc.position + 1}: not valid YAML: character "
+                f"{shown(chr(exc.character) if isinstance(exc.character, int) else exc.character)} is not allowed")
     mark = getattr(exc, "problem_mark", None)
     where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
     problem = getattr(exc, "problem", None) or str(exc)

@@ -40,14 +40,17 @@ def default_out_dir(scenario: Scenario, base: Path = Path("reports")) -> Path:
     """A new, empty ``reports/<name>-<UTC time>``, created here: two memprobe runs started in the
     same second get ``...Z`` and ``...Z-2`` instead of refusing each other."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    base.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         out = base / f"{scenario.name}-{stamp}{'' if n == 1 else f'-{n}'}"
         try:
+            base.mkdir(parents=True, exist_ok=True)
             out.mkdir()
             return out
         except FileExistsError:
-            continue
+            if not base.is_dir():
+                raise UsageError(f"{base}: exists and is not a folder; choose a results folder with -o") from None
+        except OSError as exc:
+            raise UsageError(f"{out}: cannot create the results folder: {exc.strerror}; choose one with -o") from None
     raise UsageError(f"{base}: 1,000 results folders named {scenario.name}-{stamp}*; choose one with -o")
 
 

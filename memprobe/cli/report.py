@@ -22,13 +22,14 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import say, summary_table
     from memprobe.errors import UsageError
     from memprobe.report import write_report
-    from memprobe.results import ResultSet, consolidate, unconsolidated
+    from memprobe.results import ResultSet, check_run_records, consolidate, unconsolidated
     from memprobe.session import finish_abandoned, write_summary, writer_alive
 
     root = Path(args.results)
     if not root.is_dir():
         raise UsageError(f"{root}: no such results folder")
     results = ResultSet.load(root)
+    check_run_records(root)
     status = results.manifest.get("status")
     if status == "running" and writer_alive(results.manifest):
         # Its rows are still being written: read them, move nothing.

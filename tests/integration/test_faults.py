@@ -337,6 +337,15 @@ def test_a_bad_flag_stops_before_anything_runs(memprobe: Memprobe, tmp_path: Pat
     assert done.left == []
 
 
+@pytest.mark.slow
+def test_a_default_results_folder_that_cannot_be_made_is_named(tmp_path: Path) -> None:
+    (tmp_path / "reports").write_text("not a folder")  # where the results would go by default
+    done = Memprobe(tmp_path)("run", scenario(tmp_path, "name: ok\ndataset: {records: 1000}\n"))
+    assert done.code == 2
+    assert "reports: exists and is not a folder" in done.one_line_error() and "-o" in done.err
+    assert (tmp_path / "reports").read_text() == "not a folder" and done.left == []
+
+
 # -- real runs: every case started at once -------------------------------------------------------
 #
 # Each case below is one `memprobe run` (or two) as a user would start, interrupt, kill or stop

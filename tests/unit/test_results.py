@@ -221,6 +221,17 @@ def test_a_damaged_file_is_named_not_a_traceback(tmp_path: Path, name: str, cont
     assert str(tmp_path / name) in str(info.value) and words in str(info.value)
 
 
+def test_a_run_record_edited_by_hand_is_named(tmp_path: Path) -> None:
+    from memprobe.errors import UsageError
+
+    write_json_atomic(tmp_path / "manifest.json", {"schema_version": 1})
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    write_json_atomic(tmp_path / "runs" / "a" / "meta.json", {"run_id": "a", "status": "ok", "spec": {}})
+    with pytest.raises(UsageError) as info:
+        results.check_run_records(tmp_path)
+    assert "meta.json" in str(info.value) and "spec.backend" in str(info.value)
+
+
 def test_a_parquet_file_that_is_not_memprobes_is_named(tmp_path: Path) -> None:
     from memprobe.errors import UsageError
 

@@ -220,6 +220,14 @@ def test_aliases_that_expand_past_the_limit_are_refused_naming_the_key() -> None
     assert len(msg) < 300
 
 
+def test_an_alias_bomb_under_any_key_is_refused_naming_that_key() -> None:
+    from memprobe.scenario import _TOP_KEYS
+
+    for key in _TOP_KEYS:
+        msg = _error(_bomb(8).replace("description:", f"{key}:"))
+        assert f"key '{key}'" in msg and "aliases expand" in msg
+
+
 def test_aliases_within_the_limit_are_fine() -> None:
     s = parse_scenario("modes: &m [fork, thread]\nexpect: [{mode: *m, verdict: flat}]\n", PATH)
     assert s.modes == ("fork", "thread") and s.expect[0].modes == ("fork", "thread")

@@ -94,6 +94,67 @@ def rate_text(s: RunSummary) -> str:
     return text
 
 
+# Page-fault churn: many faults per item, paid for by a large kernel share of the CPU.
+CHURN_FAULTS_PER_ITEM = 100
+CHURN_KERNEL_SHARE = 0.15
+
+
+def cost_text(s: RunSummary) -> str | None:
+    """'524 faults/image · 27% kernel CPU': what each item cost in page faults (None if unknown)."""
+    if not fmt.is_num(s.faults_per_item):
+        return None
+    text = f"{s.faults_per_item:,.0f} faults/{noun(s).removesuffix('s')}"
+    if fmt.is_num(s.kernel_cpu_share):
+        text += f" · {s.kernel_cpu_share:.0%} kernel CPU"
+    return text
+
+
+def fault_churn(s: RunSummary) -> bool:
+    """Many page faults per item and a large share of the CPU spent in the kernel paying for them."""
+    return (fmt.is_num(s.faults_per_item) and s.faults_per_item >= CHURN_FAULTS_PER_ITEM
+            and fmt.is_num(s.kernel_cpu_share) and s.kernel_cpu_share >= CHURN_KERNEL_SHARE)
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """One run's throughput next to what each item cost it."""
+
+    run: RunSummary
+    anchor: str
+    churn: bool
+
+
+def cost_rows(summaries: list[RunSummary], anchors: dict[str, str]) -> list[CostRow]:
+    """Ok runs with a measured rate and per-item counters, in run order."""
+    return [CostRow(s, anchors[s.run_id], fault_churn(s)) for s in summaries
+            if s.status == "ok" and fmt.is_num(s.items_per_s) and fmt.is_num(s.cpu_ms_per_item)]
+
+
+def churn_note(summaries: list[RunSummary]) -> str | None:
+    """Says which runs churn page faults and, where the folder has one, a run on the same data
+    that does not: the difference it makes, measured side by side."""
+    churning = [s for s in summaries if s.status == "ok" and fault_churn(s)]
+    if not churning:
+        return None
+    worst = max(churning, key=lambda s: s.faults_per_item or 0)
+    text = (f"Page-fault churn in {len(churning)} run{'s' if len(churning) != 1 else ''}: up to "
+            f"{worst.faults_per_item:,.0f} minor faults per {noun(worst).removesuffix('s')} "
+            f"({short_label(worst)}), with {worst.kernel_cpu_share:.0%} of the CPU spent in the kernel. Memory "
+            "freed after each item goes back to the kernel and is faulted in again for the next one: glibc trims "
+            "its heap when no large block is freed through malloc, e.g. in worker processes, whose batches go to "
+            "shared memory.")
+    calm = [s for s in summaries if s.status == "ok" and fmt.is_num(s.faults_per_item) and not fault_churn(s)
+            and s.backend == worst.backend and s.workload == worst.workload and fmt.is_num(s.cpu_ms_per_item)]
+    if calm and fmt.is_num(worst.cpu_ms_per_item):
+        best = min(calm, key=lambda s: s.cpu_ms_per_item or 0)
+        text += (f" Measured here without it: {short_label(best)} took {best.faults_per_item:,.0f} faults and "
+                 f"{best.cpu_ms_per_item:.2f} ms of CPU per {noun(best).removesuffix('s')}, against "
+                 f"{worst.faults_per_item:,.0f} and {worst.cpu_ms_per_item:.2f} ms.")
+    return text + (" For worker processes, glibc can be told to keep freed memory (mallopt in a "
+                   "worker_init_fn, or MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ in the environment); "
+                   "docs/perf/threads.md measures it.")
+
+
 def short_label(s: RunSummary) -> str:
     return f"{backend_label(s)} × {s.mode}"
 
@@ -428,6 +489,9 @@ def run_facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
              (f"workload: {workload}", ", ".join(f"{k}={v}" for k, v in section.items()) if section else None),
              ("loader", ", ".join(f"{k}={v}" for k, v in loader.items()) if loader else None),
              ("CPU cores used (whole tree, in the window)", _num(s.cpu_cores_used, "{:.2f}")),
+             (f"CPU per {noun(s).removesuffix('s')} (whole tree, in the window)", _num(s.cpu_ms_per_item, "{:.3f} ms")),
+             (f"minor page faults per {noun(s).removesuffix('s')}", _num(s.faults_per_item, "{:,.1f}")),
+             ("kernel share of that CPU (page faults are paid there)", _num(s.kernel_cpu_share, "{:.0%}")),
              ("decoder backend that ran", s.decoder_backend),
              ("encoded MB/s", _num(s.mb_per_s, "{:,.1f}")),
              ("megapixels/s", _num(s.megapixels_per_s, "{:,.1f}")),

@@ -256,6 +256,35 @@ def test_failed_and_unmeasured_runs_of_a_shown_decoder_are_listed() -> None:
         "pillow × spawn, 1 worker (no throughput measured: the run has no warm point or no last batch)"]
 
 
+# -- page-fault churn: faults per image and their CPU share, next to images/s ----------------------
+
+def test_cost_text_and_churn_per_run() -> None:
+    churning = summary(mode="fork", faults_per_item=524.4, kernel_cpu_share=0.27, cpu_ms_per_item=4.6)
+    calm = summary(faults_per_item=9.0, kernel_cpu_share=0.06, cpu_ms_per_item=3.3)
+    assert content.cost_text(churning) == "524 faults/image · 27% kernel CPU"
+    assert content.cost_text(summary(workload="records", faults_per_item=0.2, kernel_cpu_share=None)) == \
+        "0 faults/item"
+    assert content.cost_text(summary()) is None  # results without the counters
+    assert content.fault_churn(churning) and not content.fault_churn(calm)
+    assert not content.fault_churn(summary(faults_per_item=524.0, kernel_cpu_share=0.05))  # cheap faults
+
+
+def test_churn_note_names_the_worst_run_and_the_measured_difference_without_it() -> None:
+    runs = [summary(mode="fork", faults_per_item=524.4, kernel_cpu_share=0.27, cpu_ms_per_item=4.6),
+            summary(mode="spawn", faults_per_item=300.0, kernel_cpu_share=0.2, cpu_ms_per_item=4.4),
+            summary(faults_per_item=9.0, kernel_cpu_share=0.06, cpu_ms_per_item=3.3),
+            summary(backend="nvimgcodec", faults_per_item=2.0, kernel_cpu_share=0.01, cpu_ms_per_item=1.0)]
+    note = content.churn_note(runs)
+    assert note.startswith("Page-fault churn in 2 runs: up to 524 minor faults per image (pillow × fork), "
+                           "with 27% of the CPU spent in the kernel.")
+    # The comparison is with a run on the same decoder, not the cheaper nvimgcodec one.
+    assert "Measured here without it: pillow × thread took 9 faults and 3.30 ms of CPU per image, " \
+           "against 524 and 4.60 ms." in note
+    assert content.churn_note(runs[2:]) is None
+    rows = content.cost_rows(runs, {s.run_id: s.run_id for s in runs})
+    assert [r.churn for r in rows] == [True, True, False, False]
+
+
 # -- a real decode run, without nvImageCodec -------------------------------------------------------
 
 SCENARIO = """
@@ -306,4 +335,8 @@ def test_real_decode_report(decode_page: str) -> None:
     assert "No module named &#39;nvidia.nvimgcodec&#39;" in note
     matrix = decode_page[decode_page.index('id="matrix"'):decode_page.index('id="advice"')]
     assert "images/s" in matrix and "items/s" not in matrix
+    assert matrix.count("faults/image") == 2 and "kernel CPU" in matrix  # next to each Pillow run's rate
+    costs = decode_page[decode_page.index('id="costs"'):]
+    costs = costs[:costs.index("</table>")]
+    assert costs.count("<tr") == 3 and "minor faults per image" in costs  # a header and the two Pillow runs
     assert '>images fetched</button>' in decode_page

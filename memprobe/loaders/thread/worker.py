@@ -319,9 +319,10 @@ class WorkerGroup:
             self.threads.append(thread)
 
     def start(self) -> None:
-        from memprobe.loaders.thread import collate
+        from memprobe.loaders.thread import collate, heap
 
         collate.install()
+        heap.prime()
         _enable_faulthandler()
         self.gate.begin()
         for thread in self.threads:

@@ -94,7 +94,8 @@ def rate_text(s: RunSummary) -> str:
     return text
 
 
-# Page-fault churn: many faults per item, paid for by a large kernel share of the CPU.
+# Page-fault churn: this many more minor faults per item than the run on the same data with the
+# fewest (or than none, for a run alone with its data), paid for by this share of its CPU in the kernel.
 CHURN_FAULTS_PER_ITEM = 100
 CHURN_KERNEL_SHARE = 0.15
 
@@ -109,10 +110,19 @@ def cost_text(s: RunSummary) -> str | None:
     return text
 
 
-def fault_churn(s: RunSummary) -> bool:
-    """Many page faults per item and a large share of the CPU spent in the kernel paying for them."""
-    return (fmt.is_num(s.faults_per_item) and s.faults_per_item >= CHURN_FAULTS_PER_ITEM
-            and fmt.is_num(s.kernel_cpu_share) and s.kernel_cpu_share >= CHURN_KERNEL_SHARE)
+def churning(summaries: list[RunSummary]) -> dict[str, RunSummary | None]:
+    """Runs with page-fault churn, each with the run on the same data (backend and workload) that
+    took the fewest faults per item (``None`` when it has no such peer)."""
+    measured = [s for s in summaries if s.status == "ok" and fmt.is_num(s.faults_per_item)]
+    out: dict[str, RunSummary | None] = {}
+    for s in measured:
+        peers = [p for p in measured if p is not s and p.backend == s.backend and p.workload == s.workload]
+        best = min(peers, key=lambda p: p.faults_per_item) if peers else None
+        floor = min(best.faults_per_item, s.faults_per_item) if best else 0.0
+        if (s.faults_per_item - floor >= CHURN_FAULTS_PER_ITEM and fmt.is_num(s.kernel_cpu_share)
+                and s.kernel_cpu_share >= CHURN_KERNEL_SHARE):
+            out[s.run_id] = best
+    return out
 
 
 @dataclass(frozen=True)
@@ -126,33 +136,33 @@ class CostRow:
 
 def cost_rows(summaries: list[RunSummary], anchors: dict[str, str]) -> list[CostRow]:
     """Ok runs with a measured rate and per-item counters, in run order."""
-    return [CostRow(s, anchors[s.run_id], fault_churn(s)) for s in summaries
+    churn = churning(summaries)
+    return [CostRow(s, anchors[s.run_id], s.run_id in churn) for s in summaries
             if s.status == "ok" and fmt.is_num(s.items_per_s) and fmt.is_num(s.cpu_ms_per_item)]
 
 
 def churn_note(summaries: list[RunSummary]) -> str | None:
-    """Says which runs churn page faults and, where the folder has one, a run on the same data
-    that does not: the difference it makes, measured side by side."""
-    churning = [s for s in summaries if s.status == "ok" and fault_churn(s)]
-    if not churning:
+    """Which runs churn page faults, and what the run on the same data with the fewest faults
+    shows: the difference it makes, measured side by side."""
+    churn = churning(summaries)
+    if not churn:
         return None
-    worst = max(churning, key=lambda s: s.faults_per_item or 0)
-    text = (f"Page-fault churn in {len(churning)} run{'s' if len(churning) != 1 else ''}: up to "
-            f"{worst.faults_per_item:,.0f} minor faults per {noun(worst).removesuffix('s')} "
-            f"({short_label(worst)}), with {worst.kernel_cpu_share:.0%} of the CPU spent in the kernel. Memory "
-            "freed after each item goes back to the kernel and is faulted in again for the next one: glibc trims "
-            "its heap when no large block is freed through malloc, e.g. in worker processes, whose batches go to "
-            "shared memory.")
-    calm = [s for s in summaries if s.status == "ok" and fmt.is_num(s.faults_per_item) and not fault_churn(s)
-            and s.backend == worst.backend and s.workload == worst.workload and fmt.is_num(s.cpu_ms_per_item)]
-    if calm and fmt.is_num(worst.cpu_ms_per_item):
-        best = min(calm, key=lambda s: s.cpu_ms_per_item or 0)
-        text += (f" Measured here without it: {short_label(best)} took {best.faults_per_item:,.0f} faults and "
-                 f"{best.cpu_ms_per_item:.2f} ms of CPU per {noun(best).removesuffix('s')}, against "
-                 f"{worst.faults_per_item:,.0f} and {worst.cpu_ms_per_item:.2f} ms.")
-    return text + (" For worker processes, glibc can be told to keep freed memory (mallopt in a "
-                   "worker_init_fn, or MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ in the environment); "
-                   "docs/perf/threads.md measures it.")
+    worst = max((s for s in summaries if s.run_id in churn), key=lambda s: s.faults_per_item or 0)
+    one = noun(worst).removesuffix("s")
+    text = (f"Page-fault churn in {_runs(len(churn))}: {short_label(worst)} took {worst.faults_per_item:,.0f} minor "
+            f"faults per {one}, with {worst.kernel_cpu_share:.0%} of its CPU in the kernel.")
+    best = churn[worst.run_id]
+    if best is not None:
+        text += (f" {short_label(best)} on the same data took {best.faults_per_item:,.0f}"
+                 + (f" ({best.kernel_cpu_share:.0%} in the kernel)" if fmt.is_num(best.kernel_cpu_share) else "")
+                 + (f", and {best.cpu_ms_per_item:.2f} ms of CPU per {one} against {worst.cpu_ms_per_item:.2f} ms"
+                    if fmt.is_num(best.cpu_ms_per_item) and fmt.is_num(worst.cpu_ms_per_item) else "") + ".")
+    return text + (" The usual cause: memory freed after each item goes back to the kernel and is faulted in "
+                   "again for the next, because glibc trims its heap when no large block is freed through "
+                   "malloc, e.g. in worker processes, whose batches go to shared memory. For worker processes, "
+                   "glibc can be told to keep freed memory (mallopt in a worker_init_fn, or "
+                   "MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ in the environment); docs/perf/threads.md "
+                   "measures it.")
 
 
 def short_label(s: RunSummary) -> str:

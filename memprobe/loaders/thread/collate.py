@@ -11,10 +11,11 @@ glibc never sees a large block freed, so its dynamic mmap threshold stays where 
 put it (Pillow's ~1 MB decoded images): every item's buffers are then served from the worker
 thread's heap and handed back to the kernel as soon as they are freed (the heap top is trimmed with
 ``madvise(MADV_DONTNEED)`` about once per image), and the next item faults them in again.
-Measured on the Pillow decode workload (64 JPEGs 640x408, batch 64, 2 worker threads): 545 minor
-faults and 1.1 ms of kernel CPU per image with shared-memory batches, against 85 and 0.25 ms with
-ordinary ones (``docs/perf/threads.md``). torch's process workers pay the same per-image trimming
-(their batches must be shared); a thread has no reason to.
+Measured on the Pillow decode + resize workload (64 JPEGs 640x408, batch 64, 2 worker threads,
+whole epochs of 1,024 images): 545 minor faults and 1.15 ms of kernel CPU per image with
+shared-memory batches, 84 and 0.25 ms with ordinary ones, nearly all of those in the first batches
+(``heap.py`` removes the rest; ``docs/perf/threads.md``). torch's process workers pay the same
+per-image trimming (their batches must be shared); a thread has no reason to.
 
 :func:`install` replaces torch's ``collate_tensor_fn`` in ``default_collate_fn_map`` (the table
 ``default_collate`` consults at every call, so collate functions that call ``default_collate``

@@ -1,6 +1,7 @@
 """Dataset factories for scenarios, imported by name in the run's process.
 
-``list_records``: memprobe's built-in ``list`` records dataset, as a factory.
+``list_records`` / ``arrow_records``: memprobe's built-in ``list`` / ``arrow`` records datasets, as
+factories.
 
 ``pillow_decode_resize``: a CPU-heavy image pipeline, as a torchvision-style training set does it
 with Pillow: decode a 640x408 JPEG (real photographs, from :func:`memprobe.decode.jpeg_table`),
@@ -30,7 +31,7 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ["PillowDecodeResize", "list_records", "pillow_decode_resize"]
+__all__ = ["PillowDecodeResize", "arrow_records", "list_records", "pillow_decode_resize"]
 
 
 class PillowDecodeResize(Dataset):
@@ -123,3 +124,11 @@ def list_records(records: int = 100_000, floats: int = 4, seed: int = 0) -> Any:
     from memprobe.datasets import RecordSpec, build_dataset
 
     return build_dataset("list", RecordSpec(records=records, floats=floats, seed=seed))
+
+
+def arrow_records(records: int = 100_000, floats: int = 4, seed: int = 0) -> Any:
+    """The same records in memprobe's ``arrow`` backend (one ``pyarrow.Table``, read a row at a
+    time, as a Hugging Face ``datasets`` table is), as a factory."""
+    from memprobe.datasets import RecordSpec, build_dataset
+
+    return build_dataset("arrow", RecordSpec(records=records, floats=floats, seed=seed))

@@ -55,6 +55,9 @@ class RunSummary:
     mb_per_s: float | None = None  # decode workload: encoded MB/s
     megapixels_per_s: float | None = None
     cpu_cores_used: float | None = None  # CPU seconds of the whole tree per second, in the window
+    cpu_ms_per_item: float | None = None  # CPU of the whole tree per item, in the window
+    faults_per_item: float | None = None  # minor page faults of the whole tree per item, in the window
+    kernel_cpu_share: float | None = None  # kernel (system) part of that CPU: where page faults are paid
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _clean(v) for k, v in asdict(self).items()}
@@ -167,7 +170,29 @@ def _workload_figures(meta: dict, samples: pd.DataFrame, start: float | None, en
         out["mb_per_s"] = rate * info["bytes_per_item"] / 1e6
     if rate is not None and info.get("pixels_per_item"):
         out["megapixels_per_s"] = rate * info["pixels_per_item"] / 1e6
+    if rate is not None and start is not None and end is not None:
+        out.update(per_item_costs(samples, start, end, rate * (end - start)))
     return out
+
+
+def per_item_costs(samples: pd.DataFrame, start: float, end: float, items: float) -> dict[str, float | None]:
+    """CPU ms, minor page faults and the kernel's share of the CPU, per item fetched between
+    ``start`` and ``end``, summed over every process of the tree (worker threads are in their
+    process). Faults that cost CPU are paid in the kernel: a high kernel share next to many
+    faults per item is page-fault churn (memory handed back to the kernel and faulted in again)."""
+    none: dict[str, float | None] = {"cpu_ms_per_item": None, "faults_per_item": None, "kernel_cpu_share": None}
+    if samples.empty or items <= 0:
+        return none
+    w = samples[(samples["t"] >= start) & (samples["t"] <= end) & ~samples["missing"].astype(bool)]
+    if w.empty:
+        return none
+    g = w.sort_values("t").groupby("pid")[[c for c in ("cpu_s", "sys_cpu_s", "minflt") if c in w]]
+    delta = g.last() - g.first()
+    cpu = float(delta["cpu_s"].sum())
+    kernel = float(delta["sys_cpu_s"].sum()) if "sys_cpu_s" in delta and delta["sys_cpu_s"].notna().any() else None
+    return {"cpu_ms_per_item": cpu / items * 1e3,
+            "faults_per_item": float(delta["minflt"].sum()) / items if "minflt" in delta else None,
+            "kernel_cpu_share": kernel / cpu if kernel is not None and cpu > 0 else None}
 
 
 def cpu_cores_used(samples: pd.DataFrame, start: float | None, end: float | None) -> float | None:

@@ -50,6 +50,7 @@ class StatInfo:
     cpu_s: float
     threads: int
     start_ticks: int
+    sys_cpu_s: float = 0.0  # the kernel-mode part of cpu_s (stime): page faults are handled there
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ def parse_stat(text: str) -> StatInfo:
         cpu_s=(int(f[11]) + int(f[12])) / CLOCK_TICKS,
         threads=int(f[17]),
         start_ticks=int(f[19]),
+        sys_cpu_s=int(f[12]) / CLOCK_TICKS,
     )
 
 

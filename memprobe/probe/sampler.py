@@ -18,7 +18,8 @@ MB = procfs.MB
 Row = dict[str, object]
 Sink = Callable[[str, list[Row]], None]
 
-_CHEAP_FIELDS = ("rss_mb", "rss_anon_mb", "rss_file_mb", "rss_shmem_mb", "cpu_s", "minflt", "threads")
+_CHEAP_FIELDS = ("rss_mb", "rss_anon_mb", "rss_file_mb", "rss_shmem_mb", "cpu_s", "minflt", "threads",
+                 "sys_cpu_s")
 _PSS_FIELDS = (
     "pss_mb", "pss_anon_mb", "pss_file_mb", "pss_shmem_mb", "uss_mb", "shared_clean_mb",
     "shared_dirty_mb", "private_clean_mb", "private_dirty_mb", "swap_mb", "swap_pss_mb",
@@ -192,6 +193,7 @@ class Sampler:
             "rss_mb": cheap.rss / MB, "rss_anon_mb": cheap.rss_anon / MB,
             "rss_file_mb": cheap.rss_file / MB, "rss_shmem_mb": cheap.rss_shmem / MB,
             "cpu_s": cheap.stat.cpu_s, "minflt": cheap.stat.minflt, "threads": cheap.stat.threads,
+            "sys_cpu_s": cheap.stat.sys_cpu_s,
         }
         row.update(dict.fromkeys(_PSS_FIELDS))
         if with_pss:

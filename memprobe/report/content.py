@@ -94,6 +94,77 @@ def rate_text(s: RunSummary) -> str:
     return text
 
 
+# Page-fault churn: this many more minor faults per item than the run on the same data with the
+# fewest (or than none, for a run alone with its data), paid for by this share of its CPU in the kernel.
+CHURN_FAULTS_PER_ITEM = 100
+CHURN_KERNEL_SHARE = 0.15
+
+
+def cost_text(s: RunSummary) -> str | None:
+    """'524 faults/image · 27% kernel CPU': what each item cost in page faults (None if unknown)."""
+    if not fmt.is_num(s.faults_per_item):
+        return None
+    text = f"{s.faults_per_item:,.0f} faults/{noun(s).removesuffix('s')}"
+    if fmt.is_num(s.kernel_cpu_share):
+        text += f" · {s.kernel_cpu_share:.0%} kernel CPU"
+    return text
+
+
+def churning(summaries: list[RunSummary]) -> dict[str, RunSummary | None]:
+    """Runs with page-fault churn, each with the run on the same data (backend and workload) that
+    took the fewest faults per item (``None`` when it has no such peer)."""
+    measured = [s for s in summaries if s.status == "ok" and fmt.is_num(s.faults_per_item)]
+    out: dict[str, RunSummary | None] = {}
+    for s in measured:
+        peers = [p for p in measured if p is not s and p.backend == s.backend and p.workload == s.workload]
+        best = min(peers, key=lambda p: p.faults_per_item) if peers else None
+        floor = min(best.faults_per_item, s.faults_per_item) if best else 0.0
+        if (s.faults_per_item - floor >= CHURN_FAULTS_PER_ITEM and fmt.is_num(s.kernel_cpu_share)
+                and s.kernel_cpu_share >= CHURN_KERNEL_SHARE):
+            out[s.run_id] = best
+    return out
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """One run's throughput next to what each item cost it."""
+
+    run: RunSummary
+    anchor: str
+    churn: bool
+
+
+def cost_rows(summaries: list[RunSummary], anchors: dict[str, str]) -> list[CostRow]:
+    """Ok runs with a measured rate and per-item counters, in run order."""
+    churn = churning(summaries)
+    return [CostRow(s, anchors[s.run_id], s.run_id in churn) for s in summaries
+            if s.status == "ok" and fmt.is_num(s.items_per_s) and fmt.is_num(s.cpu_ms_per_item)]
+
+
+def churn_note(summaries: list[RunSummary]) -> str | None:
+    """Which runs churn page faults, and what the run on the same data with the fewest faults
+    shows: the difference it makes, measured side by side."""
+    churn = churning(summaries)
+    if not churn:
+        return None
+    worst = max((s for s in summaries if s.run_id in churn), key=lambda s: s.faults_per_item or 0)
+    one = noun(worst).removesuffix("s")
+    text = (f"Page-fault churn in {_runs(len(churn))}: {short_label(worst)} took {worst.faults_per_item:,.0f} minor "
+            f"faults per {one}, with {worst.kernel_cpu_share:.0%} of its CPU in the kernel.")
+    best = churn[worst.run_id]
+    if best is not None:
+        text += (f" {short_label(best)} on the same data took {best.faults_per_item:,.0f}"
+                 + (f" ({best.kernel_cpu_share:.0%} in the kernel)" if fmt.is_num(best.kernel_cpu_share) else "")
+                 + (f", and {best.cpu_ms_per_item:.2f} ms of CPU per {one} against {worst.cpu_ms_per_item:.2f} ms"
+                    if fmt.is_num(best.cpu_ms_per_item) and fmt.is_num(worst.cpu_ms_per_item) else "") + ".")
+    return text + (" The usual cause: memory freed after each item goes back to the kernel and is faulted in "
+                   "again for the next, because glibc trims its heap when no large block is freed through "
+                   "malloc, e.g. in worker processes, whose batches go to shared memory. For worker processes, "
+                   "glibc can be told to keep freed memory (mallopt in a worker_init_fn, or "
+                   "MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ in the environment); docs/perf/threads.md "
+                   "measures it.")
+
+
 def short_label(s: RunSummary) -> str:
     return f"{backend_label(s)} × {s.mode}"
 
@@ -428,6 +499,9 @@ def run_facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
              (f"workload: {workload}", ", ".join(f"{k}={v}" for k, v in section.items()) if section else None),
              ("loader", ", ".join(f"{k}={v}" for k, v in loader.items()) if loader else None),
              ("CPU cores used (whole tree, in the window)", _num(s.cpu_cores_used, "{:.2f}")),
+             (f"CPU per {noun(s).removesuffix('s')} (whole tree, in the window)", _num(s.cpu_ms_per_item, "{:.3f} ms")),
+             (f"minor page faults per {noun(s).removesuffix('s')}", _num(s.faults_per_item, "{:,.1f}")),
+             ("kernel share of that CPU (page faults are paid there)", _num(s.kernel_cpu_share, "{:.0%}")),
              ("decoder backend that ran", s.decoder_backend),
              ("encoded MB/s", _num(s.mb_per_s, "{:,.1f}")),
              ("megapixels/s", _num(s.megapixels_per_s, "{:,.1f}")),

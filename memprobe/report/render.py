@@ -46,7 +46,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(fmt.FILTERS)
     env.globals.update(growth_text=content.growth_text, run_label=content.run_label, first_line=content.first_line,
                        badge_text=content.badge_text, tone=content.tone, upfront_copy=content.upfront_copy,
-                       rate_text=content.rate_text)
+                       rate_text=content.rate_text, cost_text=content.cost_text)
     return env
 
 
@@ -149,6 +149,8 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "advice": content.advice(summaries, ids), "nothing_to_fix": content.nothing_to_fix(summaries),
         "overview_chart": overview_chart, "bar_charts": bars,
         "not_in_bars": content.not_in_bars(summaries) if bars else [],
+        "cost_rows": content.cost_rows(summaries, ids), "churn_note": content.churn_note(summaries),
+        "churn_ids": set(content.churning(summaries)),
         "noun": page_noun(summaries),
         "decode": any(s.workload == "decode" for s in summaries),
         "env_rows": content.environment_rows(manifest), "scenario_text": scenario_text(results),

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from memprobe.analysis import per_process_growth, pss_rounds, rss_totals, summarize
+from memprobe.analysis import per_item_costs, per_process_growth, pss_rounds, rss_totals, summarize
 
 MAIN, W0, W1, TRACKER = 100, 201, 202, 300
 
@@ -170,3 +170,35 @@ def test_growth_per_1k_items_counts_every_worker_process_that_served_them() -> N
     samples = pd.concat([samples, later], ignore_index=True)
     s = summarize(_meta(), samples, _progress(), pd.DataFrame())
     assert s.growth_per_1k_items_per_worker_mb == pytest.approx(80 / (10000 / 4 / 1000))
+
+
+def _counters(t: float, pid: int, cpu: float, sys_cpu: float | None, minflt: int) -> dict:
+    row = _row(t, pid, "main" if pid == MAIN else "worker 0", -1 if pid == MAIN else 0, "cheap", rss=100, cpu=cpu)
+    row["minflt"] = minflt
+    if sys_cpu is not None:
+        row["sys_cpu_s"] = sys_cpu
+    return row
+
+
+def test_per_item_costs_sum_the_tree_over_the_window() -> None:
+    rows = [_counters(0.5, MAIN, 0.0, 0.0, 0),  # before the window: not counted
+            _counters(1.0, MAIN, 1.0, 0.2, 100), _counters(3.0, MAIN, 3.0, 0.6, 300),
+            _counters(1.0, W0, 1.0, 0.1, 0), _counters(2.0, W0, 2.0, 0.1, 1000),
+            _counters(3.5, W0, 9.0, 5.0, 9000)]  # after it: not counted
+    costs = per_item_costs(pd.DataFrame(rows), 1.0, 3.0, items=100)
+    assert costs["cpu_ms_per_item"] == pytest.approx((2.0 + 1.0) / 100 * 1e3)
+    assert costs["faults_per_item"] == pytest.approx((200 + 1000) / 100)
+    assert costs["kernel_cpu_share"] == pytest.approx(0.4 / 3.0)
+
+
+def test_per_item_costs_of_results_without_kernel_time_have_no_kernel_share() -> None:
+    rows = [_counters(1.0, MAIN, 1.0, None, 0), _counters(3.0, MAIN, 2.0, None, 50)]
+    costs = per_item_costs(pd.DataFrame(rows), 1.0, 3.0, items=10)
+    assert costs == {"cpu_ms_per_item": pytest.approx(100.0), "faults_per_item": 5.0, "kernel_cpu_share": None}
+    assert per_item_costs(pd.DataFrame(rows), 1.0, 3.0, items=0)["cpu_ms_per_item"] is None
+
+
+def test_summary_has_cpu_per_item_over_the_iteration_window() -> None:
+    s = _summarize()
+    assert s.cpu_ms_per_item is not None and s.cpu_ms_per_item > 0
+    assert s.faults_per_item is None and s.kernel_cpu_share is None  # these samples record neither

@@ -47,6 +47,7 @@ def test_parse_stat_with_spaces_and_parens_in_comm() -> None:
     assert (st.ppid, st.pgid) == (17, 4240)
     assert st.minflt == 1234 and st.majflt == 5
     assert st.cpu_s == pytest.approx(350 / procfs.CLOCK_TICKS)
+    assert st.sys_cpu_s == pytest.approx(50 / procfs.CLOCK_TICKS)  # stime alone
     assert st.threads == 7
     assert st.start_ticks == 98765
 

@@ -256,6 +256,34 @@ def test_failed_and_unmeasured_runs_of_a_shown_decoder_are_listed() -> None:
         "pillow × spawn, 1 worker (no throughput measured: the run has no warm point or no last batch)"]
 
 
+# -- page-fault churn: faults per image and their CPU share, next to images/s ----------------------
+
+def test_cost_text_per_run() -> None:
+    assert content.cost_text(summary(mode="fork", faults_per_item=524.4, kernel_cpu_share=0.27)) == \
+        "524 faults/image · 27% kernel CPU"
+    assert content.cost_text(summary(workload="records", faults_per_item=0.2, kernel_cpu_share=None)) == \
+        "0 faults/item"
+    assert content.cost_text(summary()) is None  # results without the counters
+
+
+def test_churn_is_faults_beyond_the_cheapest_run_on_the_same_data_paid_in_the_kernel() -> None:
+    runs = [summary(mode="fork", faults_per_item=388.0, kernel_cpu_share=0.43, cpu_ms_per_item=2.80),
+            summary(mode="spawn", faults_per_item=386.0, kernel_cpu_share=0.05, cpu_ms_per_item=2.7),  # cheap faults
+            summary(faults_per_item=191.0, kernel_cpu_share=0.20, cpu_ms_per_item=2.46),  # the 50 MB batch: all pay it
+            summary(backend="nvimgcodec", faults_per_item=197.0, kernel_cpu_share=0.1, cpu_ms_per_item=1.9),
+            summary(backend="simplejpeg", mode="fork", faults_per_item=150.0, kernel_cpu_share=0.3)]  # alone
+    churn = content.churning(runs)
+    assert set(churn) == {"pillow-fork-w2", "simplejpeg-fork-w2"}
+    assert churn["pillow-fork-w2"].mode == "thread" and churn["simplejpeg-fork-w2"] is None
+    note = content.churn_note(runs)
+    assert note.startswith("Page-fault churn in 2 runs: pillow × fork took 388 minor faults per image, with 43% of "
+                           "its CPU in the kernel. pillow × thread on the same data took 191 (20% in the kernel), "
+                           "and 2.46 ms of CPU per image against 2.80 ms.")
+    assert content.churn_note(runs[1:4]) is None
+    rows = content.cost_rows(runs, {s.run_id: s.run_id for s in runs})
+    assert [r.churn for r in rows] == [True, False, False, False]  # the lone simplejpeg run has no CPU per item
+
+
 # -- a real decode run, without nvImageCodec -------------------------------------------------------
 
 SCENARIO = """
@@ -306,4 +334,8 @@ def test_real_decode_report(decode_page: str) -> None:
     assert "No module named &#39;nvidia.nvimgcodec&#39;" in note
     matrix = decode_page[decode_page.index('id="matrix"'):decode_page.index('id="advice"')]
     assert "images/s" in matrix and "items/s" not in matrix
+    assert matrix.count("faults/image") == 2 and "kernel CPU" in matrix  # next to each Pillow run's rate
+    costs = decode_page[decode_page.index('id="costs"'):]
+    costs = costs[:costs.index("</table>")]
+    assert costs.count("<tr") == 3 and "minor faults per image" in costs  # a header and the two Pillow runs
     assert '>images fetched</button>' in decode_page

@@ -21,6 +21,7 @@ from memprobe.scenario import RunSpec
 
 PROGRESS_EVERY_S = 0.1
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PR_SET_CHILD_SUBREAPER = 36
 # Delivered by the kernel when the supervisor goes (see end_with_supervisor). A real-time signal
 # nothing else here uses: SIGTERM keeps its meaning (the supervisor ending the group), and a
 # dataset that installs its own SIGUSR1/SIGTERM handler cannot take this one over by accident.
@@ -280,6 +281,10 @@ def end_with_supervisor() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, int(SUPERVISOR_GONE), 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        # A process that a dataset starts in a session of its own (setsid, start_new_session)
+        # leaves the run's group; as a subreaper this process inherits it when its parent exits,
+        # so it stays in the run's tree, where the sampler and the end of the run find it.
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError) as exc:
         os.write(2, f"memprobe.child: cannot follow the supervisor's end (prctl: {exc})\n".encode())
     if os.getppid() != expected:
@@ -289,8 +294,26 @@ def end_with_supervisor() -> None:
 def _supervisor_gone(signum: int, frame: object) -> None:
     os.write(2, b"memprobe.child: the supervisor is gone: ending this run's process group\n")
     if os.getpgrp() == os.getpid():  # only a group of our own: never the caller's
+        end_escaped(signal.SIGKILL)
         os.killpg(os.getpid(), signal.SIGKILL)
     os._exit(128 + signal.SIGKILL)
+
+
+def end_escaped(sig: int = signal.SIGKILL) -> None:
+    """Signal every descendant that left this run's process group (a dataset's ``setsid``
+    child): the supervisor ends the group, and once this process is gone they would be
+    re-parented to init, out of the run's reach."""
+    from memprobe.probe import procfs
+
+    if os.getpgrp() != os.getpid():
+        return  # started by hand inside another group: the caller's processes are not ours
+    for pid in procfs.process_tree(os.getpid())[1:]:
+        st = procfs.read_stat(pid)
+        if st is not None and st.pgid != os.getpid():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
 
 
 def main() -> int:
@@ -309,6 +332,8 @@ def main() -> int:
     except BaseException as exc:  # reported to the supervisor with the original type and message
         _report_error(events, exc)
         return 1
+    finally:
+        end_escaped()
     events.send("finished")
     return 0
 

@@ -316,22 +316,61 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
-    """End the child and everything in its process group; leave no process behind."""
+    """End the child and everything in its process group, and the descendants that left the
+    group for a session of their own (setsid); leave no process behind."""
     pgid = proc.pid
+    escaped = _EscapedDescendants(pgid)
     if proc.poll() is None:
+        escaped.signal(signal.SIGTERM)
         _signal_group(pgid, signal.SIGTERM)
         try:
             proc.wait(grace_s)
         except subprocess.TimeoutExpired:
             pass
     deadline = time.monotonic() + grace_s
-    while procfs.processes_in_group(pgid) and time.monotonic() < deadline:
+    while (procfs.processes_in_group(pgid) or escaped.alive()) and time.monotonic() < deadline:
+        escaped.signal(signal.SIGTERM)
         _signal_group(pgid, signal.SIGTERM)
         time.sleep(0.05)
+    escaped.signal(signal.SIGKILL)
     _signal_group(pgid, signal.SIGKILL)
     proc.wait()
     if proc.stdin:
         proc.stdin.close()
+
+
+class _EscapedDescendants:
+    """Descendants of the run's process outside its group (a dataset's ``setsid`` child): the
+    group's signal misses them. Collected while the run's process lives (it is their subreaper,
+    see child.end_with_supervisor), each remembered with its start time so that a reused pid is
+    never signalled."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.known: dict[int, int] = {}
+        self.collect()
+
+    def collect(self) -> None:
+        for pid in procfs.process_tree(self.root)[1:]:
+            st = procfs.read_stat(pid)
+            if st is not None and st.pgid != self.root:
+                self.known.setdefault(pid, st.start_ticks)
+
+    def alive(self) -> list[int]:
+        self.collect()
+        out = []
+        for pid, start in self.known.items():
+            st = procfs.read_stat(pid)
+            if st is not None and st.start_ticks == start and st.state not in ("Z", "X"):
+                out.append(pid)
+        return out
+
+    def signal(self, sig: int) -> None:
+        for pid in self.alive():
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -85,6 +85,22 @@ def worker_raises():
 def slow_build(seconds=120):
     time.sleep(seconds)
     return Items(96)
+
+
+def _leave_the_session(where):
+    """Start a process in a session of its own (setsid), as a dataset that launches a helper
+    server might, and tell the test its pid."""
+    import subprocess
+    p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    with open(where, "w") as f:
+        f.write(str(p.pid))
+
+
+def escapes(where, then="quick"):
+    _leave_the_session(where)
+    if then == "hang":
+        time.sleep(3600)
+    return slow() if then == "slow" else quick()
 '''
 
 
@@ -755,3 +771,43 @@ def test_stop_signals_are_noted_not_raised_and_wake_the_supervisor() -> None:
         assert select.select([stop.fileno()], [], [], 0)[0] == [stop.fileno()]
     assert seen == [(signal.SIGINT, 1), (signal.SIGTERM, 2)]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def _alive(pid: int) -> bool:
+    st = _stat(str(pid))
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def _escaped_pid(path: Path, proc: subprocess.Popen, within: float = 60) -> int:
+    deadline = time.monotonic() + within
+    while not path.exists() or not path.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ends", "times out", "SIGINT", "SIGKILL"])
+def test_a_process_that_left_the_session_ends_with_the_run(memprobe: Memprobe, tmp_path: Path, how: str) -> None:
+    """A dataset's `setsid` child leaves the run's process group and memprobe's session, where no
+    group signal reaches it; it still ends with the run, however the run ends."""
+    where = tmp_path / "escaped.pid"
+    then = {"ends": "quick", "times out": "hang"}.get(how, "slow")
+    kwargs = json.dumps({"where": str(where), "then": then})
+    out = tmp_path / "out"
+    proc = memprobe.start("run", "--dataset", "faultsets:escapes", "--kwargs", kwargs, "--modes", "fork",
+                          "--workers", "2", "--timeout", "3" if then == "hang" else "120", "-o", out)
+    pid = _escaped_pid(where, proc)
+    if how in ("SIGINT", "SIGKILL"):
+        wait_for(out, "warm", proc)
+        os.killpg(proc.pid, getattr(signal, how))
+    done = memprobe.finish(proc, out)
+    assert done.code == {"ends": 0, "times out": 1, "SIGINT": 130, "SIGKILL": -signal.SIGKILL}[how], done.err[-2000:]
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    still = _alive(pid)
+    if still:
+        os.kill(pid, signal.SIGKILL)
+    assert not still, f"the dataset's setsid child {pid} outlived the run ({how})"
+    assert done.left == []

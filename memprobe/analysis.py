@@ -20,6 +20,8 @@ from typing import Any
 
 import pandas as pd
 
+from memprobe import tree_analysis
+
 
 @dataclass(frozen=True)
 class RunSummary:
@@ -58,14 +60,26 @@ class RunSummary:
     cpu_ms_per_item: float | None = None  # CPU of the whole tree per item, in the window
     faults_per_item: float | None = None  # minor page faults of the whole tree per item, in the window
     kernel_cpu_share: float | None = None  # kernel (system) part of that CPU: where page faults are paid
+    # Recorded jobs (record / watch) only, from memprobe.tree_analysis:
+    processes: list[dict] | None = None  # per process: its window, own growth, built / start-up / released
+    culprit: str | None = None  # the verdict in words, naming who grows
+    estimate_error: dict | None = None  # USS estimate vs the next exact reading: median_pct, max_pct, max_mb, n
+    projection: list[dict] | None = None  # memory at other worker and rank counts
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _clean(v) for k, v in asdict(self).items()}
 
 
 def _clean(v: Any) -> Any:
+    """JSON-ready: floats rounded, NaN as null, through the per-process lists and dicts too."""
     if isinstance(v, float):
-        return None if math.isnan(v) else round(v, 3)
+        return None if not math.isfinite(v) else round(v, 3)
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # a numpy scalar
+        return _clean(v.item())
     return v
 
 
@@ -157,6 +171,9 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
         gil_enabled=(meta.get("dataset_info") or {}).get("gil_enabled", gil_enabled),
     )
     summary = replace(summary, **_workload_figures(meta, samples, start, end, summary.items_per_s))
+    if tree_analysis.is_recorded(meta):
+        # A job memprobe did not write: each process over the window that fits what it is.
+        return tree_analysis.summarize_tree(summary, meta, samples, progress)
     return _explained(summary, process_workers)
 
 

@@ -1,0 +1,669 @@
+"""Growth of every process of a recorded job (``memprobe record`` / ``watch``): pure functions
+of a run's samples and meta.
+
+A job memprobe did not write has no warm and done points that fit every process, so each
+process is measured over the window that fits what it is:
+
+* a **forked worker** (DataLoader fork worker, ``os.fork``, a fork Pool...) starts sharing every
+  page of its parent: USS 0 and no minor faults at its start. Its growth runs from then to its
+  last exact reading alive.
+* a **spawn / exec worker** first boots an interpreter and unpickles what it was given: its
+  start-up copy (``startup_mb``) is not growth. It counts from the first exact reading after its
+  RSS held still (less than 1 MB over half a second) or 10 s after its start, whichever comes
+  first; a torch DataLoader worker counts from when torch renamed it (after unpickling).
+* a **parent** (main, launcher, rank) counts from just before its first worker started; what it
+  held then, above its first reading, is what it built (``built_mb``). A parent without workers
+  counts from the job's first ``memprobe.mark`` (iteration), else from its first reading.
+
+A process's USS also moves for reasons that are not its own: pages it shares become private when
+the sharers copy them or exit, and its private pages become shared when it forks. So over each
+interval between two exact readings its own growth is the rise its minor faults can explain
+(each fault maps at most one 4 KiB page, a huge-page fault one AnonHugePages block), and a fall
+counts only as far as its RSS fell too. The rest is ``released_mb`` (pages made private by
+others, positive) and ``shared_mb`` (pages shared at a fork, negative): stated, never judged.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+PAGE_MB = 4096 / 2**20
+WORKER_KINDS = ("dataloader", "fork", "spawn", "exec")
+PARENT_KINDS = ("main", "launcher", "rank")
+STILL_MB, STILL_S, STARTUP_MAX_S = 1.0, 0.5, 10.0
+ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
+PROJECTION_WORKERS = (2, 4, 8, 16)
+PROJECTION_RANKS = (1, 2, 4, 8)
+KIND_WORDS = {"dataloader": "DataLoader worker", "fork": "forked child", "spawn": "spawned child",
+              "exec": "child program"}
+RECORDED = ("record", "watch")
+
+
+def is_recorded(meta: dict) -> bool:
+    """A run of ``memprobe record`` or ``watch`` (older metas say so in the spec's workload)."""
+    return (meta.get("kind") or (meta.get("spec") or {}).get("workload")) in RECORDED
+
+
+# -- what each process is ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Proc:
+    """The static facts of one process of the tree (meta ``processes``, older metas filled in)."""
+
+    pid: int
+    ppid: int | None
+    role: str
+    kind: str
+    forked: bool
+    start_method: str | None
+    rank: int
+    worker: int
+    generation: int | None
+    start_t: float
+    first_t: float
+    last_t: float
+    end_t: float | None
+
+    @property
+    def is_worker(self) -> bool:
+        return self.kind in WORKER_KINDS
+
+    @property
+    def is_parent(self) -> bool:
+        return self.kind in PARENT_KINDS
+
+
+_RANK = re.compile(r"^rank \d+$")
+
+
+def _old_kind(role: str, worker: int, has_ranks: bool) -> str:
+    """Kind from an older meta's role: only DataLoader workers were workers then."""
+    if role == "main":
+        return "launcher" if has_ranks else "main"
+    if _RANK.match(role):
+        return "rank"
+    if worker >= 0:
+        return "dataloader"
+    for helper in ("forkserver", "resource tracker"):
+        if role.endswith(helper):
+            return helper
+    return "other"
+
+
+def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
+    """Every process of the run, from the meta where it lists them, else from the samples."""
+    listed = {int(p["pid"]): p for p in meta.get("processes") or []}
+    seen = _seen(samples)
+    for pid, row in seen.items():
+        listed.setdefault(pid, row)
+    methods = meta.get("start_methods") or {}
+    method = next(iter(methods)) if len(methods) == 1 else (meta.get("spec") or {}).get("mode")
+    has_ranks = bool(meta.get("ranks"))
+    out = []
+    for pid, p in listed.items():
+        role, worker = str(p.get("role") or "other"), int(p.get("worker", -1) if p.get("worker") is not None else -1)
+        kind = p.get("kind") or _old_kind(role, worker, has_ranks)
+        start_method = p.get("start_method") or (method if kind == "dataloader" else None)
+        forked = p.get("forked")
+        if forked is None:
+            forked = kind == "fork" or (kind == "dataloader" and start_method == "fork")
+        first_t = _float(p.get("first_t"), seen.get(pid, {}).get("first_t", 0.0))
+        out.append(Proc(pid, _int_or_none(p.get("ppid")), role, kind, bool(forked), start_method,
+                        int(p.get("rank") if p.get("rank") is not None else -1), worker,
+                        _int_or_none(p.get("generation")), _float(p.get("start_t"), first_t), first_t,
+                        _float(p.get("last_t"), seen.get(pid, {}).get("last_t", first_t)),
+                        _float(p.get("end_t"), None)))
+    return _with_generations(_with_parents(out, meta))
+
+
+def _seen(samples: pd.DataFrame) -> dict[int, dict]:
+    if samples.empty:
+        return {}
+    ok = samples[~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    g = ok.groupby("pid")
+    table = pd.DataFrame({"role": g["role"].last(), "worker": g["worker"].last(), "first_t": g["t"].first(),
+                          "last_t": g["t"].last()})
+    if "rank" in ok:
+        table["rank"] = g["rank"].last()
+    return {int(pid): r for pid, r in table.to_dict("index").items()}
+
+
+def _float(v: Any, default: float | None) -> Any:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+
+
+def _int_or_none(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _with_parents(procs: list[Proc], meta: dict) -> list[Proc]:
+    """Older metas have no ppid: a worker's parent is its rank's process, else the root."""
+    root = meta.get("root_pid") or next((p.pid for p in procs if p.role == "main"), None)
+    ranks = {int(r): int(pid) for r, pid in (meta.get("ranks") or {}).items()}
+    return [p if p.ppid is not None or not p.is_worker else replace(p, ppid=ranks.get(p.rank, root))
+            for p in procs]
+
+
+def _with_generations(procs: list[Proc]) -> list[Proc]:
+    """A worker's generation where the meta has none: per parent, a worker that starts after all
+    earlier workers of that parent ended begins the next one."""
+    out = {p.pid: p for p in procs}
+    by_parent: dict[int | None, list[Proc]] = {}
+    for p in procs:
+        if p.is_worker and p.generation is None:
+            by_parent.setdefault(p.ppid, []).append(p)
+    for group in by_parent.values():
+        gen, ends = -1, -math.inf
+        for p in sorted(group, key=lambda p: (p.start_t, p.pid)):
+            if p.start_t > ends:
+                gen += 1
+            ends = max(ends, p.end_t if p.end_t is not None else p.last_t)
+            out[p.pid] = replace(p, generation=gen)
+    return [out[p.pid] for p in procs]
+
+
+def owner(p: Proc, by_pid: dict[int, Proc]) -> Proc | None:
+    """The process a worker works for: its parent, or the parent's parent when a helper (a
+    forkserver) forked it."""
+    parent = by_pid.get(p.ppid) if p.ppid is not None else None
+    if parent is not None and parent.kind in ("forkserver", "resource tracker"):
+        return by_pid.get(parent.ppid) if parent.ppid is not None else parent
+    return parent
+
+
+# -- own growth between exact readings --------------------------------------------------------------
+
+def exact_readings(samples: pd.DataFrame, pid: int) -> pd.DataFrame:
+    """A process's exact (PSS/USS) readings, in time order."""
+    rows = samples[(samples["pid"] == pid) & (samples["tier"] == "pss") & samples["uss_mb"].notna()]
+    return rows.sort_values("t")
+
+
+def interval_own(d_uss: float, d_rss: float | None, d_faults_mb: float | None) -> float:
+    """The part of a USS change between two exact readings that the process made itself: a rise
+    as far as its faults can explain it, a fall as far as its RSS fell too (a fall beyond that is
+    pages that became shared)."""
+    if d_uss > 0:
+        return d_uss if d_faults_mb is None else min(d_uss, max(d_faults_mb, 0.0))
+    return d_uss if d_rss is None else min(0.0, max(d_uss, d_rss))
+
+
+@dataclass(frozen=True)
+class Split:
+    own_mb: float
+    released_mb: float  # pages that became private because others copied them or exited
+    shared_mb: float  # pages that became shared (a fork): a fall that is not memory freed
+
+
+def split_growth(readings: pd.DataFrame, origin: dict | None = None) -> Split:
+    """Own growth over consecutive exact readings (``origin``: a starting point that is not a
+    reading, such as a forked child's USS 0 and no faults at its start)."""
+    points = ([origin] if origin else []) + readings.to_dict("records")
+    own = released = shared = 0.0
+    for a, b in zip(points, points[1:]):
+        d_uss = float(b["uss_mb"]) - float(a["uss_mb"])
+        mine = interval_own(d_uss, _delta(a, b, "rss_mb"), _faults_mb(a, b))
+        own += mine
+        released += max(d_uss - mine, 0.0)
+        shared += min(d_uss - mine, 0.0)
+    return Split(own, released, shared)
+
+
+def _delta(a: dict, b: dict, key: str) -> float | None:
+    va, vb = a.get(key), b.get(key)
+    if va is None or vb is None or pd.isna(va) or pd.isna(vb):
+        return None
+    return float(vb) - float(va)
+
+
+def _faults_mb(a: dict, b: dict) -> float | None:
+    d = _delta(a, b, "minflt")
+    if d is None or d < 0:  # no counter, or not the same process
+        return None
+    huge = _delta(a, b, "anon_huge_mb")
+    return d * PAGE_MB + max(huge or 0.0, 0.0)
+
+
+# -- per process -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Growth:
+    """One row of the per-process table (summary.json ``processes``)."""
+
+    pid: int
+    role: str
+    kind: str
+    rank: int
+    worker: int
+    generation: int | None
+    start_method: str | None
+    first_t: float | None
+    last_t: float | None
+    baseline_t: float | None
+    pss_samples: int
+    uss_start_mb: float | None
+    uss_end_mb: float | None
+    growth_mb: float | None
+    built_mb: float | None
+    startup_mb: float | None
+    released_mb: float | None
+    shared_mb: float | None
+    growth_mb_per_min: float | None
+    growth_per_1k_items_mb: float | None
+    judged: bool
+    parent_pid: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dict) -> Growth:
+    """A process's own growth over its window (see the module doc)."""
+    readings = exact_readings(samples, p.pid)
+    by_pid = {q.pid: q for q in procs}
+    base = _baseline(p, readings, samples, procs, marks)
+    window, origin, built, startup = base
+    up = owner(p, by_pid) if p.is_worker else None
+    empty = Growth(p.pid, p.role, p.kind, p.rank, p.worker, p.generation, p.start_method,
+                   _first(readings["t"]), _last(readings["t"]), None, len(readings), None, None, None, built,
+                   startup, None, None, None, None, False, up.pid if up else None)
+    if window is None or (origin is None and len(window) < 2) or window.empty:
+        return empty
+    split = split_growth(window, origin)
+    t0 = origin["t"] if origin else float(window["t"].iloc[0])
+    t1 = float(window["t"].iloc[-1])
+    start_uss = origin["uss_mb"] if origin else float(window["uss_mb"].iloc[0])
+    rate = split.own_mb / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
+    return replace(empty, baseline_t=t0, pss_samples=len(window), uss_start_mb=start_uss,
+                   uss_end_mb=float(window["uss_mb"].iloc[-1]), growth_mb=split.own_mb,
+                   released_mb=split.released_mb, shared_mb=split.shared_mb, growth_mb_per_min=rate,
+                   judged=p.is_worker or p.is_parent)
+
+
+Baseline = tuple[pd.DataFrame | None, dict | None, float | None, float | None]
+
+
+def _baseline(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], marks: dict) -> Baseline:
+    """(readings in the window, a synthetic origin or None, built_mb, startup_mb)."""
+    if readings.empty:
+        return None, None, None, None
+    if p.is_worker and p.forked:
+        origin = {"t": p.start_t, "uss_mb": 0.0, "minflt": 0.0, "rss_mb": None, "anon_huge_mb": None}
+        return readings[readings["t"] >= p.start_t], origin, None, None
+    if p.is_worker:
+        t = _renamed_t(samples, p.pid)
+        if t is None:
+            t = _settled_t(samples, p)
+        window = readings[readings["t"] >= t - 1e-9]
+        return window, None, None, _first(window["uss_mb"])
+    if p.is_parent:
+        return _parent_window(p, readings, procs, marks)
+    return readings, None, None, None
+
+
+def _parent_window(p: Proc, readings: pd.DataFrame, procs: list[Proc], marks: dict) -> Baseline:
+    """From the last reading before its first worker started (the pages a fork then shares are
+    still its own there); without workers, from the job's first mark or its first reading."""
+    by_pid = {q.pid: q for q in procs}
+    starts = [q.start_t for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
+    since = min(starts) if starts else marks.get("first_mark")
+    before = readings[readings["t"] < since] if since is not None else readings.iloc[:1]
+    window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
+    built = float(window["uss_mb"].iloc[0]) - float(readings["uss_mb"].iloc[0]) if len(window) else None
+    return window, None, built, None
+
+
+def _renamed_t(samples: pd.DataFrame, pid: int) -> float | None:
+    """When torch renamed a spawn/forkserver DataLoader worker (after it unpickled the dataset):
+    its first row as a DataLoader worker after rows as something else."""
+    rows = samples[(samples["pid"] == pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    if rows.empty:
+        return None
+    is_dl = rows["kind"] == "dataloader" if "kind" in rows and rows["kind"].notna().any() else rows["worker"] >= 0
+    if is_dl.all() or not is_dl.any():
+        return None
+    return float(rows.loc[is_dl, "t"].iloc[0])
+
+
+def _settled_t(samples: pd.DataFrame, p: Proc) -> float:
+    """The end of a spawn/exec child's start-up: its RSS rose less than 1 MB over half a second,
+    or 10 s after its start."""
+    rows = samples[(samples["pid"] == p.pid) & samples["rss_mb"].notna()].sort_values("t")
+    t, rss = rows["t"].to_numpy(float), rows["rss_mb"].to_numpy(float)
+    limit = p.start_t + STARTUP_MAX_S
+    for i in range(len(t)):
+        if t[i] >= limit:
+            break
+        j = int(np.searchsorted(t, t[i] - STILL_S))
+        if t[i] - t[j] >= 0.8 * STILL_S - 1e-6 and rss[i] - rss[j:i + 1].min() < STILL_MB:
+            return float(t[i])
+    return limit
+
+
+def _first(s: pd.Series) -> float | None:
+    return float(s.iloc[0]) if len(s) else None
+
+
+def _last(s: pd.Series) -> float | None:
+    return float(s.iloc[-1]) if len(s) else None
+
+
+# -- items -----------------------------------------------------------------------------------------
+
+def items_between(progress: pd.DataFrame, t0: float, t1: float) -> float:
+    """Items the job counted (memprobe.mark) between ``t0`` and ``t1``."""
+    if progress.empty or "items" not in progress:
+        return 0.0
+    p = progress.sort_values("t")
+    t, items = p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float))
+
+    def at(x: float) -> float:
+        i = int(np.searchsorted(t, x, side="right")) - 1
+        return float(items[i]) if i >= 0 else 0.0
+    return max(at(t1) - at(t0), 0.0)
+
+
+def with_items(rows: list[Growth], progress: pd.DataFrame) -> list[Growth]:
+    """Growth per 1,000 items: a worker's items are the job's over its window, shared with the
+    workers alive at its middle; a parent's are the job's over its window."""
+    out = []
+    for g in rows:
+        if g.growth_mb is None or g.baseline_t is None or g.last_t is None:
+            out.append(g)
+            continue
+        items = items_between(progress, g.baseline_t, g.last_t)
+        if g.worker >= 0 or g.kind in WORKER_KINDS:
+            mid = (g.baseline_t + g.last_t) / 2
+            alive = sum(1 for w in rows if w.kind in WORKER_KINDS and w.baseline_t is not None
+                        and w.last_t is not None and w.baseline_t <= mid <= w.last_t)
+            items /= max(alive, 1)
+        out.append(replace(g, growth_per_1k_items_mb=g.growth_mb / (items / 1000) if items >= 1 else None))
+    return out
+
+
+# -- the estimate's error ------------------------------------------------------------------------
+
+def estimate_error(samples: pd.DataFrame) -> dict | None:
+    """The last estimate (``uss_est_mb``) before each exact reading against that reading, over
+    readings of at least 10 MB: {median_pct, max_pct, max_mb, n}; None without estimates."""
+    if samples.empty or "uss_est_mb" not in samples or samples["uss_est_mb"].isna().all():
+        return None
+    pct, diff = [], []
+    for _, g in samples[~samples["missing"].fillna(False).astype(bool)].sort_values("t").groupby("pid"):
+        last_est = None
+        for tier, est, uss in zip(g["tier"], g["uss_est_mb"], g["uss_mb"]):
+            if tier == "pss" and pd.notna(uss):
+                if last_est is not None and uss >= ESTIMATE_FLOOR_MB:
+                    pct.append(abs(last_est - uss) / uss * 100)
+                    diff.append(abs(last_est - uss))
+                last_est = None
+            elif pd.notna(est):
+                last_est = float(est)
+    if not pct:
+        return None
+    return {"median_pct": float(np.median(pct)), "max_pct": float(max(pct)), "max_mb": float(max(diff)),
+            "n": len(pct)}
+
+
+# -- total PSS --------------------------------------------------------------------------------------
+
+def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
+    """PSS per process (columns: pid) at every time some process was read exactly: a process not
+    read then counts with its last exact reading while it is alive (readings are spent where
+    memory moves, not on every process at once); NaN before its first reading and once gone."""
+    if samples.empty or not (samples["tier"] == "pss").any():
+        return pd.DataFrame()
+    times = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique())
+    alive = samples[~samples["missing"].fillna(False).astype(bool)]
+    exact = alive[alive["tier"] == "pss"].pivot_table(index="t", columns="pid", values="pss_mb", aggfunc="last")
+    held = exact.reindex(sorted(set(exact.index) | set(alive["t"]))).ffill()
+    present = alive.assign(one=1.0).pivot_table(index="t", columns="pid", values="one", aggfunc="last")
+    present = present.reindex(held.index)
+    return (held * present).reindex(times)
+
+
+# -- the run -------------------------------------------------------------------------------------------
+
+def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Growth]:
+    """The per-process table: every process of the tree, parents first, then per rank."""
+    procs = processes(meta, samples)
+    marks = meta.get("marks") or {}
+    rows = [process_growth(p, samples, procs, marks) for p in procs]
+    return sorted(with_items(rows, progress), key=_order)
+
+
+def _order(g: Growth) -> tuple:
+    """main/launcher first; then per rank (none first): the rank process, its workers by start, the rest."""
+    place = 0 if g.kind in ("main", "launcher") else 1 if g.kind == "rank" else 2 if g.worker >= 0 or \
+        g.kind in WORKER_KINDS else 3
+    first = g.first_t if g.first_t is not None else math.inf
+    return (place > 0, g.rank, place, g.generation or 0, first, g.pid)
+
+
+# -- projection ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RankShape:
+    """What one rank (or the job's only parent) measured: its own memory, and per worker."""
+
+    parent_mb: float  # the parent's USS when its first worker started, plus its own growth since
+    built_full_mb: float  # the parent's USS just before its workers started: what a fork can copy
+    worker_start_mb: float  # per worker: USS at its baseline (0 for a fork, its start-up copy otherwise)
+    worker_growth_mb: float  # per worker: own growth as measured (mean)
+    workers: int  # most workers alive at once
+    forked: bool
+
+
+def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
+    """Per parent that has workers: its measured shape."""
+    by_pid = {p.pid: p for p in procs}
+    out = []
+    for parent in (g for g in rows if g.kind in PARENT_KINDS and g.uss_start_mb is not None):
+        mine = [g for g in rows if g.parent_pid == parent.pid and g.judged and g.growth_mb is not None]
+        if not mine:
+            continue
+        forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
+        out.append(RankShape(parent.uss_start_mb + max(parent.growth_mb or 0.0, 0.0), parent.uss_start_mb,
+                             float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
+                             float(np.mean([g.growth_mb for g in mine])), _most_alive(mine), forked))
+    return out
+
+
+def _most_alive(rows: list[Growth]) -> int:
+    events = sorted([(g.baseline_t or 0.0, 1) for g in rows] + [(g.last_t or 0.0, -1) for g in rows],
+                    key=lambda e: (e[0], -e[1]))
+    alive = best = 0
+    for _, step in events:
+        alive += step
+        best = max(best, alive)
+    return max(best, 1)
+
+
+def projection(rows: list[Growth], procs: list[Proc]) -> list[dict]:
+    """The memory the job would need at other worker counts per rank and rank counts: each rank
+    as measured (the mean over its ranks), its shared pages once per rank, each worker's private
+    memory as measured over the same duration; ``full_copy_mb``: every forked worker ends with a
+    full copy of what its parent held when it started. Other processes (launcher, helpers) once."""
+    shapes = rank_shapes(rows, procs)
+    if not shapes:
+        return []
+    ranks_measured = len(shapes)
+    with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
+    others = sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers)
+    parent = float(np.mean([s.parent_mb for s in shapes]))
+    full = float(np.mean([s.built_full_mb for s in shapes]))
+    start = float(np.mean([s.worker_start_mb for s in shapes]))
+    growth = float(np.mean([s.worker_growth_mb for s in shapes]))
+    forked = all(s.forked for s in shapes)
+    measured_workers = round(float(np.mean([s.workers for s in shapes])))
+    has_ranks = any(g.kind == "rank" for g in rows)
+    rank_counts = sorted({ranks_measured, *PROJECTION_RANKS}) if has_ranks else [1]
+    out = []
+    for w in sorted({measured_workers, *PROJECTION_WORKERS}):
+        for r in rank_counts:
+            per_worker = start + max(growth, 0.0)
+            copy = max(per_worker, start + full) if forked else per_worker
+            out.append({"ranks": r, "workers_per_rank": w, "measured_mb": others + r * (parent + w * per_worker),
+                        "full_copy_mb": others + r * (parent + w * copy),
+                        "as_measured": r == ranks_measured and w == measured_workers})
+    return out
+
+
+# -- the summary ----------------------------------------------------------------------------------
+
+def judged_workers(rows: list[Growth]) -> list[Growth]:
+    return [g for g in rows if g.judged and g.kind in WORKER_KINDS and g.growth_mb is not None]
+
+
+def judged_parents(rows: list[Growth]) -> list[Growth]:
+    return [g for g in rows if g.judged and g.kind in PARENT_KINDS and g.growth_mb is not None]
+
+
+def summarize_tree(base: Any, meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> Any:
+    """``base`` (an :class:`memprobe.analysis.RunSummary` of a recorded run) with its growth,
+    verdict and totals measured per process over the right windows, plus the per-process table,
+    the culprit in words, the estimate's error and the projection."""
+    procs = processes(meta, samples)
+    rows = table(meta, samples, progress)
+    workers, parents = judged_workers(rows), judged_parents(rows)
+    threshold = base.growth_threshold_mb
+    judged = workers + parents
+    verdict = None if not judged else ("growing" if max(g.growth_mb for g in judged) > threshold else "flat")
+    main = max(parents, key=lambda g: g.growth_mb) if parents else None
+    w_mean = float(np.mean([g.growth_mb for g in workers])) if workers else None
+    per_worker_items = base.items / max(len(workers), 1) / 1000
+    totals = carried_pss(samples).sum(axis=1, min_count=1).dropna()
+    summary = replace(
+        base, verdict=verdict, worker_uss_growth_mb=w_mean,
+        worker_uss_growth_max_mb=max((g.growth_mb for g in workers), default=None),
+        worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in workers])) if workers else None,
+        main_uss_growth_mb=main.growth_mb if main else None,
+        growth_per_1k_items_per_worker_mb=(w_mean / per_worker_items) if w_mean is not None and base.items
+        else None,
+        total_pss_start_mb=_first(totals) if len(totals) else base.total_pss_start_mb,
+        total_pss_peak_mb=float(totals.max()) if len(totals) else base.total_pss_peak_mb,
+        total_pss_end_mb=_last(totals) if len(totals) else base.total_pss_end_mb,
+        processes=[g.to_dict() for g in rows], estimate_error=estimate_error(samples),
+        projection=projection(rows, procs))
+    if summary.sum_rss_peak_mb is not None and summary.total_pss_peak_mb is not None:
+        summary = replace(summary, rss_overcount_mb=summary.sum_rss_peak_mb - summary.total_pss_peak_mb)
+    words = culprit(rows, procs, verdict, threshold)
+    return replace(summary, culprit=words, explanation=_explanation(summary, words))
+
+
+def _explanation(s: Any, words: str) -> str:
+    if s.verdict is None:
+        why = ("no verdict: no worker or parent process has two exact readings in its window"
+               if s.status == "ok" else f"no verdict: the command ended {s.status} before enough was measured")
+        return why + (f" ({s.error})" if s.error else "")
+    parts = [words]
+    if s.rss_overcount_mb is not None and s.total_pss_peak_mb:
+        parts.append(f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
+                     f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB.")
+    return " ".join(parts)
+
+
+# -- the culprit in words ------------------------------------------------------------------------------
+
+def who(role: str) -> str:
+    """'the main process', 'rank 0', 'the launcher'."""
+    return {"main": "the main process"}.get(role, role)
+
+
+def _possessive(role: str) -> str:
+    return f"{who(role)}'s"
+
+
+def _mb(v: float) -> str:
+    return f"{v:+,.0f} MB" if abs(v) >= 10 else f"{v:+,.1f} MB"
+
+
+def _kind_words(kind: str, n: int, method: str | None, generations: int = 1) -> str:
+    """'4 DataLoader workers (fork, 2 generations)', '3 forked children'."""
+    noun = KIND_WORDS.get(kind, "worker") + ("s" if n != 1 else "")
+    notes = ([method] if kind == "dataloader" and method else []) + \
+        ([f"{generations} generations"] if generations > 1 else [])
+    return f"{noun} ({', '.join(notes)})" if notes else noun
+
+
+def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshold: float) -> str:
+    """The verdict in plain words, naming who grows, how fast, and why the others are not blamed."""
+    if verdict is None:
+        return "no verdict: no worker or parent process has two exact readings in its window."
+    by_pid = {g.pid: g for g in rows}
+    workers, parents = judged_workers(rows), judged_parents(rows)
+    if verdict == "flat":
+        return _flat_words(workers, parents, threshold, by_pid)
+    sentences = [_group_words(group, by_pid) for group in _worker_groups([g for g in workers if g.growth_mb > threshold])]
+    sentences += [_parent_grows(g, workers) for g in parents if g.growth_mb > threshold]
+    sentences += [_not_growing(g) for g in parents if g.growth_mb <= threshold and (g.released_mb or 0) >= 1.0]
+    return "growing: " + " ".join(sentences)
+
+
+def _parent_grows(g: Growth, workers: list[Growth]) -> str:
+    since = ("after its first worker started" if any(w.parent_pid == g.pid for w in workers) else
+             "while the job ran" if not g.built_mb else f"after building {_mb(g.built_mb)}")
+    return _capital(f"{who(g.role)} grew {_mb(g.growth_mb)} of its own {since}{_rate(g)}.")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _rate(g: Growth) -> str:
+    return f" ({g.growth_mb_per_min:,.0f} MB/min)" if g.growth_mb_per_min is not None else ""
+
+
+def _worker_groups(workers: list[Growth]) -> list[list[Growth]]:
+    groups: dict[tuple, list[Growth]] = {}
+    for g in workers:
+        groups.setdefault((g.parent_pid, g.kind, g.start_method), []).append(g)
+    return list(groups.values())
+
+
+def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
+    g0 = group[0]
+    parent = by_pid.get(g0.parent_pid) if g0.parent_pid is not None else None
+    n = len(group)
+    gens = len({g.generation for g in group})
+    mean = float(np.mean([g.growth_mb for g in group]))
+    span = float(np.mean([(g.last_t or 0) - (g.baseline_t or 0) for g in group]))
+    rates = [g.growth_mb_per_min for g in group if g.growth_mb_per_min is not None]
+    owner_words = f"{_possessive(parent.role)} " if parent else ""
+    each = "each grew ~" if n > 1 else "grew "
+    text = (f"{owner_words}{n} {_kind_words(g0.kind, n, g0.start_method, gens)} {each}{_mb(mean)} in {span:,.0f} s"
+            + (f" ({np.mean(rates):,.0f} MB/min)" if rates else ""))
+    forked = g0.start_method in (None, "fork") and g0.startup_mb is None
+    if forked and parent is not None and parent.built_mb is not None:
+        text += (f": copy-on-access of what {who(parent.role)} built ({_mb(parent.built_mb)} before its workers "
+                 "started)")
+    elif forked:
+        text += ": copy-on-access of pages they shared at fork"
+    else:
+        text += ": private memory that grows as they run, after their start-up"
+    return _capital(text) + "."
+
+
+def _not_growing(g: Growth) -> str:
+    return _capital(f"{who(g.role)} is not growing ({_mb(g.growth_mb)} of its own): "
+            f"{_mb(g.released_mb or 0.0)} of its pages became private because its workers copied or exited.")
+
+
+def _flat_words(workers: list[Growth], parents: list[Growth], threshold: float, by_pid: dict[int, Growth]) -> str:
+    parts = []
+    if workers:
+        top = max(workers, key=lambda g: g.growth_mb)
+        parts.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(top.growth_mb)}"
+                     f" ({top.role})")
+    for g in parents:
+        text = f"{who(g.role)} {_mb(g.growth_mb)}"
+        text += " after its first worker started" if any(w.parent_pid == g.pid for w in workers) else ""
+        if g.built_mb is not None and abs(g.built_mb) >= 1:
+            text += f" (built {_mb(g.built_mb)} before)"
+        parts.append(text)
+    return f"flat: no process grew more than {threshold:g} MB of its own: " + "; ".join(parts) + "."

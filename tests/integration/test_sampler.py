@@ -1,5 +1,5 @@
-"""The sampler: rows per process per tick, a single 'missing' row when a process goes away
-(never a drop to zero), PSS rounds within the CPU budget, and a clean stop."""
+"""The sampler, on real subprocesses: rows per process per tick, a single 'missing' row when a
+process goes away (never a drop to zero), PSS rounds within the CPU budget, and a clean stop."""
 from __future__ import annotations
 
 import os

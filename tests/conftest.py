@@ -227,6 +227,19 @@ def small_results(tmp_path_factory: pytest.TempPathFactory) -> SharedResults:
                          results=ResultSet.load(root))
 
 
+# -- memprobe.mark() ---------------------------------------------------------------------------
+
+@pytest.fixture
+def fresh_marks(monkeypatch: pytest.MonkeyPatch):
+    """memprobe.mark() as in a new process: no MEMPROBE_MARK_FILE, nothing opened yet."""
+    from memprobe import marks
+
+    monkeypatch.delenv(marks.ENV, raising=False)
+    marks._reset()
+    yield
+    marks._reset()
+
+
 # -- simulated machines ------------------------------------------------------------------------
 
 HIDE_NVIMGCODEC = """

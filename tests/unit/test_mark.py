@@ -3,7 +3,6 @@ and the reading side (memprobe.record.MarkReader)."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -15,12 +14,7 @@ from memprobe.marks import ENV, mark
 from memprobe.record import MarkReader
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv(ENV, raising=False)
-    mark_module._reset()
-    yield
-    mark_module._reset()
+pytestmark = pytest.mark.usefixtures("fresh_marks")
 
 
 def _lines(path: Path) -> list[list[str]]:
@@ -40,19 +34,6 @@ def test_without_the_variable_mark_does_nothing(tmp_path: Path, monkeypatch: pyt
     assert time.perf_counter() - t0 < 0.5  # ~0.1 µs a call; generous for a loaded machine
 
 
-def test_memprobe_mark_is_a_plain_attribute_without_torch() -> None:
-    """The README spelling, memprobe.mark(n), must not go through the package's lazy
-    __getattr__ on every call (that costs microseconds per batch), nor import torch."""
-    import subprocess
-    import sys
-
-    code = ("import sys, memprobe; assert 'mark' in vars(memprobe); "
-            "assert memprobe.mark is sys.modules['memprobe.marks'].mark; "
-            "assert 'torch' not in sys.modules and 'pandas' not in sys.modules")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-
-
 def test_with_the_variable_each_call_appends_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "marks.txt"
     monkeypatch.setenv(ENV, str(path))
@@ -65,39 +46,6 @@ def test_with_the_variable_each_call_appends_one_line(tmp_path: Path, monkeypatc
     assert [r[1] for r in rows] == ["256", "7", "3", "4"]
     assert all(r[2] == str(os.getpid()) for r in rows)
     assert before <= float(rows[0][0]) <= time.monotonic()
-
-
-def test_threads_and_forked_workers_write_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "marks.txt"
-    monkeypatch.setenv(ENV, str(path))
-    mark(1)  # opened in the parent: forked children share the O_APPEND descriptor
-
-    def burst() -> None:
-        for _ in range(500):
-            mark(2)
-
-    threads = [threading.Thread(target=burst) for _ in range(4)]
-    kids = []
-    for _ in range(2):
-        pid = os.fork()
-        if pid == 0:  # a child that marks, like a DataLoader worker
-            try:
-                for _ in range(500):
-                    mark(3)
-            finally:
-                os._exit(0)
-        kids.append(pid)
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for pid in kids:
-        os.waitpid(pid, 0)
-    rows = _lines(path)
-    assert len(rows) == 1 + 4 * 500 + 2 * 500
-    assert all(len(r) == 3 for r in rows)
-    assert sum(int(r[1]) for r in rows) == 1 + 4 * 500 * 2 + 2 * 500 * 3
-    assert {r[2] for r in rows} == {str(os.getpid()), *map(str, kids)}
 
 
 def test_mark_never_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -227,6 +227,24 @@ def small_results(tmp_path_factory: pytest.TempPathFactory) -> SharedResults:
                          results=ResultSet.load(root))
 
 
+# -- decode test data --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def jpegs() -> list[bytes]:
+    """24 generated 640x408 JPEGs (needs scikit-image)."""
+    from memprobe.decode.images import make_jpegs
+
+    return make_jpegs(24, seed=7)
+
+
+@pytest.fixture(scope="module")
+def table():
+    """12 generated JPEGs in one Arrow table (index, source, jpeg)."""
+    from memprobe.decode.images import jpeg_table
+
+    return jpeg_table(12, seed=5)
+
+
 # -- memprobe.mark() ---------------------------------------------------------------------------
 
 @pytest.fixture

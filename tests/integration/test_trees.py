@@ -1,0 +1,187 @@
+"""``memprobe record`` on each kind of process tree users bring, over the same COCO-style
+annotations held two ways, asserting what a user reads from summary.json: the verdict, who it
+blames, and that every worker is in the per-process table with its kind.
+
+The programs are in tests/integration/trees/ (see coco.py): the structure of the public
+demonstration of copy-on-access ("Demystify RAM Usage in Multi-Process Data Loaders"). The
+annotations (120k dicts, ~165 MB in the process that loads them) are held
+
+* as a list of dicts: under fork, each worker that reads them copies the pages it reads
+  (~125 MB per worker here, measured by the worker itself): the verdict must be growing, with
+  the workers to blame and not the process that built the list before they started;
+* pickled into one numpy buffer plus offsets: nothing is copied; the verdict must be flat.
+
+Spawn children get their own copy at start-up, which is not growth: flat over both.
+
+Each worker prints ``TREE {"pid": ..., "uss_mb": ...}`` (its own USS just before it exits) or,
+for DataLoader workers, ``TREE_WORKER ... pid=...``: the tests check memprobe found exactly
+those processes as workers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TREES = Path(__file__).parent / "trees"
+RECORDS = 120_000
+THRESHOLD_MB = 50  # memprobe record's default --threshold
+WORKER_KINDS = {"dataloader", "fork", "spawn", "exec"}
+PARENT_KINDS = {"main", "launcher", "rank"}
+HELPER_KINDS = {"forkserver", "resource tracker"}
+# How the culprit names each kind of worker (any one of these words, case-insensitive).
+KIND_WORDS = {"fork": ("fork",), "dataloader": ("dataloader",), "spawn": ("spawn",)}
+
+
+@dataclass(frozen=True)
+class Tree:
+    name: str
+    program: tuple[str, ...]  # what follows the interpreter; {json} and {data} are filled in
+    kind: str  # the kind memprobe must give every worker
+    workers: int  # worker processes the program starts in all
+    ranks: int = 0
+    grows_over_list: bool = True  # False: spawn, whose copy is its start-up
+    launcher: tuple[str, ...] | None = None  # instead of the interpreter (real torchrun)
+
+
+DATA = ("--json", "{json}", "--data", "{data}")
+TREES_UNDER_TEST = [
+    Tree("start_processes_fork", ("start_processes_fork.py", *DATA, "--workers", "4"), "fork", 4),
+    Tree("pool_fork", ("pool_fork.py", *DATA, "--workers", "4"), "fork", 4),
+    Tree("os_fork", ("os_fork.py", *DATA, "--workers", "4"), "fork", 4),
+    # Two children: each imports torch and unpickles the dataset on 2 cores.
+    Tree("spawn", ("spawn_children.py", *DATA, "--workers", "2", "--seconds", "3"), "spawn", 2,
+         grows_over_list=False),
+    Tree("launcher_ranks_dataloader",
+         ("launcher.py", "--nproc", "2", "--", "dataloader_train.py", *DATA, "--workers", "2"),
+         "dataloader", 4, ranks=2),
+    Tree("renamed_dataloader_workers", ("dataloader_train.py", *DATA, "--workers", "4", "--rename"),
+         "dataloader", 4),
+    Tree("torchrun", ("--standalone", "--nproc_per_node=2", "dataloader_train.py", *DATA, "--workers", "2"),
+         "dataloader", 4, ranks=2, launcher=("torchrun",)),
+]
+
+
+@pytest.fixture(scope="session")
+def coco_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("coco") / "instances.json"
+    subprocess.run([sys.executable, str(TREES / "coco.py"), str(path), str(RECORDS)], check=True, timeout=300)
+    return path
+
+
+@dataclass
+class Recorded:
+    done: subprocess.CompletedProcess
+    run: dict  # summary.json's run entry
+    meta: dict
+    self_reported: dict[int, float]  # worker pid -> its own USS at exit (MB), where it says
+    worker_pids: set[int]  # every worker pid the program announced
+
+    def processes(self, kinds: set[str]) -> list[dict]:
+        return [p for p in self.run["processes"] if p["kind"] in kinds]
+
+
+def _record(tree: Tree, data: str, coco: Path, out: Path) -> Recorded:
+    program = [a.format(json=coco, data=data) for a in tree.program]
+    if tree.launcher:
+        exe = shutil.which(tree.launcher[0], path=os.path.dirname(sys.executable)) or tree.launcher[0]
+        command = [exe, *program]
+    else:
+        command = [sys.executable, *program]
+    done = subprocess.run([sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--", *command],
+                          cwd=TREES, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    (run,) = summary["runs"]
+    (run_dir,) = (out / "runs").iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    reported = [json.loads(line[5:]) for line in done.stdout.splitlines() if line.startswith("TREE {")]
+    announced = {int(m) for m in re.findall(r"^TREE_WORKER .* pid=(\d+)", done.stdout, re.M)}
+    return Recorded(done, run, meta, {r["pid"]: r["uss_mb"] for r in reported},
+                    announced | {r["pid"] for r in reported})
+
+
+def _table(rec: Recorded) -> str:
+    cols = ("pid", "role", "kind", "pss_samples", "growth_mb", "built_mb", "startup_mb", "released_mb", "judged")
+    return "\n".join(" ".join(f"{c}={p.get(c)}" for c in cols) for p in rec.run["processes"]) + \
+        f"\nverdict={rec.run['verdict']}\nculprit={rec.run.get('culprit')}"
+
+
+def _check_every_worker_is_in_the_table(tree: Tree, rec: Recorded) -> None:
+    why = _table(rec)
+    assert len(rec.worker_pids) == tree.workers, rec.done.stdout[-2000:]
+    if "--rename" in tree.program:  # the program did give its workers torch's upcoming name
+        names = set(re.findall(r"^TREE_WORKER .* comm=(\S+)", rec.done.stdout, re.M))
+        assert names == {"pt_multiprocess"}, rec.done.stdout[-2000:]
+    workers = rec.processes(WORKER_KINDS)
+    assert {p["pid"] for p in workers} == rec.worker_pids, why
+    assert all(p["kind"] == tree.kind for p in workers), why
+    assert all(p["judged"] for p in workers), why
+    # Nothing left unclassified: every process is a parent, a worker or a named helper.
+    assert all(p["kind"] in WORKER_KINDS | PARENT_KINDS | HELPER_KINDS for p in rec.run["processes"]), why
+    assert not any("other" in p["role"] for p in rec.run["processes"]), why
+    ranks = rec.processes({"rank"})
+    assert len(ranks) == tree.ranks, why
+    for r in ranks:  # each rank numbers its own workers
+        mine = sorted(p["role"] for p in workers if p["rank"] == r["rank"])
+        assert mine == [f"{r['role']} worker {k}" for k in range(tree.workers // tree.ranks)], why
+    if not ranks:
+        assert sorted(p["role"] for p in workers) == [f"worker {k}" for k in range(tree.workers)], why
+
+
+def _check_parents_built_and_are_not_blamed(tree: Tree, rec: Recorded, data: str) -> None:
+    why = _table(rec)
+    builders = rec.processes({"rank"}) if tree.ranks else rec.processes({"main"})
+    assert builders, why
+    for p in builders:
+        # It built its data (and imported torch) before its workers started: shown, not judged as growth.
+        assert p["built_mb"] is not None and p["built_mb"] > (100 if data == "list" else 40), why
+        assert p["growth_mb"] is None or p["growth_mb"] < THRESHOLD_MB, why
+    culprit = rec.run["culprit"] or ""
+    assert not re.search(r"\b(main process|rank \d+|launcher) grew\b", culprit), why
+
+
+@pytest.mark.parametrize("tree", TREES_UNDER_TEST, ids=[t.name for t in TREES_UNDER_TEST])
+def test_list_of_dicts(tree: Tree, coco_json: Path, tmp_path: Path) -> None:
+    if tree.launcher and shutil.which(tree.launcher[0], path=os.path.dirname(sys.executable)) is None:
+        pytest.skip(f"{tree.launcher[0]} is not installed next to {sys.executable}")
+    rec = _record(tree, "list", coco_json, tmp_path / "out")
+    why = _table(rec)
+    _check_every_worker_is_in_the_table(tree, rec)
+    _check_parents_built_and_are_not_blamed(tree, rec, "list")
+    workers = rec.processes(WORKER_KINDS)
+    culprit = rec.run["culprit"] or ""
+    if tree.grows_over_list:
+        assert rec.run["verdict"] == "growing", why
+        assert culprit.startswith("growing") and any(w in culprit.lower() for w in KIND_WORDS[tree.kind]), why
+        assert all(p["growth_mb"] > THRESHOLD_MB for p in workers), why
+        for p in workers:  # memprobe's figure is what the worker found it had copied
+            if p["pid"] in rec.self_reported:
+                assert p["growth_mb"] > 0.6 * rec.self_reported[p["pid"]], (rec.self_reported, why)
+    else:
+        # Each child unpickled its own copy at start-up: shown as such, not growth.
+        assert rec.run["verdict"] == "flat", why
+        assert all(p["startup_mb"] is not None and p["startup_mb"] > 100 for p in workers), why
+        assert all(p["growth_mb"] < THRESHOLD_MB for p in workers), why
+
+
+@pytest.mark.parametrize("tree", TREES_UNDER_TEST, ids=[t.name for t in TREES_UNDER_TEST])
+def test_numpy_serialized(tree: Tree, coco_json: Path, tmp_path: Path) -> None:
+    if tree.launcher and shutil.which(tree.launcher[0], path=os.path.dirname(sys.executable)) is None:
+        pytest.skip(f"{tree.launcher[0]} is not installed next to {sys.executable}")
+    rec = _record(tree, "numpy", coco_json, tmp_path / "out")
+    why = _table(rec)
+    _check_every_worker_is_in_the_table(tree, rec)
+    _check_parents_built_and_are_not_blamed(tree, rec, "numpy")
+    assert rec.run["verdict"] == "flat", why
+    assert rec.run["culprit"].startswith("flat"), why
+    assert all(p["growth_mb"] < THRESHOLD_MB for p in rec.processes(WORKER_KINDS)), why

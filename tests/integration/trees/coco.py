@@ -1,0 +1,144 @@
+"""What every tree program shares, after the structure of the public demonstration of
+copy-on-access ("Demystify RAM Usage in Multi-Process Data Loaders", Yuxin Wu, 2022;
+github.com/ppwwyyxx/RAM-multiprocess-dataloader): COCO-style annotations loaded from a JSON file
+as a list of dicts (``create_coco``), the same records pickled into one uint8 array plus an
+offsets array (``NumpySerializedList``, as detectron2 does), a map-style dataset over either, and
+the demonstration's worker loop (read every record and pickle it), bounded in time so that a
+program ends on its own.
+
+A program imports this module as ``coco`` (the script's folder is first on ``sys.path``; spawn
+children get the same path). Each worker prints one line ``TREE {"pid": ..., "uss_mb": ...}``
+before it exits: its own private memory as it read it itself, for the tests to compare with
+memprobe's figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import random
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def make_coco_json(path: str, annotations: int, seed: int = 0) -> None:
+    """Write a COCO-style instances file: images, categories and ``annotations`` annotation
+    dicts (polygon segmentation of 6..24 points, bbox, area, ids), floats rounded as COCO's."""
+    rng = random.Random(seed)
+    images = max(1, annotations // 7)
+    anns = []
+    for i in range(annotations):
+        x, y = rng.uniform(0, 600), rng.uniform(0, 400)
+        w, h = rng.uniform(4, 200), rng.uniform(4, 200)
+        poly = [round(v, 2) for _ in range(rng.randint(4, 12))
+                for v in (x + rng.uniform(0, w), y + rng.uniform(0, h))]
+        anns.append({"segmentation": [poly], "area": round(w * h * 0.6, 4), "iscrowd": 0,
+                     "image_id": 100_000 + i % images, "bbox": [round(x, 2), round(y, 2), round(w, 2), round(h, 2)],
+                     "category_id": 1 + i % 80, "id": 900_000 + i})
+    obj = {"info": {"description": "memprobe tree tests (synthetic COCO-style)"},
+           "images": [{"id": 100_000 + k, "file_name": f"{100_000 + k:012d}.jpg", "width": 640, "height": 480}
+                      for k in range(images)],
+           "categories": [{"id": c, "name": f"class{c}"} for c in range(1, 81)],
+           "annotations": anns}
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def create_coco(path: str) -> list[Any]:
+    with open(path) as f:
+        obj = json.load(f)
+    return obj["annotations"]
+
+
+class NumpySerializedList:
+    """Each record pickled into one uint8 array, with an int64 array of end offsets: two
+    objects with one reference count each, whatever the number of records."""
+
+    def __init__(self, lst: list) -> None:
+        def _serialize(data: Any) -> np.ndarray:
+            return np.frombuffer(pickle.dumps(data, protocol=-1), dtype=np.uint8)
+
+        parts = [_serialize(x) for x in lst]
+        self._addr = np.cumsum(np.asarray([len(x) for x in parts], dtype=np.int64))
+        self._lst = np.concatenate(parts)
+
+    def __len__(self) -> int:
+        return len(self._addr)
+
+    def __getitem__(self, idx: int) -> Any:
+        start = 0 if idx == 0 else self._addr[idx - 1].item()
+        end = self._addr[idx].item()
+        return pickle.loads(memoryview(self._lst[start:end]))
+
+
+class DatasetFromList(torch.utils.data.Dataset):
+    def __init__(self, lst: Any) -> None:
+        self.lst = lst
+
+    def __len__(self) -> int:
+        return len(self.lst)
+
+    def __getitem__(self, idx: int) -> Any:
+        return self.lst[idx]
+
+
+def build(data: str, path: str) -> DatasetFromList:
+    """``list``: the annotations as loaded (a list of dicts); ``numpy``: serialized, the list
+    dropped."""
+    records = create_coco(path)
+    return DatasetFromList(records if data == "list" else NumpySerializedList(records))
+
+
+def scan(dataset: Any, seconds: float) -> int:
+    """The demonstration's worker: read each record and pickle it, pass after pass, for at least
+    one pass and until ``seconds`` have gone by. A short sleep every 500 records stands for the
+    demonstration's fake latency and spreads the copying over a few seconds."""
+    deadline = time.monotonic() + seconds
+    n = 0
+    while True:
+        for i in range(len(dataset)):
+            pickle.dumps(dataset[i])
+            n += 1
+            if n % 500 == 0:
+                time.sleep(0.001)
+        if time.monotonic() >= deadline:
+            return n
+
+
+def own_uss_mb() -> float:
+    with open("/proc/self/smaps_rollup") as f:
+        kb = sum(int(line.split()[1]) for line in f if line.startswith(("Private_Clean:", "Private_Dirty:")))
+    return kb / 1024
+
+
+def report(**facts: Any) -> None:
+    print("TREE " + json.dumps({"pid": os.getpid(), "uss_mb": round(own_uss_mb(), 1), **facts}), flush=True)
+
+
+def worker_main(dataset: Any, seconds: float, hold: float, **facts: Any) -> None:
+    """Scan, then hold still for ``hold`` s (so the last reading of the worker is of its final
+    state), then say how much private memory it has."""
+    n = scan(dataset, seconds)
+    time.sleep(hold)
+    report(items=n, **facts)
+
+
+def arguments(description: str, **extra: Any) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--json", required=True, help="COCO-style instances file (see make_coco_json)")
+    p.add_argument("--data", choices=("list", "numpy"), default="list")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--seconds", type=float, default=4.0, help="how long each worker reads records")
+    p.add_argument("--hold", type=float, default=1.5, help="how long each worker holds still before it exits")
+    return p
+
+
+if __name__ == "__main__":
+    import sys
+    make_coco_json(sys.argv[1], int(sys.argv[2]))

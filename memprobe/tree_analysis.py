@@ -37,6 +37,7 @@ WORKER_KINDS = ("dataloader", "fork", "spawn", "exec")
 PARENT_KINDS = ("main", "launcher", "rank")
 STILL_MB, STILL_S, STARTUP_MAX_S = 1.0, 0.5, 10.0
 ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
+RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
 KIND_WORDS = {"dataloader": "DataLoader worker", "fork": "forked child", "spawn": "spawned child",
@@ -270,7 +271,8 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
     window, origin, built, startup = base
     up = owner(p, by_pid) if p.is_worker else None
     empty = Growth(p.pid, p.role, p.kind, p.rank, p.worker, p.generation, p.start_method,
-                   _first(readings["t"]), _last(readings["t"]), None, len(readings), None, None, None, built,
+                   _first(readings["t"]), _last(readings["t"]), None, len(readings), None,
+                   _last(readings["uss_mb"]), None, built,
                    startup, None, None, None, None, False, up.pid if up else None)
     if window is None or (origin is None and len(window) < 2) or window.empty:
         return empty
@@ -412,19 +414,34 @@ def estimate_error(samples: pd.DataFrame) -> dict | None:
 
 # -- total PSS --------------------------------------------------------------------------------------
 
-def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
-    """PSS per process (columns: pid) at every time some process was read exactly: a process not
-    read then counts with its last exact reading while it is alive (readings are spent where
-    memory moves, not on every process at once); NaN before its first reading and once gone."""
+def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
+    """Exact readings, plus, at every time some process was read exactly, each other live
+    process's last exact reading (readings are spent where memory moves, not on every process at
+    once; one that was not read has not moved). Rows: t, pid, role, pss_mb, uss_mb, held."""
+    cols = ["t", "pid", "role", "pss_mb", "uss_mb", "held"]
     if samples.empty or not (samples["tier"] == "pss").any():
+        return pd.DataFrame(columns=cols)
+    missing = samples["missing"].fillna(False).astype(bool)
+    exact = samples[(samples["tier"] == "pss") & ~missing].assign(held=False)
+    times = exact["t"].unique()
+    # Alive and not read at a reading time; a cheap row with a reason is a failed read, not a hold.
+    idle = samples[samples["t"].isin(times) & (samples["tier"] == "cheap") & ~missing & samples["reason"].isna()]
+    if idle.empty:
+        return exact[cols].reset_index(drop=True)
+    last = exact[["t", "pid", "pss_mb", "uss_mb"]].rename(columns={"t": "read_t"}).sort_values("read_t")
+    held = pd.merge_asof(idle[["t", "pid", "role"]].sort_values("t"), last, left_on="t", right_on="read_t", by="pid",
+                         direction="backward").dropna(subset=["pss_mb"]).assign(held=True)
+    return pd.concat([exact[cols], held[cols]], ignore_index=True).sort_values(["t", "pid"], ignore_index=True)
+
+
+def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
+    """PSS per process (columns: pid) at every time some process was read exactly, with the
+    processes not read then at their last reading (:func:`held_readings`); NaN where a process
+    was not alive or not read yet."""
+    rows = held_readings(samples)
+    if rows.empty:
         return pd.DataFrame()
-    times = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique())
-    alive = samples[~samples["missing"].fillna(False).astype(bool)]
-    exact = alive[alive["tier"] == "pss"].pivot_table(index="t", columns="pid", values="pss_mb", aggfunc="last")
-    held = exact.reindex(sorted(set(exact.index) | set(alive["t"]))).ffill()
-    present = alive.assign(one=1.0).pivot_table(index="t", columns="pid", values="one", aggfunc="last")
-    present = present.reindex(held.index)
-    return (held * present).reindex(times)
+    return rows.pivot_table(index="t", columns="pid", values="pss_mb", aggfunc="last")
 
 
 # -- the run -------------------------------------------------------------------------------------------
@@ -484,34 +501,54 @@ def _most_alive(rows: list[Growth]) -> int:
     return max(best, 1)
 
 
-def projection(rows: list[Growth], procs: list[Proc]) -> list[dict]:
+@dataclass(frozen=True)
+class Basis:
+    """What a projection starts from: the measured ranks' means, and the rest of the tree."""
+
+    ranks: int  # ranks measured (1 for a job without ranks)
+    has_ranks: bool
+    workers: int  # most workers alive at once per rank (mean over ranks)
+    workers_measured: int  # worker processes measured (every generation)
+    duration_s: float  # a worker's window, on average
+    parent_mb: float
+    full_copy_mb: float
+    worker_start_mb: float
+    worker_growth_mb: float
+    others_mb: float  # launcher, helpers, parents without workers: once
+    forked: bool
+
+
+def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
+    """The means a projection scales, or None for a job without measured workers."""
+    shapes = rank_shapes(rows, procs)
+    if not shapes:
+        return None
+    with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
+    measured = [g for g in judged_workers(rows) if g.parent_pid in with_workers]
+    mean = lambda xs: float(np.mean(list(xs)))  # noqa: E731
+    return Basis(len(shapes), any(g.kind == "rank" for g in rows), round(mean(s.workers for s in shapes)),
+                 len(measured), mean((g.last_t or 0.0) - (g.baseline_t or 0.0) for g in measured),
+                 mean(s.parent_mb for s in shapes), mean(s.built_full_mb for s in shapes),
+                 mean(s.worker_start_mb for s in shapes), mean(s.worker_growth_mb for s in shapes),
+                 sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers),
+                 all(s.forked for s in shapes))
+
+
+def projection(basis: Basis | None) -> list[dict]:
     """The memory the job would need at other worker counts per rank and rank counts: each rank
     as measured (the mean over its ranks), its shared pages once per rank, each worker's private
     memory as measured over the same duration; ``full_copy_mb``: every forked worker ends with a
     full copy of what its parent held when it started. Other processes (launcher, helpers) once."""
-    shapes = rank_shapes(rows, procs)
-    if not shapes:
+    if basis is None:
         return []
-    ranks_measured = len(shapes)
-    with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
-    others = sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers)
-    parent = float(np.mean([s.parent_mb for s in shapes]))
-    full = float(np.mean([s.built_full_mb for s in shapes]))
-    start = float(np.mean([s.worker_start_mb for s in shapes]))
-    growth = float(np.mean([s.worker_growth_mb for s in shapes]))
-    forked = all(s.forked for s in shapes)
-    measured_workers = round(float(np.mean([s.workers for s in shapes])))
-    has_ranks = any(g.kind == "rank" for g in rows)
-    rank_counts = sorted({ranks_measured, *PROJECTION_RANKS}) if has_ranks else [1]
-    out = []
-    for w in sorted({measured_workers, *PROJECTION_WORKERS}):
-        for r in rank_counts:
-            per_worker = start + max(growth, 0.0)
-            copy = max(per_worker, start + full) if forked else per_worker
-            out.append({"ranks": r, "workers_per_rank": w, "measured_mb": others + r * (parent + w * per_worker),
-                        "full_copy_mb": others + r * (parent + w * copy),
-                        "as_measured": r == ranks_measured and w == measured_workers})
-    return out
+    b = basis
+    rank_counts = sorted({b.ranks, *PROJECTION_RANKS}) if b.has_ranks else [1]
+    per_worker = b.worker_start_mb + max(b.worker_growth_mb, 0.0)
+    copy = max(per_worker, b.worker_start_mb + b.full_copy_mb) if b.forked else per_worker
+    return [{"ranks": r, "workers_per_rank": w, "measured_mb": b.others_mb + r * (b.parent_mb + w * per_worker),
+             "full_copy_mb": b.others_mb + r * (b.parent_mb + w * copy),
+             "as_measured": r == b.ranks and w == b.workers}
+            for w in sorted({b.workers, *PROJECTION_WORKERS}) for r in rank_counts]
 
 
 # -- the summary ----------------------------------------------------------------------------------
@@ -549,7 +586,7 @@ def summarize_tree(base: Any, meta: dict, samples: pd.DataFrame, progress: pd.Da
         total_pss_peak_mb=float(totals.max()) if len(totals) else base.total_pss_peak_mb,
         total_pss_end_mb=_last(totals) if len(totals) else base.total_pss_end_mb,
         processes=[g.to_dict() for g in rows], estimate_error=estimate_error(samples),
-        projection=projection(rows, procs))
+        projection=projection(projection_basis(rows, procs)))
     if summary.sum_rss_peak_mb is not None and summary.total_pss_peak_mb is not None:
         summary = replace(summary, rss_overcount_mb=summary.sum_rss_peak_mb - summary.total_pss_peak_mb)
     words = culprit(rows, procs, verdict, threshold)
@@ -601,7 +638,9 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
         return _flat_words(workers, parents, threshold, by_pid)
     sentences = [_group_words(group, by_pid) for group in _worker_groups([g for g in workers if g.growth_mb > threshold])]
     sentences += [_parent_grows(g, workers) for g in parents if g.growth_mb > threshold]
-    sentences += [_not_growing(g) for g in parents if g.growth_mb <= threshold and (g.released_mb or 0) >= 1.0]
+    calm = [g for g in parents if g.growth_mb <= threshold and (g.released_mb or 0) >= RELEASED_WORTH_MB]
+    if calm:
+        sentences.append(_not_growing(calm))
     return "growing: " + " ".join(sentences)
 
 
@@ -649,9 +688,16 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     return _capital(text) + "."
 
 
-def _not_growing(g: Growth) -> str:
-    return _capital(f"{who(g.role)} is not growing ({_mb(g.growth_mb)} of its own): "
-            f"{_mb(g.released_mb or 0.0)} of its pages became private because its workers copied or exited.")
+def _not_growing(parents: list[Growth]) -> str:
+    """Why parents whose USS rose are not blamed: their pages became private as workers copied them."""
+    if len(parents) == 1:
+        g = parents[0]
+        return _capital(f"{who(g.role)} is not growing ({_mb(g.growth_mb)} of its own): "
+                        f"{_mb(g.released_mb or 0.0)} of its pages became private because its workers copied or exited.")
+    names = ", ".join(who(g.role) for g in parents[:-1]) + f" and {who(parents[-1].role)}"
+    low, high = min(g.released_mb or 0.0 for g in parents), max(g.released_mb or 0.0 for g in parents)
+    return _capital(f"{names} are not growing (at most {_mb(max(g.growth_mb for g in parents))} of their own): "
+                    f"{_mb(low)} to {_mb(high)} of their pages became private because their workers copied or exited.")
 
 
 def _flat_words(workers: list[Growth], parents: list[Growth], threshold: float, by_pid: dict[int, Growth]) -> str:

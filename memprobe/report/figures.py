@@ -22,12 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from memprobe.tree_analysis import held_readings
+
 MAX_POINTS = 1500
 AXES = ("time", "items")
 X_TITLES = {"time": "seconds since the run's process started", "items": "items fetched"}
 ROLE_COLORS = {"main": "#1f5fa8", "forkserver": "#8a8a8a", "resource tracker": "#b5b5b5",
                "spawn (starting)": "#d0c9b0", "other": "#cfcfcf"}
 WORKER_COLORS = ("#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d", "#e67700")
+# Rank processes: dark tones apart from the workers' colours, so a stack of ranks and their workers stays readable.
+RANK_COLORS = ("#343a40", "#5f3dc4", "#1864ab", "#862e9c", "#087f5b", "#6b4f2a", "#364fc7", "#868e96")
 SERIES_COLORS = ("#1f5fa8", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d",
                  "#e67700", "#495057")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -140,7 +144,7 @@ def role_color(role: str) -> str:
         return ROLE_COLORS.get(role, ROLE_COLORS["other"])
     rank, worker = parts
     if worker < 0:
-        return SERIES_COLORS[(rank + 5) % len(SERIES_COLORS)]
+        return RANK_COLORS[rank % len(RANK_COLORS)]
     return WORKER_COLORS[(worker + 3 * rank) % len(WORKER_COLORS)]
 
 
@@ -152,7 +156,9 @@ def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rounds = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique())
     at = samples[samples["t"].isin(rounds)]
-    ok = at[at["tier"] == "pss"]
+    # A recorded job's sampler reads only the processes whose memory moved: the others count
+    # with their last reading.
+    ok = held_readings(samples)
     table = ok.pivot_table(index="t", columns="role", values="pss_mb", aggfunc="sum").reindex(rounds)
     table = table.fillna(0.0)
     for _, row in at[failed_reads(at)].iterrows():
@@ -336,6 +342,94 @@ def chart_uss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, 
                              g["t"].to_numpy(float), y))
     return build_chart(chart_id, "uss", "USS (private memory) per process", series, clock, "USS (MB)",
                        marks, max_points=max_points)
+
+
+# -- a recorded job's timeline -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Lifeline:
+    """One process of a recorded job on its rank's timeline: its line's name and colour group."""
+
+    pid: int
+    name: str
+    role: str
+    generation: int | None
+    start_t: float | None
+    end_t: float | None
+    worker: bool
+
+
+ESTIMATE_DASH = "dot"
+BAND_FILLS = ("rgba(232,89,12,0.07)", "rgba(31,95,168,0.07)")
+
+
+def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
+    """A process's exact USS readings as markers and, where the sampler estimated its USS between
+    them, the estimate as a dotted line through them (same colour, one legend entry); without
+    estimates, a solid line from reading to reading."""
+    rows = samples[(samples["pid"] == line.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    exact = rows[(rows["tier"] == "pss") & rows["uss_mb"].notna()]
+    if exact.empty:
+        return []
+    color = role_color(line.role)
+    marker = {"type": "scatter", "mode": "markers", "name": line.name, "legendgroup": str(line.pid),
+              "marker": {"size": 6, "color": color}, "hovertemplate": "%{y:,.1f} MB (exact)"}
+    has_est = "uss_est_mb" in rows and rows["uss_est_mb"].notna().any()
+    if not has_est:
+        solid = {**marker, "mode": "lines+markers", "line": {"color": color, "width": 2}, "connectgaps": False}
+        return [Series(solid, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
+    best = rows["uss_mb"].where(rows["tier"] == "pss").fillna(rows["uss_est_mb"])
+    keep = best.notna()
+    dotted = {"type": "scatter", "mode": "lines", "name": f"{line.name} (estimate)", "legendgroup": str(line.pid),
+              "showlegend": False, "connectgaps": False, "hovertemplate": "%{y:,.1f} MB (estimate)",
+              "line": {"color": color, "width": 1.5, "dash": ESTIMATE_DASH}}
+    return [Series(dotted, rows.loc[keep, "t"].to_numpy(float), best[keep].to_numpy(float)),
+            Series(marker, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
+
+
+def generation_bands(lines: Sequence[Lifeline]) -> tuple[list[dict], list[dict]]:
+    """Shaded spans where each generation of workers was alive, labelled at the top (shapes,
+    annotations): a new generation of DataLoader workers is usually a new epoch."""
+    spans: dict[int, list[float]] = {}
+    for ln in lines:
+        if ln.worker and ln.generation is not None and ln.start_t is not None and ln.end_t is not None:
+            lo, hi = spans.get(ln.generation, [ln.start_t, ln.end_t])
+            spans[ln.generation] = [min(lo, ln.start_t), max(hi, ln.end_t)]
+    shapes, notes = [], []
+    for k, (gen, (lo, hi)) in enumerate(sorted(spans.items())):
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": lo, "x1": hi, "y0": 0, "y1": 1,
+                       "fillcolor": BAND_FILLS[k % 2], "line": {"width": 0}, "layer": "below"})
+        text = "workers alive" if len(spans) == 1 else f"generation {gen + 1}"
+        notes.append({"x": lo, "y": 1, "xref": "x", "yref": "paper", "xanchor": "left", "yanchor": "bottom",
+                      "showarrow": False, "text": text, "font": {"size": 11, "color": "#5f6b7a"}})
+    return shapes, notes
+
+
+def chart_timeline(chart_id: str, title: str, samples: pd.DataFrame, lines: Sequence[Lifeline], clock: Clock, *,
+                   max_points: int, axes: Sequence[str] = ("time",)) -> dict | None:
+    """USS per process of one rank (or of a job without ranks) over time, worker generations banded."""
+    series = [s for ln in lines for s in timeline_series(samples, ln)]
+    chart = build_chart(chart_id, "timeline", title, series, clock, "USS (MB)", Marks({}), max_points=max_points,
+                        axes=axes)
+    if chart is None:
+        return None
+    shapes, notes = generation_bands(lines)
+    for axis, layout in chart["layouts"].items():
+        conv = (lambda x: x) if axis == "time" else (lambda x: float(clock.convert(axis, [x])[0]))
+        layout["shapes"] += [{**sh, "x0": conv(sh["x0"]), "x1": conv(sh["x1"])} for sh in shapes]
+        layout["annotations"] += [{**n, "x": conv(n["x"])} for n in notes]
+        layout["hovermode"] = "closest"
+        layout["margin"]["r"] = 170
+    return chart
+
+
+def time_only(chart: dict | None) -> dict | None:
+    """A chart without its items axis (a job that counted no items has none to offer)."""
+    if chart is not None:
+        chart["x"] = {"time": chart["x"]["time"]}
+        chart["layouts"] = {"time": chart["layouts"]["time"]}
+        chart["default"] = "time"
+    return chart
 
 
 FAULTS_NOTE = ("Read every tick, so denser than USS. Each shared page a forked process writes, and the kernel "

@@ -18,6 +18,13 @@ def mb(v: float | None) -> str:
     return f"{v:,.1f} MB" if abs(v) < 10 else f"{v:,.0f} MB"
 
 
+def size(v: float | None) -> str:
+    """``1,234 MB``, or ``12.3 GB`` from 10 GB on (projections reach hundreds of GB)."""
+    if not is_num(v):
+        return DASH
+    return f"{v / 1024:,.1f} GB" if abs(v) >= 10 * 1024 else mb(v)
+
+
 def signed_mb(v: float | None) -> str:
     if not is_num(v):
         return DASH
@@ -62,5 +69,5 @@ def timestamp(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-FILTERS = {"mb": mb, "signed_mb": signed_mb, "rate": rate, "seconds": seconds, "count": count,
+FILTERS = {"mb": mb, "size": size, "signed_mb": signed_mb, "rate": rate, "seconds": seconds, "count": count,
            "percent": percent, "timestamp": timestamp}

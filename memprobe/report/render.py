@@ -169,7 +169,12 @@ def _duration(manifest: dict) -> float | None:
 
 
 def render(results: ResultSet, *, max_points: int = figures.MAX_POINTS) -> str:
-    """The report page for loaded results, as one HTML string."""
+    """The report page for loaded results, as one HTML string: a recorded job (record / watch)
+    gets its own page."""
+    from memprobe.report import recorded
+
+    if recorded.is_recorded(results):
+        return environment().get_template("record.html").render(**recorded.context(results, max_points))
     return environment().get_template("report.html").render(**context(results, max_points))
 
 

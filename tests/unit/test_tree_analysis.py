@@ -10,76 +10,12 @@ import pytest
 from memprobe.analysis import summarize
 from memprobe.tree_analysis import (carried_pss, estimate_error, interval_own, processes, split_growth,
                                     summarize_tree, table)
+from treejobs import MB_PER_FAULT, fork_job, gone_row, job_meta, proc_info, proc_rows, rank_job
 
-MB_PER_FAULT = 4096 / 2**20
-
-
-def _rows(pid: int, role: str, worker: int, points: list[tuple], *, rank: int = -1, kind: str | None = None) -> list[dict]:
-    """Rows of one process: points are (t, tier, uss, rss, faults_mb[, uss_est]); faults in MB of 4 KiB pages."""
-    out = []
-    for t, tier, uss, rss, faults_mb, *est in points:
-        row = {"t": t, "pid": pid, "role": role, "worker": worker, "rank": rank, "state": "S", "tier": tier,
-               "missing": False, "reason": None, "rss_mb": rss, "pss_mb": (uss + 5) if tier == "pss" else None,
-               "uss_mb": uss if tier == "pss" else None, "minflt": faults_mb / MB_PER_FAULT, "cpu_s": t,
-               "private_dirty_mb": uss if tier == "pss" else None,
-               "uss_est_mb": est[0] if est else None, "anon_huge_mb": 0.0 if tier == "pss" else None}
-        if kind is not None:
-            row["kind"] = kind
-        out.append(row)
-    return out
-
-
-def _gone(pid: int, role: str, worker: int, t: float, rank: int = -1) -> dict:
-    return {"t": t, "pid": pid, "role": role, "worker": worker, "rank": rank, "state": None, "tier": "gone",
-            "missing": True, "reason": "exited", "rss_mb": None, "pss_mb": None, "uss_mb": None, "minflt": None,
-            "cpu_s": None}
-
-
-def _proc(pid: int, role: str, kind: str, *, ppid: int | None, start_t: float, last_t: float, worker: int = -1,
-          rank: int = -1, forked: bool = False, start_method: str | None = None, generation: int | None = None,
-          end_t: float | None = None) -> dict:
-    return {"pid": pid, "ppid": ppid, "role": role, "kind": kind, "forked": forked, "start_method": start_method,
-            "rank": rank, "worker": worker, "generation": generation, "parent_role": None, "start_t": start_t,
-            "first_t": start_t + 0.1, "last_t": last_t, "end_t": end_t, "first_pss_t": None, "last_pss_t": None,
-            "exact_readings": 0, "command": ""}
-
-
-def _meta(procs: list[dict], *, items: int = 0, marks: dict | None = None, ranks: dict | None = None,
-          mode: str = "fork", workers: int = 2, kind: str = "record") -> dict:
-    spec = {"run_id": "train", "backend": "train", "mode": mode, "workers": workers, "workload": kind,
-            "verdict": {"growth_threshold_mb": 50.0}, "expect": None}
-    return {"run_id": "train", "index": 0, "kind": kind, "status": "ok", "error": None, "items": items,
-            "marks": marks or {"warm": 5.5, "done": 20.0}, "elapsed_s": 21.0, "sampler": {"cpu_s": 0.1},
-            "root_pid": 1, "ranks": ranks or {}, "start_methods": {"fork": workers}, "processes": procs,
-            "spec": spec}
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
     return summarize(meta, samples, progress if progress is not None else pd.DataFrame(), pd.DataFrame())
-
-
-# -- a main process that builds a list of dicts, then forks two DataLoader workers that copy it ----
-
-def fork_job(worker_growth: float = 200.0) -> tuple[dict, pd.DataFrame]:
-    """main builds 300 MB by t=4; workers fork at t=5 (main's USS falls to 10 MB: everything is
-    shared) and each copies ``worker_growth`` MB by t=20; main's pages become private again as
-    they copy (no faults of its own)."""
-    g = worker_growth
-    main = _rows(1, "main", -1, [(0.1, "pss", 5, 20, 5), (2.0, "pss", 150, 165, 150), (4.0, "pss", 300, 315, 300),
-                                 (5.2, "pss", 10, 316, 301), (10.0, "pss", 10 + g / 2, 316, 302),
-                                 (20.0, "pss", 10 + g, 317, 303)], kind="main")
-    workers = []
-    for pid, w in ((11, 0), (12, 1)):
-        workers += _rows(pid, f"worker {w}", w, [(5.2, "pss", 1, 300, 1), (7.0, "cheap", None, 300, g / 4),
-                                                 (10.0, "pss", g / 2, 310, g / 2), (20.0, "pss", g, 320, g)],
-                         kind="dataloader")
-        workers.append(_gone(pid, f"worker {w}", w, 21.0))
-    procs = [_proc(1, "main", "main", ppid=None, start_t=0.0, last_t=20.0),
-             _proc(11, "worker 0", "dataloader", ppid=1, start_t=5.0, last_t=20.0, worker=0, forked=True,
-                   start_method="fork", generation=0, end_t=21.0),
-             _proc(12, "worker 1", "dataloader", ppid=1, start_t=5.0, last_t=20.0, worker=1, forked=True,
-                   start_method="fork", generation=0, end_t=21.0)]
-    return _meta(procs), pd.DataFrame(main + workers)
 
 
 def test_forked_workers_grow_from_zero_at_their_start_and_the_main_process_is_not_blamed() -> None:
@@ -147,28 +83,7 @@ def test_split_growth_from_a_forked_childs_origin() -> None:
     assert split.own_mb == pytest.approx(10.0) and split.released_mb == pytest.approx(20.0)
 
 
-# -- ranks ------------------------------------------------------------------------------------------
-
-def rank_job() -> tuple[dict, pd.DataFrame]:
-    """torchrun-like: a launcher, rank 0 whose two fork workers copy 150 MB each, rank 1 whose
-    workers stay flat."""
-    rows = _rows(1, "main", -1, [(0.1, "pss", 8, 30, 8), (20.0, "pss", 9, 30, 9)], kind="launcher")
-    procs = [_proc(1, "main", "launcher", ppid=None, start_t=0.0, last_t=20.0)]
-    for rank, grow in ((0, 150.0), (1, 3.0)):
-        rp = 10 + rank
-        rows += _rows(rp, f"rank {rank}", -1, [(1.0, "pss", 20, 40, 20), (4.0, "pss", 400, 420, 400),
-                                               (5.3, "pss", 30, 420, 401), (20.0, "pss", 30 + grow, 421, 402)],
-                      rank=rank, kind="rank")
-        procs.append(_proc(rp, f"rank {rank}", "rank", ppid=1, start_t=0.5, last_t=20.0, rank=rank))
-        for w in (0, 1):
-            wp = 100 + 10 * rank + w
-            role = f"rank {rank} worker {w}"
-            rows += _rows(wp, role, w, [(5.3, "pss", 1, 400, 1), (20.0, "pss", grow, 410, grow)], rank=rank,
-                          kind="dataloader")
-            procs.append(_proc(wp, role, "dataloader", ppid=rp, start_t=5.0, last_t=20.0, worker=w, rank=rank,
-                               forked=True, start_method="fork", generation=0))
-    return _meta(procs, ranks={"0": 10, "1": 11}, workers=4), pd.DataFrame(rows)
-
+# -- ranks ---------------------------------------------------------------------------------------------
 
 def test_a_rank_s_workers_are_named_and_the_other_rank_is_not() -> None:
     meta, samples = rank_job()
@@ -200,37 +115,37 @@ def test_projection_per_worker_count_and_rank_count_with_the_measured_cell_flagg
 # -- a spawn child, and a parent whose pages become private ------------------------------------------
 
 def test_a_spawn_child_counts_from_the_end_of_its_start_up() -> None:
-    main = _rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (12.0, "pss", 51, 61, 51)], kind="main")
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (12.0, "pss", 51, 61, 51)], kind="main")
     cheap = [(t, "cheap", None, min(150.0, 30 + 60 * (t - 1.0)), 0) for t in (1.2, 1.6, 2.0, 2.4, 2.8, 3.2, 3.4)]
-    child = _rows(2, "worker 0", 0, [(1.1, "pss", 20, 30, 20), *cheap, (3.6, "pss", 150, 150, 150),
+    child = proc_rows(2, "worker 0", 0, [(1.1, "pss", 20, 30, 20), *cheap, (3.6, "pss", 150, 150, 150),
                                      (12.0, "pss", 156, 156, 156)], kind="spawn")
-    procs = [_proc(1, "main", "main", ppid=None, start_t=0.0, last_t=12.0),
-             _proc(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=12.0, worker=0, start_method="spawn")]
-    s = _summary(_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child))
+    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=12.0),
+             proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=12.0, worker=0, start_method="spawn")]
+    s = _summary(job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child))
     row = next(p for p in s.processes if p["pid"] == 2)
     assert row["startup_mb"] == 150 and row["baseline_t"] == 3.6 and row["growth_mb"] == pytest.approx(6)
     assert s.verdict == "flat" and s.worker_uss_start_mb == 150
 
 
 def test_a_renamed_spawn_dataloader_worker_counts_from_its_rename() -> None:
-    rows = _rows(2, "spawn (starting)", -1, [(1.0, "pss", 20, 30, 20), (2.0, "pss", 140, 150, 140)], kind="spawn")
-    rows += _rows(2, "worker 0", 0, [(2.5, "pss", 150, 160, 150), (9.0, "pss", 152, 162, 152)], kind="dataloader")
-    rows += _rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (9.0, "pss", 50, 60, 50)], kind="main")
-    procs = [_proc(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
-             _proc(2, "worker 0", "dataloader", ppid=1, start_t=0.9, last_t=9.0, worker=0, start_method="spawn")]
-    row = next(g for g in table(_meta(procs, mode="spawn", workers=1), pd.DataFrame(rows), pd.DataFrame())
+    rows = proc_rows(2, "spawn (starting)", -1, [(1.0, "pss", 20, 30, 20), (2.0, "pss", 140, 150, 140)], kind="spawn")
+    rows += proc_rows(2, "worker 0", 0, [(2.5, "pss", 150, 160, 150), (9.0, "pss", 152, 162, 152)], kind="dataloader")
+    rows += proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (9.0, "pss", 50, 60, 50)], kind="main")
+    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
+             proc_info(2, "worker 0", "dataloader", ppid=1, start_t=0.9, last_t=9.0, worker=0, start_method="spawn")]
+    row = next(g for g in table(job_meta(procs, mode="spawn", workers=1), pd.DataFrame(rows), pd.DataFrame())
                if g.pid == 2)
     assert row.baseline_t == 2.5 and row.startup_mb == 150 and row.growth_mb == pytest.approx(2)
 
 
 def test_pages_made_private_by_an_exiting_child_are_released_not_growth() -> None:
-    main = _rows(1, "main", -1, [(0.1, "pss", 200, 220, 200), (2.0, "pss", 20, 220, 200),
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 200, 220, 200), (2.0, "pss", 20, 220, 200),
                                  (6.0, "pss", 120, 220, 201), (9.0, "pss", 205, 221, 202)], kind="main")
-    child = _rows(2, "worker 0", 0, [(2.0, "pss", 1, 210, 1), (5.0, "pss", 3, 210, 3)], kind="fork")
-    child.append(_gone(2, "worker 0", 0, 5.5))
-    procs = [_proc(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
-             _proc(2, "worker 0", "fork", ppid=1, start_t=1.5, last_t=5.0, worker=0, forked=True, end_t=5.5)]
-    s = _summary(_meta(procs, workers=1), pd.DataFrame(main + child))
+    child = proc_rows(2, "worker 0", 0, [(2.0, "pss", 1, 210, 1), (5.0, "pss", 3, 210, 3)], kind="fork")
+    child.append(gone_row(2, "worker 0", 0, 5.5))
+    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
+             proc_info(2, "worker 0", "fork", ppid=1, start_t=1.5, last_t=5.0, worker=0, forked=True, end_t=5.5)]
+    s = _summary(job_meta(procs, workers=1), pd.DataFrame(main + child))
     main_row = s.processes[0]
     assert main_row["growth_mb"] == pytest.approx(2, abs=0.1) and main_row["released_mb"] == pytest.approx(183, abs=1)
     assert s.verdict == "flat" and s.main_uss_growth_mb < 50
@@ -240,11 +155,11 @@ def test_pages_made_private_by_an_exiting_child_are_released_not_growth() -> Non
 # -- totals, estimates, older results ------------------------------------------------------------------
 
 def test_total_pss_carries_each_process_s_last_reading_while_it_is_alive() -> None:
-    rows = _rows(1, "main", -1, [(1.0, "pss", 100, 110, 0), (2.0, "cheap", None, 110, 0), (3.0, "cheap", None, 110, 0)])
-    rows += _rows(2, "worker 0", 0, [(1.0, "pss", 1, 100, 0), (2.0, "pss", 50, 100, 0)])
-    rows.append(_gone(2, "worker 0", 0, 3.0))
-    rows += _rows(2, "worker 0", 0, [])  # nothing more
-    rows += _rows(1, "main", -1, [(3.5, "pss", 120, 110, 0)])
+    rows = proc_rows(1, "main", -1, [(1.0, "pss", 100, 110, 0), (2.0, "cheap", None, 110, 0), (3.0, "cheap", None, 110, 0)])
+    rows += proc_rows(2, "worker 0", 0, [(1.0, "pss", 1, 100, 0), (2.0, "pss", 50, 100, 0)])
+    rows.append(gone_row(2, "worker 0", 0, 3.0))
+    rows += proc_rows(2, "worker 0", 0, [])  # nothing more
+    rows += proc_rows(1, "main", -1, [(3.5, "pss", 120, 110, 0)])
     pss = carried_pss(pd.DataFrame(rows))
     assert list(pss.index) == [1.0, 2.0, 3.5]
     assert pss.loc[2.0, 1] == 105 and pss.loc[2.0, 2] == 55  # main not read at 2.0: its last reading
@@ -252,14 +167,14 @@ def test_total_pss_carries_each_process_s_last_reading_while_it_is_alive() -> No
 
 
 def test_the_estimate_is_checked_against_the_next_exact_reading() -> None:
-    rows = _rows(1, "main", -1, [(1.0, "pss", 100, 110, 0), (1.2, "cheap", None, 110, 0, 104.0),
+    rows = proc_rows(1, "main", -1, [(1.0, "pss", 100, 110, 0), (1.2, "cheap", None, 110, 0, 104.0),
                                  (1.4, "cheap", None, 110, 0, 108.0), (1.6, "pss", 120, 130, 0),
                                  (1.8, "cheap", None, 130, 0, 121.0), (2.0, "pss", 120, 130, 0),
                                  (2.2, "cheap", None, 130, 0, 2.0), (2.4, "pss", 5, 130, 0)])
     err = estimate_error(pd.DataFrame(rows))
     assert err["n"] == 2  # the reading of 5 MB is below the 10 MB floor
     assert err["max_pct"] == pytest.approx(10.0) and err["median_pct"] == pytest.approx((10 + 100 / 120) / 2)
-    assert estimate_error(pd.DataFrame(_rows(1, "main", -1, [(1.0, "pss", 1, 1, 0)]))) is None
+    assert estimate_error(pd.DataFrame(proc_rows(1, "main", -1, [(1.0, "pss", 1, 1, 0)]))) is None
 
 
 def test_an_older_record_without_kinds_or_start_times_still_summarizes() -> None:
@@ -277,9 +192,9 @@ def test_an_older_record_without_kinds_or_start_times_still_summarizes() -> None
 
 
 def test_a_job_without_workers_is_judged_from_its_first_mark() -> None:
-    rows = _rows(1, "main", -1, [(0.1, "pss", 5, 10, 5), (3.0, "pss", 300, 310, 300), (9.0, "pss", 310, 320, 310)],
+    rows = proc_rows(1, "main", -1, [(0.1, "pss", 5, 10, 5), (3.0, "pss", 300, 310, 300), (9.0, "pss", 310, 320, 310)],
                  kind="main")
-    meta = _meta([_proc(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)], workers=0, mode="record",
+    meta = job_meta([proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)], workers=0, mode="record",
                  marks={"first_mark": 3.5, "done": 9.0})
     s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
     assert s.main_uss_growth_mb == pytest.approx(10) and s.processes[0]["built_mb"] == pytest.approx(295)

@@ -1,0 +1,313 @@
+"""The page of a recorded job (``memprobe record`` / ``watch``): who grows and how fast, the
+timeline per rank and worker generation, total memory, and what the job would need at other
+worker and rank counts. Words and tables here, charts from ``figures``; the page shows only what
+the job measured (no items axis without items, no matrix of one cell)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from memprobe import tree_analysis as tree
+from memprobe.analysis import RunSummary, summarize_all
+from memprobe.report import content, figures
+from memprobe.report import format as fmt
+from memprobe.results import ResultSet
+
+KIND_TEXT = {"main": "main process", "launcher": "launcher", "rank": "rank process", "fork": "forked child",
+             "spawn": "spawned child", "exec": "child program", "forkserver": "helper (forkserver)",
+             "resource tracker": "helper (resource tracker)", "other": "other"}
+
+
+def is_recorded(results: ResultSet) -> bool:
+    """A results folder of one recorded job (record / watch)."""
+    return len(results.metas) == 1 and tree.is_recorded(results.metas[0])
+
+
+def kind_text(row: dict) -> str:
+    """'DataLoader worker (fork)', 'forked child', 'rank process', 'helper (forkserver)'."""
+    if row["kind"] == "dataloader":
+        return "DataLoader worker" + (f" ({row['start_method']})" if row.get("start_method") else "")
+    return KIND_TEXT.get(row["kind"], row["kind"])
+
+
+# -- who grows ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProcessRow:
+    """One line of the 'who grows' table."""
+
+    role: str
+    kind: str
+    pid: int
+    alive: str
+    readings: int
+    uss: str
+    growth: str
+    per_min: str
+    per_1k: str
+    notes: list[str]
+    tone: str  # growing | flat | unjudged
+
+
+def process_rows(s: RunSummary) -> list[ProcessRow]:
+    return [_process_row(r, s.growth_threshold_mb) for r in s.processes or []]
+
+
+def _process_row(r: dict, threshold: float) -> ProcessRow:
+    judged = bool(r.get("judged"))
+    growth = r.get("growth_mb")
+    tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
+    alive = (f"{r['first_t']:.1f}–{r['last_t']:.1f} s" if fmt.is_num(r.get("first_t")) and fmt.is_num(r.get("last_t"))
+             else fmt.DASH)
+    uss = f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}" if fmt.is_num(r.get("uss_start_mb")) \
+        else fmt.mb(r.get("uss_end_mb"))
+    per_min = f"{r['growth_mb_per_min']:+,.0f}".replace("-", "−") if fmt.is_num(r.get("growth_mb_per_min")) else fmt.DASH
+    per_1k = f"{r['growth_per_1k_items_mb']:+,.2f}".replace("-", "−") if fmt.is_num(r.get("growth_per_1k_items_mb")) \
+        else fmt.DASH
+    return ProcessRow(r["role"], kind_text(r), int(r["pid"]), alive, int(r.get("pss_samples") or 0), uss,
+                      fmt.signed_mb(growth) if judged else fmt.DASH, per_min if judged else fmt.DASH,
+                      per_1k if judged else fmt.DASH, _notes(r, judged), tone)
+
+
+def _notes(r: dict, judged: bool) -> list[str]:
+    notes = []
+    if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
+        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before its workers started"
+                     if r["kind"] in tree.PARENT_KINDS else f"built {fmt.signed_mb(r['built_mb'])}")
+    if fmt.is_num(r.get("startup_mb")):
+        notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
+    if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
+        notes.append("from USS 0 at its fork")
+    if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
+        notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
+    if not judged:
+        notes.append("helper: shown, not judged" if r["kind"] in ("forkserver", "resource tracker") else
+                     "too few exact readings for a growth" if r["kind"] in tree.WORKER_KINDS + tree.PARENT_KINDS
+                     else "not judged")
+    return notes
+
+
+# -- projection -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProjectionCell:
+    measured: str
+    full_copy: str | None
+    as_measured: bool
+    over_ram: bool  # as measured, more than the machine's memory
+    full_over_ram: bool
+
+
+@dataclass(frozen=True)
+class Projection:
+    columns: list[str]
+    rows: list[tuple[str, list[ProjectionCell]]]
+    assumptions: list[str]
+    ram: str | None
+
+
+def projection_table(s: RunSummary, basis: tree.Basis | None, ram_mb: float | None) -> Projection | None:
+    """Workers per rank down, rank counts across (one column for a job without ranks); each cell
+    as measured and, for forked workers, with every worker holding a full copy."""
+    if not s.projection or basis is None:
+        return None
+    ranks = sorted({r["ranks"] for r in s.projection})
+    columns = [f"{r} rank{'s' if r != 1 else ''}" + (" (measured)" if r == basis.ranks else "") for r in ranks] \
+        if basis.has_ranks else ["this job"]
+    rows = []
+    for w in sorted({r["workers_per_rank"] for r in s.projection}):
+        cells = []
+        for r in ranks:
+            p = next(x for x in s.projection if x["ranks"] == r and x["workers_per_rank"] == w)
+            cells.append(ProjectionCell(fmt.size(p["measured_mb"]), fmt.size(p["full_copy_mb"]) if basis.forked
+                                        else None, bool(p["as_measured"]), bool(ram_mb and p["measured_mb"] > ram_mb),
+                                        bool(ram_mb and basis.forked and p["full_copy_mb"] > ram_mb)))
+        rows.append((f"{w} worker{'s' if w != 1 else ''}" + (" (measured)" if w == basis.workers else ""), cells))
+    return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None)
+
+
+def assumptions(b: tree.Basis) -> list[str]:
+    """The projection's assumptions, in words, with the measured numbers they scale."""
+    share = " (the pages its forked workers share are counted once)" if b.forked else ""
+    parent = ("Each rank holds what its process held when its first worker started plus that process's own growth "
+              f"since: {fmt.mb(b.parent_mb)} (the mean over {b.ranks} rank{'s' if b.ranks != 1 else ''}), once per "
+              f"rank{share}." if b.has_ranks else
+              "The main process holds what it held when its first worker started plus its own growth since: "
+              f"{fmt.mb(b.parent_mb)}, once{share}.")
+    start = ("it starts at 0 MB, sharing its parent's pages" if b.forked else
+             f"its start-up copy is {fmt.mb(b.worker_start_mb)}")
+    out = [parent,
+           f"Each worker adds its private memory as measured over the same duration ({fmt.seconds(b.duration_s)} per "
+           f"worker): {start}, then {fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the "
+           f"{b.workers_measured} worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows further "
+           "while workers are still growing."]
+    if b.forked:
+        out.append(f"“Full copy”: every forked worker ends with a private copy of everything its parent held when it "
+                   f"started ({fmt.mb(b.full_copy_mb)}): where copy-on-access ends once workers have read every "
+                   "record.")
+    if b.others_mb >= 1:
+        out.append(f"Other processes (launcher, helpers, processes without workers): {fmt.mb(b.others_mb)}, once.")
+    return out
+
+
+# -- sampling -------------------------------------------------------------------------------------
+
+def estimate_text(s: RunSummary) -> str | None:
+    """'Estimate vs the next exact reading: median 2.1%, max 8.4% (12.0 MB) over 310 readings ...'."""
+    e = s.estimate_error
+    if not e:
+        return None
+    return (f"USS estimate vs the next exact reading: median {e['median_pct']:.1f}%, max {e['max_pct']:.1f}% "
+            f"({fmt.mb(e['max_mb'])}) over {e['n']:,} reading{'s' if e['n'] != 1 else ''} "
+            f"(processes with at least {tree.ESTIMATE_FLOOR_MB:g} MB of USS).")
+
+
+def sampling_text(s: RunSummary, meta: dict) -> str:
+    sampler = meta.get("sampler") or {}
+    exact = sampler.get("exact_readings")
+    share = f"{s.sampler_cpu_share:.1%} of one core" if s.sampler_cpu_share is not None else "an unknown CPU share"
+    readings = (f"{exact:,} exact readings" if isinstance(exact, int) else
+                f"{sampler['pss_rounds']:,} exact rounds" if isinstance(sampler.get("pss_rounds"), int) else
+                "exact readings")
+    return f"The sampler took {readings} over {fmt.seconds(s.duration_s)} and used {share}."
+
+
+# -- the page -------------------------------------------------------------------------------------
+
+def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline]:
+    """Every process that can hold the job's memory (helpers left to the table), named for its line."""
+    gens: dict[int | None, set] = {}
+    for p in procs:
+        if p.is_worker:
+            gens.setdefault(p.ppid, set()).add(p.generation)
+    order = {r["pid"]: i for i, r in enumerate(rows)}
+    out = []
+    for p in sorted(procs, key=lambda p: order.get(p.pid, len(order))):
+        if p.kind in ("forkserver", "resource tracker"):
+            continue
+        name = p.role + (f" · gen {p.generation + 1}" if p.is_worker and len(gens.get(p.ppid, ())) > 1
+                         and p.generation is not None else "")
+        out.append(figures.Lifeline(p.pid, name, p.role, p.generation, p.start_t,
+                                    p.end_t if p.end_t is not None else p.last_t, p.is_worker))
+    names = [ln.name for ln in out]
+    return [ln if names.count(ln.name) == 1 else figures.Lifeline(ln.pid, f"{ln.name} (pid {ln.pid})", ln.role,
+                                                                   ln.generation, ln.start_t, ln.end_t, ln.worker)
+            for ln in out]
+
+
+def timeline_charts(samples: pd.DataFrame, procs: list[tree.Proc], rows: list[dict], clock: figures.Clock,
+                    max_points: int, axes: tuple[str, ...]) -> list[dict]:
+    """One USS timeline per rank (a job without ranks: one); the launcher's own line only when
+    it has workers of its own."""
+    lines = lifelines(procs, rows)
+    rank_of = {p.pid: p.rank for p in procs}
+    ranks = sorted({rank_of[ln.pid] for ln in lines})
+    has_ranks = any(r >= 0 for r in ranks)
+    charts = []
+    for r in ranks:
+        mine = [ln for ln in lines if rank_of[ln.pid] == r]
+        if has_ranks and r < 0 and not any(ln.worker for ln in mine):
+            continue
+        title = (f"Rank {r}: USS per process" if r >= 0 else
+                 "Launcher and its own workers: USS per process" if has_ranks else "USS per process")
+        chart = figures.chart_timeline(f"tl-{r + 1}", title, samples, mine, clock, max_points=max_points, axes=axes)
+        if chart is not None:
+            charts.append(chart)
+    return charts
+
+
+def memory_charts(samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.Clock, max_points: int,
+                  items: bool) -> list[dict]:
+    """Total PSS stacked by process, sum of RSS next to it, and items/s where the job counted items."""
+    marks = figures.Marks({})
+    charts = [figures.chart_pss_by_role("mem-pss", samples, clock, marks, max_points=max_points),
+              figures.chart_rss_vs_pss("mem-rss", samples, clock, marks, max_points=max_points)]
+    if items:
+        charts.append(figures.chart_items_rate("mem-rate", progress, clock, marks, max_points=max_points))
+    charts = [c for c in charts if c is not None]
+    return charts if items else [figures.time_only(c) for c in charts]
+
+
+def timeline_note(s: RunSummary, has_generations: bool) -> str:
+    est = ("Markers: exact readings of USS (smaps_rollup). Dotted: the sampler's estimate between them, from each "
+           "process's minor faults and RSS, calibrated at every exact reading. " if s.estimate_error else
+           "Markers: exact readings of USS (smaps_rollup), joined by lines. ")
+    bands = ("Shaded: when each generation of workers was alive (a DataLoader starts a new generation every epoch "
+             "unless its workers persist). " if has_generations else "Shaded: while the workers were alive. ")
+    return (est + bands + "A forked worker starts at USS 0: it shares every page of its parent at fork. So its "
+            "parent's USS falls when it forks, and rises again as its workers copy those pages or exit; neither is "
+            "the parent's own growth.")
+
+
+def culprit_text(s: RunSummary) -> str:
+    """The culprit without its leading verdict (the badge next to it says it)."""
+    text = s.culprit or s.explanation
+    prefix = f"{s.verdict}: " if s.verdict else ""
+    body = text[len(prefix):] if prefix and text.startswith(prefix) else text
+    return body[:1].upper() + body[1:]
+
+
+X_TITLE = "seconds since the command started"
+
+
+def _retitle(charts: list[dict], kind: str) -> list[dict]:
+    """The time axis counts from the command's start (watch: from when memprobe began watching)."""
+    text = X_TITLE if kind == "record" else "seconds since memprobe began watching"
+    for c in charts:
+        if "time" in c["layouts"]:
+            c["layouts"]["time"]["xaxis"]["title"]["text"] = text
+        if c["kind"] == "items_rate":
+            c["title"] = "Items/s, as counted by memprobe.mark"
+    return charts
+
+
+def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
+    rows = [("peak total PSS", fmt.mb(s.total_pss_peak_mb)),
+            ("sum of RSS at its peak", f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})"),
+            ("duration", fmt.seconds(s.duration_s)), ("status", s.status)]
+    if meta.get("exit_code") is not None:
+        rows.append(("exit code", str(meta["exit_code"])))
+    if s.items:
+        rows += [("items counted (memprobe.mark)", fmt.count(s.items)), ("items/s", fmt.rate(s.items_per_s))]
+    workers = [r for r in s.processes or [] if r["kind"] in tree.WORKER_KINDS]
+    if workers:
+        rows.append(("worker processes", f"{len(workers)} (at most {s.workers} at once)"))
+    rows.append(("verdict threshold", f"{fmt.mb(s.growth_threshold_mb)} of a process's own growth"))
+    return rows
+
+
+def context(results: ResultSet, max_points: int) -> dict[str, Any]:
+    """The record page's template context (see ``record.html``)."""
+    from memprobe.report.render import plotly_js, script_json
+
+    meta = results.metas[0]
+    s = summarize_all(results)[0]
+    samples, progress = results.run_table("samples", s.run_id), results.run_table("progress", s.run_id)
+    procs = tree.processes(meta, samples)
+    basis = tree.projection_basis(tree.table(meta, samples, progress), procs)
+    clock = figures.Clock.from_progress(progress)
+    items = bool(s.items) and not progress.empty
+    axes = ("time", "items") if items else ("time",)
+    timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
+    memory = memory_charts(samples, progress, clock, max_points, items)
+    kind = meta.get("kind") or "record"
+    charts = _retitle(figures.share_x(timelines + memory), kind)
+    manifest = results.manifest
+    env = manifest.get("environment") or {}
+    command = (meta.get("spec") or {}).get("command") or []
+    return {
+        "title": f"memprobe {kind} · {s.run_id}", "kind": kind, "name": s.run_id, "s": s, "meta": meta,
+        "command": " ".join(map(str, command)) if isinstance(command, list) else str(command),
+        "tone": content.tone(s), "badge": content.badge_text(s), "culprit": culprit_text(s),
+        "facts": facts(s, meta), "timelines": timelines, "memory_charts": memory, "items": items,
+        "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker)),
+        "processes": process_rows(s), "show_per_1k": items,
+        "projection": projection_table(s, basis, env.get("mem_total_mb")),
+        "estimate": estimate_text(s), "sampling": sampling_text(s, meta),
+        "banner": content.banner(manifest, [s]), "manifest": manifest, "env": env,
+        "env_rows": content.environment_rows(manifest),
+        "duration": s.duration_s, "downsampled": any(c["downsampled"] for c in charts), "max_points": max_points,
+        "data_json": script_json({"charts": charts}), "chart_count": len(charts), "plotly_js": plotly_js(),
+    }

@@ -1,0 +1,146 @@
+"""The page of a recorded job (record / watch): the culprit first, timelines per rank with
+exact readings and estimates drawn apart, who grows and how fast, the projection with its
+assumptions, and nothing that is empty for a job memprobe did not write."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from memprobe.report import figures, recorded, write_report
+from memprobe.report.compare import write_compare
+from memprobe.results import ResultSet
+from memprobe.session import write_summary
+from memprobe.analysis import summarize_all
+from treejobs import fork_job, job_meta, proc_info, proc_rows, rank_job, write_results
+
+
+def chart_data(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="memprobe-data">(.*?)</script>', html, re.S)
+    assert m, "no chart data in the page"
+    return json.loads(m.group(1))
+
+
+def page_of(root: Path) -> str:
+    return write_report(root).read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def fork_page(tmp_path: Path) -> str:
+    meta, samples = fork_job()
+    return page_of(write_results(tmp_path / "fork", meta, samples))
+
+
+@pytest.fixture
+def rank_root(tmp_path: Path) -> Path:
+    meta, samples = rank_job()
+    meta["items"] = 40_000
+    progress = pd.DataFrame({"t": [5.5, 10.0, 15.0, 20.0], "items": [0, 10_000, 25_000, 40_000],
+                             "batches": [0, 40, 100, 160], "epoch": [None] * 4})
+    return write_results(tmp_path / "ranks", meta, samples, progress)
+
+
+def test_a_recorded_job_gets_its_own_page_with_the_culprit_first(fork_page: str) -> None:
+    culprit = re.search(r'<p class="culprit tone-growing" id="culprit">(.*?)</p>', fork_page, re.S)
+    assert culprit, "no culprit at the top"
+    assert "The main process&#39;s 2 DataLoader workers (fork) each grew ~+200 MB" in culprit.group(1)
+    assert fork_page.index('id="culprit"') < fork_page.index('id="timeline"') < fork_page.index('id="processes"')
+    for scenario_only in ('id="matrix"', "All runs compared", 'id="advice"', "What to do"):
+        assert scenario_only not in fork_page
+
+
+def test_without_items_there_is_no_items_axis_nor_items_column(fork_page: str) -> None:
+    charts = chart_data(fork_page)["charts"]
+    assert charts and all(list(c["x"]) == ["time"] for c in charts)
+    assert 'data-axis="items"' not in fork_page and "per 1,000 items" not in fork_page
+    assert "over 0 items" not in fork_page and "items/s" not in fork_page.lower().split('id="environment"')[0]
+
+
+def test_counted_items_give_an_items_axis_a_rate_and_growth_per_1000(rank_root: Path) -> None:
+    html = page_of(rank_root)
+    charts = chart_data(html)["charts"]
+    assert 'data-axis="items"' in html and "MB per 1,000 items" in html
+    assert any(c["kind"] == "items_rate" for c in charts)
+    assert all(set(c["x"]) == {"time", "items"} for c in charts if c["kind"] != "items_rate")
+
+
+def test_a_timeline_per_rank_with_exact_readings_as_markers_and_the_estimate_dotted(rank_root: Path) -> None:
+    html = page_of(rank_root)
+    timelines = [c for c in chart_data(html)["charts"] if c["kind"] == "timeline"]
+    assert [c["title"] for c in timelines] == ["Rank 0: USS per process", "Rank 1: USS per process"]
+    traces = timelines[0]["data"]
+    estimates = [t for t in traces if t.get("line", {}).get("dash") == figures.ESTIMATE_DASH]
+    exact = [t for t in traces if "markers" in t["mode"]]  # with estimates: markers only
+    assert {t["name"] for t in exact} >= {"rank 0", "rank 0 worker 0", "rank 0 worker 1"}
+    assert {t["legendgroup"] for t in estimates} == {t["legendgroup"] for t in exact if "worker" in t["name"]}
+    assert all(t["mode"] == "markers" for t in exact if "worker" in t["name"])
+    assert all(t["showlegend"] is False for t in estimates)
+    assert re.search(r"USS estimate vs the next exact reading: median 5\.\d%, max 5\.\d%", html)
+    bands = [s for s in timelines[0]["layouts"]["time"]["shapes"] if s["type"] == "rect"]
+    assert len(bands) == 1 and bands[0]["x0"] == 5.0
+
+
+def test_the_who_grows_table_names_kinds_growth_rates_and_what_is_not_growth(fork_page: str) -> None:
+    table = fork_page[fork_page.index('id="processes"'):fork_page.index("</table>", fork_page.index('id="processes"'))]
+    rows = re.findall(r"<tr class=\"tone-(\w+)\">(.*?)</tr>", table, re.S)
+    assert [tone for tone, _ in rows] == ["flat", "growing", "growing"]
+    main, worker = rows[0][1], rows[1][1]
+    assert "main process" in main and "built +295 MB before its workers started" in main
+    assert "made private by others (not growth)" in main
+    assert "DataLoader worker (fork)" in worker and "+200 MB" in worker and "+800" in worker  # MB per minute
+
+
+def test_the_projection_scales_workers_and_ranks_and_states_its_assumptions(rank_root: Path) -> None:
+    html = page_of(rank_root)
+    section = html[html.index('id="projection"'):html.index('id="sampling"')]
+    heads = re.findall(r"<th>([^<]*rank[^<]*)</th>", section)
+    assert heads[:5] == ["workers per rank", "1 rank", "2 ranks (measured)", "4 ranks", "8 ranks"]
+    assert section.count('class="measured') == 1 and "full copy:" in section
+    assert re.findall(r"<th>(\d+ workers?[^<]*)</th>", section) == ["2 workers (measured)", "4 workers", "8 workers",
+                                                                    "16 workers"]
+    assert "once per rank" in section and "the mean of the 4 workers measured" in section
+    assert "over-ram" in section and "more than this machine's memory (2,048 MB)" in section
+
+
+def test_a_job_without_workers_has_no_projection_and_no_bands(tmp_path: Path) -> None:
+    rows = proc_rows(1, "main", -1, [(0.1, "pss", 5, 10, 5), (3.0, "pss", 30, 40, 30), (9.0, "pss", 31, 41, 31)],
+                     kind="main")
+    meta = job_meta([proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)], workers=0, mode="record")
+    html = page_of(write_results(tmp_path / "single", meta, pd.DataFrame(rows)))
+    assert 'id="projection"' not in html and 'href="#projection"' not in html
+    timeline = next(c for c in chart_data(html)["charts"] if c["kind"] == "timeline")
+    assert not [s for s in timeline["layouts"]["time"]["shapes"] if s["type"] == "rect"]
+
+
+def test_an_older_record_folder_renders_without_estimates(tmp_path: Path) -> None:
+    meta, samples = fork_job()
+    for p in meta["processes"]:
+        for k in ("kind", "ppid", "forked", "start_method", "start_t", "generation", "end_t"):
+            p.pop(k)
+    html = page_of(write_results(tmp_path / "old", meta, samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"])))
+    assert 'id="culprit"' in html and "USS estimate vs" not in html
+    traces = [t for c in chart_data(html)["charts"] if c["kind"] == "timeline" for t in c["data"]]
+    assert traces and all(t["mode"] == "lines+markers" for t in traces)
+
+
+def test_generations_are_banded_and_labelled() -> None:
+    lines = [figures.Lifeline(pid, "w", "worker 0", gen, start, end, True)
+             for pid, gen, start, end in ((1, 0, 1.0, 5.0), (2, 0, 1.1, 5.2), (3, 1, 6.0, 9.0))]
+    shapes, notes = figures.generation_bands(lines)
+    assert [(s["x0"], s["x1"]) for s in shapes] == [(1.0, 5.2), (6.0, 9.0)]
+    assert [n["text"] for n in notes] == ["generation 1", "generation 2"]
+    assert [n["text"] for n in figures.generation_bands(lines[:2])[1]] == ["workers alive"]
+
+
+def test_summary_json_and_compare_take_recorded_runs(rank_root: Path, tmp_path: Path) -> None:
+    results = ResultSet.load(rank_root)
+    assert recorded.is_recorded(results)
+    write_summary(rank_root, results.manifest, summarize_all(results))
+    run = json.loads((rank_root / "summary.json").read_text())["runs"][0]
+    assert run["verdict"] == "growing" and run["culprit"].startswith("growing: Rank 0's 2 DataLoader workers")
+    assert len(run["processes"]) == 7 and run["estimate_error"]["n"] == 2 and len(run["projection"]) == 16
+    page = write_compare(rank_root, rank_root, tmp_path / "compare.html").read_text(encoding="utf-8")
+    assert "growing" in page

@@ -9,6 +9,9 @@ asserted on::
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import json
 import sys
 import tempfile
 from collections.abc import Callable
@@ -35,13 +38,18 @@ CAUSES = (
 
 
 def factory_ref(factory: Callable[..., Any] | str) -> str:
-    """"module:qualname" for a factory that the run's process can import by name."""
+    """"module:qualname" for a factory that the run's process can import by name, or a
+    :class:`UsageError` saying plainly why this one cannot be (it is imported, never pickled)."""
     if isinstance(factory, str):
         return factory
-    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
-    if not module or "<locals>" in qualname or "<lambda>" in qualname:
-        raise UsageError(f"dataset factory {factory!r} must be importable by name (a module-level "
-                         "function or class): the run's process imports it, it is not pickled")
+    if isinstance(factory, functools.partial):
+        raise UsageError("factory_ref() takes the function: profile() unwraps a functools.partial into its "
+                         "function and keyword arguments (unwrap_partial)")
+    why = _not_importable(factory)
+    if why:
+        raise UsageError(f"dataset factory {factory!r} must be importable by name (a module-level function or "
+                         f"class): the run's process imports it, it is not pickled; {why}")
+    module, qualname = factory.__module__, factory.__qualname__
     ref = f"{module}:{qualname}"
     if module == "__main__":
         raise UsageError(f"dataset factory {ref}: defined in __main__, which the run's process cannot "
@@ -50,9 +58,72 @@ def factory_ref(factory: Callable[..., Any] | str) -> str:
         found = load_factory(ref)
     except UsageError as exc:
         raise UsageError(f"{exc} (the run's process imports factories by name)") from None
-    if found is not factory and getattr(found, "__wrapped__", None) is not factory:
+    # A classmethod is a new bound method at every lookup: equal, not identical.
+    same = found == factory if inspect.ismethod(factory) else found is factory
+    if not same and getattr(found, "__wrapped__", None) is not factory:
         raise UsageError(f"dataset factory {ref}: importing it by name gives a different object")
     return ref
+
+
+def _not_importable(factory: Any) -> str | None:
+    """Why the run's process could not import ``factory`` by name, in words (None if it can try)."""
+    qualname = getattr(factory, "__qualname__", None)
+    if not callable(factory):
+        return f"a {type(factory).__name__} is not callable"
+    if qualname is None or not getattr(factory, "__module__", None):
+        return (f"a {type(factory).__name__} object has no name to import it by (pass its class, or a function "
+                "that builds it)")
+    if "<lambda>" in qualname:
+        return "a lambda has no name to import it by"
+    if "<locals>" in qualname:
+        return "it is defined inside a function (define it at module level)"
+    if inspect.ismethod(factory) and not isinstance(factory.__self__, type):
+        return (f"a bound method carries its object ({type(factory.__self__).__name__} instance), which cannot be "
+                "imported (use a module-level function, a classmethod or a staticmethod)")
+    return None
+
+
+def unwrap_partial(factory: Callable[..., Any] | str, kwargs: dict | None) -> tuple[Callable[..., Any] | str, dict]:
+    """A ``functools.partial`` as its function and keyword arguments (the run's process imports
+    the function by name and calls it with them); positional arguments are given their
+    parameter's name. Keywords given to :func:`profile` win, as they would in a call."""
+    if not isinstance(factory, functools.partial):
+        return factory, dict(kwargs or {})
+    func = factory.func
+    try:
+        bound = inspect.signature(func).bind_partial(*factory.args, **factory.keywords)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"functools.partial of {getattr(func, '__qualname__', func)!r}: its arguments do not fit "
+                         f"the function ({exc})") from None
+    params = inspect.signature(func).parameters
+    var = [name for name in bound.arguments if params[name].kind is inspect.Parameter.VAR_POSITIONAL]
+    if var:
+        raise UsageError(f"functools.partial of {func.__qualname__}: positional arguments that go to *{var[0]} have no "
+                         "name to pass them by; give the function named parameters or pass keyword arguments")
+    merged: dict = {}
+    for name, value in bound.arguments.items():
+        if params[name].kind is inspect.Parameter.VAR_KEYWORD:
+            merged.update(value)
+        else:
+            merged[name] = value
+    merged.update(kwargs or {})
+    try:
+        json.dumps(merged, allow_nan=False)
+    except (TypeError, ValueError):
+        bad = next(k for k, v in merged.items() if not _json_value(v))
+        raise UsageError(f"functools.partial of {func.__qualname__}: argument {bad!r} is a "
+                         f"{type(merged[bad]).__name__}; the run's process gets arguments as JSON (numbers, "
+                         "strings, booleans, None, lists and dicts of them): build that object inside the "
+                         "factory instead") from None
+    return func, merged
+
+
+def _json_value(v: Any) -> bool:
+    try:
+        json.dumps(v, allow_nan=False)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -62,6 +133,12 @@ class WorkerGrowth:
     uss_start_mb: float
     uss_end_mb: float
     growth_mb: float
+    kind: str = ""  # "DataLoader worker, fork", "main process, 2 worker threads"
+
+    @property
+    def label(self) -> str:
+        """'worker 1 (DataLoader worker, fork; pid 15700)'."""
+        return f"{self.role} ({self.kind}; pid {self.pid})" if self.kind else f"{self.role} (pid {self.pid})"
 
 
 @dataclass(frozen=True)
@@ -102,7 +179,7 @@ class ProfileResult:
 
     def _message(self, worst: WorkerGrowth, limit: float, checked: list[WorkerGrowth]) -> str:
         s = self.summary
-        head = (f"{worst.role} (pid {worst.pid}) grew {worst.growth_mb:.1f} MB over {s.items:,} items "
+        head = (f"{worst.label} grew {worst.growth_mb:.1f} MB over {s.items:,} items "
                 f"({s.mode}, {s.workers} workers, dataset {s.backend}); limit {limit:g} MB")
         rows = [f"  {'process':<12} {'pid':>8} {'USS start':>11} {'USS end':>11} {'growth':>10}"]
         rows += [f"  {w.role:<12} {w.pid:>8} {w.uss_start_mb:>8.1f} MB {w.uss_end_mb:>8.1f} MB "
@@ -116,9 +193,16 @@ def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mo
             growth_threshold_mb: float = 50.0, out: str | Path | None = None, seed: int = 0) -> ProfileResult:
     """Build the dataset with ``factory(**kwargs)`` in a fresh process, load it with ``workers``
     workers in ``mode``, sample memory from the outside, and return the result. ``gc_freeze``
-    calls gc.freeze() before the workers start (no one-off copy of the interpreter's objects)."""
+    calls gc.freeze() before the workers start (no one-off copy of the interpreter's objects).
+
+    ``factory`` is imported by name in that process, never pickled: a module-level function or
+    class, a classmethod or staticmethod, a ``"module:qualname"`` string, or a
+    ``functools.partial`` of one of those whose arguments are JSON values (they are passed as
+    keyword arguments). Lambdas, functions defined inside functions, anything defined in
+    ``__main__`` and methods bound to an object are refused, saying why."""
     if mode not in MODES:
         raise UsageError(f"profile(): mode {mode!r}; allowed: {', '.join(MODES)}")
+    factory, kwargs = unwrap_partial(factory, kwargs)
     ref = factory_ref(factory)
     name = ref.rsplit(":", 1)[1].split(".")[-1]
     spec = RunSpec(
@@ -127,7 +211,7 @@ def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mo
         loader=LoaderSpec(batch_size=batch_size, epochs=epochs, items=items, shuffle=shuffle,
                           gc_freeze=gc_freeze),
         sampling=SamplingSpec(), verdict=VerdictSpec(growth_threshold_mb=growth_threshold_mb),
-        timeout_s=timeout_s, workload="factory", factory=FactorySpec(name=name, factory=ref, kwargs=kwargs or {}),
+        timeout_s=timeout_s, workload="factory", factory=FactorySpec(name=name, factory=ref, kwargs=kwargs),
         sys_path=tuple(p for p in sys.path if p))
     root = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="memprobe-profile-"))
     return _execute(spec, root)
@@ -153,7 +237,21 @@ def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:
     if start is None:
         return {"workers": (), "main": None}
     table = per_process_growth(samples, start, end)
-    rows = [WorkerGrowth(int(r.pid), str(r.role), float(r.uss_start_mb), float(r.uss_end_mb), float(r.growth_mb))
+    spec = meta.get("spec") or {}
+    rows = [WorkerGrowth(int(r.pid), str(r.role), float(r.uss_start_mb), float(r.uss_end_mb), float(r.growth_mb),
+                         process_kind(str(r.role), spec.get("mode", ""), int(spec.get("workers") or 0)))
             for r in table.sort_values(["worker", "pid"]).itertuples()]
     return {"workers": tuple(w for w in rows if w.role.startswith("worker")),
             "main": next((w for w in rows if w.role == "main"), None)}
+
+
+def process_kind(role: str, mode: str, workers: int) -> str:
+    """What a process of a profile() run is, in words: 'DataLoader worker, fork' for a worker
+    process, 'main process, 2 worker threads' for the loader's own process."""
+    if role.startswith("worker"):
+        return f"DataLoader worker, {mode}"
+    if role == "main":
+        if mode == "thread" or mode.endswith("-thread"):
+            return f"main process, {workers} worker thread{'s' if workers != 1 else ''}"
+        return "main process, no workers" if workers == 0 else "main process"
+    return role

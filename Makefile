@@ -16,6 +16,8 @@ PYTEST_ARGS ?=
 $(VENV)/.installed: pyproject.toml $(TORCH_CONSTRAINT)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
+	@# A venv made before the rename holds memprobe under its old distribution name.
+	$(PIP) uninstall --quiet --yes memprobe >/dev/null 2>&1 || true
 	$(PIP) install --quiet $(CONSTRAINT_FLAG) -e .
 	touch $@
 

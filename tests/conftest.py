@@ -1,5 +1,9 @@
 """Shared fixtures for the memprobe test suite.
 
+tests/unit needs no real run, subprocess or sleep (under 30 s together); everything that
+starts processes or real DataLoader runs lives in tests/integration and is marked
+``integration`` here (``pytest -m "not integration"`` runs the unit tests alone).
+
 * ``no_leftovers`` (autouse): after every test, no process the test started is left running
   (children of pytest, anything re-parented to pytest, and every process group a test's
   subprocess created), and no ``memprobe-sampler`` thread is alive.
@@ -60,6 +64,16 @@ def _track_popen_groups() -> None:
 def pytest_configure(config: pytest.Config) -> None:
     _become_subreaper()
     _track_popen_groups()
+
+
+INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test under tests/integration ``integration``."""
+    for item in items:
+        if INTEGRATION in item.path.resolve().parents:
+            item.add_marker(pytest.mark.integration)
 
 
 def _key(p: psutil.Process) -> tuple[int, float] | None:

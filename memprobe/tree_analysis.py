@@ -11,9 +11,10 @@ process is measured over the window that fits what it is:
   start-up copy (``startup_mb``) is not growth. It counts from the first exact reading after its
   RSS held still (less than 1 MB over half a second) or 10 s after its start, whichever comes
   first; a torch DataLoader worker counts from when torch renamed it (after unpickling).
-* a **parent** (main, launcher, rank) counts from just before its first worker started; what it
-  held then, above its first reading, is what it built (``built_mb``). A parent without workers
-  counts from the job's first ``memprobe.mark`` (iteration), else from its first reading.
+* a **parent** (main, launcher, rank) counts from just before its first worker started to its
+  last reading while it had workers; what it held then, above its first reading, is what it
+  built (``built_mb``). A parent without workers counts from the job's first ``memprobe.mark``
+  (iteration), else from its first reading.
 
 A process's USS also moves for reasons that are not its own: pages it shares become private when
 the sharers copy them or exit, and its private pages become shared when it forks. So over each
@@ -258,6 +259,8 @@ class Growth:
     growth_per_1k_items_mb: float | None
     judged: bool
     parent_pid: int | None = None
+    start_t: float | None = None  # the process's own start (may be before the first tick)
+    end_t: float | None = None  # first seen gone (its last tick alive while it ran to the end)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -273,7 +276,8 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
     empty = Growth(p.pid, p.role, p.kind, p.rank, p.worker, p.generation, p.start_method,
                    _first(readings["t"]), _last(readings["t"]), None, len(readings), None,
                    _last(readings["uss_mb"]), None, built,
-                   startup, None, None, None, None, False, up.pid if up else None)
+                   startup, None, None, None, None, False, up.pid if up else None, p.start_t,
+                   p.end_t if p.end_t is not None else p.last_t)
     if window is None or (origin is None and len(window) < 2) or window.empty:
         return empty
     split = split_growth(window, origin)
@@ -310,12 +314,18 @@ def _baseline(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: lis
 
 def _parent_window(p: Proc, readings: pd.DataFrame, procs: list[Proc], marks: dict) -> Baseline:
     """From the last reading before its first worker started (the pages a fork then shares are
-    still its own there); without workers, from the job's first mark or its first reading."""
+    still its own there) to its last reading while it had workers: after the last one ends, its
+    pages become private again and a program tears its data down, neither of which is growth.
+    Without workers: from the job's first mark (or its first reading) to its last reading."""
     by_pid = {q.pid: q for q in procs}
-    starts = [q.start_t for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
-    since = min(starts) if starts else marks.get("first_mark")
+    mine = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
+    since = min(q.start_t for q in mine) if mine else marks.get("first_mark")
     before = readings[readings["t"] < since] if since is not None else readings.iloc[:1]
     window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
+    if mine:
+        until = max(q.end_t if q.end_t is not None else q.last_t for q in mine)
+        during = window[window["t"] <= until]
+        window = during if len(during) >= 2 else window
     built = float(window["uss_mb"].iloc[0]) - float(readings["uss_mb"].iloc[0]) if len(window) else None
     return window, None, built, None
 
@@ -390,9 +400,15 @@ def with_items(rows: list[Growth], progress: pd.DataFrame) -> list[Growth]:
 
 # -- the estimate's error ------------------------------------------------------------------------
 
-def estimate_error(samples: pd.DataFrame) -> dict | None:
-    """The last estimate (``uss_est_mb``) before each exact reading against that reading, over
-    readings of at least 10 MB: {median_pct, max_pct, max_mb, n}; None without estimates."""
+def estimate_error(samples: pd.DataFrame, sampler: dict | None = None) -> dict | None:
+    """The USS estimate against the next exact reading: the sampler's own check where it made one
+    (the estimate at the very moment of the reading; intervals with a fork or a sharer's exit,
+    which the counters cannot see, apart: ``n_events``, ``events_median_pct``), else the last
+    estimate (``uss_est_mb``) before each exact reading of at least 10 MB: {median_pct, max_pct,
+    max_mb, n}; None without estimates."""
+    own = (sampler or {}).get("estimate_error")
+    if isinstance(own, dict) and own.get("n"):
+        return own
     if samples.empty or "uss_est_mb" not in samples or samples["uss_est_mb"].isna().all():
         return None
     pct, diff = [], []
@@ -585,7 +601,7 @@ def summarize_tree(base: Any, meta: dict, samples: pd.DataFrame, progress: pd.Da
         total_pss_start_mb=_first(totals) if len(totals) else base.total_pss_start_mb,
         total_pss_peak_mb=float(totals.max()) if len(totals) else base.total_pss_peak_mb,
         total_pss_end_mb=_last(totals) if len(totals) else base.total_pss_end_mb,
-        processes=[g.to_dict() for g in rows], estimate_error=estimate_error(samples),
+        processes=[g.to_dict() for g in rows], estimate_error=estimate_error(samples, meta.get("sampler")),
         projection=projection(projection_basis(rows, procs)))
     if summary.sum_rss_peak_mb is not None and summary.total_pss_peak_mb is not None:
         summary = replace(summary, rss_overcount_mb=summary.sum_rss_peak_mb - summary.total_pss_peak_mb)
@@ -675,7 +691,8 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     rates = [g.growth_mb_per_min for g in group if g.growth_mb_per_min is not None]
     owner_words = f"{_possessive(parent.role)} " if parent else ""
     each = "each grew ~" if n > 1 else "grew "
-    text = (f"{owner_words}{n} {_kind_words(g0.kind, n, g0.start_method, gens)} {each}{_mb(mean)} in {span:,.0f} s"
+    count = f"{n} " if n > 1 else ""
+    text = (f"{owner_words}{count}{_kind_words(g0.kind, n, g0.start_method, gens)} {each}{_mb(mean)} in {span:,.0f} s"
             + (f" ({np.mean(rates):,.0f} MB/min)" if rates else ""))
     forked = g0.start_method in (None, "fork") and g0.startup_mb is None
     if forked and parent is not None and parent.built_mb is not None:

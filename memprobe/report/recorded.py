@@ -59,8 +59,8 @@ def _process_row(r: dict, threshold: float) -> ProcessRow:
     judged = bool(r.get("judged"))
     growth = r.get("growth_mb")
     tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
-    alive = (f"{r['first_t']:.1f}–{r['last_t']:.1f} s" if fmt.is_num(r.get("first_t")) and fmt.is_num(r.get("last_t"))
-             else fmt.DASH)
+    start, end = r.get("start_t", r.get("first_t")), r.get("end_t", r.get("last_t"))
+    alive = f"{max(start, 0.0):.1f}–{end:.1f} s" if fmt.is_num(start) and fmt.is_num(end) else fmt.DASH
     uss = f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}" if fmt.is_num(r.get("uss_start_mb")) \
         else fmt.mb(r.get("uss_end_mb"))
     per_min = f"{r['growth_mb_per_min']:+,.0f}".replace("-", "−") if fmt.is_num(r.get("growth_mb_per_min")) else fmt.DASH
@@ -105,7 +105,8 @@ class Projection:
     columns: list[str]
     rows: list[tuple[str, list[ProjectionCell]]]
     assumptions: list[str]
-    ram: str | None
+    ram: str | None  # this machine's memory
+    over_ram: bool  # some cell needs more than that
 
 
 def projection_table(s: RunSummary, basis: tree.Basis | None, ram_mb: float | None) -> Projection | None:
@@ -125,7 +126,8 @@ def projection_table(s: RunSummary, basis: tree.Basis | None, ram_mb: float | No
                                         else None, bool(p["as_measured"]), bool(ram_mb and p["measured_mb"] > ram_mb),
                                         bool(ram_mb and basis.forked and p["full_copy_mb"] > ram_mb)))
         rows.append((f"{w} worker{'s' if w != 1 else ''}" + (" (measured)" if w == basis.workers else ""), cells))
-    return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None)
+    over = any(c.over_ram or c.full_over_ram for _, cells in rows for c in cells)
+    return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over)
 
 
 def assumptions(b: tree.Basis) -> list[str]:
@@ -155,13 +157,20 @@ def assumptions(b: tree.Basis) -> list[str]:
 # -- sampling -------------------------------------------------------------------------------------
 
 def estimate_text(s: RunSummary) -> str | None:
-    """'Estimate vs the next exact reading: median 2.1%, max 8.4% (12.0 MB) over 310 readings ...'."""
+    """'USS estimate vs the next exact reading: median 2.1%, max 8.4% over 310 readings; ...'."""
     e = s.estimate_error
-    if not e:
+    if not e or not e.get("n"):
         return None
-    return (f"USS estimate vs the next exact reading: median {e['median_pct']:.1f}%, max {e['max_pct']:.1f}% "
-            f"({fmt.mb(e['max_mb'])}) over {e['n']:,} reading{'s' if e['n'] != 1 else ''} "
-            f"(processes with at least {tree.ESTIMATE_FLOOR_MB:g} MB of USS).")
+    worst = f" ({fmt.mb(e['max_mb'])})" if fmt.is_num(e.get("max_mb")) else ""
+    text = (f"USS estimate vs the next exact reading: median {e['median_pct']:.1f}%, max {e['max_pct']:.1f}%{worst} "
+            f"over {e['n']:,} reading{'s' if e['n'] != 1 else ''}")
+    if e.get("n_events") and fmt.is_num(e.get("events_median_pct")):
+        text += (f"; over the {e['n_events']:,} interval{'s' if e['n_events'] != 1 else ''} with a fork or a sharer's "
+                 f"exit, median {e['events_median_pct']:.0f}% (either moves USS without a single fault, so the "
+                 "counters cannot see it)")
+    elif fmt.is_num(e.get("max_mb")):
+        text += f" (processes with at least {tree.ESTIMATE_FLOOR_MB:g} MB of USS)"
+    return text + "."
 
 
 def sampling_text(s: RunSummary, meta: dict) -> str:

@@ -1,27 +1,24 @@
-"""Profile a user's own command (``memprobe record``) or a running process (``memprobe watch``).
+"""Profile a user's own command (``memprobe record``) or a running process (``memprobe watch``):
+the command's life cycle.
 
-The same outside-in sampling as ``memprobe run``, on a process tree memprobe did not build:
+``record`` starts the command in its own process group (handing it the terminal when memprobe
+has it), forwards stop signals to that group, waits for it, ends what it leaves behind, and
+saves; ``watch`` follows a running process until it exits, a duration ends, or Ctrl-C. What
+happens to the process tree meanwhile (classification, exact readings where memory moves) is
+:mod:`memprobe.probe.tree` and :mod:`memprobe.probe.tree_sampler`.
 
-* roles: a process whose comm is ``pt_data_worker`` is a DataLoader worker. Workers are indexed
-  per *generation*: when a worker appears, it takes the lowest index not held by a live worker
-  of the same parent (siblings that appear together are ordered by start time, then pid), so
-  each epoch's fresh workers (``persistent_workers=False``) are ``worker 0..N-1`` again, and
-  each rank's workers are numbered on their own.
-* ranks: a direct child of the root whose environment has ``RANK`` (or ``LOCAL_RANK``) set to
-  something other than the root's own value is a rank process (torchrun, torch.distributed.run);
-  every process below it belongs to that rank ("rank 1", "rank 1 worker 0"). When environments
-  cannot be read, the children of a root whose command line is a known launcher are ranks in
-  order of appearance.
+* exact readings at the end: on SIGINT/SIGTERM/SIGHUP, ``record`` asks the sampler for a full
+  exact round (bounded by ``SIGNAL_ROUND_S``) *before* forwarding the signal, so every live
+  process has a reading taken just before the command reacts; ``watch`` takes one when it stops.
 * marks: ``record`` sets ``MEMPROBE_MARK_FILE`` for the command; :func:`memprobe.mark`
   appends ``<monotonic s> <n> <pid>`` lines to it, which become the progress table (items/s).
   ``watch`` reads the file named by ``--marks``, or by the process's own ``MEMPROBE_MARK_FILE``.
 
-A run is summarized by :func:`memprobe.analysis.summarize` unchanged; its meta is shaped for it:
-``spec.mode`` is the workers' start method as seen from outside (fork, spawn, forkserver), or
-``record``/``watch`` when no worker appeared; ``spec.workers`` is the most workers alive at once;
-``marks.warm`` is the first PSS round with a worker alive (or the first PSS round), ``marks.done``
-the last mark (or the end), so each worker's growth is its USS at its last PSS sample minus its
-first, over its lifetime.
+The meta is shaped for :func:`memprobe.analysis.summarize`: ``spec.mode`` is the workers' start
+method as seen from outside (fork, spawn, forkserver), or ``record``/``watch`` when no worker
+appeared; ``spec.workers`` is the most workers alive at once; ``marks.warm`` is the first exact
+reading of a worker (or the first exact reading), ``marks.done`` the last mark (or the end);
+``processes`` holds the facts of every process seen (:class:`~memprobe.probe.tree_sampler.ProcessInfo`).
 """
 from __future__ import annotations
 
@@ -33,7 +30,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -41,309 +37,25 @@ from pathlib import Path
 
 from memprobe.errors import MemprobeError, UsageError
 from memprobe.probe import procfs
+from memprobe.probe.sampler import Row, SamplerSettings
+from memprobe.probe.tree import ProcfsReader
+from memprobe.probe.tree import process_order as _process_order  # noqa: F401  (kept for callers)
+from memprobe.probe.tree_sampler import TreeSampler
 from memprobe.runner import environment
-from memprobe.probe.roles import MAIN, TORCH_WORKER_COMM, Role, RoleBook
-from memprobe.probe.sampler import Row, Sampler, SamplerSettings, Sink
 from memprobe.scenario import VerdictSpec
 
 MARK_ENV = "MEMPROBE_MARK_FILE"
-LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "torch/distributed/run.py")
 LEFTOVER_GRACE_S = 3.0
 # A recorded job runs for minutes or hours and items/s come from marks, not from the cheap tier:
-# 5 cheap rounds a second leave more of the CPU budget for PSS rounds.
-DEFAULT_SETTINGS = SamplerSettings(interval_s=0.2)
-_OTHER_RECHECK_S = 1.0
+# 5 cheap rounds a second, and 1 % of a core for the whole sampler (both tiers).
+DEFAULT_SETTINGS = SamplerSettings(interval_s=0.2, pss_cpu_budget=0.01)
+# The exact round taken when a stop signal arrives, before it is forwarded: long enough for
+# ~50 processes of 700 MB on a loaded machine, short enough not to keep a user waiting.
+SIGNAL_ROUND_S = 1.5
 
 
 class CommandNotFound(MemprobeError):
     exit_code = 127
-
-
-# -- roles ------------------------------------------------------------------------------------
-
-def _env(pid: int) -> dict[str, str] | None:
-    text = procfs._read(f"/proc/{pid}/environ")
-    if text is None:
-        return None
-    return dict(item.split("=", 1) for item in text.split("\0") if "=" in item)
-
-
-def _env_rank(env: dict[str, str] | None) -> str | None:
-    if not env:
-        return None
-    return env.get("RANK", env.get("LOCAL_RANK"))
-
-
-class TreeRoles(RoleBook):
-    """Roles for a tree memprobe did not start: worker generations and ranks (see the module doc)."""
-
-    def __init__(self, main_pid: int) -> None:
-        super().__init__(main_pid)
-        self._roles: dict[int, Role] = {}  # settled
-        self._recheck: dict[int, tuple[float, Role]] = {}  # unsettled, re-resolved after a while
-        self._ppid: dict[int, int] = {}
-        self._rank: dict[int, int] = {}  # settled ranks (pid -> rank, -1 for none)
-        self._generations: dict[int, dict[int, int]] = {}  # parent pid -> {worker pid: index}
-        self.ranks: dict[int, int] = {}  # rank process pid -> rank
-        self.start_methods: Counter[str] = Counter()
-        self._root_rank = _env_rank(_env(main_pid))
-        cmd = " ".join(procfs.read_cmdline(main_pid))
-        self._launcher = any(name in cmd for name in LAUNCHERS)
-        self._next_rank = 0
-
-    # -- public --------------------------------------------------------------------------
-    def role(self, pid: int, comm: str, ppid: int | None = None) -> Role:
-        if pid == self.main_pid:
-            return Role(MAIN)
-        if pid in self._roles:
-            return self._roles[pid]
-        ppid = self._parent(pid)
-        held = self._recheck.get(pid)
-        if (held is not None and comm != TORCH_WORKER_COMM and ppid != self.main_pid
-                and time.monotonic() < held[0]):
-            return held[1]
-        rank = self.rank_of(pid)
-        prefix = f"rank {rank} " if rank >= 0 else ""
-        if comm == TORCH_WORKER_COMM and ppid is not None:
-            self._assign_generation(ppid, pid, prefix)
-            return self._roles[pid]
-        if ppid == self.main_pid and pid in self.ranks:
-            return self._settle(pid, Role(f"rank {rank}"))
-        cmd = " ".join(procfs.read_cmdline(pid))
-        if "multiprocessing.resource_tracker" in cmd:
-            return self._settle(pid, Role(prefix + "resource tracker"))
-        if "multiprocessing.forkserver" in cmd and comm != TORCH_WORKER_COMM:
-            # The forkserver itself (its forked workers are renamed pt_data_worker by torch).
-            role = Role(prefix + "forkserver")
-        elif "multiprocessing.spawn" in cmd or "--multiprocessing-fork" in cmd:
-            role = Role(prefix + "spawn (starting)")
-        else:
-            role = Role(prefix + "other")
-        # Not settled: a forked process may still be renamed or exec, a child may become a rank.
-        self._recheck[pid] = (time.monotonic() + _OTHER_RECHECK_S, role)
-        return role
-
-    def rank_of(self, pid: int) -> int:
-        """The rank ``pid`` belongs to: that of the root's child it descends from; -1 for none
-        (the root itself, a process not below the root, or a rank not known yet)."""
-        if pid in self._rank:
-            return self._rank[pid]
-        chain: list[int] = []
-        p: int | None = pid
-        while p != self.main_pid:
-            if p is None or p <= 1 or len(chain) > 64:
-                return -1  # not below the root (e.g. an orphan found by the group scan)
-            if p in self._rank:
-                break
-            chain.append(p)
-            p = self._parent(p)
-        if p in self._rank:
-            rank = self._rank[p]
-        elif chain:
-            rank = self._child_rank(chain[-1])
-            if chain[-1] not in self._rank:
-                return rank  # not decided yet
-        else:
-            return -1
-        for q in chain:
-            self._rank[q] = rank
-        return rank
-
-    def rank_or_none(self, pid: int) -> int:
-        """The settled rank of ``pid`` without reading /proc (for rows of vanished processes)."""
-        return self._rank.get(pid, -1)
-
-    # -- internals -----------------------------------------------------------------------
-    def _settle(self, pid: int, role: Role) -> Role:
-        self._roles[pid] = role
-        self._recheck.pop(pid, None)
-        return role
-
-    def _parent(self, pid: int) -> int | None:
-        if pid not in self._ppid:
-            st = procfs.read_stat(pid)
-            if st is None:
-                return None
-            self._ppid[pid] = st.ppid
-        return self._ppid[pid]
-
-    def _child_rank(self, child: int) -> int:
-        """Rank of a direct child of the root; settled once known. 'Not a rank' is only settled
-        for a worker: a child that has not exec'd yet still carries its parent's environment."""
-        st = procfs.read_stat(child)
-        if st is None:
-            return -1
-        if st.comm == TORCH_WORKER_COMM:
-            self._rank[child] = -1
-            return -1
-        env = _env(child)
-        value = _env_rank(env)
-        rank = -1
-        if value is not None and value != self._root_rank:
-            try:
-                rank = int(value)
-            except ValueError:
-                pass
-        elif env is None and self._launcher:  # environment unreadable: ranks in order of appearance
-            cmd = " ".join(procfs.read_cmdline(child))
-            if cmd and "multiprocessing." not in cmd and cmd != " ".join(procfs.read_cmdline(self.main_pid)):
-                rank, self._next_rank = self._next_rank, self._next_rank + 1
-        if rank >= 0:
-            self._rank[child] = rank
-            self.ranks[child] = rank
-        return rank
-
-    def _assign_generation(self, parent: int, pid: int, prefix: str) -> None:
-        gen = self._generations.setdefault(parent, {})
-        for old in [p for p in gen if not _alive(p)]:
-            del gen[old]  # its index is free for the next generation
-        taken = set(gen.values())
-        newcomers = {pid}
-        for sib in procfs.read_children(parent):
-            if sib not in gen and sib not in self._roles:
-                st = procfs.read_stat(sib)
-                if st is not None and st.comm == TORCH_WORKER_COMM:
-                    newcomers.add(sib)
-        starts = {p: (st.start_ticks if (st := procfs.read_stat(p)) else 0, p) for p in newcomers}
-        method = _start_method(parent, pid)
-        for p in sorted(newcomers, key=starts.__getitem__):
-            index = next(i for i in range(len(taken) + 1) if i not in taken)
-            taken.add(index)
-            gen[p] = index
-            self.start_methods[method] += 1
-            self._settle(p, Role(f"{prefix}worker {index}", index))
-
-
-def _alive(pid: int) -> bool:
-    st = procfs.read_stat(pid)
-    return st is not None and st.state not in ("Z", "X")
-
-
-def _start_method(parent: int, worker: int) -> str:
-    """fork, spawn or forkserver, from the worker's (inherited or exec'd) command line."""
-    cmd = " ".join(procfs.read_cmdline(worker)) or " ".join(procfs.read_cmdline(parent))
-    if "multiprocessing.forkserver" in cmd:
-        return "forkserver"
-    if "multiprocessing.spawn" in cmd or "--multiprocessing-fork" in cmd:
-        return "spawn"
-    return "fork"
-
-
-# -- sampler ----------------------------------------------------------------------------------
-
-@dataclass
-class ProcessInfo:
-    pid: int
-    role: str
-    rank: int
-    worker: int
-    first_t: float
-    last_t: float
-    command: str
-    first_pss_t: float | None = None
-    last_pss_t: float | None = None
-
-
-class TreeSampler(Sampler):
-    """A :class:`Sampler` with :class:`TreeRoles`, a ``rank`` column, and bookkeeping for the
-    meta: the first PSS round with a worker alive, the most workers alive at once, and every
-    process seen.
-
-    Workers of a recorded job can be short-lived (one generation per epoch), and the CPU budget
-    may space PSS rounds seconds apart. So a round that finds a new process (a worker is forked
-    as a copy of its parent and renamed ``pt_data_worker`` a moment later) takes PSS at once,
-    which gives each worker a sample at its birth; and each worker gets a PSS round at ages 1, 2,
-    4 and 8 s unless one was taken in the last half second: a few rounds per generation that
-    make each worker's lifetime growth measurable whatever the budget."""
-
-    FORCE_AGES = (1.0, 2.0, 4.0, 8.0)
-    RECENT_S = 0.5
-
-    def __init__(self, root: int, sink: Sink, settings: SamplerSettings | None = None, *,
-                 t0: float, pgid: int | None = None) -> None:
-        super().__init__(root, self._tap, settings, t0=t0, pgid=pgid)
-        self.roles = TreeRoles(root)
-        self._out = sink
-        self._known: set[int] = set()
-        self._born: dict[int, float] = {}  # worker pid -> tick first seen as a worker
-        self._last_pss: dict[int, float] = {}
-        self._next_force: dict[int, int] = {}  # worker pid -> index into FORCE_AGES
-        self.first_pss_t: float | None = None
-        self.first_worker_pss_t: float | None = None
-        self.last_t: float | None = None
-        self.max_workers = 0
-        self.processes: dict[int, ProcessInfo] = {}
-        self._lock = threading.Lock()
-
-    def _discover(self, tick: float) -> list[int]:
-        pids = super()._discover(tick)
-        new = [p for p in pids if p not in self._known]
-        if new and self._known:
-            self._pss_now.set()  # read before this round decides on PSS
-        self._known.update(new)
-        return pids
-
-    def _sample(self, pid: int, tick: float, with_pss: bool) -> Row | None:
-        row = super()._sample(pid, tick, with_pss)
-        if row is None:
-            return row
-        if row["tier"] == "pss":
-            self._last_pss[pid] = tick
-        if int(row["worker"]) < 0:
-            return row
-        if pid not in self._born:
-            self._born[pid] = tick
-            self._next_force[pid] = 0
-            if pid not in self._last_pss:
-                self._pss_now.set()
-            return row
-        k = self._next_force[pid]
-        if k < len(self.FORCE_AGES) and tick - self._born[pid] >= self.FORCE_AGES[k]:
-            self._next_force[pid] = k + 1
-            if self._last_pss.get(pid, -1.0) < tick - self.RECENT_S:
-                self._pss_now.set()
-        return row
-
-    def _tap(self, table: str, rows: list[Row]) -> None:
-        if table == "samples" and rows:
-            self._note(rows)
-        self._out(table, rows)
-
-    def _note(self, rows: list[Row]) -> None:
-        t = float(rows[0]["t"])
-        self.last_t = t
-        live_workers = 0
-        any_pss = worker_pss = False
-        with self._lock:
-            for r in rows:
-                pid = int(r["pid"])
-                r["rank"] = self.roles.rank_or_none(pid) if r["missing"] else self.roles.rank_of(pid)
-                if r["missing"]:
-                    continue
-                pss = r["tier"] == "pss"
-                any_pss |= pss
-                if int(r["worker"]) >= 0:
-                    live_workers += 1
-                    worker_pss |= pss
-                info = self.processes.get(pid)
-                if info is None:
-                    # A worker's command line is its parent's (fork) or multiprocessing's (spawn).
-                    cmd = "" if int(r["worker"]) >= 0 else " ".join(procfs.read_cmdline(pid))[:300]
-                    info = self.processes[pid] = ProcessInfo(pid, str(r["role"]), int(r["rank"]), int(r["worker"]),
-                                                             t, t, cmd)
-                info.role, info.rank, info.worker, info.last_t = str(r["role"]), int(r["rank"]), int(r["worker"]), t
-                if pss:
-                    info.first_pss_t = t if info.first_pss_t is None else info.first_pss_t
-                    info.last_pss_t = t
-        self.max_workers = max(self.max_workers, live_workers)
-        if any_pss and self.first_pss_t is None:
-            self.first_pss_t = t
-        if worker_pss and self.first_worker_pss_t is None:
-            self.first_worker_pss_t = t
-
-    def process_list(self) -> list[dict]:
-        with self._lock:
-            return [asdict(p) for p in sorted(self.processes.values(), key=lambda p: p.first_t)]
 
 
 # -- marks ------------------------------------------------------------------------------------
@@ -485,8 +197,8 @@ class _Recording:
         self.manifest.update(status="interrupted" if status == "interrupted" else "complete",
                              finished=time.time(), environment=environment())
         session = finalize(self.out, self.manifest, render=False, interrupted=status == "interrupted")
-        processes = self._per_process()
-        self._add_to_summary(processes)
+        # The per-process table is the analysis's (summarize() of a record/watch run).
+        processes = list(getattr(session.summaries[0], "processes", None) or []) if session.summaries else []
         report = None
         if render:
             try:
@@ -517,7 +229,9 @@ class _Recording:
                 "workload": self.kind, "verdict": asdict(self.verdict), "expect": None,
                 "timeout_s": None, "sampling": asdict(self.settings), **self.info}
         costs_p, costs_c = s.pss_round_costs, s.cheap_round_costs
-        sampler = {"cpu_s": round(s.cpu_s, 4), "pss_rounds": len(costs_p), "cheap_rounds": len(costs_c),
+        sampler = {"cpu_s": round(s.cpu_s, 4), "cpu_share": round(s.cpu_s / max(elapsed, 1e-3), 5),
+                   "exact_readings": s.exact_readings, "estimate_error": s.estimate_error(),
+                   "pss_rounds": len(costs_p), "cheap_rounds": len(costs_c),
                    "pss_round_mean_s": round(sum(costs_p) / len(costs_p), 6) if costs_p else None,
                    "cheap_round_mean_s": round(sum(costs_c) / len(costs_c), 6) if costs_c else None}
         if s.error is not None:
@@ -529,55 +243,6 @@ class _Recording:
                 "dataset_info": {}, "root_pid": self.root,
                 "ranks": {str(r): pid for pid, r in sorted(s.roles.ranks.items(), key=lambda x: x[1])},
                 "start_methods": dict(methods), "processes": s.process_list(), "spec": spec}
-
-    def _per_process(self) -> list[dict]:
-        """USS at each process's first and last PSS sample (its lifetime), grouped by rank."""
-        from memprobe.analysis import per_process_growth
-        from memprobe.results import ResultSet
-
-        results = ResultSet.load(self.out)
-        samples = results.run_table("samples", self.run_id)
-        if samples.empty:
-            return []
-        g = per_process_growth(samples, float("-inf"), float("inf"))
-        # The same samples per_process_growth measures: a worker's from when it was one.
-        w = samples[samples["tier"] == "pss"]
-        w = w[(w["worker"] >= 0) | ~w["pid"].isin(w.loc[w["worker"] >= 0, "pid"].unique())]
-        span = w.groupby("pid")["t"].agg(["min", "max"])
-        info = {p["pid"]: p for p in (self.sampler.process_list() if self.sampler else [])}
-        rows = []
-        for r in g.to_dict("records"):
-            pid = int(r["pid"])
-            first, last = ((float(span.at[pid, "min"]), float(span.at[pid, "max"])) if pid in span.index
-                           else (None, None))
-            rows.append({"pid": pid, "role": r["role"], "rank": info.get(pid, {}).get("rank", -1),
-                         "worker": int(r["worker"]), "first_t": first, "last_t": last,
-                         "pss_samples": int(r["samples"]), "uss_start_mb": round(float(r["uss_start_mb"]), 3),
-                         "uss_end_mb": round(float(r["uss_end_mb"]), 3), "growth_mb": round(float(r["growth_mb"]), 3)})
-        rows.sort(key=_process_order)
-        return rows
-
-    def _add_to_summary(self, processes: list[dict]) -> None:
-        import json
-
-        from memprobe.results import write_json_atomic
-
-        path = self.out / "summary.json"
-        data = json.loads(path.read_text())
-        for run in data.get("runs", []):
-            if run.get("run_id") == self.run_id:
-                run["processes"] = processes
-        write_json_atomic(path, data)
-
-
-def _process_order(row: dict) -> tuple:
-    """main first; then per rank (none first): the rank process, its workers by start, the rest."""
-    if row["worker"] >= 0:
-        kind = 1
-    else:
-        kind = 0 if row["role"] in (MAIN, f"rank {row['rank']}") else 2
-    first = row["first_t"] if row["first_t"] is not None else 0.0
-    return (row["role"] != MAIN, row["rank"], kind, first, row["pid"])
 
 
 # -- terminal and signals ---------------------------------------------------------------------
@@ -640,15 +305,25 @@ def record(command: list[str], out: Path | None = None, *, settings: SamplerSett
     env = {**os.environ, MARK_ENV: str(mark_path.resolve())}
     tty = _foreground_tty()
     got: list[int] = []
+    sent = [0]  # how many of ``got`` went to the command's group
     proc: subprocess.Popen | None = None
 
     def forward(signum: int, frame: object) -> None:
         got.append(signum)
         if proc is None:
             return
-        n = sum(1 for s in got if s == signal.SIGINT) if signum == signal.SIGINT else 1
-        sig = signum if n == 1 else (signal.SIGTERM if n == 2 else signal.SIGKILL)
-        _killpg(proc.pid, sig)
+        if len(got) == 1 and rec.sampler is not None:
+            # Every live process's last exact reading, taken before the command reacts to the
+            # signal (workers exit at once on it). A second signal meanwhile is forwarded at once.
+            rec.sampler.request_pss(wait_s=SIGNAL_ROUND_S)
+        forward_pending()
+
+    def forward_pending() -> None:
+        while proc is not None and sent[0] < len(got):
+            i = sent[0]
+            sent[0] += 1
+            n = sum(1 for s in got[: i + 1] if s == signal.SIGINT) if got[i] == signal.SIGINT else 1
+            _killpg(proc.pid, got[i] if n == 1 else (signal.SIGTERM if n == 2 else signal.SIGKILL))
 
     old = _install(forward)
     try:
@@ -660,8 +335,7 @@ def record(command: list[str], out: Path | None = None, *, settings: SamplerSett
         except OSError as exc:
             rec.writer.close()
             raise MemprobeError(f"{command[0]}: cannot run: {exc.strerror or exc}") from exc
-        if got:  # a signal arrived before the command existed
-            _killpg(proc.pid, got[0])
+        forward_pending()  # a signal that arrived before the command existed
         rec.start_sampling(proc.pid, pgid=proc.pid)
         log(f"memprobe: recording {' '.join(command)} (pid {proc.pid}) -> {out}")
         _wait(proc, rec, tty)
@@ -800,7 +474,7 @@ def watch(pid: int, out: Path | None = None, *, duration: float | None = None, m
     rec = _Recording(out, "watch", name, f"memprobe watch {pid}: " + " ".join(cmd), settings,
                      verdict or VerdictSpec())
     rec.info = {"command": cmd, "pid": pid}
-    env_marks = (_env(pid) or {}).get(MARK_ENV)
+    env_marks = (ProcfsReader().environ(pid) or {}).get(MARK_ENV)
     path = marks_file or (Path(env_marks) if env_marks else None)
     if path is not None:
         rec.marks = MarkReader(path, rec.t0, from_end=True)

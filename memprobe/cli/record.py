@@ -2,8 +2,9 @@
 
 The command runs with your terminal (its output is shown as usual, Ctrl-C and Ctrl-Z reach it as
 if it ran alone). memprobe samples its whole process tree - the main process, every DataLoader
-worker (found by their name, pt_data_worker; each epoch's new workers are worker 0..N-1 again),
-torchrun ranks and their workers - until it exits, then writes the results, summary.json and
+worker and every other child process (classified by how it was started: fork, spawn, exec;
+each epoch's new workers are worker 0..N-1 again), torchrun ranks and their workers - until it
+exits, then writes the results, summary.json and
 report.html to reports/record-<name>-<UTC time>/ (or -o DIR) and prints each worker's private
 memory (USS) growth over its lifetime, with the verdict flat/growing.
 
@@ -53,9 +54,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
     p.add_argument("--interval", type=float, default=0.2, metavar="S",
                    help="seconds between cheap samples (RSS, CPU) of every process (default: 0.2)")
-    p.add_argument("--pss-budget", type=float, default=0.012, metavar="SHARE",
-                   help="share of one CPU core the sampler may use; PSS/USS rounds are spaced to fit "
-                        "(default: 0.012)")
+    p.add_argument("--pss-budget", type=float, default=0.01, metavar="SHARE",
+                   help="share of one CPU core the whole sampler may use, averaged over the run; exact "
+                        "PSS/USS readings go to the processes whose memory moved, as the share allows "
+                        "(default: 0.01)")
     p.add_argument("--threshold", type=float, default=None, metavar="MB",
                    help="worker USS growth (mean per worker) above which the verdict is 'growing' (default: 50)")
 

@@ -22,7 +22,7 @@ _CHEAP_FIELDS = ("rss_mb", "rss_anon_mb", "rss_file_mb", "rss_shmem_mb", "cpu_s"
                  "sys_cpu_s")
 _PSS_FIELDS = (
     "pss_mb", "pss_anon_mb", "pss_file_mb", "pss_shmem_mb", "uss_mb", "shared_clean_mb",
-    "shared_dirty_mb", "private_clean_mb", "private_dirty_mb", "swap_mb", "swap_pss_mb",
+    "shared_dirty_mb", "private_clean_mb", "private_dirty_mb", "swap_mb", "swap_pss_mb", "anon_huge_mb",
 )
 SAMPLE_COLUMNS = ("t", "pid", "role", "worker", "state", "tier", "missing", "reason") + _CHEAP_FIELDS + _PSS_FIELDS
 
@@ -170,17 +170,23 @@ class Sampler:
         return min(gap, st.pss_max_interval_s)
 
     def _discover(self, tick: float) -> list[int]:
-        pids = procfs.process_tree(self.root)
+        pids = self._tree(self.root)
         for orphan in sorted(self._orphans - self._gone):
-            pids += [p for p in procfs.process_tree(orphan) if p not in pids]
+            pids += [p for p in self._tree(orphan) if p not in pids]
         if self.pgid is not None and tick >= self._next_scan:
             # Orphans (e.g. a forkserver's workers after a crash) leave the tree but keep the group.
             self._next_scan = tick + self.settings.group_scan_interval_s
             pids += [p for p in procfs.processes_in_group(self.pgid) if p not in pids]
         return [p for p in pids if p not in self._gone]
 
+    def _tree(self, root: int) -> list[int]:
+        return procfs.process_tree(root)
+
+    def _read_cheap(self, pid: int) -> procfs.CheapSample | None:
+        return procfs.read_cheap(pid)
+
     def _sample(self, pid: int, tick: float, with_pss: bool) -> Row | None:
-        cheap = procfs.read_cheap(pid)
+        cheap = self._read_cheap(pid)
         if cheap is None:
             return None  # reported once by _lost
         if self._started.setdefault(pid, cheap.stat.start_ticks) != cheap.stat.start_ticks:

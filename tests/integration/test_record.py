@@ -269,7 +269,7 @@ def _tree_roles(roles, root: int, want_workers: int, timeout_s: float = 20.0) ->
 
 
 def test_worker_generations_restart_at_zero(tmp_path: Path) -> None:
-    from memprobe.record import TreeRoles
+    from memprobe.probe.tree import TreeRoles
 
     script = _script(tmp_path, FAKE_TREE, "tree.py")
     flag = tmp_path / "stop"
@@ -292,7 +292,7 @@ def test_worker_generations_restart_at_zero(tmp_path: Path) -> None:
 
 
 def test_ranks_come_from_the_launchers_children(tmp_path: Path) -> None:
-    from memprobe.record import TreeRoles
+    from memprobe.probe.tree import TreeRoles
 
     script = _script(tmp_path, FAKE_TREE, "tree.py")
     flag = tmp_path / "stop"

@@ -1,0 +1,429 @@
+"""Classify every process of a tree memprobe did not start (``record``, ``watch``) by structure.
+
+Names (``comm``, command lines) are only labels; what a process *is* comes from how it relates
+to its parent:
+
+* the root is ``main``, or ``launcher`` when its children are ranks (torchrun);
+* a **rank** is a direct child of the root whose environment has ``RANK`` (or ``LOCAL_RANK``)
+  different from the root's; when environments cannot be read, the children of a root whose
+  command line is a known launcher are ranks in order of appearance;
+* a **worker** is any other child of main, a rank or a worker (nested: ``worker K.J``). Its kind:
+  ``dataloader`` (comm ``pt_data_worker``, or ``pt_multiprocess`` for torch's upcoming
+  ``pt_multiprocess_data_worker`` cut to 15 characters by the kernel), ``fork`` (it shows its
+  parent's address-space layout: forked and not exec'd, so it shares the parent's pages),
+  ``spawn`` (an exec'd Python multiprocessing child, or a forkserver's child) or ``exec`` (any
+  other program);
+* **helpers**: multiprocessing's ``forkserver`` and ``resource tracker``. A forkserver's
+  children are workers of the forkserver's parent.
+
+Workers are numbered per parent: a new worker takes the lowest index not held by a live worker
+of that parent (siblings that appear together in order of start time, then pid), so each
+epoch's fresh workers (``persistent_workers=False``) are ``worker 0..N-1`` again and each rank
+numbers its own. A parent's workers form *generations*: a new one starts when a worker appears
+while none of that parent's previous workers is alive.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Protocol
+
+from memprobe.probe import procfs
+from memprobe.probe.roles import MAIN, Role, RoleBook
+
+LAUNCHER = "launcher"
+RANK = "rank"
+DATALOADER = "dataloader"
+FORK = "fork"
+SPAWN = "spawn"
+EXEC = "exec"
+FORKSERVER = "forkserver"
+RESOURCE_TRACKER = "resource tracker"
+WORKER_KINDS = (DATALOADER, FORK, SPAWN, EXEC)
+PARENT_KINDS = (MAIN, LAUNCHER, RANK)
+HELPER_KINDS = (FORKSERVER, RESOURCE_TRACKER)
+
+# torch names a DataLoader worker process with prctl(PR_SET_NAME): "pt_data_worker" today;
+# its development branch uses "pt_multiprocess_data_worker", which the kernel cuts to 15 bytes.
+DATALOADER_COMMS = ("pt_data_worker", "pt_multiprocess")
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "torch/distributed/run.py")
+# A child younger than this may still exec (fork then exec takes milliseconds, a Python
+# subprocess with preexec_fn somewhat more) or be renamed, so its kind is looked at again.
+SETTLE_AGE_S = 1.0
+_HZ = procfs.CLOCK_TICKS
+
+
+class ProcReader(Protocol):
+    """What classification reads about a process (fakes stand in for /proc in unit tests)."""
+
+    def stat(self, pid: int) -> procfs.StatInfo | None: ...
+    def cmdline(self, pid: int) -> list[str]: ...
+    def environ(self, pid: int) -> dict[str, str] | None: ...
+    def children(self, pid: int) -> list[int]: ...
+    def uptime_s(self) -> float: ...
+
+
+class ProcfsReader:
+    """The real /proc."""
+
+    def stat(self, pid: int) -> procfs.StatInfo | None:
+        return procfs.read_stat(pid)
+
+    def cmdline(self, pid: int) -> list[str]:
+        return procfs.read_cmdline(pid)
+
+    def environ(self, pid: int) -> dict[str, str] | None:
+        text = procfs._read(f"/proc/{pid}/environ")
+        if text is None:
+            return None
+        return dict(item.split("=", 1) for item in text.split("\0") if "=" in item)
+
+    def children(self, pid: int) -> list[int]:
+        return procfs.read_children(pid)
+
+    def uptime_s(self) -> float:
+        # /proc/PID/stat's starttime counts from boot on the boot-time clock.
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+@dataclass
+class Node:
+    """What memprobe knows about one process of the tree."""
+
+    pid: int
+    ppid: int
+    kind: str
+    role: str
+    rank: int = -1
+    worker: int = -1
+    generation: int | None = None
+    owner: int | None = None  # the parent the worker is numbered under (a forkserver's parent)
+    shares_parent: bool = False  # forked without exec: its pages are its parent's at first
+    start_method: str | None = None
+    start_ticks: int = 0
+    settled: bool = False
+
+    @property
+    def forked(self) -> bool:
+        """Shares the pages of the process that started the job's work (not a forkserver's)."""
+        return self.shares_parent and self.start_method == "fork"
+
+    @property
+    def is_worker(self) -> bool:
+        return self.kind in WORKER_KINDS
+
+
+@dataclass
+class _Family:
+    """The workers one parent numbers: index per live worker, generation counter."""
+
+    live: dict[int, int]  # worker pid -> index
+    generation: int = -1
+
+
+def env_rank(env: dict[str, str] | None) -> str | None:
+    if not env:
+        return None
+    return env.get("RANK", env.get("LOCAL_RANK"))
+
+
+class TreeRoles(RoleBook):
+    """Roles, kinds, ranks and worker generations for a tree memprobe did not build."""
+
+    def __init__(self, main_pid: int, reader: ProcReader | None = None) -> None:
+        super().__init__(main_pid)
+        self.reader: ProcReader = reader or ProcfsReader()
+        self.nodes: dict[int, Node] = {}
+        self.ranks: dict[int, int] = {}  # rank process pid -> rank
+        self.start_methods: Counter[str] = Counter()
+        self._families: dict[int, _Family] = {}
+        self._layouts: dict[int, tuple[int, int, int]] = {}
+        self._root_rank = env_rank(self.reader.environ(main_pid))
+        self._root_cmd = " ".join(self.reader.cmdline(main_pid))
+        self._launcher_cmd = any(name in self._root_cmd for name in LAUNCHERS)
+        self._next_rank = 0
+        st = self.reader.stat(main_pid)
+        kind = LAUNCHER if self._launcher_cmd else MAIN
+        self.nodes[main_pid] = Node(main_pid, st.ppid if st else 0, kind, kind, settled=True,
+                                    start_ticks=st.start_ticks if st else 0)
+        if st is not None:
+            self._layouts[main_pid] = st.layout
+
+    # -- public --------------------------------------------------------------------------
+    def role(self, pid: int, comm: str, ppid: int | None = None) -> Role:
+        node = self.classify(pid, comm)
+        if node is None:
+            return Role("other")
+        return Role(node.role, node.worker)
+
+    def classify(self, pid: int, comm: str | None = None) -> Node | None:
+        """The node of ``pid``: classified on first sight, looked at again until it is
+        ``SETTLE_AGE_S`` old; ``None`` when it is gone before it could be classified."""
+        node = self.nodes.get(pid)
+        if node is not None and comm in DATALOADER_COMMS and node.kind != DATALOADER and node.is_worker:
+            node.kind = DATALOADER  # renamed by torch after its start: a DataLoader worker from now on
+        if node is not None and node.settled:
+            return node
+        st = self.reader.stat(pid)
+        if st is None:
+            return node
+        if node is not None and node.start_ticks != st.start_ticks:
+            node = None  # the pid was reused
+        if node is None:
+            node = self._classify_new(st)
+        else:
+            self._reclassify(node, st)
+        if node is not None and not self._young(node):
+            node.settled = True
+        return node
+
+    def rank_of(self, pid: int) -> int:
+        node = self.classify(pid)
+        return -1 if node is None else node.rank
+
+    def rank_or_none(self, pid: int) -> int:
+        """The rank of ``pid`` as last known, without reading /proc (rows of vanished processes)."""
+        node = self.nodes.get(pid)
+        return -1 if node is None else node.rank
+
+    def share_groups(self) -> dict[int, int]:
+        """pid -> a representative of its fork-connected family: processes that may share pages
+        (parent and children joined by fork without exec, transitively). An exec'd process
+        starts with pages of its own and shares only with its own forked children."""
+        head = {pid: pid for pid in self.nodes}
+
+        def find(p: int) -> int:
+            while head[p] != p:
+                head[p] = head[head[p]]
+                p = head[p]
+            return p
+
+        for node in self.nodes.values():
+            if node.shares_parent and node.ppid in head:
+                head[find(node.pid)] = find(node.ppid)
+        return {pid: find(pid) for pid in self.nodes}
+
+    def start_t(self, pid: int, boot_at_t0: float) -> float | None:
+        """The process's own start on the run's clock (seconds since the clock's zero, given as
+        CLOCK_BOOTTIME then)."""
+        node = self.nodes.get(pid)
+        if node is None or not node.start_ticks:
+            return None
+        return node.start_ticks / _HZ - boot_at_t0
+
+    def parent_role(self, pid: int) -> str | None:
+        node = self.nodes.get(pid)
+        if node is None or pid == self.main_pid:
+            return None
+        parent = self.nodes.get(node.owner if node.owner is not None else node.ppid)
+        return None if parent is None else parent.role
+
+    # -- classification ------------------------------------------------------------------
+    def _young(self, node: Node) -> bool:
+        return self.reader.uptime_s() - node.start_ticks / _HZ < SETTLE_AGE_S
+
+    def _classify_new(self, st: procfs.StatInfo) -> Node | None:
+        parent = self.nodes.get(st.ppid)
+        if parent is None and st.ppid not in (0, 1) and self._below_root(st.ppid):
+            pst = self.reader.stat(st.ppid)
+            parent = self._classify_new(pst) if pst is not None else None
+        node = self._make_node(st, parent)
+        if node.is_worker and parent is not None:
+            self._number_newcomers(parent)
+        return node
+
+    def _make_node(self, st: procfs.StatInfo, parent: Node | None) -> Node:
+        node = Node(st.pid, st.ppid, EXEC, "other", start_ticks=st.start_ticks)
+        self.nodes[st.pid] = node
+        self._layouts[st.pid] = st.layout
+        self._resolve(node, st, parent)
+        return node
+
+    def _reclassify(self, node: Node, st: procfs.StatInfo) -> None:
+        was_worker, method = node.is_worker, node.start_method
+        parent = self.nodes.get(node.ppid)
+        self._resolve(node, st, parent)
+        if node.worker >= 0 and node.is_worker and node.start_method != method:
+            self._count_method(method, -1)  # e.g. a fork that exec'd: no longer a fork worker
+            self._count_method(node.start_method, +1)
+        if was_worker and not node.is_worker:
+            self._release(node)
+        elif node.is_worker and node.worker < 0 and parent is not None:
+            self._number_newcomers(parent)
+
+    def _below_root(self, pid: int) -> bool:
+        p, hops = pid, 0
+        while p not in (0, 1) and hops < 64:
+            if p == self.main_pid or p in self.nodes:
+                return True
+            st = self.reader.stat(p)
+            if st is None:
+                return False
+            p, hops = st.ppid, hops + 1
+        return False
+
+    def _resolve(self, node: Node, st: procfs.StatInfo, parent: Node | None) -> None:
+        """Kind, rank and (for ranks and helpers) role of a non-root process, from its relation
+        to its parent; workers are numbered by the caller."""
+        cmd = " ".join(self.reader.cmdline(node.pid))
+        node.shares_parent = parent is not None and self._same_layout(node.pid, parent.pid, cmd)
+        helper = self._helper_kind(cmd, parent)
+        rank = parent.rank if parent is not None else -1
+        if helper is None and parent is not None and parent.pid == self.main_pid:
+            rank = self._child_rank(st, cmd)
+            if rank >= 0:
+                self._make_rank(node, rank)
+                return
+        node.rank = rank
+        if helper is not None:
+            prefix = f"rank {rank} " if rank >= 0 else ""
+            node.kind, node.role = helper, prefix + helper
+            return
+        node.kind = self._worker_kind(node, st, cmd, parent)
+        node.start_method = self._start_method(node, parent)
+
+    def _make_rank(self, node: Node, rank: int) -> None:
+        if node.worker >= 0:
+            self._release(node)
+        node.kind, node.rank, node.role, node.start_method = RANK, rank, f"rank {rank}", None
+        self.ranks[node.pid] = rank
+        root = self.nodes[self.main_pid]
+        root.kind = root.role = LAUNCHER
+
+    def _same_layout(self, pid: int, parent: int, cmd: str) -> bool:
+        mine, theirs = self._layouts.get(pid), self._layouts.get(parent)
+        if mine and theirs and any(mine) and any(theirs):
+            return mine == theirs
+        # The kernel hides the layout of another user's process: the command line is the next
+        # best sign (a forked child keeps its parent's).
+        return bool(cmd) and cmd == " ".join(self.reader.cmdline(parent))
+
+    @staticmethod
+    def _helper_kind(cmd: str, parent: Node | None) -> str | None:
+        if "multiprocessing.resource_tracker" in cmd:
+            return RESOURCE_TRACKER
+        # A forkserver's own children inherit its command line: they are workers.
+        if "multiprocessing.forkserver" in cmd and not (parent is not None and parent.kind == FORKSERVER):
+            return FORKSERVER
+        return None
+
+    @staticmethod
+    def _worker_kind(node: Node, st: procfs.StatInfo, cmd: str, parent: Node | None) -> str:
+        if st.comm in DATALOADER_COMMS or node.kind == DATALOADER:
+            return DATALOADER
+        if parent is not None and parent.kind == FORKSERVER:
+            return SPAWN
+        if node.shares_parent:
+            return FORK
+        if "multiprocessing.spawn" in cmd or "--multiprocessing-fork" in cmd:
+            return SPAWN
+        return EXEC
+
+    @staticmethod
+    def _start_method(node: Node, parent: Node | None) -> str | None:
+        if parent is not None and parent.kind == FORKSERVER:
+            return "forkserver"
+        if node.shares_parent:
+            return "fork"
+        return "spawn" if node.kind in (SPAWN, DATALOADER) else None
+
+    def _child_rank(self, st: procfs.StatInfo, cmd: str) -> int:
+        """The rank of a direct child of the root, or -1. A child that has not exec'd yet still
+        carries its parent's environment: it is looked at again until it is settled."""
+        if st.comm in DATALOADER_COMMS:
+            return -1
+        env = self.reader.environ(st.pid)
+        value = env_rank(env)
+        if value is not None and value != self._root_rank:
+            try:
+                return int(value)
+            except ValueError:
+                return -1
+        if env is None and self._launcher_cmd and cmd and "multiprocessing." not in cmd and cmd != self._root_cmd:
+            rank, self._next_rank = self._next_rank, self._next_rank + 1  # in order of appearance
+            return rank
+        return -1
+
+    # -- numbering -----------------------------------------------------------------------
+    def _owner(self, parent: Node | None) -> Node | None:
+        """The parent a worker is numbered under: a forkserver's parent for its children."""
+        while parent is not None and parent.kind in (FORKSERVER, RESOURCE_TRACKER):
+            parent = self.nodes.get(parent.ppid)
+        return parent
+
+    def _number_newcomers(self, parent: Node) -> None:
+        """Number every unnumbered worker child of ``parent`` (classifying the children not seen
+        yet), in order of start then pid, so that workers started together are numbered the
+        same way whichever the sampler reaches first."""
+        owner = self._owner(parent)
+        if owner is None:
+            return
+        for pid in self.reader.children(parent.pid):
+            if pid not in self.nodes:
+                st = self.reader.stat(pid)
+                if st is not None and st.state not in ("Z", "X"):
+                    self._make_node(st, parent)
+        new = sorted((n for n in self.nodes.values()
+                      if n.ppid == parent.pid and n.is_worker and n.worker < 0 and n.pid != self.main_pid),
+                     key=lambda n: (n.start_ticks, n.pid))
+        if not new:
+            return
+        family = self._families.setdefault(owner.pid, _Family({}))
+        for old in [p for p in family.live if not self._alive(p)]:
+            del family.live[old]  # its index is free for the next generation
+        if not family.live:
+            family.generation += 1
+        for node in new:
+            index = next(i for i in range(len(family.live) + 1) if i not in family.live.values())
+            family.live[node.pid] = index
+            node.worker, node.generation, node.owner = index, family.generation, owner.pid
+            node.role = self._worker_role(owner, index)
+            self._count_method(node.start_method, +1)
+
+    @staticmethod
+    def _worker_role(owner: Node, index: int) -> str:
+        if owner.kind in WORKER_KINDS:
+            return f"{owner.role}.{index}"  # a worker's own workers: "worker 0.1"
+        prefix = f"rank {owner.rank} " if owner.rank >= 0 else ""
+        return f"{prefix}worker {index}"
+
+    def _release(self, node: Node) -> None:
+        """``node`` turned out not to be a worker (it exec'd a helper, or is a rank)."""
+        family = self._families.get(node.owner if node.owner is not None else -1)
+        if family is not None:
+            family.live.pop(node.pid, None)
+        if node.worker >= 0:
+            self._count_method(node.start_method, -1)
+        node.worker, node.generation, node.owner = -1, None, None
+
+    def _count_method(self, method: str | None, step: int) -> None:
+        if method is None:
+            return
+        self.start_methods[method] += step
+        if self.start_methods[method] <= 0:
+            del self.start_methods[method]
+
+    def _alive(self, pid: int) -> bool:
+        st = self.reader.stat(pid)
+        node = self.nodes.get(pid)
+        return (st is not None and st.state not in ("Z", "X")
+                and (node is None or st.start_ticks == node.start_ticks))
+
+
+def process_order(row: dict) -> tuple:
+    """Order of the per-process table: main (or the launcher) first; then per rank (none
+    first): the rank process, its workers by start, the rest."""
+    top = row["role"] in (MAIN, LAUNCHER)
+    if row["worker"] >= 0:
+        group = 1
+    else:
+        group = 0 if top or row["role"] == f"rank {row['rank']}" else 2
+    first = row["first_t"] if row["first_t"] is not None else 0.0
+    return (not top, row["rank"], group, first, row["pid"])
+
+
+def boot_clock_offset() -> float:
+    """CLOCK_BOOTTIME minus CLOCK_MONOTONIC now: turns /proc start times into monotonic ones."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
+

@@ -1,0 +1,225 @@
+"""The sampler of ``record`` and ``watch``: a whole tree memprobe did not build, exact readings
+where memory moves, an estimated USS in between.
+
+Every tick (0.2 s by default) reads the cheap tier of every process; then
+:class:`~memprobe.probe.exact.ExactPlanner` picks which processes get an exact reading
+(smaps_rollup) this tick: each new process at once, then those whose counters or whose sharers'
+counters moved, most-moved first, as long as the sampler's whole CPU time (cheap tier and
+bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged since the start.
+A full round (every live process) is taken on request (:meth:`Sampler.request_pss`: before
+``record`` forwards a stop signal) and when it stops with ``final_pss``.
+
+Rows carry, beyond the base sampler's columns: ``rank``, ``kind`` (see
+:mod:`memprobe.probe.tree`) and ``uss_est_mb``, the estimated USS on a cheap row of a process
+that already has an exact reading (``None`` on exact rows and before the first one).
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+from memprobe.probe import procfs
+from memprobe.probe.exact import PAGE, ExactPlanner
+from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
+from memprobe.probe.tree import ProcReader, TreeRoles, boot_clock_offset
+
+COMMAND_CHARS = 300
+# The cheap tier is paid every tick for every process, so it reads as little as it can: stat
+# (minflt, and RSS from the same counters as status) every tick; status (RSS split into
+# anon/file/shmem) only when RSS moved by this much since it was last read.
+STATUS_MOVE_BYTES = 1024 * 1024
+# /proc/PID/task/TID/children must be read per thread; torch starts dozens. The main thread's
+# list is read every tick (DataLoaders, Pools and subprocesses fork from it), every thread's
+# this often, so a child forked by another thread is found within this time.
+THREAD_SCAN_S = 1.0
+
+
+@dataclass
+class ProcessInfo:
+    """Static facts of one process of the tree, for meta.json ``processes``."""
+
+    pid: int
+    ppid: int | None
+    role: str
+    kind: str | None
+    forked: bool
+    start_method: str | None
+    rank: int
+    worker: int
+    generation: int | None
+    parent_role: str | None
+    start_t: float | None
+    first_t: float
+    last_t: float
+    end_t: float | None
+    command: str
+    first_pss_t: float | None = None
+    last_pss_t: float | None = None
+    exact_readings: int = 0
+
+
+class TreeSampler(Sampler):
+    """A :class:`Sampler` for a tree memprobe did not build (see the module doc)."""
+
+    def __init__(self, root: int, sink: Sink, settings: SamplerSettings | None = None, *,
+                 t0: float, pgid: int | None = None, reader: ProcReader | None = None) -> None:
+        super().__init__(root, sink, settings, t0=t0, pgid=pgid)
+        self.roles = TreeRoles(root, reader)
+        self.plan = ExactPlanner()
+        self.processes: dict[int, ProcessInfo] = {}
+        self.first_pss_t: float | None = None
+        self.first_worker_pss_t: float | None = None
+        self.last_t: float | None = None
+        self.max_workers = 0
+        self.exact_readings = 0
+        self._boot_at_t0 = boot_clock_offset() + self.t0
+        self._lock = threading.Lock()
+        self._threads: dict[int, int] = {}  # pid -> threads at its latest stat
+        self._status: dict[int, procfs.CheapSample] = {}  # pid -> its latest status read
+        self._all_threads = True
+        self._next_thread_scan = 0.0
+
+    # -- the cheap tier ------------------------------------------------------------------
+    def _discover(self, tick: float) -> list[int]:
+        self._all_threads = tick >= self._next_thread_scan
+        if self._all_threads:
+            self._next_thread_scan = tick + THREAD_SCAN_S
+        return super()._discover(tick)
+
+    def _tree(self, root: int) -> list[int]:
+        order, todo, seen = [], [root], set()
+        while todo:
+            pid = todo.pop(0)
+            if pid in seen:
+                continue
+            seen.add(pid)
+            order.append(pid)
+            # A single-threaded process's main-thread list is complete.
+            every = self._all_threads and self._threads.get(pid, 2) > 1
+            todo.extend(procfs.read_children(pid, all_threads=every))
+        return order
+
+    def _read_cheap(self, pid: int) -> procfs.CheapSample | None:
+        st = procfs.read_stat(pid)
+        if st is None or st.state in ("Z", "X"):
+            return None
+        self._threads[pid] = st.threads
+        rss = st.rss_pages * PAGE
+        last = self._status.get(pid)
+        if last is not None and abs(rss - last.rss) < STATUS_MOVE_BYTES:
+            return procfs.CheapSample(stat=st, rss=rss, rss_anon=last.rss_anon, rss_file=last.rss_file,
+                                      rss_shmem=last.rss_shmem)
+        cheap = procfs.read_cheap(pid)
+        if cheap is not None:
+            self._status[pid] = cheap
+        return cheap
+
+    # -- a round -------------------------------------------------------------------------
+    def _round(self, tick: float) -> None:
+        full = self._pss_now.is_set()
+        if full:
+            self._pss_now.clear()  # before reading: a request arriving mid-round gets the next one
+        pids = self._discover(tick)
+        c0 = time.thread_time()
+        rows = [r for r in (self._sample(pid, tick, False) for pid in pids) if r is not None]
+        rows.extend(self._lost({int(r["pid"]) for r in rows}, tick, False))
+        live = {int(r["pid"]): r for r in rows if not r["missing"]}
+        counters = {pid: (int(r["minflt"]), int(float(r["rss_mb"]) * MB)) for pid, r in live.items()}
+        nodes = self.roles.nodes
+        forked = {pid: nodes[pid].ppid for pid in counters if pid in nodes and nodes[pid].shares_parent}
+        self.plan.observe(round(tick - self.t0, 4), counters, self.roles.share_groups(), forked)
+        # 10 % of the budget is left for the readings that cannot wait (new processes, the last round).
+        allowance = 0.9 * self.settings.pss_cpu_budget * (tick - self.t0) - (time.thread_time() - self._cpu0)
+        exact = [pid for pid in self.plan.choose(round(tick - self.t0, 4), allowance, everyone=full) if pid in live]
+        for pid in exact:
+            self._read_exact(live[pid], pid, tick)
+        self._annotate(rows, tick)
+        cost = time.thread_time() - c0
+        (self.pss_round_costs if exact else self.cheap_round_costs).append(cost)
+        if full:
+            with self._pss_done:
+                self._last_pss_tick = tick
+                self._pss_done.notify_all()
+        self.sink("samples", rows)
+        self.sink("system", [self._system_row(tick)])
+
+    def _read_exact(self, row: Row, pid: int, tick: float) -> None:
+        c0 = time.thread_time()
+        self._add_pss(row, pid)
+        cost = time.thread_time() - c0
+        if row["tier"] != "pss":
+            self.plan.tried(pid)
+            return
+        self.exact_readings += 1
+        self.plan.exact(pid, round(tick - self.t0, 4), float(row["uss_mb"]) * MB,
+                        int(float(row["rss_mb"]) * MB), cost, float(row["private_clean_mb"]) * MB)
+
+    def _annotate(self, rows: list[Row], tick: float) -> None:
+        """rank, kind and uss_est_mb on every row; the facts of every process for the meta."""
+        t = round(tick - self.t0, 4)
+        live_workers, any_exact, worker_exact = 0, False, False
+        with self._lock:
+            self.last_t = t
+            for r in rows:
+                pid = int(r["pid"])
+                node = self.roles.nodes.get(pid)
+                r["rank"] = node.rank if node is not None else -1
+                r["kind"] = node.kind if node is not None else None
+                exact = r["tier"] == "pss"
+                est = None if exact or r["missing"] else self.plan.estimate(pid)
+                r["uss_est_mb"] = None if est is None else est / MB
+                info = self._info(pid, t, r)
+                if r["missing"]:
+                    info.end_t = t if info.end_t is None else info.end_t
+                    continue
+                any_exact |= exact
+                if node is not None and node.is_worker:
+                    live_workers += 1
+                    worker_exact |= exact
+                if exact:
+                    info.first_pss_t = t if info.first_pss_t is None else info.first_pss_t
+                    info.last_pss_t = t
+                    info.exact_readings += 1
+        self.max_workers = max(self.max_workers, live_workers)
+        if any_exact and self.first_pss_t is None:
+            self.first_pss_t = t
+        if worker_exact and self.first_worker_pss_t is None:
+            self.first_worker_pss_t = t
+
+    def _info(self, pid: int, t: float, row: Row) -> ProcessInfo:
+        info = self.processes.get(pid)
+        node = self.roles.nodes.get(pid)
+        if info is None:
+            # A forked child's command line is its parent's: not worth repeating.
+            cmd = "" if node is not None and node.shares_parent else " ".join(procfs.read_cmdline(pid))
+            info = self.processes[pid] = ProcessInfo(
+                pid=pid, ppid=node.ppid if node else None, role=str(row["role"]), kind=None, forked=False,
+                start_method=None, rank=-1, worker=-1, generation=None, parent_role=None,
+                start_t=self.roles.start_t(pid, self._boot_at_t0), first_t=t, last_t=t, end_t=None,
+                command=cmd[:COMMAND_CHARS])
+        if not row["missing"]:
+            info.last_t = t
+        if node is not None:  # the latest classification: a young process may still exec or be renamed
+            info.role, info.kind, info.forked = node.role, node.kind, node.forked
+            info.start_method, info.rank, info.worker = node.start_method, node.rank, node.worker
+            info.generation, info.parent_role = node.generation, self.roles.parent_role(pid)
+        return info
+
+    # -- for the meta --------------------------------------------------------------------
+    def process_list(self) -> list[dict]:
+        with self._lock:
+            return [asdict(p) for p in sorted(self.processes.values(), key=lambda p: (p.first_t, p.pid))]
+
+    def estimate_error(self) -> dict:
+        """The estimate against the exact reading that replaced it (percent of that reading),
+        over the intervals without a change of structure; those with one (a fork, a sharer's
+        exit: invisible to the counters) are counted apart."""
+        plain = [c.error_pct for c in self.plan.checks if not c.event]
+        events = [c.error_pct for c in self.plan.checks if c.event]
+        out: dict = {"median_pct": None, "max_pct": None, "n": len(plain), "n_events": len(events),
+                     "events_median_pct": round(statistics.median(events), 2) if events else None}
+        if plain:
+            out.update(median_pct=round(statistics.median(plain), 2), max_pct=round(max(plain), 2))
+        return out

@@ -41,8 +41,8 @@ ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
-KIND_WORDS = {"dataloader": "DataLoader worker", "fork": "forked child", "spawn": "spawned child",
-              "exec": "child program"}
+KIND_WORDS = {"dataloader": ("DataLoader worker", "DataLoader workers"), "fork": ("forked child", "forked children"),
+              "spawn": ("spawned child", "spawned children"), "exec": ("child program", "child programs")}
 RECORDED = ("record", "watch")
 
 
@@ -261,6 +261,7 @@ class Growth:
     parent_pid: int | None = None
     start_t: float | None = None  # the process's own start (may be before the first tick)
     end_t: float | None = None  # first seen gone (its last tick alive while it ran to the end)
+    estimated: bool = False  # no exact reading in its window: growth from the sampler's estimate
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -279,7 +280,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
                    startup, None, None, None, None, False, up.pid if up else None, p.start_t,
                    p.end_t if p.end_t is not None else p.last_t)
     if window is None or (origin is None and len(window) < 2) or window.empty:
-        return empty
+        return _estimated(empty, p, samples) if p.is_worker and p.forked else empty
     split = split_growth(window, origin)
     t0 = origin["t"] if origin else float(window["t"].iloc[0])
     t1 = float(window["t"].iloc[-1])
@@ -289,6 +290,22 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
                    uss_end_mb=float(window["uss_mb"].iloc[-1]), growth_mb=split.own_mb,
                    released_mb=split.released_mb, shared_mb=split.shared_mb, growth_mb_per_min=rate,
                    judged=p.is_worker or p.is_parent)
+
+
+def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
+    """A forked worker that lived and ended between exact readings: its growth from the sampler's
+    estimate at its last tick alive (exact at its start: USS 0 at fork), marked as estimated.
+    Judged on it, because leaving it out would call a job whose workers all copied flat."""
+    if "uss_est_mb" not in samples:
+        return g
+    rows = samples[(samples["pid"] == p.pid) & samples["uss_est_mb"].notna()
+                   & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    if rows.empty:
+        return g
+    t1, est = float(rows["t"].iloc[-1]), float(rows["uss_est_mb"].iloc[-1])
+    rate = est / (t1 - p.start_t) * 60 if t1 - p.start_t > 0.5 else None
+    return replace(g, baseline_t=p.start_t, last_t=t1, uss_start_mb=0.0, uss_end_mb=est, growth_mb=est,
+                   growth_mb_per_min=rate, judged=True, estimated=True)
 
 
 Baseline = tuple[pd.DataFrame | None, dict | None, float | None, float | None]
@@ -638,7 +655,7 @@ def _mb(v: float) -> str:
 
 def _kind_words(kind: str, n: int, method: str | None, generations: int = 1) -> str:
     """'4 DataLoader workers (fork, 2 generations)', '3 forked children'."""
-    noun = KIND_WORDS.get(kind, "worker") + ("s" if n != 1 else "")
+    noun = KIND_WORDS.get(kind, ("worker", "workers"))[n != 1]
     notes = ([method] if kind == "dataloader" and method else []) + \
         ([f"{generations} generations"] if generations > 1 else [])
     return f"{noun} ({', '.join(notes)})" if notes else noun
@@ -650,14 +667,17 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
         return "no verdict: no worker or parent process has two exact readings in its window."
     by_pid = {g.pid: g for g in rows}
     workers, parents = judged_workers(rows), judged_parents(rows)
+    unjudged = [g for g in rows if g.kind in WORKER_KINDS and not g.judged]
+    tail = (f" {len(unjudged)} worker{'s' if len(unjudged) != 1 else ''} had no exact reading to judge "
+            f"({', '.join(g.role for g in unjudged[:4])}{', ...' if len(unjudged) > 4 else ''})." if unjudged else "")
     if verdict == "flat":
-        return _flat_words(workers, parents, threshold, by_pid)
+        return _flat_words(workers, parents, threshold, by_pid) + tail
     sentences = [_group_words(group, by_pid) for group in _worker_groups([g for g in workers if g.growth_mb > threshold])]
     sentences += [_parent_grows(g, workers) for g in parents if g.growth_mb > threshold]
     calm = [g for g in parents if g.growth_mb <= threshold and (g.released_mb or 0) >= RELEASED_WORTH_MB]
     if calm:
         sentences.append(_not_growing(calm))
-    return "growing: " + " ".join(sentences)
+    return "growing: " + " ".join(sentences) + tail
 
 
 def _parent_grows(g: Growth, workers: list[Growth]) -> str:
@@ -694,6 +714,11 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     count = f"{n} " if n > 1 else ""
     text = (f"{owner_words}{count}{_kind_words(g0.kind, n, g0.start_method, gens)} {each}{_mb(mean)} in {span:,.0f} s"
             + (f" ({np.mean(rates):,.0f} MB/min)" if rates else ""))
+    guessed = sum(1 for g in group if g.estimated)
+    if guessed:
+        text += (f" (estimated from {'their' if n > 1 else 'its'} page faults: no exact reading while "
+                 f"{'they' if n > 1 else 'it'} lived)" if guessed == n else
+                 f" ({guessed} of them estimated from page faults: no exact reading while alive)")
     forked = g0.start_method in (None, "fork") and g0.startup_mb is None
     if forked and parent is not None and parent.built_mb is not None:
         text += (f": copy-on-access of what {who(parent.role)} built ({_mb(parent.built_mb)} before its workers "

@@ -369,12 +369,12 @@ def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
     estimates, a solid line from reading to reading."""
     rows = samples[(samples["pid"] == line.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
     exact = rows[(rows["tier"] == "pss") & rows["uss_mb"].notna()]
-    if exact.empty:
+    has_est = "uss_est_mb" in rows and rows["uss_est_mb"].notna().any()
+    if exact.empty and not has_est:
         return []
     color = role_color(line.role)
     marker = {"type": "scatter", "mode": "markers", "name": line.name, "legendgroup": str(line.pid),
               "marker": {"size": 6, "color": color}, "hovertemplate": "%{y:,.1f} MB (exact)"}
-    has_est = "uss_est_mb" in rows and rows["uss_est_mb"].notna().any()
     if not has_est:
         solid = {**marker, "mode": "lines+markers", "line": {"color": color, "width": 2}, "connectgaps": False}
         return [Series(solid, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
@@ -383,6 +383,8 @@ def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
     dotted = {"type": "scatter", "mode": "lines", "name": f"{line.name} (estimate)", "legendgroup": str(line.pid),
               "showlegend": False, "connectgaps": False, "hovertemplate": "%{y:,.1f} MB (estimate)",
               "line": {"color": color, "width": 1.5, "dash": ESTIMATE_DASH}}
+    if exact.empty:  # never read exactly: its estimate alone, named in the legend
+        dotted.update(name=f"{line.name} (estimated)", showlegend=True)
     return [Series(dotted, rows.loc[keep, "t"].to_numpy(float), best[keep].to_numpy(float)),
             Series(marker, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
 

@@ -80,6 +80,8 @@ def _notes(r: dict, judged: bool) -> list[str]:
         notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
+    if r.get("estimated"):
+        notes.append("estimated from its page faults: no exact reading while it lived")
     if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
         notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
     if not judged:

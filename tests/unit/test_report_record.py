@@ -144,3 +144,13 @@ def test_summary_json_and_compare_take_recorded_runs(rank_root: Path, tmp_path: 
     assert len(run["processes"]) == 7 and run["estimate_error"]["n"] == 2 and len(run["projection"]) == 16
     page = write_compare(rank_root, rank_root, tmp_path / "compare.html").read_text(encoding="utf-8")
     assert "growing" in page
+
+
+def test_a_process_never_read_exactly_is_drawn_from_its_estimate() -> None:
+    meta, samples = fork_job()
+    samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))].copy()
+    samples.loc[samples["pid"].eq(12) & samples["tier"].eq("cheap"), "uss_est_mb"] = 50.0
+    line = figures.Lifeline(12, "worker 1", "worker 1", 0, 5.0, 21.0, True)
+    series = figures.timeline_series(samples, line)
+    assert [s.trace["name"] for s in series if len(s.t)] == ["worker 1 (estimated)"]
+    assert series[0].trace["line"]["dash"] == figures.ESTIMATE_DASH and series[0].trace["showlegend"]

@@ -204,3 +204,21 @@ def test_a_job_without_workers_is_judged_from_its_first_mark() -> None:
     s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
     assert s.main_uss_growth_mb == pytest.approx(10) and s.processes[0]["built_mb"] == pytest.approx(295)
     assert s.verdict == "flat" and s.projection == []
+
+
+def test_a_forked_worker_never_read_exactly_is_judged_on_its_estimate_and_says_so() -> None:
+    meta, samples = fork_job()
+    est = samples["pid"].eq(12) & samples["tier"].eq("cheap")
+    samples.loc[est, "uss_est_mb"] = 190.0
+    samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))]  # worker 1: never read exactly
+    s = _summary(meta, samples)
+    row = next(p for p in s.processes if p["pid"] == 12)
+    assert row["estimated"] and row["judged"] and row["growth_mb"] == 190 and row["pss_samples"] == 0
+    assert "(1 of them estimated from page faults: no exact reading while alive)" in s.culprit
+
+
+def test_a_worker_with_nothing_to_judge_is_named() -> None:
+    meta, samples = fork_job(worker_growth=6.0)
+    samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))]
+    s = _summary(meta, samples)
+    assert s.verdict == "flat" and s.culprit.endswith("1 worker had no exact reading to judge (worker 1).")

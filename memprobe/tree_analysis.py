@@ -286,7 +286,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
     t1 = float(window["t"].iloc[-1])
     start_uss = origin["uss_mb"] if origin else float(window["uss_mb"].iloc[0])
     rate = split.own_mb / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
-    return replace(empty, baseline_t=t0, pss_samples=len(window), uss_start_mb=start_uss,
+    return replace(empty, baseline_t=t0, uss_start_mb=start_uss,
                    uss_end_mb=float(window["uss_mb"].iloc[-1]), growth_mb=split.own_mb,
                    released_mb=split.released_mb, shared_mb=split.shared_mb, growth_mb_per_min=rate,
                    judged=p.is_worker or p.is_parent)

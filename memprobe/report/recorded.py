@@ -274,8 +274,25 @@ def _retitle(charts: list[dict], kind: str) -> list[dict]:
     return charts
 
 
+def never_read(s: RunSummary) -> list[str]:
+    """Roles of the processes the sampler never read exactly: total PSS cannot hold them."""
+    return [r["role"] for r in s.processes or [] if not r.get("pss_samples")]
+
+
+def unread_text(s: RunSummary) -> str | None:
+    roles = never_read(s)
+    if not roles:
+        return None
+    names = ", ".join(roles[:6]) + (", ..." if len(roles) > 6 else "")
+    many = len(roles) != 1
+    return (f"{len(roles)} process{'es' if many else ''} ({names}) had no exact reading, so total PSS leaves "
+            f"{'them' if many else 'it'} out: the real total was higher.")
+
+
 def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
-    rows = [("peak total PSS", fmt.mb(s.total_pss_peak_mb)),
+    unread = len(never_read(s))
+    rows = [("peak total PSS", fmt.mb(s.total_pss_peak_mb) + (f" (without {unread} process{'es' if unread != 1 else ''}"
+                                                               " never read exactly)" if unread else "")),
             ("sum of RSS at its peak", f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})"),
             ("duration", fmt.seconds(s.duration_s)), ("status", s.status)]
     if meta.get("exit_code") is not None:
@@ -316,7 +333,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker)),
         "processes": process_rows(s), "show_per_1k": items,
         "projection": projection_table(s, basis, env.get("mem_total_mb")),
-        "estimate": estimate_text(s), "sampling": sampling_text(s, meta),
+        "estimate": estimate_text(s), "sampling": sampling_text(s, meta), "unread": unread_text(s),
         "banner": content.banner(manifest, [s]), "manifest": manifest, "env": env,
         "env_rows": content.environment_rows(manifest),
         "duration": s.duration_s, "downsampled": any(c["downsampled"] for c in charts), "max_points": max_points,

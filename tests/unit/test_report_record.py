@@ -154,3 +154,11 @@ def test_a_process_never_read_exactly_is_drawn_from_its_estimate() -> None:
     series = figures.timeline_series(samples, line)
     assert [s.trace["name"] for s in series if len(s.t)] == ["worker 1 (estimated)"]
     assert series[0].trace["line"]["dash"] == figures.ESTIMATE_DASH and series[0].trace["showlegend"]
+
+
+def test_total_pss_says_which_processes_it_leaves_out(tmp_path: Path) -> None:
+    meta, samples = fork_job()
+    samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))]
+    html = page_of(write_results(tmp_path / "unread", meta, samples))
+    assert "1 process (worker 1) had no exact reading, so total PSS leaves it out" in html
+    assert "(without 1 process never read exactly)" in html

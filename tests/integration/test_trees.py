@@ -126,6 +126,16 @@ def _check_every_worker_is_in_the_table(tree: Tree, rec: Recorded) -> None:
     assert {p["pid"] for p in workers} == rec.worker_pids, why
     assert all(p["kind"] == tree.kind for p in workers), why
     assert all(p["judged"] for p in workers), why
+    # The table memprobe prints lists each of them too.
+    printed = {int(m) for m in re.findall(r"^(\d+)\s", rec.done.stderr, re.M)}
+    assert rec.worker_pids <= printed, rec.done.stderr[-3000:]
+    # The run's spec: the workers' start method and the most workers alive at once.
+    spec = rec.meta["spec"]
+    assert spec["mode"] == ("spawn" if tree.kind == "spawn" else "fork"), spec
+    if tree.ranks:
+        assert tree.workers // tree.ranks <= spec["workers"] <= tree.workers, spec
+    else:
+        assert spec["workers"] == tree.workers, spec
     # Nothing left unclassified: every process is a parent, a worker or a named helper.
     assert all(p["kind"] in WORKER_KINDS | PARENT_KINDS | HELPER_KINDS for p in rec.run["processes"]), why
     assert not any("other" in p["role"] for p in rec.run["processes"]), why

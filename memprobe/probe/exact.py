@@ -195,9 +195,9 @@ class ExactPlanner:
         passed over for ever by smaller ones. ``everyone``: all of them, whatever the cost.
 
         A forked child is not read at first sight whatever the cost: its baseline is known (see
-        ``_new_track``), and it comes first among the others, since its estimate is the least
-        sure. Reading a 365 MB fork child costs 5-15 ms here; forcing them took a 1 % budget
-        to a single reading per DataLoader worker."""
+        ``_new_track``), and it ranks high, its estimate being unchecked. Reading a 365 MB fork
+        child costs 5-15 ms here; forcing them left a 1 % budget a single reading per
+        DataLoader worker, taken when it had copied nothing yet."""
         if everyone:
             return list(self.tracks)
         chosen = [pid for pid, tr in self.tracks.items() if not tr.attempted and tr.uss is None]
@@ -230,6 +230,10 @@ class ExactPlanner:
             miss = abs(est - uss) / max(tr.moved(), MiB)
             tr.uncertainty = min(max(0.5 * tr.uncertainty + 0.5 * miss, UNCERTAINTY_FLOOR), 1.0)
             self._calibrate(tr, uss)
+        elif tr.event:
+            # A new structure (it forked, a sharer left): what the estimate learned before
+            # does not hold any more; it earns trust again at the next readings.
+            tr.uncertainty = 1.0
         if rss > 0:
             measured = max(cost_s - READ_OVERHEAD_S, 0.0) / rss
             self.s_per_byte = 0.7 * self.s_per_byte + 0.3 * measured

@@ -1,0 +1,216 @@
+"""`memprobe record` on two real trees: exact readings where memory moves, estimates between.
+
+Not a test: it records each job with the default settings, then prints, per process, how many
+points its USS curve has per second (exact readings + estimates on cheap ticks), the estimate's
+error against the next exact reading, and the sampler's CPU share over the run.
+
+    python benchmarks/bench_record_tree.py                  # both trees (~3 minutes on 2 cores)
+    python benchmarks/bench_record_tree.py --tree five      # (a) only
+    python benchmarks/bench_record_tree.py --tree torchrun  # (b) only
+
+Trees:
+  five      a main process builds a ~700 MB list of dicts, then forks 4 workers (os.fork) that
+            iterate it slowly (copy-on-access: each worker's USS climbs toward a full copy);
+            5 processes of ~700 MB RSS each.
+  torchrun  torchrun --nproc_per_node=2: each rank builds a list of dicts and iterates a DataLoader
+            with 4 fork workers (2 epochs, persistent_workers=False): launcher + 2 ranks + 8 workers
+            = 11 processes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+
+FIVE = textwrap.dedent('''
+    import os, sys, time
+    records, seconds = int(sys.argv[1]), float(sys.argv[2])
+    rows = [{"id": i, "path": f"images/train/{i % 1000:04d}/{i:09d}.jpg", "label": i % 1000,
+             "box": [float(i), 1.0, 2.0, 3.0]} for i in range(records)]
+    time.sleep(1.0)
+    kids = []
+    for w in range(4):
+        pid = os.fork()
+        if pid == 0:
+            # Read every record once over `seconds`, in 100 slices: copy-on-access at a steady pace.
+            step = len(rows) // 100
+            t0 = time.monotonic()
+            for k in range(100):
+                s = 0
+                for r in rows[k * step:(k + 1) * step]:
+                    s += r["id"] + r["label"]
+                time.sleep(max(0.0, t0 + seconds * (k + 1) / 100 - time.monotonic()))
+            time.sleep(2.0)
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    time.sleep(1.0)
+''')
+
+RANK = textwrap.dedent('''
+    import os, sys, time
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    records, pause = int(sys.argv[1]), float(sys.argv[2])
+
+    class Records(Dataset):
+        def __init__(self):
+            self.rows = [{"id": i, "path": f"images/train/{i % 1000:04d}/{i:09d}.jpg", "label": i % 1000,
+                          "box": [float(i), 1.0, 2.0, 3.0]} for i in range(records)]
+        def __len__(self):
+            return len(self.rows)
+        def __getitem__(self, i):
+            r = self.rows[i]
+            return r["id"] + r["label"]
+
+    torch.set_num_threads(1)
+    loader = DataLoader(Records(), batch_size=500, num_workers=4, shuffle=True,
+                        persistent_workers=False, multiprocessing_context="fork")
+    for epoch in range(2):
+        for batch in loader:
+            time.sleep(pause)
+        print(f"rank {os.environ.get('RANK')} epoch {epoch} done", flush=True)
+''')
+
+
+def markdown(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")) // 1024
+    return (f"{cpu}, {os.cpu_count()} cores, {mem:,} MB RAM, Linux {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def record(out: Path, command: list[str]) -> float:
+    """Run ``memprobe record`` on ``command``; returns the wall time."""
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--",
+                           *command], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"record failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return time.monotonic() - t0
+
+
+def curve_points(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per process: points per second of its USS curve (exact + estimated) while it grows."""
+    live = samples[~samples["missing"].astype(bool)].copy()
+    live["usage"] = live["uss_mb"].where(live["tier"] == "pss", live["uss_est_mb"])
+    rows = []
+    for pid, g in live.groupby("pid"):
+        g = g.sort_values("t")
+        curve = g.dropna(subset=["usage"])
+        if len(curve) < 2:
+            continue
+        top = curve["usage"].max()
+        # The growth window: from its first point to the first point within 5 % of its peak.
+        end_t = float(curve.loc[curve["usage"] >= 0.95 * top, "t"].iloc[0])
+        window = curve[curve["t"] <= end_t]
+        span = end_t - float(window["t"].iloc[0])
+        grew = float(window["usage"].iloc[-1] - window["usage"].iloc[0])
+        exact = window[window["tier"] == "pss"]
+        rows.append({"pid": pid, "role": g["role"].iloc[-1], "kind": g["kind"].iloc[-1], "grew_mb": round(grew, 1),
+                     "window_s": round(span, 1), "points": len(window), "exact": len(exact),
+                     "points_per_s": round(len(window) / span, 2) if span > 0 else None,
+                     "exact_per_s": round(len(exact) / span, 3) if span > 0 else None,
+                     "exact_total": int((g["tier"] == "pss").sum())})
+    return pd.DataFrame(rows)
+
+
+def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    """The last estimate before each exact reading (the cheap row of the tick before) against
+    that reading, per process kind; the sampler's own check (same tick) is in the meta."""
+    live = samples[~samples["missing"].astype(bool)].sort_values(["pid", "t"])
+    out = []
+    for pid, g in live.groupby("pid"):
+        prev = None
+        for r in g.itertuples():
+            if r.tier == "pss" and prev is not None and pd.notna(prev.uss_est_mb) and r.uss_mb >= 1.0:
+                out.append({"pid": pid, "kind": r.kind, "t": r.t, "estimate": prev.uss_est_mb, "exact": r.uss_mb,
+                            "error_pct": 100 * abs(prev.uss_est_mb - r.uss_mb) / r.uss_mb})
+            prev = r
+    return pd.DataFrame(out)
+
+
+def report(name: str, command: list[str], out: Path, wall: float) -> None:
+    samples = pd.read_parquet(out / "samples.parquet")
+    (run_dir,) = (out / "runs").iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    s = meta["sampler"]
+    print(f"\n### {name}\n\ncommand: `{' '.join(command)}` (recorded with `memprobe record`, defaults)")
+    print(f"wall {wall:.1f} s, recorded {meta['elapsed_s']:.1f} s, processes {samples['pid'].nunique()}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"sampler: {s['cpu_s']:.3f} s CPU = **{100 * s['cpu_share']:.2f} % of one core**; "
+          f"{s['exact_readings']} exact readings in {s['pss_rounds']} ticks, {s['cheap_rounds']} cheap-only ticks; "
+          f"exact tick mean {1e3 * (s['pss_round_mean_s'] or 0):.1f} ms, cheap tick {1e3 * (s['cheap_round_mean_s'] or 0):.2f} ms")
+    print(f"sampler's own check (estimate vs exact at the same tick): {s['estimate_error']}")
+    pts = curve_points(samples)
+    if not pts.empty:
+        print("\nper process, growth window (first point to first point within 5 % of its peak USS):\n")
+        print(markdown(pts))
+    err = estimate_errors(samples, meta)
+    if not err.empty:
+        print("\nestimate before each exact reading vs that reading (USS >= 1 MB):\n")
+        rows = []
+        for kind, g in [("all", err), *err.groupby("kind")]:
+            rows.append({"kind": kind, "n": len(g), "median %": round(g["error_pct"].median(), 2),
+                         "p90 %": round(g["error_pct"].quantile(0.9), 2), "max %": round(g["error_pct"].max(), 2),
+                         "within 10 %": f"{(g['error_pct'] <= 10).mean():.0%}"})
+        print(markdown(pd.DataFrame(rows)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", choices=["five", "torchrun", "both"], default="both")
+    ap.add_argument("--records", type=int, default=1_500_000, help="(a): records (~700 MB RSS: 466 bytes each)")
+    ap.add_argument("--seconds", type=float, default=40.0, help="(a): how long each worker takes to read them all")
+    ap.add_argument("--rank-records", type=int, default=600_000, help="(b): records per rank")
+    ap.add_argument("--pause", type=float, default=0.05, help="(b): seconds per batch in each rank")
+    ap.add_argument("--keep", metavar="DIR", help="keep the results folders here")
+    args = ap.parse_args()
+    print(f"machine: {machine()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_record_tree-"))
+    base.mkdir(parents=True, exist_ok=True)
+    scripts = Path(tempfile.mkdtemp(prefix="bench_record_tree-src-"))
+    try:
+        if args.tree in ("five", "both"):
+            script = scripts / "five.py"
+            script.write_text(FIVE)
+            cmd = [sys.executable, str(script), str(args.records), str(args.seconds)]
+            out = base / "five"
+            report("(a) 5 processes of ~700 MB RSS (main + 4 fork workers reading a list of dicts)", cmd, out,
+                   record(out, cmd))
+        if args.tree in ("torchrun", "both"):
+            script = scripts / "rank.py"
+            script.write_text(RANK)
+            torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+            cmd = [torchrun, "--nproc_per_node=2", str(script), str(args.rank_records), str(args.pause)]
+            out = base / "torchrun"
+            report("(b) torchrun, 2 ranks x DataLoader with 4 fork workers (11 processes)", cmd, out,
+                   record(out, cmd))
+    finally:
+        shutil.rmtree(scripts, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""Classification of a tree memprobe did not build (memprobe.probe.tree), on a fake /proc: every
+kind of tree users bring, by structure, names only as labels."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from memprobe.probe import procfs
+from memprobe.probe.tree import SETTLE_AGE_S, TreeRoles, process_order
+
+HZ = procfs.CLOCK_TICKS
+PY = "/usr/bin/python3"
+SPAWN_CMD = [PY, "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+             "--multiprocessing-fork"]
+FORKSERVER_CMD = [PY, "-c", "from multiprocessing.forkserver import main; main(8, 9, ['__main__'])"]
+TRACKER_CMD = [PY, "-c", "from multiprocessing.resource_tracker import main;main(6)"]
+
+
+@dataclass
+class Proc:
+    ppid: int
+    comm: str = "python"
+    cmd: list[str] = field(default_factory=lambda: [PY, "train.py"])
+    env: dict[str, str] | None = field(default_factory=dict)
+    layout: tuple[int, int, int] = (1, 2, 3)
+    start: float = 0.0  # seconds since boot
+    state: str = "S"
+
+
+class FakeProc:
+    """A /proc that tests write: ``add`` a process, ``kill`` it, move the clock."""
+
+    def __init__(self) -> None:
+        self.procs: dict[int, Proc] = {}
+        self.now = 1000.0
+
+    def add(self, pid: int, ppid: int, **kw) -> int:
+        kw.setdefault("start", self.now)
+        if "layout" not in kw and ppid in self.procs:
+            kw["layout"] = self.procs[ppid].layout  # forked: the parent's address space
+        if "cmd" not in kw and ppid in self.procs:
+            kw["cmd"] = self.procs[ppid].cmd
+        self.procs[pid] = Proc(ppid, **kw)
+        return pid
+
+    def exec(self, pid: int, cmd: list[str], env: dict[str, str] | None = None, comm: str = "python") -> None:
+        p = self.procs[pid]
+        p.cmd, p.comm, p.layout = cmd, comm, (pid * 7, pid * 11, pid * 13)  # a fresh, random layout
+        if env is not None:
+            p.env = env
+
+    def kill(self, pid: int) -> None:
+        del self.procs[pid]
+
+    # -- ProcReader ----------------------------------------------------------------------
+    def stat(self, pid: int) -> procfs.StatInfo | None:
+        p = self.procs.get(pid)
+        if p is None:
+            return None
+        return procfs.StatInfo(pid=pid, comm=p.comm, state=p.state, ppid=p.ppid, pgid=1, minflt=0, majflt=0,
+                               cpu_s=0.0, threads=1, start_ticks=int(p.start * HZ), layout=p.layout)
+
+    def cmdline(self, pid: int) -> list[str]:
+        p = self.procs.get(pid)
+        return list(p.cmd) if p else []
+
+    def environ(self, pid: int) -> dict[str, str] | None:
+        p = self.procs.get(pid)
+        return None if p is None or p.env is None else dict(p.env)
+
+    def children(self, pid: int) -> list[int]:
+        return [c for c, p in self.procs.items() if p.ppid == pid]
+
+    def uptime_s(self) -> float:
+        return self.now
+
+
+def _see(roles: TreeRoles, fake: FakeProc) -> dict[int, str]:
+    """One sampler tick: every live process, parents first."""
+    order, todo = [], [roles.main_pid]
+    while todo:
+        pid = todo.pop(0)
+        order.append(pid)
+        todo.extend(sorted(fake.children(pid)))
+    return {pid: roles.role(pid, fake.procs[pid].comm).name for pid in order}
+
+
+@pytest.fixture
+def fake() -> FakeProc:
+    f = FakeProc()
+    f.add(100, 1, start=900.0)
+    return f
+
+
+def _settle(fake: FakeProc) -> None:
+    fake.now += SETTLE_AGE_S + 0.1
+
+
+def test_dataloader_workers_under_both_torch_names_are_forked_workers(fake: FakeProc) -> None:
+    fake.add(101, 100, comm="pt_data_worker")
+    fake.add(102, 100, comm="pt_multiprocess", start=fake.now + 0.01)  # pt_multiprocess_data_worker, cut to 15
+    roles = TreeRoles(100, fake)
+    assert _see(roles, fake) == {100: "main", 101: "worker 0", 102: "worker 1"}
+    for pid in (101, 102):
+        node = roles.nodes[pid]
+        assert (node.kind, node.forked, node.start_method, node.generation) == ("dataloader", True, "fork", 0)
+    assert roles.nodes[100].kind == "main" and dict(roles.start_methods) == {"fork": 2}
+
+
+def test_each_epochs_workers_are_worker_0_to_n_again_in_a_new_generation(fake: FakeProc) -> None:
+    roles = TreeRoles(100, fake)
+    fake.add(102, 100, comm="pt_data_worker", start=fake.now + 0.02)
+    fake.add(101, 100, comm="pt_data_worker", start=fake.now + 0.01)  # started first: worker 0
+    assert _see(roles, fake) == {100: "main", 101: "worker 0", 102: "worker 1"}
+    fake.kill(101)
+    fake.kill(102)
+    fake.now += 5
+    fake.add(103, 100, comm="pt_data_worker")
+    fake.add(104, 100, comm="pt_data_worker", start=fake.now + 0.01)
+    assert _see(roles, fake) == {100: "main", 103: "worker 0", 104: "worker 1"}
+    assert roles.nodes[103].generation == roles.nodes[104].generation == 1
+
+
+def test_a_worker_appearing_while_others_live_takes_the_lowest_free_index(fake: FakeProc) -> None:
+    roles = TreeRoles(100, fake)
+    for pid in (101, 102, 103):
+        fake.add(pid, 100, start=fake.now + pid / 1000)
+    _see(roles, fake)
+    fake.kill(102)
+    fake.now += 1
+    fake.add(104, 100)
+    assert _see(roles, fake)[104] == "worker 1"
+    assert roles.nodes[104].generation == 0  # the others were alive: the same generation
+
+
+def test_torchrun_launcher_ranks_and_each_ranks_workers(fake: FakeProc) -> None:
+    fake.procs[100].cmd = [PY, "/venv/bin/torchrun", "--nproc_per_node=2", "train.py"]
+    roles = TreeRoles(100, fake)
+    for rank, pid in enumerate((110, 120)):
+        fake.add(pid, 100)
+        fake.exec(pid, [PY, "-u", "train.py"], env={"RANK": str(rank), "LOCAL_RANK": str(rank)})
+        for k in range(2):
+            fake.add(pid + 1 + k, pid, comm="pt_data_worker", start=fake.now + k / 100)
+    seen = _see(roles, fake)
+    assert seen == {100: "launcher", 110: "rank 0", 120: "rank 1", 111: "rank 0 worker 0", 112: "rank 0 worker 1",
+                    121: "rank 1 worker 0", 122: "rank 1 worker 1"}
+    assert roles.nodes[100].kind == "launcher" and roles.nodes[110].kind == "rank"
+    assert roles.ranks == {110: 0, 120: 1} and roles.rank_of(122) == 1
+    assert roles.parent_role(121) == "rank 1"
+
+
+def test_a_rank_seen_between_fork_and_exec_becomes_a_rank(fake: FakeProc) -> None:
+    """A launcher's child first seen before its exec looks like a forked worker; it is looked at
+    again until it is settled."""
+    fake.procs[100].env = {"PATH": "/bin"}
+    roles = TreeRoles(100, fake)
+    fake.add(110, 100, env={"PATH": "/bin"})
+    assert _see(roles, fake)[110] == "worker 0" and roles.nodes[110].kind == "fork"
+    fake.exec(110, [PY, "train.py"], env={"PATH": "/bin", "RANK": "0"})
+    fake.now += 0.2
+    assert _see(roles, fake)[110] == "rank 0"
+    assert _see(roles, fake) == {100: "launcher", 110: "rank 0"}  # the root, seen first, at the next tick
+    assert not roles.start_methods  # the provisional fork worker was released
+
+
+def test_pool_fork_spawn_exec_and_helpers_by_structure(fake: FakeProc) -> None:
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)  # multiprocessing fork Pool / os.fork: the parent's layout
+    fake.add(102, 100)
+    fake.exec(102, SPAWN_CMD)  # spawn
+    fake.add(103, 100)
+    fake.exec(103, ["/bin/sleep", "5"], comm="sleep")  # a subprocess
+    fake.add(104, 100)
+    fake.exec(104, TRACKER_CMD)
+    _settle(fake)
+    seen = _see(roles, fake)
+    kinds = {pid: (roles.nodes[pid].kind, roles.nodes[pid].start_method) for pid in seen}
+    assert kinds == {100: ("main", None), 101: ("fork", "fork"), 102: ("spawn", "spawn"), 103: ("exec", None),
+                     104: ("resource tracker", None)}
+    assert sorted(seen.values()) == ["main", "resource tracker", "worker 0", "worker 1", "worker 2"]
+    assert roles.nodes[101].forked and not roles.nodes[102].forked
+
+
+def test_forkserver_children_are_workers_of_the_forkservers_parent(fake: FakeProc) -> None:
+    roles = TreeRoles(100, fake)
+    fake.add(105, 100)
+    fake.exec(105, FORKSERVER_CMD)
+    fake.add(106, 105)  # forked by the forkserver: its command line, until torch renames it
+    fake.add(107, 105, comm="pt_data_worker")
+    _settle(fake)
+    seen = _see(roles, fake)
+    assert seen == {100: "main", 105: "forkserver", 106: "worker 0", 107: "worker 1"}
+    assert roles.nodes[106].kind == "spawn" and roles.nodes[107].kind == "dataloader"
+    assert roles.nodes[106].start_method == "forkserver" and not roles.nodes[106].forked
+    assert roles.parent_role(106) == "main"
+    fake.procs[106].comm = "pt_data_worker"  # renamed by torch later: a DataLoader worker from then on
+    _see(roles, fake)
+    assert roles.nodes[106].kind == "dataloader" and roles.nodes[106].role == "worker 0"
+
+
+def test_a_workers_own_workers_are_nested(fake: FakeProc) -> None:
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100, comm="pt_data_worker")
+    fake.add(102, 101)
+    fake.add(103, 101, start=fake.now + 0.01)
+    assert _see(roles, fake) == {100: "main", 101: "worker 0", 102: "worker 0.0", 103: "worker 0.1"}
+    assert roles.parent_role(103) == "worker 0"
+
+
+def test_share_groups_follow_fork_edges_only(fake: FakeProc) -> None:
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)  # fork
+    fake.add(102, 100)
+    fake.exec(102, SPAWN_CMD)  # exec'd: pages of its own
+    fake.add(103, 102)  # forked by the spawned one
+    _settle(fake)
+    _see(roles, fake)
+    groups = roles.share_groups()
+    assert groups[100] == groups[101] != groups[102]
+    assert groups[102] == groups[103]
+
+
+def test_a_process_gone_before_it_is_classified_is_not_invented(fake: FakeProc) -> None:
+    roles = TreeRoles(100, fake)
+    assert roles.classify(999) is None and roles.role(999, "x").name == "other"
+
+
+def test_fork_shows_the_parents_layout_and_exec_a_new_one() -> None:
+    """The structural sign the classification rests on, on the real kernel."""
+    me = procfs.read_stat(os.getpid())
+    assert me is not None and any(me.layout)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        time.sleep(5)
+        os._exit(0)
+    sleeper = subprocess.Popen(["sleep", "5"])
+    try:
+        deadline = time.monotonic() + 5
+        while (st := procfs.read_stat(sleeper.pid)) is not None and st.comm != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.005)  # until it has exec'd
+        child, execd = procfs.read_stat(pid), procfs.read_stat(sleeper.pid)
+        assert child is not None and child.layout == me.layout
+        assert execd is not None and execd.layout != me.layout
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_table_order_main_then_each_rank_its_workers_then_the_rest() -> None:
+    def row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:
+        return {"pid": pid, "role": role, "rank": rank, "worker": worker, "first_t": first_t}
+
+    rows = [row(11, "rank 1 worker 0", 1, 0, 5.0), row(2, "rank 0", 0, -1, 1.0), row(1, "launcher", -1, -1, 0.0),
+            row(4, "rank 0 resource tracker", 0, -1, 0.5), row(10, "rank 0 worker 0", 0, 0, 5.0),
+            row(3, "rank 1", 1, -1, 1.0)]
+    assert [r["pid"] for r in sorted(rows, key=process_order)] == [1, 2, 10, 4, 3, 11]

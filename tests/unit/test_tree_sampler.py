@@ -1,0 +1,184 @@
+"""Exact readings where memory moves (memprobe.probe.exact) and the record/watch sampler
+(memprobe.probe.tree_sampler): which processes get a reading, within what budget, and how USS
+is estimated between readings."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from memprobe.probe.exact import PAGE, ExactPlanner, MiB
+from memprobe.probe.sampler import SamplerSettings
+from memprobe.probe.tree_sampler import TreeSampler
+
+MB = MiB
+PLENTY = 10.0  # CPU seconds: any reading fits
+
+
+def _planner(*pids: int, rss: int = 100 * MB) -> ExactPlanner:
+    """A planner that has read every ``pid`` once at t=0 (USS 50 MB, minflt 0)."""
+    plan = ExactPlanner()
+    plan.observe(0.0, {p: (0, rss) for p in pids}, {p: p for p in pids})
+    for p in pids:
+        plan.exact(p, 0.0, 50 * MB, rss, 0.001)
+    return plan
+
+
+def test_a_new_process_is_read_at_first_sight_whatever_the_budget() -> None:
+    plan = ExactPlanner()
+    plan.observe(0.0, {1: (10, 100 * MB), 2: (10, 100 * MB)}, {1: 1, 2: 2})
+    assert sorted(plan.choose(0.0, allowance_s=-1.0)) == [1, 2]
+
+
+def test_quiet_processes_and_their_sharers_need_no_reading() -> None:
+    plan = _planner(1, 2)
+    plan.observe(1.0, {1: (100, 100 * MB), 2: (50, 100 * MB)}, {1: 1, 2: 1})  # < 1 MB of faults in all
+    assert plan.choose(1.0, PLENTY) == []
+
+
+def test_a_process_that_faulted_is_read_and_one_whose_sharer_faulted_too() -> None:
+    plan = _planner(1, 2, 3)
+    groups = {1: 1, 2: 1, 3: 3}  # 1 and 2 share pages through fork; 3 is exec'd
+    plan.observe(1.0, {1: (0, 100 * MB), 2: (40 * MB // PAGE, 100 * MB), 3: (0, 100 * MB)}, groups)
+    chosen = plan.choose(1.0, PLENTY)
+    assert chosen[0] == 2 and set(chosen) == {1, 2}  # the one that moved first; 3 shares nothing
+
+
+def test_readings_stop_at_the_first_that_does_not_fit_the_budget() -> None:
+    plan = _planner(1, 2, rss=400 * MB)
+    plan.observe(1.0, {1: (200 * MB // PAGE, 400 * MB), 2: (20 * MB // PAGE, 400 * MB)}, {1: 1, 2: 2})
+    one = plan.predicted_cost(1)
+    assert plan.choose(1.0, one * 1.5) == [1]
+    assert plan.choose(1.0, one * 0.5) == []  # not the smaller-priority one in its place either
+
+
+def test_the_longest_unread_comes_first_among_equally_moved() -> None:
+    plan = _planner(1, 2)
+    plan.observe(5.0, {1: (0, 100 * MB), 2: (0, 100 * MB)}, {1: 1, 2: 2})
+    plan.exact(2, 5.0, 50 * MB, 100 * MB, 0.001)  # 2 was read at 5 s, 1 at 0 s
+    plan.observe(6.0, {1: (20 * MB // PAGE, 100 * MB), 2: (20 * MB // PAGE, 100 * MB)}, {1: 1, 2: 2})
+    assert plan.choose(6.0, PLENTY)[0] == 1
+
+
+def test_estimate_follows_faults_calibrated_on_the_previous_interval() -> None:
+    plan = _planner(1)
+    faults = 100 * MB // PAGE
+    plan.observe(1.0, {1: (faults, 200 * MB)}, {1: 1})
+    assert plan.estimate(1) == pytest.approx(150 * MB)  # beta starts at 1: every fault a private page
+    plan.exact(1, 1.0, 100 * MB, 200 * MB, 0.001)  # only half of them were: beta 0.5
+    assert plan.tracks[1].beta == pytest.approx(0.5)
+    plan.observe(2.0, {1: (2 * faults, 300 * MB)}, {1: 1})
+    assert plan.estimate(1) == pytest.approx(150 * MB)
+    check = plan.checks[-1]
+    assert (check.estimate, check.exact, check.event) == (150 * MB, 100 * MB, False)
+    assert check.error_pct == pytest.approx(50.0)
+
+
+def test_beta_is_clamped_and_rss_falls_lower_the_estimate() -> None:
+    plan = _planner(1)
+    plan.observe(1.0, {1: (10 * MB // PAGE, 100 * MB)}, {1: 1})
+    plan.exact(1, 1.0, 90 * MB, 100 * MB, 0.001)  # +40 MB from 10 MB of faults: beta capped at 1
+    assert plan.tracks[1].beta == 1.0
+    plan.observe(2.0, {1: (10 * MB // PAGE, 70 * MB)}, {1: 1})  # freed 30 MB
+    assert plan.estimate(1) == pytest.approx(60 * MB)
+
+
+def test_gamma_learns_what_sharers_faults_make_private() -> None:
+    plan = _planner(1, 2)
+    groups = {1: 1, 2: 1}
+    plan.observe(1.0, {1: (0, 100 * MB), 2: (80 * MB // PAGE, 100 * MB)}, groups)
+    plan.exact(1, 1.0, 70 * MB, 100 * MB, 0.001)  # +20 MB with no fault of its own: gamma 0.25
+    assert plan.tracks[1].gamma == pytest.approx(0.25)
+    plan.observe(2.0, {1: (0, 100 * MB), 2: (160 * MB // PAGE, 100 * MB)}, groups)
+    assert plan.estimate(1) == pytest.approx(90 * MB)
+
+
+def test_a_forked_child_is_estimated_from_its_fork_and_read_within_the_budget() -> None:
+    plan = _planner(1, rss=300 * MB)
+    faults = 20 * MB // PAGE
+    plan.observe(1.0, {1: (0, 300 * MB), 5: (faults, 300 * MB)}, {1: 1, 5: 1}, {5: 1})
+    # USS 0 and minflt 0 at fork: the estimate needs no reading.
+    assert plan.estimate(5) == pytest.approx(20 * MB)
+    assert plan.choose(1.0, -1.0) == []  # not forced: it waits for the budget
+    assert 5 in plan.choose(1.0, PLENTY)
+
+
+def test_a_fork_makes_the_parents_pages_shared_and_its_next_check_is_an_event() -> None:
+    plan = ExactPlanner()
+    plan.observe(0.0, {1: (0, 300 * MB)}, {1: 1})
+    plan.exact(1, 0.0, 250 * MB, 300 * MB, 0.001, clean=4 * MB)
+    plan.observe(1.0, {1: (0, 300 * MB), 5: (10, 300 * MB)}, {1: 1, 5: 1}, {5: 1})
+    assert plan.estimate(1) == pytest.approx(4 * MB)  # its private file pages only
+    assert 1 in plan.choose(1.0, PLENTY)
+    beta = plan.tracks[1].beta
+    plan.exact(1, 1.0, 3 * MB, 300 * MB, 0.001)
+    assert plan.checks[-1].event and plan.tracks[1].beta == beta  # not calibrated on it
+
+
+def test_a_sharer_that_exits_leaves_its_pages_to_the_others() -> None:
+    plan = _planner(1, 2)
+    groups = {1: 1, 2: 1}
+    plan.observe(1.0, {1: (0, 100 * MB)}, groups)  # 2 is gone
+    assert 2 not in plan.tracks and plan.tracks[1].unseen == 100 * MB and plan.tracks[1].event
+    assert plan.choose(1.0, PLENTY) == [1]
+
+
+def test_everyone_gets_a_reading_in_a_full_round() -> None:
+    plan = _planner(1, 2, 3)
+    assert sorted(plan.choose(1.0, -1.0, everyone=True)) == [1, 2, 3]
+
+
+# -- the sampler on a real small tree ------------------------------------------------------
+
+TREE = r"""
+import os, sys, time
+blob = bytearray(8 * 1024 * 1024)
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        for i in range(0, len(blob), 4096):
+            blob[i] = 1  # copy-on-write: each child's USS grows
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+print(*kids, flush=True)
+time.sleep(30)
+"""
+
+
+def test_rows_carry_kind_and_estimates_and_a_requested_round_reads_everyone() -> None:
+    rows: list[dict] = []
+    root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
+    sampler = TreeSampler(root.pid, lambda table, r: rows.extend(r) if table == "samples" else None,
+                          SamplerSettings(interval_s=0.05, pss_cpu_budget=0.001), t0=time.monotonic())
+    try:
+        kids = [int(x) for x in root.stdout.readline().split()]
+        sampler.start()
+        time.sleep(0.3)
+        assert sampler.request_pss(wait_s=2.0)
+    finally:
+        sampler.stop(final_pss=False)
+        root.kill()
+        root.wait()
+        for k in kids:
+            try:
+                os.kill(k, 9)
+            except ProcessLookupError:
+                pass
+        root.stdout.close()
+    live = [r for r in rows if not r["missing"]]
+    assert {r["pid"] for r in live} == {root.pid, *kids}
+    assert {r["kind"] for r in live if r["pid"] in kids} == {"fork"}
+    assert {r["role"] for r in live if r["pid"] in kids} == {"worker 0", "worker 1"}
+    last_t = max(r["t"] for r in live if r["tier"] == "pss")
+    assert {r["pid"] for r in live if r["tier"] == "pss" and r["t"] == last_t} == {root.pid, *kids}
+    cheap_kids = [r for r in live if r["pid"] in kids and r["tier"] == "cheap"]
+    assert cheap_kids and all(r["uss_est_mb"] is not None for r in cheap_kids)  # from their fork
+    assert all(r["uss_est_mb"] is None for r in live if r["tier"] == "pss")
+    info = {p["pid"]: p for p in sampler.process_list()}
+    assert info[kids[0]]["forked"] and info[kids[0]]["kind"] == "fork" and info[root.pid]["role"] == "main"
+    assert info[root.pid]["exact_readings"] >= 2 and info[kids[0]]["start_t"] is not None

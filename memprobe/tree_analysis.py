@@ -280,7 +280,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
                    startup, None, None, None, None, False, up.pid if up else None, p.start_t,
                    p.end_t if p.end_t is not None else p.last_t)
     if window is None or (origin is None and len(window) < 2) or window.empty:
-        return _estimated(empty, p, samples) if p.is_worker and p.forked else empty
+        return _estimated(empty, p, samples) if p.is_worker else empty
     split = split_growth(window, origin)
     t0 = origin["t"] if origin else float(window["t"].iloc[0])
     t1 = float(window["t"].iloc[-1])
@@ -293,19 +293,31 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
 
 
 def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
-    """A forked worker that lived and ended between exact readings: its growth from the sampler's
-    estimate at its last tick alive (exact at its start: USS 0 at fork), marked as estimated.
-    Judged on it, because leaving it out would call a job whose workers all copied flat."""
+    """A worker with too few exact readings in its window (one that lived and ended between
+    them): its growth from the sampler's estimate at its last tick alive, marked as estimated.
+    A forked worker's start is exact (USS 0 at fork); a spawned one starts at its value when its
+    start-up ended. Judged on it, because leaving it out would call a job whose workers all
+    copied flat."""
     if "uss_est_mb" not in samples:
         return g
-    rows = samples[(samples["pid"] == p.pid) & samples["uss_est_mb"].notna()
-                   & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
-    if rows.empty:
+    rows = samples[(samples["pid"] == p.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    value = rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
+    rows = rows.assign(value=value).dropna(subset=["value"])
+    if p.forked:
+        t0, base, startup = p.start_t, 0.0, None
+    else:
+        since = _renamed_t(samples, p.pid)
+        after = rows[rows["t"] >= (since if since is not None else _settled_t(samples, p)) - 1e-9]
+        if len(after) < 2:
+            return g
+        t0, base = float(after["t"].iloc[0]), float(after["value"].iloc[0])
+        startup = base
+    if rows.empty or float(rows["t"].iloc[-1]) <= t0:
         return g
-    t1, est = float(rows["t"].iloc[-1]), float(rows["uss_est_mb"].iloc[-1])
-    rate = est / (t1 - p.start_t) * 60 if t1 - p.start_t > 0.5 else None
-    return replace(g, baseline_t=p.start_t, last_t=t1, uss_start_mb=0.0, uss_end_mb=est, growth_mb=est,
-                   growth_mb_per_min=rate, judged=True, estimated=True)
+    t1, end = float(rows["t"].iloc[-1]), float(rows["value"].iloc[-1])
+    rate = (end - base) / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
+    return replace(g, baseline_t=t0, last_t=t1, uss_start_mb=base, uss_end_mb=end, growth_mb=end - base,
+                   startup_mb=startup, growth_mb_per_min=rate, judged=True, estimated=True)
 
 
 Baseline = tuple[pd.DataFrame | None, dict | None, float | None, float | None]
@@ -746,12 +758,18 @@ def _flat_words(workers: list[Growth], parents: list[Growth], threshold: float, 
     parts = []
     if workers:
         top = max(workers, key=lambda g: g.growth_mb)
+        guessed = sum(1 for g in workers if g.estimated)
         parts.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(top.growth_mb)}"
-                     f" ({top.role})")
+                     f" ({top.role}{f'; {guessed} estimated from page faults' if guessed else ''})")
     for g in parents:
         text = f"{who(g.role)} {_mb(g.growth_mb)}"
         text += " after its first worker started" if any(w.parent_pid == g.pid for w in workers) else ""
         if g.built_mb is not None and abs(g.built_mb) >= 1:
             text += f" (built {_mb(g.built_mb)} before)"
         parts.append(text)
-    return f"flat: no process grew more than {threshold:g} MB of its own: " + "; ".join(parts) + "."
+    text = f"flat: no process grew more than {threshold:g} MB of its own: " + "; ".join(parts) + "."
+    upfront = [g.startup_mb for g in workers if g.startup_mb is not None]
+    if upfront and float(np.mean(upfront)) >= threshold:
+        text += (f" But each {'spawned ' if len(upfront) == len(workers) else ''}worker started with "
+                 f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not growth).")
+    return text

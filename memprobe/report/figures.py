@@ -378,7 +378,7 @@ def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
     if not has_est:
         solid = {**marker, "mode": "lines+markers", "line": {"color": color, "width": 2}, "connectgaps": False}
         return [Series(solid, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
-    best = rows["uss_mb"].where(rows["tier"] == "pss").fillna(rows["uss_est_mb"])
+    best = rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
     keep = best.notna()
     dotted = {"type": "scatter", "mode": "lines", "name": f"{line.name} (estimate)", "legendgroup": str(line.pid),
               "showlegend": False, "connectgaps": False, "hovertemplate": "%{y:,.1f} MB (estimate)",

@@ -125,6 +125,8 @@ def test_a_spawn_child_counts_from_the_end_of_its_start_up() -> None:
     row = next(p for p in s.processes if p["pid"] == 2)
     assert row["startup_mb"] == 150 and row["baseline_t"] == 3.6 and row["growth_mb"] == pytest.approx(6)
     assert s.verdict == "flat" and s.worker_uss_start_mb == 150
+    assert s.culprit.endswith("But each spawned worker started with ~150 MB of its own (its start-up copy: paid up "
+                              "front, not growth).")
 
 
 def test_a_renamed_spawn_dataloader_worker_counts_from_its_rename() -> None:
@@ -222,3 +224,15 @@ def test_a_worker_with_nothing_to_judge_is_named() -> None:
     samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))]
     s = _summary(meta, samples)
     assert s.verdict == "flat" and s.culprit.endswith("1 worker had no exact reading to judge (worker 1).")
+
+
+def test_a_renamed_spawn_worker_without_a_reading_after_its_rename_is_judged_on_its_estimate() -> None:
+    rows = proc_rows(2, "worker 0", 0, [(1.0, "pss", 20, 30, 20), (2.0, "pss", 140, 150, 140)], kind="spawn")
+    rows += proc_rows(2, "worker 0", 0, [(2.5, "cheap", None, 160, 150, 150.0), (9.0, "cheap", None, 162, 152, 153.0)],
+                      kind="dataloader")
+    rows += proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (9.0, "pss", 50, 60, 50)], kind="main")
+    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
+             proc_info(2, "worker 0", "dataloader", ppid=1, start_t=0.9, last_t=9.0, worker=0, start_method="spawn")]
+    row = next(g for g in table(job_meta(procs, mode="spawn", workers=1), pd.DataFrame(rows), pd.DataFrame())
+               if g.pid == 2)
+    assert row.estimated and row.baseline_t == 2.5 and row.startup_mb == 150 and row.growth_mb == pytest.approx(3)

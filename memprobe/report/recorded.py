@@ -81,7 +81,9 @@ def _notes(r: dict, judged: bool) -> list[str]:
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
     if r.get("estimated"):
-        notes.append("estimated from its page faults: no exact reading while it lived")
+        notes.append("estimated from its page faults: no exact reading after its start-up"
+                     if fmt.is_num(r.get("startup_mb")) else
+                     "estimated from its page faults: no exact reading while it lived")
     if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
         notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
     if not judged:
@@ -241,15 +243,20 @@ def memory_charts(samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.
     return charts if items else [figures.time_only(c) for c in charts]
 
 
-def timeline_note(s: RunSummary, has_generations: bool) -> str:
+def timeline_note(s: RunSummary, has_generations: bool, procs: list[tree.Proc]) -> str:
     est = ("Markers: exact readings of USS (smaps_rollup). Dotted: the sampler's estimate between them, from each "
            "process's minor faults and RSS, calibrated at every exact reading. " if s.estimate_error else
            "Markers: exact readings of USS (smaps_rollup), joined by lines. ")
+    workers = [p for p in procs if p.is_worker]
     bands = ("Shaded: when each generation of workers was alive (a DataLoader starts a new generation every epoch "
-             "unless its workers persist). " if has_generations else "Shaded: while the workers were alive. ")
-    return (est + bands + "A forked worker starts at USS 0: it shares every page of its parent at fork. So its "
-            "parent's USS falls when it forks, and rises again as its workers copy those pages or exit; neither is "
-            "the parent's own growth.")
+             "unless its workers persist). " if has_generations else
+             "Shaded: while the workers were alive. " if workers else "")
+    forked = ("A forked worker starts at USS 0: it shares every page of its parent at fork. So its parent's USS "
+              "falls when it forks, and rises again as its workers copy those pages or exit; neither is the parent's "
+              "own growth. " if any(p.forked for p in workers) else "")
+    spawned = ("A spawned worker first boots an interpreter and unpickles what it was given: that start-up copy is "
+               "not growth; its growth counts from then." if any(not p.forked for p in workers) else "")
+    return (est + bands + forked + spawned).strip()
 
 
 def culprit_text(s: RunSummary) -> str:
@@ -330,7 +337,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "command": " ".join(map(str, command)) if isinstance(command, list) else str(command),
         "tone": content.tone(s), "badge": content.badge_text(s), "culprit": culprit_text(s),
         "facts": facts(s, meta), "timelines": timelines, "memory_charts": memory, "items": items,
-        "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker)),
+        "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker), procs),
         "processes": process_rows(s), "show_per_1k": items,
         "projection": projection_table(s, basis, env.get("mem_total_mb")),
         "estimate": estimate_text(s), "sampling": sampling_text(s, meta), "unread": unread_text(s),

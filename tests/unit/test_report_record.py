@@ -113,6 +113,7 @@ def test_a_job_without_workers_has_no_projection_and_no_bands(tmp_path: Path) ->
     assert 'id="projection"' not in html and 'href="#projection"' not in html
     timeline = next(c for c in chart_data(html)["charts"] if c["kind"] == "timeline")
     assert not [s for s in timeline["layouts"]["time"]["shapes"] if s["type"] == "rect"]
+    assert "Shaded" not in html and "A forked worker starts" not in html
 
 
 def test_an_older_record_folder_renders_without_estimates(tmp_path: Path) -> None:

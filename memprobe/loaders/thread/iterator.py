@@ -128,7 +128,7 @@ class ThreadPoolIter(_BaseIter):
             self._iterable, loader._auto_collation, loader.collate_fn, loader.drop_last, self._pin,
             loader.worker_init_fn, self._base_seed, self._n, self._world_size, self._rank,
         )
-        self._group = WorkerGroup(ctx)
+        self._group = WorkerGroup(ctx, per_worker_results=self._in_order)
         self._finalizer = weakref.finalize(self, self._group.stop)
         self._reset(loader, first=True)
         # Threads start after the first index batches were drawn, so the
@@ -158,11 +158,11 @@ class ThreadPoolIter(_BaseIter):
         # FIFO so once all acks are in, nothing from the old epoch remains.
         for q in self._group.tasks:
             q.put(Resume(self._shared_seed))
-        acks = 0
-        while acks < self._n:
-            idx, _, payload = self._get_result()
-            if idx is None and isinstance(payload, Resume):
-                acks += 1
+        for results in self._group.results:  # n acks in all, whether the queues are shared or not
+            while True:
+                idx, _, payload = self._get_result(results)
+                if idx is None and isinstance(payload, Resume):
+                    break
 
     # -- sending -------------------------------------------------------------
 
@@ -229,7 +229,8 @@ class ThreadPoolIter(_BaseIter):
                 raise StopIteration
             if self._rcvd_idx in self._ready:
                 return self._deliver(self._rcvd_idx, self._ready.pop(self._rcvd_idx))
-            idx, worker, payload = self._get_result()
+            # In order, wait on the queue of the worker owing the next batch (see worker.py).
+            idx, worker, payload = self._get_result(self._group.results[self._slots[self._rcvd_idx]])
             if idx not in self._slots:
                 continue  # late resume ack; nothing to deliver
             if payload is EXHAUSTED:
@@ -263,12 +264,12 @@ class ThreadPoolIter(_BaseIter):
             payload.reraise()
         return payload
 
-    def _get_result(self) -> tuple[int | None, int, Any]:
+    def _get_result(self, results: queue.SimpleQueue) -> tuple[int | None, int, Any]:
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
         while True:
             wait = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic()))
             try:
-                return self._group.results.get(timeout=wait)
+                return results.get(timeout=wait)
             except queue.Empty:
                 pass
             self._check_alive()

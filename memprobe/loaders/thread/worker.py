@@ -2,8 +2,15 @@
 
 A worker thread takes ``(slot, index)`` tasks from its own queue, fetches and collates the batch
 as torch's worker does (``__getitems__`` when the dataset has it), and puts ``(slot, worker,
-result)`` on the iterator's result queue; an exception is sent as text (:class:`WorkerFailure`)
-and raised again in the iterating thread, as torch does across processes.
+result)`` on its result queue; an exception is sent as text (:class:`WorkerFailure`) and raised
+again in the iterating thread, as torch does across processes.
+
+The queues are ``queue.SimpleQueue`` (C, no Python-level condition) and, for ``in_order=True``,
+one result queue per worker: the iterating thread waits on the queue of the worker that owns the
+batch it must yield next, so it is woken only when that batch is there. Every wake-up of a thread
+is a hand-off of the GIL, and with workers running Python the woken thread waits for it up to the
+switch interval (5 ms) while the batch it would pass on, or the worker it would feed, waits too
+(docs/perf/threads.md measures this).
 
 What a thread cannot do as torch's worker processes do, and what is done about it:
 
@@ -242,7 +249,7 @@ def _name_native_thread(name: str) -> None:
         pass
 
 
-def _worker_loop(ctx: WorkerContext, worker_id: int, tasks: queue.Queue, results: queue.Queue,
+def _worker_loop(ctx: WorkerContext, worker_id: int, tasks: queue.SimpleQueue, results: queue.SimpleQueue,
                  stop: threading.Event, gate: InitGate) -> None:
     """Body of worker thread ``worker_id``: fetch index batches until told to stop."""
     _name_native_thread(f"{NATIVE_NAME_PREFIX}{worker_id}")
@@ -298,21 +305,28 @@ def _enable_faulthandler() -> None:
 
 @dataclass
 class WorkerGroup:
-    """The threads and queues of one iterator, shut down by a weakref finalizer."""
+    """The threads and queues of one iterator, shut down by a weakref finalizer.
+
+    ``results[k]`` is worker k's result queue: its own with ``per_worker_results`` (the iterator
+    waits for one worker's batch), else one queue shared by all (it waits for any batch).
+    """
 
     ctx: WorkerContext
-    tasks: list[queue.Queue] = field(default_factory=list)
-    results: queue.Queue = field(default_factory=queue.Queue)
+    per_worker_results: bool = True
+    tasks: list[queue.SimpleQueue] = field(default_factory=list)
+    results: list[queue.SimpleQueue] = field(default_factory=list)
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     gate: InitGate = field(init=False)
 
     def __post_init__(self) -> None:
         self.gate = InitGate(self.ctx.num_workers, watch_rngs=self.ctx.init_fn is not None)
+        shared: queue.SimpleQueue = queue.SimpleQueue()
         for k in range(self.ctx.num_workers):
-            self.tasks.append(queue.Queue())
+            self.tasks.append(queue.SimpleQueue())
+            self.results.append(queue.SimpleQueue() if self.per_worker_results else shared)
             thread = threading.Thread(
-                target=_worker_loop, args=(self.ctx, k, self.tasks[k], self.results, self.stop_event, self.gate),
+                target=_worker_loop, args=(self.ctx, k, self.tasks[k], self.results[k], self.stop_event, self.gate),
                 name=f"{WORKER_THREAD_PREFIX}-{k}",
                 daemon=True,  # a thread stuck in user code must not block interpreter exit
             )

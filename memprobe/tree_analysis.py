@@ -684,7 +684,8 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
             f"({', '.join(g.role for g in unjudged[:4])}{', ...' if len(unjudged) > 4 else ''})." if unjudged else "")
     if verdict == "flat":
         return _flat_words(workers, parents, threshold, by_pid) + tail
-    sentences = [_group_words(group, by_pid) for group in _worker_groups([g for g in workers if g.growth_mb > threshold])]
+    growing = [g for g in workers if g.growth_mb > threshold]
+    sentences = [_group_words(group, by_pid) for group in _worker_groups(growing, by_pid)]
     sentences += [_parent_grows(g, workers) for g in parents if g.growth_mb > threshold]
     calm = [g for g in parents if g.growth_mb <= threshold and (g.released_mb or 0) >= RELEASED_WORTH_MB]
     if calm:
@@ -706,40 +707,53 @@ def _rate(g: Growth) -> str:
     return f" ({g.growth_mb_per_min:,.0f} MB/min)" if g.growth_mb_per_min is not None else ""
 
 
-def _worker_groups(workers: list[Growth]) -> list[list[Growth]]:
+def _worker_groups(workers: list[Growth], by_pid: dict[int, Growth]) -> list[list[Growth]]:
+    """Workers of one kind and start method together; per parent, except that the workers of
+    every rank make one group (a torchrun job repeats itself per rank)."""
     groups: dict[tuple, list[Growth]] = {}
     for g in workers:
-        groups.setdefault((g.parent_pid, g.kind, g.start_method), []).append(g)
+        parent = by_pid.get(g.parent_pid) if g.parent_pid is not None else None
+        who_key = "ranks" if parent is not None and parent.kind == "rank" else g.parent_pid
+        groups.setdefault((who_key, g.kind, g.start_method), []).append(g)
     return list(groups.values())
 
 
 def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     g0 = group[0]
-    parent = by_pid.get(g0.parent_pid) if g0.parent_pid is not None else None
+    parents = list({g.parent_pid: by_pid[g.parent_pid] for g in group if g.parent_pid in by_pid}.values())
     n = len(group)
-    gens = len({g.generation for g in group})
+    gens = len({(g.parent_pid, g.generation) for g in group}) // max(len(parents), 1)
     mean = float(np.mean([g.growth_mb for g in group]))
     span = float(np.mean([(g.last_t or 0) - (g.baseline_t or 0) for g in group]))
     rates = [g.growth_mb_per_min for g in group if g.growth_mb_per_min is not None]
-    owner_words = f"{_possessive(parent.role)} " if parent else ""
     each = "each grew ~" if n > 1 else "grew "
-    count = f"{n} " if n > 1 else ""
-    text = (f"{owner_words}{count}{_kind_words(g0.kind, n, g0.start_method, gens)} {each}{_mb(mean)} in {span:,.0f} s"
-            + (f" ({np.mean(rates):,.0f} MB/min)" if rates else ""))
+    workers = _kind_words(g0.kind, n, g0.start_method, gens)
+    if len(parents) > 1:
+        names = [p.role for p in parents]
+        head = f"the {n} {workers} of {', '.join(names[:-1])} and {names[-1]} ({n // len(parents)} each)"
+    else:
+        head = (f"{_possessive(parents[0].role)} " if parents else "") + (f"{n} " if n > 1 else "") + workers
+    text = f"{head} {each}{_mb(mean)} in {span:,.0f} s" + (f" ({np.mean(rates):,.0f} MB/min)" if rates else "")
     guessed = sum(1 for g in group if g.estimated)
     if guessed:
         text += (f" (estimated from {'their' if n > 1 else 'its'} page faults: no exact reading while "
                  f"{'they' if n > 1 else 'it'} lived)" if guessed == n else
                  f" ({guessed} of them estimated from page faults: no exact reading while alive)")
-    forked = g0.start_method in (None, "fork") and g0.startup_mb is None
-    if forked and parent is not None and parent.built_mb is not None:
-        text += (f": copy-on-access of what {who(parent.role)} built ({_mb(parent.built_mb)} before its workers "
-                 "started)")
-    elif forked:
-        text += ": copy-on-access of pages they shared at fork"
-    else:
-        text += ": private memory that grows as they run, after their start-up"
-    return _capital(text) + "."
+    return _capital(text + _cause(g0, parents)) + "."
+
+
+def _cause(g0: Growth, parents: list[Growth]) -> str:
+    """Why such workers grow: copy-on-access of what their parent built, or their own memory."""
+    if not (g0.start_method in (None, "fork") and g0.startup_mb is None):
+        return ": private memory that grows as they run, after their start-up"
+    built = [p.built_mb for p in parents if p.built_mb is not None]
+    if not built:
+        return ": copy-on-access of pages they shared at fork"
+    if len(parents) == 1:
+        return (f": copy-on-access of what {who(parents[0].role)} built ({_mb(built[0])} before its workers "
+                "started)")
+    amount = _mb(built[0]) if max(built) - min(built) < 1 else f"{_mb(min(built))} to {_mb(max(built))}"
+    return f": copy-on-access of what each rank built ({amount} before its workers started)"
 
 
 def _not_growing(parents: list[Growth]) -> str:

@@ -31,7 +31,7 @@ ROLE_COLORS = {"main": "#1f5fa8", "forkserver": "#8a8a8a", "resource tracker": "
                "spawn (starting)": "#d0c9b0", "other": "#cfcfcf"}
 WORKER_COLORS = ("#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d", "#e67700")
 # Rank processes: dark tones apart from the workers' colours, so a stack of ranks and their workers stays readable.
-RANK_COLORS = ("#343a40", "#5f3dc4", "#1864ab", "#862e9c", "#087f5b", "#6b4f2a", "#364fc7", "#868e96")
+RANK_COLORS = ("#343a40", "#1864ab", "#6b4f2a", "#087f5b", "#862e9c", "#364fc7", "#5c3d2e", "#868e96")
 SERIES_COLORS = ("#1f5fa8", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d",
                  "#e67700", "#495057")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")

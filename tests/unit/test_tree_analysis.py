@@ -97,6 +97,14 @@ def test_a_rank_s_workers_are_named_and_the_other_rank_is_not() -> None:
                      "rank 1 worker 1"]
 
 
+def test_every_rank_s_growing_workers_make_one_sentence() -> None:
+    meta, samples = rank_job(growth=(150.0, 120.0))
+    s = _summary(meta, samples)
+    assert s.culprit.startswith("growing: The 4 DataLoader workers (fork) of rank 0 and rank 1 (2 each) each grew "
+                                "~+135 MB in 15 s")
+    assert "copy-on-access of what each rank built (+380 MB before its workers started)" in s.culprit
+
+
 def test_projection_per_worker_count_and_rank_count_with_the_measured_cell_flagged() -> None:
     meta, samples = rank_job()
     proj = _summary(meta, samples).projection

@@ -78,12 +78,12 @@ def fork_job(worker_growth: float = 200.0) -> tuple[dict, pd.DataFrame]:
 
 # -- ranks ------------------------------------------------------------------------------------------
 
-def rank_job() -> tuple[dict, pd.DataFrame]:
+def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataFrame]:
     """torchrun-like: a launcher, rank 0 whose two fork workers copy 150 MB each, rank 1 whose
     workers stay flat."""
     rows = proc_rows(1, "main", -1, [(0.1, "pss", 8, 30, 8), (20.0, "pss", 9, 30, 9)], kind="launcher")
     procs = [proc_info(1, "main", "launcher", ppid=None, start_t=0.0, last_t=20.0)]
-    for rank, grow in ((0, 150.0), (1, 3.0)):
+    for rank, grow in enumerate(growth):
         rp = 10 + rank
         rows += proc_rows(rp, f"rank {rank}", -1, [(1.0, "pss", 20, 40, 20), (4.0, "pss", 400, 420, 400),
                                                (5.3, "pss", 30, 420, 401), (20.0, "pss", 30 + grow, 421, 402)],

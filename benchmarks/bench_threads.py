@@ -9,7 +9,13 @@ Loaders, 2 workers each, all given the same index batches (a fixed shuffled orde
                    get_worker_info() says is a worker) and glibc's heap thresholds left alone
                    (``keep_freed_memory(False)``): the fix, measured;
 * ``threadpool``   ``concurrent.futures.ThreadPoolExecutor(2).map`` over the batches, each task
-                   ``default_collate([ds[i] for i in batch])`` (ten lines a user could write);
+                   ``default_collate([ds[i] for i in batch])`` (ten lines a user could write); it
+                   submits every batch at once: no bound on the batches loaded ahead;
+* ``threadpool-bounded`` the same pool and task, with at most 2 batches per worker submitted and not
+                   yet returned (torch's ``prefetch_factor`` bound, which ThreadDataLoader keeps): the
+                   cost of that bound, measured on the plain pool;
+* ``thread-unbounded`` ThreadDataLoader with ``prefetch_factor`` = the number of batches (no bound):
+                   the same cost, measured on ThreadDataLoader;
 * ``torchdata``    torchdata.nodes ``ParallelMapper(method="thread")`` over the batches (the same
                    task per batch) + ``Prefetcher``;
 * ``torchdata-items`` memprobe's ``torchdata-thread`` mode (ParallelMapper per item, Batcher,
@@ -62,13 +68,16 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]  # memprobe from this checkout; workloads by name
 
 WORKERS = 2
-THREAD_LOADERS = ("thread", "thread-before", "threadpool", "torchdata", "torchdata-items")
+THREAD_LOADERS = ("thread", "thread-before", "thread-unbounded", "threadpool", "threadpool-bounded", "torchdata",
+                  "torchdata-items")
 PROCESS_LOADERS = ("fork", "spawn", "fork-malloc")
 LOADERS = THREAD_LOADERS + PROCESS_LOADERS
 #: Loaders that only mean something on some workloads.
 ONLY_ON = {"fork-malloc": ("pillow",)}
 #: The other thread loaders a user could pick instead of ThreadDataLoader.
 RIVALS = ("threadpool", "torchdata", "torchdata-items")
+#: Variants that measure one cause (a bound, a fix): compared with thread, never its target.
+PROBES = ("threadpool-bounded", "thread-unbounded", "thread-before")
 MARK = "@bench "
 
 
@@ -138,6 +147,26 @@ def _threadpool(ds: Any, batches: list[list[int]]) -> Iterable:
         yield from pool.map(lambda b: default_collate([ds[i] for i in b]), batches)
 
 
+def _threadpool_bounded(ds: Any, batches: list[list[int]]) -> Iterable:
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torch.utils.data import default_collate
+
+    def task(b: list[int]) -> Any:
+        return default_collate([ds[i] for i in b])
+
+    ahead = 2 * WORKERS
+    with ThreadPoolExecutor(WORKERS) as pool:
+        pending = deque(pool.submit(task, b) for b in batches[:ahead])
+        for b in batches[ahead:]:
+            batch = pending.popleft().result()
+            pending.append(pool.submit(task, b))  # as torch: the next batch goes out before this one is returned
+            yield batch
+        while pending:
+            yield pending.popleft().result()
+
+
 def _torchdata(ds: Any, batches: list[list[int]]) -> Iterable:
     import torchdata.nodes as tn
     from torch.utils.data import default_collate
@@ -163,7 +192,10 @@ def build(name: str, ds: Any, batches: list[list[int]]) -> Iterable:
     builders: dict[str, Callable[[], Iterable]] = {
         "thread": lambda: ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS),
         "thread-before": lambda: _thread_before(ds, batches),
+        "thread-unbounded": lambda: ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS,
+                                                     prefetch_factor=max(2, len(batches))),
         "threadpool": lambda: _threadpool(ds, batches),
+        "threadpool-bounded": lambda: _threadpool_bounded(ds, batches),
         "torchdata": lambda: _torchdata(ds, batches),
         "torchdata-items": lambda: _torchdata_items(ds, batches),
         "fork": lambda: DataLoader(ds, batch_sampler=batches, num_workers=WORKERS, multiprocessing_context="fork"),
@@ -388,7 +420,7 @@ def report(results: dict[str, Any]) -> str:
         lines += ["", "thread ÷ each other thread loader, per round (median, min-max); items/s above 1 and CPU "
                       "per item below 1 favour thread:", "",
                   "| other loader | items/s ratio | CPU per item ratio |", "|---|---:|---:|"]
-        for rival in RIVALS:
+        for rival in RIVALS + PROBES:
             speed = _per_round(results, workload, "items_per_s", rival)
             if speed:
                 cpu = _per_round(results, workload, "cpu_ms_per_item", rival)

@@ -7,8 +7,12 @@ starts processes or real DataLoader runs lives in tests/integration and is marke
 * ``no_leftovers`` (autouse): after every test, no process the test started is left running
   (children of pytest, anything re-parented to pytest, and every process group a test's
   subprocess created), and no ``memprobe-sampler`` thread is alive.
-* ``small_results``: one small scenario run once per session (fork/spawn/forkserver/thread,
+* ``small_results``: one small scenario run once per session (fork/spawn/thread,
   list/numpy/arrow, 200k records, 2 workers), its results folder shared by many tests.
+* ``report_results``: a real results folder (two runs and a failed one) shared by the report
+  page and browser tests.
+* ``jpegs`` / ``table``: generated JPEGs for the decode tests; ``fresh_marks``: memprobe.mark()
+  as in a new process.
 * ``simulated_env`` / ``hide_nvimgcodec``: run memprobe in a subprocess with a ``sitecustomize``
   that changes every Python process it starts (e.g. nvImageCodec not installed).
 """
@@ -239,6 +243,31 @@ def small_results(tmp_path_factory: pytest.TempPathFactory) -> SharedResults:
     result = run_scenario(scenario, root, runs=runs, render=False)
     return SharedResults(root=root, result=result, summaries={s.run_id: s for s in result.summaries},
                          results=ResultSet.load(root))
+
+
+# -- the report's real results ------------------------------------------------------------------
+
+REPORT_SCENARIO = ("{name: unit-report, dataset: {records: 50000}, backends: [list, numpy], modes: [fork], "
+                   "workers: [2]}")
+
+
+@pytest.fixture(scope="session")
+def report_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real results folder for the report and browser tests, once per session: list-fork-w2,
+    numpy-fork-w2 (50k records), and list-single-w0 failing early (an injected fault)."""
+    import dataclasses
+
+    from memprobe.scenario import parse_scenario
+    from memprobe.session import run_scenario
+
+    scenario = parse_scenario(REPORT_SCENARIO, "unit-report.yaml")
+    runs = scenario.runs()
+    failing = dataclasses.replace(runs[0], run_id="list-single-w0", mode="single", workers=0, fault="raise@100",
+                                  dataset=dataclasses.replace(runs[0].dataset, records=5000))
+    out = tmp_path_factory.mktemp("report") / "results"
+    result = run_scenario(scenario, out, runs=[*runs, failing], render=False)
+    assert [s.status for s in result.summaries] == ["ok", "ok", "failed"], [s.error for s in result.summaries]
+    return out
 
 
 # -- decode test data --------------------------------------------------------------------------

@@ -32,7 +32,6 @@ pytestmark = pytest.mark.browser
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
-SCENARIO = "{name: browser-check, dataset: {records: 30000}, backends: [list, numpy], modes: [fork], workers: [2]}"
 WIDTH, HEIGHT = 1400, 1000
 
 
@@ -227,11 +226,10 @@ def chromium_binary() -> str:
 
 
 @pytest.fixture(scope="module")
-def real_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("browser") / "results"
-    result = run_scenario(parse_scenario(SCENARIO, "browser-check.yaml"), out, render=False)
-    assert [s.status for s in result.summaries] == ["ok", "ok"], [s.error for s in result.summaries]
-    return out
+def real_results(report_results: Path) -> Path:
+    """The real results folder the report tests share (tests/conftest.py): list and numpy under
+    fork with 2 workers, and a run that failed early."""
+    return report_results
 
 
 @pytest.fixture()
@@ -362,3 +360,57 @@ def test_decode_report_draws_images_mb_per_s_and_cpu_charts(browser: Chromium, d
     after = click_axis(browser, "items")
     assert after and all(c["items"] and c["title"] == "images fetched" for c in after)
     assert browser.problems == []
+
+
+FORKING_JOB = """
+import os, time
+rows = [{"id": i, "name": f"r{i}"} for i in range(400_000)]  # a list of dicts, built before the fork
+time.sleep(0.3)
+children = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        for _ in range(2):
+            total = sum(r["id"] for r in rows)  # reading writes refcounts: copy-on-access
+            time.sleep(0.3)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def record_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real `memprobe record` of a small job whose two forked children copy its list of dicts."""
+    import sys
+
+    from memprobe.record import record
+
+    out = tmp_path_factory.mktemp("browser-record") / "results"
+    script = out.parent / "job.py"
+    script.write_text(FORKING_JOB)
+    result = record([sys.executable, str(script)], out, render=False, log=lambda s: None)
+    assert result.exit_code == 0, result.status
+    return out
+
+
+RECORD_STATE = """(() => ({
+  culprit: (document.getElementById('culprit') || {}).innerText || '',
+  timelines: Array.from(document.querySelectorAll('[data-kind="timeline"]')).map(p => ({
+    drawn: !!p.querySelector('.main-svg'), names: (p.data || []).map(t => t.name)})),
+  toggle: !!document.querySelector('button[data-axis]'),
+  rows: document.querySelectorAll('#processes tbody tr').length,
+}))()"""
+
+
+def test_record_report_draws_its_own_page(browser: Chromium, record_results: Path) -> None:
+    state = load(browser, write_report(record_results))
+    browser.screenshot(ARTIFACTS / "report-record.png", full_page=True)
+    assert browser.problems == []
+    assert state["plots"] == state["expected"] == state["drawn"] == state["withData"]
+    page = browser.evaluate(RECORD_STATE)
+    assert page["culprit"].startswith("GROWING ") and "forked children" in page["culprit"]
+    assert page["timelines"] and all(t["drawn"] for t in page["timelines"])
+    assert page["toggle"] is False  # no items counted: no items axis to offer
+    assert page["rows"] == 3  # main and its two children

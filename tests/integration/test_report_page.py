@@ -1,13 +1,13 @@
 """The HTML report and the compare page, rendered from a real (tiny) results folder.
 
-One module-scoped fixture runs a real scenario (list and numpy records, fork, 2 workers, plus
-one run that fails on purpose); the other tests copy that folder and change what they need
+A real session (list and numpy records, fork, 2 workers, plus one run that fails on purpose) runs
+once per test session (``report_results`` in tests/conftest.py, shared with the browser tests);
+the tests here copy that folder and change what they need
 (an interrupted manifest, hostile names, a "fixed" B side) before rendering it again. The
 figures, words and compare logic on made-up data are tested in tests/unit/test_report.py.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -20,10 +20,7 @@ import pytest
 from memprobe.report import render, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results import ResultSet
-from memprobe.scenario import parse_scenario
-from memprobe.session import run_scenario
 
-SCENARIO = "{name: unit-report, dataset: {records: 50000}, backends: [list, numpy], modes: [fork], workers: [2]}"
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
@@ -53,16 +50,10 @@ def tags(html: str) -> list[tuple[str, dict]]:
 # -- fixtures ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real results folder: list-fork-w2, numpy-fork-w2, and list-single-w0 failing early."""
-    scenario = parse_scenario(SCENARIO, "unit-report.yaml")
-    runs = scenario.runs()
-    failing = dataclasses.replace(runs[0], run_id="list-single-w0", mode="single", workers=0, fault="raise@100",
-                                  dataset=dataclasses.replace(runs[0].dataset, records=5000))
-    out = tmp_path_factory.mktemp("report") / "results"
-    result = run_scenario(scenario, out, runs=[*runs, failing], render=False)
-    assert [s.status for s in result.summaries] == ["ok", "ok", "failed"], [s.error for s in result.summaries]
-    return out
+def results_dir(report_results: Path) -> Path:
+    """The shared real results folder (tests/conftest.py): list-fork-w2, numpy-fork-w2, and
+    list-single-w0 failing early."""
+    return report_results
 
 
 @pytest.fixture(scope="module")

@@ -337,26 +337,65 @@ def _baseline(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: lis
         window = readings[readings["t"] >= t - 1e-9]
         return window, None, None, _first(window["uss_mb"])
     if p.is_parent:
-        return _parent_window(p, readings, procs, marks)
+        return _parent_window(p, readings, samples, procs, marks)
     return readings, None, None, None
 
 
-def _parent_window(p: Proc, readings: pd.DataFrame, procs: list[Proc], marks: dict) -> Baseline:
-    """From the last reading before its first worker started (the pages a fork then shares are
-    still its own there) to its last reading while it had workers: after the last one ends, its
-    pages become private again and a program tears its data down, neither of which is growth.
-    Without workers: from the job's first mark (or its first reading) to its last reading."""
+def _parent_window(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc],
+                   marks: dict) -> Baseline:
+    """From just before its first worker started (the pages a fork then shares are still its own
+    there) to its last reading while it had workers: after the last one ends, its pages become
+    private again and a program tears its data down, neither of which is growth. Without
+    workers: from the job's first mark (or its first reading) to its last reading."""
     by_pid = {q.pid: q for q in procs}
     mine = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
     since = min(q.start_t for q in mine) if mine else marks.get("first_mark")
     before = readings[readings["t"] < since] if since is not None else readings.iloc[:1]
     window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
+    origin = _built_since_reading(p.pid, samples, window, since) if since is not None and len(before) else None
+    if origin is not None:
+        window = window[window["t"] > origin["t"]]
     if mine:
         until = max(q.end_t if q.end_t is not None else q.last_t for q in mine)
         during = window[window["t"] <= until]
-        window = during if len(during) >= 2 else window
-    built = float(window["uss_mb"].iloc[0]) - float(readings["uss_mb"].iloc[0]) if len(window) else None
-    return window, None, built, None
+        window = during if len(during) >= (1 if origin else 2) else window
+    built = _built(p, samples, readings, window, since) if origin is None else \
+        origin["uss_mb"] - float(readings["uss_mb"].iloc[0])
+    return window, origin, built, None
+
+
+def _built_since_reading(pid: int, samples: pd.DataFrame, window: pd.DataFrame, since: float) -> dict | None:
+    """The parent's estimated state just before its first worker started, when it kept building
+    after its last exact reading (the estimate rose by a megabyte or more): a start that leaves
+    that building out of its growth. None when the reading before is close enough."""
+    if window.empty or "uss_est_mb" not in samples:
+        return None
+    t0, uss0 = float(window["t"].iloc[0]), float(window["uss_mb"].iloc[0])
+    rows = samples[(samples["pid"] == pid) & (samples["t"] > t0) & (samples["t"] < since)].sort_values("t")
+    est = pd.to_numeric(rows["uss_est_mb"], errors="coerce")
+    rows = rows.assign(uss_mb=est).dropna(subset=["uss_mb"])
+    if rows.empty or float(rows["uss_mb"].iloc[-1]) - uss0 < STILL_MB:
+        return None
+    last = rows.iloc[-1]
+    return {"t": float(last["t"]), "uss_mb": float(last["uss_mb"]), "rss_mb": last.get("rss_mb"),
+            "minflt": last.get("minflt"), "anon_huge_mb": None}
+
+
+def _built(p: Proc, samples: pd.DataFrame, readings: pd.DataFrame, window: pd.DataFrame,
+           since: float | None) -> float | None:
+    """What a parent built before its workers started (or before the first mark): its USS then
+    minus at its first reading. Where no exact reading falls between the two, the sampler's
+    estimate just before that moment stands in (shown, never judged); None when neither exists."""
+    if window.empty or since is None:
+        return None
+    first_t, first = float(readings["t"].iloc[0]), float(readings["uss_mb"].iloc[0])
+    if float(window["t"].iloc[0]) > first_t:
+        return float(window["uss_mb"].iloc[0]) - first
+    if "uss_est_mb" not in samples:
+        return None
+    est = samples[(samples["pid"] == p.pid) & (samples["t"] > first_t) & (samples["t"] < since)].sort_values("t")
+    est = pd.to_numeric(est["uss_est_mb"], errors="coerce").dropna()
+    return float(est.iloc[-1]) - first if len(est) else None
 
 
 def _renamed_t(samples: pd.DataFrame, pid: int) -> float | None:

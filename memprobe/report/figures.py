@@ -425,6 +425,11 @@ def chart_timeline(chart_id: str, title: str, samples: pd.DataFrame, lines: Sequ
     return chart
 
 
+def has_a_line(chart: dict | None) -> bool:
+    """Whether some trace of the chart has two points or more (one point alone says nothing over time)."""
+    return chart is not None and any(sum(v is not None for v in t["y"]) >= 2 for t in chart["data"])
+
+
 def time_only(chart: dict | None) -> dict | None:
     """A chart without its items axis (a job that counted no items has none to offer)."""
     if chart is not None:

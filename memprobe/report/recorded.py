@@ -181,9 +181,10 @@ def sampling_text(s: RunSummary, meta: dict) -> str:
     sampler = meta.get("sampler") or {}
     exact = sampler.get("exact_readings")
     share = f"{s.sampler_cpu_share:.1%} of one core" if s.sampler_cpu_share is not None else "an unknown CPU share"
-    readings = (f"{exact:,} exact readings" if isinstance(exact, int) else
-                f"{sampler['pss_rounds']:,} exact rounds" if isinstance(sampler.get("pss_rounds"), int) else
-                "exact readings")
+    count, noun = ((exact, "exact reading") if isinstance(exact, int) else
+                   (sampler.get("pss_rounds"), "exact round") if isinstance(sampler.get("pss_rounds"), int) else
+                   (None, "exact readings"))
+    readings = noun if count is None else f"{count:,} {noun}{'s' if count != 1 else ''}"
     return f"The sampler took {readings} over {fmt.seconds(s.duration_s)} and used {share}."
 
 
@@ -226,7 +227,7 @@ def timeline_charts(samples: pd.DataFrame, procs: list[tree.Proc], rows: list[di
         title = (f"Rank {r}: USS per process" if r >= 0 else
                  "Launcher and its own workers: USS per process" if has_ranks else "USS per process")
         chart = figures.chart_timeline(f"tl-{r + 1}", title, samples, mine, clock, max_points=max_points, axes=axes)
-        if chart is not None:
+        if figures.has_a_line(chart):
             charts.append(chart)
     return charts
 
@@ -239,7 +240,7 @@ def memory_charts(samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.
               figures.chart_rss_vs_pss("mem-rss", samples, clock, marks, max_points=max_points)]
     if items:
         charts.append(figures.chart_items_rate("mem-rate", progress, clock, marks, max_points=max_points))
-    charts = [c for c in charts if c is not None]
+    charts = [c for c in charts if figures.has_a_line(c)]
     return charts if items else [figures.time_only(c) for c in charts]
 
 

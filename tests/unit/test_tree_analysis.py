@@ -244,3 +244,18 @@ def test_a_renamed_spawn_worker_without_a_reading_after_its_rename_is_judged_on_
     row = next(g for g in table(job_meta(procs, mode="spawn", workers=1), pd.DataFrame(rows), pd.DataFrame())
                if g.pid == 2)
     assert row.estimated and row.baseline_t == 2.5 and row.startup_mb == 150 and row.growth_mb == pytest.approx(3)
+
+
+def test_a_parent_read_only_before_it_built_starts_from_its_estimate_at_the_fork() -> None:
+    # main is read at 0.1 (5 MB) and next at 6.0, after it built 300 MB and forked at 5.0: the
+    # estimate just before the fork is its start, so its building is not growth.
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 5, 20, 5), (2.0, "cheap", None, 165, 150, 150.0),
+                                     (4.8, "cheap", None, 315, 300, 300.0), (6.0, "pss", 12, 316, 301),
+                                     (20.0, "pss", 30, 317, 303)], kind="main")
+    meta, samples = fork_job()
+    samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
+    s = _summary(meta, samples)
+    row = s.processes[0]
+    assert row["baseline_t"] == 4.8 and row["uss_start_mb"] == 300 and row["built_mb"] == pytest.approx(295)
+    assert row["growth_mb"] == pytest.approx(2, abs=0.5) and s.main_uss_growth_mb < 50
+    assert "The main process grew" not in s.culprit

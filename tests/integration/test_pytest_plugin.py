@@ -35,7 +35,8 @@ def test_fixture_fails_a_growing_dataset_with_a_readable_message(pytester: pytes
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
     # One headline: which worker, how much, over how many items, against which limit.
-    result.stdout.re_match_lines([r".*AssertionError: worker [01] \(pid \d+\) grew \d+\.\d MB over [\d,]+ items "
+    result.stdout.re_match_lines([r".*AssertionError: worker [01] \(DataLoader worker, fork; pid \d+\) grew \d+\.\d MB "
+                                  r"over [\d,]+ items "
                                   r"\(fork, 2 workers, dataset build_list\); limit 5 MB"])
     # Then a per-worker table and the usual cause.
     assert "worker 0" in out and "worker 1" in out and "USS start" in out
@@ -58,5 +59,23 @@ from memprobe.errors import UsageError
 def test_lambda(memprobe):
     with pytest.raises(UsageError, match="importable by name"):
         memprobe.profile(lambda: [1, 2, 3])
+""")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_profile_runs_a_partial_with_its_arguments(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_partial="""
+import functools
+import numpy as np
+
+def build_numpy(n, floats=4):
+    return np.zeros((n, floats), dtype=np.float32)
+
+def test_partial(memprobe):
+    result = memprobe.profile(functools.partial(build_numpy, 20_000, floats=2), mode="fork", workers=1,
+                              items=5_000, batch_size=256)
+    result.assert_ok()
+    meta = __import__("json").loads((result.results_dir / "runs" / result.summary.run_id / "meta.json").read_text())
+    assert meta["spec"]["factory"]["kwargs"] == {"n": 20_000, "floats": 2}
 """)
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)

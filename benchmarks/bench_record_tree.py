@@ -183,7 +183,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_500_000, help="(a): records (~700 MB RSS: 466 bytes each)")
     ap.add_argument("--seconds", type=float, default=40.0, help="(a): how long each worker takes to read them all")
     ap.add_argument("--rank-records", type=int, default=600_000, help="(b): records per rank")
-    ap.add_argument("--pause", type=float, default=0.05, help="(b): seconds per batch in each rank")
+    ap.add_argument("--pause", type=float, default=0.02, help="(b): seconds per batch in each rank")
     ap.add_argument("--keep", metavar="DIR", help="keep the results folders here")
     args = ap.parse_args()
     print(f"machine: {machine()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

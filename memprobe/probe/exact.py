@@ -10,8 +10,8 @@ exits, or when it forks. So:
 * a process whose own counters and whose sharers' counters did not move since its last exact
   reading needs none; nor does one whose estimate cannot be off by more than 5 % of its USS,
   judged from how much it moved and how wrong its estimate was at past readings;
-* the others are read least-sure first (expected error relative to the USS; ties: longest
-  unread), as long as the predicted cost fits what the budget has left;
+* the others are read least-sure first (expected error times time unread), as long as the
+  predicted cost fits what the budget has left;
 * between exact readings its USS is *estimated* from the cheap counters, calibrated at every
   exact reading on the previous interval: ``USS_k + beta * own_faults * page + gamma *
   sharers_faults * page + RSS falls``, with ``beta`` and ``gamma`` in [0, 1].
@@ -30,6 +30,7 @@ SHARED_WEIGHT = 0.5  # a sharer's fault unshares a page for us only when we were
 # A reading is needed when the estimate may be off by more than this share of the USS (or by
 # MOVED_BYTES): the readings go where the estimate is least sure, within the budget.
 REL_TOLERANCE = 0.05
+FORKED_UNCERTAINTY = 0.25
 UNCERTAINTY_FLOOR = 0.05  # however well the estimate did so far, it is never trusted blindly
 READ_OVERHEAD_S = 60e-6  # open/read/parse of smaps_rollup on top of the page walk
 INITIAL_S_PER_BYTE = 40e-9 / 4096  # the page walk, until the first reading measures it here
@@ -130,7 +131,9 @@ class ExactPlanner:
         0 (the kernel starts the child's count there); its estimate runs from that baseline
         until its first reading. Any other process has no estimate before its first reading."""
         if forked:
-            return Track(minflt, rss, own=minflt * PAGE, uss=0.0)
+            # Exact baseline, and a forked child's faults are copies or new pages (beta 1): less
+            # unsure than a process never read, so its parent, whose USS the fork upset, goes first.
+            return Track(minflt, rss, own=minflt * PAGE, uss=0.0, uncertainty=FORKED_UNCERTAINTY)
         return Track(minflt, rss, rss_exact=rss)
 
     @staticmethod
@@ -181,12 +184,13 @@ class ExactPlanner:
         return tr.expected_error() >= max(MOVED_BYTES, REL_TOLERANCE * (self.estimate(pid) or 0.0))
 
     def priority(self, pid: int, t: float) -> float:
-        """The estimate's expected error relative to the USS (the figure users read), times how
-        long it has gone unread: a process that always moves most (a parent whose workers all
-        copy its pages) must not take every reading from the ones that move less."""
+        """The estimate's expected error (MB), times how long it has gone unread: most-moved
+        first, and a process that always moves most (a parent whose workers all copy its
+        pages) does not take every reading from those that move less. Relative to the USS, a
+        parent whose USS a fork brought near 0 would win every time."""
         tr = self.tracks[pid]
         age = t - tr.exact_t if tr.exact_t is not None else 0.0
-        return tr.expected_error() / max(self.estimate(pid) or 0.0, 8 * MiB) * (1.0 + age)
+        return tr.expected_error() / MiB * (1.0 + age)
 
     def choose(self, tick: float, allowance_s: float, *, everyone: bool = False) -> list[int]:
         """The processes to read exactly this tick: each one never tried (first seen), then the
@@ -252,5 +256,8 @@ class ExactPlanner:
         if tr.own >= MOVED_BYTES:
             tr.beta = min(max(rise / tr.own, 0.0), 1.0)
         rest = rise - tr.beta * tr.own
-        if tr.shared >= MOVED_BYTES:
+        # Sharers explain only what its own faults leave unexplained, and only a real part of
+        # it: a worker's few MB beyond its faults, spread over its siblings' hundreds of MB of
+        # faults, would otherwise add tens of MB to its estimate later.
+        if tr.shared >= MOVED_BYTES and abs(rest) >= max(MOVED_BYTES, 0.25 * abs(rise)):
             tr.gamma = min(max(rest / tr.shared, 0.0), 1.0)

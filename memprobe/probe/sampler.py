@@ -127,7 +127,7 @@ class Sampler:
                 self.cpu_s = time.thread_time() - cpu0
                 if stopping:
                     break
-                self._wake.wait(max(0.0, tick + self.settings.interval_s - time.monotonic()))
+                self._wake.wait(max(0.0, tick + self._interval() - time.monotonic()))
                 self._wake.clear()
         except BaseException as exc:  # recorded and re-raised by the supervisor, never lost
             self.error = exc
@@ -157,6 +157,10 @@ class Sampler:
         if self.settings.threads_of_main:
             self.sink("threads", self._thread_rows(tick))
         self.sink("system", [self._system_row(tick)])
+
+    def _interval(self) -> float:
+        """Seconds from the start of one tick to the next."""
+        return self.settings.interval_s
 
     def _pss_gap(self, cost: float, tick: float) -> float:
         """Seconds until the next PSS round, so that the sampler's whole CPU time (both tiers,

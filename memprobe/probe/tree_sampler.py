@@ -34,6 +34,12 @@ STATUS_MOVE_BYTES = 1024 * 1024
 # list is read every tick (DataLoaders, Pools and subprocesses fork from it), every thread's
 # this often, so a child forked by another thread is found within this time.
 THREAD_SCAN_S = 1.0
+# The cheap tier's share of the budget: a tick of a big tree costs ~1-2 ms (11 processes on the
+# loaded 2-core machine), which at 5 ticks a second is most of 1 % of a core and leaves nothing
+# for exact readings. Ticks are spaced (from interval_s up to MAX_INTERVAL_S) so that ticks
+# without exact readings use at most this share of the budget.
+CHEAP_SHARE = 0.4
+MAX_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, whatever the cost
 
 
 @dataclass
@@ -80,6 +86,8 @@ class TreeSampler(Sampler):
         self._status: dict[int, procfs.CheapSample] = {}  # pid -> its latest status read
         self._all_threads = True
         self._next_thread_scan = 0.0
+        self._tick_cost: float | None = None
+        self._first = True  # the first tick's rows carry every column, later ones only their values
 
     # -- the cheap tier ------------------------------------------------------------------
     def _discover(self, tick: float) -> list[int]:
@@ -116,8 +124,21 @@ class TreeSampler(Sampler):
             self._status[pid] = cheap
         return cheap
 
+    def _interval(self) -> float:
+        base = self.settings.interval_s
+        if self._tick_cost is None:
+            return base
+        return max(base, min(self._tick_cost / (CHEAP_SHARE * self.settings.pss_cpu_budget), MAX_INTERVAL_S))
+
     # -- a round -------------------------------------------------------------------------
     def _round(self, tick: float) -> None:
+        t0 = time.thread_time()
+        exact = self._tree_round(tick)
+        if not exact:  # what every tick costs, exact readings aside (sink included)
+            cost = time.thread_time() - t0
+            self._tick_cost = cost if self._tick_cost is None else 0.8 * self._tick_cost + 0.2 * cost
+
+    def _tree_round(self, tick: float) -> list[int]:
         full = self._pss_now.is_set()
         if full:
             self._pss_now.clear()  # before reading: a request arriving mid-round gets the next one
@@ -142,8 +163,10 @@ class TreeSampler(Sampler):
             with self._pss_done:
                 self._last_pss_tick = tick
                 self._pss_done.notify_all()
-        self.sink("samples", rows)
+        self.sink("samples", rows if self._first else [_compact(r) for r in rows])
+        self._first = False
         self.sink("system", [self._system_row(tick)])
+        return exact
 
     def _read_exact(self, row: Row, pid: int, tick: float) -> None:
         c0 = time.thread_time()
@@ -223,3 +246,9 @@ class TreeSampler(Sampler):
         if plain:
             out.update(median_pct=round(statistics.median(plain), 2), max_pct=round(max(plain), 2))
         return out
+
+
+def _compact(row: Row) -> Row:
+    """The row without its empty fields: a cheap row has ~15 (the exact tier's), and encoding
+    them was a third of a tick. The first tick writes every column, so the table has them all."""
+    return {k: v for k, v in row.items() if v is not None}

@@ -16,6 +16,10 @@ process is measured over the window that fits what it is:
   built (``built_mb``). A parent without workers counts from the job's first ``memprobe.mark``
   (iteration), else from its first reading.
 
+Where exact readings are too sparse for that (a worker that lived and ended between them, a
+parent that kept building after its last one), the sampler's USS estimate (``uss_est_mb``, from
+minor faults and RSS, calibrated at every exact reading) stands in, and the table says so.
+
 A process's USS also moves for reasons that are not its own: pages it shares become private when
 the sharers copy them or exit, and its private pages become shared when it forks. So over each
 interval between two exact readings its own growth is the rise its minor faults can explain
@@ -28,10 +32,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:  # analysis imports this module
+    from memprobe.analysis import RunSummary
 
 PAGE_MB = 4096 / 2**20
 WORKER_KINDS = ("dataloader", "fork", "spawn", "exec")
@@ -104,23 +111,26 @@ def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
     for pid, row in seen.items():
         listed.setdefault(pid, row)
     methods = meta.get("start_methods") or {}
+    # Older metas: one start method for the run's DataLoader workers, the most common seen.
     method = next(iter(methods)) if len(methods) == 1 else (meta.get("spec") or {}).get("mode")
-    has_ranks = bool(meta.get("ranks"))
-    out = []
-    for pid, p in listed.items():
-        role, worker = str(p.get("role") or "other"), int(p.get("worker", -1) if p.get("worker") is not None else -1)
-        kind = p.get("kind") or _old_kind(role, worker, has_ranks)
-        start_method = p.get("start_method") or (method if kind == "dataloader" else None)
-        forked = p.get("forked")
-        if forked is None:
-            forked = kind == "fork" or (kind == "dataloader" and start_method == "fork")
-        first_t = _float(p.get("first_t"), seen.get(pid, {}).get("first_t", 0.0))
-        out.append(Proc(pid, _int_or_none(p.get("ppid")), role, kind, bool(forked), start_method,
-                        int(p.get("rank") if p.get("rank") is not None else -1), worker,
-                        _int_or_none(p.get("generation")), _float(p.get("start_t"), first_t), first_t,
-                        _float(p.get("last_t"), seen.get(pid, {}).get("last_t", first_t)),
-                        _float(p.get("end_t"), None)))
-    return _with_generations(_with_parents(out, meta))
+    procs = [_proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks"))) for pid, p in listed.items()]
+    return _with_generations(_with_parents(procs, meta))
+
+
+def _proc(pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool) -> Proc:
+    """One process's facts; what an older meta lacks is derived from its role and the samples."""
+    role = str(p.get("role") or "other")
+    worker = int(p["worker"]) if p.get("worker") is not None else -1
+    kind = p.get("kind") or _old_kind(role, worker, has_ranks)
+    start_method = p.get("start_method") or (method if kind == "dataloader" else None)
+    forked = p.get("forked")
+    if forked is None:
+        forked = kind == "fork" or (kind == "dataloader" and start_method == "fork")
+    first_t = _float(p.get("first_t"), seen.get("first_t", 0.0))
+    return Proc(pid, _int_or_none(p.get("ppid")), role, kind, bool(forked), start_method,
+                int(p["rank"]) if p.get("rank") is not None else -1, worker, _int_or_none(p.get("generation")),
+                _float(p.get("start_t"), first_t), first_t, _float(p.get("last_t"), seen.get("last_t", first_t)),
+                _float(p.get("end_t"), None))
 
 
 def _seen(samples: pd.DataFrame) -> dict[int, dict]:
@@ -135,7 +145,7 @@ def _seen(samples: pd.DataFrame) -> dict[int, dict]:
     return {int(pid): r for pid, r in table.to_dict("index").items()}
 
 
-def _float(v: Any, default: float | None) -> Any:
+def _float(v: Any, default: Any) -> Any:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
 
 
@@ -576,8 +586,10 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
 
 
 def _most_alive(rows: list[Growth]) -> int:
-    events = sorted([(g.baseline_t or 0.0, 1) for g in rows] + [(g.last_t or 0.0, -1) for g in rows],
-                    key=lambda e: (e[0], -e[1]))
+    """The most of these processes alive at once (from each one's start to its end)."""
+    life = [(g.start_t if g.start_t is not None else g.baseline_t or 0.0,
+             g.end_t if g.end_t is not None else g.last_t or 0.0) for g in rows]
+    events = sorted([(a, 1) for a, _ in life] + [(b, -1) for _, b in life], key=lambda e: (e[0], e[1]))
     alive = best = 0
     for _, step in events:
         alive += step
@@ -645,7 +657,7 @@ def judged_parents(rows: list[Growth]) -> list[Growth]:
     return [g for g in rows if g.judged and g.kind in PARENT_KINDS and g.growth_mb is not None]
 
 
-def summarize_tree(base: Any, meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> Any:
+def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> RunSummary:
     """``base`` (an :class:`memprobe.analysis.RunSummary` of a recorded run) with its growth,
     verdict and totals measured per process over the right windows, plus the per-process table,
     the culprit in words, the estimate's error and the projection."""
@@ -677,7 +689,7 @@ def summarize_tree(base: Any, meta: dict, samples: pd.DataFrame, progress: pd.Da
     return replace(summary, culprit=words, explanation=_explanation(summary, words))
 
 
-def _explanation(s: Any, words: str) -> str:
+def _explanation(s: RunSummary, words: str) -> str:
     if s.verdict is None:
         why = ("no verdict: no worker or parent process has two exact readings in its window"
                if s.status == "ok" else f"no verdict: the command ended {s.status} before enough was measured")

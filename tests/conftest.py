@@ -1,8 +1,9 @@
 """Shared fixtures for the memprobe test suite.
 
 tests/unit needs no real run, subprocess or sleep (under 30 s together); everything that
-starts processes or real DataLoader runs lives in tests/integration and is marked
-``integration`` here (``pytest -m "not integration"`` runs the unit tests alone).
+starts processes or real DataLoader runs, and the long scenario fuzzing, lives in
+tests/integration and is marked ``integration`` here (``pytest -m "not integration"`` runs the
+unit tests alone).
 
 * ``no_leftovers`` (autouse): after every test, no process the test started is left running
   (children of pytest, anything re-parented to pytest, and every process group a test's

@@ -25,6 +25,11 @@ def size(v: float | None) -> str:
     return f"{v / 1024:,.1f} GB" if abs(v) >= 10 * 1024 else mb(v)
 
 
+def signed(v: float | None, decimals: int = 0) -> str:
+    """``+1,234`` / ``−0.52``: a signed number with a true minus sign."""
+    return f"{v:+,.{decimals}f}".replace("-", "−") if is_num(v) else DASH
+
+
 def signed_mb(v: float | None) -> str:
     if not is_num(v):
         return DASH

@@ -52,10 +52,12 @@ class ProcessRow:
 
 
 def process_rows(s: RunSummary) -> list[ProcessRow]:
-    return [_process_row(r, s.growth_threshold_mb) for r in s.processes or []]
+    rows = s.processes or []
+    parents = {r.get("parent_pid") for r in rows if r["kind"] in tree.WORKER_KINDS}
+    return [_process_row(r, s.growth_threshold_mb, r["pid"] in parents) for r in rows]
 
 
-def _process_row(r: dict, threshold: float) -> ProcessRow:
+def _process_row(r: dict, threshold: float, has_workers: bool) -> ProcessRow:
     judged = bool(r.get("judged"))
     growth = r.get("growth_mb")
     tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
@@ -63,19 +65,17 @@ def _process_row(r: dict, threshold: float) -> ProcessRow:
     alive = f"{max(start, 0.0):.1f}–{end:.1f} s" if fmt.is_num(start) and fmt.is_num(end) else fmt.DASH
     uss = f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}" if fmt.is_num(r.get("uss_start_mb")) \
         else fmt.mb(r.get("uss_end_mb"))
-    per_min = f"{r['growth_mb_per_min']:+,.0f}".replace("-", "−") if fmt.is_num(r.get("growth_mb_per_min")) else fmt.DASH
-    per_1k = f"{r['growth_per_1k_items_mb']:+,.2f}".replace("-", "−") if fmt.is_num(r.get("growth_per_1k_items_mb")) \
-        else fmt.DASH
+    shown = (lambda text: text if judged else fmt.DASH)  # noqa: E731
     return ProcessRow(r["role"], kind_text(r), int(r["pid"]), alive, int(r.get("pss_samples") or 0), uss,
-                      fmt.signed_mb(growth) if judged else fmt.DASH, per_min if judged else fmt.DASH,
-                      per_1k if judged else fmt.DASH, _notes(r, judged), tone)
+                      shown(fmt.signed_mb(growth)), shown(fmt.signed(r.get("growth_mb_per_min"))),
+                      shown(fmt.signed(r.get("growth_per_1k_items_mb"), 2)), _notes(r, judged, has_workers), tone)
 
 
-def _notes(r: dict, judged: bool) -> list[str]:
+def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
     notes = []
     if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
-        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before its workers started"
-                     if r["kind"] in tree.PARENT_KINDS else f"built {fmt.signed_mb(r['built_mb'])}")
+        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before "
+                     + ("its workers started" if has_workers else "the job's first memprobe.mark"))
     if fmt.is_num(r.get("startup_mb")):
         notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:

@@ -163,3 +163,14 @@ def test_total_pss_says_which_processes_it_leaves_out(tmp_path: Path) -> None:
     html = page_of(write_results(tmp_path / "unread", meta, samples))
     assert "1 process (worker 1) had no exact reading, so total PSS leaves it out" in html
     assert "(without 1 process never read exactly)" in html
+
+
+def test_a_watched_job_counts_time_from_when_memprobe_began_watching(tmp_path: Path) -> None:
+    meta, samples = fork_job()
+    meta["kind"] = meta["spec"]["workload"] = "watch"
+    meta.update(status="failed", error={"type": "CommandExited", "message": "the command exited with code 1"})
+    html = page_of(write_results(tmp_path / "watch", meta, samples))
+    assert '<div class="brand">memprobe watch</div>' in html
+    titles = {c["layouts"]["time"]["xaxis"]["title"]["text"] for c in chart_data(html)["charts"]}
+    assert titles == {"seconds since memprobe began watching"}
+    assert "The command failed:</b> CommandExited: the command exited with code 1" in html

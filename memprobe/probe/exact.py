@@ -14,12 +14,18 @@ exits, or when it forks. So:
   predicted cost fits what the budget has left;
 * between exact readings its USS is *estimated* from the cheap counters, calibrated at every
   exact reading on the previous interval: ``USS_k + beta * own_faults * page + gamma *
-  sharers_faults * page + RSS falls``, with ``beta`` and ``gamma`` in [0, 1].
+  sharers_faults * page + RSS falls``, with ``beta`` and ``gamma`` in [0, 1]. For a parent
+  whose forked children live, the sharers' term is structural instead: of the pages its fork
+  made shared (``S``), a page is the parent's alone again once every child copied it, so the
+  share back is ``(prod_i copied_i / S) ** alpha`` (each child's copied pages: its own
+  estimate; an exited child counts as all), with ``alpha`` learned between 1 (independent
+  copies) and 1/k (the same pages).
 
 This module holds no /proc code: :class:`ExactPlanner` is fed numbers, so it is tested alone.
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -51,6 +57,17 @@ class Track:
     unseen: float = 0.0
     event: bool = False
     clean: float = 0.0  # Private_Clean at the last exact reading: file pages a fork leaves private
+    # A parent's pages shared with its forked children at their fork (bytes): a page comes back
+    # to the parent alone once every child has copied it (or exited).
+    fork_pages: float = 0.0
+    kids: list[int] = field(default_factory=list)
+    kids_gone: set[int] = field(default_factory=set)
+    # The share of fork_pages back to the parent is (product of the children's copied shares) **
+    # alpha: 1 when children copy independently, 1/k when they all copy the same pages (the same
+    # order, or pages that hold records of every worker); learned at its readings, 1/k until
+    # then (measured closer on both a same-order tree and a shuffled DataLoader).
+    alpha: float | None = None
+    back_at_exact: float = 0.0  # that share at the last exact reading (or the fork)
     uss: float | None = None  # at the last exact reading
     rss_exact: int = 0
     exact_t: float | None = None
@@ -106,7 +123,7 @@ class ExactPlanner:
         forked_from = forked_from or {}
         for pid, parent in forked_from.items():
             if pid not in self.tracks and parent in self.tracks and pid in counters:
-                self._forked(self.tracks[parent])
+                self._forked(self.tracks[parent], pid)
         moved_by_group: dict[int, float] = {}
         own_now: dict[int, float] = {}
         for pid, (minflt, rss) in counters.items():
@@ -136,16 +153,40 @@ class ExactPlanner:
             return Track(minflt, rss, own=minflt * PAGE, uss=0.0, uncertainty=FORKED_UNCERTAINTY)
         return Track(minflt, rss, rss_exact=rss)
 
-    @staticmethod
-    def _forked(tr: Track) -> None:
+    def _forked(self, tr: Track, child: int) -> None:
         """At fork, the parent's private anonymous pages became shared with the child: its USS
-        fell to about the private file pages it held (the child maps those lazily)."""
-        before = ExactPlanner._estimate(tr)
+        fell to about the private file pages it held (the child maps those lazily). Children
+        forked while others of the same family live share the same pages."""
+        if any(k not in tr.kids_gone for k in tr.kids):  # a sibling of live (or just seen) children
+            tr.kids.append(child)
+            return
+        before = self._estimate(tr)
         if before is None:
             return
-        tr.unseen += max(before - tr.clean, 0.0)
+        tr.fork_pages = max(before - tr.clean, 0.0)
+        tr.kids, tr.kids_gone, tr.back_at_exact, tr.alpha = [child], set(), 0.0, None
+        tr.unseen += tr.fork_pages
         tr.uss, tr.own, tr.drops, tr.shared = tr.clean, 0.0, 0.0, 0.0
         tr.event = True
+
+    def _copied(self, tr: Track) -> float:
+        """Product of the children's copied shares of the parent's fork pages (an exited child
+        counts as 1: its pages went with it; one not tracked yet as 0)."""
+        product = 1.0
+        for kid in tr.kids:
+            if kid in tr.kids_gone:
+                continue
+            kt = self.tracks.get(kid)
+            est = self._estimate(kt) if kt is not None and kt is not tr else None
+            product *= min(max((est or 0.0) / tr.fork_pages, 0.0), 1.0)
+        return product
+
+    def _back(self, tr: Track) -> float:
+        """The share of the parent's fork pages that are its alone again."""
+        if not tr.kids or tr.fork_pages <= 0:
+            return 0.0
+        alpha = tr.alpha if tr.alpha is not None else 1.0 / max(len(tr.kids) - len(tr.kids_gone), 1)
+        return self._copied(tr) ** alpha
 
     def _gone(self, pid: int, groups: dict[int, int]) -> None:
         """Pages it shared may now be its sharers' alone: they have moved."""
@@ -155,6 +196,8 @@ class ExactPlanner:
             if groups.get(other, other) == family:
                 ot.unseen += tr.rss
                 ot.event = True
+            if pid in ot.kids:
+                ot.kids_gone.add(pid)
 
     def estimate(self, pid: int) -> float | None:
         """USS (bytes) now, from the last exact reading and the counters since; ``None`` before
@@ -162,11 +205,14 @@ class ExactPlanner:
         tr = self.tracks.get(pid)
         return None if tr is None else self._estimate(tr)
 
-    @staticmethod
-    def _estimate(tr: Track) -> float | None:
+    def _estimate(self, tr: Track) -> float | None:
         if tr.uss is None:
             return None
-        est = tr.uss + tr.beta * tr.own + tr.gamma * tr.shared + tr.drops
+        if tr.kids and tr.fork_pages > 0:  # a parent: its children's copies give it pages back
+            by_sharers = tr.fork_pages * (self._back(tr) - tr.back_at_exact)
+        else:
+            by_sharers = tr.gamma * tr.shared
+        est = tr.uss + tr.beta * tr.own + by_sharers + tr.drops
         return min(max(est, 0.0), float(tr.rss))
 
     # -- choosing ------------------------------------------------------------------------
@@ -242,20 +288,30 @@ class ExactPlanner:
             measured = max(cost_s - READ_OVERHEAD_S, 0.0) / rss
             self.s_per_byte = 0.7 * self.s_per_byte + 0.3 * measured
         tr.uss, tr.rss_exact, tr.exact_t, tr.clean = uss, rss, t, clean
+        tr.back_at_exact = self._back(tr)
+        if tr.kids and all(k in tr.kids_gone for k in tr.kids):
+            tr.kids, tr.kids_gone, tr.fork_pages, tr.back_at_exact = [], set(), 0.0, 0.0  # all back
         tr.own = tr.drops = tr.shared = tr.unseen = 0.0
         tr.attempted, tr.event = True, False
         tr.readings += 1
         return est
 
-    @staticmethod
-    def _calibrate(tr: Track, uss: float) -> None:
-        """beta from the interval's own faults, gamma from what they do not explain; each kept
-        as it was when the interval gave it too little to go on."""
+    def _calibrate(self, tr: Track, uss: float) -> None:
+        """beta from the interval's own faults; what they do not explain gives a parent's alpha
+        (its forked children's copies) or else gamma (its sharers' faults); each kept as it was
+        when the interval gave it too little to go on."""
         assert tr.uss is not None
         rise = uss - tr.uss - tr.drops  # what faults added, freed pages put back
         if tr.own >= MOVED_BYTES:
             tr.beta = min(max(rise / tr.own, 0.0), 1.0)
         rest = rise - tr.beta * tr.own
+        alive = [k for k in tr.kids if k not in tr.kids_gone]
+        if alive and tr.fork_pages > 0:
+            target = tr.back_at_exact + rest / tr.fork_pages
+            copied = self._copied(tr)
+            if len(alive) > 1 and 0.0 < copied < 1.0 and 0.0 < target < 1.0:
+                tr.alpha = min(max(math.log(target) / math.log(copied), 1.0 / len(alive)), 1.0)
+            return
         # Sharers explain only what its own faults leave unexplained, and only a real part of
         # it: a worker's few MB beyond its faults, spread over its siblings' hundreds of MB of
         # faults, would otherwise add tens of MB to its estimate later.

@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    install into .venv and run the default scenario (report in reports/)
 #   make test   install into .venv (with test extras and chromium for the browser test) and run the tests
+#               (make test-unit: the unit tests alone)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,7 +12,7 @@ CONSTRAINT_FLAG := $(if $(TORCH_CONSTRAINT),-c $(TORCH_CONSTRAINT),)
 SCENARIO ?= scenarios/lists_vs_arrays.yaml
 PYTEST_ARGS ?=
 
-.PHONY: install install-test browser run quick test clean
+.PHONY: install install-test browser run quick test test-unit clean
 
 $(VENV)/.installed: pyproject.toml $(TORCH_CONSTRAINT)
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +50,10 @@ quick: install
 test: install-test
 	@$(PY) -m pytest $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$code
+
+# The unit tests alone (no real run; under 30 s): the quick loop while editing.
+test-unit: install-test
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache test-artifacts

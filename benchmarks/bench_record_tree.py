@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,7 +103,7 @@ def record(out: Path, command: list[str]) -> float:
     """Run ``memprobe record`` on ``command``; returns the wall time."""
     t0 = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--",
-                           *command], capture_output=True, text=True)
+                           *command], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"record failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return time.monotonic() - t0

@@ -13,8 +13,9 @@ exits, or when it forks. So:
 * the others are read least-sure first (expected error times time unread), as long as the
   predicted cost fits what the budget has left;
 * between exact readings its USS is *estimated* from the cheap counters, calibrated at every
-  exact reading on the previous interval: ``USS_k + beta * own_faults * page + gamma *
-  sharers_faults * page + RSS falls``, with ``beta`` and ``gamma`` in [0, 1]. For a parent
+  exact reading on the previous intervals: ``USS_k + beta * own_faults * page + gamma *
+  sharers_faults * page + RSS falls``, with ``beta`` and ``gamma`` in [0, 1] (beta: the mean of
+  its old value and the last interval's). For a parent
   whose forked children live, the sharers' term is structural instead: of the pages its fork
   made shared (``S``), a page is the parent's alone again once every child copied it, so the
   share back is ``(prod_i copied_i / S) ** alpha`` (each child's copied pages: its own
@@ -37,6 +38,7 @@ SHARED_WEIGHT = 0.5  # a sharer's fault unshares a page for us only when we were
 # MOVED_BYTES): the readings go where the estimate is least sure, within the budget.
 REL_TOLERANCE = 0.05
 FORKED_UNCERTAINTY = 0.25
+CALIBRATION_BYTES = 8 * MiB  # an interval that moved less than this teaches the estimate nothing
 UNCERTAINTY_FLOOR = 0.05  # however well the estimate did so far, it is never trusted blindly
 READ_OVERHEAD_S = 60e-6  # open/read/parse of smaps_rollup on top of the page walk
 INITIAL_S_PER_BYTE = 40e-9 / 4096  # the page walk, until the first reading measures it here
@@ -132,7 +134,7 @@ class ExactPlanner:
                 self.tracks[pid] = self._new_track(minflt, rss, pid in forked_from)
                 self.tracks[pid].exact_t = t  # unread since it was first seen
                 continue
-            faults = max(0, minflt - tr.minflt) * PAGE
+            faults = float(max(0, minflt - tr.minflt) * PAGE)
             tr.own += faults
             tr.drops += min(0, rss - tr.rss)
             tr.minflt, tr.rss = minflt, rss
@@ -302,8 +304,11 @@ class ExactPlanner:
         when the interval gave it too little to go on."""
         assert tr.uss is not None
         rise = uss - tr.uss - tr.drops  # what faults added, freed pages put back
-        if tr.own >= MOVED_BYTES:
-            tr.beta = min(max(rise / tr.own, 0.0), 1.0)
+        if tr.own >= CALIBRATION_BYTES:
+            # Half the old value, half the interval's: a short interval is noisy (a worker just
+            # forked once showed 7 MB of faults and no USS rise; replacing beta by 0 put its
+            # estimate 86 % low ten seconds later).
+            tr.beta = 0.5 * tr.beta + 0.5 * min(max(rise / tr.own, 0.0), 1.0)
         rest = rise - tr.beta * tr.own
         alive = [k for k in tr.kids if k not in tr.kids_gone]
         if alive and tr.fork_pages > 0:
@@ -315,5 +320,5 @@ class ExactPlanner:
         # Sharers explain only what its own faults leave unexplained, and only a real part of
         # it: a worker's few MB beyond its faults, spread over its siblings' hundreds of MB of
         # faults, would otherwise add tens of MB to its estimate later.
-        if tr.shared >= MOVED_BYTES and abs(rest) >= max(MOVED_BYTES, 0.25 * abs(rise)):
+        if tr.shared >= CALIBRATION_BYTES and abs(rest) >= max(MOVED_BYTES, 0.25 * abs(rise)):
             tr.gamma = min(max(rest / tr.shared, 0.0), 1.0)

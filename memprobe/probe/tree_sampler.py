@@ -69,6 +69,8 @@ class ProcessInfo:
 class TreeSampler(Sampler):
     """A :class:`Sampler` for a tree memprobe did not build (see the module doc)."""
 
+    roles: TreeRoles
+
     def __init__(self, root: int, sink: Sink, settings: SamplerSettings | None = None, *,
                  t0: float, pgid: int | None = None, reader: ProcReader | None = None) -> None:
         super().__init__(root, sink, settings, t0=t0, pgid=pgid)

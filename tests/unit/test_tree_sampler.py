@@ -63,15 +63,15 @@ def test_the_longest_unread_comes_first_among_equally_moved() -> None:
     assert plan.choose(6.0, PLENTY)[0] == 1
 
 
-def test_estimate_follows_faults_calibrated_on_the_previous_interval() -> None:
+def test_estimate_follows_faults_calibrated_on_the_previous_intervals() -> None:
     plan = _planner(1)
     faults = 100 * MB // PAGE
     plan.observe(1.0, {1: (faults, 200 * MB)}, {1: 1})
     assert plan.estimate(1) == pytest.approx(150 * MB)  # beta starts at 1: every fault a private page
-    plan.exact(1, 1.0, 100 * MB, 200 * MB, 0.001)  # only half of them were: beta 0.5
-    assert plan.tracks[1].beta == pytest.approx(0.5)
+    plan.exact(1, 1.0, 100 * MB, 200 * MB, 0.001)  # only half of them were: beta halfway to 0.5
+    assert plan.tracks[1].beta == pytest.approx(0.75)
     plan.observe(2.0, {1: (2 * faults, 300 * MB)}, {1: 1})
-    assert plan.estimate(1) == pytest.approx(150 * MB)
+    assert plan.estimate(1) == pytest.approx(175 * MB)
     check = plan.checks[-1]
     assert (check.estimate, check.exact, check.event) == (150 * MB, 100 * MB, False)
     assert check.error_pct == pytest.approx(50.0)

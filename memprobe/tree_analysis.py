@@ -196,13 +196,17 @@ def exact_readings(samples: pd.DataFrame, pid: int) -> pd.DataFrame:
     return rows.sort_values("t")
 
 
-def interval_own(d_uss: float, d_rss: float | None, d_faults_mb: float | None) -> float:
+def interval_own(d_uss: Any, d_rss: Any, d_faults_mb: Any) -> Any:
     """The part of a USS change between two exact readings that the process made itself: a rise
     as far as its faults can explain it, a fall as far as its RSS fell too (a fall beyond that is
-    pages that became shared)."""
-    if d_uss > 0:
-        return d_uss if d_faults_mb is None else min(d_uss, max(d_faults_mb, 0.0))
-    return d_uss if d_rss is None else min(0.0, max(d_uss, d_rss))
+    pages that became shared). Numbers or arrays; None or NaN for a counter not known."""
+    d_uss = np.asarray(d_uss, dtype=float)
+    d_rss = np.asarray(np.nan if d_rss is None else d_rss, dtype=float)
+    faults = np.asarray(np.nan if d_faults_mb is None else d_faults_mb, dtype=float)
+    rise = np.where(np.isnan(faults), d_uss, np.minimum(d_uss, np.maximum(faults, 0.0)))
+    fall = np.where(np.isnan(d_rss), d_uss, np.minimum(0.0, np.maximum(d_uss, d_rss)))
+    own = np.where(d_uss > 0, rise, fall)
+    return float(own) if own.ndim == 0 else own
 
 
 @dataclass(frozen=True)
@@ -215,30 +219,22 @@ class Split:
 def split_growth(readings: pd.DataFrame, origin: dict | None = None) -> Split:
     """Own growth over consecutive exact readings (``origin``: a starting point that is not a
     reading, such as a forked child's USS 0 and no faults at its start)."""
-    points = ([origin] if origin else []) + readings.to_dict("records")
-    own = released = shared = 0.0
-    for a, b in zip(points, points[1:]):
-        d_uss = float(b["uss_mb"]) - float(a["uss_mb"])
-        mine = interval_own(d_uss, _delta(a, b, "rss_mb"), _faults_mb(a, b))
-        own += mine
-        released += max(d_uss - mine, 0.0)
-        shared += min(d_uss - mine, 0.0)
-    return Split(own, released, shared)
+    def column(name: str) -> np.ndarray:
+        values = pd.to_numeric(readings[name], errors="coerce").to_numpy(float) if name in readings \
+            else np.full(len(readings), np.nan)
+        first = origin.get(name) if origin else None
+        head = [np.nan if first is None or pd.isna(first) else float(first)] if origin else []
+        return np.concatenate([head, values])
 
-
-def _delta(a: dict, b: dict, key: str) -> float | None:
-    va, vb = a.get(key), b.get(key)
-    if va is None or vb is None or pd.isna(va) or pd.isna(vb):
-        return None
-    return float(vb) - float(va)
-
-
-def _faults_mb(a: dict, b: dict) -> float | None:
-    d = _delta(a, b, "minflt")
-    if d is None or d < 0:  # no counter, or not the same process
-        return None
-    huge = _delta(a, b, "anon_huge_mb")
-    return d * PAGE_MB + max(huge or 0.0, 0.0)
+    uss, rss, minflt, huge = (column(c) for c in ("uss_mb", "rss_mb", "minflt", "anon_huge_mb"))
+    if len(uss) < 2:
+        return Split(0.0, 0.0, 0.0)
+    d_uss, d_flt = np.diff(uss), np.diff(minflt)
+    d_flt[d_flt < 0] = np.nan  # not the same process's counter
+    faults = d_flt * PAGE_MB + np.maximum(np.nan_to_num(np.diff(huge)), 0.0)
+    own = interval_own(d_uss, np.diff(rss), faults)
+    rest = d_uss - own
+    return Split(float(own.sum()), float(rest[rest > 0].sum()), float(rest[rest < 0].sum()))
 
 
 # -- per process -----------------------------------------------------------------------------------
@@ -278,7 +274,7 @@ class Growth:
 
 
 def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dict) -> Growth:
-    """A process's own growth over its window (see the module doc)."""
+    """A process's own growth over its window (see the module doc); ``samples`` may hold only its rows."""
     readings = exact_readings(samples, p.pid)
     by_pid = {q.pid: q for q in procs}
     base = _baseline(p, readings, samples, procs, marks)
@@ -489,21 +485,23 @@ def estimate_error(samples: pd.DataFrame, sampler: dict | None = None) -> dict |
         return own
     if samples.empty or "uss_est_mb" not in samples or samples["uss_est_mb"].isna().all():
         return None
-    pct, diff = [], []
-    for _, g in samples[~samples["missing"].fillna(False).astype(bool)].sort_values("t").groupby("pid"):
-        last_est = None
-        for tier, est, uss in zip(g["tier"], g["uss_est_mb"], g["uss_mb"]):
-            if tier == "pss" and pd.notna(uss):
-                if last_est is not None and uss >= ESTIMATE_FLOOR_MB:
-                    pct.append(abs(last_est - uss) / uss * 100)
-                    diff.append(abs(last_est - uss))
-                last_est = None
-            elif pd.notna(est):
-                last_est = float(est)
-    if not pct:
+    rows = samples[~samples["missing"].fillna(False).astype(bool)].sort_values(["pid", "t"])
+    exact = ((rows["tier"] == "pss") & rows["uss_mb"].notna()).to_numpy()
+    # Rows after a process's k-th exact reading form stretch k; an exact reading closes the
+    # stretch before it, whose last estimate it is checked against.
+    stretch = pd.Series(exact, index=rows.index).groupby(rows["pid"]).cumsum()
+    est = pd.to_numeric(rows["uss_est_mb"], errors="coerce")
+    last = est.groupby([rows["pid"], stretch]).last()
+    key = pd.MultiIndex.from_arrays([rows["pid"][exact], stretch[exact] - 1])
+    before = last.reindex(key).to_numpy(float)
+    uss = pd.to_numeric(rows["uss_mb"][exact], errors="coerce").to_numpy(float)
+    keep = ~np.isnan(before) & (uss >= ESTIMATE_FLOOR_MB)
+    if not keep.any():
         return None
-    return {"median_pct": float(np.median(pct)), "max_pct": float(max(pct)), "max_mb": float(max(diff)),
-            "n": len(pct)}
+    diff = np.abs(before[keep] - uss[keep])
+    pct = diff / uss[keep] * 100
+    return {"median_pct": float(np.median(pct)), "max_pct": float(pct.max()), "max_mb": float(diff.max()),
+            "n": int(keep.sum())}
 
 
 # -- total PSS --------------------------------------------------------------------------------------
@@ -544,7 +542,9 @@ def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Gro
     """The per-process table: every process of the tree, parents first, then per rank."""
     procs = processes(meta, samples)
     marks = meta.get("marks") or {}
-    rows = [process_growth(p, samples, procs, marks) for p in procs]
+    # Each process's own rows once: an hour-long job has hundreds of thousands of rows.
+    own = dict(tuple(samples.groupby("pid", sort=False))) if not samples.empty else {}
+    rows = [process_growth(p, own.get(p.pid, samples.iloc[0:0]), procs, marks) for p in procs]
     return sorted(with_items(rows, progress), key=_order)
 
 

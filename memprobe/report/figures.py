@@ -88,18 +88,24 @@ def _values(a: np.ndarray, digits: int = 3) -> list[float | None]:
 def keep_indices(y: np.ndarray, max_points: int) -> np.ndarray:
     """Indices to keep so that a line has about ``max_points`` points: per interval its minimum
     and maximum (peaks survive) and its first gap (gaps survive)."""
+    y = np.asarray(y, dtype=float)
     n = len(y)
     if n <= max_points:
         return np.arange(n)
-    keep = [0, n - 1]
-    for bucket in np.array_split(np.arange(n), max(1, max_points // 2)):
-        vals = y[bucket]
-        gaps = np.isnan(vals)
-        if gaps.any():
-            keep.append(int(bucket[gaps.argmax()]))
-        if not gaps.all():
-            keep += [int(bucket[np.nanargmin(vals)]), int(bucket[np.nanargmax(vals)])]
-    return np.unique(keep)
+    buckets = max(1, max_points // 2)
+    size = -(-n // buckets)  # equal intervals (the last one shorter), as whole rows of a table
+    table = np.full(buckets * size, np.nan)
+    table[:n] = y
+    table = table.reshape(buckets, size)
+    offsets = np.arange(buckets) * size
+    inside = (np.arange(buckets * size) < n).reshape(buckets, size)  # the padding after the last point is no gap
+    gaps = np.isnan(table) & inside
+    real = ~np.isnan(table)
+    keep = [np.array([0, n - 1]), (offsets + gaps.argmax(axis=1))[gaps.any(axis=1)]]
+    some = real.any(axis=1)
+    keep.append((offsets + np.where(real, table, np.inf).argmin(axis=1))[some])
+    keep.append((offsets + np.where(real, table, -np.inf).argmax(axis=1))[some])
+    return np.unique(np.concatenate(keep))
 
 
 def _ended(rows: pd.DataFrame) -> pd.Series:

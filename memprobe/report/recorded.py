@@ -322,7 +322,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     s = summarize_all(results)[0]
     samples, progress = results.run_table("samples", s.run_id), results.run_table("progress", s.run_id)
     procs = tree.processes(meta, samples)
-    basis = tree.projection_basis(tree.table(meta, samples, progress), procs)
+    basis = tree.projection_basis([tree.Growth(**row) for row in s.processes or []], procs)
     clock = figures.Clock.from_progress(progress)
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)

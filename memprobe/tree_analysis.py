@@ -712,6 +712,13 @@ def _possessive(role: str) -> str:
     return f"{who(role)}'s"
 
 
+def _duration(seconds: float) -> str:
+    """'48 s', '12 min', '2.5 h': as long as a job runs, in the unit a person would say."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 2 * 3600 else f"{seconds / 3600:.1f} h"
+
+
 def _mb(v: float) -> str:
     return f"{v:+,.0f} MB" if abs(v) >= 10 else f"{v:+,.1f} MB"
 
@@ -784,7 +791,7 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
         head = f"the {n} {workers} of {', '.join(names[:-1])} and {names[-1]} ({n // len(parents)} each)"
     else:
         head = (f"{_possessive(parents[0].role)} " if parents else "") + (f"{n} " if n > 1 else "") + workers
-    text = f"{head} {each}{_mb(mean)} in {span:,.0f} s" + (f" ({np.mean(rates):,.0f} MB/min)" if rates else "")
+    text = f"{head} {each}{_mb(mean)} in {_duration(span)}" + (f" ({np.mean(rates):,.0f} MB/min)" if rates else "")
     guessed = sum(1 for g in group if g.estimated)
     if guessed:
         text += (f" (estimated from {'their' if n > 1 else 'its'} page faults: no exact reading while "

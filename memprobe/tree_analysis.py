@@ -113,15 +113,18 @@ def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
     methods = meta.get("start_methods") or {}
     # Older metas: one start method for the run's DataLoader workers, the most common seen.
     method = next(iter(methods)) if len(methods) == 1 else (meta.get("spec") or {}).get("mode")
-    procs = [_proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks"))) for pid, p in listed.items()]
+    root = next((p.get("command") for p in listed.values() if p.get("role") == "main"), None)
+    procs = [_proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()]
     return _with_generations(_with_parents(procs, meta))
 
 
-def _proc(pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool) -> Proc:
+def _proc(pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool, root_command: str | None) -> Proc:
     """One process's facts; what an older meta lacks is derived from its role and the samples."""
     role = str(p.get("role") or "other")
     worker = int(p["worker"]) if p.get("worker") is not None else -1
     kind = p.get("kind") or _old_kind(role, worker, has_ranks)
+    if not p.get("kind") and kind == "other" and root_command and p.get("command") == root_command:
+        kind = "fork"  # an older meta's "other" child with its parent's command line: forked, never exec'd
     start_method = p.get("start_method") or (method if kind == "dataloader" else None)
     forked = p.get("forked")
     if forked is None:

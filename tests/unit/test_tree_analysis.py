@@ -259,3 +259,19 @@ def test_a_parent_read_only_before_it_built_starts_from_its_estimate_at_the_fork
     assert row["baseline_t"] == 4.8 and row["uss_start_mb"] == 300 and row["built_mb"] == pytest.approx(295)
     assert row["growth_mb"] == pytest.approx(2, abs=0.5) and s.main_uss_growth_mb < 50
     assert "The main process grew" not in s.culprit
+
+
+def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked_children() -> None:
+    meta, samples = fork_job()
+    for p in meta["processes"]:
+        for k in ("kind", "ppid", "forked", "start_method", "start_t", "generation", "end_t"):
+            p.pop(k)
+        p.update(role="other" if p["pid"] != 1 else "main", worker=-1 if p["pid"] != 1 else -1,
+                 command="python train.py")
+    meta["start_methods"] = {}
+    samples = samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]).assign(
+        role=lambda d: d["role"].where(d["pid"] == 1, "other"), worker=-1)
+    procs = {p.pid: p for p in processes(meta, samples)}
+    assert procs[11].kind == "fork" and procs[11].forked and procs[11].ppid == 1
+    s = _summary(meta, samples)
+    assert s.verdict == "growing" and s.culprit.startswith("growing: The main process's 2 forked children")

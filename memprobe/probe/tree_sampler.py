@@ -1,17 +1,19 @@
 """The sampler of ``record`` and ``watch``: a whole tree memprobe did not build, exact readings
 where memory moves, an estimated USS in between.
 
-Every tick (0.2 s by default) reads the cheap tier of every process; then
-:class:`~memprobe.probe.exact.ExactPlanner` picks which processes get an exact reading
-(smaps_rollup) this tick: each new process at once, then those whose counters or whose sharers'
-counters moved, most-moved first, as long as the sampler's whole CPU time (cheap tier and
+Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly) reads the
+cheap tier of every process; then :class:`~memprobe.probe.exact.ExactPlanner` picks which
+processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
+child excepted: its baseline is known), then those whose counters or whose sharers' counters
+moved, least-sure estimate first, as long as the sampler's whole CPU time (cheap tier and
 bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged since the start.
 A full round (every live process) is taken on request (:meth:`Sampler.request_pss`: before
 ``record`` forwards a stop signal) and when it stops with ``final_pss``.
 
 Rows carry, beyond the base sampler's columns: ``rank``, ``kind`` (see
-:mod:`memprobe.probe.tree`) and ``uss_est_mb``, the estimated USS on a cheap row of a process
-that already has an exact reading (``None`` on exact rows and before the first one).
+:mod:`memprobe.probe.tree`) and ``uss_est_mb``, the estimated USS on a cheap row (``None`` on
+exact rows, and before the first exact reading of a process that is not a forked child). Rows
+after the first tick leave out their empty fields (the first tick's rows carry every column).
 """
 from __future__ import annotations
 

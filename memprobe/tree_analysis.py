@@ -357,7 +357,9 @@ def _parent_window(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs
     private again and a program tears its data down, neither of which is growth. Without
     workers: from the job's first mark (or its first reading) to its last reading."""
     by_pid = {q.pid: q for q in procs}
-    mine = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
+    # A launcher's children are its ranks: it counts from the first, as a rank from its first worker.
+    mine = [q for q in procs if (q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid)
+            or (q.kind == "rank" and q.ppid == p.pid)]
     since = min(q.start_t for q in mine) if mine else marks.get("first_mark")
     before = readings[readings["t"] < since] if since is not None else readings.iloc[:1]
     window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
@@ -708,7 +710,7 @@ def _explanation(s: RunSummary, words: str) -> str:
 
 def who(role: str) -> str:
     """'the main process', 'rank 0', 'the launcher'."""
-    return {"main": "the main process"}.get(role, role)
+    return {"main": "the main process", "launcher": "the launcher"}.get(role, role)
 
 
 def _possessive(role: str) -> str:
@@ -754,10 +756,15 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
     return "growing: " + " ".join(sentences) + tail
 
 
+def _since(g: Growth, workers: list[Growth]) -> str:
+    """Where a parent's window began, in words."""
+    if any(w.parent_pid == g.pid for w in workers):
+        return "after its first worker started"
+    return "after its first rank started" if g.kind == "launcher" else "while the job ran"
+
+
 def _parent_grows(g: Growth, workers: list[Growth]) -> str:
-    since = ("after its first worker started" if any(w.parent_pid == g.pid for w in workers) else
-             "while the job ran" if not g.built_mb else f"after building {_mb(g.built_mb)}")
-    return _capital(f"{who(g.role)} grew {_mb(g.growth_mb)} of its own {since}{_rate(g)}.")
+    return _capital(f"{who(g.role)} grew {_mb(g.growth_mb)} of its own {_since(g, workers)}{_rate(g)}.")
 
 
 def _capital(text: str) -> str:
@@ -837,8 +844,8 @@ def _flat_words(workers: list[Growth], parents: list[Growth], threshold: float, 
         parts.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(top.growth_mb)}"
                      f" ({top.role}{f'; {guessed} estimated from page faults' if guessed else ''})")
     for g in parents:
-        text = f"{who(g.role)} {_mb(g.growth_mb)}"
-        text += " after its first worker started" if any(w.parent_pid == g.pid for w in workers) else ""
+        since = _since(g, workers)
+        text = f"{who(g.role)} {_mb(g.growth_mb)}" + (f" {since}" if since != "while the job ran" else "")
         if g.built_mb is not None and abs(g.built_mb) >= 1:
             text += f" (built {_mb(g.built_mb)} before)"
         parts.append(text)

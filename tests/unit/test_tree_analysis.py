@@ -275,3 +275,13 @@ def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked
     assert procs[11].kind == "fork" and procs[11].forked and procs[11].ppid == 1
     s = _summary(meta, samples)
     assert s.verdict == "growing" and s.culprit.startswith("growing: The main process's 2 forked children")
+
+
+def test_a_launcher_counts_from_its_first_rank_not_from_its_own_start_up() -> None:
+    meta, samples = rank_job()
+    launcher = proc_rows(1, "main", -1, [(0.1, "pss", 8, 30, 8), (0.4, "pss", 150, 170, 150),
+                                         (20.0, "pss", 151, 171, 151)], kind="launcher")
+    samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(launcher)], ignore_index=True)
+    row = _summary(meta, samples).processes[0]
+    assert row["kind"] == "launcher" and row["baseline_t"] == 0.4
+    assert row["growth_mb"] == pytest.approx(1) and row["built_mb"] == pytest.approx(142)

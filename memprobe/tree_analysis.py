@@ -46,6 +46,7 @@ PARENT_KINDS = ("main", "launcher", "rank")
 STILL_MB, STILL_S, STARTUP_MAX_S = 1.0, 0.5, 10.0
 ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
+ESTIMATE_EXTENDS_MB = 5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
 KIND_WORDS = {"dataloader": ("DataLoader worker", "DataLoader workers"), "fork": ("forked child", "forked children"),
@@ -295,10 +296,28 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
     t1 = float(window["t"].iloc[-1])
     start_uss = origin["uss_mb"] if origin else float(window["uss_mb"].iloc[0])
     rate = split.own_mb / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
-    return replace(empty, baseline_t=t0, uss_start_mb=start_uss,
-                   uss_end_mb=float(window["uss_mb"].iloc[-1]), growth_mb=split.own_mb,
-                   released_mb=split.released_mb, shared_mb=split.shared_mb, growth_mb_per_min=rate,
-                   judged=p.is_worker or p.is_parent)
+    g = replace(empty, baseline_t=t0, uss_start_mb=start_uss, uss_end_mb=float(window["uss_mb"].iloc[-1]),
+                growth_mb=split.own_mb, released_mb=split.released_mb, shared_mb=split.shared_mb,
+                growth_mb_per_min=rate, judged=p.is_worker or p.is_parent)
+    return _estimated_to_end(g, samples) if p.is_worker else g
+
+
+def _estimated_to_end(g: Growth, samples: pd.DataFrame) -> Growth:
+    """A worker that went on growing after its last exact reading (it ended before the next one):
+    its growth to its last tick alive, by the estimate calibrated at that reading, marked as
+    estimated. A worker's copy often happens in its last seconds of an epoch."""
+    if "uss_est_mb" not in samples or g.last_t is None or g.growth_mb is None or g.uss_end_mb is None:
+        return g
+    later = samples[(samples["pid"] == g.pid) & (samples["t"] > g.last_t)
+                    & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    est = pd.to_numeric(later["uss_est_mb"], errors="coerce").dropna()
+    if est.empty or float(est.iloc[-1]) - g.uss_end_mb < ESTIMATE_EXTENDS_MB:
+        return g
+    t1, end = float(later.loc[est.index[-1], "t"]), float(est.iloc[-1])
+    growth = g.growth_mb + end - g.uss_end_mb
+    t0 = g.baseline_t if g.baseline_t is not None else g.last_t
+    return replace(g, last_t=t1, uss_end_mb=end, growth_mb=growth, estimated=True,
+                   growth_mb_per_min=growth / (t1 - t0) * 60 if t1 - t0 > 0.5 else None)
 
 
 def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
@@ -802,12 +821,21 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     else:
         head = (f"{_possessive(parents[0].role)} " if parents else "") + (f"{n} " if n > 1 else "") + workers
     text = f"{head} {each}{_mb(mean)} in {_duration(span)}" + (f" ({np.mean(rates):,.0f} MB/min)" if rates else "")
-    guessed = sum(1 for g in group if g.estimated)
-    if guessed:
-        text += (f" (estimated from {'their' if n > 1 else 'its'} page faults: no exact reading while "
-                 f"{'they' if n > 1 else 'it'} lived)" if guessed == n else
-                 f" ({guessed} of them estimated from page faults: no exact reading while alive)")
-    return _capital(text + _cause(g0, parents)) + "."
+    return _capital(text + _estimate_words(group) + _cause(g0, parents)) + "."
+
+
+def _estimate_words(group: list[Growth]) -> str:
+    """Which figures came from the sampler's estimate, and why (exact readings missed the growth)."""
+    guessed = [g for g in group if g.estimated]
+    if not guessed:
+        return ""
+    n, unread = len(group), all(g.pss_samples == 0 for g in guessed)
+    why = "no exact reading while " + ("they" if n > 1 else "it") + " lived" if unread else \
+        "they went on growing after their last exact reading" if n > 1 else \
+        "it went on growing after its last exact reading"
+    if len(guessed) == n:
+        return f" (estimated from {'their' if n > 1 else 'its'} page faults: {why})"
+    return f" ({len(guessed)} of them estimated from page faults: the exact readings missed their growth)"
 
 
 def _cause(g0: Growth, parents: list[Growth]) -> str:

@@ -81,9 +81,8 @@ def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
     if r.get("estimated"):
-        notes.append("estimated from its page faults: no exact reading after its start-up"
-                     if fmt.is_num(r.get("startup_mb")) else
-                     "estimated from its page faults: no exact reading while it lived")
+        notes.append("estimated from its page faults: " + ("no exact reading while it lived" if not r.get("pss_samples")
+                                                           else "its exact readings missed its growth"))
     if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
         notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
     if not judged:

@@ -224,7 +224,7 @@ def test_a_forked_worker_never_read_exactly_is_judged_on_its_estimate_and_says_s
     s = _summary(meta, samples)
     row = next(p for p in s.processes if p["pid"] == 12)
     assert row["estimated"] and row["judged"] and row["growth_mb"] == 190 and row["pss_samples"] == 0
-    assert "(1 of them estimated from page faults: no exact reading while alive)" in s.culprit
+    assert "(1 of them estimated from page faults: the exact readings missed their growth)" in s.culprit
 
 
 def test_a_worker_with_nothing_to_judge_is_named() -> None:
@@ -285,3 +285,16 @@ def test_a_launcher_counts_from_its_first_rank_not_from_its_own_start_up() -> No
     row = _summary(meta, samples).processes[0]
     assert row["kind"] == "launcher" and row["baseline_t"] == 0.4
     assert row["growth_mb"] == pytest.approx(1) and row["built_mb"] == pytest.approx(142)
+
+
+def test_a_worker_that_grew_after_its_last_exact_reading_counts_to_its_end_by_the_estimate() -> None:
+    meta, samples = fork_job()
+    late = samples["pid"].eq(11) & samples["t"].gt(6.0) & samples["tier"].eq("pss")
+    samples = samples[~late].copy()  # worker 0: read once, at 5.2, before it copied anything
+    samples.loc[samples["pid"].eq(11) & samples["tier"].eq("cheap"), "uss_est_mb"] = 199.0
+    s = _summary(meta, samples)
+    row = next(p for p in s.processes if p["pid"] == 11)
+    assert row["estimated"] and row["pss_samples"] == 1 and row["growth_mb"] == pytest.approx(199, abs=0.5)
+    assert "(1 of them estimated from page faults: the exact readings missed their growth)" in s.culprit
+    flat = next(p for p in _summary(*fork_job()).processes if p["pid"] == 11)
+    assert not flat["estimated"]  # read at its end: exact

@@ -106,8 +106,8 @@ def _record(tree: Tree, data: str, coco: Path, out: Path) -> Recorded:
     (run,) = summary["runs"]
     (run_dir,) = (out / "runs").iterdir()
     meta = json.loads((run_dir / "meta.json").read_text())
-    reported = [json.loads(line[5:]) for line in done.stdout.splitlines() if line.startswith("TREE {")]
-    announced = {int(m) for m in re.findall(r"^TREE_WORKER .* pid=(\d+)", done.stdout, re.M)}
+    reported = [json.loads(m) for m in re.findall(r"TREE (\{[^}]*\})", done.stdout)]
+    announced = {int(m) for m in re.findall(r"TREE_WORKER .*? pid=(\d+)", done.stdout)}
     return Recorded(done, run, meta, {r["pid"]: r["uss_mb"] for r in reported},
                     announced | {r["pid"] for r in reported})
 
@@ -122,7 +122,7 @@ def _check_every_worker_is_in_the_table(tree: Tree, rec: Recorded) -> None:
     why = _table(rec)
     assert len(rec.worker_pids) == tree.workers, rec.done.stdout[-2000:]
     if "--rename" in tree.program:  # the program did give its workers torch's upcoming name
-        names = set(re.findall(r"^TREE_WORKER .* comm=(\S+)", rec.done.stdout, re.M))
+        names = set(re.findall(r"TREE_WORKER .*? comm=(\w+)", rec.done.stdout))
         assert names == {"pt_multiprocess"}, rec.done.stdout[-2000:]
     workers = rec.processes(WORKER_KINDS)
     assert {p["pid"] for p in workers} == rec.worker_pids, why

@@ -241,6 +241,7 @@ class TreeRoles(RoleBook):
         return node
 
     def _reclassify(self, node: Node, st: procfs.StatInfo) -> None:
+        self._layouts[node.pid] = st.layout  # a new one if it exec'd since
         was_worker, method = node.is_worker, node.start_method
         parent = self.nodes.get(node.ppid)
         self._resolve(node, st, parent)

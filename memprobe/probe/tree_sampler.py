@@ -228,6 +228,8 @@ class TreeSampler(Sampler):
                 command=cmd[:COMMAND_CHARS])
         if not row["missing"]:
             info.last_t = t
+            if not info.command and node is not None and not node.shares_parent:  # it exec'd since
+                info.command = " ".join(procfs.read_cmdline(pid))[:COMMAND_CHARS]
         if node is not None:  # the latest classification: a young process may still exec or be renamed
             info.role, info.kind, info.forked = node.role, node.kind, node.forked
             info.start_method, info.rank, info.worker = node.start_method, node.rank, node.worker

@@ -167,6 +167,21 @@ def test_a_rank_seen_between_fork_and_exec_becomes_a_rank(fake: FakeProc) -> Non
     assert not roles.start_methods  # the provisional fork worker was released
 
 
+def test_a_spawn_child_seen_between_fork_and_exec_becomes_a_spawn_worker(fake: FakeProc) -> None:
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)
+    assert _see(roles, fake)[101] == "worker 0" and roles.nodes[101].kind == "fork"
+    fake.exec(101, SPAWN_CMD)
+    fake.now += 0.3
+    _see(roles, fake)
+    node = roles.nodes[101]
+    assert (node.role, node.kind, node.start_method, node.forked) == ("worker 0", "spawn", "spawn", False)
+    assert dict(roles.start_methods) == {"spawn": 1}
+    _settle(fake)
+    _see(roles, fake)
+    assert roles.nodes[101].settled and roles.nodes[101].kind == "spawn"
+
+
 def test_pool_fork_spawn_exec_and_helpers_by_structure(fake: FakeProc) -> None:
     roles = TreeRoles(100, fake)
     fake.add(101, 100)  # multiprocessing fork Pool / os.fork: the parent's layout

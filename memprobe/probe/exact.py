@@ -38,7 +38,12 @@ SHARED_WEIGHT = 0.5  # a sharer's fault unshares a page for us only when we were
 # MOVED_BYTES): the readings go where the estimate is least sure, within the budget.
 REL_TOLERANCE = 0.05
 FORKED_UNCERTAINTY = 0.25
-CALIBRATION_BYTES = 8 * MiB  # an interval that moved less than this teaches the estimate nothing
+CALIBRATION_BYTES = 8 * MiB
+# A process that moved this much since its last reading and has just gone quiet is read first
+# (its priority times QUIET_BOOST): on a short job the last reading of a worker should come when
+# it has finished copying, not while it is half-way.
+QUIET_AFTER_BYTES = 16 * MiB
+QUIET_BOOST = 4.0  # an interval that moved less than this teaches the estimate nothing
 UNCERTAINTY_FLOOR = 0.05  # however well the estimate did so far, it is never trusted blindly
 READ_OVERHEAD_S = 60e-6  # open/read/parse of smaps_rollup on top of the page walk
 INITIAL_S_PER_BYTE = 40e-9 / 4096  # the page walk, until the first reading measures it here
@@ -79,6 +84,14 @@ class Track:
     uncertainty: float = 1.0
     attempted: bool = False  # an exact reading was tried (smaps_rollup may be unreadable)
     readings: int = 0
+    rate: float = 0.0  # bytes moved per tick (own + sharers' faults), smoothed
+    last_move: float = 0.0  # bytes moved at the latest tick
+
+    def went_quiet(self) -> bool:
+        """It moved a lot since its last reading and has just stopped: its USS has reached the
+        value it will hold (a worker that finished its share, waiting for its end), so a
+        reading now is the one that lasts."""
+        return self.moved() >= QUIET_AFTER_BYTES and self.last_move < 0.1 * self.rate
 
     def moved(self) -> float:
         """Bytes that may have changed its USS since its last exact reading."""
@@ -139,10 +152,15 @@ class ExactPlanner:
             tr.drops += min(0, rss - tr.rss)
             tr.minflt, tr.rss = minflt, rss
             own_now[pid] = faults
+            tr.last_move = faults
             g = groups.get(pid, pid)
             moved_by_group[g] = moved_by_group.get(g, 0.0) + faults
         for pid, faults in own_now.items():
-            self.tracks[pid].shared += moved_by_group.get(groups.get(pid, pid), 0.0) - faults
+            tr = self.tracks[pid]
+            by_sharers = moved_by_group.get(groups.get(pid, pid), 0.0) - faults
+            tr.shared += by_sharers
+            tr.last_move += SHARED_WEIGHT * by_sharers
+            tr.rate = 0.7 * tr.rate + 0.3 * tr.last_move
 
     @staticmethod
     def _new_track(minflt: int, rss: int, forked: bool) -> Track:
@@ -238,7 +256,8 @@ class ExactPlanner:
         parent whose USS a fork brought near 0 would win every time."""
         tr = self.tracks[pid]
         age = t - tr.exact_t if tr.exact_t is not None else 0.0
-        return tr.expected_error() / MiB * (1.0 + age)
+        boost = QUIET_BOOST if tr.went_quiet() else 1.0
+        return tr.expected_error() / MiB * (1.0 + age) * boost
 
     def choose(self, tick: float, allowance_s: float, *, everyone: bool = False) -> list[int]:
         """The processes to read exactly this tick: each one never tried (first seen), then the

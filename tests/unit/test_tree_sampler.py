@@ -217,3 +217,15 @@ def test_ticks_of_a_costly_tree_are_spaced_within_the_cheap_share() -> None:
     sampler._tick_cost = 0.01
     assert sampler._interval() == tree_sampler.MAX_INTERVAL_S
     assert tree_sampler._compact({"a": 1, "b": None, "c": False}) == {"a": 1, "c": False}
+
+
+def test_a_process_that_went_quiet_after_moving_is_read_before_one_still_moving() -> None:
+    """Its USS has reached the value it will hold: the reading that lasts."""
+    plan = _planner(1, 2)
+    groups = {1: 1, 2: 2}
+    step = 10 * MB // PAGE
+    for k in range(1, 6):  # both move 10 MB a tick
+        plan.observe(float(k), {1: (k * step, 100 * MB), 2: (k * step, 100 * MB)}, groups)
+    plan.observe(6.0, {1: (5 * step, 100 * MB), 2: (6 * step, 100 * MB)}, groups)  # 1 stopped
+    assert plan.tracks[1].went_quiet() and not plan.tracks[2].went_quiet()
+    assert plan.choose(6.0, PLENTY)[0] == 1

@@ -603,7 +603,8 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
         if not mine:
             continue
         forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
-        out.append(RankShape(parent.uss_start_mb + max(parent.growth_mb or 0.0, 0.0), parent.uss_start_mb,
+        start = parent.uss_start_mb or 0.0
+        out.append(RankShape(start + max(grown(parent), 0.0), start,
                              float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
                              float(np.mean([g.growth_mb for g in mine])), _most_alive(mine), forked))
     return out
@@ -645,7 +646,9 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
         return None
     with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
     measured = [g for g in judged_workers(rows) if g.parent_pid in with_workers]
-    mean = lambda xs: float(np.mean(list(xs)))  # noqa: E731
+    def mean(xs: Any) -> float:
+        return float(np.mean(list(xs)))
+
     return Basis(len(shapes), any(g.kind == "rank" for g in rows), round(mean(s.workers for s in shapes)),
                  len(measured), mean((g.last_t or 0.0) - (g.baseline_t or 0.0) for g in measured),
                  mean(s.parent_mb for s in shapes), mean(s.built_full_mb for s in shapes),
@@ -673,6 +676,11 @@ def projection(basis: Basis | None) -> list[dict]:
 
 # -- the summary ----------------------------------------------------------------------------------
 
+def grown(g: Growth) -> float:
+    """A judged process's own growth (judged rows always have one)."""
+    return g.growth_mb if g.growth_mb is not None else 0.0
+
+
 def judged_workers(rows: list[Growth]) -> list[Growth]:
     return [g for g in rows if g.judged and g.kind in WORKER_KINDS and g.growth_mb is not None]
 
@@ -690,16 +698,16 @@ def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress
     workers, parents = judged_workers(rows), judged_parents(rows)
     threshold = base.growth_threshold_mb
     judged = workers + parents
-    verdict = None if not judged else ("growing" if max(g.growth_mb for g in judged) > threshold else "flat")
-    main = max(parents, key=lambda g: g.growth_mb) if parents else None
-    w_mean = float(np.mean([g.growth_mb for g in workers])) if workers else None
+    verdict = None if not judged else ("growing" if max(map(grown, judged)) > threshold else "flat")
+    main = max(parents, key=grown) if parents else None
+    w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
     per_worker_items = base.items / max(len(workers), 1) / 1000
     totals = carried_pss(samples).sum(axis=1, min_count=1).dropna()
     summary = replace(
         base, verdict=verdict, worker_uss_growth_mb=w_mean,
-        worker_uss_growth_max_mb=max((g.growth_mb for g in workers), default=None),
+        worker_uss_growth_max_mb=max(map(grown, workers), default=None),
         worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in workers])) if workers else None,
-        main_uss_growth_mb=main.growth_mb if main else None,
+        main_uss_growth_mb=grown(main) if main else None,
         growth_per_1k_items_per_worker_mb=(w_mean / per_worker_items) if w_mean is not None and base.items
         else None,
         total_pss_start_mb=_first(totals) if len(totals) else base.total_pss_start_mb,
@@ -766,10 +774,10 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
             f"({', '.join(g.role for g in unjudged[:4])}{', ...' if len(unjudged) > 4 else ''})." if unjudged else "")
     if verdict == "flat":
         return _flat_words(workers, parents, threshold, by_pid) + tail
-    growing = [g for g in workers if g.growth_mb > threshold]
+    growing = [g for g in workers if grown(g) > threshold]
     sentences = [_group_words(group, by_pid) for group in _worker_groups(growing, by_pid)]
-    sentences += [_parent_grows(g, workers) for g in parents if g.growth_mb > threshold]
-    calm = [g for g in parents if g.growth_mb <= threshold and (g.released_mb or 0) >= RELEASED_WORTH_MB]
+    sentences += [_parent_grows(g, workers) for g in parents if grown(g) > threshold]
+    calm = [g for g in parents if grown(g) <= threshold and (g.released_mb or 0) >= RELEASED_WORTH_MB]
     if calm:
         sentences.append(_not_growing(calm))
     return "growing: " + " ".join(sentences) + tail
@@ -783,7 +791,7 @@ def _since(g: Growth, workers: list[Growth]) -> str:
 
 
 def _parent_grows(g: Growth, workers: list[Growth]) -> str:
-    return _capital(f"{who(g.role)} grew {_mb(g.growth_mb)} of its own {_since(g, workers)}{_rate(g)}.")
+    return _capital(f"{who(g.role)} grew {_mb(grown(g))} of its own {_since(g, workers)}{_rate(g)}.")
 
 
 def _capital(text: str) -> str:
@@ -856,24 +864,24 @@ def _not_growing(parents: list[Growth]) -> str:
     """Why parents whose USS rose are not blamed: their pages became private as workers copied them."""
     if len(parents) == 1:
         g = parents[0]
-        return _capital(f"{who(g.role)} is not growing ({_mb(g.growth_mb)} of its own): "
+        return _capital(f"{who(g.role)} is not growing ({_mb(grown(g))} of its own): "
                         f"{_mb(g.released_mb or 0.0)} of its pages became private because its workers copied or exited.")
     names = ", ".join(who(g.role) for g in parents[:-1]) + f" and {who(parents[-1].role)}"
     low, high = min(g.released_mb or 0.0 for g in parents), max(g.released_mb or 0.0 for g in parents)
-    return _capital(f"{names} are not growing (at most {_mb(max(g.growth_mb for g in parents))} of their own): "
+    return _capital(f"{names} are not growing (at most {_mb(max(map(grown, parents)))} of their own): "
                     f"{_mb(low)} to {_mb(high)} of their pages became private because their workers copied or exited.")
 
 
 def _flat_words(workers: list[Growth], parents: list[Growth], threshold: float, by_pid: dict[int, Growth]) -> str:
     parts = []
     if workers:
-        top = max(workers, key=lambda g: g.growth_mb)
+        top = max(workers, key=grown)
         guessed = sum(1 for g in workers if g.estimated)
-        parts.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(top.growth_mb)}"
+        parts.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(grown(top))}"
                      f" ({top.role}{f'; {guessed} estimated from page faults' if guessed else ''})")
     for g in parents:
         since = _since(g, workers)
-        text = f"{who(g.role)} {_mb(g.growth_mb)}" + (f" {since}" if since != "while the job ran" else "")
+        text = f"{who(g.role)} {_mb(grown(g))}" + (f" {since}" if since != "while the job ran" else "")
         if g.built_mb is not None and abs(g.built_mb) >= 1:
             text += f" (built {_mb(g.built_mb)} before)"
         parts.append(text)

@@ -423,12 +423,17 @@ def chart_timeline(chart_id: str, title: str, samples: pd.DataFrame, lines: Sequ
         return None
     shapes, notes = generation_bands(lines)
     for axis, layout in chart["layouts"].items():
-        conv = (lambda x: x) if axis == "time" else (lambda x: float(clock.convert(axis, [x])[0]))
-        layout["shapes"] += [{**sh, "x0": conv(sh["x0"]), "x1": conv(sh["x1"])} for sh in shapes]
-        layout["annotations"] += [{**n, "x": conv(n["x"])} for n in notes]
+        layout["shapes"] += [{**sh, "x0": _at(clock, axis, sh["x0"]), "x1": _at(clock, axis, sh["x1"])}
+                             for sh in shapes]
+        layout["annotations"] += [{**n, "x": _at(clock, axis, n["x"])} for n in notes]
         layout["hovermode"] = "closest"
         layout["margin"]["r"] = 170
     return chart
+
+
+def _at(clock: Clock, axis: str, t: float) -> float:
+    """A time on ``axis``: seconds as they are, or the items fetched by then."""
+    return float(t) if axis == "time" else float(clock.convert(axis, [t])[0])
 
 
 def has_a_line(chart: dict | None) -> bool:
@@ -436,12 +441,11 @@ def has_a_line(chart: dict | None) -> bool:
     return chart is not None and any(sum(v is not None for v in t["y"]) >= 2 for t in chart["data"])
 
 
-def time_only(chart: dict | None) -> dict | None:
+def time_only(chart: dict) -> dict:
     """A chart without its items axis (a job that counted no items has none to offer)."""
-    if chart is not None:
-        chart["x"] = {"time": chart["x"]["time"]}
-        chart["layouts"] = {"time": chart["layouts"]["time"]}
-        chart["default"] = "time"
+    chart["x"] = {"time": chart["x"]["time"]}
+    chart["layouts"] = {"time": chart["layouts"]["time"]}
+    chart["default"] = "time"
     return chart
 
 

@@ -62,10 +62,12 @@ def _process_row(r: dict, threshold: float, has_workers: bool) -> ProcessRow:
     growth = r.get("growth_mb")
     tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
     start, end = r.get("start_t", r.get("first_t")), r.get("end_t", r.get("last_t"))
-    alive = f"{max(start, 0.0):.1f}–{end:.1f} s" if fmt.is_num(start) and fmt.is_num(end) else fmt.DASH
+    alive = f"{max(start or 0.0, 0.0):.1f}–{end:.1f} s" if fmt.is_num(start) and fmt.is_num(end) else fmt.DASH
     uss = f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}" if fmt.is_num(r.get("uss_start_mb")) \
         else fmt.mb(r.get("uss_end_mb"))
-    shown = (lambda text: text if judged else fmt.DASH)  # noqa: E731
+    def shown(text: str) -> str:
+        return text if judged else fmt.DASH
+
     return ProcessRow(r["role"], kind_text(r), int(r["pid"]), alive, int(r.get("pss_samples") or 0), uss,
                       shown(fmt.signed_mb(growth)), shown(fmt.signed(r.get("growth_mb_per_min"))),
                       shown(fmt.signed(r.get("growth_per_1k_items_mb"), 2)), _notes(r, judged, has_workers), tone)
@@ -143,11 +145,11 @@ def assumptions(b: tree.Basis) -> list[str]:
               f"{fmt.mb(b.parent_mb)}, once{share}.")
     start = ("it starts at 0 MB, sharing its parent's pages" if b.forked else
              f"its start-up copy is {fmt.mb(b.worker_start_mb)}")
-    out = [parent,
-           f"Each worker adds its private memory as measured over the same duration ({fmt.seconds(b.duration_s)} per "
-           f"worker): {start}, then {fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the "
-           f"{b.workers_measured} worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows further "
-           "while workers are still growing."]
+    each = (f"Each worker adds its private memory as measured over the same duration ({fmt.seconds(b.duration_s)} "
+            f"per worker): {start}, then {fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the "
+            f"{b.workers_measured} worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows "
+            "further while workers are still growing.")
+    out = [parent, each]
     if b.forked:
         out.append(f"“Full copy”: every forked worker ends with a private copy of everything its parent held when it "
                    f"started ({fmt.mb(b.full_copy_mb)}): where copy-on-access ends once workers have read every "
@@ -226,7 +228,7 @@ def timeline_charts(samples: pd.DataFrame, procs: list[tree.Proc], rows: list[di
         title = (f"Rank {r}: USS per process" if r >= 0 else
                  "Launcher and its own workers: USS per process" if has_ranks else "USS per process")
         chart = figures.chart_timeline(f"tl-{r + 1}", title, samples, mine, clock, max_points=max_points, axes=axes)
-        if figures.has_a_line(chart):
+        if chart is not None and figures.has_a_line(chart):
             charts.append(chart)
     return charts
 
@@ -239,8 +241,8 @@ def memory_charts(samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.
               figures.chart_rss_vs_pss("mem-rss", samples, clock, marks, max_points=max_points)]
     if items:
         charts.append(figures.chart_items_rate("mem-rate", progress, clock, marks, max_points=max_points))
-    charts = [c for c in charts if figures.has_a_line(c)]
-    return charts if items else [figures.time_only(c) for c in charts]
+    drawn = [c for c in charts if c is not None and figures.has_a_line(c)]
+    return drawn if items else [figures.time_only(c) for c in drawn]
 
 
 def timeline_note(s: RunSummary, has_generations: bool, procs: list[tree.Proc]) -> str:

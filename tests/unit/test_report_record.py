@@ -10,16 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from memprobe.analysis import summarize_all
 from memprobe.report import figures, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results import ResultSet
 from memprobe.session import write_summary
-from memprobe.analysis import summarize_all
 from treejobs import fork_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
 
 def chart_data(html: str) -> dict:
-    m = re.search(r'<script type="application/json" id="memprobe-data">(.*?)</script>', html, re.S)
+    m = re.search(r'<script type="application/json" id="memprobe-data">(.*?)</script>', html, re.DOTALL)
     assert m, "no chart data in the page"
     return json.loads(m.group(1))
 
@@ -44,7 +44,7 @@ def rank_root(tmp_path: Path) -> Path:
 
 
 def test_a_recorded_job_gets_its_own_page_with_the_culprit_first(fork_page: str) -> None:
-    culprit = re.search(r'<p class="culprit tone-growing" id="culprit">(.*?)</p>', fork_page, re.S)
+    culprit = re.search(r'<p class="culprit tone-growing" id="culprit">(.*?)</p>', fork_page, re.DOTALL)
     assert culprit, "no culprit at the top"
     assert "The main process&#39;s 2 DataLoader workers (fork) each grew ~+200 MB" in culprit.group(1)
     assert fork_page.index('id="culprit"') < fork_page.index('id="timeline"') < fork_page.index('id="processes"')
@@ -85,7 +85,7 @@ def test_a_timeline_per_rank_with_exact_readings_as_markers_and_the_estimate_dot
 
 def test_the_who_grows_table_names_kinds_growth_rates_and_what_is_not_growth(fork_page: str) -> None:
     table = fork_page[fork_page.index('id="processes"'):fork_page.index("</table>", fork_page.index('id="processes"'))]
-    rows = re.findall(r"<tr class=\"tone-(\w+)\">(.*?)</tr>", table, re.S)
+    rows = re.findall(r"<tr class=\"tone-(\w+)\">(.*?)</tr>", table, re.DOTALL)
     assert [tone for tone, _ in rows] == ["flat", "growing", "growing"]
     main, worker = rows[0][1], rows[1][1]
     assert "main process" in main and "built +295 MB before its workers started" in main
@@ -148,7 +148,7 @@ def test_summary_json_and_compare_take_recorded_runs(rank_root: Path, tmp_path: 
 
 
 def test_a_process_never_read_exactly_is_drawn_from_its_estimate() -> None:
-    meta, samples = fork_job()
+    _, samples = fork_job()
     samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))].copy()
     samples.loc[samples["pid"].eq(12) & samples["tier"].eq("cheap"), "uss_est_mb"] = 50.0
     line = figures.Lifeline(12, "worker 1", "worker 1", 0, 5.0, 21.0, True)

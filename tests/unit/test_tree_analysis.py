@@ -13,7 +13,6 @@ from memprobe.tree_analysis import (carried_pss, estimate_error, interval_own, p
 from treejobs import MB_PER_FAULT, fork_job, gone_row, job_meta, proc_info, proc_rows, rank_job
 
 
-
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
     return summarize(meta, samples, progress if progress is not None else pd.DataFrame(), pd.DataFrame())
 
@@ -266,8 +265,7 @@ def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked
     for p in meta["processes"]:
         for k in ("kind", "ppid", "forked", "start_method", "start_t", "generation", "end_t"):
             p.pop(k)
-        p.update(role="other" if p["pid"] != 1 else "main", worker=-1 if p["pid"] != 1 else -1,
-                 command="python train.py")
+        p.update(role="other" if p["pid"] != 1 else "main", worker=-1, command="python train.py")
     meta["start_methods"] = {}
     samples = samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]).assign(
         role=lambda d: d["role"].where(d["pid"] == 1, "other"), worker=-1)

@@ -828,7 +828,10 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
         head = f"the {n} {workers} of {', '.join(names[:-1])} and {names[-1]} ({n // len(parents)} each)"
     else:
         head = (f"{_possessive(parents[0].role)} " if parents else "") + (f"{n} " if n > 1 else "") + workers
-    text = f"{head} {each}{_mb(mean)} in {_duration(span)}" + (f" ({np.mean(rates):,.0f} MB/min)" if rates else "")
+    per_1k = [g.growth_per_1k_items_mb for g in group if g.growth_per_1k_items_mb is not None]
+    pace = ([f"{np.mean(rates):,.0f} MB/min"] if rates else []) + \
+        ([f"{np.mean(per_1k):,.2f} MB per 1,000 items"] if len(per_1k) == n else [])
+    text = f"{head} {each}{_mb(mean)} in {_duration(span)}" + (f" ({', '.join(pace)})" if pace else "")
     return _capital(text + _estimate_words(group) + _cause(g0, parents)) + "."
 
 

@@ -52,6 +52,7 @@ def test_growth_per_1000_items_uses_the_items_each_worker_served() -> None:
     worker = next(p for p in s.processes if p["pid"] == 11)
     assert worker["growth_per_1k_items_mb"] == pytest.approx(200 / 15, rel=0.01)  # 15,000 items each
     assert s.growth_per_1k_items_per_worker_mb == pytest.approx(200 / 15, rel=0.01)
+    assert "each grew ~+200 MB in 15 s (800 MB/min, 13.33 MB per 1,000 items)" in s.culprit
 
 
 def test_summary_json_holds_the_table_the_culprit_and_the_projection() -> None:

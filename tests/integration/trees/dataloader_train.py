@@ -12,11 +12,10 @@ import os
 import pickle
 import time
 
+import coco
 import torch
 import torch.multiprocessing
 from torch.utils.data import DataLoader
-
-import coco
 
 UPCOMING_NAME = "pt_multiprocess_data_worker"
 

@@ -2,9 +2,8 @@
 starts N workers that each read the whole dataset built by the main process."""
 from __future__ import annotations
 
-import torch
-
 import coco
+import torch
 
 
 def worker(index: int, dataset: torch.utils.data.Dataset, seconds: float, hold: float) -> None:

@@ -229,3 +229,13 @@ def test_a_process_that_went_quiet_after_moving_is_read_before_one_still_moving(
     plan.observe(6.0, {1: (5 * step, 100 * MB), 2: (6 * step, 100 * MB)}, groups)  # 1 stopped
     assert plan.tracks[1].went_quiet() and not plan.tracks[2].went_quiet()
     assert plan.choose(6.0, PLENTY)[0] == 1
+
+
+def test_the_cost_of_a_reading_is_learned_from_big_processes_only() -> None:
+    plan = _planner(1, 2, rss=400 * MB)
+    before = plan.s_per_byte
+    plan.observe(1.0, {1: (0, 400 * MB), 2: (0, 16 * 1024)}, {1: 1, 2: 2})
+    plan.exact(2, 1.0, 8 * 1024, 16 * 1024, 0.002)  # 2 ms for 16 KB: overhead, not page walk
+    assert plan.s_per_byte == before
+    plan.exact(1, 1.0, 50 * MB, 400 * MB, 1000.0)  # absurd: kept within bounds
+    assert plan.predicted_cost(1) < 1.0

@@ -167,6 +167,11 @@ class ThreadPoolIter(_BaseIter):
     # -- sending -------------------------------------------------------------
 
     def _dispatch(self) -> None:
+        # Indices are drawn here, in the iterating thread, prefetch_factor * W at the start and one
+        # per batch returned, as torch draws them: a sampler drawing lazily from a generator the
+        # program also uses sees the same calls, and no more batches are loaded ahead. Workers
+        # drawing their own would spare this hand-out but not the wait for batch k to be returned
+        # before batch k + prefetch_factor * W starts (docs/perf/threads.md, "On cheap items").
         if len(self._slots) + len(self._ready) >= self._max_tasks:
             return
         try:

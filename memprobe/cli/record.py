@@ -102,7 +102,8 @@ def print_result(result, stream) -> None:
             p(NO_ITEMS.get(result.kind, NO_ITEMS["record"]))
     rows = process_rows(result.processes)
     if rows:
-        p("\nper process, over its lifetime (first to last PSS sample):")
+        p("\nper process (own growth: from its start for a forked worker, after start-up for a spawned one, from its\n"
+          "first worker for a parent; not growth: pages made private or shared by other processes):")
         p(rows)
     if result.status == "interrupted":
         p("\nmemprobe: interrupted: what was sampled has been saved")
@@ -110,19 +111,30 @@ def print_result(result, stream) -> None:
 
 
 def process_rows(processes: list[dict], limit: int = 24) -> str:
-    def num(v, sign=False):
+    """The per-process table: each process's life (its own start to its end), what it held when
+    its growth window opened, its own growth, and what moved without being its growth."""
+    def num(v: float | None, sign: bool = False) -> str:
         return "-" if v is None else (f"{v:+,.1f}" if sign else f"{v:,.1f}")
 
-    head = ("pid", "role", "seconds", "PSS samples", "USS first MB", "USS last MB", "growth MB")
+    def life(r: dict) -> str:
+        start = r.get("start_t", r["first_t"])
+        end = r.get("end_t") or r["last_t"]
+        return "-" if start is None or end is None else f"{max(start, 0.0) + 0.0:.1f}-{end:.1f}"
+
+    head = ("pid", "role", "kind", "alive (s)", "exact", "built/start-up MB", "USS MB", "own growth MB",
+            "not growth MB")
     rows = [head]
-    shown = [r for r in processes if r["worker"] >= 0 or r["role"] == "main" or r["role"].startswith("rank ")]
+    shown = [r for r in processes if r["worker"] >= 0 or r.get("kind") in ("main", "launcher", "rank")
+             or r["role"] == "main" or r["role"].startswith("rank ")]
     for r in shown[:limit]:
-        span = (f"{r['first_t']:.1f}-{r['last_t']:.1f}" if r["first_t"] is not None and r["last_t"] is not None
-                else "-")
-        rows.append((str(r["pid"]), r["role"], span, str(r["pss_samples"]), num(r["uss_start_mb"]),
-                     num(r["uss_end_mb"]), num(r["growth_mb"], sign=True)))
+        before = r.get("built_mb") if r.get("built_mb") is not None else r.get("startup_mb")
+        moved = [v for v in (r.get("released_mb"), r.get("shared_mb")) if v]
+        est = " (est.)" if r.get("estimated") else ""
+        rows.append((str(r["pid"]), r["role"], str(r.get("kind") or "-"), life(r), str(r["pss_samples"]),
+                     num(before), f"{num(r['uss_start_mb'])} -> {num(r['uss_end_mb'])}",
+                     num(r["growth_mb"], sign=True) + est, num(sum(moved), sign=True) if moved else "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]
     if len(shown) > limit:
         lines.append(f"... and {len(shown) - limit} more (summary.json has them all)")

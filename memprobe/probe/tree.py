@@ -420,7 +420,8 @@ def process_order(row: dict) -> tuple:
         group = 1
     else:
         group = 0 if top or row["role"] == f"rank {row['rank']}" else 2
-    first = row["first_t"] if row["first_t"] is not None else 0.0
+    # By each process's own start where known: workers forked together stay together.
+    first = next((row[k] for k in ("start_t", "first_t") if row.get(k) is not None), 0.0)
     return (not top, row["rank"], group, first, row["pid"])
 
 

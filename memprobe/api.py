@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import sys
 import tempfile
 from collections.abc import Callable
@@ -22,10 +23,10 @@ from typing import Any
 from memprobe.analysis import RunSummary, per_process_growth, summarize_all, window_bounds
 from memprobe.errors import UsageError
 from memprobe.factory import load_factory
-from memprobe.results import ResultSet, consolidate, write_json_atomic
+from memprobe.results import SCHEMA_VERSION, ResultSet, consolidate, write_json_atomic
 from memprobe.runner import environment, execute
-from memprobe.scenario import (MODES, DatasetSpec, FactorySpec, LoaderSpec, RunSpec, SamplingSpec,
-                               VerdictSpec)
+from memprobe.scenario import (MB_PER_WORKER, MODES, WORKERS_PER_CPU, DatasetSpec, FactorySpec, LoaderSpec,
+                               Machine, RunSpec, SamplingSpec, VerdictSpec)
 
 CAUSES = (
     "Growth in forked workers is usually copy-on-access: reading Python objects (a list of dicts, "
@@ -190,7 +191,8 @@ class ProfileResult:
 def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mode: str = "fork",
             workers: int = 2, items: int | None = None, epochs: int = 1, batch_size: int = 64,
             shuffle: bool = True, gc_freeze: bool = False, timeout_s: float = 300.0,
-            growth_threshold_mb: float = 50.0, out: str | Path | None = None, seed: int = 0) -> ProfileResult:
+            growth_threshold_mb: float = 50.0, out: str | Path | None = None, seed: int = 0,
+            no_limits: bool = False) -> ProfileResult:
     """Build the dataset with ``factory(**kwargs)`` in a fresh process, load it with ``workers``
     workers in ``mode``, sample memory from the outside, and return the result. ``gc_freeze``
     calls gc.freeze() before the workers start (no one-off copy of the interpreter's objects).
@@ -199,9 +201,14 @@ def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mo
     class, a classmethod or staticmethod, a ``"module:qualname"`` string, or a
     ``functools.partial`` of one of those whose arguments are JSON values (they are passed as
     keyword arguments). Lambdas, functions defined inside functions, anything defined in
-    ``__main__`` and methods bound to an object are refused, saying why."""
+    ``__main__`` and methods bound to an object are refused, saying why.
+
+    The numbers are checked as a scenario's are (README, Limits): ``workers`` at most what this
+    machine can hold unless ``no_limits`` (as ``--no-limits``)."""
     if mode not in MODES:
         raise UsageError(f"profile(): mode {mode!r}; allowed: {', '.join(MODES)}")
+    _check_numbers(workers=workers, items=items, epochs=epochs, batch_size=batch_size, timeout_s=timeout_s,
+                   growth_threshold_mb=growth_threshold_mb, seed=seed, no_limits=no_limits)
     factory, kwargs = unwrap_partial(factory, kwargs)
     ref = factory_ref(factory)
     name = ref.rsplit(":", 1)[1].split(".")[-1]
@@ -217,9 +224,33 @@ def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mo
     return _execute(spec, root)
 
 
+def _check_numbers(*, workers: int, items: int | None, epochs: int, batch_size: int, timeout_s: float,
+                   growth_threshold_mb: float, seed: int, no_limits: bool) -> None:
+    """Refuse what no run can do, naming the argument, the value and what is allowed."""
+    def bad(name: str, value: object, allowed: str) -> UsageError:
+        return UsageError(f"profile(): {name}={value!r}; allowed: {allowed}")
+
+    for name, value, low in (("workers", workers, 0), ("epochs", epochs, 1), ("batch_size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise bad(name, value, f"a whole number >= {low}")
+    if items is not None and (isinstance(items, bool) or not isinstance(items, int) or items < 1):
+        raise bad("items", items, "None (the whole dataset) or a whole number >= 1")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise bad("seed", seed, "a whole number from 0 to 4,294,967,295")
+    for name, number, low in (("timeout_s", timeout_s, 1.0), ("growth_threshold_mb", growth_threshold_mb, 0.0)):
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
+                or number < low:
+            raise bad(name, number, f"a finite number >= {low:g}")
+    machine = Machine.here()
+    if not no_limits and workers > machine.max_workers:
+        raise bad("workers", workers, f"at most {machine.max_workers} on this machine ({WORKERS_PER_CPU} per CPU x "
+                                      f"{machine.cpus} CPUs, and {MB_PER_WORKER} MB per worker of "
+                                      f"{machine.memory_mb:,} MB); no_limits=True runs it anyway")
+
+
 def _execute(spec: RunSpec, root: Path) -> ProfileResult:
     root.mkdir(parents=True, exist_ok=True)
-    manifest = {"schema_version": 1, "scenario": f"profile {spec.factory.factory}", "status": "running",
+    manifest = {"schema_version": SCHEMA_VERSION, "scenario": f"profile {spec.factory.factory}", "status": "running",
                 "environment": environment(), "runs": [spec.run_id]}
     write_json_atomic(root / "manifest.json", manifest)
     execute(spec, root / "runs" / spec.run_id)

@@ -173,3 +173,21 @@ def test_profile_runs_a_partial_as_its_function_with_keywords(monkeypatch: pytes
     factory = seen[0].factory
     assert factory.factory == "test_api_result:build" and factory.name == "build"
     assert factory.kwargs == {"records": 2_000, "floats": 8, "seed": 3}
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"workers": 10000}, ["workers=10000", "at most", "per CPU", "no_limits=True"]),
+    ({"workers": -1}, ["workers=-1", ">= 0"]),
+    ({"batch_size": 0}, ["batch_size=0", ">= 1"]),
+    ({"items": 0}, ["items=0", "None"]),
+    ({"epochs": True}, ["epochs=True", "whole number"]),
+    ({"timeout_s": float("nan")}, ["timeout_s=nan", "finite"]),
+    ({"growth_threshold_mb": -5}, ["growth_threshold_mb=-5", ">= 0"]),
+    ({"seed": 2**40}, ["seed=1099511627776", "4,294,967,295"]),
+])
+def test_profile_refuses_numbers_no_run_can_take_before_anything_runs(tmp_path, arguments, words) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(UsageError) as caught:
+        profile("memprobe.datasets.records:build", out=out, **arguments)
+    assert all(w in str(caught.value) for w in words), str(caught.value)
+    assert not out.exists()  # refused before anything was written

@@ -25,7 +25,7 @@ from types import ModuleType
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = ("install it with: pip install 'memprobe[nvimgcodec]'  "
+INSTALL_HINT = ("install it with: pip install 'torch-memprobe[nvimgcodec]'  "
                 "(or: pip install 'nvidia-nvimgcodec-cu12[nvjpeg]'; the nvjpeg extra is what GPU decoding needs)")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -51,7 +51,7 @@ SUBSAMPLING: dict[str, int] = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2}
 
 _INSTALL_HINT = (
     "scikit-image is needed to build benchmark JPEGs from its bundled photos: "
-    "pip install 'memprobe[images]'  (or: pip install scikit-image)"
+    "pip install 'torch-memprobe[images]'  (or: pip install scikit-image)"
 )
 
 # Smallest crop, as a fraction of the largest crop with the target aspect

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-pytest.importorskip("skimage", reason="scikit-image builds the test JPEGs: pip install 'memprobe[images]'")
+pytest.importorskip("skimage", reason="scikit-image builds the test JPEGs: pip install 'torch-memprobe[images]'")
 
 from memprobe.decode.dataset import DecodeDataset  # noqa: E402
 from memprobe.decode.decoders import NvImageCodecDecoder, available_decoders  # noqa: E402

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'memprobe[images]'")
+pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'torch-memprobe[images]'")
 
 FAKE_GPU = '''
 # decoders binds the probe at import, so patch it there as well as at its source.
@@ -62,7 +62,7 @@ def test_without_nvimgcodec_pillow_runs_and_the_rest_says_how_to_install(tmp_pat
     assert nv["status"] == "failed" and nv["items"] == 0
     for text in (nv["error"], proc.stdout):
         assert "No module named 'nvidia.nvimgcodec'" in text
-        assert "pip install 'memprobe[nvimgcodec]'" in text
+        assert "pip install 'torch-memprobe[nvimgcodec]'" in text
 
 
 def test_fork_with_a_gpu_is_a_clear_per_run_failure(tmp_path: Path, simulated_env) -> None:

@@ -336,7 +336,7 @@ DECODE_STATE = """(() => {
 
 @pytest.fixture(scope="module")
 def decode_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'memprobe[images]'")
+    pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'torch-memprobe[images]'")
     out = tmp_path_factory.mktemp("browser-decode") / "results"
     result = run_scenario(parse_scenario(DECODE_SCENARIO, "browser-decode.yaml"), out, render=False)
     assert [s.status for s in result.summaries] == ["ok", "ok"], [s.error for s in result.summaries]

@@ -25,7 +25,7 @@ timeout_s: 120
 def decode_page(tmp_path_factory: pytest.TempPathFactory, simulated_env, hide_nvimgcodec: str) -> str:
     """The report of a real decode session on a machine without nvImageCodec (simulated in every
     process by a sitecustomize that makes its import fail)."""
-    pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'memprobe[images]'")
+    pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'torch-memprobe[images]'")
     tmp = tmp_path_factory.mktemp("decode-report")
     (tmp / "decode-report.yaml").write_text(SCENARIO, encoding="utf-8")
     env = simulated_env(tmp, hide_nvimgcodec)

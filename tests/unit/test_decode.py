@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("skimage", reason="scikit-image builds the test JPEGs: pip install 'memprobe[images]'")
+pytest.importorskip("skimage", reason="scikit-image builds the test JPEGs: pip install 'torch-memprobe[images]'")
 
 from memprobe.decode import _nvimgcodec  # noqa: E402
 from memprobe.decode.correctness import (  # noqa: E402
@@ -286,7 +286,7 @@ def nvimgcodec_missing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_missing_nvimgcodec_says_how_to_install(nvimgcodec_missing) -> None:
-    hint = "pip install 'memprobe[nvimgcodec]'"
+    hint = "pip install 'torch-memprobe[nvimgcodec]'"
     reason = available_decoders()["nvimgcodec"]
     assert reason is not None and "nvidia.nvimgcodec is not importable" in reason and hint in reason
     assert available_decoders()["pillow"] is None

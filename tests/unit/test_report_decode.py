@@ -227,7 +227,7 @@ def test_bars_say_images_per_s_and_name_the_backend() -> None:
 
 
 MISSING = ("ImportError: nvidia.nvimgcodec is not importable (ModuleNotFoundError: No module named "
-           "'nvidia.nvimgcodec'); install it with: pip install 'memprobe[nvimgcodec]'\nTraceback ...")
+           "'nvidia.nvimgcodec'); install it with: pip install 'torch-memprobe[nvimgcodec]'\nTraceback ...")
 
 
 def test_a_decoder_whose_runs_all_failed_is_listed_with_its_error() -> None:
@@ -236,7 +236,7 @@ def test_a_decoder_whose_runs_all_failed_is_listed_with_its_error() -> None:
                 items_per_s=None) for m in ("fork", "thread")]
     [line] = content.not_in_bars(runs)
     assert line.startswith("nvimgcodec (all 2 runs failed: ImportError: nvidia.nvimgcodec is not importable")
-    assert "pip install 'memprobe[nvimgcodec]'" in line and "Traceback" not in line
+    assert "pip install 'torch-memprobe[nvimgcodec]'" in line and "Traceback" not in line
     assert content.not_in_bars(runs[:2]) == []
 
 

@@ -14,6 +14,7 @@ so that callers record a *missing* sample rather than a drop to zero.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -215,8 +216,10 @@ def read_children(pid: int, *, all_threads: bool = True) -> list[int]:
     return kids
 
 
-def process_tree(root: int) -> list[int]:
-    """``root`` and all its descendants, parents before children."""
+def process_tree(root: int, children: Callable[[int], list[int]] | None = None) -> list[int]:
+    """``root`` and all its descendants, parents before children; ``children`` lists a
+    process's children (default: :func:`read_children`, every thread's)."""
+    children = children or read_children
     order, todo = [], [root]
     seen: set[int] = set()
     while todo:
@@ -225,7 +228,7 @@ def process_tree(root: int) -> list[int]:
             continue
         seen.add(pid)
         order.append(pid)
-        todo.extend(read_children(pid))
+        todo.extend(children(pid))
     return order
 
 

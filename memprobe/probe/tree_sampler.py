@@ -101,17 +101,12 @@ class TreeSampler(Sampler):
         return super()._discover(tick)
 
     def _tree(self, root: int) -> list[int]:
-        order, todo, seen = [], [root], set()
-        while todo:
-            pid = todo.pop(0)
-            if pid in seen:
-                continue
-            seen.add(pid)
-            order.append(pid)
-            # A single-threaded process's main-thread list is complete.
-            every = self._all_threads and self._threads.get(pid, 2) > 1
-            todo.extend(procfs.read_children(pid, all_threads=every))
-        return order
+        return procfs.process_tree(root, self._children)
+
+    def _children(self, pid: int) -> list[int]:
+        # A single-threaded process's main-thread list is complete.
+        every = self._all_threads and self._threads.get(pid, 2) > 1
+        return procfs.read_children(pid, all_threads=every)
 
     def _read_cheap(self, pid: int) -> procfs.CheapSample | None:
         st = procfs.read_stat(pid)

@@ -382,7 +382,9 @@ def _parent_window(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs
     since = min(q.start_t for q in mine) if mine else marks.get("first_mark")
     before = readings[readings["t"] < since] if since is not None else readings.iloc[:1]
     window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
-    origin = _built_since_reading(p.pid, samples, window, since) if since is not None and len(before) else None
+    origin = None
+    if since is not None and len(before):
+        origin = _built_since_reading(p.pid, samples, window, since) or _built_unseen(p.pid, samples, window, since)
     if origin is not None:
         window = window[window["t"] > origin["t"]]
     if mine:
@@ -392,6 +394,23 @@ def _parent_window(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs
     built = _built(p, samples, readings, window, since) if origin is None else \
         origin["uss_mb"] - float(readings["uss_mb"].iloc[0])
     return window, origin, built, None
+
+
+def _built_unseen(pid: int, samples: pd.DataFrame, window: pd.DataFrame, since: float) -> dict | None:
+    """The parent's state just before its first worker started when neither a reading nor the
+    estimate saw it build, but its anonymous RSS did: before a first fork every anonymous page
+    is the parent's own, so that rise is memory it built (its USS then: the reading before plus
+    the rise). None when the rise is under a megabyte or the column is missing."""
+    if window.empty or "rss_anon_mb" not in samples:
+        return None
+    t0, uss0 = float(window["t"].iloc[0]), float(window["uss_mb"].iloc[0])
+    rows = samples[(samples["pid"] == pid) & (samples["t"] >= t0) & (samples["t"] < since)].sort_values("t")
+    rows = rows.assign(anon=pd.to_numeric(rows["rss_anon_mb"], errors="coerce")).dropna(subset=["anon"])
+    if len(rows) < 2 or float(rows["anon"].iloc[-1] - rows["anon"].iloc[0]) < STILL_MB:
+        return None
+    last = rows.iloc[-1]
+    return {"t": float(last["t"]), "uss_mb": uss0 + float(last["anon"] - rows["anon"].iloc[0]),
+            "rss_mb": last.get("rss_mb"), "minflt": last.get("minflt"), "anon_huge_mb": None}
 
 
 def _built_since_reading(pid: int, samples: pd.DataFrame, window: pd.DataFrame, since: float) -> dict | None:

@@ -115,8 +115,9 @@ def test_record_follows_each_epochs_workers_and_passes_output_and_exit_code_thro
     assert run["items_per_s"] is not None and run["items_per_s"] > 0
     per_worker = [p for p in run["processes"] if p["worker"] >= 0]
     # A forked worker's start is known exactly (USS 0 at its fork), so one exact reading measures
-    # its growth: every worker has one, none is judged on the estimate alone.
-    assert len(per_worker) == 4 and all(p["pss_samples"] >= 1 and not p["estimated"] for p in per_worker), per_worker
+    # its growth: every worker has one (its growth may still run on, by the estimate, to its end).
+    assert len(per_worker) == 4 and all(p["pss_samples"] >= 1 for p in per_worker), [
+        (p["role"], p["pss_samples"], p["estimated"], p["growth_mb"]) for p in per_worker]
     assert all(p["growth_mb"] > 25 for p in per_worker), per_worker
 
 

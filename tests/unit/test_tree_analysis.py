@@ -297,3 +297,19 @@ def test_a_worker_that_grew_after_its_last_exact_reading_counts_to_its_end_by_th
     assert "(1 of them estimated from page faults: the exact readings missed their growth)" in s.culprit
     flat = next(p for p in _summary(*fork_job()).processes if p["pid"] == 11)
     assert not flat["estimated"]  # read at its end: exact
+
+
+def test_a_parent_whose_building_no_reading_nor_estimate_saw_is_shown_it_by_its_anonymous_memory() -> None:
+    # main is read at 0.1 and 0.3 (5 MB), builds 300 MB unseen by readings and estimates, forks at
+    # 5.0 and is read again only after its workers ended: its anonymous RSS rose 300 MB meanwhile.
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 5, 20, 5), (0.3, "pss", 4, 21, 5), (2.0, "cheap", None, 165, 150),
+                                     (4.8, "cheap", None, 315, 300), (30.0, "pss", 305, 317, 303)], kind="main")
+    for row, anon in zip(main, (6, 6, 150, 306, 306)):
+        row["rss_anon_mb"] = anon
+    meta, samples = fork_job()
+    samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
+    s = _summary(meta, samples)
+    row = s.processes[0]
+    assert row["built_mb"] == pytest.approx(299)  # 4 MB read at 0.3 + 300 MB of anonymous memory, from 5 MB
+    assert row["growth_mb"] == pytest.approx(1, abs=0.5) and s.main_uss_growth_mb < 50
+    assert "The main process grew" not in s.culprit

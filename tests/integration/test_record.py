@@ -254,7 +254,9 @@ def test_watch_samples_a_running_job_and_leaves_it_running(tmp_path: Path) -> No
         assert set(live.loc[live["pid"] == job.pid, "role"]) == {"main"}
         workers = live[live["worker"] >= 0]
         assert workers["pid"].nunique() >= 2 and set(workers["role"]) >= {"worker 0", "worker 1"}
-        assert (workers["tier"] == "pss").sum() >= 2
+        # Forked workers are not read at first sight (their start is exact: USS 0 at the fork);
+        # the round taken when watch stops reads every live one.
+        assert (workers["tier"] == "pss").sum() >= 1
         meta = _run_meta(out)
         assert meta["kind"] == "watch" and meta["spec"]["mode"] == "fork"
         assert 2.5 <= meta["elapsed_s"] < 15

@@ -19,7 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-pytestmark = pytest.mark.slow
+# Exact readings fall where the budget lets them: on a loaded machine a short job's worker may
+# get fewer than usual. One rerun; a real regression fails twice.
+pytestmark = [pytest.mark.slow, pytest.mark.flaky(reruns=1)]
 
 TRAIN = textwrap.dedent('''
     import sys, time

@@ -15,11 +15,11 @@ Per repeat (configurations interleaved so that machine noise hits all of them al
      loader images/s in the growth window (warm -> done), total PSS, CPU cores used.
 Then: scaling = best mode's images/s / (N x single-core rate) and thread / best-process ratio.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -48,8 +48,12 @@ BATCH_SIZE = 64  # the loader runs' batch size; the single-core loop holds image
 
 
 def single_core(decoders: list[str], images: int) -> dict[str, float]:
-    res = subprocess.run([sys.executable, "-c", SINGLE_CORE, ",".join(decoders), str(images), str(BATCH_SIZE)],
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", SINGLE_CORE, ",".join(decoders), str(images), str(BATCH_SIZE)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -57,8 +61,10 @@ def loader_runs(decoders: list[str], images: int, workers: int, repeat: int, bas
     from memprobe.scenario import parse_scenario
     from memprobe.session import run_scenario
 
-    text = (f"{{name: decode-bench, decode: {{images: {images}}}, decoders: [{', '.join(decoders)}], "
-            f"modes: [fork, spawn, thread], workers: [{workers}], loader: {{batch_size: {BATCH_SIZE}, epochs: 4, shuffle: false, persistent_workers: true}}}}")
+    text = (
+        f"{{name: decode-bench, decode: {{images: {images}}}, decoders: [{', '.join(decoders)}], "
+        f"modes: [fork, spawn, thread], workers: [{workers}], loader: {{batch_size: {BATCH_SIZE}, epochs: 4, shuffle: false, persistent_workers: true}}}}"
+    )
     result = run_scenario(parse_scenario(text, "bench.yaml"), base / f"r{repeat}", render=False)
     return [s.to_dict() for s in result.summaries]
 
@@ -71,7 +77,9 @@ def main() -> None:
     p.add_argument("--decoders", default="pillow,nvimgcodec")
     args = p.parse_args()
     decoders = args.decoders.split(",")
-    print(f"command: python {' '.join(sys.argv)}\nloadavg at start: {open('/proc/loadavg').read().split()[:3]}")
+    print(
+        f"command: python {' '.join(sys.argv)}\nloadavg at start: {open('/proc/loadavg').read().split()[:3]}"
+    )
     singles: dict[str, list[float]] = defaultdict(list)
     runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,8 +98,10 @@ def _med(xs: list[float | None]) -> float:
 
 
 def report(decoders: list[str], singles: dict, runs: dict, workers: int) -> None:
-    print(f"\n| decoder (backend) | single-core img/s | mode | loader img/s (median) | per repeat | "
-          f"CPU cores used | peak total PSS MB |")
+    print(
+        "\n| decoder (backend) | single-core img/s | mode | loader img/s (median) | per repeat | "
+        "CPU cores used | peak total PSS MB |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in decoders:
         one = _med(singles[name])
@@ -101,16 +111,20 @@ def report(decoders: list[str], singles: dict, runs: dict, workers: int) -> None
             backend = rs[0].get("decoder_backend") if rs else "?"
             failed = [s["error"] for s in rs if s["status"] != "ok"]
             per = ", ".join(f"{x:,.0f}" for x in rates if x) or ("failed: " + failed[0] if failed else "-")
-            print(f"| {name} ({backend}) | {one:,.0f} | {mode} | {_med(rates):,.0f} | {per} | "
-                  f"{_med([s['cpu_cores_used'] for s in rs]):.2f} | {_med([s['total_pss_peak_mb'] for s in rs]):,.0f} |")
+            print(
+                f"| {name} ({backend}) | {one:,.0f} | {mode} | {_med(rates):,.0f} | {per} | "
+                f"{_med([s['cpu_cores_used'] for s in rs]):.2f} | {_med([s['total_pss_peak_mb'] for s in rs]):,.0f} |"
+            )
     print(f"\n| decoder | best mode | scaling = best / ({workers} x single-core) | thread / best process |")
     print("|---|---|---|---|")
     for name in decoders:
         med = {m: _med([s["items_per_s"] for s in runs[(name, m)]]) for m in ("fork", "spawn", "thread")}
         best_mode = max(med, key=lambda m: med[m] if med[m] == med[m] else -1)
         best_proc = max(med["fork"], med["spawn"])
-        print(f"| {name} | {best_mode} | {med[best_mode] / (workers * _med(singles[name])):.2f} | "
-              f"{med['thread'] / best_proc:.2f} |")
+        print(
+            f"| {name} | {best_mode} | {med[best_mode] / (workers * _med(singles[name])):.2f} | "
+            f"{med['thread'] / best_proc:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -159,7 +159,9 @@ def versions() -> str:
     return ", ".join(parts)
 
 
-def render(results: list[Result], checked: list[str], args: argparse.Namespace, core: int, command: str) -> str:
+def render(
+    results: list[Result], checked: list[str], args: argparse.Namespace, core: int, command: str
+) -> str:
     lines = [
         f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs, pinned to CPU {core}",
         f"Software: {versions()}",

@@ -6,6 +6,7 @@
 
 Prints each worker's USS (MB) after the first batch and near the end of one epoch.
 """
+
 from __future__ import annotations
 
 import gc
@@ -26,8 +27,9 @@ def main(backend: str, how: str, records: int = 300_000) -> None:
         if how == "disable":
             gc.disable()
 
-    dl = DataLoader(ds, batch_size=256, num_workers=2, multiprocessing_context="fork", shuffle=True,
-                    worker_init_fn=init)
+    dl = DataLoader(
+        ds, batch_size=256, num_workers=2, multiprocessing_context="fork", shuffle=True, worker_init_fn=init
+    )
     it = iter(dl)
     next(it)
     pids = [p.pid for p in it._workers]

@@ -16,6 +16,7 @@ Trees:
             with 4 fork workers (2 epochs, persistent_workers=False): launcher + 2 ranks + 8 workers
             = 11 processes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-FIVE = textwrap.dedent('''
+FIVE = textwrap.dedent("""
     import os, sys, time
     records, seconds = int(sys.argv[1]), float(sys.argv[2])
     rows = [{"id": i, "path": f"images/train/{i % 1000:04d}/{i:09d}.jpg", "label": i % 1000,
@@ -56,9 +57,9 @@ FIVE = textwrap.dedent('''
     for pid in kids:
         os.waitpid(pid, 0)
     time.sleep(1.0)
-''')
+""")
 
-RANK = textwrap.dedent('''
+RANK = textwrap.dedent("""
     import os, sys, time
     import torch
     from torch.utils.data import DataLoader, Dataset
@@ -82,28 +83,37 @@ RANK = textwrap.dedent('''
         for batch in loader:
             time.sleep(pause)
         print(f"rank {os.environ.get('RANK')} epoch {epoch} done", flush=True)
-''')
+""")
 
 
 def markdown(df: pd.DataFrame) -> str:
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    lines += [
+        "| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |"
+        for row in df.itertuples(index=False)
+    ]
     return "\n".join(lines)
 
 
 def machine() -> str:
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")) // 1024
-    return (f"{cpu}, {os.cpu_count()} cores, {mem:,} MB RAM, Linux {platform.release()}, "
-            f"Python {platform.python_version()}")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem:,} MB RAM, Linux {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def record(out: Path, command: list[str]) -> float:
     """Run ``memprobe record`` on ``command``; returns the wall time."""
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--",
-                           *command], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"record failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return time.monotonic() - t0
@@ -126,11 +136,20 @@ def curve_points(samples: pd.DataFrame) -> pd.DataFrame:
         span = end_t - float(window["t"].iloc[0])
         grew = float(window["usage"].iloc[-1] - window["usage"].iloc[0])
         exact = window[window["tier"] == "pss"]
-        rows.append({"pid": pid, "role": g["role"].iloc[-1], "kind": g["kind"].iloc[-1], "grew_mb": round(grew, 1),
-                     "window_s": round(span, 1), "points": len(window), "exact": len(exact),
-                     "points_per_s": round(len(window) / span, 2) if span > 0 else None,
-                     "exact_per_s": round(len(exact) / span, 3) if span > 0 else None,
-                     "exact_total": int((g["tier"] == "pss").sum())})
+        rows.append(
+            {
+                "pid": pid,
+                "role": g["role"].iloc[-1],
+                "kind": g["kind"].iloc[-1],
+                "grew_mb": round(grew, 1),
+                "window_s": round(span, 1),
+                "points": len(window),
+                "exact": len(exact),
+                "points_per_s": round(len(window) / span, 2) if span > 0 else None,
+                "exact_per_s": round(len(exact) / span, 3) if span > 0 else None,
+                "exact_total": int((g["tier"] == "pss").sum()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -140,7 +159,9 @@ def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
     live = samples[~samples["missing"].astype(bool)].sort_values(["pid", "t"])
     # Moments the tree's structure changed (a process appeared or went): the counters cannot see
     # what a fork or an exit does to the others' USS; those intervals are shown apart.
-    changes = sorted(set(live.groupby("pid")["t"].min()) | set(samples.loc[samples["missing"].astype(bool), "t"]))
+    changes = sorted(
+        set(live.groupby("pid")["t"].min()) | set(samples.loc[samples["missing"].astype(bool), "t"])
+    )
     out = []
     for pid, g in live.groupby("pid"):
         prev = last_exact = None
@@ -148,8 +169,17 @@ def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
             if r.tier == "pss" and prev is not None and pd.notna(prev.uss_est_mb) and r.uss_mb >= 1.0:
                 since = last_exact if last_exact is not None else float(g["t"].min())
                 event = any(since < c <= r.t for c in changes if c != float(g["t"].min()))
-                out.append({"pid": pid, "kind": r.kind, "t": r.t, "estimate": prev.uss_est_mb, "exact": r.uss_mb,
-                            "error_pct": 100 * abs(prev.uss_est_mb - r.uss_mb) / r.uss_mb, "event": event})
+                out.append(
+                    {
+                        "pid": pid,
+                        "kind": r.kind,
+                        "t": r.t,
+                        "estimate": prev.uss_est_mb,
+                        "exact": r.uss_mb,
+                        "error_pct": 100 * abs(prev.uss_est_mb - r.uss_mb) / r.uss_mb,
+                        "event": event,
+                    }
+                )
             if r.tier == "pss":
                 last_exact = r.t
             prev = r
@@ -162,11 +192,15 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
     meta = json.loads((run_dir / "meta.json").read_text())
     s = meta["sampler"]
     print(f"\n### {name}\n\ncommand: `{' '.join(command)}` (recorded with `memprobe record`, defaults)")
-    print(f"wall {wall:.1f} s, recorded {meta['elapsed_s']:.1f} s, processes {samples['pid'].nunique()}, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    print(f"sampler: {s['cpu_s']:.3f} s CPU = **{100 * s['cpu_share']:.2f} % of one core**; "
-          f"{s['exact_readings']} exact readings in {s['pss_rounds']} ticks, {s['cheap_rounds']} cheap-only ticks; "
-          f"exact tick mean {1e3 * (s['pss_round_mean_s'] or 0):.1f} ms, cheap tick {1e3 * (s['cheap_round_mean_s'] or 0):.2f} ms")
+    print(
+        f"wall {wall:.1f} s, recorded {meta['elapsed_s']:.1f} s, processes {samples['pid'].nunique()}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"sampler: {s['cpu_s']:.3f} s CPU = **{100 * s['cpu_share']:.2f} % of one core**; "
+        f"{s['exact_readings']} exact readings in {s['pss_rounds']} ticks, {s['cheap_rounds']} cheap-only ticks; "
+        f"exact tick mean {1e3 * (s['pss_round_mean_s'] or 0):.1f} ms, cheap tick {1e3 * (s['cheap_round_mean_s'] or 0):.2f} ms"
+    )
     print(f"sampler's own check (estimate vs exact at the same tick): {s['estimate_error']}")
     pts = curve_points(samples)
     if not pts.empty:
@@ -177,23 +211,37 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
         print("\nestimate before each exact reading vs that reading (USS >= 1 MB):\n")
         rows = []
         plain = err[~err["event"]]
-        groups = [*((k, g) for k, g in err.groupby("kind")), ("all", err),
-                  ("all, no process of the tree appeared or went since the last reading", plain),
-                  *((f"{k}, same", g) for k, g in plain.groupby("kind") if k in ("main", "rank", "launcher"))]
+        groups = [
+            *((k, g) for k, g in err.groupby("kind")),
+            ("all", err),
+            ("all, no process of the tree appeared or went since the last reading", plain),
+            *((f"{k}, same", g) for k, g in plain.groupby("kind") if k in ("main", "rank", "launcher")),
+        ]
         for kind, g in groups:
             if g.empty:
                 continue
-            rows.append({"kind": kind, "n": len(g), "median %": round(g["error_pct"].median(), 2),
-                         "p90 %": round(g["error_pct"].quantile(0.9), 2), "max %": round(g["error_pct"].max(), 2),
-                         "within 10 %": f"{(g['error_pct'] <= 10).mean():.0%}"})
+            rows.append(
+                {
+                    "kind": kind,
+                    "n": len(g),
+                    "median %": round(g["error_pct"].median(), 2),
+                    "p90 %": round(g["error_pct"].quantile(0.9), 2),
+                    "max %": round(g["error_pct"].max(), 2),
+                    "within 10 %": f"{(g['error_pct'] <= 10).mean():.0%}",
+                }
+            )
         print(markdown(pd.DataFrame(rows)))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", choices=["five", "torchrun", "both"], default="both")
-    ap.add_argument("--records", type=int, default=1_500_000, help="(a): records (~700 MB RSS: 466 bytes each)")
-    ap.add_argument("--seconds", type=float, default=40.0, help="(a): how long each worker takes to read them all")
+    ap.add_argument(
+        "--records", type=int, default=1_500_000, help="(a): records (~700 MB RSS: 466 bytes each)"
+    )
+    ap.add_argument(
+        "--seconds", type=float, default=40.0, help="(a): how long each worker takes to read them all"
+    )
     ap.add_argument("--rank-records", type=int, default=600_000, help="(b): records per rank")
     ap.add_argument("--pause", type=float, default=0.02, help="(b): seconds per batch in each rank")
     ap.add_argument("--keep", metavar="DIR", help="keep the results folders here")
@@ -208,16 +256,24 @@ def main() -> None:
             script.write_text(FIVE)
             cmd = [sys.executable, str(script), str(args.records), str(args.seconds)]
             out = base / "five"
-            report("(a) 5 processes of ~700 MB RSS (main + 4 fork workers reading a list of dicts)", cmd, out,
-                   record(out, cmd))
+            report(
+                "(a) 5 processes of ~700 MB RSS (main + 4 fork workers reading a list of dicts)",
+                cmd,
+                out,
+                record(out, cmd),
+            )
         if args.tree in ("torchrun", "both"):
             script = scripts / "rank.py"
             script.write_text(RANK)
             torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
             cmd = [torchrun, "--nproc_per_node=2", str(script), str(args.rank_records), str(args.pause)]
             out = base / "torchrun"
-            report("(b) torchrun, 2 ranks x DataLoader with 4 fork workers (11 processes)", cmd, out,
-                   record(out, cmd))
+            report(
+                "(b) torchrun, 2 ranks x DataLoader with 4 fork workers (11 processes)",
+                cmd,
+                out,
+                record(out, cmd),
+            )
     finally:
         shutil.rmtree(scripts, ignore_errors=True)
         if not args.keep:

@@ -13,6 +13,7 @@ Parts:
   budget    the sampler's share and the PSS rounds in the growth window for pss_cpu_budget 0.015,
             0.012 (the default) and 0.010, interleaved (list x fork, 500k records).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,8 +79,10 @@ def part_rounds() -> None:
                 pids = [os.getpid(), *workers]
                 cheap = _median_cost(procfs.read_cheap, pids)
                 pss = _median_cost(procfs.read_pss, pids)
-                print(f"| {size} MB (RSS {rss:,.0f} MB) | {n} | {len(pids)} | {cheap * 1e3:.2f} ms "
-                      f"| {pss * 1e3:.1f} ms | {pss / len(pids) * 1e3:.1f} ms |")
+                print(
+                    f"| {size} MB (RSS {rss:,.0f} MB) | {n} | {len(pids)} | {cheap * 1e3:.2f} ms "
+                    f"| {pss * 1e3:.1f} ms | {pss / len(pids) * 1e3:.1f} ms |"
+                )
             finally:
                 for pid in workers:
                     os.kill(pid, 9)
@@ -90,8 +93,10 @@ def part_rounds() -> None:
 def _spec(backend: str, mode: str, records: int):
     from memprobe.scenario import parse_scenario
 
-    s = parse_scenario(f"{{dataset: {{records: {records}}}, backends: [{backend}], modes: [{mode}], workers: [2]}}",
-                       "bench.yaml")
+    s = parse_scenario(
+        f"{{dataset: {{records: {records}}}, backends: [{backend}], modes: [{mode}], workers: [2]}}",
+        "bench.yaml",
+    )
     return s.runs()[0]
 
 
@@ -107,8 +112,10 @@ def part_share(repeats: int) -> None:
             for r in range(repeats):
                 st = execute(_spec(backend, mode, 500_000), tmp / f"{backend}-{mode}-{r}")
                 s = st.sampler
-                print(f"| {backend} x {mode} #{r + 1} | {st.elapsed_s:.1f} | {s['cpu_s']:.3f} | "
-                      f"{s['cpu_s'] / st.elapsed_s:.2%} | {s['pss_rounds']} | {s['pss_round_mean_s'] * 1e3:.1f} ms |")
+                print(
+                    f"| {backend} x {mode} #{r + 1} | {st.elapsed_s:.1f} | {s['cpu_s']:.3f} | "
+                    f"{s['cpu_s'] / st.elapsed_s:.2%} | {s['pss_rounds']} | {s['pss_round_mean_s'] * 1e3:.1f} ms |"
+                )
     finally:
         shutil.rmtree(tmp)
 
@@ -147,7 +154,9 @@ def part_budget(repeats: int) -> None:
     from memprobe.runner import execute
 
     budgets = (0.015, 0.012, 0.010)
-    print("\n### Budget vs share and PSS rounds in the growth window (list x fork, 2 workers, 500k records)\n")
+    print(
+        "\n### Budget vs share and PSS rounds in the growth window (list x fork, 2 workers, 500k records)\n"
+    )
     print("| pss_cpu_budget | share of one core, per run | PSS rounds in the window, per run |")
     print("|---|---|---|")
     tmp = Path(tempfile.mkdtemp())
@@ -158,11 +167,15 @@ def part_budget(repeats: int) -> None:
                 base = _spec("list", "fork", 500_000)
                 spec = replace(base, sampling=replace(base.sampling, pss_cpu_budget=b))
                 st = execute(spec, tmp / f"{b}-{r}")
-                ticks = {row["t"] for row in read_jsonl(tmp / f"{b}-{r}" / "samples.jsonl") if row["tier"] == "pss"}
+                ticks = {
+                    row["t"] for row in read_jsonl(tmp / f"{b}-{r}" / "samples.jsonl") if row["tier"] == "pss"
+                }
                 window = sum(st.marks["warm"] <= t <= st.marks["done"] + 1.0 for t in ticks)
                 out[b].append((st.sampler["cpu_s"] / st.elapsed_s, window))
         for b, runs in out.items():
-            print(f"| {b} | {', '.join(f'{s:.2%}' for s, _ in runs)} | {', '.join(str(w) for _, w in runs)} |")
+            print(
+                f"| {b} | {', '.join(f'{s:.2%}' for s, _ in runs)} | {', '.join(str(w) for _, w in runs)} |"
+            )
     finally:
         shutil.rmtree(tmp)
 
@@ -172,8 +185,10 @@ def main() -> None:
     p.add_argument("--part", choices=("rounds", "share", "overhead", "budget", "all"), default="all")
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args()
-    print(f"machine: {machine()}\ncommand: python {' '.join(sys.argv)}\nloadavg at start: "
-          f"{open('/proc/loadavg').read().split()[:3]}")
+    print(
+        f"machine: {machine()}\ncommand: python {' '.join(sys.argv)}\nloadavg at start: "
+        f"{open('/proc/loadavg').read().split()[:3]}"
+    )
     if args.part in ("rounds", "all"):
         part_rounds()
     if args.part in ("share", "all"):

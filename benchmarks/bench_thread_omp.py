@@ -11,6 +11,7 @@ initialise later). This compares, in one process, interleaved: ThreadDataLoader 
 
 Not a test: it measures and prints; numbers go to docs/perf/threads.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from benchmarks.workloads import pillow_decode_resize  # noqa: E402
-from memprobe import ThreadDataLoader  # noqa: E402
+from benchmarks.workloads import pillow_decode_resize
+from memprobe import ThreadDataLoader
 
 
 def _one_thread(_: int) -> None:
@@ -35,8 +36,14 @@ def _one_thread(_: int) -> None:
 
 def _run(dataset: object, init: object) -> tuple[float, float]:
     """(items/s, process CPU ms per item) for one epoch."""
-    loader = ThreadDataLoader(dataset, batch_size=32, num_workers=2, shuffle=True, worker_init_fn=init,
-                              generator=torch.Generator().manual_seed(0))
+    loader = ThreadDataLoader(
+        dataset,
+        batch_size=32,
+        num_workers=2,
+        shuffle=True,
+        worker_init_fn=init,
+        generator=torch.Generator().manual_seed(0),
+    )
     r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     n = sum(batch.shape[0] for batch in loader)
     wall, r1 = time.perf_counter() - w0, resource.getrusage(resource.RUSAGE_SELF)
@@ -48,24 +55,32 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=20)
     args = p.parse_args()
-    print(f"command: python {' '.join(sys.argv)}\nloadavg at start: {open('/proc/loadavg').read().split()[:3]}")
+    print(
+        f"command: python {' '.join(sys.argv)}\nloadavg at start: {open('/proc/loadavg').read().split()[:3]}"
+    )
     dataset = pillow_decode_resize(images=256, length=768)
     configs = {"as is": None, "set_num_threads(1) per worker": _one_thread}
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
     for rep in range(args.repeats):
-        for name in (list(configs) if rep % 2 == 0 else list(configs)[::-1]):
+        for name in list(configs) if rep % 2 == 0 else list(configs)[::-1]:
             results[name].append(_run(dataset, configs[name]))
     print("\n| worker threads | items/s (median) | CPU ms per item (median) | CPU ms per item, min..max |")
     print("|---|---:|---:|---|")
     for name, runs in results.items():
         cpu = [c for _, c in runs]
-        print(f"| {name} | {statistics.median(r for r, _ in runs):,.0f} | {statistics.median(cpu):.2f} | "
-              f"{min(cpu):.2f}..{max(cpu):.2f} |")
+        print(
+            f"| {name} | {statistics.median(r for r, _ in runs):,.0f} | {statistics.median(cpu):.2f} | "
+            f"{min(cpu):.2f}..{max(cpu):.2f} |"
+        )
     pairs = [b[1] / a[1] for a, b in zip(*results.values())]
-    print(f"\nCPU per item, set_num_threads(1) / as is, per pair: median {statistics.median(pairs):.3f}, "
-          f"{sum(p < 1 for p in pairs)} of {len(pairs)} pairs lower")
-    print(f"loadavg at end: {open('/proc/loadavg').read().split()[:3]}; threads now: "
-          f"{len(os.listdir(f'/proc/{os.getpid()}/task'))}")
+    print(
+        f"\nCPU per item, set_num_threads(1) / as is, per pair: median {statistics.median(pairs):.3f}, "
+        f"{sum(p < 1 for p in pairs)} of {len(pairs)} pairs lower"
+    )
+    print(
+        f"loadavg at end: {open('/proc/loadavg').read().split()[:3]}; threads now: "
+        f"{len(os.listdir(f'/proc/{os.getpid()}/task'))}"
+    )
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ odd rounds; per round, ``thread`` is compared with the best other thread loader 
 Results (``results.json``, ``results.md``) go to ``--out``. About 10-15 minutes for 5 rounds
 of everything on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,18 +59,26 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]  # memprobe from this checkout; workloads by name
 
 WORKERS = 2
-THREAD_LOADERS = ("thread", "thread-before", "thread-unbounded", "threadpool", "threadpool-bounded", "torchdata",
-                  "torchdata-items")
+THREAD_LOADERS = (
+    "thread",
+    "thread-before",
+    "thread-unbounded",
+    "threadpool",
+    "threadpool-bounded",
+    "torchdata",
+    "torchdata-items",
+)
 PROCESS_LOADERS = ("fork", "spawn", "fork-malloc")
 LOADERS = THREAD_LOADERS + PROCESS_LOADERS
 #: Loaders that only mean something on some workloads.
@@ -96,6 +105,7 @@ WORKLOADS = {
 
 
 # -- the run's own process ------------------------------------------------------------------------
+
 
 def _batches(n: int, batch_size: int) -> list[list[int]]:
     import torch
@@ -161,7 +171,9 @@ def _threadpool_bounded(ds: Any, batches: list[list[int]]) -> Iterable:
         pending = deque(pool.submit(task, b) for b in batches[:ahead])
         for b in batches[ahead:]:
             batch = pending.popleft().result()
-            pending.append(pool.submit(task, b))  # as torch: the next batch goes out before this one is returned
+            pending.append(
+                pool.submit(task, b)
+            )  # as torch: the next batch goes out before this one is returned
             yield batch
         while pending:
             yield pending.popleft().result()
@@ -171,8 +183,13 @@ def _torchdata(ds: Any, batches: list[list[int]]) -> Iterable:
     import torchdata.nodes as tn
     from torch.utils.data import default_collate
 
-    mapped = tn.ParallelMapper(tn.IterableWrapper(batches), lambda b: default_collate([ds[i] for i in b]),
-                               num_workers=WORKERS, method="thread", in_order=True)
+    mapped = tn.ParallelMapper(
+        tn.IterableWrapper(batches),
+        lambda b: default_collate([ds[i] for i in b]),
+        num_workers=WORKERS,
+        method="thread",
+        in_order=True,
+    )
     yield from tn.Loader(tn.Prefetcher(mapped, prefetch_factor=2 * WORKERS))
 
 
@@ -192,16 +209,26 @@ def build(name: str, ds: Any, batches: list[list[int]]) -> Iterable:
     builders: dict[str, Callable[[], Iterable]] = {
         "thread": lambda: ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS),
         "thread-before": lambda: _thread_before(ds, batches),
-        "thread-unbounded": lambda: ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS,
-                                                     prefetch_factor=max(2, len(batches))),
+        "thread-unbounded": lambda: ThreadDataLoader(
+            ds, batch_sampler=batches, num_workers=WORKERS, prefetch_factor=max(2, len(batches))
+        ),
         "threadpool": lambda: _threadpool(ds, batches),
         "threadpool-bounded": lambda: _threadpool_bounded(ds, batches),
         "torchdata": lambda: _torchdata(ds, batches),
         "torchdata-items": lambda: _torchdata_items(ds, batches),
-        "fork": lambda: DataLoader(ds, batch_sampler=batches, num_workers=WORKERS, multiprocessing_context="fork"),
-        "spawn": lambda: DataLoader(ds, batch_sampler=batches, num_workers=WORKERS, multiprocessing_context="spawn"),
-        "fork-malloc": lambda: DataLoader(ds, batch_sampler=batches, num_workers=WORKERS,
-                                          multiprocessing_context="fork", worker_init_fn=_keep_freed_memory),
+        "fork": lambda: DataLoader(
+            ds, batch_sampler=batches, num_workers=WORKERS, multiprocessing_context="fork"
+        ),
+        "spawn": lambda: DataLoader(
+            ds, batch_sampler=batches, num_workers=WORKERS, multiprocessing_context="spawn"
+        ),
+        "fork-malloc": lambda: DataLoader(
+            ds,
+            batch_sampler=batches,
+            num_workers=WORKERS,
+            multiprocessing_context="fork",
+            worker_init_fn=_keep_freed_memory,
+        ),
     }
     return builders[name]()
 
@@ -213,7 +240,6 @@ def _say(event: str, **fields: Any) -> None:
 
 def child(loader: str, workload: str) -> int:
     import torch
-
     import workloads
 
     torch.set_num_threads(1)
@@ -241,6 +267,7 @@ def _batch_len(batch: Any) -> int:
 
 
 # -- the parent: one run ----------------------------------------------------------------------------
+
 
 def tree_counters(root: int) -> dict[int, tuple[float, float, int]]:
     """(CPU s, kernel CPU s, minor faults) of every process in ``root``'s tree."""
@@ -273,7 +300,7 @@ class PssPeak(threading.Thread):
 def _event(proc: subprocess.Popen) -> dict:
     for line in proc.stdout:  # type: ignore[union-attr]
         if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
+            return json.loads(line[len(MARK) :])
     raise RuntimeError(f"run ended without an event (exit code {proc.wait()})")
 
 
@@ -287,10 +314,12 @@ def run_one(loader: str, workload: str, timeout_s: float) -> dict:
     try:
         _event(proc)
         before = tree_counters(proc.pid)
-        proc.stdin.write("\n"); proc.stdin.flush()  # type: ignore[union-attr]  # noqa: E702
+        proc.stdin.write("\n")
+        proc.stdin.flush()  # type: ignore[union-attr]
         done = _event(proc)
         after = tree_counters(proc.pid)
-        proc.stdin.write("\n"); proc.stdin.close()  # type: ignore[union-attr]  # noqa: E702
+        proc.stdin.write("\n")
+        proc.stdin.close()  # type: ignore[union-attr]
         proc.wait()
     except (RuntimeError, OSError, ValueError) as exc:
         proc.kill()
@@ -300,21 +329,31 @@ def run_one(loader: str, workload: str, timeout_s: float) -> dict:
         watchdog.cancel()
         pss.stop.set()
         pss.join()
-    return {"loader": loader, "workload": workload, "status": "ok", **_window(before, after, done),
-            "pss_peak_mb": pss.peak_mb}
+    return {
+        "loader": loader,
+        "workload": workload,
+        "status": "ok",
+        **_window(before, after, done),
+        "pss_peak_mb": pss.peak_mb,
+    }
 
 
 def _window(before: dict, after: dict, done: dict) -> dict:
     items = done["items"]
-    delta = [tuple(a - b for a, b in zip(after[pid], before.get(pid, (0.0, 0.0, 0))))
-             for pid in after]
+    delta = [tuple(a - b for a, b in zip(after[pid], before.get(pid, (0.0, 0.0, 0)))) for pid in after]
     cpu, sys_cpu, faults = (sum(d[k] for d in delta) for k in range(3))
-    return {"items": items, "items_per_s": items / done["elapsed_s"], "cpu_ms_per_item": cpu / items * 1e3,
-            "kernel_cpu_share": sys_cpu / cpu if cpu else None, "faults_per_item": faults / items,
-            "processes": len(after)}
+    return {
+        "items": items,
+        "items_per_s": items / done["elapsed_s"],
+        "cpu_ms_per_item": cpu / items * 1e3,
+        "kernel_cpu_share": sys_cpu / cpu if cpu else None,
+        "faults_per_item": faults / items,
+        "processes": len(after),
+    }
 
 
 # -- the parent: rounds ------------------------------------------------------------------------------
+
 
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -327,15 +366,26 @@ def machine() -> dict[str, Any]:
     from memprobe.loaders.thread import gil_enabled
 
     cpuinfo = Path("/proc/cpuinfo").read_text()
-    model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")), "?")
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")), "?"
+    )
     try:
         import torchdata
+
         td = torchdata.__version__
     except ImportError:
         td = None
-    return {"cpu_model": model, "cores": os.cpu_count(), "kernel": platform.release(),
-            "python": platform.python_version(), "torch": torch.__version__, "torchdata": td,
-            "pillow": PIL.__version__, "glibc": platform.libc_ver()[1], "gil_enabled": gil_enabled()}
+    return {
+        "cpu_model": model,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchdata": td,
+        "pillow": PIL.__version__,
+        "glibc": platform.libc_ver()[1],
+        "gil_enabled": gil_enabled(),
+    }
 
 
 def round_order(loaders: list[str], rnd: int) -> list[str]:
@@ -345,21 +395,32 @@ def round_order(loaders: list[str], rnd: int) -> list[str]:
 
 
 def run_rounds(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {"machine": machine(), "command": " ".join(["python"] + sys.argv),
-                               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                               "loadavg_before": loadavg(), "runs": []}
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "command": " ".join(["python"] + sys.argv),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "loadavg_before": loadavg(),
+        "runs": [],
+    }
     t0 = time.monotonic()
     for rnd in range(args.rounds):
-        for workload in (args.workloads if rnd % 2 == 0 else args.workloads[::-1]):
-            for loader in round_order([n for n in args.loaders if workload in ONLY_ON.get(n, (workload,))], rnd):
+        for workload in args.workloads if rnd % 2 == 0 else args.workloads[::-1]:
+            for loader in round_order(
+                [n for n in args.loaders if workload in ONLY_ON.get(n, (workload,))], rnd
+            ):
                 r = run_one(loader, workload, args.timeout)
                 r.update(round=rnd, loadavg=loadavg())
                 results["runs"].append(r)
-                rate = f"{r['items_per_s']:>9,.0f} items/s  {r['cpu_ms_per_item']:.3f} CPU ms/item  " \
-                       f"{r['faults_per_item']:6.1f} faults/item  {r['pss_peak_mb']:5.0f} MB" \
-                    if r["status"] == "ok" else r["error"]
-                print(f"round {rnd + 1}/{args.rounds} {workload:6s} {loader:16s} {rate}  (load {r['loadavg']})",
-                      flush=True)
+                rate = (
+                    f"{r['items_per_s']:>9,.0f} items/s  {r['cpu_ms_per_item']:.3f} CPU ms/item  "
+                    f"{r['faults_per_item']:6.1f} faults/item  {r['pss_peak_mb']:5.0f} MB"
+                    if r["status"] == "ok"
+                    else r["error"]
+                )
+                print(
+                    f"round {rnd + 1}/{args.rounds} {workload:6s} {loader:16s} {rate}  (load {r['loadavg']})",
+                    flush=True,
+                )
     results["loadavg_after"] = loadavg()
     results["wall_s"] = round(time.monotonic() - t0, 1)
     return results
@@ -367,9 +428,13 @@ def run_rounds(args: argparse.Namespace) -> dict[str, Any]:
 
 # -- report ------------------------------------------------------------------------------------------
 
+
 def _values(results: dict, workload: str, loader: str, key: str) -> list[float]:
-    return [r[key] for r in results["runs"] if (r["workload"], r["loader"], r["status"]) == (workload, loader, "ok")
-            and r.get(key) is not None]
+    return [
+        r[key]
+        for r in results["runs"]
+        if (r["workload"], r["loader"], r["status"]) == (workload, loader, "ok") and r.get(key) is not None
+    ]
 
 
 def _spread(xs: list[float], spec: str) -> str:
@@ -382,8 +447,11 @@ def _per_round(results: dict, workload: str, key: str, rival: str) -> list[float
     """thread's figure over ``rival``'s, one ratio per round in which both ran."""
     out = []
     for rnd in sorted({r["round"] for r in results["runs"]}):
-        cell = {r["loader"]: r[key] for r in results["runs"] if r["round"] == rnd and r["workload"] == workload
-                and r["status"] == "ok"}
+        cell = {
+            r["loader"]: r[key]
+            for r in results["runs"]
+            if r["round"] == rnd and r["workload"] == workload and r["status"] == "ok"
+        }
         if "thread" in cell and rival in cell:
             out.append(cell["thread"] / cell[rival])
     return out
@@ -391,35 +459,53 @@ def _per_round(results: dict, workload: str, key: str, rival: str) -> list[float
 
 def _best_rival(results: dict, workload: str) -> str | None:
     """The other thread loader with the highest median items/s on ``workload``."""
-    medians = {name: statistics.median(xs) for name in RIVALS if (xs := _values(results, workload, name, "items_per_s"))}
+    medians = {
+        name: statistics.median(xs)
+        for name in RIVALS
+        if (xs := _values(results, workload, name, "items_per_s"))
+    }
     return max(medians, key=medians.get) if medians else None
 
 
 def report(results: dict[str, Any]) -> str:
     m = results["machine"]
     rounds = len({r["round"] for r in results["runs"]})
-    lines = [f"Machine: {m['cpu_model']}, {m['cores']} cores; kernel {m['kernel']}, glibc {m['glibc']}; "
-             f"Python {m['python']} (GIL {'enabled' if m['gil_enabled'] else 'disabled'}), torch {m['torch']}, "
-             f"torchdata {m['torchdata']}, Pillow {m['pillow']}.",
-             f"Command: `{results['command']}` ({results['wall_s']:.0f} s, {rounds} rounds); load average "
-             f"{results['loadavg_before']} before, {results['loadavg_after']} after.", ""]
+    lines = [
+        f"Machine: {m['cpu_model']}, {m['cores']} cores; kernel {m['kernel']}, glibc {m['glibc']}; "
+        f"Python {m['python']} (GIL {'enabled' if m['gil_enabled'] else 'disabled'}), torch {m['torch']}, "
+        f"torchdata {m['torchdata']}, Pillow {m['pillow']}.",
+        f"Command: `{results['command']}` ({results['wall_s']:.0f} s, {rounds} rounds); load average "
+        f"{results['loadavg_before']} before, {results['loadavg_after']} after.",
+        "",
+    ]
     for workload in dict.fromkeys(r["workload"] for r in results["runs"]):
-        lines += [f"### {workload}: median (min-max) over {rounds} rounds", "",
-                  "| loader | items/s | CPU ms per item | kernel share of CPU | minor faults per item | "
-                  "peak total PSS (MB) |", "|---|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"### {workload}: median (min-max) over {rounds} rounds",
+            "",
+            "| loader | items/s | CPU ms per item | kernel share of CPU | minor faults per item | "
+            "peak total PSS (MB) |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for loader in LOADERS:
             rate = _values(results, workload, loader, "items_per_s")
             if not rate:
                 continue
-            lines.append(f"| {loader} | {_spread(rate, ',.0f')} | "
-                         f"{_spread(_values(results, workload, loader, 'cpu_ms_per_item'), '.3f')} | "
-                         f"{_spread(_values(results, workload, loader, 'kernel_cpu_share'), '.0%')} | "
-                         f"{_spread(_values(results, workload, loader, 'faults_per_item'), ',.0f')} | "
-                         f"{_spread(_values(results, workload, loader, 'pss_peak_mb'), ',.0f')} |")
+            lines.append(
+                f"| {loader} | {_spread(rate, ',.0f')} | "
+                f"{_spread(_values(results, workload, loader, 'cpu_ms_per_item'), '.3f')} | "
+                f"{_spread(_values(results, workload, loader, 'kernel_cpu_share'), '.0%')} | "
+                f"{_spread(_values(results, workload, loader, 'faults_per_item'), ',.0f')} | "
+                f"{_spread(_values(results, workload, loader, 'pss_peak_mb'), ',.0f')} |"
+            )
         best = _best_rival(results, workload)
-        lines += ["", "thread ÷ each other thread loader, per round (median, min-max); items/s above 1 and CPU "
-                      "per item below 1 favour thread:", "",
-                  "| other loader | items/s ratio | CPU per item ratio |", "|---|---:|---:|"]
+        lines += [
+            "",
+            "thread ÷ each other thread loader, per round (median, min-max); items/s above 1 and CPU "
+            "per item below 1 favour thread:",
+            "",
+            "| other loader | items/s ratio | CPU per item ratio |",
+            "|---|---:|---:|",
+        ]
         for rival in RIVALS + PROBES:
             speed = _per_round(results, workload, "items_per_s", rival)
             if speed:
@@ -429,8 +515,11 @@ def report(results: dict[str, Any]) -> str:
         lines.append("")
     failed = [r for r in results["runs"] if r["status"] != "ok"]
     if failed:
-        lines += ["Failed runs:", ""] + [f"* round {r['round'] + 1} {r['workload']} {r['loader']}: {r['error']}"
-                                         for r in failed] + [""]
+        lines += (
+            ["Failed runs:", ""]
+            + [f"* round {r['round'] + 1} {r['workload']} {r['loader']}: {r['error']}" for r in failed]
+            + [""]
+        )
     return "\n".join(lines)
 
 
@@ -438,18 +527,24 @@ def _names(text: str, allowed: Iterable[str], flag: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     bad = [n for n in names if n not in allowed]
     if bad or not names:
-        raise SystemExit(f"bench_threads.py: error: {flag}: got {', '.join(bad) or 'nothing'}; "
-                         f"allowed: {', '.join(allowed)}")
+        raise SystemExit(
+            f"bench_threads.py: error: {flag}: got {', '.join(bad) or 'nothing'}; "
+            f"allowed: {', '.join(allowed)}"
+        )
     return names
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated: {', '.join(WORKLOADS)}")
+    ap.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help=f"comma-separated: {', '.join(WORKLOADS)}"
+    )
     ap.add_argument("--loaders", default=",".join(LOADERS), help=f"comma-separated: {', '.join(LOADERS)}")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")
-    ap.add_argument("--out", type=Path, default=None, help="results folder (default /tmp/bench-threads-<time>)")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="results folder (default /tmp/bench-threads-<time>)"
+    )
     ap.add_argument("--report-only", action="store_true", help="re-render results.md from --out/results.json")
     ap.add_argument("--child", nargs=2, metavar=("LOADER", "WORKLOAD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -18,6 +18,7 @@ unpickle the dataset and import this module by name too)::
         factory: "benchmarks.workloads:pillow_decode_resize"   # from the repo root
         kwargs: {images: 256, length: 2048}
 """
+
 from __future__ import annotations
 
 import io
@@ -42,8 +43,9 @@ class PillowDecodeResize(Dataset):
     the dataset on access; spawn/forkserver workers receive a pickled copy of the table.
     """
 
-    def __init__(self, table: pa.Table, *, length: int | None = None, short_side: int = 256,
-                 crop: int = 224) -> None:
+    def __init__(
+        self, table: pa.Table, *, length: int | None = None, short_side: int = 256, crop: int = 224
+    ) -> None:
         self.table = table.combine_chunks()
         self.images = self.table.num_rows
         if self.images == 0:
@@ -62,9 +64,12 @@ class PillowDecodeResize(Dataset):
         if self._views is None:
             arr = self.table.column("jpeg").chunk(0)
             _, offsets, data = arr.buffers()
-            self._views = (np.frombuffer(offsets, dtype=np.int32)[arr.offset: arr.offset + len(arr) + 1], data)
+            self._views = (
+                np.frombuffer(offsets, dtype=np.int32)[arr.offset : arr.offset + len(arr) + 1],
+                data,
+            )
         offsets, data = self._views
-        return memoryview(data)[int(offsets[index]): int(offsets[index + 1])]
+        return memoryview(data)[int(offsets[index]) : int(offsets[index + 1])]
 
     def __len__(self) -> int:
         return self.length
@@ -90,7 +95,9 @@ def _cached_table(images: int, width: int, height: int, quality: int, seed: int)
     """:func:`memprobe.decode.jpeg_table`, cached as an Arrow IPC file (generation takes ~10 ms an image)."""
     from memprobe.decode import jpeg_table
 
-    cache = Path(os.environ.get("MEMPROBE_WORKLOAD_CACHE", Path(tempfile.gettempdir()) / "memprobe-workloads"))
+    cache = Path(
+        os.environ.get("MEMPROBE_WORKLOAD_CACHE", Path(tempfile.gettempdir()) / "memprobe-workloads")
+    )
     path = cache / f"jpeg-{images}-{width}x{height}-q{quality}-s{seed}.arrow"
     try:
         with pa.OSFile(str(path), "rb") as f:
@@ -109,9 +116,16 @@ def _cached_table(images: int, width: int, height: int, quality: int, seed: int)
     return table
 
 
-def pillow_decode_resize(images: int = 256, length: int | None = 2048, width: int = 640, height: int = 408,
-                         quality: int = 90, short_side: int = 256, crop: int = 224,
-                         seed: int = 0) -> PillowDecodeResize:
+def pillow_decode_resize(
+    images: int = 256,
+    length: int | None = 2048,
+    width: int = 640,
+    height: int = 408,
+    quality: int = 90,
+    short_side: int = 256,
+    crop: int = 224,
+    seed: int = 0,
+) -> PillowDecodeResize:
     """The Pillow decode + resize + crop workload over ``images`` distinct real-photo JPEGs
     (``width x height``), ``length`` items long (images repeat)."""
     table = _cached_table(images, width, height, quality, seed)

@@ -8,6 +8,7 @@ The public API is small:
 * :func:`mark` — count items from inside a training loop that ``memprobe record`` watches; a
   no-op otherwise.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -12,6 +12,7 @@ Definitions (times are seconds since the run's process started):
 * verdict: ``growing`` when the growth (worker USS for process workers; the main process's
   Private_Dirty for thread and single-process runs) exceeds the scenario's ``growth_threshold_mb``.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,7 +64,9 @@ class RunSummary:
     # Recorded jobs (record / watch) only, from memprobe.tree_analysis:
     processes: list[dict] | None = None  # per process: its window, own growth, built / start-up / released
     culprit: str | None = None  # the verdict in words, naming who grows
-    estimate_error: dict | None = None  # USS estimate vs the next exact reading: median_pct, max_pct, max_mb, n
+    estimate_error: dict | None = (
+        None  # USS estimate vs the next exact reading: median_pct, max_pct, max_mb, n
+    )
     projection: list[dict] | None = None  # memory at other worker and rank counts
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,8 +92,9 @@ def pss_rounds(samples: pd.DataFrame) -> pd.DataFrame:
     if pss.empty:
         return pd.DataFrame(columns=["t", "total_pss_mb", "sum_rss_mb", "processes"])
     g = pss.groupby("t")
-    return pd.DataFrame({"total_pss_mb": g["pss_mb"].sum(), "sum_rss_mb": g["rss_mb"].sum(),
-                         "processes": g["pid"].nunique()}).reset_index()
+    return pd.DataFrame(
+        {"total_pss_mb": g["pss_mb"].sum(), "sum_rss_mb": g["rss_mb"].sum(), "processes": g["pid"].nunique()}
+    ).reset_index()
 
 
 def rss_totals(samples: pd.DataFrame) -> pd.Series:
@@ -110,17 +114,30 @@ def per_process_growth(samples: pd.DataFrame, start: float, end: float) -> pd.Da
     w = w.sort_values("t")
     dirty = "private_dirty_mb" if "private_dirty_mb" in w else "uss_mb"
     g = w.groupby("pid")
-    out = pd.DataFrame({"role": g["role"].last(), "worker": g["worker"].last(),
-                        "uss_start_mb": g["uss_mb"].first(), "uss_end_mb": g["uss_mb"].last(),
-                        "dirty_start_mb": g[dirty].first(), "dirty_end_mb": g[dirty].last(),
-                        "samples": g.size()}).reset_index()
+    out = pd.DataFrame(
+        {
+            "role": g["role"].last(),
+            "worker": g["worker"].last(),
+            "uss_start_mb": g["uss_mb"].first(),
+            "uss_end_mb": g["uss_mb"].last(),
+            "dirty_start_mb": g[dirty].first(),
+            "dirty_end_mb": g[dirty].last(),
+            "samples": g.size(),
+        }
+    ).reset_index()
     out["growth_mb"] = out["uss_end_mb"] - out["uss_start_mb"]
     out["dirty_growth_mb"] = out["dirty_end_mb"] - out["dirty_start_mb"]
     return out
 
 
-def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system: pd.DataFrame,
-              *, gil_enabled: bool | None = None) -> RunSummary:
+def summarize(
+    meta: dict,
+    samples: pd.DataFrame,
+    progress: pd.DataFrame,
+    system: pd.DataFrame,
+    *,
+    gil_enabled: bool | None = None,
+) -> RunSummary:
     """The figures and verdict for one run."""
     spec = meta["spec"]
     marks = meta.get("marks", {})
@@ -130,7 +147,9 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
     growth = per_process_growth(samples, start, end) if start is not None and end is not None else None
     # A worker with a single PSS sample in the window (one that was ending when a watch began, or
     # lived shorter than the gap between rounds) has no growth to show, not a growth of zero.
-    workers = growth[(growth["worker"] >= 0) & (growth.get("samples", 2) >= 2)] if growth is not None else None
+    workers = (
+        growth[(growth["worker"] >= 0) & (growth.get("samples", 2) >= 2)] if growth is not None else None
+    )
     main = growth[growth["role"] == "main"] if growth is not None else None
     w_growth = _mean(workers["growth_mb"]) if workers is not None and len(workers) else None
     # The main process is judged on Private_Dirty: its Private_Clean also grows when another
@@ -151,22 +170,38 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
     processes = int(growth.loc[growth["worker"] >= 0, "pid"].nunique()) if growth is not None else 0
     per_worker_items = items / max(processes, spec["workers"], 1) / 1000
     summary = RunSummary(
-        run_id=meta["run_id"], backend=spec["backend"], mode=spec["mode"], workers=spec["workers"],
-        status=meta["status"], error=_error_text(meta.get("error")), items=items,
+        run_id=meta["run_id"],
+        backend=spec["backend"],
+        mode=spec["mode"],
+        workers=spec["workers"],
+        status=meta["status"],
+        error=_error_text(meta.get("error")),
+        items=items,
         items_per_s=_rate(progress, marks.get("warm"), marks.get("done")),
         time_to_first_batch_s=_ttfb(marks),
         duration_s=float(meta.get("elapsed_s") or 0.0),
-        total_pss_start_mb=_first(window["total_pss_mb"]), total_pss_peak_mb=pss_peak,
-        total_pss_end_mb=_last(window["total_pss_mb"]), sum_rss_peak_mb=sum_rss_peak,
-        rss_overcount_mb=(sum_rss_peak - pss_peak) if sum_rss_peak is not None and pss_peak is not None else None,
+        total_pss_start_mb=_first(window["total_pss_mb"]),
+        total_pss_peak_mb=pss_peak,
+        total_pss_end_mb=_last(window["total_pss_mb"]),
+        sum_rss_peak_mb=sum_rss_peak,
+        rss_overcount_mb=(sum_rss_peak - pss_peak)
+        if sum_rss_peak is not None and pss_peak is not None
+        else None,
         worker_uss_start_mb=_mean(workers["uss_start_mb"]) if workers is not None and len(workers) else None,
         worker_uss_growth_mb=w_growth,
-        worker_uss_growth_max_mb=float(workers["growth_mb"].max()) if workers is not None and len(workers) else None,
+        worker_uss_growth_max_mb=float(workers["growth_mb"].max())
+        if workers is not None and len(workers)
+        else None,
         main_uss_growth_mb=m_growth,
-        growth_per_1k_items_per_worker_mb=(measured / per_worker_items) if measured is not None and per_worker_items else None,
-        growth_threshold_mb=threshold, verdict=verdict, expectation=expect,
+        growth_per_1k_items_per_worker_mb=(measured / per_worker_items)
+        if measured is not None and per_worker_items
+        else None,
+        growth_threshold_mb=threshold,
+        verdict=verdict,
+        expectation=expect,
         expectation_met=None if expect is None or verdict is None else expect == verdict,
-        explanation="", sampler_cpu_share=_sampler_share(meta),
+        explanation="",
+        sampler_cpu_share=_sampler_share(meta),
         # As the run's own process saw it (its imports can re-enable the GIL); else the session's.
         gil_enabled=(meta.get("dataset_info") or {}).get("gil_enabled", gil_enabled),
     )
@@ -177,12 +212,15 @@ def summarize(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, system:
     return _explained(summary, process_workers)
 
 
-def _workload_figures(meta: dict, samples: pd.DataFrame, start: float | None, end: float | None,
-                      rate: float | None) -> dict[str, Any]:
+def _workload_figures(
+    meta: dict, samples: pd.DataFrame, start: float | None, end: float | None, rate: float | None
+) -> dict[str, Any]:
     info = meta.get("dataset_info") or {}
-    out: dict[str, Any] = {"workload": meta["spec"].get("workload", "records"),
-                           "decoder_backend": info.get("decoder_backend"),
-                           "cpu_cores_used": cpu_cores_used(samples, start, end)}
+    out: dict[str, Any] = {
+        "workload": meta["spec"].get("workload", "records"),
+        "decoder_backend": info.get("decoder_backend"),
+        "cpu_cores_used": cpu_cores_used(samples, start, end),
+    }
     if rate is not None and info.get("bytes_per_item"):
         out["mb_per_s"] = rate * info["bytes_per_item"] / 1e6
     if rate is not None and info.get("pixels_per_item"):
@@ -197,7 +235,11 @@ def per_item_costs(samples: pd.DataFrame, start: float, end: float, items: float
     ``start`` and ``end``, summed over every process of the tree (worker threads are in their
     process). Faults that cost CPU are paid in the kernel: a high kernel share next to many
     faults per item is page-fault churn (memory handed back to the kernel and faulted in again)."""
-    none: dict[str, float | None] = {"cpu_ms_per_item": None, "faults_per_item": None, "kernel_cpu_share": None}
+    none: dict[str, float | None] = {
+        "cpu_ms_per_item": None,
+        "faults_per_item": None,
+        "kernel_cpu_share": None,
+    }
     if samples.empty or items <= 0:
         return none
     w = samples[(samples["t"] >= start) & (samples["t"] <= end) & ~samples["missing"].astype(bool)]
@@ -206,10 +248,14 @@ def per_item_costs(samples: pd.DataFrame, start: float, end: float, items: float
     g = w.sort_values("t").groupby("pid")[[c for c in ("cpu_s", "sys_cpu_s", "minflt") if c in w]]
     delta = g.last() - g.first()
     cpu = float(delta["cpu_s"].sum())
-    kernel = float(delta["sys_cpu_s"].sum()) if "sys_cpu_s" in delta and delta["sys_cpu_s"].notna().any() else None
-    return {"cpu_ms_per_item": cpu / items * 1e3,
-            "faults_per_item": float(delta["minflt"].sum()) / items if "minflt" in delta else None,
-            "kernel_cpu_share": kernel / cpu if kernel is not None and cpu > 0 else None}
+    kernel = (
+        float(delta["sys_cpu_s"].sum()) if "sys_cpu_s" in delta and delta["sys_cpu_s"].notna().any() else None
+    )
+    return {
+        "cpu_ms_per_item": cpu / items * 1e3,
+        "faults_per_item": float(delta["minflt"].sum()) / items if "minflt" in delta else None,
+        "kernel_cpu_share": kernel / cpu if kernel is not None and cpu > 0 else None,
+    }
 
 
 def cpu_cores_used(samples: pd.DataFrame, start: float | None, end: float | None) -> float | None:
@@ -232,22 +278,30 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
     if s.verdict is None:
         why = f"no verdict: the run ended {s.status} before its iteration window closed"
         return replace(s, explanation=why + (f" ({s.error})" if s.error else ""))
-    who = ("the main process's private dirty memory" if not process_workers else
-           "the worker's private memory (USS)" if s.workers == 1 else
-           f"each of {s.workers} workers' private memory (USS)")
+    who = (
+        "the main process's private dirty memory"
+        if not process_workers
+        else "the worker's private memory (USS)"
+        if s.workers == 1
+        else f"each of {s.workers} workers' private memory (USS)"
+    )
     grew = s.worker_uss_growth_mb if process_workers else s.main_uss_growth_mb
     noun = item_noun(s.workload)
     over = f"over {s.items:,} {noun}" if s.items else f"over the run ({noun} not counted)"
     mean = " (mean)" if process_workers and s.workers > 1 else ""
-    parts = [f"{s.verdict}: {who} grew {grew:+.1f} MB{mean} {over}, "
-             f"against a threshold of {s.growth_threshold_mb:g} MB"]
+    parts = [
+        f"{s.verdict}: {who} grew {grew:+.1f} MB{mean} {over}, "
+        f"against a threshold of {s.growth_threshold_mb:g} MB"
+    ]
     if s.growth_per_1k_items_per_worker_mb is not None:
         parts.append(f"{s.growth_per_1k_items_per_worker_mb:.3f} MB per 1,000 {noun} per worker")
     if s.rss_overcount_mb is not None and s.total_pss_peak_mb:
         ratio = (s.sum_rss_peak_mb or 0) / s.total_pss_peak_mb
-        parts.append(f"summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
-                     f"{s.rss_overcount_mb:,.0f} MB ({ratio:.2f}x) more than the real total (PSS) "
-                     f"of {s.total_pss_peak_mb:,.0f} MB")
+        parts.append(
+            f"summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
+            f"{s.rss_overcount_mb:,.0f} MB ({ratio:.2f}x) more than the real total (PSS) "
+            f"of {s.total_pss_peak_mb:,.0f} MB"
+        )
     return replace(s, explanation="; ".join(parts))
 
 
@@ -256,7 +310,9 @@ def window_bounds(samples: pd.DataFrame, marks: dict) -> tuple[float | None, flo
     return _window(pss_rounds(samples), marks.get("warm"), marks.get("done"))
 
 
-def _window(rounds: pd.DataFrame, warm: float | None, done: float | None) -> tuple[float | None, float | None]:
+def _window(
+    rounds: pd.DataFrame, warm: float | None, done: float | None
+) -> tuple[float | None, float | None]:
     """The PSS rounds forced at ``warm`` and ``done`` (each is the first round at or after its
     mark: the loader process waits for it before going on)."""
     if warm is None or done is None or rounds.empty:
@@ -310,5 +366,13 @@ def _last(s: pd.Series) -> float | None:
 def summarize_all(results: Any) -> list[RunSummary]:
     """One RunSummary per run of a loaded ResultSet, in run order."""
     gil = results.manifest.get("environment", {}).get("gil_enabled")
-    return [summarize(m, results.run_table("samples", m["run_id"]), results.run_table("progress", m["run_id"]),
-                      results.run_table("system", m["run_id"]), gil_enabled=gil) for m in results.metas]
+    return [
+        summarize(
+            m,
+            results.run_table("samples", m["run_id"]),
+            results.run_table("progress", m["run_id"]),
+            results.run_table("system", m["run_id"]),
+            gil_enabled=gil,
+        )
+        for m in results.metas
+    ]

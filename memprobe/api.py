@@ -7,6 +7,7 @@ asserted on::
     result = memprobe.profile(build_dataset, mode="fork", workers=2, items=20_000)
     result.assert_flat(max_worker_growth_mb=5)
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,8 +26,18 @@ from memprobe.errors import UsageError
 from memprobe.factory import load_factory
 from memprobe.results import SCHEMA_VERSION, ResultSet, consolidate, write_json_atomic
 from memprobe.runner import environment, execute
-from memprobe.scenario import (MB_PER_WORKER, MODES, WORKERS_PER_CPU, DatasetSpec, FactorySpec, LoaderSpec,
-                               Machine, RunSpec, SamplingSpec, VerdictSpec)
+from memprobe.scenario import (
+    MB_PER_WORKER,
+    MODES,
+    WORKERS_PER_CPU,
+    DatasetSpec,
+    FactorySpec,
+    LoaderSpec,
+    Machine,
+    RunSpec,
+    SamplingSpec,
+    VerdictSpec,
+)
 
 CAUSES = (
     "Growth in forked workers is usually copy-on-access: reading Python objects (a list of dicts, "
@@ -39,22 +50,28 @@ CAUSES = (
 
 
 def factory_ref(factory: Callable[..., Any] | str) -> str:
-    """"module:qualname" for a factory that the run's process can import by name, or a
+    """ "module:qualname" for a factory that the run's process can import by name, or a
     :class:`UsageError` saying plainly why this one cannot be (it is imported, never pickled)."""
     if isinstance(factory, str):
         return factory
     if isinstance(factory, functools.partial):
-        raise UsageError("factory_ref() takes the function: profile() unwraps a functools.partial into its "
-                         "function and keyword arguments (unwrap_partial)")
+        raise UsageError(
+            "factory_ref() takes the function: profile() unwraps a functools.partial into its "
+            "function and keyword arguments (unwrap_partial)"
+        )
     why = _not_importable(factory)
     if why:
-        raise UsageError(f"dataset factory {factory!r} must be importable by name (a module-level function or "
-                         f"class): the run's process imports it, it is not pickled; {why}")
+        raise UsageError(
+            f"dataset factory {factory!r} must be importable by name (a module-level function or "
+            f"class): the run's process imports it, it is not pickled; {why}"
+        )
     module, qualname = factory.__module__, factory.__qualname__
     ref = f"{module}:{qualname}"
     if module == "__main__":
-        raise UsageError(f"dataset factory {ref}: defined in __main__, which the run's process cannot "
-                         "import; move it into a module")
+        raise UsageError(
+            f"dataset factory {ref}: defined in __main__, which the run's process cannot "
+            "import; move it into a module"
+        )
     try:
         found = load_factory(ref)
     except UsageError as exc:
@@ -72,19 +89,25 @@ def _not_importable(factory: Any) -> str | None:
     if not callable(factory):
         return f"a {type(factory).__name__} is not callable"
     if qualname is None or not getattr(factory, "__module__", None):
-        return (f"a {type(factory).__name__} object has no name to import it by (pass its class, or a function "
-                "that builds it)")
+        return (
+            f"a {type(factory).__name__} object has no name to import it by (pass its class, or a function "
+            "that builds it)"
+        )
     if "<lambda>" in qualname:
         return "a lambda has no name to import it by"
     if "<locals>" in qualname:
         return "it is defined inside a function (define it at module level)"
     if inspect.ismethod(factory) and not isinstance(factory.__self__, type):
-        return (f"a bound method carries its object ({type(factory.__self__).__name__} instance), which cannot be "
-                "imported (use a module-level function, a classmethod or a staticmethod)")
+        return (
+            f"a bound method carries its object ({type(factory.__self__).__name__} instance), which cannot be "
+            "imported (use a module-level function, a classmethod or a staticmethod)"
+        )
     return None
 
 
-def unwrap_partial(factory: Callable[..., Any] | str, kwargs: dict | None) -> tuple[Callable[..., Any] | str, dict]:
+def unwrap_partial(
+    factory: Callable[..., Any] | str, kwargs: dict | None
+) -> tuple[Callable[..., Any] | str, dict]:
     """A ``functools.partial`` as its function and keyword arguments (the run's process imports
     the function by name and calls it with them); positional arguments are given their
     parameter's name. Keywords given to :func:`profile` win, as they would in a call."""
@@ -94,13 +117,17 @@ def unwrap_partial(factory: Callable[..., Any] | str, kwargs: dict | None) -> tu
     try:
         bound = inspect.signature(func).bind_partial(*factory.args, **factory.keywords)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"functools.partial of {getattr(func, '__qualname__', func)!r}: its arguments do not fit "
-                         f"the function ({exc})") from None
+        raise UsageError(
+            f"functools.partial of {getattr(func, '__qualname__', func)!r}: its arguments do not fit "
+            f"the function ({exc})"
+        ) from None
     params = inspect.signature(func).parameters
     var = [name for name in bound.arguments if params[name].kind is inspect.Parameter.VAR_POSITIONAL]
     if var:
-        raise UsageError(f"functools.partial of {func.__qualname__}: positional arguments that go to *{var[0]} have no "
-                         "name to pass them by; give the function named parameters or pass keyword arguments")
+        raise UsageError(
+            f"functools.partial of {func.__qualname__}: positional arguments that go to *{var[0]} have no "
+            "name to pass them by; give the function named parameters or pass keyword arguments"
+        )
     merged: dict = {}
     for name, value in bound.arguments.items():
         if params[name].kind is inspect.Parameter.VAR_KEYWORD:
@@ -112,10 +139,12 @@ def unwrap_partial(factory: Callable[..., Any] | str, kwargs: dict | None) -> tu
         json.dumps(merged, allow_nan=False)
     except (TypeError, ValueError):
         bad = next(k for k, v in merged.items() if not _json_value(v))
-        raise UsageError(f"functools.partial of {func.__qualname__}: argument {bad!r} is a "
-                         f"{type(merged[bad]).__name__}; the run's process gets arguments as JSON (numbers, "
-                         "strings, booleans, None, lists and dicts of them): build that object inside the "
-                         "factory instead") from None
+        raise UsageError(
+            f"functools.partial of {func.__qualname__}: argument {bad!r} is a "
+            f"{type(merged[bad]).__name__}; the run's process gets arguments as JSON (numbers, "
+            "strings, booleans, None, lists and dicts of them): build that object inside the "
+            "factory instead"
+        ) from None
     return func, merged
 
 
@@ -162,8 +191,9 @@ class ProfileResult:
     def assert_ok(self) -> None:
         __tracebackhide__ = True  # pytest: show the user's line and the message, not this frame
         if self.summary.status != "ok":
-            raise AssertionError(f"memprobe run {self.summary.status}: {self.summary.error}\n"
-                                 f"results: {self.results_dir}")
+            raise AssertionError(
+                f"memprobe run {self.summary.status}: {self.summary.error}\nresults: {self.results_dir}"
+            )
 
     def assert_flat(self, *, max_worker_growth_mb: float | None = None) -> None:
         """Fail unless every worker's USS grew by at most ``max_worker_growth_mb`` (default: the
@@ -173,26 +203,45 @@ class ProfileResult:
         limit = self.summary.growth_threshold_mb if max_worker_growth_mb is None else max_worker_growth_mb
         checked = list(self.workers) or ([self.main] if self.main else [])
         if not checked:
-            raise AssertionError(f"memprobe: no memory samples in the iteration window; results: {self.results_dir}")
+            raise AssertionError(
+                f"memprobe: no memory samples in the iteration window; results: {self.results_dir}"
+            )
         over = [w for w in checked if w.growth_mb > limit]
         if over:
             raise AssertionError(self._message(max(over, key=lambda w: w.growth_mb), limit, checked))
 
     def _message(self, worst: WorkerGrowth, limit: float, checked: list[WorkerGrowth]) -> str:
         s = self.summary
-        head = (f"{worst.label} grew {worst.growth_mb:.1f} MB over {s.items:,} items "
-                f"({s.mode}, {s.workers} workers, dataset {s.backend}); limit {limit:g} MB")
+        head = (
+            f"{worst.label} grew {worst.growth_mb:.1f} MB over {s.items:,} items "
+            f"({s.mode}, {s.workers} workers, dataset {s.backend}); limit {limit:g} MB"
+        )
         rows = [f"  {'process':<12} {'pid':>8} {'USS start':>11} {'USS end':>11} {'growth':>10}"]
-        rows += [f"  {w.role:<12} {w.pid:>8} {w.uss_start_mb:>8.1f} MB {w.uss_end_mb:>8.1f} MB "
-                 f"{w.growth_mb:>+7.1f} MB{'  <-- over' if w.growth_mb > limit else ''}" for w in checked]
+        rows += [
+            f"  {w.role:<12} {w.pid:>8} {w.uss_start_mb:>8.1f} MB {w.uss_end_mb:>8.1f} MB "
+            f"{w.growth_mb:>+7.1f} MB{'  <-- over' if w.growth_mb > limit else ''}"
+            for w in checked
+        ]
         return "\n".join([head, "", *rows, "", CAUSES, f"results: {self.results_dir}"])
 
 
-def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mode: str = "fork",
-            workers: int = 2, items: int | None = None, epochs: int = 1, batch_size: int = 64,
-            shuffle: bool = True, gc_freeze: bool = False, timeout_s: float = 300.0,
-            growth_threshold_mb: float = 50.0, out: str | Path | None = None, seed: int = 0,
-            no_limits: bool = False) -> ProfileResult:
+def profile(
+    factory: Callable[..., Any] | str,
+    *,
+    kwargs: dict | None = None,
+    mode: str = "fork",
+    workers: int = 2,
+    items: int | None = None,
+    epochs: int = 1,
+    batch_size: int = 64,
+    shuffle: bool = True,
+    gc_freeze: bool = False,
+    timeout_s: float = 300.0,
+    growth_threshold_mb: float = 50.0,
+    out: str | Path | None = None,
+    seed: int = 0,
+    no_limits: bool = False,
+) -> ProfileResult:
     """Build the dataset with ``factory(**kwargs)`` in a fresh process, load it with ``workers``
     workers in ``mode``, sample memory from the outside, and return the result. ``gc_freeze``
     calls gc.freeze() before the workers start (no one-off copy of the interpreter's objects).
@@ -207,26 +256,52 @@ def profile(factory: Callable[..., Any] | str, *, kwargs: dict | None = None, mo
     machine can hold unless ``no_limits`` (as ``--no-limits``)."""
     if mode not in MODES:
         raise UsageError(f"profile(): mode {mode!r}; allowed: {', '.join(MODES)}")
-    _check_numbers(workers=workers, items=items, epochs=epochs, batch_size=batch_size, timeout_s=timeout_s,
-                   growth_threshold_mb=growth_threshold_mb, seed=seed, no_limits=no_limits)
+    _check_numbers(
+        workers=workers,
+        items=items,
+        epochs=epochs,
+        batch_size=batch_size,
+        timeout_s=timeout_s,
+        growth_threshold_mb=growth_threshold_mb,
+        seed=seed,
+        no_limits=no_limits,
+    )
     factory, kwargs = unwrap_partial(factory, kwargs)
     ref = factory_ref(factory)
     name = ref.rsplit(":", 1)[1].split(".")[-1]
     spec = RunSpec(
-        run_id=f"{name}-{mode if workers else 'single'}-w{workers}", backend=name,
-        mode=mode if workers else "single", workers=workers, dataset=DatasetSpec(seed=seed),
-        loader=LoaderSpec(batch_size=batch_size, epochs=epochs, items=items, shuffle=shuffle,
-                          gc_freeze=gc_freeze),
-        sampling=SamplingSpec(), verdict=VerdictSpec(growth_threshold_mb=growth_threshold_mb),
-        timeout_s=timeout_s, workload="factory", factory=FactorySpec(name=name, factory=ref, kwargs=kwargs),
-        sys_path=tuple(p for p in sys.path if p))
+        run_id=f"{name}-{mode if workers else 'single'}-w{workers}",
+        backend=name,
+        mode=mode if workers else "single",
+        workers=workers,
+        dataset=DatasetSpec(seed=seed),
+        loader=LoaderSpec(
+            batch_size=batch_size, epochs=epochs, items=items, shuffle=shuffle, gc_freeze=gc_freeze
+        ),
+        sampling=SamplingSpec(),
+        verdict=VerdictSpec(growth_threshold_mb=growth_threshold_mb),
+        timeout_s=timeout_s,
+        workload="factory",
+        factory=FactorySpec(name=name, factory=ref, kwargs=kwargs),
+        sys_path=tuple(p for p in sys.path if p),
+    )
     root = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="memprobe-profile-"))
     return _execute(spec, root)
 
 
-def _check_numbers(*, workers: int, items: int | None, epochs: int, batch_size: int, timeout_s: float,
-                   growth_threshold_mb: float, seed: int, no_limits: bool) -> None:
+def _check_numbers(
+    *,
+    workers: int,
+    items: int | None,
+    epochs: int,
+    batch_size: int,
+    timeout_s: float,
+    growth_threshold_mb: float,
+    seed: int,
+    no_limits: bool,
+) -> None:
     """Refuse what no run can do, naming the argument, the value and what is allowed."""
+
     def bad(name: str, value: object, allowed: str) -> UsageError:
         return UsageError(f"profile(): {name}={value!r}; allowed: {allowed}")
 
@@ -237,21 +312,37 @@ def _check_numbers(*, workers: int, items: int | None, epochs: int, batch_size: 
         raise bad("items", items, "None (the whole dataset) or a whole number >= 1")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise bad("seed", seed, "a whole number from 0 to 4,294,967,295")
-    for name, number, low in (("timeout_s", timeout_s, 1.0), ("growth_threshold_mb", growth_threshold_mb, 0.0)):
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
-                or number < low:
+    for name, number, low in (
+        ("timeout_s", timeout_s, 1.0),
+        ("growth_threshold_mb", growth_threshold_mb, 0.0),
+    ):
+        if (
+            isinstance(number, bool)
+            or not isinstance(number, (int, float))
+            or not math.isfinite(number)
+            or number < low
+        ):
             raise bad(name, number, f"a finite number >= {low:g}")
     machine = Machine.here()
     if not no_limits and workers > machine.max_workers:
-        raise bad("workers", workers, f"at most {machine.max_workers} on this machine ({WORKERS_PER_CPU} per CPU x "
-                                      f"{machine.cpus} CPUs, and {MB_PER_WORKER} MB per worker of "
-                                      f"{machine.memory_mb:,} MB); no_limits=True runs it anyway")
+        raise bad(
+            "workers",
+            workers,
+            f"at most {machine.max_workers} on this machine ({WORKERS_PER_CPU} per CPU x "
+            f"{machine.cpus} CPUs, and {MB_PER_WORKER} MB per worker of "
+            f"{machine.memory_mb:,} MB); no_limits=True runs it anyway",
+        )
 
 
 def _execute(spec: RunSpec, root: Path) -> ProfileResult:
     root.mkdir(parents=True, exist_ok=True)
-    manifest = {"schema_version": SCHEMA_VERSION, "scenario": f"profile {spec.factory.factory}", "status": "running",
-                "environment": environment(), "runs": [spec.run_id]}
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "scenario": f"profile {spec.factory.factory}",
+        "status": "running",
+        "environment": environment(),
+        "runs": [spec.run_id],
+    }
     write_json_atomic(root / "manifest.json", manifest)
     execute(spec, root / "runs" / spec.run_id)
     write_json_atomic(root / "manifest.json", {**manifest, "status": "complete"})
@@ -269,11 +360,21 @@ def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:
         return {"workers": (), "main": None}
     table = per_process_growth(samples, start, end)
     spec = meta.get("spec") or {}
-    rows = [WorkerGrowth(int(r.pid), str(r.role), float(r.uss_start_mb), float(r.uss_end_mb), float(r.growth_mb),
-                         process_kind(str(r.role), spec.get("mode", ""), int(spec.get("workers") or 0)))
-            for r in table.sort_values(["worker", "pid"]).itertuples()]
-    return {"workers": tuple(w for w in rows if w.role.startswith("worker")),
-            "main": next((w for w in rows if w.role == "main"), None)}
+    rows = [
+        WorkerGrowth(
+            int(r.pid),
+            str(r.role),
+            float(r.uss_start_mb),
+            float(r.uss_end_mb),
+            float(r.growth_mb),
+            process_kind(str(r.role), spec.get("mode", ""), int(spec.get("workers") or 0)),
+        )
+        for r in table.sort_values(["worker", "pid"]).itertuples()
+    ]
+    return {
+        "workers": tuple(w for w in rows if w.role.startswith("worker")),
+        "main": next((w for w in rows if w.role == "main"), None),
+    }
 
 
 def process_kind(role: str, mode: str, workers: int) -> str:

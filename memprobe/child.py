@@ -5,6 +5,7 @@ It reads its RunSpec as one JSON line on stdin and writes events as JSON lines t
 descriptor named by ``MEMPROBE_EVENT_FD``. It never measures memory itself: the supervisor
 samples it from /proc. It only counts items and batches.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -78,7 +79,10 @@ def build(spec: RunSpec) -> tuple[Any, dict]:
     if spec.workload == "factory":
         from memprobe.factory import call_factory
 
-        dataset, info = call_factory(spec.factory.factory, spec.factory.kwargs), {"factory": spec.factory.factory}
+        dataset, info = (
+            call_factory(spec.factory.factory, spec.factory.kwargs),
+            {"factory": spec.factory.factory},
+        )
     elif spec.workload == "decode":
         dataset, info = _decode_dataset(spec)
     else:
@@ -107,8 +111,11 @@ def _decode_dataset(spec: RunSpec) -> tuple[Any, dict]:
     problem = check_mode_supported(spec.backend, backend, mode)
     if problem:
         raise MemprobeError(problem)
-    return dataset, {"decoder_backend": backend, "bytes_per_item": dataset.total_bytes / len(dataset),
-                     "pixels_per_item": d.width * d.height}
+    return dataset, {
+        "decoder_backend": backend,
+        "bytes_per_item": dataset.total_bytes / len(dataset),
+        "pixels_per_item": d.width * d.height,
+    }
 
 
 class _Counter:
@@ -160,9 +167,16 @@ def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) ->
     lo = spec.loader
     # An iterable dataset has no indices to shuffle: torch refuses shuffle=True for one.
     shuffle = lo.shuffle and not isinstance(dataset, IterableDataset)
-    loader = build_loader(dataset, mode=spec.mode, workers=spec.workers, batch_size=lo.batch_size,
-                          shuffle=shuffle, prefetch_factor=lo.prefetch_factor,
-                          persistent_workers=lo.persistent_workers, seed=spec.dataset.seed)
+    loader = build_loader(
+        dataset,
+        mode=spec.mode,
+        workers=spec.workers,
+        batch_size=lo.batch_size,
+        shuffle=shuffle,
+        prefetch_factor=lo.prefetch_factor,
+        persistent_workers=lo.persistent_workers,
+        seed=spec.dataset.seed,
+    )
     if lo.gc_freeze:
         import gc
 
@@ -231,7 +245,7 @@ _LIVE: list[Any] = []  # the current loader iterator, to name dead workers in an
 
 
 def _dead_workers() -> list[str]:
-    """"worker k (pid P) killed by SIGKILL" for each worker process that has ended badly."""
+    """ "worker k (pid P) killed by SIGKILL" for each worker process that has ended badly."""
     out = []
     for k, proc in enumerate(getattr(_LIVE[0], "_workers", []) if _LIVE else []):
         try:

@@ -1,4 +1,5 @@
 """The errors memprobe raises for problems a user can act on."""
+
 from __future__ import annotations
 
 import errno
@@ -23,8 +24,10 @@ class ResultsWriteError(MemprobeError):
     def __init__(self, path: object, exc: OSError) -> None:
         self.path = path
         self.errno = exc.errno
-        super().__init__(f"cannot write {path}: {exc.strerror or exc}. What was saved before is intact; "
-                         f"{_advice(exc.errno)}")
+        super().__init__(
+            f"cannot write {path}: {exc.strerror or exc}. What was saved before is intact; "
+            f"{_advice(exc.errno)}"
+        )
 
 
 def _advice(code: int | None) -> str:

@@ -1,4 +1,5 @@
 """Import a user's dataset factory by name ("module:callable") and check what it returns."""
+
 from __future__ import annotations
 
 import importlib
@@ -22,7 +23,9 @@ def load_factory(ref: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise UsageError(f"dataset factory {ref!r}: module {module_name!r} has no attribute {attr!r}") from None
+            raise UsageError(
+                f"dataset factory {ref!r}: module {module_name!r} has no attribute {attr!r}"
+            ) from None
     if not callable(obj):
         raise UsageError(f"dataset factory {ref!r}: {type(obj).__name__} object is not callable")
     return obj
@@ -38,14 +41,20 @@ def check_dataset(ref: str, dataset: Any) -> Any:
     # These have __getitem__ and __len__ but dataset[i] is not item i: a DataFrame looks up a
     # column, a dict a key. The loader would fail later in a worker with a bare KeyError.
     pandas = sys.modules.get("pandas")  # a DataFrame exists only if pandas was imported
-    if isinstance(dataset, (Mapping, str, bytes)) or (pandas is not None and isinstance(dataset, pandas.DataFrame)):
-        raise UsageError(f"dataset factory {ref!r} returned {kind}, which is not a dataset: "
-                         "dataset[i] must return item i; wrap it in a torch.utils.data.Dataset "
-                         "whose __getitem__(i) returns item i (for a DataFrame: frame.iloc[i])")
+    if isinstance(dataset, (Mapping, str, bytes)) or (
+        pandas is not None and isinstance(dataset, pandas.DataFrame)
+    ):
+        raise UsageError(
+            f"dataset factory {ref!r} returned {kind}, which is not a dataset: "
+            "dataset[i] must return item i; wrap it in a torch.utils.data.Dataset "
+            "whose __getitem__(i) returns item i (for a DataFrame: frame.iloc[i])"
+        )
     if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
         return dataset
-    raise UsageError(f"dataset factory {ref!r} returned {kind}, which is not a dataset: return a map-style "
-                     "dataset (with __getitem__ and __len__) or a torch.utils.data.IterableDataset")
+    raise UsageError(
+        f"dataset factory {ref!r} returned {kind}, which is not a dataset: return a map-style "
+        "dataset (with __getitem__ and __len__) or a torch.utils.data.IterableDataset"
+    )
 
 
 def call_factory(ref: str, kwargs: dict) -> Any:

@@ -19,6 +19,7 @@ threads never interleave. ``mark`` never raises: on any error it turns itself of
 ``memprobe watch`` cannot inject the variable into a process that is already running; a job
 started with ``MEMPROBE_MARK_FILE=/some/file`` set by hand is picked up by ``watch`` though.
 """
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@
 
 Registered through the ``pytest11`` entry point when memprobe is installed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

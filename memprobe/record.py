@@ -20,6 +20,7 @@ appeared; ``spec.workers`` is the most workers alive at once; ``marks.warm`` is 
 reading of a worker (or the first exact reading), ``marks.done`` the last mark (or the end);
 ``processes`` holds the facts of every process seen (:class:`~memprobe.probe.tree_sampler.ProcessInfo`).
 """
+
 from __future__ import annotations
 
 import os
@@ -59,6 +60,7 @@ class CommandNotFound(MemprobeError):
 
 
 # -- marks ------------------------------------------------------------------------------------
+
 
 class MarkReader:
     """Tails a mark file: ``<monotonic s> <n> <pid>`` lines, a torn last line kept for later."""
@@ -108,8 +110,10 @@ class MarkReader:
 
 # -- naming -----------------------------------------------------------------------------------
 
-_WRAPPERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|torchrun|accelerate|deepspeed|uv|poetry|pipenv|conda|"
-                       r"env|nohup|time|nice|taskset|numactl|srun|mpirun)$")
+_WRAPPERS = re.compile(
+    r"^(python[0-9.]*|pypy[0-9.]*|torchrun|accelerate|deepspeed|uv|poetry|pipenv|conda|"
+    r"env|nohup|time|nice|taskset|numactl|srun|mpirun)$"
+)
 
 
 def command_name(argv: list[str]) -> str:
@@ -137,6 +141,7 @@ def default_out_dir(kind: str, name: str, base: Path = Path("reports")) -> Path:
 
 # -- the recording ----------------------------------------------------------------------------
 
+
 @dataclass
 class RecordResult:
     root: Path
@@ -151,8 +156,15 @@ class RecordResult:
 class _Recording:
     """The part shared by record and watch: writer, sampler, marks, meta and the final save."""
 
-    def __init__(self, out: Path, kind: str, name: str, description: str,
-                 settings: SamplerSettings | None, verdict: VerdictSpec) -> None:
+    def __init__(
+        self,
+        out: Path,
+        kind: str,
+        name: str,
+        description: str,
+        settings: SamplerSettings | None,
+        verdict: VerdictSpec,
+    ) -> None:
         from memprobe.results import SCHEMA_VERSION, RunWriter, write_json_atomic
 
         if (out / "manifest.json").exists():
@@ -166,10 +178,18 @@ class _Recording:
         self.verdict = verdict
         self.started_wall = time.time()
         self.t0 = time.monotonic()
-        self.manifest = {"schema_version": SCHEMA_VERSION, "scenario": f"{kind}-{name}", "kind": kind,
-                         "scenario_path": None, "description": description, "status": "running",
-                         "started": self.started_wall, "finished": None, "environment": None,
-                         "runs": [self.run_id]}
+        self.manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "scenario": f"{kind}-{name}",
+            "kind": kind,
+            "scenario_path": None,
+            "description": description,
+            "status": "running",
+            "started": self.started_wall,
+            "finished": None,
+            "environment": None,
+            "runs": [self.run_id],
+        }
         write_json_atomic(out / "manifest.json", self.manifest)
         self.sampler: TreeSampler | None = None
         self.marks: MarkReader | None = None
@@ -184,8 +204,9 @@ class _Recording:
         if self.marks is not None:
             self.writer.append("progress", self.marks.poll())
 
-    def finish(self, *, status: str, exit_code: int | None, error: dict | None, final_pss: bool,
-               render: bool) -> RecordResult:
+    def finish(
+        self, *, status: str, exit_code: int | None, error: dict | None, final_pss: bool, render: bool
+    ) -> RecordResult:
         from memprobe.session import finalize
 
         assert self.sampler is not None
@@ -194,8 +215,11 @@ class _Recording:
         meta = self._meta(status, exit_code, error)
         self.writer.write_meta(meta)
         self.writer.close()
-        self.manifest.update(status="interrupted" if status == "interrupted" else "complete",
-                             finished=time.time(), environment=environment())
+        self.manifest.update(
+            status="interrupted" if status == "interrupted" else "complete",
+            finished=time.time(),
+            environment=environment(),
+        )
         session = finalize(self.out, self.manifest, render=False, interrupted=status == "interrupted")
         # The per-process table is the analysis's (summarize() of a record/watch run).
         processes = list(getattr(session.summaries[0], "processes", None) or []) if session.summaries else []
@@ -225,27 +249,56 @@ class _Recording:
             marks["done"] = s.last_t
         methods = s.roles.start_methods
         mode = methods.most_common(1)[0][0] if methods else self.kind
-        spec = {"run_id": self.run_id, "backend": self.name, "mode": mode, "workers": s.max_workers,
-                "workload": self.kind, "verdict": asdict(self.verdict), "expect": None,
-                "timeout_s": None, "sampling": asdict(self.settings), **self.info}
+        spec = {
+            "run_id": self.run_id,
+            "backend": self.name,
+            "mode": mode,
+            "workers": s.max_workers,
+            "workload": self.kind,
+            "verdict": asdict(self.verdict),
+            "expect": None,
+            "timeout_s": None,
+            "sampling": asdict(self.settings),
+            **self.info,
+        }
         costs_p, costs_c = s.pss_round_costs, s.cheap_round_costs
-        sampler = {"cpu_s": round(s.cpu_s, 4), "cpu_share": round(s.cpu_s / max(elapsed, 1e-3), 5),
-                   "exact_readings": s.exact_readings, "estimate_error": s.estimate_error(),
-                   "pss_rounds": len(costs_p), "cheap_rounds": len(costs_c),
-                   "pss_round_mean_s": round(sum(costs_p) / len(costs_p), 6) if costs_p else None,
-                   "cheap_round_mean_s": round(sum(costs_c) / len(costs_c), 6) if costs_c else None}
+        sampler = {
+            "cpu_s": round(s.cpu_s, 4),
+            "cpu_share": round(s.cpu_s / max(elapsed, 1e-3), 5),
+            "exact_readings": s.exact_readings,
+            "estimate_error": s.estimate_error(),
+            "pss_rounds": len(costs_p),
+            "cheap_rounds": len(costs_c),
+            "pss_round_mean_s": round(sum(costs_p) / len(costs_p), 6) if costs_p else None,
+            "cheap_round_mean_s": round(sum(costs_c) / len(costs_c), 6) if costs_c else None,
+        }
         if s.error is not None:
             sampler["error"] = repr(s.error)
-        return {"run_id": self.run_id, "index": 0, "kind": self.kind, "status": status, "error": error,
-                "items": m.items if m else 0, "batches": m.batches if m else 0, "marks": marks,
-                "marks_recorded": bool(m and m.batches), "started": self.started_wall,
-                "elapsed_s": round(elapsed, 3), "exit_code": exit_code, "sampler": sampler,
-                "dataset_info": {}, "root_pid": self.root,
-                "ranks": {str(r): pid for pid, r in sorted(s.roles.ranks.items(), key=lambda x: x[1])},
-                "start_methods": dict(methods), "processes": s.process_list(), "spec": spec}
+        return {
+            "run_id": self.run_id,
+            "index": 0,
+            "kind": self.kind,
+            "status": status,
+            "error": error,
+            "items": m.items if m else 0,
+            "batches": m.batches if m else 0,
+            "marks": marks,
+            "marks_recorded": bool(m and m.batches),
+            "started": self.started_wall,
+            "elapsed_s": round(elapsed, 3),
+            "exit_code": exit_code,
+            "sampler": sampler,
+            "dataset_info": {},
+            "root_pid": self.root,
+            "ranks": {str(r): pid for pid, r in sorted(s.roles.ranks.items(), key=lambda x: x[1])},
+            "start_methods": dict(methods),
+            "processes": s.process_list(),
+            "spec": spec,
+        }
 
 
 # -- terminal and signals ---------------------------------------------------------------------
+
 
 def _foreground_tty() -> int | None:
     """fd 0 when it is a terminal whose foreground group is ours, so the command can have it."""
@@ -272,6 +325,7 @@ def _child_setup(tty: int | None) -> Callable[[], None]:
         os.setpgid(0, 0)
         if tty is not None:
             _set_foreground(tty, os.getpgrp())
+
     return setup
 
 
@@ -280,9 +334,16 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # -- record -----------------------------------------------------------------------------------
 
-def record(command: list[str], out: Path | None = None, *, settings: SamplerSettings | None = None,
-           verdict: VerdictSpec | None = None, render: bool = True,
-           log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> RecordResult:
+
+def record(
+    command: list[str],
+    out: Path | None = None,
+    *,
+    settings: SamplerSettings | None = None,
+    verdict: VerdictSpec | None = None,
+    render: bool = True,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+) -> RecordResult:
     """Run ``command`` with inherited stdin/stdout/stderr, sample its whole process tree until
     it exits, save and summarize. ``exit_code`` is the command's (128+N if killed by signal N;
     128+N too if memprobe itself got signal N, which it forwards to the command's group).
@@ -296,8 +357,9 @@ def record(command: list[str], out: Path | None = None, *, settings: SamplerSett
         raise CommandNotFound(f"{command[0]}: command not found (or not executable)")
     name = command_name(command)
     out = out or default_out_dir("record", name)
-    rec = _Recording(out, "record", name, "memprobe record: " + " ".join(command), settings,
-                     verdict or VerdictSpec())
+    rec = _Recording(
+        out, "record", name, "memprobe record: " + " ".join(command), settings, verdict or VerdictSpec()
+    )
     mark_path = rec.run_dir / "marks.txt"
     mark_path.touch()
     rec.marks = MarkReader(mark_path, rec.t0)
@@ -343,7 +405,9 @@ def record(command: list[str], out: Path | None = None, *, settings: SamplerSett
             _set_foreground(tty, os.getpgrp())
         left = _drain_group(proc, rec)
         if left:
-            log(f"memprobe: ended {len(left)} process(es) the command left behind: {', '.join(map(str, left))}")
+            log(
+                f"memprobe: ended {len(left)} process(es) the command left behind: {', '.join(map(str, left))}"
+            )
     except BaseException:
         if proc is not None:
             if tty is not None:
@@ -453,9 +517,18 @@ def _restore(old: dict[int, object]) -> None:
 
 # -- watch ------------------------------------------------------------------------------------
 
-def watch(pid: int, out: Path | None = None, *, duration: float | None = None, marks_file: Path | None = None,
-          settings: SamplerSettings | None = None, verdict: VerdictSpec | None = None, render: bool = True,
-          log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> RecordResult:
+
+def watch(
+    pid: int,
+    out: Path | None = None,
+    *,
+    duration: float | None = None,
+    marks_file: Path | None = None,
+    settings: SamplerSettings | None = None,
+    verdict: VerdictSpec | None = None,
+    render: bool = True,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+) -> RecordResult:
     """Sample the running process ``pid`` and its whole tree until it exits or ``duration``
     seconds pass (Ctrl-C: stop and save); the process is never signalled."""
     st = procfs.read_stat(pid)
@@ -464,24 +537,30 @@ def watch(pid: int, out: Path | None = None, *, duration: float | None = None, m
     if pid == os.getpid() or pid in _ancestors(os.getpid()):
         raise UsageError(f"pid {pid} is memprobe itself or one of its parents")
     if procfs.read_pss(pid) is None:
-        raise UsageError(f"cannot read /proc/{pid}/smaps_rollup: watch a process of your own user "
-                         "(or run memprobe as root)")
+        raise UsageError(
+            f"cannot read /proc/{pid}/smaps_rollup: watch a process of your own user "
+            "(or run memprobe as root)"
+        )
     if duration is not None and duration <= 0:
         raise UsageError("--duration must be positive")
     cmd = procfs.read_cmdline(pid)
     name = command_name(cmd) if cmd else _safe(st.comm)
     out = out or default_out_dir("watch", name)
-    rec = _Recording(out, "watch", name, f"memprobe watch {pid}: " + " ".join(cmd), settings,
-                     verdict or VerdictSpec())
+    rec = _Recording(
+        out, "watch", name, f"memprobe watch {pid}: " + " ".join(cmd), settings, verdict or VerdictSpec()
+    )
     rec.info = {"command": cmd, "pid": pid}
     env_marks = (ProcfsReader().environ(pid) or {}).get(MARK_ENV)
     path = marks_file or (Path(env_marks) if env_marks else None)
     if path is not None:
         rec.marks = MarkReader(path, rec.t0, from_end=True)
     rec.start_sampling(pid, pgid=None)
-    log(f"memprobe: watching pid {pid} ({' '.join(cmd)[:80]})"
-        + (f" for {duration:g} s" if duration else " until it exits") + f" -> {out}"
-        + (f"; marks from {path}" if path else ""))
+    log(
+        f"memprobe: watching pid {pid} ({' '.join(cmd)[:80]})"
+        + (f" for {duration:g} s" if duration else " until it exits")
+        + f" -> {out}"
+        + (f"; marks from {path}" if path else "")
+    )
     status, ended = "ok", "exited"
     deadline = None if duration is None else rec.t0 + duration
     try:

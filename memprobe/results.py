@@ -15,6 +15,7 @@ While a run is going, rows are appended to JSON-lines files and flushed on every
 reader tolerates a torn last line. When the runs end, the tables are consolidated into Parquet
 (again temp file + rename) and the JSON-lines files removed.
 """
+
 from __future__ import annotations
 
 import json
@@ -150,7 +151,9 @@ def read_json(path: Path) -> dict:
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not a memprobe JSON file (damaged or truncated: {exc})") from None
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: not a memprobe JSON file (expected an object, found {type(data).__name__})")
+        raise UsageError(
+            f"{path}: not a memprobe JSON file (expected an object, found {type(data).__name__})"
+        )
     return data
 
 
@@ -161,8 +164,11 @@ def check_run_records(root: Path) -> None:
         meta = read_json(d / "meta.json")
         spec = meta.get("spec")
         missing = [k for k in ("run_id", "status") if not isinstance(meta.get(k), str)]
-        missing += [f"spec.{k}" for k in ("backend", "mode", "workers", "verdict")
-                    if not isinstance(spec, dict) or k not in spec]
+        missing += [
+            f"spec.{k}"
+            for k in ("backend", "mode", "workers", "verdict")
+            if not isinstance(spec, dict) or k not in spec
+        ]
         if missing:
             raise UsageError(f"{d / 'meta.json'}: not a memprobe run record (no {', '.join(missing)})")
 
@@ -210,8 +216,9 @@ def _read_parquet(path: Path) -> pd.DataFrame:
             df = pd.read_parquet(f)
     except (OSError, pa.ArrowException, ValueError) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise UsageError(f"{path}: cannot be read (truncated or damaged: {reason}); "
-                         "what is in the other files is intact") from None
+        raise UsageError(
+            f"{path}: cannot be read (truncated or damaged: {reason}); what is in the other files is intact"
+        ) from None
     missing = [c for c in ("run_id", "t") if c not in df.columns] if len(df.columns) else []
     if missing:
         raise UsageError(f"{path}: not a memprobe table (no {', '.join(missing)} column)")
@@ -246,7 +253,9 @@ def _flat_meta(meta: dict) -> dict:
 class ResultSet:
     """A results folder loaded back: everything the analysis and the report need."""
 
-    def __init__(self, root: Path, manifest: dict, metas: list[dict], tables: dict[str, pd.DataFrame]) -> None:
+    def __init__(
+        self, root: Path, manifest: dict, metas: list[dict], tables: dict[str, pd.DataFrame]
+    ) -> None:
         self.root = root
         self.manifest = manifest
         self.metas = metas
@@ -261,8 +270,9 @@ class ResultSet:
         manifest = read_json(manifest_path)
         metas = [read_json(d / "meta.json") for d in run_dirs(root)]
         tables = {t: cls._load_table(root, t) for t in PARQUET_TABLES}
-        tables["events"] = pd.concat([_run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()],
-                                     ignore_index=True)
+        tables["events"] = pd.concat(
+            [_run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()], ignore_index=True
+        )
         return cls(root, manifest, metas, tables)
 
     @staticmethod

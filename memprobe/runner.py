@@ -3,6 +3,7 @@
 Each run gets its own process group so that every process it starts (workers, the forkserver
 and its workers, the resource tracker) can be found and ended together, whatever happens.
 """
+
 from __future__ import annotations
 
 import errno
@@ -55,8 +56,9 @@ class StopSignals:
     nothing and signals act as they would without it.
     """
 
-    def __init__(self, signums: Iterable[int] = (signal.SIGINT,),
-                 on_signal: Callable[[int, int], None] | None = None) -> None:
+    def __init__(
+        self, signums: Iterable[int] = (signal.SIGINT,), on_signal: Callable[[int, int], None] | None = None
+    ) -> None:
         self.signums = tuple(signums)
         self.on_signal = on_signal
         self.received: list[int] = []
@@ -117,24 +119,43 @@ class RunState:
     info: dict = field(default_factory=dict)  # facts the loader process reported about its dataset
 
     def meta(self) -> dict:
-        return {"run_id": self.spec.run_id, "index": self.index, "status": self.status,
-                "error": self.error, "items": self.items, "batches": self.batches, "marks": self.marks,
-                "started": self.started_wall, "elapsed_s": round(self.elapsed_s, 3),
-                "exit_code": self.exit_code, "sampler": self.sampler, "dataset_info": self.info,
-                "spec": self.spec.to_dict()}
+        return {
+            "run_id": self.spec.run_id,
+            "index": self.index,
+            "status": self.status,
+            "error": self.error,
+            "items": self.items,
+            "batches": self.batches,
+            "marks": self.marks,
+            "started": self.started_wall,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "exit_code": self.exit_code,
+            "sampler": self.sampler,
+            "dataset_info": self.info,
+            "spec": self.spec.to_dict(),
+        }
 
 
 class ResultsFolderGone(MemprobeError):
     """The results folder was deleted or moved while a run was writing into it."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(f"the results folder {path} was deleted or moved while memprobe was running; the "
-                         "run in progress was ended (no process of it is left) and nothing more could be saved")
+        super().__init__(
+            f"the results folder {path} was deleted or moved while memprobe was running; the "
+            "run in progress was ended (no process of it is left) and nothing more could be saved"
+        )
 
 
 class _Supervisor:
-    def __init__(self, state: RunState, run_dir: Path, on_progress: ProgressCallback | None,
-                 *, sample: bool = True, stop: StopSignals | None = None) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        run_dir: Path,
+        on_progress: ProgressCallback | None,
+        *,
+        sample: bool = True,
+        stop: StopSignals | None = None,
+    ) -> None:
         self.state = state
         self.sample = sample
         self.stop = stop
@@ -151,18 +172,32 @@ class _Supervisor:
         read_fd, write_fd = os.pipe()
         log = open(self.run_dir / "child.log", "wb")
         self.t0 = time.monotonic()
-        env = {**os.environ, "MEMPROBE_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1",
-               SUPERVISOR_ENV: str(os.getpid())}
+        env = {
+            **os.environ,
+            "MEMPROBE_EVENT_FD": str(write_fd),
+            "PYTHONUNBUFFERED": "1",
+            SUPERVISOR_ENV: str(os.getpid()),
+        }
         # This thread starts the child and waits for it to end: PR_SET_PDEATHSIG, which the
         # child sets, fires when the *thread* that forked it ends, so no other thread may.
-        self.proc = subprocess.Popen([sys.executable, "-m", "memprobe.child"], stdin=subprocess.PIPE,
-                                     stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                                     env=env, process_group=0)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memprobe.child"],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            env=env,
+            process_group=0,
+        )
         os.close(write_fd)
         log.close()
-        settings = SamplerSettings(interval_s=spec.sampling.interval_s, pss_cpu_budget=spec.sampling.pss_cpu_budget,
-                                   pss_min_interval_s=spec.sampling.pss_min_interval_s,
-                                   threads_of_main=spec.mode in THREAD_MODES, enabled=self.sample)
+        settings = SamplerSettings(
+            interval_s=spec.sampling.interval_s,
+            pss_cpu_budget=spec.sampling.pss_cpu_budget,
+            pss_min_interval_s=spec.sampling.pss_min_interval_s,
+            threads_of_main=spec.mode in THREAD_MODES,
+            enabled=self.sample,
+        )
         self.sampler = Sampler(self.proc.pid, self.writer.append, settings, t0=self.t0, pgid=self.proc.pid)
         self.sampler.start()
         try:
@@ -178,8 +213,11 @@ class _Supervisor:
 
     def _interrupted(self, how: str) -> None:
         self.state.status = "interrupted"
-        self.state.error = {"type": "Interrupted", "message": f"by {how} after "
-                            f"{time.monotonic() - self.t0:.1f} s; what was measured until then is kept"}
+        self.state.error = {
+            "type": "Interrupted",
+            "message": f"by {how} after "
+            f"{time.monotonic() - self.t0:.1f} s; what was measured until then is kept",
+        }
 
     def _send(self, line: str) -> None:
         try:
@@ -209,15 +247,19 @@ class _Supervisor:
             remaining = deadline - now
             if remaining <= 0:
                 self.state.status = "timeout"
-                self.state.error = {"type": "Timeout", "message":
-                                    f"run did not finish within timeout_s={self.state.spec.timeout_s:g}"}
+                self.state.error = {
+                    "type": "Timeout",
+                    "message": f"run did not finish within timeout_s={self.state.spec.timeout_s:g}",
+                }
                 return
             if self.sampler.error is not None:
                 # Without its sampler a run measures nothing: end it now, saying why (often a
                 # full disk, which would also stop every later run).
                 self.state.status = "failed"
-                self.state.error = {"type": "SamplerError", "message":
-                                    f"sampling stopped: {self.sampler.error}; the run was ended"}
+                self.state.error = {
+                    "type": "SamplerError",
+                    "message": f"sampling stopped: {self.sampler.error}; the run was ended",
+                }
                 return
             ready, _, _ = select.select([fd, *wake], [], [], min(remaining, 0.5))
             if fd in ready:
@@ -242,18 +284,27 @@ class _Supervisor:
         if name not in self.state.marks:
             self.state.marks[name] = t
         if name == "dataset_built":
-            self.state.info = {**(ev.get("info") or {}), "length": ev.get("length"),
-                               "build_s": round(ev.get("seconds", 0.0), 3)}
+            self.state.info = {
+                **(ev.get("info") or {}),
+                "length": ev.get("length"),
+                "build_s": round(ev.get("seconds", 0.0), 3),
+            }
         elif name == "epoch_start":
             self.sampler.roles.set_workers(ev.get("workers", []))
             if "gil_enabled" in ev:
                 self.state.info["gil_enabled"] = ev["gil_enabled"]
         elif name in ("progress", "done", "warm", "first_batch"):
             self.state.items, self.state.batches = ev["items"], ev["batches"]
-            self.writer.append("progress", [{"t": t, "items": ev["items"], "batches": ev["batches"],
-                                             "epoch": ev.get("epoch")}])
+            self.writer.append(
+                "progress",
+                [{"t": t, "items": ev["items"], "batches": ev["batches"], "epoch": ev.get("epoch")}],
+            )
         elif name == "error":
-            self.state.error = {"type": ev["type"], "message": ev["message"], "traceback": ev.get("traceback")}
+            self.state.error = {
+                "type": ev["type"],
+                "message": ev["message"],
+                "traceback": ev.get("traceback"),
+            }
         if name in SYNC_EVENTS:
             self.sampler.request_pss(wait_s=FINAL_PSS_WAIT_S)
             self._send("ack")
@@ -269,11 +320,13 @@ class _Supervisor:
         self.sampler.stop(final_pss=False)
         self.state.exit_code = self.proc.returncode
         self.state.elapsed_s = time.monotonic() - self.t0
-        self.state.sampler = {"cpu_s": round(self.sampler.cpu_s, 4),
-                              "pss_rounds": len(self.sampler.pss_round_costs),
-                              "cheap_rounds": len(self.sampler.cheap_round_costs),
-                              "pss_round_mean_s": _mean(self.sampler.pss_round_costs),
-                              "cheap_round_mean_s": _mean(self.sampler.cheap_round_costs)}
+        self.state.sampler = {
+            "cpu_s": round(self.sampler.cpu_s, 4),
+            "pss_rounds": len(self.sampler.pss_round_costs),
+            "cheap_rounds": len(self.sampler.cheap_round_costs),
+            "pss_round_mean_s": _mean(self.sampler.pss_round_costs),
+            "cheap_round_mean_s": _mean(self.sampler.cheap_round_costs),
+        }
         if self.sampler.error is not None:
             self.state.sampler["error"] = repr(self.sampler.error)
         self._settle_status()
@@ -297,9 +350,14 @@ class _Supervisor:
             return
         self.state.status = "failed"
         if self.state.error is None:
-            how = f"killed by signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
-            self.state.error = {"type": "ChildExited", "message": f"the run's process ended ({how}) "
-                                f"before finishing; see {self.run_dir / 'child.log'}"}
+            how = (
+                f"killed by signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+            )
+            self.state.error = {
+                "type": "ChildExited",
+                "message": f"the run's process ended ({how}) "
+                f"before finishing; see {self.run_dir / 'child.log'}",
+            }
 
 
 def folder_identity(path: Path) -> tuple[int, int] | None:
@@ -380,9 +438,16 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def execute(spec: RunSpec, run_dir: Path, *, index: int = 0, total: int = 1,
-            on_progress: ProgressCallback | None = None, sample: bool = True,
-            stop: StopSignals | None = None) -> RunState:
+def execute(
+    spec: RunSpec,
+    run_dir: Path,
+    *,
+    index: int = 0,
+    total: int = 1,
+    on_progress: ProgressCallback | None = None,
+    sample: bool = True,
+    stop: StopSignals | None = None,
+) -> RunState:
     """Run ``spec`` in a fresh child process, sampled from the outside; results go to ``run_dir``.
 
     ``sample=False`` runs it unobserved (progress only): the baseline for the sampler's overhead.
@@ -405,12 +470,27 @@ def environment() -> dict[str, Any]:
     except PackageNotFoundError:
         torch_version = None
 
-    cpu = next((l.split(":", 1)[1].strip() for l in (procfs._read("/proc/cpuinfo") or "").splitlines()
-                if l.startswith("model name")), platform.processor())
-    return {"memprobe": memprobe.__version__, "torch": torch_version, "python": platform.python_version(),
-            "python_build": sys.version, "gil_enabled": _gil_enabled(), "kernel": platform.release(),
-            "machine": platform.machine(), "cpu_model": cpu, "cpu_count": os.cpu_count(),
-            "mem_total_mb": mem_total_mb(), "hostname": platform.node()}
+    cpu = next(
+        (
+            l.split(":", 1)[1].strip()
+            for l in (procfs._read("/proc/cpuinfo") or "").splitlines()
+            if l.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "memprobe": memprobe.__version__,
+        "torch": torch_version,
+        "python": platform.python_version(),
+        "python_build": sys.version,
+        "gil_enabled": _gil_enabled(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_model": cpu,
+        "cpu_count": os.cpu_count(),
+        "mem_total_mb": mem_total_mb(),
+        "hostname": platform.node(),
+    }
 
 
 def _gil_enabled() -> bool:

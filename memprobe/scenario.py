@@ -4,6 +4,7 @@ A scenario names a dataset, the axes to sweep (backends x modes x worker counts)
 and sampling settings. Every mistake stops before anything runs, with a message that names the
 file, the key, the bad value and what is allowed.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -152,11 +153,18 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
-        return cls(**{**d, "dataset": DatasetSpec(**d["dataset"]), "loader": LoaderSpec(**d["loader"]),
-                      "sampling": SamplingSpec(**d["sampling"]), "verdict": VerdictSpec(**d["verdict"]),
-                      "decode": DecodeSpec(**d["decode"]) if d.get("decode") else None,
-                      "factory": FactorySpec(**d["factory"]) if d.get("factory") else None,
-                      "sys_path": tuple(d.get("sys_path") or ())})
+        return cls(
+            **{
+                **d,
+                "dataset": DatasetSpec(**d["dataset"]),
+                "loader": LoaderSpec(**d["loader"]),
+                "sampling": SamplingSpec(**d["sampling"]),
+                "verdict": VerdictSpec(**d["verdict"]),
+                "decode": DecodeSpec(**d["decode"]) if d.get("decode") else None,
+                "factory": FactorySpec(**d["factory"]) if d.get("factory") else None,
+                "sys_path": tuple(d.get("sys_path") or ()),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -188,12 +196,24 @@ class Scenario:
         factories = {f.name: f for f in self.factories}
         for backend, workers in itertools.product(self.backends, self.workers):
             for mode in (SINGLE,) if workers == 0 else self.modes:
-                out.append(RunSpec(
-                    run_id=f"{backend}-{mode}-w{workers}", backend=backend, mode=mode, workers=workers,
-                    dataset=self.dataset, loader=self.loader, sampling=self.sampling,
-                    verdict=self.verdict, timeout_s=self.timeout_s, expect=self._expected(backend, mode),
-                    workload=self.workload, decode=self.decode, factory=factories.get(backend),
-                    sys_path=self.sys_path))
+                out.append(
+                    RunSpec(
+                        run_id=f"{backend}-{mode}-w{workers}",
+                        backend=backend,
+                        mode=mode,
+                        workers=workers,
+                        dataset=self.dataset,
+                        loader=self.loader,
+                        sampling=self.sampling,
+                        verdict=self.verdict,
+                        timeout_s=self.timeout_s,
+                        expect=self._expected(backend, mode),
+                        workload=self.workload,
+                        decode=self.decode,
+                        factory=factories.get(backend),
+                        sys_path=self.sys_path,
+                    )
+                )
         return out
 
     def _expected(self, backend: str, mode: str) -> str | None:
@@ -202,6 +222,7 @@ class Scenario:
 
 
 # -- validation ------------------------------------------------------------------------------
+
 
 class _Checker:
     def __init__(self, path: str) -> None:
@@ -218,18 +239,33 @@ class _Checker:
         for k in value:
             if k not in allowed_keys:
                 where = shown(f"{key}.{k}" if key else str(k), quote=False)
-                raise UsageError(f"{self.path}: unknown key '{where}'; allowed keys"
-                                 f"{' under ' + repr(key) if key else ''}: {', '.join(allowed_keys)}")
+                raise UsageError(
+                    f"{self.path}: unknown key '{where}'; allowed keys"
+                    f"{' under ' + repr(key) if key else ''}: {', '.join(allowed_keys)}"
+                )
         return value
 
-    def number(self, key: str, value: Any, kind: type, minimum: float, *, optional: bool = False,
-               maximum: float | None = None) -> Any:
+    def number(
+        self,
+        key: str,
+        value: Any,
+        kind: type,
+        minimum: float,
+        *,
+        optional: bool = False,
+        maximum: float | None = None,
+    ) -> Any:
         if value is None and optional:
             return None
         ok = isinstance(value, kind) or (kind is float and isinstance(value, int))
         # NaN compares false with everything and .inf never ends: both are refused.
-        if (isinstance(value, bool) or not ok or not math.isfinite(value) or value < minimum
-                or (maximum is not None and value > maximum)):
+        if (
+            isinstance(value, bool)
+            or not ok
+            or not math.isfinite(value)
+            or value < minimum
+            or (maximum is not None and value > maximum)
+        ):
             noun = "an integer" if kind is int else "a number"
             top = f" and <= {maximum:,}" if maximum is not None else ""
             raise self.fail(key, value, f"{noun} >= {minimum}{top}")
@@ -256,17 +292,45 @@ def _section(check: _Checker, key: str, raw: Any, cls: type, rules: dict[str, tu
     for name, value in data.items():
         kind, minimum, *more = rules[name]
         full = f"{key}.{name}"
-        values[name] = check.boolean(full, value) if kind is bool else check.number(
-            full, value, kind, minimum, optional="optional" in more,
-            maximum=next((m for m in more if not isinstance(m, str)), None))
+        values[name] = (
+            check.boolean(full, value)
+            if kind is bool
+            else check.number(
+                full,
+                value,
+                kind,
+                minimum,
+                optional="optional" in more,
+                maximum=next((m for m in more if not isinstance(m, str)), None),
+            )
+        )
     return cls(**values)
 
 
-_TOP_KEYS = ("name", "description", "dataset", "datasets", "decode", "backends", "decoders", "modes",
-             "workers", "loader", "sampling", "verdict", "expect", "timeout_s")
+_TOP_KEYS = (
+    "name",
+    "description",
+    "dataset",
+    "datasets",
+    "decode",
+    "backends",
+    "decoders",
+    "modes",
+    "workers",
+    "loader",
+    "sampling",
+    "verdict",
+    "expect",
+    "timeout_s",
+)
 _RECORD_RULES = {"records": (int, 1), "floats": (int, 1), "seed": (int, 0, MAX_SEED)}
-_DECODE_RULES = {"images": (int, 1), "width": (int, 16, MAX_IMAGE_SIDE), "height": (int, 16, MAX_IMAGE_SIDE),
-                 "quality": (int, 1), "seed": (int, 0, MAX_SEED)}
+_DECODE_RULES = {
+    "images": (int, 1),
+    "width": (int, 16, MAX_IMAGE_SIDE),
+    "height": (int, 16, MAX_IMAGE_SIDE),
+    "quality": (int, 1),
+    "seed": (int, 0, MAX_SEED),
+}
 
 
 def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None = None) -> Scenario:
@@ -284,17 +348,41 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
     name = _name(check, data.get("name", Path(path).stem))
     workload, axis = _workload(check, data)
     common = dict(
-        name=name, path=path, text=text, description=str(data.get("description", "")),
+        name=name,
+        path=path,
+        text=text,
+        description=str(data.get("description", "")),
         modes=check.choices("modes", data.get("modes", list(MODES)), MODES),
         workers=_workers(check, data.get("workers", [2])),
-        loader=_section(check, "loader", data.get("loader"), LoaderSpec, {
-            "batch_size": (int, 1), "epochs": (int, 1), "items": (int, 1, "optional"),
-            "shuffle": (bool, 0), "prefetch_factor": (int, 1, MAX_PREFETCH), "persistent_workers": (bool, 0),
-            "gc_freeze": (bool, 0)}),
-        sampling=_section(check, "sampling", data.get("sampling"), SamplingSpec, {
-            "interval_s": (float, 0.01, 60), "pss_cpu_budget": (float, 0.001, 1),
-            "pss_min_interval_s": (float, 0.0, 3600)}),
-        verdict=_section(check, "verdict", data.get("verdict"), VerdictSpec, {"growth_threshold_mb": (float, 0.0)}),
+        loader=_section(
+            check,
+            "loader",
+            data.get("loader"),
+            LoaderSpec,
+            {
+                "batch_size": (int, 1),
+                "epochs": (int, 1),
+                "items": (int, 1, "optional"),
+                "shuffle": (bool, 0),
+                "prefetch_factor": (int, 1, MAX_PREFETCH),
+                "persistent_workers": (bool, 0),
+                "gc_freeze": (bool, 0),
+            },
+        ),
+        sampling=_section(
+            check,
+            "sampling",
+            data.get("sampling"),
+            SamplingSpec,
+            {
+                "interval_s": (float, 0.01, 60),
+                "pss_cpu_budget": (float, 0.001, 1),
+                "pss_min_interval_s": (float, 0.0, 3600),
+            },
+        ),
+        verdict=_section(
+            check, "verdict", data.get("verdict"), VerdictSpec, {"growth_threshold_mb": (float, 0.0)}
+        ),
         timeout_s=check.number("timeout_s", data.get("timeout_s", 300.0), float, 1.0),
         workload=workload,
         # The README promises both: the scenario's own folder first, then the current directory.
@@ -318,7 +406,7 @@ def shown(value: Any, *, limit: int = 80, quote: bool = True) -> str:
     """``repr(value)`` (or the text itself), cut to ``limit`` characters: an error message names
     the bad value without repeating a megabyte of it."""
     text = repr(value) if quote else str(value)
-    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text):,} characters)"
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text):,} characters)"
 
 
 def display_path(path: str | Path) -> str:
@@ -329,10 +417,19 @@ def display_path(path: str | Path) -> str:
 
 def _name(check: _Checker, name: Any) -> str:
     """The scenario's name names its results folder: one path component, short and printable."""
-    if (not isinstance(name, str) or not name or len(name) > NAME_CHARS or name in (".", "..")
-            or any(c in "/\\" or not c.isprintable() for c in name)):
-        raise check.fail("name", name, f"a non-empty string of at most {NAME_CHARS} printable characters "
-                         "without '/' or '\\' (it names the results folder)")
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > NAME_CHARS
+        or name in (".", "..")
+        or any(c in "/\\" or not c.isprintable() for c in name)
+    ):
+        raise check.fail(
+            "name",
+            name,
+            f"a non-empty string of at most {NAME_CHARS} printable characters "
+            "without '/' or '\\' (it names the results folder)",
+        )
     return name
 
 
@@ -362,36 +459,47 @@ def _check_nodes(root: yaml.Node, path: str) -> None:
     if isinstance(root, yaml.MappingNode):
         for key, value in root.value:
             where = key.value if isinstance(key, yaml.ScalarNode) else "?"
-            if _expanded(key, path, sizes, set(), 1, where) + _expanded(value, path, sizes, set(), 1, where) \
-                    > MAX_SCENARIO_CHARS:
+            if (
+                _expanded(key, path, sizes, set(), 1, where) + _expanded(value, path, sizes, set(), 1, where)
+                > MAX_SCENARIO_CHARS
+            ):
                 raise _too_big(path, f"key '{shown(where, quote=False)}': its")
     if _expanded(root, path, sizes, set(), 0, "") > MAX_SCENARIO_CHARS:
         raise _too_big(path, "the")
 
 
 def _too_big(path: str, whose: str) -> UsageError:
-    return UsageError(f"{path}: {whose} aliases expand to more than {MAX_SCENARIO_CHARS:,} characters; allowed: "
-                      f"at most {MAX_SCENARIO_CHARS:,} once expanded (a scenario is copied into its results)")
+    return UsageError(
+        f"{path}: {whose} aliases expand to more than {MAX_SCENARIO_CHARS:,} characters; allowed: "
+        f"at most {MAX_SCENARIO_CHARS:,} once expanded (a scenario is copied into its results)"
+    )
 
 
-def _expanded(node: yaml.Node, path: str, sizes: dict[int, int], open_: set[int], depth: int, where: str) -> int:
+def _expanded(
+    node: yaml.Node, path: str, sizes: dict[int, int], open_: set[int], depth: int, where: str
+) -> int:
     """Characters ``node`` stands for once every alias in it is expanded (capped just above
     the limit), computed once per node: an alias repeats a node, it does not copy it."""
     if id(node) in sizes:
         return sizes[id(node)]
     line = node.start_mark.line + 1
     if id(node) in open_:
-        raise UsageError(f"{path}: line {line}: key '{shown(where, quote=False)}': an alias refers to a node "
-                         "that contains it (a recursive alias); allowed: aliases to complete nodes only")
+        raise UsageError(
+            f"{path}: line {line}: key '{shown(where, quote=False)}': an alias refers to a node "
+            "that contains it (a recursive alias); allowed: aliases to complete nodes only"
+        )
     if depth > MAX_DEPTH:
-        raise UsageError(f"{path}: line {line}: nested more than {MAX_DEPTH} levels deep; allowed: "
-                         f"at most {MAX_DEPTH}")
+        raise UsageError(
+            f"{path}: line {line}: nested more than {MAX_DEPTH} levels deep; allowed: at most {MAX_DEPTH}"
+        )
     open_.add(id(node))
     if isinstance(node, yaml.ScalarNode):
         size = len(node.value) + 1
     elif isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded(item, path, sizes, open_, depth + 1, f"{where}[{i}]")
-                       for i, item in enumerate(node.value))
+        size = 1 + sum(
+            _expanded(item, path, sizes, open_, depth + 1, f"{where}[{i}]")
+            for i, item in enumerate(node.value)
+        )
     else:
         _no_duplicate_keys(node, path, where)
         size = 1
@@ -413,17 +521,21 @@ def _no_duplicate_keys(node: yaml.MappingNode, path: str, where: str) -> None:
         line = key.start_mark.line + 1
         if (key.tag, key.value) in seen:
             full = shown(f"{where}.{key.value}" if where else key.value, quote=False)
-            raise UsageError(f"{path}: line {line}: key '{full}' appears twice in one mapping (first on "
-                             f"line {seen[(key.tag, key.value)]}); allowed: each key once (YAML would keep "
-                             "the last one silently)")
+            raise UsageError(
+                f"{path}: line {line}: key '{full}' appears twice in one mapping (first on "
+                f"line {seen[(key.tag, key.value)]}); allowed: each key once (YAML would keep "
+                "the last one silently)"
+            )
         seen[(key.tag, key.value)] = line
 
 
 def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
     """'file: line L, column C: not valid YAML: problem' (PyYAML's own text names no file)."""
     if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow, e.g. NUL
-        return (f"{path}: character {exc.position + 1}: not valid YAML: character "
-                f"{shown(chr(exc.character) if isinstance(exc.character, int) else exc.character)} is not allowed")
+        return (
+            f"{path}: character {exc.position + 1}: not valid YAML: character "
+            f"{shown(chr(exc.character) if isinstance(exc.character, int) else exc.character)} is not allowed"
+        )
     mark = getattr(exc, "problem_mark", None)
     where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
     problem = getattr(exc, "problem", None) or str(exc)
@@ -443,8 +555,11 @@ def _workload(check: _Checker, data: dict) -> tuple[str, str]:
     dataset = data.get("dataset")
     if "datasets" in data or (isinstance(dataset, dict) and "factory" in dataset):
         if "backends" in data:
-            raise check.fail("backends", data["backends"], "no 'backends' with user datasets: "
-                             "each entry of 'datasets' is one value of that axis")
+            raise check.fail(
+                "backends",
+                data["backends"],
+                "no 'backends' with user datasets: each entry of 'datasets' is one value of that axis",
+            )
         return "factory", "datasets"
     return "records", "backends"
 
@@ -510,10 +625,17 @@ def _expectations(check: _Checker, value: Any, backends: tuple[str, ...]) -> tup
         verdict = check.choices(f"{key}.verdict", entry["verdict"], VERDICTS)
         if len(verdict) != 1:
             raise check.fail(f"{key}.verdict", entry["verdict"], "exactly one of " + ", ".join(VERDICTS))
-        out.append(Expectation(
-            verdict=verdict[0],
-            backends=check.choices(f"{key}.backend", entry["backend"], backends) if "backend" in entry else (),
-            modes=check.choices(f"{key}.mode", entry["mode"], MODES + (SINGLE,)) if "mode" in entry else ()))
+        out.append(
+            Expectation(
+                verdict=verdict[0],
+                backends=check.choices(f"{key}.backend", entry["backend"], backends)
+                if "backend" in entry
+                else (),
+                modes=check.choices(f"{key}.mode", entry["mode"], MODES + (SINGLE,))
+                if "mode" in entry
+                else (),
+            )
+        )
     return tuple(out)
 
 
@@ -541,13 +663,17 @@ def load_scenario(path: str | Path) -> Scenario:
     finally:
         os.close(fd)
     if len(data) > MAX_SCENARIO_CHARS:
-        raise UsageError(f"{name}: larger than {MAX_SCENARIO_CHARS:,} bytes; allowed: a scenario file of at most "
-                         f"{MAX_SCENARIO_CHARS:,} bytes (see README, Limits)")
+        raise UsageError(
+            f"{name}: larger than {MAX_SCENARIO_CHARS:,} bytes; allowed: a scenario file of at most "
+            f"{MAX_SCENARIO_CHARS:,} bytes (see README, Limits)"
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{name}: not a text file (byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
-                         "UTF-8); allowed: a YAML scenario in UTF-8") from None
+        raise UsageError(
+            f"{name}: not a text file (byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
+            "UTF-8); allowed: a YAML scenario in UTF-8"
+        ) from None
     return parse_scenario(text, name, base_dir=str(p.resolve().parent))
 
 
@@ -564,9 +690,13 @@ def _read_at_most(fd: int, limit: int) -> bytes:
 
 def _file_kind(mode: int) -> str | None:
     """What a path that is not a regular file is, in words."""
-    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+    for test, kind in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return kind
     return None
@@ -623,17 +753,24 @@ def _check_machine(scenario: Scenario, machine: Machine) -> None:
     flag = "; --no-limits runs it anyway"
     most = max(scenario.workers)
     if most > machine.max_workers:
-        raise UsageError(f"{scenario.path}: key 'workers': got {most}; allowed on this machine: at most "
-                         f"{machine.max_workers} ({WORKERS_PER_CPU} per CPU x {machine.cpus} CPUs, and "
-                         f"{MB_PER_WORKER} MB per worker of {machine.memory_mb:,} MB){flag}")
+        raise UsageError(
+            f"{scenario.path}: key 'workers': got {most}; allowed on this machine: at most "
+            f"{machine.max_workers} ({WORKERS_PER_CPU} per CPU x {machine.cpus} CPUs, and "
+            f"{MB_PER_WORKER} MB per worker of {machine.memory_mb:,} MB){flag}"
+        )
     need = planned_memory_mb(scenario)
     budget = machine.memory_mb * MEMORY_SHARE
     if need is not None and need > budget:
-        key, value = (("dataset.records", scenario.dataset.records) if scenario.workload == "records"
-                      else ("decode.images", scenario.decode.images))
-        raise UsageError(f"{scenario.path}: key '{key}': got {value:,}; allowed on this machine: a dataset whose "
-                         f"copies fit in {budget:,.0f} MB ({MEMORY_SHARE:.0%} of {machine.memory_mb:,} MB): "
-                         f"with {most} workers each holding a copy this scenario needs ~{need:,.0f} MB{flag}")
+        key, value = (
+            ("dataset.records", scenario.dataset.records)
+            if scenario.workload == "records"
+            else ("decode.images", scenario.decode.images)
+        )
+        raise UsageError(
+            f"{scenario.path}: key '{key}': got {value:,}; allowed on this machine: a dataset whose "
+            f"copies fit in {budget:,.0f} MB ({MEMORY_SHARE:.0%} of {machine.memory_mb:,} MB): "
+            f"with {most} workers each holding a copy this scenario needs ~{need:,.0f} MB{flag}"
+        )
 
 
 def planned_memory_mb(scenario: Scenario) -> float | None:
@@ -662,10 +799,12 @@ def _check_batches(scenario: Scenario) -> None:
     if most > 1 and -(-items // batch) < most:
         largest = -(-items // (most - 1)) - 1  # the largest batch size that still makes ``most`` batches
         key = "dataset.records" if scenario.workload == "records" else "decode.images"
-        raise UsageError(f"{scenario.path}: key 'loader.batch_size': got {batch:,} for {items:,} items "
-                         f"({key}{' / loader.items' if scenario.loader.items else ''}) and {most} workers; "
-                         f"allowed: at most {largest:,}, so that every worker delivers a batch "
-                         "(the growth window opens only then)")
+        raise UsageError(
+            f"{scenario.path}: key 'loader.batch_size': got {batch:,} for {items:,} items "
+            f"({key}{' / loader.items' if scenario.loader.items else ''}) and {most} workers; "
+            f"allowed: at most {largest:,}, so that every worker delivers a batch "
+            "(the growth window opens only then)"
+        )
 
 
 def with_overrides(scenario: Scenario, **changes: Any) -> Scenario:

@@ -1,4 +1,5 @@
 """Run a whole scenario: every run in turn, results saved as they come, then summary and report."""
+
 from __future__ import annotations
 
 import os
@@ -12,10 +13,24 @@ from pathlib import Path
 from memprobe.analysis import RunSummary, summarize_all
 from memprobe.errors import UsageError
 from memprobe.probe import procfs
-from memprobe.results import (SCHEMA_VERSION, ResultSet, consolidate, read_json, run_dirs, write_json_atomic,
-                              write_json_exclusive)
-from memprobe.runner import (ResultsFolderGone, RunState, StopSignals, environment, execute, folder_identity,
-                             signal_name)
+from memprobe.results import (
+    SCHEMA_VERSION,
+    ResultSet,
+    consolidate,
+    read_json,
+    run_dirs,
+    write_json_atomic,
+    write_json_exclusive,
+)
+from memprobe.runner import (
+    ResultsFolderGone,
+    RunState,
+    StopSignals,
+    environment,
+    execute,
+    folder_identity,
+    signal_name,
+)
 from memprobe.scenario import RunSpec, Scenario
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
@@ -48,9 +63,13 @@ def default_out_dir(scenario: Scenario, base: Path = Path("reports")) -> Path:
             return out
         except FileExistsError:
             if not base.is_dir():
-                raise UsageError(f"{base}: exists and is not a folder; choose a results folder with -o") from None
+                raise UsageError(
+                    f"{base}: exists and is not a folder; choose a results folder with -o"
+                ) from None
         except OSError as exc:
-            raise UsageError(f"{out}: cannot create the results folder: {exc.strerror}; choose one with -o") from None
+            raise UsageError(
+                f"{out}: cannot create the results folder: {exc.strerror}; choose one with -o"
+            ) from None
     raise UsageError(f"{base}: 1,000 results folders named {scenario.name}-{stamp}*; choose one with -o")
 
 
@@ -68,11 +87,17 @@ def check_output(out: Path) -> None:
     try:
         if out.is_dir():
             if (out / "manifest.json").exists():
-                raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
+                raise UsageError(
+                    f"{out}: already holds results; choose another output folder (-o) or remove it"
+                )
             if any(out.iterdir()):
-                raise UsageError(f"{out}: a folder that is not empty; allowed: a new or empty folder for the results")
+                raise UsageError(
+                    f"{out}: a folder that is not empty; allowed: a new or empty folder for the results"
+                )
         elif out.exists() or out.is_symlink():
-            raise UsageError(f"{out}: exists and is not a folder; allowed: a new or empty folder for the results")
+            raise UsageError(
+                f"{out}: exists and is not a folder; allowed: a new or empty folder for the results"
+            )
     except OSError as exc:
         raise UsageError(f"{out}: cannot use it for results: {exc.strerror}") from None
 
@@ -91,10 +116,18 @@ def start_results(out: Path, scenario: Scenario, runs: list[RunSpec]) -> dict:
     manifest. The manifest is created exclusively: of two sessions given one folder, one gets it
     and the other a clear error, never a mix of both."""
     make_output(out)
-    manifest = {"schema_version": SCHEMA_VERSION, "scenario": scenario.name, "scenario_path": scenario.path,
-                "description": scenario.description, "status": "running", "started": time.time(),
-                "finished": None, "environment": environment(), "runs": [r.run_id for r in runs],
-                "writer": writer_identity()}
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "scenario": scenario.name,
+        "scenario_path": scenario.path,
+        "description": scenario.description,
+        "status": "running",
+        "started": time.time(),
+        "finished": None,
+        "environment": environment(),
+        "runs": [r.run_id for r in runs],
+        "writer": writer_identity(),
+    }
     if not write_json_exclusive(out / "manifest.json", manifest):
         raise UsageError(f"{out}: already holds results; choose another output folder (-o) or remove it")
     (out / "scenario.yaml").write_text(scenario.text, encoding="utf-8")
@@ -105,8 +138,11 @@ def writer_identity() -> dict:
     """Who writes a results folder: `memprobe report` tells a session still going from one whose
     memprobe was killed (pid numbers are reused; with the start time they are not)."""
     me = procfs.read_stat(os.getpid())
-    return {"pid": os.getpid(), "start_ticks": me.start_ticks if me else None,
-            "boot_id": (procfs._read("/proc/sys/kernel/random/boot_id") or "").strip() or None}
+    return {
+        "pid": os.getpid(),
+        "start_ticks": me.start_ticks if me else None,
+        "boot_id": (procfs._read("/proc/sys/kernel/random/boot_id") or "").strip() or None,
+    }
 
 
 def writer_alive(manifest: dict) -> bool:
@@ -119,9 +155,15 @@ def writer_alive(manifest: dict) -> bool:
     return st is not None and st.start_ticks == ticks and st.state not in ("Z", "X")
 
 
-def run_scenario(scenario: Scenario, out: Path, *, console: Console | None = None,
-                 runs: list[RunSpec] | None = None, render: bool = True,
-                 signals: Iterable[int] = (signal.SIGINT,)) -> SessionResult:
+def run_scenario(
+    scenario: Scenario,
+    out: Path,
+    *,
+    console: Console | None = None,
+    runs: list[RunSpec] | None = None,
+    render: bool = True,
+    signals: Iterable[int] = (signal.SIGINT,),
+) -> SessionResult:
     """Execute ``scenario``'s runs (or ``runs``) into the results folder ``out``.
 
     ``signals`` (from the main thread) end the session gracefully at any moment: the run going
@@ -143,16 +185,25 @@ def run_scenario(scenario: Scenario, out: Path, *, console: Console | None = Non
                 if folder_identity(out) != folder:
                     raise ResultsFolderGone(out)
                 console.run_started(spec, index, len(runs))
-                state = execute(spec, out / "runs" / spec.run_id, index=index, total=len(runs),
-                                on_progress=console.run_progress, stop=stop)
+                state = execute(
+                    spec,
+                    out / "runs" / spec.run_id,
+                    index=index,
+                    total=len(runs),
+                    on_progress=console.run_progress,
+                    stop=stop,
+                )
                 console.run_finished(state)
                 interrupted = state.status == "interrupted"
                 if interrupted:
                     break
         except KeyboardInterrupt:  # outside the main thread, or a signal not in ``signals``
             interrupted = True
-        manifest.update(status="interrupted" if interrupted else "complete", finished=time.time(),
-                        signals=[signal_name(s) for s in stop.received])
+        manifest.update(
+            status="interrupted" if interrupted else "complete",
+            finished=time.time(),
+            signals=[signal_name(s) for s in stop.received],
+        )
         result = finalize(out, manifest, render=render, interrupted=interrupted)
         if len(stop.received) > len(manifest["signals"]):  # more came while saving: say so
             manifest["signals"] = [signal_name(s) for s in stop.received]
@@ -172,17 +223,25 @@ def finish_abandoned(root: Path, manifest: dict) -> bool:
     for d in run_dirs(root):
         meta = read_json(d / "meta.json")
         if meta.get("status") == "running":
-            meta.update(status="interrupted", error={
-                "type": "Interrupted", "message": "memprobe ended while this run was going (killed?); what was "
-                                                  "measured until then is kept"})
+            meta.update(
+                status="interrupted",
+                error={
+                    "type": "Interrupted",
+                    "message": "memprobe ended while this run was going (killed?); what was "
+                    "measured until then is kept",
+                },
+            )
             write_json_atomic(d / "meta.json", meta)
         else:
             finished.append(meta.get("run_id"))
     # Killed after its last run had ended, while saving: nothing was cut short.
     whole = finished == list(manifest.get("runs") or [None])
-    manifest.update(status="complete" if whole else "interrupted", finished=manifest.get("finished") or ended,
-                    ended="memprobe ended before finishing this session (killed?); 'memprobe report' finished "
-                          "the folder from what was saved")
+    manifest.update(
+        status="complete" if whole else "interrupted",
+        finished=manifest.get("finished") or ended,
+        ended="memprobe ended before finishing this session (killed?); 'memprobe report' finished "
+        "the folder from what was saved",
+    )
     write_json_atomic(root / "manifest.json", manifest)
     consolidate(root)
     return True
@@ -206,7 +265,15 @@ def finalize(out: Path, manifest: dict, *, render: bool, interrupted: bool) -> S
 
 
 def write_summary(out: Path, manifest: dict, summaries: list[RunSummary]) -> None:
-    write_json_atomic(out / "summary.json", {
-        "schema_version": SCHEMA_VERSION, "scenario": manifest.get("scenario"), "status": manifest.get("status"),
-        "started": manifest.get("started"), "finished": manifest.get("finished"),
-        "environment": manifest.get("environment"), "runs": [s.to_dict() for s in summaries]})
+    write_json_atomic(
+        out / "summary.json",
+        {
+            "schema_version": SCHEMA_VERSION,
+            "scenario": manifest.get("scenario"),
+            "status": manifest.get("status"),
+            "started": manifest.get("started"),
+            "finished": manifest.get("finished"),
+            "environment": manifest.get("environment"),
+            "runs": [s.to_dict() for s in summaries],
+        },
+    )

@@ -27,6 +27,7 @@ interval between two exact readings its own growth is the rise its minor faults 
 counts only as far as its RSS fell too. The rest is ``released_mb`` (pages made private by
 others, positive) and ``shared_mb`` (pages shared at a fork, negative): stated, never judged.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,11 +47,17 @@ PARENT_KINDS = ("main", "launcher", "rank")
 STILL_MB, STILL_S, STARTUP_MAX_S = 1.0, 0.5, 10.0
 ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
-ESTIMATE_EXTENDS_MB = 5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
+ESTIMATE_EXTENDS_MB = (
+    5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
+)
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
-KIND_WORDS = {"dataloader": ("DataLoader worker", "DataLoader workers"), "fork": ("forked child", "forked children"),
-              "spawn": ("spawned child", "spawned children"), "exec": ("child program", "child programs")}
+KIND_WORDS = {
+    "dataloader": ("DataLoader worker", "DataLoader workers"),
+    "fork": ("forked child", "forked children"),
+    "spawn": ("spawned child", "spawned children"),
+    "exec": ("child program", "child programs"),
+}
 RECORDED = ("record", "watch")
 
 
@@ -60,6 +67,7 @@ def is_recorded(meta: dict) -> bool:
 
 
 # -- what each process is ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Proc:
@@ -115,11 +123,15 @@ def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
     # Older metas: one start method for the run's DataLoader workers, the most common seen.
     method = next(iter(methods)) if len(methods) == 1 else (meta.get("spec") or {}).get("mode")
     root = next((p.get("command") for p in listed.values() if p.get("role") == "main"), None)
-    procs = [_proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()]
+    procs = [
+        _proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()
+    ]
     return _with_generations(_with_parents(procs, meta))
 
 
-def _proc(pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool, root_command: str | None) -> Proc:
+def _proc(
+    pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool, root_command: str | None
+) -> Proc:
     """One process's facts; what an older meta lacks is derived from its role and the samples."""
     role = str(p.get("role") or "other")
     worker = int(p["worker"]) if p.get("worker") is not None else -1
@@ -131,10 +143,21 @@ def _proc(pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool, ro
     if forked is None:
         forked = kind == "fork" or (kind == "dataloader" and start_method == "fork")
     first_t = _float(p.get("first_t"), seen.get("first_t", 0.0))
-    return Proc(pid, _int_or_none(p.get("ppid")), role, kind, bool(forked), start_method,
-                int(p["rank"]) if p.get("rank") is not None else -1, worker, _int_or_none(p.get("generation")),
-                _float(p.get("start_t"), first_t), first_t, _float(p.get("last_t"), seen.get("last_t", first_t)),
-                _float(p.get("end_t"), None))
+    return Proc(
+        pid,
+        _int_or_none(p.get("ppid")),
+        role,
+        kind,
+        bool(forked),
+        start_method,
+        int(p["rank"]) if p.get("rank") is not None else -1,
+        worker,
+        _int_or_none(p.get("generation")),
+        _float(p.get("start_t"), first_t),
+        first_t,
+        _float(p.get("last_t"), seen.get("last_t", first_t)),
+        _float(p.get("end_t"), None),
+    )
 
 
 def _seen(samples: pd.DataFrame) -> dict[int, dict]:
@@ -142,15 +165,23 @@ def _seen(samples: pd.DataFrame) -> dict[int, dict]:
         return {}
     ok = samples[~samples["missing"].fillna(False).astype(bool)].sort_values("t")
     g = ok.groupby("pid")
-    table = pd.DataFrame({"role": g["role"].last(), "worker": g["worker"].last(), "first_t": g["t"].first(),
-                          "last_t": g["t"].last()})
+    table = pd.DataFrame(
+        {
+            "role": g["role"].last(),
+            "worker": g["worker"].last(),
+            "first_t": g["t"].first(),
+            "last_t": g["t"].last(),
+        }
+    )
     if "rank" in ok:
         table["rank"] = g["rank"].last()
     return {int(pid): r for pid, r in table.to_dict("index").items()}
 
 
 def _float(v: Any, default: Any) -> Any:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+    return (
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+    )
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -161,8 +192,10 @@ def _with_parents(procs: list[Proc], meta: dict) -> list[Proc]:
     """Older metas have no ppid: a worker's parent is its rank's process, else the root."""
     root = meta.get("root_pid") or next((p.pid for p in procs if p.role == "main"), None)
     ranks = {int(r): int(pid) for r, pid in (meta.get("ranks") or {}).items()}
-    return [p if p.ppid is not None or not p.is_worker else replace(p, ppid=ranks.get(p.rank, root))
-            for p in procs]
+    return [
+        p if p.ppid is not None or not p.is_worker else replace(p, ppid=ranks.get(p.rank, root))
+        for p in procs
+    ]
 
 
 def _with_generations(procs: list[Proc]) -> list[Proc]:
@@ -194,6 +227,7 @@ def owner(p: Proc, by_pid: dict[int, Proc]) -> Proc | None:
 
 # -- own growth between exact readings --------------------------------------------------------------
 
+
 def exact_readings(samples: pd.DataFrame, pid: int) -> pd.DataFrame:
     """A process's exact (PSS/USS) readings, in time order."""
     rows = samples[(samples["pid"] == pid) & (samples["tier"] == "pss") & samples["uss_mb"].notna()]
@@ -223,9 +257,13 @@ class Split:
 def split_growth(readings: pd.DataFrame, origin: dict | None = None) -> Split:
     """Own growth over consecutive exact readings (``origin``: a starting point that is not a
     reading, such as a forked child's USS 0 and no faults at its start)."""
+
     def column(name: str) -> np.ndarray:
-        values = pd.to_numeric(readings[name], errors="coerce").to_numpy(float) if name in readings \
+        values = (
+            pd.to_numeric(readings[name], errors="coerce").to_numpy(float)
+            if name in readings
             else np.full(len(readings), np.nan)
+        )
         first = origin.get(name) if origin else None
         head = [np.nan if first is None or pd.isna(first) else float(first)] if origin else []
         return np.concatenate([head, values])
@@ -242,6 +280,7 @@ def split_growth(readings: pd.DataFrame, origin: dict | None = None) -> Split:
 
 
 # -- per process -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Growth:
@@ -284,11 +323,32 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
     base = _baseline(p, readings, samples, procs, marks)
     window, origin, built, startup = base
     up = owner(p, by_pid) if p.is_worker else None
-    empty = Growth(p.pid, p.role, p.kind, p.rank, p.worker, p.generation, p.start_method,
-                   _first(readings["t"]), _last(readings["t"]), None, len(readings), None,
-                   _last(readings["uss_mb"]), None, built,
-                   startup, None, None, None, None, False, up.pid if up else None, p.start_t,
-                   p.end_t if p.end_t is not None else p.last_t)
+    empty = Growth(
+        p.pid,
+        p.role,
+        p.kind,
+        p.rank,
+        p.worker,
+        p.generation,
+        p.start_method,
+        _first(readings["t"]),
+        _last(readings["t"]),
+        None,
+        len(readings),
+        None,
+        _last(readings["uss_mb"]),
+        None,
+        built,
+        startup,
+        None,
+        None,
+        None,
+        None,
+        False,
+        up.pid if up else None,
+        p.start_t,
+        p.end_t if p.end_t is not None else p.last_t,
+    )
     if window is None or (origin is None and len(window) < 2) or window.empty:
         return _estimated(empty, p, samples) if p.is_worker else empty
     split = split_growth(window, origin)
@@ -296,9 +356,17 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dic
     t1 = float(window["t"].iloc[-1])
     start_uss = origin["uss_mb"] if origin else float(window["uss_mb"].iloc[0])
     rate = split.own_mb / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
-    g = replace(empty, baseline_t=t0, uss_start_mb=start_uss, uss_end_mb=float(window["uss_mb"].iloc[-1]),
-                growth_mb=split.own_mb, released_mb=split.released_mb, shared_mb=split.shared_mb,
-                growth_mb_per_min=rate, judged=p.is_worker or p.is_parent)
+    g = replace(
+        empty,
+        baseline_t=t0,
+        uss_start_mb=start_uss,
+        uss_end_mb=float(window["uss_mb"].iloc[-1]),
+        growth_mb=split.own_mb,
+        released_mb=split.released_mb,
+        shared_mb=split.shared_mb,
+        growth_mb_per_min=rate,
+        judged=p.is_worker or p.is_parent,
+    )
     return _estimated_to_end(g, samples) if p.is_worker else g
 
 
@@ -308,16 +376,23 @@ def _estimated_to_end(g: Growth, samples: pd.DataFrame) -> Growth:
     estimated. A worker's copy often happens in its last seconds of an epoch."""
     if "uss_est_mb" not in samples or g.last_t is None or g.growth_mb is None or g.uss_end_mb is None:
         return g
-    later = samples[(samples["pid"] == g.pid) & (samples["t"] > g.last_t)
-                    & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    later = samples[
+        (samples["pid"] == g.pid) & (samples["t"] > g.last_t) & ~samples["missing"].fillna(False).astype(bool)
+    ].sort_values("t")
     est = pd.to_numeric(later["uss_est_mb"], errors="coerce").dropna()
     if est.empty or float(est.iloc[-1]) - g.uss_end_mb < ESTIMATE_EXTENDS_MB:
         return g
     t1, end = float(later.loc[est.index[-1], "t"]), float(est.iloc[-1])
     growth = g.growth_mb + end - g.uss_end_mb
     t0 = g.baseline_t if g.baseline_t is not None else g.last_t
-    return replace(g, last_t=t1, uss_end_mb=end, growth_mb=growth, estimated=True,
-                   growth_mb_per_min=growth / (t1 - t0) * 60 if t1 - t0 > 0.5 else None)
+    return replace(
+        g,
+        last_t=t1,
+        uss_end_mb=end,
+        growth_mb=growth,
+        estimated=True,
+        growth_mb_per_min=growth / (t1 - t0) * 60 if t1 - t0 > 0.5 else None,
+    )
 
 
 def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
@@ -328,8 +403,12 @@ def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
     copied flat."""
     if "uss_est_mb" not in samples:
         return g
-    rows = samples[(samples["pid"] == p.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
-    value = rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
+    rows = samples[(samples["pid"] == p.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values(
+        "t"
+    )
+    value = (
+        rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
+    )
     rows = rows.assign(value=value).dropna(subset=["value"])
     if p.forked:
         t0, base, startup = p.start_t, 0.0, None
@@ -344,14 +423,26 @@ def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
         return g
     t1, end = float(rows["t"].iloc[-1]), float(rows["value"].iloc[-1])
     rate = (end - base) / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
-    return replace(g, baseline_t=t0, last_t=t1, uss_start_mb=base, uss_end_mb=end, growth_mb=end - base,
-                   startup_mb=startup, growth_mb_per_min=rate, judged=True, estimated=True)
+    return replace(
+        g,
+        baseline_t=t0,
+        last_t=t1,
+        uss_start_mb=base,
+        uss_end_mb=end,
+        growth_mb=end - base,
+        startup_mb=startup,
+        growth_mb_per_min=rate,
+        judged=True,
+        estimated=True,
+    )
 
 
 Baseline = tuple[pd.DataFrame | None, dict | None, float | None, float | None]
 
 
-def _baseline(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], marks: dict) -> Baseline:
+def _baseline(
+    p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], marks: dict
+) -> Baseline:
     """(readings in the window, a synthetic origin or None, built_mb, startup_mb)."""
     if readings.empty:
         return None, None, None, None
@@ -369,30 +460,40 @@ def _baseline(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: lis
     return readings, None, None, None
 
 
-def _parent_window(p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc],
-                   marks: dict) -> Baseline:
+def _parent_window(
+    p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], marks: dict
+) -> Baseline:
     """From just before its first worker started (the pages a fork then shares are still its own
     there) to its last reading while it had workers: after the last one ends, its pages become
     private again and a program tears its data down, neither of which is growth. Without
     workers: from the job's first mark (or its first reading) to its last reading."""
     by_pid = {q.pid: q for q in procs}
     # A launcher's children are its ranks: it counts from the first, as a rank from its first worker.
-    mine = [q for q in procs if (q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid)
-            or (q.kind == "rank" and q.ppid == p.pid)]
+    mine = [
+        q
+        for q in procs
+        if (q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid)
+        or (q.kind == "rank" and q.ppid == p.pid)
+    ]
     since = min(q.start_t for q in mine) if mine else marks.get("first_mark")
     before = readings[readings["t"] < since] if since is not None else readings.iloc[:1]
     window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
     origin = None
     if since is not None and len(before):
-        origin = _built_since_reading(p.pid, samples, window, since) or _built_unseen(p.pid, samples, window, since)
+        origin = _built_since_reading(p.pid, samples, window, since) or _built_unseen(
+            p.pid, samples, window, since
+        )
     if origin is not None:
         window = window[window["t"] > origin["t"]]
     if mine:
         until = max(q.end_t if q.end_t is not None else q.last_t for q in mine)
         during = window[window["t"] <= until]
         window = during if len(during) >= (1 if origin else 2) else window
-    built = _built(p, samples, readings, window, since) if origin is None else \
-        origin["uss_mb"] - float(readings["uss_mb"].iloc[0])
+    built = (
+        _built(p, samples, readings, window, since)
+        if origin is None
+        else origin["uss_mb"] - float(readings["uss_mb"].iloc[0])
+    )
     return window, origin, built, None
 
 
@@ -409,8 +510,13 @@ def _built_unseen(pid: int, samples: pd.DataFrame, window: pd.DataFrame, since: 
     if len(rows) < 2 or float(rows["anon"].iloc[-1] - rows["anon"].iloc[0]) < STILL_MB:
         return None
     last = rows.iloc[-1]
-    return {"t": float(last["t"]), "uss_mb": uss0 + float(last["anon"] - rows["anon"].iloc[0]),
-            "rss_mb": last.get("rss_mb"), "minflt": last.get("minflt"), "anon_huge_mb": None}
+    return {
+        "t": float(last["t"]),
+        "uss_mb": uss0 + float(last["anon"] - rows["anon"].iloc[0]),
+        "rss_mb": last.get("rss_mb"),
+        "minflt": last.get("minflt"),
+        "anon_huge_mb": None,
+    }
 
 
 def _built_since_reading(pid: int, samples: pd.DataFrame, window: pd.DataFrame, since: float) -> dict | None:
@@ -426,12 +532,18 @@ def _built_since_reading(pid: int, samples: pd.DataFrame, window: pd.DataFrame, 
     if rows.empty or float(rows["uss_mb"].iloc[-1]) - uss0 < STILL_MB:
         return None
     last = rows.iloc[-1]
-    return {"t": float(last["t"]), "uss_mb": float(last["uss_mb"]), "rss_mb": last.get("rss_mb"),
-            "minflt": last.get("minflt"), "anon_huge_mb": None}
+    return {
+        "t": float(last["t"]),
+        "uss_mb": float(last["uss_mb"]),
+        "rss_mb": last.get("rss_mb"),
+        "minflt": last.get("minflt"),
+        "anon_huge_mb": None,
+    }
 
 
-def _built(p: Proc, samples: pd.DataFrame, readings: pd.DataFrame, window: pd.DataFrame,
-           since: float | None) -> float | None:
+def _built(
+    p: Proc, samples: pd.DataFrame, readings: pd.DataFrame, window: pd.DataFrame, since: float | None
+) -> float | None:
     """What a parent built before its workers started (or before the first mark): its USS then
     minus at its first reading. Where no exact reading falls between the two, the sampler's
     estimate just before that moment stands in (shown, never judged); None when neither exists."""
@@ -442,7 +554,9 @@ def _built(p: Proc, samples: pd.DataFrame, readings: pd.DataFrame, window: pd.Da
         return float(window["uss_mb"].iloc[0]) - first
     if "uss_est_mb" not in samples:
         return None
-    est = samples[(samples["pid"] == p.pid) & (samples["t"] > first_t) & (samples["t"] < since)].sort_values("t")
+    est = samples[(samples["pid"] == p.pid) & (samples["t"] > first_t) & (samples["t"] < since)].sort_values(
+        "t"
+    )
     est = pd.to_numeric(est["uss_est_mb"], errors="coerce").dropna()
     return float(est.iloc[-1]) - first if len(est) else None
 
@@ -453,7 +567,9 @@ def _renamed_t(samples: pd.DataFrame, pid: int) -> float | None:
     rows = samples[(samples["pid"] == pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
     if rows.empty:
         return None
-    is_dl = rows["kind"] == "dataloader" if "kind" in rows and rows["kind"].notna().any() else rows["worker"] >= 0
+    is_dl = (
+        rows["kind"] == "dataloader" if "kind" in rows and rows["kind"].notna().any() else rows["worker"] >= 0
+    )
     if is_dl.all() or not is_dl.any():
         return None
     return float(rows.loc[is_dl, "t"].iloc[0])
@@ -469,7 +585,7 @@ def _settled_t(samples: pd.DataFrame, p: Proc) -> float:
         if t[i] >= limit:
             break
         j = int(np.searchsorted(t, t[i] - STILL_S))
-        if t[i] - t[j] >= 0.8 * STILL_S - 1e-6 and rss[i] - rss[j:i + 1].min() < STILL_MB:
+        if t[i] - t[j] >= 0.8 * STILL_S - 1e-6 and rss[i] - rss[j : i + 1].min() < STILL_MB:
             return float(t[i])
     return limit
 
@@ -484,6 +600,7 @@ def _last(s: pd.Series) -> float | None:
 
 # -- items -----------------------------------------------------------------------------------------
 
+
 def items_between(progress: pd.DataFrame, t0: float, t1: float) -> float:
     """Items the job counted (memprobe.mark) between ``t0`` and ``t1``."""
     if progress.empty or "items" not in progress:
@@ -494,6 +611,7 @@ def items_between(progress: pd.DataFrame, t0: float, t1: float) -> float:
     def at(x: float) -> float:
         i = int(np.searchsorted(t, x, side="right")) - 1
         return float(items[i]) if i >= 0 else 0.0
+
     return max(at(t1) - at(t0), 0.0)
 
 
@@ -508,14 +626,21 @@ def with_items(rows: list[Growth], progress: pd.DataFrame) -> list[Growth]:
         items = items_between(progress, g.baseline_t, g.last_t)
         if g.worker >= 0 or g.kind in WORKER_KINDS:
             mid = (g.baseline_t + g.last_t) / 2
-            alive = sum(1 for w in rows if w.kind in WORKER_KINDS and w.baseline_t is not None
-                        and w.last_t is not None and w.baseline_t <= mid <= w.last_t)
+            alive = sum(
+                1
+                for w in rows
+                if w.kind in WORKER_KINDS
+                and w.baseline_t is not None
+                and w.last_t is not None
+                and w.baseline_t <= mid <= w.last_t
+            )
             items /= max(alive, 1)
         out.append(replace(g, growth_per_1k_items_mb=g.growth_mb / (items / 1000) if items >= 1 else None))
     return out
 
 
 # -- the estimate's error ------------------------------------------------------------------------
+
 
 def estimate_error(samples: pd.DataFrame, sampler: dict | None = None) -> dict | None:
     """The USS estimate against the next exact reading: the sampler's own check where it made one
@@ -543,11 +668,16 @@ def estimate_error(samples: pd.DataFrame, sampler: dict | None = None) -> dict |
         return None
     diff = np.abs(before[keep] - uss[keep])
     pct = diff / uss[keep] * 100
-    return {"median_pct": float(np.median(pct)), "max_pct": float(pct.max()), "max_mb": float(diff.max()),
-            "n": int(keep.sum())}
+    return {
+        "median_pct": float(np.median(pct)),
+        "max_pct": float(pct.max()),
+        "max_mb": float(diff.max()),
+        "n": int(keep.sum()),
+    }
 
 
 # -- total PSS --------------------------------------------------------------------------------------
+
 
 def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
     """Exact readings, plus, at every time some process was read exactly, each other live
@@ -560,13 +690,27 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
     exact = samples[(samples["tier"] == "pss") & ~missing].assign(held=False)
     times = exact["t"].unique()
     # Alive and not read at a reading time; a cheap row with a reason is a failed read, not a hold.
-    idle = samples[samples["t"].isin(times) & (samples["tier"] == "cheap") & ~missing & samples["reason"].isna()]
+    idle = samples[
+        samples["t"].isin(times) & (samples["tier"] == "cheap") & ~missing & samples["reason"].isna()
+    ]
     if idle.empty:
         return exact[cols].reset_index(drop=True)
     last = exact[["t", "pid", "pss_mb", "uss_mb"]].rename(columns={"t": "read_t"}).sort_values("read_t")
-    held = pd.merge_asof(idle[["t", "pid", "role"]].sort_values("t"), last, left_on="t", right_on="read_t", by="pid",
-                         direction="backward").dropna(subset=["pss_mb"]).assign(held=True)
-    return pd.concat([exact[cols], held[cols]], ignore_index=True).sort_values(["t", "pid"], ignore_index=True)
+    held = (
+        pd.merge_asof(
+            idle[["t", "pid", "role"]].sort_values("t"),
+            last,
+            left_on="t",
+            right_on="read_t",
+            by="pid",
+            direction="backward",
+        )
+        .dropna(subset=["pss_mb"])
+        .assign(held=True)
+    )
+    return pd.concat([exact[cols], held[cols]], ignore_index=True).sort_values(
+        ["t", "pid"], ignore_index=True
+    )
 
 
 def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
@@ -581,6 +725,7 @@ def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
 
 # -- the run -------------------------------------------------------------------------------------------
 
+
 def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Growth]:
     """The per-process table: every process of the tree, parents first, then per rank."""
     procs = processes(meta, samples)
@@ -593,13 +738,21 @@ def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Gro
 
 def _order(g: Growth) -> tuple:
     """main/launcher first; then per rank (none first): the rank process, its workers by start, the rest."""
-    place = 0 if g.kind in ("main", "launcher") else 1 if g.kind == "rank" else 2 if g.worker >= 0 or \
-        g.kind in WORKER_KINDS else 3
+    place = (
+        0
+        if g.kind in ("main", "launcher")
+        else 1
+        if g.kind == "rank"
+        else 2
+        if g.worker >= 0 or g.kind in WORKER_KINDS
+        else 3
+    )
     first = g.first_t if g.first_t is not None else math.inf
     return (place > 0, g.rank, place, g.generation or 0, first, g.pid)
 
 
 # -- projection ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RankShape:
@@ -623,16 +776,28 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
             continue
         forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
         start = parent.uss_start_mb or 0.0
-        out.append(RankShape(start + max(grown(parent), 0.0), start,
-                             float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
-                             float(np.mean([g.growth_mb for g in mine])), _most_alive(mine), forked))
+        out.append(
+            RankShape(
+                start + max(grown(parent), 0.0),
+                start,
+                float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
+                float(np.mean([g.growth_mb for g in mine])),
+                _most_alive(mine),
+                forked,
+            )
+        )
     return out
 
 
 def _most_alive(rows: list[Growth]) -> int:
     """The most of these processes alive at once (from each one's start to its end)."""
-    life = [(g.start_t if g.start_t is not None else g.baseline_t or 0.0,
-             g.end_t if g.end_t is not None else g.last_t or 0.0) for g in rows]
+    life = [
+        (
+            g.start_t if g.start_t is not None else g.baseline_t or 0.0,
+            g.end_t if g.end_t is not None else g.last_t or 0.0,
+        )
+        for g in rows
+    ]
     events = sorted([(a, 1) for a, _ in life] + [(b, -1) for _, b in life], key=lambda e: (e[0], e[1]))
     alive = best = 0
     for _, step in events:
@@ -665,15 +830,23 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
         return None
     with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
     measured = [g for g in judged_workers(rows) if g.parent_pid in with_workers]
+
     def mean(xs: Any) -> float:
         return float(np.mean(list(xs)))
 
-    return Basis(len(shapes), any(g.kind == "rank" for g in rows), round(mean(s.workers for s in shapes)),
-                 len(measured), mean((g.last_t or 0.0) - (g.baseline_t or 0.0) for g in measured),
-                 mean(s.parent_mb for s in shapes), mean(s.built_full_mb for s in shapes),
-                 mean(s.worker_start_mb for s in shapes), mean(s.worker_growth_mb for s in shapes),
-                 sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers),
-                 all(s.forked for s in shapes))
+    return Basis(
+        len(shapes),
+        any(g.kind == "rank" for g in rows),
+        round(mean(s.workers for s in shapes)),
+        len(measured),
+        mean((g.last_t or 0.0) - (g.baseline_t or 0.0) for g in measured),
+        mean(s.parent_mb for s in shapes),
+        mean(s.built_full_mb for s in shapes),
+        mean(s.worker_start_mb for s in shapes),
+        mean(s.worker_growth_mb for s in shapes),
+        sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers),
+        all(s.forked for s in shapes),
+    )
 
 
 def projection(basis: Basis | None) -> list[dict]:
@@ -687,13 +860,21 @@ def projection(basis: Basis | None) -> list[dict]:
     rank_counts = sorted({b.ranks, *PROJECTION_RANKS}) if b.has_ranks else [1]
     per_worker = b.worker_start_mb + max(b.worker_growth_mb, 0.0)
     copy = max(per_worker, b.worker_start_mb + b.full_copy_mb) if b.forked else per_worker
-    return [{"ranks": r, "workers_per_rank": w, "measured_mb": b.others_mb + r * (b.parent_mb + w * per_worker),
-             "full_copy_mb": b.others_mb + r * (b.parent_mb + w * copy),
-             "as_measured": r == b.ranks and w == b.workers}
-            for w in sorted({b.workers, *PROJECTION_WORKERS}) for r in rank_counts]
+    return [
+        {
+            "ranks": r,
+            "workers_per_rank": w,
+            "measured_mb": b.others_mb + r * (b.parent_mb + w * per_worker),
+            "full_copy_mb": b.others_mb + r * (b.parent_mb + w * copy),
+            "as_measured": r == b.ranks and w == b.workers,
+        }
+        for w in sorted({b.workers, *PROJECTION_WORKERS})
+        for r in rank_counts
+    ]
 
 
 # -- the summary ----------------------------------------------------------------------------------
+
 
 def grown(g: Growth) -> float:
     """A judged process's own growth (judged rows always have one)."""
@@ -723,17 +904,22 @@ def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress
     per_worker_items = base.items / max(len(workers), 1) / 1000
     totals = carried_pss(samples).sum(axis=1, min_count=1).dropna()
     summary = replace(
-        base, verdict=verdict, worker_uss_growth_mb=w_mean,
+        base,
+        verdict=verdict,
+        worker_uss_growth_mb=w_mean,
         worker_uss_growth_max_mb=max(map(grown, workers), default=None),
         worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in workers])) if workers else None,
         main_uss_growth_mb=grown(main) if main else None,
-        growth_per_1k_items_per_worker_mb=(w_mean / per_worker_items) if w_mean is not None and base.items
+        growth_per_1k_items_per_worker_mb=(w_mean / per_worker_items)
+        if w_mean is not None and base.items
         else None,
         total_pss_start_mb=_first(totals) if len(totals) else base.total_pss_start_mb,
         total_pss_peak_mb=float(totals.max()) if len(totals) else base.total_pss_peak_mb,
         total_pss_end_mb=_last(totals) if len(totals) else base.total_pss_end_mb,
-        processes=[g.to_dict() for g in rows], estimate_error=estimate_error(samples, meta.get("sampler")),
-        projection=projection(projection_basis(rows, procs)))
+        processes=[g.to_dict() for g in rows],
+        estimate_error=estimate_error(samples, meta.get("sampler")),
+        projection=projection(projection_basis(rows, procs)),
+    )
     if summary.sum_rss_peak_mb is not None and summary.total_pss_peak_mb is not None:
         summary = replace(summary, rss_overcount_mb=summary.sum_rss_peak_mb - summary.total_pss_peak_mb)
     words = culprit(rows, procs, verdict, threshold)
@@ -742,17 +928,23 @@ def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress
 
 def _explanation(s: RunSummary, words: str) -> str:
     if s.verdict is None:
-        why = ("no verdict: no worker or parent process has two exact readings in its window"
-               if s.status == "ok" else f"no verdict: the command ended {s.status} before enough was measured")
+        why = (
+            "no verdict: no worker or parent process has two exact readings in its window"
+            if s.status == "ok"
+            else f"no verdict: the command ended {s.status} before enough was measured"
+        )
         return why + (f" ({s.error})" if s.error else "")
     parts = [words]
     if s.rss_overcount_mb is not None and s.total_pss_peak_mb:
-        parts.append(f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
-                     f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB.")
+        parts.append(
+            f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
+            f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB."
+        )
     return " ".join(parts)
 
 
 # -- the culprit in words ------------------------------------------------------------------------------
+
 
 def who(role: str) -> str:
     """'the main process', 'rank 0', 'the launcher'."""
@@ -777,8 +969,9 @@ def _mb(v: float) -> str:
 def _kind_words(kind: str, n: int, method: str | None, generations: int = 1) -> str:
     """'4 DataLoader workers (fork, 2 generations)', '3 forked children'."""
     noun = KIND_WORDS.get(kind, ("worker", "workers"))[n != 1]
-    notes = ([method] if kind == "dataloader" and method else []) + \
-        ([f"{generations} generations"] if generations > 1 else [])
+    notes = ([method] if kind == "dataloader" and method else []) + (
+        [f"{generations} generations"] if generations > 1 else []
+    )
     return f"{noun} ({', '.join(notes)})" if notes else noun
 
 
@@ -789,8 +982,12 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
     by_pid = {g.pid: g for g in rows}
     workers, parents = judged_workers(rows), judged_parents(rows)
     unjudged = [g for g in rows if g.kind in WORKER_KINDS and not g.judged]
-    tail = (f" {len(unjudged)} worker{'s' if len(unjudged) != 1 else ''} had no exact reading to judge "
-            f"({', '.join(g.role for g in unjudged[:4])}{', ...' if len(unjudged) > 4 else ''})." if unjudged else "")
+    tail = (
+        f" {len(unjudged)} worker{'s' if len(unjudged) != 1 else ''} had no exact reading to judge "
+        f"({', '.join(g.role for g in unjudged[:4])}{', ...' if len(unjudged) > 4 else ''})."
+        if unjudged
+        else ""
+    )
     if verdict == "flat":
         return _flat_words(workers, parents, threshold, by_pid) + tail
     growing = [g for g in workers if grown(g) > threshold]
@@ -848,8 +1045,9 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     else:
         head = (f"{_possessive(parents[0].role)} " if parents else "") + (f"{n} " if n > 1 else "") + workers
     per_1k = [g.growth_per_1k_items_mb for g in group if g.growth_per_1k_items_mb is not None]
-    pace = ([f"{np.mean(rates):,.0f} MB/min"] if rates else []) + \
-        ([f"{np.mean(per_1k):,.2f} MB per 1,000 items"] if len(per_1k) == n else [])
+    pace = ([f"{np.mean(rates):,.0f} MB/min"] if rates else []) + (
+        [f"{np.mean(per_1k):,.2f} MB per 1,000 items"] if len(per_1k) == n else []
+    )
     text = f"{head} {each}{_mb(mean)} in {_duration(span)}" + (f" ({', '.join(pace)})" if pace else "")
     return _capital(text + _estimate_words(group) + _cause(g0, parents)) + "."
 
@@ -860,9 +1058,13 @@ def _estimate_words(group: list[Growth]) -> str:
     if not guessed:
         return ""
     n, unread = len(group), all(g.pss_samples == 0 for g in guessed)
-    why = "no exact reading while " + ("they" if n > 1 else "it") + " lived" if unread else \
-        "they went on growing after their last exact reading" if n > 1 else \
-        "it went on growing after its last exact reading"
+    why = (
+        "no exact reading while " + ("they" if n > 1 else "it") + " lived"
+        if unread
+        else "they went on growing after their last exact reading"
+        if n > 1
+        else "it went on growing after its last exact reading"
+    )
     if len(guessed) == n:
         return f" (estimated from {'their' if n > 1 else 'its'} page faults: {why})"
     return f" ({len(guessed)} of them estimated from page faults: the exact readings missed their growth)"
@@ -876,8 +1078,10 @@ def _cause(g0: Growth, parents: list[Growth]) -> str:
     if not built:
         return ": copy-on-access of pages they shared at fork"
     if len(parents) == 1:
-        return (f": copy-on-access of what {who(parents[0].role)} built ({_mb(built[0])} before its workers "
-                "started)")
+        return (
+            f": copy-on-access of what {who(parents[0].role)} built ({_mb(built[0])} before its workers "
+            "started)"
+        )
     amount = _mb(built[0]) if max(built) - min(built) < 1 else f"{_mb(min(built))} to {_mb(max(built))}"
     return f": copy-on-access of what each rank built ({amount} before its workers started)"
 
@@ -886,21 +1090,29 @@ def _not_growing(parents: list[Growth]) -> str:
     """Why parents whose USS rose are not blamed: their pages became private as workers copied them."""
     if len(parents) == 1:
         g = parents[0]
-        return _capital(f"{who(g.role)} is not growing ({_mb(grown(g))} of its own): "
-                        f"{_mb(g.released_mb or 0.0)} of its pages became private because its workers copied or exited.")
+        return _capital(
+            f"{who(g.role)} is not growing ({_mb(grown(g))} of its own): "
+            f"{_mb(g.released_mb or 0.0)} of its pages became private because its workers copied or exited."
+        )
     names = ", ".join(who(g.role) for g in parents[:-1]) + f" and {who(parents[-1].role)}"
     low, high = min(g.released_mb or 0.0 for g in parents), max(g.released_mb or 0.0 for g in parents)
-    return _capital(f"{names} are not growing (at most {_mb(max(map(grown, parents)))} of their own): "
-                    f"{_mb(low)} to {_mb(high)} of their pages became private because their workers copied or exited.")
+    return _capital(
+        f"{names} are not growing (at most {_mb(max(map(grown, parents)))} of their own): "
+        f"{_mb(low)} to {_mb(high)} of their pages became private because their workers copied or exited."
+    )
 
 
-def _flat_words(workers: list[Growth], parents: list[Growth], threshold: float, by_pid: dict[int, Growth]) -> str:
+def _flat_words(
+    workers: list[Growth], parents: list[Growth], threshold: float, by_pid: dict[int, Growth]
+) -> str:
     parts = []
     if workers:
         top = max(workers, key=grown)
         guessed = sum(1 for g in workers if g.estimated)
-        parts.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(grown(top))}"
-                     f" ({top.role}{f'; {guessed} estimated from page faults' if guessed else ''})")
+        parts.append(
+            f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(grown(top))}"
+            f" ({top.role}{f'; {guessed} estimated from page faults' if guessed else ''})"
+        )
     for g in parents:
         since = _since(g, workers)
         text = f"{who(g.role)} {_mb(grown(g))}" + (f" {since}" if since != "while the job ran" else "")
@@ -910,6 +1122,8 @@ def _flat_words(workers: list[Growth], parents: list[Growth], threshold: float, 
     text = f"flat: no process grew more than {threshold:g} MB of its own: " + "; ".join(parts) + "."
     upfront = [g.startup_mb for g in workers if g.startup_mb is not None]
     if upfront and float(np.mean(upfront)) >= threshold:
-        text += (f" But each {'spawned ' if len(upfront) == len(workers) else ''}worker started with "
-                 f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not growth).")
+        text += (
+            f" But each {'spawned ' if len(upfront) == len(workers) else ''}worker started with "
+            f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not growth)."
+        )
     return text

@@ -13,6 +13,7 @@ Each returns a map-style torch Dataset. The verdicts they should get under fork:
                        shards), each worker taking every n-th record through get_worker_info():
                        grows under fork like the list it iterates.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,17 @@ def _coco_records(images: int, seed: int) -> list[dict]:
     boxes = rng.random((images, 4)) * 600
     poly = rng.random((images, 12)) * 600
     cats = rng.integers(0, len(CATEGORIES), images)
-    return [{"image_id": i, "file_name": f"train2017/{i:012d}.jpg", "category": CATEGORIES[c],
-             "bbox": b.tolist(), "segmentation": [p.tolist()], "iscrowd": 0}
-            for i, (b, p, c) in enumerate(zip(boxes, poly, cats.tolist()))]
+    return [
+        {
+            "image_id": i,
+            "file_name": f"train2017/{i:012d}.jpg",
+            "category": CATEGORIES[c],
+            "bbox": b.tolist(),
+            "segmentation": [p.tolist()],
+            "iscrowd": 0,
+        }
+        for i, (b, p, c) in enumerate(zip(boxes, poly, cats.tolist()))
+    ]
 
 
 class CocoStyle(Dataset):
@@ -45,9 +54,12 @@ class CocoStyle(Dataset):
 
     def __getitem__(self, i: int) -> dict:
         r = self.records[i]
-        return {"image_id": r["image_id"], "file_name": r["file_name"],
-                "bbox": np.asarray(r["bbox"], dtype=np.float32),
-                "polygon_points": len(r["segmentation"][0]) // 2}
+        return {
+            "image_id": r["image_id"],
+            "file_name": r["file_name"],
+            "bbox": np.asarray(r["bbox"], dtype=np.float32),
+            "polygon_points": len(r["segmentation"][0]) // 2,
+        }
 
 
 class PackedBuffers(Dataset):
@@ -63,10 +75,13 @@ class PackedBuffers(Dataset):
         return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> dict:
-        r = json.loads(self.buffer[self.offsets[i]:self.offsets[i + 1]].tobytes())
-        return {"image_id": r["image_id"], "file_name": r["file_name"],
-                "bbox": np.asarray(r["bbox"], dtype=np.float32),
-                "polygon_points": len(r["segmentation"][0]) // 2}
+        r = json.loads(self.buffer[self.offsets[i] : self.offsets[i + 1]].tobytes())
+        return {
+            "image_id": r["image_id"],
+            "file_name": r["file_name"],
+            "bbox": np.asarray(r["bbox"], dtype=np.float32),
+            "polygon_points": len(r["segmentation"][0]) // 2,
+        }
 
 
 class PandasRows(Dataset):
@@ -90,7 +105,7 @@ class CocoStream(IterableDataset):
     def __init__(self, records: list[dict]) -> None:
         self.records = records
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         info = get_worker_info()
         start, step = (info.id, info.num_workers) if info is not None else (0, 1)
         for i in range(start, len(self.records), step):
@@ -113,10 +128,14 @@ def pandas_rows(rows: int = 200_000, string_dtype: str = "object", seed: int = 0
     """``string_dtype``: "object" (Python str objects) or "string[pyarrow]" (arrow buffers)."""
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, 1000, rows)
-    frame = pd.DataFrame({
-        "path": [f"s3://bucket/shard-{i % 512:04d}/{i:010d}.jpg" for i in range(rows)],
-        "caption": [f"a photo of a {CATEGORIES[l % 10]} number {i}" for i, l in enumerate(labels.tolist())],
-        "label": labels,
-    })
+    frame = pd.DataFrame(
+        {
+            "path": [f"s3://bucket/shard-{i % 512:04d}/{i:010d}.jpg" for i in range(rows)],
+            "caption": [
+                f"a photo of a {CATEGORIES[l % 10]} number {i}" for i, l in enumerate(labels.tolist())
+            ],
+            "label": labels,
+        }
+    )
     # pandas >= 3 infers its arrow-backed "str" dtype for strings: ask for the dtype explicitly.
     return PandasRows(frame.astype({"path": string_dtype, "caption": string_dtype}))

@@ -17,6 +17,7 @@ unit tests alone).
 * ``simulated_env`` / ``hide_nvimgcodec``: run memprobe in a subprocess with a ``sitecustomize``
   that changes every Python process it starts (e.g. nvImageCodec not installed).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -57,7 +58,7 @@ def _track_popen_groups() -> None:
     if getattr(original, "_memprobe_tracked", False):
         return
 
-    def __init__(self, *args, **kwargs):  # noqa: N807
+    def __init__(self, *args, **kwargs):
         original(self, *args, **kwargs)
         if kwargs.get("process_group") == 0 or kwargs.get("start_new_session"):
             _groups_created.append(self.pid)
@@ -106,7 +107,7 @@ def _in_group(pgid: int) -> list[int]:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2:].split()
+        fields = text[text.rindex(")") + 2 :].split()
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             found.append(int(name))
     return found
@@ -242,14 +243,19 @@ def small_results(tmp_path_factory: pytest.TempPathFactory) -> SharedResults:
     runs = [r for r in scenario.runs() if r.run_id in SMALL_RUNS]
     assert sorted(r.run_id for r in runs) == sorted(SMALL_RUNS)
     result = run_scenario(scenario, root, runs=runs, render=False)
-    return SharedResults(root=root, result=result, summaries={s.run_id: s for s in result.summaries},
-                         results=ResultSet.load(root))
+    return SharedResults(
+        root=root,
+        result=result,
+        summaries={s.run_id: s for s in result.summaries},
+        results=ResultSet.load(root),
+    )
 
 
 # -- the report's real results ------------------------------------------------------------------
 
-REPORT_SCENARIO = ("{name: unit-report, dataset: {records: 50000}, backends: [list, numpy], modes: [fork], "
-                   "workers: [2]}")
+REPORT_SCENARIO = (
+    "{name: unit-report, dataset: {records: 50000}, backends: [list, numpy], modes: [fork], workers: [2]}"
+)
 
 
 @pytest.fixture(scope="session")
@@ -263,8 +269,14 @@ def report_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     scenario = parse_scenario(REPORT_SCENARIO, "unit-report.yaml")
     runs = scenario.runs()
-    failing = dataclasses.replace(runs[0], run_id="list-single-w0", mode="single", workers=0, fault="raise@100",
-                                  dataset=dataclasses.replace(runs[0].dataset, records=5000))
+    failing = dataclasses.replace(
+        runs[0],
+        run_id="list-single-w0",
+        mode="single",
+        workers=0,
+        fault="raise@100",
+        dataset=dataclasses.replace(runs[0].dataset, records=5000),
+    )
     out = tmp_path_factory.mktemp("report") / "results"
     result = run_scenario(scenario, out, runs=[*runs, failing], render=False)
     assert [s.status for s in result.summaries] == ["ok", "ok", "failed"], [s.error for s in result.summaries]
@@ -272,6 +284,7 @@ def report_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # -- decode test data --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def jpegs() -> list[bytes]:
@@ -290,6 +303,7 @@ def table():
 
 
 # -- memprobe.mark() ---------------------------------------------------------------------------
+
 
 @pytest.fixture
 def fresh_marks(monkeypatch: pytest.MonkeyPatch):
@@ -330,6 +344,7 @@ def simulated_env():
     """``make(folder, sitecustomize) -> env``: the environment for a memprobe subprocess in which
     ``sitecustomize`` runs first in every Python process it starts (the CLI, each run's child,
     its workers), with a JPEG cache of its own under ``folder``."""
+
     def make(folder: Path, sitecustomize: str) -> dict[str, str]:
         shim = folder / "shim"
         shim.mkdir(parents=True, exist_ok=True)

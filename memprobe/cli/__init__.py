@@ -1,4 +1,5 @@
 """The ``memprobe`` command: one module per subcommand; no logic lives here."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,15 +25,22 @@ def _parser() -> argparse.ArgumentParser:
     from memprobe.cli import compare, record, report, run, watch
 
     parser = argparse.ArgumentParser(
-        prog="memprobe", description="See how much memory torch DataLoader workers really use "
+        prog="memprobe",
+        description="See how much memory torch DataLoader workers really use "
         "(PSS/USS, not RSS) under fork, spawn, forkserver and threads.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"memprobe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in (run, report, compare, record, watch):
-        p = sub.add_parser(module.NAME, help=module.HELP, description=module.__doc__,
-                           epilog=getattr(module, "EPILOG", None),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            module.NAME,
+            help=module.HELP,
+            description=module.__doc__,
+            epilog=getattr(module, "EPILOG", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.add_arguments(p)
         p.set_defaults(handler=module.main)
     return parser

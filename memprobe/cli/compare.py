@@ -1,5 +1,6 @@
 """Compare two results folders (e.g. before and after a fix): runs matched by backend, mode
 and worker count, with the deltas highlighted."""
+
 from __future__ import annotations
 
 import argparse

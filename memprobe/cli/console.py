@@ -1,4 +1,5 @@
 """Terminal output: live progress per run and the summary table."""
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,11 @@ class TerminalConsole(Console):
             return
         self._last = now
         of = f"/{self._target:,}" if self._target else ""
-        phase = "loading dataset" if "dataset_built" not in state.marks else (
-            "starting workers" if "first_batch" not in state.marks else "iterating")
+        phase = (
+            "loading dataset"
+            if "dataset_built" not in state.marks
+            else ("starting workers" if "first_batch" not in state.marks else "iterating")
+        )
         line = f"{self._prefix}: {state.items:,}{of} items, {state.elapsed_s:5.1f} s, {phase}"
         if self.live:
             self._write("\r\033[K" + line)
@@ -64,9 +68,12 @@ class TerminalConsole(Console):
         # Called from a signal handler, maybe in the middle of a print: a raw write to the
         # stream's descriptor, never the (non-reentrant) buffered stream itself.
         name = signal_name(signum)
-        text = (f"\nmemprobe: {name}: stopping; saving what was measured and the report (a few seconds)\n"
-                if count == 1 else f"\nmemprobe: {name} again: still saving the results; memprobe exits once "
-                "they are complete (a few seconds)\n")
+        text = (
+            f"\nmemprobe: {name}: stopping; saving what was measured and the report (a few seconds)\n"
+            if count == 1
+            else f"\nmemprobe: {name} again: still saving the results; memprobe exits once "
+            "they are complete (a few seconds)\n"
+        )
         try:
             os.write(self.stream.fileno(), text.encode())
         except (OSError, ValueError, AttributeError):
@@ -117,20 +124,49 @@ def say(text: str, stream: TextIO | None = None) -> None:
 def summary_table(summaries: list[RunSummary]) -> str:
     """The terminal summary: one row per run (decode runs add the decoder that ran and MB/s)."""
     decode = any(s.workload == "decode" for s in summaries)
-    head = ("run", "status", *(("decoder",) if decode else ()), "PSS start", "PSS peak", "sum RSS",
-            "worker growth", "items/s", *(("MB/s",) if decode else ()), "verdict", "expected")
+    head = (
+        "run",
+        "status",
+        *(("decoder",) if decode else ()),
+        "PSS start",
+        "PSS peak",
+        "sum RSS",
+        "worker growth",
+        "items/s",
+        *(("MB/s",) if decode else ()),
+        "verdict",
+        "expected",
+    )
     rows = [head]
     for s in summaries:
         # No worker processes (thread mode, workers=0): the main process's growth, marked as such.
-        growth = (_mb(s.worker_uss_growth_mb, sign=True) if s.worker_uss_growth_mb is not None else
-                  f"{_mb(s.main_uss_growth_mb, sign=True)} (main)" if s.main_uss_growth_mb is not None else "-")
-        rows.append((s.run_id, s.status, *((s.decoder_backend or "-",) if decode else ()),
-                     _mb(s.total_pss_start_mb), _mb(s.total_pss_peak_mb), _mb(s.sum_rss_peak_mb),
-                     growth, _num(s.items_per_s), *((_num(s.mb_per_s, 1),) if decode else ()),
-                     s.verdict or "-", f"{s.expectation} {MARK[s.expectation_met]}" if s.expectation else ""))
+        growth = (
+            _mb(s.worker_uss_growth_mb, sign=True)
+            if s.worker_uss_growth_mb is not None
+            else f"{_mb(s.main_uss_growth_mb, sign=True)} (main)"
+            if s.main_uss_growth_mb is not None
+            else "-"
+        )
+        rows.append(
+            (
+                s.run_id,
+                s.status,
+                *((s.decoder_backend or "-",) if decode else ()),
+                _mb(s.total_pss_start_mb),
+                _mb(s.total_pss_peak_mb),
+                _mb(s.sum_rss_peak_mb),
+                growth,
+                _num(s.items_per_s),
+                *((_num(s.mb_per_s, 1),) if decode else ()),
+                s.verdict or "-",
+                f"{s.expectation} {MARK[s.expectation_met]}" if s.expectation else "",
+            )
+        )
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in rows]
+    lines = [
+        "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

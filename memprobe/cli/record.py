@@ -20,6 +20,7 @@ SIGINT/SIGTERM sent to memprobe itself is forwarded to the command's process gro
 Ctrl-C sends SIGTERM, a third SIGKILL); what was sampled is saved and memprobe exits 128+N
 (130 for Ctrl-C). Processes the command leaves behind are ended after 3 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,27 +40,48 @@ NO_ITEMS = {
     "record": "items/s: not recorded (add memprobe.mark(n_items) to the loop to see them)",
     # watch cannot set MEMPROBE_MARK_FILE in a process that is already running.
     "watch": "items/s: not recorded (watch sees memprobe.mark() calls only from a job started with "
-             "MEMPROBE_MARK_FILE set; `memprobe record -- COMMAND` sets it for you)",
+    "MEMPROBE_MARK_FILE set; `memprobe record -- COMMAND` sets it for you)",
 }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
-                   help="the command to run (put it after --)")
+    p.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="the command to run (put it after --)",
+    )
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", metavar="DIR", help="results folder (default: reports/<kind>-<name>-<UTC time>)")
+    p.add_argument(
+        "-o", "--output", metavar="DIR", help="results folder (default: reports/<kind>-<name>-<UTC time>)"
+    )
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
-    p.add_argument("--interval", type=float, default=0.2, metavar="S",
-                   help="seconds between cheap samples (RSS, CPU) of every process (default: 0.2)")
-    p.add_argument("--pss-budget", type=float, default=0.01, metavar="SHARE",
-                   help="share of one CPU core the whole sampler may use, averaged over the run; exact "
-                        "PSS/USS readings go to the processes whose memory moved, as the share allows "
-                        "(default: 0.01)")
-    p.add_argument("--threshold", type=float, default=None, metavar="MB",
-                   help="worker USS growth (mean per worker) above which the verdict is 'growing' (default: 50)")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="seconds between cheap samples (RSS, CPU) of every process (default: 0.2)",
+    )
+    p.add_argument(
+        "--pss-budget",
+        type=float,
+        default=0.01,
+        metavar="SHARE",
+        help="share of one CPU core the whole sampler may use, averaged over the run; exact "
+        "PSS/USS readings go to the processes whose memory moved, as the share allows "
+        "(default: 0.01)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="worker USS growth (mean per worker) above which the verdict is 'growing' (default: 50)",
+    )
 
 
 def settings_from(args: argparse.Namespace):
@@ -83,8 +105,13 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
     settings, verdict = settings_from(args)
-    result = record(command, Path(args.output) if args.output else None, settings=settings, verdict=verdict,
-                    render=not args.no_report)
+    result = record(
+        command,
+        Path(args.output) if args.output else None,
+        settings=settings,
+        verdict=verdict,
+        render=not args.no_report,
+    )
     print_result(result, sys.stderr)
     return result.exit_code
 
@@ -102,8 +129,10 @@ def print_result(result, stream) -> None:
             p(NO_ITEMS.get(result.kind, NO_ITEMS["record"]))
     rows = process_rows(result.processes)
     if rows:
-        p("\nper process (own growth: from its start for a forked worker, after start-up for a spawned one, from its\n"
-          "first worker for a parent; not growth: pages made private or shared by other processes):")
+        p(
+            "\nper process (own growth: from its start for a forked worker, after start-up for a spawned one, from its\n"
+            "first worker for a parent; not growth: pages made private or shared by other processes):"
+        )
         p(rows)
     if result.status == "interrupted":
         p("\nmemprobe: interrupted: what was sampled has been saved")
@@ -113,6 +142,7 @@ def print_result(result, stream) -> None:
 def process_rows(processes: list[dict], limit: int = 24) -> str:
     """The per-process table: each process's life (its own start to its end), what it held when
     its growth window opened, its own growth, and what moved without being its growth."""
+
     def num(v: float | None, sign: bool = False) -> str:
         return "-" if v is None else (f"{v:+,.1f}" if sign else f"{v:,.1f}")
 
@@ -121,21 +151,48 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
         end = r.get("end_t") or r["last_t"]
         return "-" if start is None or end is None else f"{max(start, 0.0) + 0.0:.1f}-{end:.1f}"
 
-    head = ("pid", "role", "kind", "alive (s)", "exact", "built/start-up MB", "USS MB", "own growth MB",
-            "not growth MB")
+    head = (
+        "pid",
+        "role",
+        "kind",
+        "alive (s)",
+        "exact",
+        "built/start-up MB",
+        "USS MB",
+        "own growth MB",
+        "not growth MB",
+    )
     rows = [head]
-    shown = [r for r in processes if r["worker"] >= 0 or r.get("kind") in ("main", "launcher", "rank")
-             or r["role"] == "main" or r["role"].startswith("rank ")]
+    shown = [
+        r
+        for r in processes
+        if r["worker"] >= 0
+        or r.get("kind") in ("main", "launcher", "rank")
+        or r["role"] == "main"
+        or r["role"].startswith("rank ")
+    ]
     for r in shown[:limit]:
         before = r.get("built_mb") if r.get("built_mb") is not None else r.get("startup_mb")
         moved = [v for v in (r.get("released_mb"), r.get("shared_mb")) if v]
         est = " (est.)" if r.get("estimated") else ""
-        rows.append((str(r["pid"]), r["role"], str(r.get("kind") or "-"), life(r), str(r["pss_samples"]),
-                     num(before), f"{num(r['uss_start_mb'])} -> {num(r['uss_end_mb'])}",
-                     num(r["growth_mb"], sign=True) + est, num(sum(moved), sign=True) if moved else "-"))
+        rows.append(
+            (
+                str(r["pid"]),
+                r["role"],
+                str(r.get("kind") or "-"),
+                life(r),
+                str(r["pss_samples"]),
+                num(before),
+                f"{num(r['uss_start_mb'])} -> {num(r['uss_end_mb'])}",
+                num(r["growth_mb"], sign=True) + est,
+                num(sum(moved), sign=True) if moved else "-",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in rows]
+    lines = [
+        "  ".join(c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        for row in rows
+    ]
     if len(shown) > limit:
         lines.append(f"... and {len(shown) - limit} more (summary.json has them all)")
     return "\n".join(lines) if len(rows) > 1 else ""

@@ -1,4 +1,5 @@
 """Render report.html again from a results folder alone (no run is repeated)."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,11 +34,16 @@ def main(args: argparse.Namespace) -> int:
     status = results.manifest.get("status")
     if status == "running" and writer_alive(results.manifest):
         # Its rows are still being written: read them, move nothing.
-        say(f"memprobe: {root} is still being written by memprobe (pid {results.manifest['writer']['pid']}): "
-            "this report shows what was saved so far", sys.stderr)
+        say(
+            f"memprobe: {root} is still being written by memprobe (pid {results.manifest['writer']['pid']}): "
+            "this report shows what was saved so far",
+            sys.stderr,
+        )
     elif finish_abandoned(root, results.manifest):
-        say(f"memprobe: the memprobe that wrote {root} ended before finishing (killed?): marked interrupted",
-            sys.stderr)
+        say(
+            f"memprobe: the memprobe that wrote {root} ended before finishing (killed?): marked interrupted",
+            sys.stderr,
+        )
         results = ResultSet.load(root)
     elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
         consolidate(root)

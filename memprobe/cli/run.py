@@ -7,6 +7,7 @@ timed out (or, with --strict, an expectation was not met), 2 bad input, 130 inte
 the run is left). A scenario above what this machine can hold (workers, dataset size) is refused
 before anything runs; --no-limits runs it anyway.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,9 @@ def _scenario(args: argparse.Namespace) -> Any:
     if args.scenario:
         return load_scenario(args.scenario)
     if not args.dataset:
-        raise UsageError("no scenario: give a scenario file (e.g. scenarios/quick.yaml) or --dataset MODULE:CALLABLE")
+        raise UsageError(
+            "no scenario: give a scenario file (e.g. scenarios/quick.yaml) or --dataset MODULE:CALLABLE"
+        )
     try:
         kwargs = json.loads(args.kwargs)
     except json.JSONDecodeError as exc:
@@ -55,10 +58,13 @@ def _scenario(args: argparse.Namespace) -> Any:
     loader: dict[str, Any] = {"batch_size": args.batch_size}
     if args.items is not None:
         loader["items"] = args.items
-    doc = {"name": args.dataset.rsplit(":", 1)[-1].split(".")[-1] or "dataset",
-           "dataset": {"factory": args.dataset, "kwargs": kwargs},
-           "modes": [m.strip() for m in args.modes.split(",") if m.strip()],
-           "workers": [_int("--workers", w) for w in args.workers.split(",") if w.strip()], "loader": loader}
+    doc = {
+        "name": args.dataset.rsplit(":", 1)[-1].split(".")[-1] or "dataset",
+        "dataset": {"factory": args.dataset, "kwargs": kwargs},
+        "modes": [m.strip() for m in args.modes.split(",") if m.strip()],
+        "workers": [_int("--workers", w) for w in args.workers.split(",") if w.strip()],
+        "loader": loader,
+    }
     return parse_scenario(yaml.safe_dump(doc, sort_keys=False), "--dataset", base_dir=os.getcwd())
 
 
@@ -72,8 +78,10 @@ def _preflight(scenario: Any) -> None:
 
         for name, reason in available_decoders().items():
             if reason and name in scenario.backends:
-                print(f"memprobe: decoder {name!r} is not available here; its runs will fail: {reason}",
-                      file=sys.stderr)
+                print(
+                    f"memprobe: decoder {name!r} is not available here; its runs will fail: {reason}",
+                    file=sys.stderr,
+                )
 
     extra = [p for p in scenario.sys_path if p not in sys.path]
     sys.path[:0] = extra
@@ -81,7 +89,7 @@ def _preflight(scenario: Any) -> None:
         for f in scenario.factories:
             load_factory(f.factory)
     finally:
-        del sys.path[:len(extra)]
+        del sys.path[: len(extra)]
 
 
 def _quick(scenario: Any) -> Any:
@@ -90,9 +98,13 @@ def _quick(scenario: Any) -> Any:
     from memprobe.scenario import with_overrides
 
     if scenario.workload == "decode":
-        return with_overrides(scenario, decode=replace(scenario.decode, images=min(scenario.decode.images, QUICK_IMAGES)))
+        return with_overrides(
+            scenario, decode=replace(scenario.decode, images=min(scenario.decode.images, QUICK_IMAGES))
+        )
     if scenario.workload == "records":
-        return with_overrides(scenario, dataset=replace(scenario.dataset, records=min(scenario.dataset.records, QUICK_RECORDS)))
+        return with_overrides(
+            scenario, dataset=replace(scenario.dataset, records=min(scenario.dataset.records, QUICK_RECORDS))
+        )
     return scenario
 
 
@@ -106,22 +118,39 @@ def _int(flag: str, text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", nargs="?", help="scenario YAML file (see scenarios/); or use --dataset")
     one = p.add_argument_group("a one-off run of your own dataset, without a scenario file")
-    one.add_argument("--dataset", metavar="MODULE:CALLABLE",
-                     help="a factory returning a torch Dataset, imported by name (e.g. mypkg.data:build)")
-    one.add_argument("--kwargs", metavar="JSON", default="{}", help="keyword arguments for the factory, as JSON")
+    one.add_argument(
+        "--dataset",
+        metavar="MODULE:CALLABLE",
+        help="a factory returning a torch Dataset, imported by name (e.g. mypkg.data:build)",
+    )
+    one.add_argument(
+        "--kwargs", metavar="JSON", default="{}", help="keyword arguments for the factory, as JSON"
+    )
     one.add_argument("--modes", default="fork,thread", help="comma-separated modes (default: fork,thread)")
     one.add_argument("--workers", default="2", help="comma-separated worker counts (default: 2)")
     one.add_argument("--items", type=int, help="stop each run after this many items")
     one.add_argument("--batch-size", type=int, default=64, help="batch size (default: 64)")
-    p.add_argument("-o", "--output", metavar="DIR", help="results folder (default: reports/<name>-<UTC time>)")
-    p.add_argument("--quick", action="store_true",
-                   help=f"same matrix on a small dataset (at most {QUICK_RECORDS:,} records, or "
-                        f"{QUICK_IMAGES} images for decode): a fast look")
-    p.add_argument("--strict", action="store_true", help="exit 1 when a run does not meet the scenario's expectation")
+    p.add_argument(
+        "-o", "--output", metavar="DIR", help="results folder (default: reports/<name>-<UTC time>)"
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"same matrix on a small dataset (at most {QUICK_RECORDS:,} records, or "
+        f"{QUICK_IMAGES} images for decode): a fast look",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="exit 1 when a run does not meet the scenario's expectation"
+    )
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
-    p.add_argument("--timeout", type=float, metavar="S", help="per-run timeout in seconds (overrides the scenario)")
-    p.add_argument("--no-limits", action="store_true",
-                   help="run even above this machine's limits on workers and dataset size (README, Limits)")
+    p.add_argument(
+        "--timeout", type=float, metavar="S", help="per-run timeout in seconds (overrides the scenario)"
+    )
+    p.add_argument(
+        "--no-limits",
+        action="store_true",
+        help="run even above this machine's limits on workers and dataset size (README, Limits)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -148,14 +177,19 @@ def main(args: argparse.Namespace) -> int:
         out = default_out_dir(scenario)
     runs = scenario.runs()
     say(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", sys.stderr)
-    result = run_scenario(scenario, out, console=TerminalConsole(), render=not args.no_report,
-                          signals=STOP_SIGNALS)
+    result = run_scenario(
+        scenario, out, console=TerminalConsole(), render=not args.no_report, signals=STOP_SIGNALS
+    )
     say(summary_table(result.summaries))
     _print_explanations(result.summaries)
     if result.signals:
         name = signal.Signals(result.signals[0]).name
-        say(f"memprobe: interrupted by {name}: completed runs and partial samples were saved" if result.interrupted
-            else f"memprobe: {name} came after the last run had ended: the results are complete", sys.stderr)
+        say(
+            f"memprobe: interrupted by {name}: completed runs and partial samples were saved"
+            if result.interrupted
+            else f"memprobe: {name} came after the last run had ended: the results are complete",
+            sys.stderr,
+        )
     say(f"\nresults: {out}" + (f"\nreport:  {result.report}" if result.report else ""))
     code = result.exit_code
     unmet = [s.run_id for s in result.summaries if s.expectation_met is False]

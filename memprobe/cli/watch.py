@@ -14,6 +14,7 @@ process's environment, or given with --marks). To get items/s without that, use
 
 Exit codes: 0 done, 2 bad input (no such process, not readable), 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,11 +33,18 @@ EPILOG = """examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pid", type=int, help="the process to watch (e.g. the torchrun launcher or a training script)")
-    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until it exits)")
-    p.add_argument("--marks", metavar="FILE",
-                   help="mark file the job writes with memprobe.mark() (its MEMPROBE_MARK_FILE); "
-                        "read from the process's environment when not given")
+    p.add_argument(
+        "pid", type=int, help="the process to watch (e.g. the torchrun launcher or a training script)"
+    )
+    p.add_argument(
+        "--duration", type=float, metavar="S", help="stop after S seconds (default: until it exits)"
+    )
+    p.add_argument(
+        "--marks",
+        metavar="FILE",
+        help="mark file the job writes with memprobe.mark() (its MEMPROBE_MARK_FILE); "
+        "read from the process's environment when not given",
+    )
     add_common_arguments(p)
 
 
@@ -44,8 +52,14 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.record import watch
 
     settings, verdict = settings_from(args)
-    result = watch(args.pid, Path(args.output) if args.output else None, duration=args.duration,
-                   marks_file=Path(args.marks) if args.marks else None, settings=settings, verdict=verdict,
-                   render=not args.no_report)
+    result = watch(
+        args.pid,
+        Path(args.output) if args.output else None,
+        duration=args.duration,
+        marks_file=Path(args.marks) if args.marks else None,
+        settings=settings,
+        verdict=verdict,
+        render=not args.no_report,
+    )
     print_result(result, sys.stdout)
     return result.exit_code

@@ -1,4 +1,5 @@
 """Built-in datasets: the same annotation-like records held as a list, numpy or arrow."""
+
 from __future__ import annotations
 
 from torch.utils.data import Dataset
@@ -6,8 +7,16 @@ from torch.utils.data import Dataset
 from memprobe.datasets.backends import BACKENDS, ArrowDataset, ListDataset, NumpyDataset
 from memprobe.datasets.records import RecordSpec, make_columns, record_at
 
-__all__ = ["BACKENDS", "ArrowDataset", "ListDataset", "NumpyDataset", "RecordSpec", "build_dataset",
-           "make_columns", "record_at"]
+__all__ = [
+    "BACKENDS",
+    "ArrowDataset",
+    "ListDataset",
+    "NumpyDataset",
+    "RecordSpec",
+    "build_dataset",
+    "make_columns",
+    "record_at",
+]
 
 
 def build_dataset(backend: str, spec: RecordSpec) -> Dataset:

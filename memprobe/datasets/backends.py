@@ -9,6 +9,7 @@
 
 ``__getitem__`` of each returns the same dict: ``{"id", "path", "label", "box"}``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,12 @@ class ListDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         rec = self.records[index]
-        return {"id": rec["id"], "path": rec["path"], "label": rec["label"],
-                "box": np.asarray(rec["box"], dtype=np.float32)}
+        return {
+            "id": rec["id"],
+            "path": rec["path"],
+            "label": rec["label"],
+            "box": np.asarray(rec["box"], dtype=np.float32),
+        }
 
 
 class NumpyDataset(Dataset):
@@ -55,8 +60,12 @@ class NumpyDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         start, end = self.path_offsets[index], self.path_offsets[index + 1]
-        return {"id": int(self.ids[index]), "path": self.path_bytes[start:end].tobytes().decode("utf-8"),
-                "label": int(self.labels[index]), "box": self.boxes[index].copy()}
+        return {
+            "id": int(self.ids[index]),
+            "path": self.path_bytes[start:end].tobytes().decode("utf-8"),
+            "label": int(self.labels[index]),
+            "box": self.boxes[index].copy(),
+        }
 
 
 class ArrowDataset(Dataset):
@@ -65,8 +74,14 @@ class ArrowDataset(Dataset):
     def __init__(self, columns: Columns) -> None:
         width = columns.boxes.shape[1]
         box = pa.FixedSizeListArray.from_arrays(pa.array(columns.boxes.reshape(-1)), width)
-        self.table = pa.table({"id": pa.array(columns.ids), "path": pa.array(columns.paths, pa.string()),
-                               "label": pa.array(columns.labels), "box": box}).combine_chunks()
+        self.table = pa.table(
+            {
+                "id": pa.array(columns.ids),
+                "path": pa.array(columns.paths, pa.string()),
+                "label": pa.array(columns.labels),
+                "box": box,
+            }
+        ).combine_chunks()
         self._bind()
 
     def _bind(self) -> None:
@@ -87,8 +102,12 @@ class ArrowDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         w = self._width
-        return {"id": self._id[index].as_py(), "path": self._path[index].as_py(),
-                "label": self._label[index].as_py(), "box": self._box[index * w:(index + 1) * w].copy()}
+        return {
+            "id": self._id[index].as_py(),
+            "path": self._path[index].as_py(),
+            "label": self._label[index].as_py(),
+            "box": self._box[index * w : (index + 1) * w].copy(),
+        }
 
 
 BACKENDS: dict[str, type[Dataset]] = {"list": ListDataset, "numpy": NumpyDataset, "arrow": ArrowDataset}

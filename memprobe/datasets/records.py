@@ -4,6 +4,7 @@ Each record looks like an entry of a detection dataset's annotation file: an int
 image path string, a class label and a box of floats. Backends differ only in how they hold the
 same rows, so runs differ only in that.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

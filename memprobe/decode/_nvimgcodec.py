@@ -25,8 +25,10 @@ from types import ModuleType
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = ("install it with: pip install 'torch-memprobe[nvimgcodec]'  "
-                "(or: pip install 'nvidia-nvimgcodec-cu12[nvjpeg]'; the nvjpeg extra is what GPU decoding needs)")
+INSTALL_HINT = (
+    "install it with: pip install 'torch-memprobe[nvimgcodec]'  "
+    "(or: pip install 'nvidia-nvimgcodec-cu12[nvjpeg]'; the nvjpeg extra is what GPU decoding needs)"
+)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Lines nvimgcodec prints when optional CUDA codec libraries are absent.

@@ -19,8 +19,14 @@ import numpy as np
 
 from memprobe.decode.decoders import Decoder
 
-__all__ = ["CPU_MAX_ABS_DIFF", "CPU_MEAN_ABS_DIFF", "GPU_MEAN_ABS_DIFF", "Agreement",
-           "check_against_pillow", "compare_to_pillow"]
+__all__ = [
+    "CPU_MAX_ABS_DIFF",
+    "CPU_MEAN_ABS_DIFF",
+    "GPU_MEAN_ABS_DIFF",
+    "Agreement",
+    "check_against_pillow",
+    "compare_to_pillow",
+]
 
 CPU_MAX_ABS_DIFF = 1
 CPU_MEAN_ABS_DIFF = 0.05
@@ -46,8 +52,10 @@ class Agreement:
     def __str__(self) -> str:
         bound = f"max <= {self.allowed_max}, " if self.allowed_max is not None else ""
         verdict = "ok" if self.ok else "MISMATCH"
-        return (f"{self.backend} vs pillow on {self.images} JPEGs: max |diff| {self.max_abs_diff}, "
-                f"mean {self.mean_abs_diff:.4f} (allowed: {bound}mean <= {self.allowed_mean}): {verdict}")
+        return (
+            f"{self.backend} vs pillow on {self.images} JPEGs: max |diff| {self.max_abs_diff}, "
+            f"mean {self.mean_abs_diff:.4f} (allowed: {bound}mean <= {self.allowed_mean}): {verdict}"
+        )
 
 
 def _pillow_pixels(data: bytes) -> np.ndarray:
@@ -73,7 +81,10 @@ def compare_to_pillow(decoder: Decoder, jpegs: Sequence[bytes]) -> Agreement:
         count += diff.size
     on_gpu = decoder.backend.endswith("-gpu")
     return Agreement(
-        backend=decoder.backend, images=len(jpegs), max_abs_diff=worst, mean_abs_diff=total / count,
+        backend=decoder.backend,
+        images=len(jpegs),
+        max_abs_diff=worst,
+        mean_abs_diff=total / count,
         allowed_max=None if on_gpu else CPU_MAX_ABS_DIFF,
         allowed_mean=GPU_MEAN_ABS_DIFF if on_gpu else CPU_MEAN_ABS_DIFF,
     )

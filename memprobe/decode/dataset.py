@@ -137,7 +137,9 @@ class DecodeDataset(Dataset):
         x = chw.unsqueeze(0)
         if x.is_cuda:  # uint8 bilinear+antialias is CPU-only in torch
             x = x.float()
-        y = torch.nn.functional.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
+        y = torch.nn.functional.interpolate(
+            x, size=size, mode="bilinear", antialias=True, align_corners=False
+        )
         if y.dtype != torch.uint8:
             y = y.round_().clamp_(0, 255).to(torch.uint8)
         return y.squeeze(0)

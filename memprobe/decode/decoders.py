@@ -44,8 +44,15 @@ DECODER_NAMES: tuple[str, ...] = ("pillow", "nvimgcodec", "simplejpeg")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "gpu")
 # DataLoader worker start modes the runner may ask about; "main" = num_workers=0.
 MODES: tuple[str, ...] = ("main", "fork", "spawn", "forkserver", "thread")
-_MODE_ALIASES = {"threads": "thread", "threading": "thread", "none": "main", "sync": "main",
-                 "torch-thread": "thread", "torchdata-thread": "thread", "single": "main"}
+_MODE_ALIASES = {
+    "threads": "thread",
+    "threading": "thread",
+    "none": "main",
+    "sync": "main",
+    "torch-thread": "thread",
+    "torchdata-thread": "thread",
+    "single": "main",
+}
 
 Encoded = bytes | bytearray | memoryview | np.ndarray
 

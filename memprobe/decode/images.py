@@ -114,9 +114,7 @@ def available_photos() -> list[str]:
     return [p.name for p in _load_photos()]
 
 
-def _random_view(
-    photo: np.ndarray, rng: np.random.Generator, width: int, height: int
-) -> np.ndarray:
+def _random_view(photo: np.ndarray, rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     """A random crop with the target aspect ratio, randomly mirrored."""
     ph, pw = photo.shape[:2]
     aspect = width / height
@@ -226,8 +224,16 @@ def jpeg_table(
     return table.combine_chunks()
 
 
-def cached_jpeg_table(count: int, *, width: int = 640, height: int = 408, quality: int = 90,
-                      subsampling: str = "4:2:0", seed: int = 0, cache_dir: Path | None = None) -> pa.Table:
+def cached_jpeg_table(
+    count: int,
+    *,
+    width: int = 640,
+    height: int = 408,
+    quality: int = 90,
+    subsampling: str = "4:2:0",
+    seed: int = 0,
+    cache_dir: Path | None = None,
+) -> pa.Table:
     """:func:`jpeg_table`, generated once per parameter set and kept as an Arrow IPC file.
 
     The table is read fully into memory (not memory-mapped), so a run holds the same in-heap

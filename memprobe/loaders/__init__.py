@@ -1,4 +1,5 @@
 """Build the loader a run asks for: torch's DataLoader per start method, or the thread loader."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -13,18 +14,33 @@ PROCESS_MODES = ("fork", "spawn", "forkserver")
 EXTRA_MODES: dict[str, Any] = {}
 
 
-def build_loader(dataset: Dataset, *, mode: str, workers: int, batch_size: int, shuffle: bool,
-                 prefetch_factor: int = 2, persistent_workers: bool = False, seed: int = 0,
-                 collate_fn: Any = None) -> Iterable:
+def build_loader(
+    dataset: Dataset,
+    *,
+    mode: str,
+    workers: int,
+    batch_size: int,
+    shuffle: bool,
+    prefetch_factor: int = 2,
+    persistent_workers: bool = False,
+    seed: int = 0,
+    collate_fn: Any = None,
+) -> Iterable:
     """A loader over ``dataset``; ``workers == 0`` loads in the calling thread whatever ``mode``."""
-    common: dict[str, Any] = {"batch_size": batch_size, "shuffle": shuffle,
-                              "generator": torch.Generator().manual_seed(seed)}
+    common: dict[str, Any] = {
+        "batch_size": batch_size,
+        "shuffle": shuffle,
+        "generator": torch.Generator().manual_seed(seed),
+    }
     if collate_fn is not None:
         common["collate_fn"] = collate_fn
     if workers == 0:
         return DataLoader(dataset, num_workers=0, **common)
-    parallel = {"num_workers": workers, "prefetch_factor": prefetch_factor,
-                "persistent_workers": persistent_workers}
+    parallel = {
+        "num_workers": workers,
+        "prefetch_factor": prefetch_factor,
+        "persistent_workers": persistent_workers,
+    }
     if mode == "thread":
         from memprobe.loaders.thread import ThreadDataLoader
 
@@ -39,4 +55,6 @@ def build_loader(dataset: Dataset, *, mode: str, workers: int, batch_size: int, 
 def worker_pids(iterator: Any) -> list[int]:
     """The worker process ids of a torch DataLoader iterator, in worker order (empty otherwise)."""
     return [p.pid for p in getattr(iterator, "_workers", []) if getattr(p, "pid", None)]
+
+
 from memprobe.loaders import extra as _extra  # noqa: E402,F401  registers torch-thread, torchdata-thread

@@ -32,6 +32,7 @@
     * each map thread calls ``torch.set_num_threads(1)``, which is process-wide: after the first
       epoch the *main* process's torch intra-op pool is one thread too.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,28 +52,43 @@ TORCHDATA_HINT = "pip install 'torchdata>=0.10' (torchdata.nodes; e.g. pip insta
 
 # -- torch-thread ------------------------------------------------------------------------------
 
+
 def torch_thread_missing_reason() -> str | None:
     """None when the installed torch's DataLoader takes ``worker_method``, else why not."""
     from memprobe.loaders.thread import torch_native_thread_workers_available
 
     if torch_native_thread_workers_available():
         return None
-    return (f"this torch ({torch.__version__}) has no native thread workers (DataLoader has no "
-            "'worker_method' argument); they exist only on torch's development branch: install a "
-            "torch built from it to use this mode, or use mode 'thread' (memprobe's "
-            "ThreadDataLoader) or 'torchdata-thread' instead")
+    return (
+        f"this torch ({torch.__version__}) has no native thread workers (DataLoader has no "
+        "'worker_method' argument); they exist only on torch's development branch: install a "
+        "torch built from it to use this mode, or use mode 'thread' (memprobe's "
+        "ThreadDataLoader) or 'torchdata-thread' instead"
+    )
 
 
-def build_torch_thread(dataset: Any, *, num_workers: int, prefetch_factor: int = 2,
-                       persistent_workers: bool = False, batch_size: int = 1, shuffle: bool = False,
-                       generator: torch.Generator | None = None,
-                       collate_fn: Callable | None = None) -> DataLoader:
+def build_torch_thread(
+    dataset: Any,
+    *,
+    num_workers: int,
+    prefetch_factor: int = 2,
+    persistent_workers: bool = False,
+    batch_size: int = 1,
+    shuffle: bool = False,
+    generator: torch.Generator | None = None,
+    collate_fn: Callable | None = None,
+) -> DataLoader:
     """``DataLoader(dataset, worker_method="thread", ...)``; MemprobeError where torch lacks it."""
     reason = torch_thread_missing_reason()
     if reason is not None:
         raise MemprobeError(reason)
-    kwargs: dict[str, Any] = {"batch_size": batch_size, "shuffle": shuffle, "generator": generator,
-                              "num_workers": num_workers, "persistent_workers": persistent_workers}
+    kwargs: dict[str, Any] = {
+        "batch_size": batch_size,
+        "shuffle": shuffle,
+        "generator": generator,
+        "num_workers": num_workers,
+        "persistent_workers": persistent_workers,
+    }
     if num_workers > 0:
         kwargs["prefetch_factor"] = prefetch_factor
     if collate_fn is not None:
@@ -81,6 +97,7 @@ def build_torch_thread(dataset: Any, *, num_workers: int, prefetch_factor: int =
 
 
 # -- torchdata-thread --------------------------------------------------------------------------
+
 
 def torchdata_nodes() -> Any:
     """The ``torchdata.nodes`` module, or a MemprobeError saying how to install it."""
@@ -92,8 +109,10 @@ def torchdata_nodes() -> Any:
         import torchdata.nodes as nodes
     except ImportError as exc:
         version = getattr(torchdata, "__version__", "?")
-        raise MemprobeError(f"this torchdata ({version}) has no usable torchdata.nodes ({exc}); "
-                            f"it needs torchdata 0.10 or later: {TORCHDATA_HINT}") from None
+        raise MemprobeError(
+            f"this torchdata ({version}) has no usable torchdata.nodes ({exc}); "
+            f"it needs torchdata 0.10 or later: {TORCHDATA_HINT}"
+        ) from None
     return nodes
 
 
@@ -123,10 +142,20 @@ class TorchdataThreadLoader:
     a fully consumed epoch stops them by itself.
     """
 
-    def __init__(self, dataset: Any, *, num_workers: int, prefetch_factor: int = 2,
-                 persistent_workers: bool = False, batch_size: int = 1, shuffle: bool = False,
-                 generator: torch.Generator | None = None, collate_fn: Callable | None = None,
-                 drop_last: bool = False, collate_workers: int = 1) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        *,
+        num_workers: int,
+        prefetch_factor: int = 2,
+        persistent_workers: bool = False,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        generator: torch.Generator | None = None,
+        collate_fn: Callable | None = None,
+        drop_last: bool = False,
+        collate_workers: int = 1,
+    ) -> None:
         tn = torchdata_nodes()
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1 for torchdata-thread, got {num_workers}")
@@ -143,11 +172,17 @@ class TorchdataThreadLoader:
         self.collate_fn = collate_fn or default_collate
         inner = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
         self.sampler = _TorchOrderSampler(inner, generator)
-        items = tn.ParallelMapper(tn.SamplerWrapper(self.sampler), map_fn=dataset.__getitem__,
-                                  num_workers=num_workers, method="thread", in_order=True)
+        items = tn.ParallelMapper(
+            tn.SamplerWrapper(self.sampler),
+            map_fn=dataset.__getitem__,
+            num_workers=num_workers,
+            method="thread",
+            in_order=True,
+        )
         batches = tn.Batcher(items, batch_size=batch_size, drop_last=drop_last)
-        collated = tn.ParallelMapper(batches, map_fn=self.collate_fn, num_workers=collate_workers,
-                                     method="thread", in_order=True)
+        collated = tn.ParallelMapper(
+            batches, map_fn=self.collate_fn, num_workers=collate_workers, method="thread", in_order=True
+        )
         self.root = tn.Prefetcher(collated, prefetch_factor=prefetch_factor * num_workers)
         self._loader = tn.Loader(self.root)
         # Stop order: producer first, so each stage's threads see their upstream end and exit
@@ -176,8 +211,10 @@ class TorchdataThreadLoader:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"TorchdataThreadLoader(num_workers={self.num_workers}, batch_size={self.batch_size}, "
-                f"prefetch_factor={self.prefetch_factor})")
+        return (
+            f"TorchdataThreadLoader(num_workers={self.num_workers}, batch_size={self.batch_size}, "
+            f"prefetch_factor={self.prefetch_factor})"
+        )
 
 
 class _LoaderIter:
@@ -211,14 +248,28 @@ def _shutdown_stages(stages: list[Any]) -> None:
             shutdown()
 
 
-def build_torchdata_thread(dataset: Any, *, num_workers: int, prefetch_factor: int = 2,
-                           persistent_workers: bool = False, batch_size: int = 1, shuffle: bool = False,
-                           generator: torch.Generator | None = None,
-                           collate_fn: Callable | None = None) -> TorchdataThreadLoader:
+def build_torchdata_thread(
+    dataset: Any,
+    *,
+    num_workers: int,
+    prefetch_factor: int = 2,
+    persistent_workers: bool = False,
+    batch_size: int = 1,
+    shuffle: bool = False,
+    generator: torch.Generator | None = None,
+    collate_fn: Callable | None = None,
+) -> TorchdataThreadLoader:
     """The ``torchdata-thread`` loader (the ``EXTRA_MODES`` signature)."""
-    return TorchdataThreadLoader(dataset, num_workers=num_workers, prefetch_factor=prefetch_factor,
-                                 persistent_workers=persistent_workers, batch_size=batch_size,
-                                 shuffle=shuffle, generator=generator, collate_fn=collate_fn)
+    return TorchdataThreadLoader(
+        dataset,
+        num_workers=num_workers,
+        prefetch_factor=prefetch_factor,
+        persistent_workers=persistent_workers,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        generator=generator,
+        collate_fn=collate_fn,
+    )
 
 
 def register(modes: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ exits, or when it forks. So:
 
 This module holds no /proc code: :class:`ExactPlanner` is fed numbers, so it is tested alone.
 """
+
 from __future__ import annotations
 
 import math
@@ -133,8 +134,13 @@ class ExactPlanner:
     s_per_byte: float = INITIAL_S_PER_BYTE
 
     # -- every tick ----------------------------------------------------------------------
-    def observe(self, t: float, counters: dict[int, tuple[int, int]], groups: dict[int, int],
-                forked_from: dict[int, int] | None = None) -> None:
+    def observe(
+        self,
+        t: float,
+        counters: dict[int, tuple[int, int]],
+        groups: dict[int, int],
+        forked_from: dict[int, int] | None = None,
+    ) -> None:
         """This tick's ``pid -> (minflt, rss bytes)`` of every live process (a tracked process
         missing from it is gone); ``groups`` maps a pid to its fork-connected family (processes
         that share pages); ``forked_from`` maps a forked (not exec'd) process to its parent."""
@@ -293,7 +299,9 @@ class ExactPlanner:
         if pid in self.tracks:
             self.tracks[pid].attempted = True
 
-    def exact(self, pid: int, t: float, uss: float, rss: int, cost_s: float, clean: float = 0.0) -> float | None:
+    def exact(
+        self, pid: int, t: float, uss: float, rss: int, cost_s: float, clean: float = 0.0
+    ) -> float | None:
         """Record an exact reading; returns the estimate it replaces (``None`` for the first),
         and recalibrates on the interval it closes."""
         tr = self.tracks.get(pid)
@@ -312,8 +320,9 @@ class ExactPlanner:
             tr.uncertainty = 1.0
         if rss >= LEARN_COST_BYTES:  # the page walk dominates: a small process's cost is overhead
             measured = max(cost_s - READ_OVERHEAD_S, 0.0) / rss
-            self.s_per_byte = min(max(0.7 * self.s_per_byte + 0.3 * measured, S_PER_BYTE_RANGE[0]),
-                                  S_PER_BYTE_RANGE[1])
+            self.s_per_byte = min(
+                max(0.7 * self.s_per_byte + 0.3 * measured, S_PER_BYTE_RANGE[0]), S_PER_BYTE_RANGE[1]
+            )
         tr.uss, tr.rss_exact, tr.exact_t, tr.clean = uss, rss, t, clean
         tr.back_at_exact = self._back(tr)
         if tr.kids and all(k in tr.kids_gone for k in tr.kids):

@@ -11,6 +11,7 @@ Two tiers, because they cost very different amounts:
 A process that vanished, or is a zombie (whose /proc files read as zeros), yields ``None``
 so that callers record a *missing* sample rather than a drop to zero.
 """
+
 from __future__ import annotations
 
 import os
@@ -158,7 +159,7 @@ def _kb_fields(text: str, keys: dict[str, str]) -> dict[str, int]:
         if i >= 0:
             start = i + len(name) + 2
             end = text.find("\n", start)
-            out[attr] = int(text[start:end if end >= 0 else None].split()[0]) * KB
+            out[attr] = int(text[start : end if end >= 0 else None].split()[0]) * KB
     return out
 
 

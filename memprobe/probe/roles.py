@@ -1,4 +1,5 @@
 """Give each process in a run's tree a role people can read: main, worker k, or a helper."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

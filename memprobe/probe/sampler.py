@@ -4,6 +4,7 @@ The sampler runs as a thread of the *supervising* process, never inside the proc
 the DataLoader workers: a thread there would be forked into every worker and its reads would
 touch the very pages being measured.
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,13 +19,33 @@ MB = procfs.MB
 Row = dict[str, object]
 Sink = Callable[[str, list[Row]], None]
 
-_CHEAP_FIELDS = ("rss_mb", "rss_anon_mb", "rss_file_mb", "rss_shmem_mb", "cpu_s", "minflt", "threads",
-                 "sys_cpu_s")
-_PSS_FIELDS = (
-    "pss_mb", "pss_anon_mb", "pss_file_mb", "pss_shmem_mb", "uss_mb", "shared_clean_mb",
-    "shared_dirty_mb", "private_clean_mb", "private_dirty_mb", "swap_mb", "swap_pss_mb", "anon_huge_mb",
+_CHEAP_FIELDS = (
+    "rss_mb",
+    "rss_anon_mb",
+    "rss_file_mb",
+    "rss_shmem_mb",
+    "cpu_s",
+    "minflt",
+    "threads",
+    "sys_cpu_s",
 )
-SAMPLE_COLUMNS = ("t", "pid", "role", "worker", "state", "tier", "missing", "reason") + _CHEAP_FIELDS + _PSS_FIELDS
+_PSS_FIELDS = (
+    "pss_mb",
+    "pss_anon_mb",
+    "pss_file_mb",
+    "pss_shmem_mb",
+    "uss_mb",
+    "shared_clean_mb",
+    "shared_dirty_mb",
+    "private_clean_mb",
+    "private_dirty_mb",
+    "swap_mb",
+    "swap_pss_mb",
+    "anon_huge_mb",
+)
+SAMPLE_COLUMNS = (
+    ("t", "pid", "role", "worker", "state", "tier", "missing", "reason") + _CHEAP_FIELDS + _PSS_FIELDS
+)
 
 
 @dataclass(frozen=True)
@@ -55,8 +76,15 @@ class Sampler:
     own CPU time). A process that vanishes gets one row with ``missing=True`` and a reason.
     """
 
-    def __init__(self, root: int, sink: Sink, settings: SamplerSettings | None = None,
-                 *, t0: float | None = None, pgid: int | None = None) -> None:
+    def __init__(
+        self,
+        root: int,
+        sink: Sink,
+        settings: SamplerSettings | None = None,
+        *,
+        t0: float | None = None,
+        pgid: int | None = None,
+    ) -> None:
         self.root = root
         self.sink = sink
         self.settings = settings or SamplerSettings()
@@ -198,11 +226,21 @@ class Sampler:
         role = self.roles.role(pid, cheap.stat.comm, cheap.stat.ppid)
         self._last_role[pid] = role
         row: Row = {
-            "t": round(tick - self.t0, 4), "pid": pid, "role": role.name, "worker": role.worker,
-            "state": cheap.stat.state, "tier": "cheap", "missing": False, "reason": None,
-            "rss_mb": cheap.rss / MB, "rss_anon_mb": cheap.rss_anon / MB,
-            "rss_file_mb": cheap.rss_file / MB, "rss_shmem_mb": cheap.rss_shmem / MB,
-            "cpu_s": cheap.stat.cpu_s, "minflt": cheap.stat.minflt, "threads": cheap.stat.threads,
+            "t": round(tick - self.t0, 4),
+            "pid": pid,
+            "role": role.name,
+            "worker": role.worker,
+            "state": cheap.stat.state,
+            "tier": "cheap",
+            "missing": False,
+            "reason": None,
+            "rss_mb": cheap.rss / MB,
+            "rss_anon_mb": cheap.rss_anon / MB,
+            "rss_file_mb": cheap.rss_file / MB,
+            "rss_shmem_mb": cheap.rss_shmem / MB,
+            "cpu_s": cheap.stat.cpu_s,
+            "minflt": cheap.stat.minflt,
+            "threads": cheap.stat.threads,
             "sys_cpu_s": cheap.stat.sys_cpu_s,
         }
         row.update(dict.fromkeys(_PSS_FIELDS))
@@ -246,11 +284,26 @@ class Sampler:
 
     def _missing_row(self, pid: int, st: procfs.StatInfo | None, tick: float) -> Row:
         self._gone.add(pid)
-        role = self._last_role.pop(pid, None) or self.roles.role(pid, st.comm if st else "", st.ppid if st else None)
-        reason = ("exited" if st is None else
-                  "zombie (exited, not yet reaped)" if st.state == "Z" else "exiting (memory released)")
-        row: Row = {"t": round(tick - self.t0, 4), "pid": pid, "role": role.name, "worker": role.worker,
-                    "state": st.state if st else None, "tier": "gone", "missing": True, "reason": reason}
+        role = self._last_role.pop(pid, None) or self.roles.role(
+            pid, st.comm if st else "", st.ppid if st else None
+        )
+        reason = (
+            "exited"
+            if st is None
+            else "zombie (exited, not yet reaped)"
+            if st.state == "Z"
+            else "exiting (memory released)"
+        )
+        row: Row = {
+            "t": round(tick - self.t0, 4),
+            "pid": pid,
+            "role": role.name,
+            "worker": role.worker,
+            "state": st.state if st else None,
+            "tier": "gone",
+            "missing": True,
+            "reason": reason,
+        }
         row.update(dict.fromkeys(_CHEAP_FIELDS + _PSS_FIELDS))
         return row
 

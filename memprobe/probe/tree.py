@@ -22,6 +22,7 @@ epoch's fresh workers (``persistent_workers=False``) are ``worker 0..N-1`` again
 numbers its own. A parent's workers form *generations*: a new one starts when a worker appears
 while none of that parent's previous workers is alive.
 """
+
 from __future__ import annotations
 
 import time
@@ -145,8 +146,9 @@ class TreeRoles(RoleBook):
         self._next_rank = 0
         st = self.reader.stat(main_pid)
         kind = LAUNCHER if self._launcher_cmd else MAIN
-        self.nodes[main_pid] = Node(main_pid, st.ppid if st else 0, kind, kind, settled=True,
-                                    start_ticks=st.start_ticks if st else 0)
+        self.nodes[main_pid] = Node(
+            main_pid, st.ppid if st else 0, kind, kind, settled=True, start_ticks=st.start_ticks if st else 0
+        )
         if st is not None:
             self._layouts[main_pid] = st.layout
 
@@ -341,7 +343,13 @@ class TreeRoles(RoleBook):
                 return int(value)
             except ValueError:
                 return -1
-        if env is None and self._launcher_cmd and cmd and "multiprocessing." not in cmd and cmd != self._root_cmd:
+        if (
+            env is None
+            and self._launcher_cmd
+            and cmd
+            and "multiprocessing." not in cmd
+            and cmd != self._root_cmd
+        ):
             rank, self._next_rank = self._next_rank, self._next_rank + 1  # in order of appearance
             return rank
         return -1
@@ -365,9 +373,14 @@ class TreeRoles(RoleBook):
                 st = self.reader.stat(pid)
                 if st is not None and st.state not in ("Z", "X"):
                     self._make_node(st, parent)
-        new = sorted((n for n in self.nodes.values()
-                      if n.ppid == parent.pid and n.is_worker and n.worker < 0 and n.pid != self.main_pid),
-                     key=lambda n: (n.start_ticks, n.pid))
+        new = sorted(
+            (
+                n
+                for n in self.nodes.values()
+                if n.ppid == parent.pid and n.is_worker and n.worker < 0 and n.pid != self.main_pid
+            ),
+            key=lambda n: (n.start_ticks, n.pid),
+        )
         if not new:
             return
         family = self._families.setdefault(owner.pid, _Family({}))
@@ -408,8 +421,11 @@ class TreeRoles(RoleBook):
     def _alive(self, pid: int) -> bool:
         st = self.reader.stat(pid)
         node = self.nodes.get(pid)
-        return (st is not None and st.state not in ("Z", "X")
-                and (node is None or st.start_ticks == node.start_ticks))
+        return (
+            st is not None
+            and st.state not in ("Z", "X")
+            and (node is None or st.start_ticks == node.start_ticks)
+        )
 
 
 def process_order(row: dict) -> tuple:
@@ -428,4 +444,3 @@ def process_order(row: dict) -> tuple:
 def boot_clock_offset() -> float:
     """CLOCK_BOOTTIME minus CLOCK_MONOTONIC now: turns /proc start times into monotonic ones."""
     return time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
-

@@ -15,6 +15,7 @@ Rows carry, beyond the base sampler's columns: ``rank``, ``kind`` (see
 exact rows, and before the first exact reading of a process that is not a forked child). Rows
 after the first tick leave out their empty fields (the first tick's rows carry every column).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -73,8 +74,16 @@ class TreeSampler(Sampler):
 
     roles: TreeRoles
 
-    def __init__(self, root: int, sink: Sink, settings: SamplerSettings | None = None, *,
-                 t0: float, pgid: int | None = None, reader: ProcReader | None = None) -> None:
+    def __init__(
+        self,
+        root: int,
+        sink: Sink,
+        settings: SamplerSettings | None = None,
+        *,
+        t0: float,
+        pgid: int | None = None,
+        reader: ProcReader | None = None,
+    ) -> None:
         super().__init__(root, sink, settings, t0=t0, pgid=pgid)
         self.roles = TreeRoles(root, reader)
         self.plan = ExactPlanner()
@@ -116,8 +125,9 @@ class TreeSampler(Sampler):
         rss = st.rss_pages * PAGE
         last = self._status.get(pid)
         if last is not None and abs(rss - last.rss) < STATUS_MOVE_BYTES:
-            return procfs.CheapSample(stat=st, rss=rss, rss_anon=last.rss_anon, rss_file=last.rss_file,
-                                      rss_shmem=last.rss_shmem)
+            return procfs.CheapSample(
+                stat=st, rss=rss, rss_anon=last.rss_anon, rss_file=last.rss_file, rss_shmem=last.rss_shmem
+            )
         cheap = procfs.read_cheap(pid)
         if cheap is not None:
             self._status[pid] = cheap
@@ -152,7 +162,9 @@ class TreeSampler(Sampler):
         self.plan.observe(round(tick - self.t0, 4), counters, self.roles.share_groups(), forked)
         # 10 % of the budget is left for the readings that cannot wait (new processes, the last round).
         allowance = 0.9 * self.settings.pss_cpu_budget * (tick - self.t0) - (time.thread_time() - self._cpu0)
-        exact = [pid for pid in self.plan.choose(round(tick - self.t0, 4), allowance, everyone=full) if pid in live]
+        exact = [
+            pid for pid in self.plan.choose(round(tick - self.t0, 4), allowance, everyone=full) if pid in live
+        ]
         for pid in exact:
             self._read_exact(live[pid], pid, tick)
         self._annotate(rows, tick)
@@ -175,8 +187,14 @@ class TreeSampler(Sampler):
             self.plan.tried(pid)
             return
         self.exact_readings += 1
-        self.plan.exact(pid, round(tick - self.t0, 4), float(row["uss_mb"]) * MB,
-                        int(float(row["rss_mb"]) * MB), cost, float(row["private_clean_mb"]) * MB)
+        self.plan.exact(
+            pid,
+            round(tick - self.t0, 4),
+            float(row["uss_mb"]) * MB,
+            int(float(row["rss_mb"]) * MB),
+            cost,
+            float(row["private_clean_mb"]) * MB,
+        )
 
     def _annotate(self, rows: list[Row], tick: float) -> None:
         """rank, kind and uss_est_mb on every row; the facts of every process for the meta."""
@@ -217,10 +235,22 @@ class TreeSampler(Sampler):
             # A forked child's command line is its parent's: not worth repeating.
             cmd = "" if node is not None and node.shares_parent else " ".join(procfs.read_cmdline(pid))
             info = self.processes[pid] = ProcessInfo(
-                pid=pid, ppid=node.ppid if node else None, role=str(row["role"]), kind=None, forked=False,
-                start_method=None, rank=-1, worker=-1, generation=None, parent_role=None,
-                start_t=self.roles.start_t(pid, self._boot_at_t0), first_t=t, last_t=t, end_t=None,
-                command=cmd[:COMMAND_CHARS])
+                pid=pid,
+                ppid=node.ppid if node else None,
+                role=str(row["role"]),
+                kind=None,
+                forked=False,
+                start_method=None,
+                rank=-1,
+                worker=-1,
+                generation=None,
+                parent_role=None,
+                start_t=self.roles.start_t(pid, self._boot_at_t0),
+                first_t=t,
+                last_t=t,
+                end_t=None,
+                command=cmd[:COMMAND_CHARS],
+            )
         if not row["missing"]:
             info.last_t = t
             if not info.command and node is not None and not node.shares_parent:  # it exec'd since
@@ -242,8 +272,13 @@ class TreeSampler(Sampler):
         exit: invisible to the counters) are counted apart."""
         plain = [c.error_pct for c in self.plan.checks if not c.event]
         events = [c.error_pct for c in self.plan.checks if c.event]
-        out: dict = {"median_pct": None, "max_pct": None, "n": len(plain), "n_events": len(events),
-                     "events_median_pct": round(statistics.median(events), 2) if events else None}
+        out: dict = {
+            "median_pct": None,
+            "max_pct": None,
+            "n": len(plain),
+            "n_events": len(events),
+            "events_median_pct": round(statistics.median(events), 2) if events else None,
+        }
         if plain:
             out.update(median_pct=round(statistics.median(plain), 2), max_pct=round(max(plain), 2))
         return out

@@ -1,4 +1,5 @@
 """The HTML report of a results folder, and the page comparing two folders."""
+
 from __future__ import annotations
 
 from memprobe.report.render import render, write_report

@@ -4,6 +4,7 @@ Runs are matched by (backend, mode, workers), in run order when a folder holds t
 twice; runs without a partner are listed. A change counts ("better"/"worse", highlighted) when
 it is beyond both an absolute and a relative tolerance, so sampling noise stays plain.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -123,8 +124,10 @@ def pair_sentence(p: Pair) -> str:
     verdict = f"{va} → {vb}" if va != vb else f"still {vb}"
     change = "" if peak.diff is None else f" ({fmt.signed_mb(peak.diff)}, {fmt.percent(peak.rel)})"
     growth = f"; growth {content.growth_text(p.a)} → {content.growth_text(p.b)}"
-    return (f"{p.label}: {verdict}; peak total PSS {fmt.mb(peak.a)} → {fmt.mb(peak.b)}{change}"
-            f"{growth if p.a.verdict or p.b.verdict else ''}.")
+    return (
+        f"{p.label}: {verdict}; peak total PSS {fmt.mb(peak.a)} → {fmt.mb(peak.b)}{change}"
+        f"{growth if p.a.verdict or p.b.verdict else ''}."
+    )
 
 
 def env_rows(a: dict, b: dict) -> list[tuple[str, str, str, bool]]:
@@ -132,23 +135,44 @@ def env_rows(a: dict, b: dict) -> list[tuple[str, str, str, bool]]:
     ra, rb = dict(content.environment_rows(a)), dict(content.environment_rows(b))
     names = list(dict.fromkeys([*ra, *rb]))
     stable = {"started", "finished", "duration"}
-    return [(n, ra.get(n, fmt.DASH), rb.get(n, fmt.DASH), n not in stable and ra.get(n) != rb.get(n)) for n in names]
+    return [
+        (n, ra.get(n, fmt.DASH), rb.get(n, fmt.DASH), n not in stable and ra.get(n) != rb.get(n))
+        for n in names
+    ]
 
 
-def compare_chart(pairs: list[Pair], only_a: list[RunSummary], only_b: list[RunSummary],
-                  ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict | None:
+def compare_chart(
+    pairs: list[Pair],
+    only_a: list[RunSummary],
+    only_b: list[RunSummary],
+    ra: ResultSet,
+    rb: ResultSet,
+    names: tuple[str, str],
+) -> dict | None:
     """Total PSS over items fetched: A dashed, B solid, one colour per matched key (every run
     when nothing matched)."""
-    colors = figures.styles([content.run_label(s) for s in [*(p.b for p in pairs), *only_a, *only_b]],
-                            figures.SERIES_COLORS)
+    colors = figures.styles(
+        [content.run_label(s) for s in [*(p.b for p in pairs), *only_a, *only_b]], figures.SERIES_COLORS
+    )
     lines = []
-    sides = (("A", ra, [p.a for p in pairs], "dash"), ("B", rb, [p.b for p in pairs], "solid")) if pairs else (
-        ("A", ra, only_a, "dash"), ("B", rb, only_b, "solid"))
+    sides = (
+        (("A", ra, [p.a for p in pairs], "dash"), ("B", rb, [p.b for p in pairs], "solid"))
+        if pairs
+        else (("A", ra, only_a, "dash"), ("B", rb, only_b, "solid"))
+    )
     for side, results, runs, dash in sides:
         for s in runs:
             label = content.run_label(s)
-            lines.append(figures.RunLine(f"{side} · {label}", results.run_table("samples", s.run_id),
-                                         results.run_table("progress", s.run_id), colors[label], dash, label))
+            lines.append(
+                figures.RunLine(
+                    f"{side} · {label}",
+                    results.run_table("samples", s.run_id),
+                    results.run_table("progress", s.run_id),
+                    colors[label],
+                    dash,
+                    label,
+                )
+            )
     title = f"Total PSS over items fetched: A ({names[0]}) dashed, B ({names[1]}) solid"
     return figures.chart_runs_pss("c-compare", title, lines)
 
@@ -160,14 +184,25 @@ def context(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict[str, A
     charts = [chart] if chart else []
     banners = [(side, content.banner(r.manifest, s)) for side, r, s in (("A", ra, sa), ("B", rb, sb))]
     return {
-        "title": f"memprobe compare · {names[0]} vs {names[1]}", "names": names, "roots": (str(ra.root), str(rb.root)),
-        "manifests": (ra.manifest, rb.manifest), "pairs": pairs, "only_a": only_a, "only_b": only_b,
-        "metrics": METRICS, "sentences": [(p, pair_sentence(p)) for p in pairs],
-        "banners": [(side, b) for side, b in banners if b], "env_rows": env_rows(ra.manifest, rb.manifest),
-        "scenarios": (scenario_text(ra), scenario_text(rb)), "scenario_diff": scenario_diff(ra, rb, names),
-        "chart": chart, "chart_count": len(charts),
-        "env": rb.manifest.get("environment") or {}, "data_json": script_json({"charts": charts}),
-        "plotly_js": plotly_js(), "delta_text": delta_text,
+        "title": f"memprobe compare · {names[0]} vs {names[1]}",
+        "names": names,
+        "roots": (str(ra.root), str(rb.root)),
+        "manifests": (ra.manifest, rb.manifest),
+        "pairs": pairs,
+        "only_a": only_a,
+        "only_b": only_b,
+        "metrics": METRICS,
+        "sentences": [(p, pair_sentence(p)) for p in pairs],
+        "banners": [(side, b) for side, b in banners if b],
+        "env_rows": env_rows(ra.manifest, rb.manifest),
+        "scenarios": (scenario_text(ra), scenario_text(rb)),
+        "scenario_diff": scenario_diff(ra, rb, names),
+        "chart": chart,
+        "chart_count": len(charts),
+        "env": rb.manifest.get("environment") or {},
+        "data_json": script_json({"charts": charts}),
+        "plotly_js": plotly_js(),
+        "delta_text": delta_text,
     }
 
 
@@ -176,7 +211,9 @@ def scenario_diff(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> str |
     a, b = scenario_text(ra) or "", scenario_text(rb) or ""
     if a == b:
         return None
-    lines = difflib.unified_diff(a.splitlines(), b.splitlines(), f"A: {names[0]}", f"B: {names[1]}", lineterm="")
+    lines = difflib.unified_diff(
+        a.splitlines(), b.splitlines(), f"A: {names[0]}", f"B: {names[1]}", lineterm=""
+    )
     return "\n".join(lines)
 
 

@@ -1,5 +1,6 @@
 """The words and tables of the report, derived from run summaries: verdict sentences, the matrix,
 advice and the environment. Pure functions; no HTML here (the templates escape everything)."""
+
 from __future__ import annotations
 
 import re
@@ -12,22 +13,27 @@ PROCESS_MODES = ("fork", "spawn", "forkserver")
 # What each storage backend does about the copy; unknown backends get a generic sentence.
 BACKEND_FIXES = {
     "numpy": "Hold the records in numpy arrays (a few large buffers, no Python object per record): "
-             "workers read them without writing reference counts into the pages, so the pages stay shared.",
+    "workers read them without writing reference counts into the pages, so the pages stay shared.",
     "arrow": "Hold the records in Arrow buffers (a pyarrow Table): columnar buffers with no Python object "
-             "per record, so forked workers read them without copying.",
+    "per record, so forked workers read them without copying.",
 }
 MODE_FIXES = {
     "thread": "Use threads instead of worker processes: one address space, nothing to copy. Check items/s: "
-              "threads only keep up when the per-item work releases the GIL (or on a free-threaded Python).",
+    "threads only keep up when the per-item work releases the GIL (or on a free-threaded Python).",
 }
-SPAWN_FIX = ("Start workers with spawn or forkserver: the dataset is pickled into each worker at start-up, so "
-             "nothing grows while iterating, but every worker pays for its own copy up front. To avoid that, put "
-             "the data in shared memory (multiprocessing.shared_memory, a memory-mapped file, or torch tensors "
-             "moved with share_memory_()) so that all workers map the same pages.")
+SPAWN_FIX = (
+    "Start workers with spawn or forkserver: the dataset is pickled into each worker at start-up, so "
+    "nothing grows while iterating, but every worker pays for its own copy up front. To avoid that, put "
+    "the data in shared memory (multiprocessing.shared_memory, a memory-mapped file, or torch tensors "
+    "moved with share_memory_()) so that all workers map the same pages."
+)
 GENERIC_FIXES = (
     ("numpy/arrow", "Hold records in numpy or Arrow buffers instead of a list of Python objects."),
-    ("one buffer", "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
-                   "plus an offsets array) and decode per item: one object for the GC and refcounts to touch."),
+    (
+        "one buffer",
+        "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
+        "plus an offsets array) and decode per item: one object for the GC and refcounts to touch.",
+    ),
     ("threads", "Use threads instead of worker processes (mode: thread)."),
     ("spawn + shared memory", "Use spawn with the data in shared memory, so workers map one copy."),
 )
@@ -119,8 +125,11 @@ def churning(summaries: list[RunSummary]) -> dict[str, RunSummary | None]:
         peers = [p for p in measured if p is not s and p.backend == s.backend and p.workload == s.workload]
         best = min(peers, key=lambda p: p.faults_per_item) if peers else None
         floor = min(best.faults_per_item, s.faults_per_item) if best else 0.0
-        if (s.faults_per_item - floor >= CHURN_FAULTS_PER_ITEM and fmt.is_num(s.kernel_cpu_share)
-                and s.kernel_cpu_share >= CHURN_KERNEL_SHARE):
+        if (
+            s.faults_per_item - floor >= CHURN_FAULTS_PER_ITEM
+            and fmt.is_num(s.kernel_cpu_share)
+            and s.kernel_cpu_share >= CHURN_KERNEL_SHARE
+        ):
             out[s.run_id] = best
     return out
 
@@ -137,8 +146,11 @@ class CostRow:
 def cost_rows(summaries: list[RunSummary], anchors: dict[str, str]) -> list[CostRow]:
     """Ok runs with a measured rate and per-item counters, in run order."""
     churn = churning(summaries)
-    return [CostRow(s, anchors[s.run_id], s.run_id in churn) for s in summaries
-            if s.status == "ok" and fmt.is_num(s.items_per_s) and fmt.is_num(s.cpu_ms_per_item)]
+    return [
+        CostRow(s, anchors[s.run_id], s.run_id in churn)
+        for s in summaries
+        if s.status == "ok" and fmt.is_num(s.items_per_s) and fmt.is_num(s.cpu_ms_per_item)
+    ]
 
 
 def churn_note(summaries: list[RunSummary]) -> str | None:
@@ -149,20 +161,30 @@ def churn_note(summaries: list[RunSummary]) -> str | None:
         return None
     worst = max((s for s in summaries if s.run_id in churn), key=lambda s: s.faults_per_item or 0)
     one = noun(worst).removesuffix("s")
-    text = (f"Page-fault churn in {_runs(len(churn))}: {short_label(worst)} took {worst.faults_per_item:,.0f} minor "
-            f"faults per {one}, with {worst.kernel_cpu_share:.0%} of its CPU in the kernel.")
+    text = (
+        f"Page-fault churn in {_runs(len(churn))}: {short_label(worst)} took {worst.faults_per_item:,.0f} minor "
+        f"faults per {one}, with {worst.kernel_cpu_share:.0%} of its CPU in the kernel."
+    )
     best = churn[worst.run_id]
     if best is not None:
-        text += (f" {short_label(best)} on the same data took {best.faults_per_item:,.0f}"
-                 + (f" ({best.kernel_cpu_share:.0%} in the kernel)" if fmt.is_num(best.kernel_cpu_share) else "")
-                 + (f", and {best.cpu_ms_per_item:.2f} ms of CPU per {one} against {worst.cpu_ms_per_item:.2f} ms"
-                    if fmt.is_num(best.cpu_ms_per_item) and fmt.is_num(worst.cpu_ms_per_item) else "") + ".")
-    return text + (" The usual cause: memory freed after each item goes back to the kernel and is faulted in "
-                   "again for the next, because glibc trims its heap when no large block is freed through "
-                   "malloc, e.g. in worker processes, whose batches go to shared memory. For worker processes, "
-                   "glibc can be told to keep freed memory (mallopt in a worker_init_fn, or "
-                   "MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ in the environment); docs/perf/threads.md "
-                   "measures it.")
+        text += (
+            f" {short_label(best)} on the same data took {best.faults_per_item:,.0f}"
+            + (f" ({best.kernel_cpu_share:.0%} in the kernel)" if fmt.is_num(best.kernel_cpu_share) else "")
+            + (
+                f", and {best.cpu_ms_per_item:.2f} ms of CPU per {one} against {worst.cpu_ms_per_item:.2f} ms"
+                if fmt.is_num(best.cpu_ms_per_item) and fmt.is_num(worst.cpu_ms_per_item)
+                else ""
+            )
+            + "."
+        )
+    return text + (
+        " The usual cause: memory freed after each item goes back to the kernel and is faulted in "
+        "again for the next, because glibc trims its heap when no large block is freed through "
+        "malloc, e.g. in worker processes, whose batches go to shared memory. For worker processes, "
+        "glibc can be told to keep freed memory (mallopt in a worker_init_fn, or "
+        "MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ in the environment); docs/perf/threads.md "
+        "measures it."
+    )
 
 
 def short_label(s: RunSummary) -> str:
@@ -200,16 +222,25 @@ def headline(s: RunSummary, meta: dict) -> str:
         why = f"{s.status}" + (f" — {first_line(s.error)}" if s.error else "")
         return f"{label}: no verdict, the run ended {why}."
     if s.verdict is None:
-        return (f"{label}: no verdict — the iteration window holds fewer than two PSS samples of the measured "
-                f"processes; peak total PSS {fmt.mb(s.total_pss_peak_mb)}.")
+        return (
+            f"{label}: no verdict — the iteration window holds fewer than two PSS samples of the measured "
+            f"processes; peak total PSS {fmt.mb(s.total_pss_peak_mb)}."
+        )
     peak = f"peak total PSS {fmt.mb(s.total_pss_peak_mb)}"
     if process_workers(s):
         sentence = _workers_sentence(s, meta)
     else:
-        who = "one process" if s.workers == 0 else f"one process, {s.workers} thread{'s' if s.workers != 1 else ''}"
+        who = (
+            "one process"
+            if s.workers == 0
+            else f"one process, {s.workers} thread{'s' if s.workers != 1 else ''}"
+        )
         grew = s.main_uss_growth_mb or 0.0
-        sentence = (f"the process ({who}) grew {fmt.mb(grew)} of private memory over {span(s, meta)}"
-                    if s.verdict == "growing" else f"stayed flat ({fmt.signed_mb(grew)}, {who})")
+        sentence = (
+            f"the process ({who}) grew {fmt.mb(grew)} of private memory over {span(s, meta)}"
+            if s.verdict == "growing"
+            else f"stayed flat ({fmt.signed_mb(grew)}, {who})"
+        )
     tail = "" if s.status == "ok" else f" (run {s.status}: {first_line(s.error)})"
     return f"{label}: {sentence}; {peak}.{tail}"
 
@@ -218,10 +249,16 @@ def _workers_sentence(s: RunSummary, meta: dict) -> str:
     g = s.worker_uss_growth_mb or 0.0
     n = s.workers
     if s.verdict == "growing":
-        cause = ("a private copy of the data it read (copy-on-access)" if s.mode == "fork"
-                 else "private memory that grows with every item read")
-        most = (f" (the most: {fmt.mb(s.worker_uss_growth_max_mb)})"
-                if (s.worker_uss_growth_max_mb or 0) - g > 0.2 * max(g, 1) else "")
+        cause = (
+            "a private copy of the data it read (copy-on-access)"
+            if s.mode == "fork"
+            else "private memory that grows with every item read"
+        )
+        most = (
+            f" (the most: {fmt.mb(s.worker_uss_growth_max_mb)})"
+            if (s.worker_uss_growth_max_mb or 0) - g > 0.2 * max(g, 1)
+            else ""
+        )
         each = f"each of {n} workers" if n > 1 else "the worker"
         return f"{each} grew {fmt.mb(g)}{most} over {span(s, meta)} — {cause}"
     out = f"stayed flat ({fmt.signed_mb(g)} per worker)"
@@ -249,9 +286,11 @@ def overview(summaries: list[RunSummary]) -> str:
     threshold = max(s.growth_threshold_mb for s in summaries)
     if growing:
         worst = max(growing, key=lambda s: measured_growth(s) or 0)
-        head = (f"{len(growing)} of {len(summaries)} runs copy memory as they iterate; the worst is "
-                f"{run_label(worst)}, {fmt.signed_mb(measured_growth(worst))} per "
-                f"{'worker' if process_workers(worst) else 'process'}.")
+        head = (
+            f"{len(growing)} of {len(summaries)} runs copy memory as they iterate; the worst is "
+            f"{run_label(worst)}, {fmt.signed_mb(measured_growth(worst))} per "
+            f"{'worker' if process_workers(worst) else 'process'}."
+        )
     elif any(s.verdict for s in summaries):
         head = f"No run's memory grew beyond the {threshold:g} MB threshold."
     else:
@@ -287,6 +326,7 @@ def growth_text(s: RunSummary) -> str:
 
 
 # -- matrix --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -327,14 +367,18 @@ def matrices(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Matri
             cells = []
             for mode in modes:
                 s = next((r for r in runs if r.backend == backend and r.mode == mode), None)
-                cells.append(Cell(None) if s is None else Cell(s, anchors[s.run_id], cell_style(s),
-                                                               (s.total_pss_peak_mb or 0) / peak))
+                cells.append(
+                    Cell(None)
+                    if s is None
+                    else Cell(s, anchors[s.run_id], cell_style(s), (s.total_pss_peak_mb or 0) / peak)
+                )
             rows.append((row_label(backend, runs), cells))
         out.append(Matrix(workers, modes, rows))
     return out
 
 
 # -- advice --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Demo:
@@ -371,8 +415,10 @@ def _fix_text(g: RunSummary, s: RunSummary) -> str:
 
 def _caveat(g: RunSummary, s: RunSummary) -> str | None:
     if (s.total_pss_peak_mb or 0) > (g.total_pss_peak_mb or float("inf")):
-        return (f"its peak total PSS ({fmt.mb(s.total_pss_peak_mb)}) is higher than this run's "
-                f"({fmt.mb(g.total_pss_peak_mb)}): the copy is made up front instead")
+        return (
+            f"its peak total PSS ({fmt.mb(s.total_pss_peak_mb)}) is higher than this run's "
+            f"({fmt.mb(g.total_pss_peak_mb)}): the copy is made up front instead"
+        )
     if s.items_per_s and g.items_per_s and s.items_per_s < 0.7 * g.items_per_s:
         return f"slower here: {fmt.rate(s.items_per_s, noun(s))} against {fmt.rate(g.items_per_s, noun(g))}"
     return None
@@ -383,9 +429,17 @@ def advice(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Advice]
     another backend with the same mode, or another mode with the same backend), cheapest first."""
     out = []
     for g in (s for s in summaries if s.verdict == "growing"):
-        flat = [s for s in summaries if s.verdict == "flat" and s.status == "ok" and s.workers == g.workers
-                and (s.backend == g.backend) != (s.mode == g.mode)]
-        flat.sort(key=lambda s: (_caveat(g, s) is not None, s.total_pss_peak_mb is None, s.total_pss_peak_mb or 0))
+        flat = [
+            s
+            for s in summaries
+            if s.verdict == "flat"
+            and s.status == "ok"
+            and s.workers == g.workers
+            and (s.backend == g.backend) != (s.mode == g.mode)
+        ]
+        flat.sort(
+            key=lambda s: (_caveat(g, s) is not None, s.total_pss_peak_mb is None, s.total_pss_peak_mb or 0)
+        )
         fixes: dict[str, list[Demo]] = {}
         for s in flat:
             fixes.setdefault(_fix_text(g, s), []).append(Demo(s, anchors[s.run_id], _caveat(g, s)))
@@ -400,6 +454,7 @@ def _demonstrated(key: str, shown: set[str]) -> bool:
 
 
 # -- throughput bars ---------------------------------------------------------------------------
+
 
 def _workers_text(runs: list[RunSummary]) -> str:
     """'1 and 2 workers', '2 threads', 'no workers'."""
@@ -420,7 +475,9 @@ def not_in_bars(summaries: list[RunSummary]) -> list[str]:
         failed = [s for s in runs if s.status != "ok"]
         groups: dict[tuple[str, str, str], list[RunSummary]] = {}
         for s in failed:
-            groups.setdefault((s.mode, s.status, first_line(s.error, 400) or "no error recorded"), []).append(s)
+            groups.setdefault((s.mode, s.status, first_line(s.error, 400) or "no error recorded"), []).append(
+                s
+            )
         if failed and len(failed) == len(runs):
             whys = dict.fromkeys(f"{status}: {error}" for _, status, error in groups)
             every = "the run" if len(runs) == 1 else f"all {len(runs)} runs"
@@ -431,12 +488,15 @@ def not_in_bars(summaries: list[RunSummary]) -> list[str]:
         unmeasured = [s for s in runs if s.status == "ok" and s.items_per_s is None]
         for mode in dict.fromkeys(s.mode for s in unmeasured):
             group = [s for s in unmeasured if s.mode == mode]
-            out.append(f"{short_label(group[0])}, {_workers_text(group)} (no throughput measured: the run "
-                       f"has no warm point or no last batch)")
+            out.append(
+                f"{short_label(group[0])}, {_workers_text(group)} (no throughput measured: the run "
+                f"has no warm point or no last batch)"
+            )
     return out
 
 
 # -- environment ------------------------------------------------------------------------------
+
 
 def environment_rows(manifest: dict) -> list[tuple[str, str]]:
     env = manifest.get("environment") or {}
@@ -444,16 +504,21 @@ def environment_rows(manifest: dict) -> list[tuple[str, str]]:
     started, finished = manifest.get("started"), manifest.get("finished")
     duration = finished - started if fmt.is_num(started) and fmt.is_num(finished) else None
     rows = [
-        ("memprobe", env.get("memprobe")), ("torch", env.get("torch")),
+        ("memprobe", env.get("memprobe")),
+        ("torch", env.get("torch")),
         ("Python", env.get("python_build") or env.get("python")),
         ("GIL", None if gil is None else ("enabled" if gil else "disabled (free-threaded build)")),
-        ("kernel", env.get("kernel")), ("machine", env.get("machine")), ("CPU", env.get("cpu_model")),
+        ("kernel", env.get("kernel")),
+        ("machine", env.get("machine")),
+        ("CPU", env.get("cpu_model")),
         ("CPU count", env.get("cpu_count")),
         ("total RAM", fmt.mb(env.get("mem_total_mb")) if env.get("mem_total_mb") is not None else None),
         ("host", env.get("hostname")),
         ("scenario file", manifest.get("scenario_path")),
-        ("started", fmt.timestamp(started)), ("finished", fmt.timestamp(finished)),
-        ("duration", fmt.seconds(duration)), ("session status", manifest.get("status")),
+        ("started", fmt.timestamp(started)),
+        ("finished", fmt.timestamp(finished)),
+        ("duration", fmt.seconds(duration)),
+        ("session status", manifest.get("status")),
     ]
     return [(k, str(v)) for k, v in rows if v is not None]
 
@@ -463,11 +528,15 @@ def banner(manifest: dict, summaries: list[RunSummary]) -> tuple[str, str] | Non
     status = manifest.get("status")
     done, planned = len(summaries), len(manifest.get("runs") or [])
     if status == "interrupted":
-        return "error", (f"This session was interrupted: {done} of {planned or done} runs have results, and the "
-                         f"last of them may have been cut short. Figures below are from what was saved.")
+        return "error", (
+            f"This session was interrupted: {done} of {planned or done} runs have results, and the "
+            f"last of them may have been cut short. Figures below are from what was saved."
+        )
     if status not in (None, "complete"):
-        return "error", (f"This session did not finish (status '{status}'): it is still running or it crashed. "
-                         f"{done} of {planned or done} runs have results.")
+        return "error", (
+            f"This session did not finish (status '{status}'): it is still running or it crashed. "
+            f"{done} of {planned or done} runs have results."
+        )
     return None
 
 
@@ -477,35 +546,54 @@ def run_facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
     loader = spec.get("loader") or {}
     workload = spec.get("workload") or "records"
     section = spec.get("dataset" if workload == "records" else workload) or {}
-    expect = None if s.expectation is None else (
-        f"{s.expectation} — {'met' if s.expectation_met else 'NOT met' if s.expectation_met is False else 'n/a'}")
+    expect = (
+        None
+        if s.expectation is None
+        else (
+            f"{s.expectation} — {'met' if s.expectation_met else 'NOT met' if s.expectation_met is False else 'n/a'}"
+        )
+    )
     rows = [
-        ("status", s.status), (noun(s), fmt.count(s.items)), ("duration", fmt.seconds(s.duration_s)),
+        ("status", s.status),
+        (noun(s), fmt.count(s.items)),
+        ("duration", fmt.seconds(s.duration_s)),
         ("time to first batch", fmt.seconds(s.time_to_first_batch_s)),
         (f"{noun(s)}/s (iteration)", fmt.rate(s.items_per_s, noun(s))),
-        ("total PSS start → peak → end", f"{fmt.mb(s.total_pss_start_mb)} → {fmt.mb(s.total_pss_peak_mb)} → "
-                                          f"{fmt.mb(s.total_pss_end_mb)}"),
+        (
+            "total PSS start → peak → end",
+            f"{fmt.mb(s.total_pss_start_mb)} → {fmt.mb(s.total_pss_peak_mb)} → {fmt.mb(s.total_pss_end_mb)}",
+        ),
         ("sum of RSS at peak", f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})"),
     ]
     if process_workers(s):
-        rows += [("worker USS at start (mean)", fmt.mb(s.worker_uss_start_mb)),
-                 ("worker USS growth mean / max", f"{fmt.signed_mb(s.worker_uss_growth_mb)} / "
-                                                   f"{fmt.signed_mb(s.worker_uss_growth_max_mb)}")]
+        rows += [
+            ("worker USS at start (mean)", fmt.mb(s.worker_uss_start_mb)),
+            (
+                "worker USS growth mean / max",
+                f"{fmt.signed_mb(s.worker_uss_growth_mb)} / {fmt.signed_mb(s.worker_uss_growth_max_mb)}",
+            ),
+        ]
     # The analysis judges the main process on Private_Dirty (its Private_Clean moves when other
     # processes that shared its library pages exit), so the label says so.
-    rows += [("main process private dirty growth", fmt.signed_mb(s.main_uss_growth_mb)),
-             (f"growth per 1,000 {noun(s)} per worker", _num(s.growth_per_1k_items_per_worker_mb, "{:+.3f} MB")),
-             ("verdict threshold", fmt.mb(s.growth_threshold_mb)), ("expectation", expect),
-             (f"workload: {workload}", ", ".join(f"{k}={v}" for k, v in section.items()) if section else None),
-             ("loader", ", ".join(f"{k}={v}" for k, v in loader.items()) if loader else None),
-             ("CPU cores used (whole tree, in the window)", _num(s.cpu_cores_used, "{:.2f}")),
-             (f"CPU per {noun(s).removesuffix('s')} (whole tree, in the window)", _num(s.cpu_ms_per_item, "{:.3f} ms")),
-             (f"minor page faults per {noun(s).removesuffix('s')}", _num(s.faults_per_item, "{:,.1f}")),
-             ("kernel share of that CPU (page faults are paid there)", _num(s.kernel_cpu_share, "{:.0%}")),
-             ("decoder backend that ran", s.decoder_backend),
-             ("encoded MB/s", _num(s.mb_per_s, "{:,.1f}")),
-             ("megapixels/s", _num(s.megapixels_per_s, "{:,.1f}")),
-             ("sampler CPU share", f"{s.sampler_cpu_share:.1%}" if s.sampler_cpu_share is not None else None)]
+    rows += [
+        ("main process private dirty growth", fmt.signed_mb(s.main_uss_growth_mb)),
+        (f"growth per 1,000 {noun(s)} per worker", _num(s.growth_per_1k_items_per_worker_mb, "{:+.3f} MB")),
+        ("verdict threshold", fmt.mb(s.growth_threshold_mb)),
+        ("expectation", expect),
+        (f"workload: {workload}", ", ".join(f"{k}={v}" for k, v in section.items()) if section else None),
+        ("loader", ", ".join(f"{k}={v}" for k, v in loader.items()) if loader else None),
+        ("CPU cores used (whole tree, in the window)", _num(s.cpu_cores_used, "{:.2f}")),
+        (
+            f"CPU per {noun(s).removesuffix('s')} (whole tree, in the window)",
+            _num(s.cpu_ms_per_item, "{:.3f} ms"),
+        ),
+        (f"minor page faults per {noun(s).removesuffix('s')}", _num(s.faults_per_item, "{:,.1f}")),
+        ("kernel share of that CPU (page faults are paid there)", _num(s.kernel_cpu_share, "{:.0%}")),
+        ("decoder backend that ran", s.decoder_backend),
+        ("encoded MB/s", _num(s.mb_per_s, "{:,.1f}")),
+        ("megapixels/s", _num(s.megapixels_per_s, "{:,.1f}")),
+        ("sampler CPU share", f"{s.sampler_cpu_share:.1%}" if s.sampler_cpu_share is not None else None),
+    ]
     return [(k, v) for k, v in rows if v is not None]
 
 

@@ -12,6 +12,7 @@ items fetched by then (the page toggles between the two). A sample the sampler c
 (``None``), never a zero. Long series are downsampled to about ``max_points`` per line,
 keeping each interval's minimum and maximum so that peaks survive.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,19 +28,35 @@ from memprobe.tree_analysis import held_readings
 MAX_POINTS = 1500
 AXES = ("time", "items")
 X_TITLES = {"time": "seconds since the run's process started", "items": "items fetched"}
-ROLE_COLORS = {"main": "#1f5fa8", "forkserver": "#8a8a8a", "resource tracker": "#b5b5b5",
-               "spawn (starting)": "#d0c9b0", "other": "#cfcfcf"}
+ROLE_COLORS = {
+    "main": "#1f5fa8",
+    "forkserver": "#8a8a8a",
+    "resource tracker": "#b5b5b5",
+    "spawn (starting)": "#d0c9b0",
+    "other": "#cfcfcf",
+}
 WORKER_COLORS = ("#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d", "#e67700")
 # Rank processes: dark tones apart from the workers' colours, so a stack of ranks and their workers stays readable.
 RANK_COLORS = ("#343a40", "#1864ab", "#6b4f2a", "#087f5b", "#862e9c", "#364fc7", "#5c3d2e", "#868e96")
-SERIES_COLORS = ("#1f5fa8", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d",
-                 "#e67700", "#495057")
+SERIES_COLORS = (
+    "#1f5fa8",
+    "#e8590c",
+    "#2b8a3e",
+    "#c2255c",
+    "#7048e8",
+    "#0c8599",
+    "#a61e4d",
+    "#5c940d",
+    "#e67700",
+    "#495057",
+)
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 _ENDED = ("exited", "zombie", "exiting")  # missing because the process ended (see probe.sampler)
 MARKS = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
 
 
 # -- clocks and marks -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Clock:
@@ -77,6 +94,7 @@ class Series:
 
 # -- helpers ------------------------------------------------------------------------------
 
+
 def _num(v: float, digits: int = 3) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), digits)
 
@@ -98,7 +116,9 @@ def keep_indices(y: np.ndarray, max_points: int) -> np.ndarray:
     table[:n] = y
     table = table.reshape(buckets, size)
     offsets = np.arange(buckets) * size
-    inside = (np.arange(buckets * size) < n).reshape(buckets, size)  # the padding after the last point is no gap
+    inside = (np.arange(buckets * size) < n).reshape(
+        buckets, size
+    )  # the padding after the last point is no gap
     gaps = np.isnan(table) & inside
     real = ~np.isnan(table)
     keep = [np.array([0, n - 1]), (offsets + gaps.argmax(axis=1))[gaps.any(axis=1)]]
@@ -133,9 +153,11 @@ def _role_parts(role: str) -> tuple[int, int] | None:
 
 def role_order(roles: Sequence[str]) -> list[str]:
     """main first, then ranks and workers (by rank, then index), then helpers alphabetically."""
+
     def key(role: str) -> tuple:
         parts = _role_parts(role)
         return (0, 0, 0, role) if role == "main" else (1, *parts, role) if parts else (2, 0, 0, role)
+
     return sorted(dict.fromkeys(roles), key=key)
 
 
@@ -155,6 +177,7 @@ def role_color(role: str) -> str:
 
 
 # -- tables derived from samples --------------------------------------------------------------
+
 
 def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
     """PSS summed per role at every PSS round (index t); NaN where a process could not be read."""
@@ -189,7 +212,9 @@ def sum_rss(samples: pd.DataFrame) -> pd.Series:
     return totals
 
 
-def item_rate(progress: pd.DataFrame, start: float | None, min_dt: float = 0.25) -> tuple[np.ndarray, np.ndarray]:
+def item_rate(
+    progress: pd.DataFrame, start: float | None, min_dt: float = 0.25
+) -> tuple[np.ndarray, np.ndarray]:
     """Items/s between progress reports at least ``min_dt`` apart, as steps (x: each interval's start)."""
     if progress.empty:
         return np.zeros(0), np.zeros(0)
@@ -220,16 +245,28 @@ def item_rate(progress: pd.DataFrame, start: float | None, min_dt: float = 0.25)
 
 # -- chart assembly -----------------------------------------------------------------------
 
+
 def _layout(axis: str, ytitle: str, shapes: list[dict], annotations: list[dict]) -> dict:
     layout = {
-        "height": 290, "margin": {"l": 60, "r": 120, "t": 28, "b": 42},
+        "height": 290,
+        "margin": {"l": 60, "r": 120, "t": 28, "b": 42},
         "xaxis": {"title": {"text": X_TITLES[axis]}, "zeroline": False, "rangemode": "tozero"},
         "yaxis": {"title": {"text": ytitle}, "rangemode": "tozero", "zeroline": False},
-        "legend": {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11},
-                   "traceorder": "normal"},
-        "hovermode": "x unified", "shapes": shapes, "annotations": annotations,
+        "legend": {
+            "orientation": "v",
+            "x": 1.02,
+            "xanchor": "left",
+            "y": 1,
+            "yanchor": "top",
+            "font": {"size": 11},
+            "traceorder": "normal",
+        },
+        "hovermode": "x unified",
+        "shapes": shapes,
+        "annotations": annotations,
         "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12},
-        "paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
     }
     layout["xaxis"].update(gridcolor="#eceff3")
     layout["yaxis"].update(gridcolor="#eceff3")
@@ -249,22 +286,54 @@ def mark_shapes(marks: Marks, clock: Clock, axis: str) -> list[dict]:
     conv = lambda t: float(clock.convert(axis, [t])[0])  # noqa: E731
     shapes: list[dict] = []
     if marks.window is not None:
-        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": conv(marks.window[0]),
-                       "x1": conv(marks.window[1]), "y0": 0, "y1": 1, "fillcolor": "rgba(31,95,168,0.07)",
-                       "line": {"width": 0}, "layer": "below"})
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "paper",
+                "x0": conv(marks.window[0]),
+                "x1": conv(marks.window[1]),
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": "rgba(31,95,168,0.07)",
+                "line": {"width": 0},
+                "layer": "below",
+            }
+        )
     for name in MARKS:
         t = marks.times.get(name)
         if t is None or (axis == "items" and name == "dataset_built"):
             continue
         x = conv(t)
-        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
-                       "line": {"color": "#868e96", "width": 1, "dash": "dot"}})
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": x,
+                "x1": x,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": "#868e96", "width": 1, "dash": "dot"},
+            }
+        )
     return shapes
 
 
-def build_chart(chart_id: str, kind: str, title: str, series: list[Series], clock: Clock | None, ytitle: str,
-                marks: Marks, *, max_points: int, shared_x: bool = False,
-                axes: Sequence[str] = AXES, extra_notes: dict[str, list[dict]] | None = None) -> dict | None:
+def build_chart(
+    chart_id: str,
+    kind: str,
+    title: str,
+    series: list[Series],
+    clock: Clock | None,
+    ytitle: str,
+    marks: Marks,
+    *,
+    max_points: int,
+    shared_x: bool = False,
+    axes: Sequence[str] = AXES,
+    extra_notes: dict[str, list[dict]] | None = None,
+) -> dict | None:
     """A chart spec from series; ``shared_x`` keeps one set of points for all (stacked areas).
     Without a ``clock`` the series' ``t`` is already in the units of the (single) axis."""
     series = [s for s in series if len(s.t)]
@@ -286,29 +355,63 @@ def build_chart(chart_id: str, kind: str, title: str, series: list[Series], cloc
     for axis in axes:
         shapes = mark_shapes(marks, clock, axis) if clock is not None else []
         layouts[axis] = _layout(axis, ytitle, shapes, (extra_notes or {}).get(axis, []))
-        xs[axis] = [_values(s.t if clock is None else clock.convert(axis, s.t), 4 if axis == "time" else 0)
-                    for s in series]
+        xs[axis] = [
+            _values(s.t if clock is None else clock.convert(axis, s.t), 4 if axis == "time" else 0)
+            for s in series
+        ]
     data = [{**s.trace, "y": _values(s.y)} for s in series]
-    return {"id": chart_id, "kind": kind, "title": title, "downsampled": downsampled, "data": data,
-            "x": xs, "layouts": layouts, "default": axes[0]}
+    return {
+        "id": chart_id,
+        "kind": kind,
+        "title": title,
+        "downsampled": downsampled,
+        "data": data,
+        "x": xs,
+        "layouts": layouts,
+        "default": axes[0],
+    }
 
 
 # -- the per-run charts ---------------------------------------------------------------------
 
-def chart_pss_by_role(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
-                      max_points: int) -> dict | None:
+
+def chart_pss_by_role(
+    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+) -> dict | None:
     table = pss_by_role(samples)
     if table.empty:
         return None
     t = table.index.to_numpy(float)
     # A process that could not be read at a round is interpolated across (stackgaps), never stacked
     # as zero; the total PSS line of the RSS chart shows that round as a gap.
-    series = [Series({"type": "scatter", "mode": "lines", "name": role, "stackgroup": "pss", "stackgaps": "interpolate",
-                      "line": {"width": 0.5, "color": role_color(role)}, "fillcolor": role_color(role),
-                      "hovertemplate": "%{y:,.1f} MB"}, t, table[role].to_numpy(float))
-              for role in table.columns]
-    return build_chart(chart_id, "pss_by_role", "Total PSS, stacked by process role", series, clock,
-                       "PSS (MB)", marks, max_points=max_points, shared_x=True)
+    series = [
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": role,
+                "stackgroup": "pss",
+                "stackgaps": "interpolate",
+                "line": {"width": 0.5, "color": role_color(role)},
+                "fillcolor": role_color(role),
+                "hovertemplate": "%{y:,.1f} MB",
+            },
+            t,
+            table[role].to_numpy(float),
+        )
+        for role in table.columns
+    ]
+    return build_chart(
+        chart_id,
+        "pss_by_role",
+        "Total PSS, stacked by process role",
+        series,
+        clock,
+        "PSS (MB)",
+        marks,
+        max_points=max_points,
+        shared_x=True,
+    )
 
 
 def _process_lines(rows: pd.DataFrame, keep: Callable[[str], bool]) -> list[tuple[int, str, str]]:
@@ -318,8 +421,10 @@ def _process_lines(rows: pd.DataFrame, keep: Callable[[str], bool]) -> list[tupl
     shown = [pid for pid in roles.index if keep(roles[pid])]
     order = role_order(list(roles[shown]))
     dup = roles[shown].duplicated(keep=False)
-    return [(pid, f"{roles[pid]} (pid {pid})" if dup[pid] else roles[pid], roles[pid])
-            for pid in sorted(shown, key=lambda pid: (order.index(roles[pid]), pid))]
+    return [
+        (pid, f"{roles[pid]} (pid {pid})" if dup[pid] else roles[pid], roles[pid])
+        for pid in sorted(shown, key=lambda pid: (order.index(roles[pid]), pid))
+    ]
 
 
 def _is_worker(role: str) -> bool:
@@ -329,12 +434,19 @@ def _is_worker(role: str) -> bool:
 def _process_trace(name: str, role: str) -> dict:
     """A per-process line: workers solid, main and rank processes dotted."""
     line = {"color": role_color(role), "width": 2, "dash": "solid" if _is_worker(role) else "dot"}
-    return {"type": "scatter", "mode": "lines+markers", "name": name, "line": line, "marker": {"size": 5},
-            "connectgaps": False}
+    return {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": name,
+        "line": line,
+        "marker": {"size": 5},
+        "connectgaps": False,
+    }
 
 
-def chart_uss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
-              max_points: int) -> dict | None:
+def chart_uss(
+    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+) -> dict | None:
     """USS per worker process (main and rank processes dotted): the private memory a process would
     free on exit."""
     if samples.empty or not (samples["tier"] == "pss").any():
@@ -344,13 +456,23 @@ def chart_uss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, 
     for pid, name, role in _process_lines(rows, is_loader_role):
         g = rows[rows["pid"] == pid].sort_values("t")
         y = np.where(g["tier"] == "pss", g["uss_mb"].to_numpy(float), np.nan)
-        series.append(Series({**_process_trace(name, role), "hovertemplate": "%{y:,.1f} MB"},
-                             g["t"].to_numpy(float), y))
-    return build_chart(chart_id, "uss", "USS (private memory) per process", series, clock, "USS (MB)",
-                       marks, max_points=max_points)
+        series.append(
+            Series({**_process_trace(name, role), "hovertemplate": "%{y:,.1f} MB"}, g["t"].to_numpy(float), y)
+        )
+    return build_chart(
+        chart_id,
+        "uss",
+        "USS (private memory) per process",
+        series,
+        clock,
+        "USS (MB)",
+        marks,
+        max_points=max_points,
+    )
 
 
 # -- a recorded job's timeline -------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Lifeline:
@@ -373,26 +495,50 @@ def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
     """A process's exact USS readings as markers and, where the sampler estimated its USS between
     them, the estimate as a dotted line through them (same colour, one legend entry); without
     estimates, a solid line from reading to reading."""
-    rows = samples[(samples["pid"] == line.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    rows = samples[(samples["pid"] == line.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values(
+        "t"
+    )
     exact = rows[(rows["tier"] == "pss") & rows["uss_mb"].notna()]
     has_est = "uss_est_mb" in rows and rows["uss_est_mb"].notna().any()
     if exact.empty and not has_est:
         return []
     color = role_color(line.role)
-    marker = {"type": "scatter", "mode": "markers", "name": line.name, "legendgroup": str(line.pid),
-              "marker": {"size": 6, "color": color}, "hovertemplate": "%{y:,.1f} MB (exact)"}
+    marker = {
+        "type": "scatter",
+        "mode": "markers",
+        "name": line.name,
+        "legendgroup": str(line.pid),
+        "marker": {"size": 6, "color": color},
+        "hovertemplate": "%{y:,.1f} MB (exact)",
+    }
     if not has_est:
-        solid = {**marker, "mode": "lines+markers", "line": {"color": color, "width": 2}, "connectgaps": False}
+        solid = {
+            **marker,
+            "mode": "lines+markers",
+            "line": {"color": color, "width": 2},
+            "connectgaps": False,
+        }
         return [Series(solid, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
-    best = rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
+    best = (
+        rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
+    )
     keep = best.notna()
-    dotted = {"type": "scatter", "mode": "lines", "name": f"{line.name} (estimate)", "legendgroup": str(line.pid),
-              "showlegend": False, "connectgaps": False, "hovertemplate": "%{y:,.1f} MB (estimate)",
-              "line": {"color": color, "width": 1.5, "dash": ESTIMATE_DASH}}
+    dotted = {
+        "type": "scatter",
+        "mode": "lines",
+        "name": f"{line.name} (estimate)",
+        "legendgroup": str(line.pid),
+        "showlegend": False,
+        "connectgaps": False,
+        "hovertemplate": "%{y:,.1f} MB (estimate)",
+        "line": {"color": color, "width": 1.5, "dash": ESTIMATE_DASH},
+    }
     if exact.empty:  # never read exactly: its estimate alone, named in the legend
         dotted.update(name=f"{line.name} (estimated)", showlegend=True)
-    return [Series(dotted, rows.loc[keep, "t"].to_numpy(float), best[keep].to_numpy(float)),
-            Series(marker, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
+    return [
+        Series(dotted, rows.loc[keep, "t"].to_numpy(float), best[keep].to_numpy(float)),
+        Series(marker, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float)),
+    ]
 
 
 def generation_bands(lines: Sequence[Lifeline]) -> tuple[list[dict], list[dict]]:
@@ -405,26 +551,59 @@ def generation_bands(lines: Sequence[Lifeline]) -> tuple[list[dict], list[dict]]
             spans[ln.generation] = [min(lo, ln.start_t), max(hi, ln.end_t)]
     shapes, notes = [], []
     for k, (gen, (lo, hi)) in enumerate(sorted(spans.items())):
-        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": lo, "x1": hi, "y0": 0, "y1": 1,
-                       "fillcolor": BAND_FILLS[k % 2], "line": {"width": 0}, "layer": "below"})
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "paper",
+                "x0": lo,
+                "x1": hi,
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": BAND_FILLS[k % 2],
+                "line": {"width": 0},
+                "layer": "below",
+            }
+        )
         text = "workers alive" if len(spans) == 1 else f"generation {gen + 1}"
-        notes.append({"x": lo, "y": 1, "xref": "x", "yref": "paper", "xanchor": "left", "yanchor": "bottom",
-                      "showarrow": False, "text": text, "font": {"size": 11, "color": "#5f6b7a"}})
+        notes.append(
+            {
+                "x": lo,
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "text": text,
+                "font": {"size": 11, "color": "#5f6b7a"},
+            }
+        )
     return shapes, notes
 
 
-def chart_timeline(chart_id: str, title: str, samples: pd.DataFrame, lines: Sequence[Lifeline], clock: Clock, *,
-                   max_points: int, axes: Sequence[str] = ("time",)) -> dict | None:
+def chart_timeline(
+    chart_id: str,
+    title: str,
+    samples: pd.DataFrame,
+    lines: Sequence[Lifeline],
+    clock: Clock,
+    *,
+    max_points: int,
+    axes: Sequence[str] = ("time",),
+) -> dict | None:
     """USS per process of one rank (or of a job without ranks) over time, worker generations banded."""
     series = [s for ln in lines for s in timeline_series(samples, ln)]
-    chart = build_chart(chart_id, "timeline", title, series, clock, "USS (MB)", Marks({}), max_points=max_points,
-                        axes=axes)
+    chart = build_chart(
+        chart_id, "timeline", title, series, clock, "USS (MB)", Marks({}), max_points=max_points, axes=axes
+    )
     if chart is None:
         return None
     shapes, notes = generation_bands(lines)
     for axis, layout in chart["layouts"].items():
-        layout["shapes"] += [{**sh, "x0": _at(clock, axis, sh["x0"]), "x1": _at(clock, axis, sh["x1"])}
-                             for sh in shapes]
+        layout["shapes"] += [
+            {**sh, "x0": _at(clock, axis, sh["x0"]), "x1": _at(clock, axis, sh["x1"])} for sh in shapes
+        ]
         layout["annotations"] += [{**n, "x": _at(clock, axis, n["x"])} for n in notes]
         layout["hovermode"] = "closest"
         layout["margin"]["r"] = 170
@@ -449,14 +628,19 @@ def time_only(chart: dict) -> dict:
     return chart
 
 
-FAULTS_NOTE = ("Read every tick, so denser than USS. Each shared page a forked process writes, and the kernel "
-               "copies, is one fault; so is each page it newly allocates: compare slopes with a flat run's.")
-FAULTS_NOTE_ONE_PROCESS = ("Read every tick. One process, no worker processes: its faults are pages it allocates or "
-                           "touches for the first time; nothing is copied between processes.")
+FAULTS_NOTE = (
+    "Read every tick, so denser than USS. Each shared page a forked process writes, and the kernel "
+    "copies, is one fault; so is each page it newly allocates: compare slopes with a flat run's."
+)
+FAULTS_NOTE_ONE_PROCESS = (
+    "Read every tick. One process, no worker processes: its faults are pages it allocates or "
+    "touches for the first time; nothing is copied between processes."
+)
 
 
-def chart_faults(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
-                 max_points: int) -> dict | None:
+def chart_faults(
+    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+) -> dict | None:
     """Minor page faults per worker since it started (the main process when there are no worker
     processes), from the cheap tier: a dense, early sign of copy-on-write between PSS rounds."""
     if samples.empty or "minflt" not in samples or samples["minflt"].isna().all():
@@ -469,31 +653,69 @@ def chart_faults(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Mark
     series = []
     for pid, name, role in lines:
         g = rows[rows["pid"] == pid].sort_values("t")
-        series.append(Series({**_process_trace(name, role), "mode": "lines", "hovertemplate": "%{y:,.0f} faults"},
-                             g["t"].to_numpy(float), g["minflt"].to_numpy(float)))
-    title = "Minor page faults per worker (cumulative)" if workers else "Minor page faults per process (cumulative)"
-    chart = build_chart(chart_id, "faults", title, series, clock, "minor faults since start", marks,
-                        max_points=max_points)
+        series.append(
+            Series(
+                {**_process_trace(name, role), "mode": "lines", "hovertemplate": "%{y:,.0f} faults"},
+                g["t"].to_numpy(float),
+                g["minflt"].to_numpy(float),
+            )
+        )
+    title = (
+        "Minor page faults per worker (cumulative)"
+        if workers
+        else "Minor page faults per process (cumulative)"
+    )
+    chart = build_chart(
+        chart_id, "faults", title, series, clock, "minor faults since start", marks, max_points=max_points
+    )
     if chart is not None:
         chart["note"] = FAULTS_NOTE_ONE_PROCESS if len(lines) == 1 and not workers else FAULTS_NOTE
     return chart
 
 
-def chart_rss_vs_pss(chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *,
-                     max_points: int) -> dict | None:
+def chart_rss_vs_pss(
+    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+) -> dict | None:
     rss, pss = sum_rss(samples), total_pss(samples)
     if rss.empty and pss.empty:
         return None
     series = [
-        Series({"type": "scatter", "mode": "lines", "name": "sum of RSS",
-                "line": {"color": "#c92a2a", "width": 2}, "connectgaps": False, "hovertemplate": "%{y:,.0f} MB"},
-               rss.index.to_numpy(float), rss.to_numpy(float)),
-        Series({"type": "scatter", "mode": "lines+markers", "name": "total PSS",
-                "line": {"color": "#1f5fa8", "width": 2}, "marker": {"size": 5}, "connectgaps": False,
-                "hovertemplate": "%{y:,.0f} MB"}, pss.index.to_numpy(float), pss.to_numpy(float)),
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "sum of RSS",
+                "line": {"color": "#c92a2a", "width": 2},
+                "connectgaps": False,
+                "hovertemplate": "%{y:,.0f} MB",
+            },
+            rss.index.to_numpy(float),
+            rss.to_numpy(float),
+        ),
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "total PSS",
+                "line": {"color": "#1f5fa8", "width": 2},
+                "marker": {"size": 5},
+                "connectgaps": False,
+                "hovertemplate": "%{y:,.0f} MB",
+            },
+            pss.index.to_numpy(float),
+            pss.to_numpy(float),
+        ),
     ]
-    return build_chart(chart_id, "rss_vs_pss", "Sum of RSS next to total PSS", series, clock, "MB", marks,
-                       max_points=max_points)
+    return build_chart(
+        chart_id,
+        "rss_vs_pss",
+        "Sum of RSS next to total PSS",
+        series,
+        clock,
+        "MB",
+        marks,
+        max_points=max_points,
+    )
 
 
 @dataclass(frozen=True)
@@ -515,25 +737,67 @@ def _positive(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
 
-def chart_items_rate(chart_id: str, progress: pd.DataFrame, clock: Clock, marks: Marks, *,
-                     max_points: int, decode: DecodeInfo | None = None) -> dict | None:
+def chart_items_rate(
+    chart_id: str,
+    progress: pd.DataFrame,
+    clock: Clock,
+    marks: Marks,
+    *,
+    max_points: int,
+    decode: DecodeInfo | None = None,
+) -> dict | None:
     """Items/s over time; for a decode run, images/s with encoded MB/s on a right axis."""
     t, rate = item_rate(progress, marks.times.get("iter_start"))
     if not len(t):
         return None
     unit = "images/s" if decode else "items/s"
-    series = [Series({"type": "scatter", "mode": "lines", "name": unit, "showlegend": False,
-                      "line": {"color": "#2b8a3e", "width": 2, "shape": "hv"},
-                      "hovertemplate": "%{y:,.0f} " + unit}, t, rate)]
+    series = [
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": unit,
+                "showlegend": False,
+                "line": {"color": "#2b8a3e", "width": 2, "shape": "hv"},
+                "hovertemplate": "%{y:,.0f} " + unit,
+            },
+            t,
+            rate,
+        )
+    ]
     if decode is not None and decode.bytes_per_item:
         # The same line in encoded MB/s: drawn invisibly on the right axis, for that axis and the hover.
-        series.append(Series({"type": "scatter", "mode": "lines", "name": "encoded MB/s", "showlegend": False,
-                              "yaxis": "y2", "line": {"color": "#2b8a3e", "width": 0, "shape": "hv"},
-                              "hovertemplate": "%{y:,.1f} MB/s encoded"}, t, rate * decode.bytes_per_item / 1e6))
-    title = ("Images/s and encoded MB/s, time to first batch marked" if len(series) == 2 else
-             f"{unit[0].upper()}{unit[1:]}, time to first batch marked")
-    chart = build_chart(chart_id, "items_rate", title, series, clock, unit, marks, max_points=max_points,
-                        extra_notes=_ttfb_notes(marks, clock))
+        series.append(
+            Series(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": "encoded MB/s",
+                    "showlegend": False,
+                    "yaxis": "y2",
+                    "line": {"color": "#2b8a3e", "width": 0, "shape": "hv"},
+                    "hovertemplate": "%{y:,.1f} MB/s encoded",
+                },
+                t,
+                rate * decode.bytes_per_item / 1e6,
+            )
+        )
+    title = (
+        "Images/s and encoded MB/s, time to first batch marked"
+        if len(series) == 2
+        else f"{unit[0].upper()}{unit[1:]}, time to first batch marked"
+    )
+    chart = build_chart(
+        chart_id,
+        "items_rate",
+        title,
+        series,
+        clock,
+        unit,
+        marks,
+        max_points=max_points,
+        extra_notes=_ttfb_notes(marks, clock),
+    )
     if chart is not None and len(series) == 2:
         _right_axis_in_mb(chart, decode)
     return chart
@@ -546,15 +810,27 @@ def _right_axis_in_mb(chart: dict, decode: DecodeInfo) -> None:
     factor = decode.bytes_per_item / 1e6
     for layout in chart["layouts"].values():
         layout["yaxis"].update(range=[0, top], autorange=False)
-        layout["yaxis2"] = {"title": {"text": "encoded MB/s"}, "overlaying": "y", "side": "right",
-                            "range": [0, top * factor], "autorange": False, "showgrid": False, "zeroline": False,
-                            "tickmode": "auto"}  # its own round numbers, not the left axis's ticks converted
+        layout["yaxis2"] = {
+            "title": {"text": "encoded MB/s"},
+            "overlaying": "y",
+            "side": "right",
+            "range": [0, top * factor],
+            "autorange": False,
+            "showgrid": False,
+            "zeroline": False,
+            "tickmode": "auto",
+        }  # its own round numbers, not the left axis's ticks converted
         layout["margin"]["r"] = 70
     per_image = f"{decode.bytes_per_item / 1e3:,.1f} kB"
-    pixels = (f" Each image has {decode.pixels_per_item / 1e6:.2f} megapixels: megapixels/s = images/s × "
-              f"{decode.pixels_per_item / 1e6:.2f}." if decode.pixels_per_item else "")
-    chart["note"] = (f"Right axis: encoded JPEG bytes decoded, MB/s = images/s × {per_image} (mean encoded size)."
-                     f"{pixels}")
+    pixels = (
+        f" Each image has {decode.pixels_per_item / 1e6:.2f} megapixels: megapixels/s = images/s × "
+        f"{decode.pixels_per_item / 1e6:.2f}."
+        if decode.pixels_per_item
+        else ""
+    )
+    chart["note"] = (
+        f"Right axis: encoded JPEG bytes decoded, MB/s = images/s × {per_image} (mean encoded size).{pixels}"
+    )
 
 
 def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
@@ -564,10 +840,23 @@ def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
     out = {}
     for axis in AXES:
         x = float(clock.convert(axis, [first])[0])
-        out[axis] = [{"x": x, "y": 0.92, "xref": "x", "yref": "paper", "ax": 30, "ay": 0, "showarrow": True,
-                      "arrowhead": 2, "arrowcolor": "#495057", "xanchor": "left",
-                      "text": f"first batch after {first - start:.2f} s",
-                      "font": {"size": 11, "color": "#212529"}, "bgcolor": "rgba(255,255,255,0.85)"}]
+        out[axis] = [
+            {
+                "x": x,
+                "y": 0.92,
+                "xref": "x",
+                "yref": "paper",
+                "ax": 30,
+                "ay": 0,
+                "showarrow": True,
+                "arrowhead": 2,
+                "arrowcolor": "#495057",
+                "xanchor": "left",
+                "text": f"first batch after {first - start:.2f} s",
+                "font": {"size": 11, "color": "#212529"},
+                "bgcolor": "rgba(255,255,255,0.85)",
+            }
+        ]
     return out
 
 
@@ -591,8 +880,11 @@ class CpuCounter:
 def _counters(band: str, t: np.ndarray, cpu: np.ndarray, unknown_until: float | None) -> list[CpuCounter]:
     """Split where the counter goes down (a pid reused by a new process): each part counts on its own."""
     parts = np.split(np.arange(len(t)), np.flatnonzero(np.diff(cpu) < 0) + 1)
-    return [CpuCounter(band, t[i], cpu[i], unknown_until if k == len(parts) - 1 else None)
-            for k, i in enumerate(parts) if len(i)]
+    return [
+        CpuCounter(band, t[i], cpu[i], unknown_until if k == len(parts) - 1 else None)
+        for k, i in enumerate(parts)
+        if len(i)
+    ]
 
 
 def process_counters(samples: pd.DataFrame, skip: frozenset[int] = frozenset()) -> list[CpuCounter]:
@@ -611,8 +903,12 @@ def process_counters(samples: pd.DataFrame, skip: frozenset[int] = frozenset()) 
         t, cpu = g.loc[ok, "t"].to_numpy(float), g.loc[ok, "cpu_s"].to_numpy(float)
         later_failed = g.loc[~ok & (g["t"] > t[-1]), "t"]
         role = g["role"].iloc[-1]
-        out += _counters(role if is_loader_role(role) else "other processes", t, cpu,
-                         float(later_failed.max()) if len(later_failed) else None)
+        out += _counters(
+            role if is_loader_role(role) else "other processes",
+            t,
+            cpu,
+            float(later_failed.max()) if len(later_failed) else None,
+        )
     return out
 
 
@@ -624,14 +920,20 @@ def thread_counters(threads: pd.DataFrame, main_pid: int) -> list[CpuCounter]:
     out = []
     for tid, g in threads.dropna(subset=["cpu_s"]).sort_values("t").groupby("tid", sort=False):
         name = str(g["name"].iloc[-1])
-        band = ("main thread" if tid == main_pid else
-                f"worker thread {name.removeprefix(THREAD_NAME_PREFIX)}" if name.startswith(THREAD_NAME_PREFIX)
-                else "other threads")
+        band = (
+            "main thread"
+            if tid == main_pid
+            else f"worker thread {name.removeprefix(THREAD_NAME_PREFIX)}"
+            if name.startswith(THREAD_NAME_PREFIX)
+            else "other threads"
+        )
         out += _counters(band, g["t"].to_numpy(float), g["cpu_s"].to_numpy(float), None)
     return out
 
 
-def cpu_bands(counters: list[CpuCounter], min_dt: float = CPU_MIN_WINDOW_S) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def cpu_bands(
+    counters: list[CpuCounter], min_dt: float = CPU_MIN_WINDOW_S
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """CPU cores used per band in windows at least ``min_dt`` long: (window midpoints, band -> cores).
 
     Each counter is interpolated at the window edges and held outside its own life, so a process or
@@ -657,7 +959,8 @@ def cpu_bands(counters: list[CpuCounter], min_dt: float = CPU_MIN_WINDOW_S) -> t
 
 def _band_order(bands: Sequence[str]) -> list[str]:
     threads = [b for b in bands if b == "main thread"] + sorted(
-        (b for b in bands if b.startswith("worker thread ")), key=lambda b: (len(b), b))
+        (b for b in bands if b.startswith("worker thread ")), key=lambda b: (len(b), b)
+    )
     processes = role_order([b for b in bands if is_loader_role(b)])
     return threads + processes + [b for b in ("other threads", "other processes") if b in bands]
 
@@ -671,51 +974,116 @@ def _band_color(band: str) -> str:
     return "#adb5bd" if band == "other threads" else role_color(band)
 
 
-def chart_cpu(chart_id: str, samples: pd.DataFrame, threads: pd.DataFrame, clock: Clock, marks: Marks, *,
-              max_points: int, cpu_count: int | None = None, gil_enabled: bool | None = None) -> dict | None:
+def chart_cpu(
+    chart_id: str,
+    samples: pd.DataFrame,
+    threads: pd.DataFrame,
+    clock: Clock,
+    marks: Marks,
+    *,
+    max_points: int,
+    cpu_count: int | None = None,
+    gil_enabled: bool | None = None,
+) -> dict | None:
     """CPU cores used over time, stacked by process (by thread of the main process when the run
     recorded its threads: thread-mode loaders), with the total on top."""
     mains = samples.loc[samples["role"] == "main", "pid"].unique() if not samples.empty else []
     by_thread = not threads.empty and len(mains) == 1
-    counters = (thread_counters(threads, int(mains[0])) if by_thread else []) + \
-        process_counters(samples, skip=frozenset(int(p) for p in mains) if by_thread else frozenset())
+    counters = (thread_counters(threads, int(mains[0])) if by_thread else []) + process_counters(
+        samples, skip=frozenset(int(p) for p in mains) if by_thread else frozenset()
+    )
     mids, bands = cpu_bands(counters)
     if not bands:
         return None
     # Helpers that used (almost) no CPU would only crowd the legend.
-    shown = [b for b in _band_order(list(bands)) if not b.startswith("other") or np.nanmax(bands[b], initial=0) >= 0.01]
-    series = [Series({"type": "scatter", "mode": "lines", "name": band, "stackgroup": "cpu", "stackgaps": "interpolate",
-                      "line": {"width": 0.5, "color": _band_color(band)}, "fillcolor": _band_color(band),
-                      "hovertemplate": "%{y:.2f} cores"}, mids, bands[band]) for band in shown]
+    shown = [
+        b
+        for b in _band_order(list(bands))
+        if not b.startswith("other") or np.nanmax(bands[b], initial=0) >= 0.01
+    ]
+    series = [
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": band,
+                "stackgroup": "cpu",
+                "stackgaps": "interpolate",
+                "line": {"width": 0.5, "color": _band_color(band)},
+                "fillcolor": _band_color(band),
+                "hovertemplate": "%{y:.2f} cores",
+            },
+            mids,
+            bands[band],
+        )
+        for band in shown
+    ]
     total = np.sum([bands[b] for b in bands], axis=0)
-    series.append(Series({"type": "scatter", "mode": "lines", "name": "total", "connectgaps": False,
-                          "line": {"color": "#212529", "width": 1.5}, "hovertemplate": "%{y:.2f} cores"}, mids, total))
+    series.append(
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "total",
+                "connectgaps": False,
+                "line": {"color": "#212529", "width": 1.5},
+                "hovertemplate": "%{y:.2f} cores",
+            },
+            mids,
+            total,
+        )
+    )
     title = "CPU cores used, by thread of the main process" if by_thread else "CPU cores used, by process"
-    chart = build_chart(chart_id, "cpu", title, series, clock, "CPU cores", marks, max_points=max_points,
-                        shared_x=True)
+    chart = build_chart(
+        chart_id, "cpu", title, series, clock, "CPU cores", marks, max_points=max_points, shared_x=True
+    )
     if chart is None:
         return None
     top = float(np.nanmax(total, initial=0.0))
     if cpu_count and top >= 0.5 * cpu_count:
         _cpu_count_line(chart, cpu_count, top)
     window = mids[1] - mids[0] if len(mids) > 1 else CPU_MIN_WINDOW_S
-    gil = (" The GIL was disabled (free-threaded build): threads running Python code can each use a core."
-           if gil_enabled is False else
-           " Threads running Python code share the GIL: together they use about one core at most, unless their "
-           "work releases it (I/O, most numpy operations, Pillow's JPEG decoder).")
-    chart["note"] = (f"CPU time (user + system) per {window:.1f} s window, from each process's counter read every "
-                     f"tick; 1 = one core busy.{gil if by_thread else ''}")
+    gil = (
+        " The GIL was disabled (free-threaded build): threads running Python code can each use a core."
+        if gil_enabled is False
+        else " Threads running Python code share the GIL: together they use about one core at most, unless their "
+        "work releases it (I/O, most numpy operations, Pillow's JPEG decoder)."
+    )
+    chart["note"] = (
+        f"CPU time (user + system) per {window:.1f} s window, from each process's counter read every "
+        f"tick; 1 = one core busy.{gil if by_thread else ''}"
+    )
     return chart
 
 
 def _cpu_count_line(chart: dict, cpu_count: int, top: float) -> None:
     """A dashed line at the machine's CPU count, with the y axis reaching it."""
     for layout in chart["layouts"].values():
-        layout["shapes"].append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": cpu_count,
-                                 "y1": cpu_count, "line": {"color": "#c92a2a", "width": 1, "dash": "dash"}})
-        layout["annotations"].append({"xref": "paper", "x": 0, "xanchor": "left", "yref": "y", "y": cpu_count,
-                                      "yanchor": "bottom", "showarrow": False, "font": {"size": 11, "color": "#c92a2a"},
-                                      "text": f"{cpu_count} CPU{'s' if cpu_count != 1 else ''} on this machine"})
+        layout["shapes"].append(
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": cpu_count,
+                "y1": cpu_count,
+                "line": {"color": "#c92a2a", "width": 1, "dash": "dash"},
+            }
+        )
+        layout["annotations"].append(
+            {
+                "xref": "paper",
+                "x": 0,
+                "xanchor": "left",
+                "yref": "y",
+                "y": cpu_count,
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": 11, "color": "#c92a2a"},
+                "text": f"{cpu_count} CPU{'s' if cpu_count != 1 else ''} on this machine",
+            }
+        )
         layout["yaxis"].update(range=[0, max(top, cpu_count) * 1.12], autorange=False)
 
 
@@ -739,8 +1107,9 @@ def shm_used(samples: pd.DataFrame, min_mb: float = 1.0) -> bool:
     return bool(mapped.notna().any() and mapped.max() >= min_mb)
 
 
-def chart_dev_shm(chart_id: str, samples: pd.DataFrame, system: pd.DataFrame, clock: Clock, marks: Marks, *,
-                  max_points: int) -> dict | None:
+def chart_dev_shm(
+    chart_id: str, samples: pd.DataFrame, system: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+) -> dict | None:
     if not shm_used(samples):
         return None
     mapped = shm_mapped(samples)
@@ -748,26 +1117,68 @@ def chart_dev_shm(chart_id: str, samples: pd.DataFrame, system: pd.DataFrame, cl
     series = []
     if not system.empty and "dev_shm_mb" in system and system["dev_shm_mb"].notna().any():
         s = system.sort_values("t")
-        series.append(Series({"type": "scatter", "mode": "lines", "name": "/dev/shm in use (whole machine)",
-                              "line": {"color": "#adb5bd", "width": 1.5}, "connectgaps": False, "legendrank": 2,
-                              "hovertemplate": "%{y:,.1f} MB"},
-                             s["t"].to_numpy(float), s["dev_shm_mb"].to_numpy(float)))
-    series.append(Series({"type": "scatter", "mode": "lines", "name": "mapped by the run's processes (sum)",
-                          "line": {"color": "#7048e8", "width": 2}, "connectgaps": False, "legendrank": 1,
-                          "hovertemplate": "%{y:,.1f} MB"}, mapped.index.to_numpy(float), mapped.to_numpy(float)))
-    chart = build_chart(chart_id, "dev_shm", "Shared memory mapped by the run, and /dev/shm", series, clock, "MB",
-                        marks, max_points=max_points)
+        series.append(
+            Series(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": "/dev/shm in use (whole machine)",
+                    "line": {"color": "#adb5bd", "width": 1.5},
+                    "connectgaps": False,
+                    "legendrank": 2,
+                    "hovertemplate": "%{y:,.1f} MB",
+                },
+                s["t"].to_numpy(float),
+                s["dev_shm_mb"].to_numpy(float),
+            )
+        )
+    series.append(
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "mapped by the run's processes (sum)",
+                "line": {"color": "#7048e8", "width": 2},
+                "connectgaps": False,
+                "legendrank": 1,
+                "hovertemplate": "%{y:,.1f} MB",
+            },
+            mapped.index.to_numpy(float),
+            mapped.to_numpy(float),
+        )
+    )
+    chart = build_chart(
+        chart_id,
+        "dev_shm",
+        "Shared memory mapped by the run, and /dev/shm",
+        series,
+        clock,
+        "MB",
+        marks,
+        max_points=max_points,
+    )
     if chart is not None:
-        chart["note"] = ("Purple: shared memory the run's processes map (RssShmem, summed: a page two processes "
-                         "map counts twice), e.g. batches passed from workers as tensors. Grey: all of /dev/shm, "
-                         "which other programs on the machine use too.")
+        chart["note"] = (
+            "Purple: shared memory the run's processes map (RssShmem, summed: a page two processes "
+            "map counts twice), e.g. batches passed from workers as tensors. Grey: all of /dev/shm, "
+            "which other programs on the machine use too."
+        )
     return chart
 
 
-def run_charts(prefix: str, samples: pd.DataFrame, progress: pd.DataFrame, system: pd.DataFrame, marks: Marks,
-               *, max_points: int = MAX_POINTS, threads: pd.DataFrame | None = None,
-               decode: DecodeInfo | None = None, cpu_count: int | None = None,
-               gil_enabled: bool | None = None) -> list[dict]:
+def run_charts(
+    prefix: str,
+    samples: pd.DataFrame,
+    progress: pd.DataFrame,
+    system: pd.DataFrame,
+    marks: Marks,
+    *,
+    max_points: int = MAX_POINTS,
+    threads: pd.DataFrame | None = None,
+    decode: DecodeInfo | None = None,
+    cpu_count: int | None = None,
+    gil_enabled: bool | None = None,
+) -> list[dict]:
     """Every chart one run's data supports, in page order (runs without samples get none)."""
     clock = Clock.from_progress(progress)
     threads = threads if threads is not None else pd.DataFrame()
@@ -778,8 +1189,16 @@ def run_charts(prefix: str, samples: pd.DataFrame, progress: pd.DataFrame, syste
         chart_uss(f"{prefix}-uss", samples, clock, marks, max_points=max_points),
         chart_faults(f"{prefix}-faults", samples, clock, marks, max_points=max_points),
         chart_items_rate(f"{prefix}-rate", progress, clock, marks, max_points=max_points, decode=decode),
-        chart_cpu(f"{prefix}-cpu", samples, threads, clock, marks, max_points=max_points, cpu_count=cpu_count,
-                  gil_enabled=gil_enabled),
+        chart_cpu(
+            f"{prefix}-cpu",
+            samples,
+            threads,
+            clock,
+            marks,
+            max_points=max_points,
+            cpu_count=cpu_count,
+            gil_enabled=gil_enabled,
+        ),
         chart_dev_shm(f"{prefix}-shm", samples, system, clock, marks, max_points=max_points),
     ]
     charts = share_x([c for c in charts if c is not None])
@@ -797,7 +1216,9 @@ def name_items_axis(charts: list[dict], noun: str) -> list[dict]:
 def share_x(charts: list[dict]) -> list[dict]:
     """One x range for all of a run's charts on each axis, so that they line up."""
     for axis in AXES:
-        top = max((v for c in charts for xs in c["x"].get(axis, []) for v in xs if v is not None), default=None)
+        top = max(
+            (v for c in charts for xs in c["x"].get(axis, []) for v in xs if v is not None), default=None
+        )
         if top:
             for c in charts:
                 c["layouts"][axis]["xaxis"]["range"] = [0, top * 1.02]
@@ -805,6 +1226,7 @@ def share_x(charts: list[dict]) -> list[dict]:
 
 
 # -- across runs ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RunLine:
@@ -823,7 +1245,9 @@ def styles(keys: Sequence[str], palette: Sequence[str]) -> dict[str, str]:
     return {k: palette[i % len(palette)] for i, k in enumerate(dict.fromkeys(keys))}
 
 
-def chart_runs_pss(chart_id: str, title: str, lines: list[RunLine], *, max_points: int = MAX_POINTS) -> dict | None:
+def chart_runs_pss(
+    chart_id: str, title: str, lines: list[RunLine], *, max_points: int = MAX_POINTS
+) -> dict | None:
     """Every run's total PSS against items fetched (so runs of different speed line up)."""
     series = []
     for line in lines:
@@ -832,14 +1256,29 @@ def chart_runs_pss(chart_id: str, title: str, lines: list[RunLine], *, max_point
             continue
         clock = Clock.from_progress(line.progress)
         t = pss.index.to_numpy(float)
-        trace = {"type": "scatter", "mode": "lines+markers", "name": line.name, "connectgaps": False,
-                 "line": {"color": line.color, "dash": line.dash, "width": 2}, "marker": {"size": 5},
-                 "hovertemplate": "%{y:,.0f} MB at %{x:,} items<extra>%{fullData.name}</extra>"}
+        trace = {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": line.name,
+            "connectgaps": False,
+            "line": {"color": line.color, "dash": line.dash, "width": 2},
+            "marker": {"size": 5},
+            "hovertemplate": "%{y:,.0f} MB at %{x:,} items<extra>%{fullData.name}</extra>",
+        }
         if line.group:
             trace["legendgroup"] = line.group
         series.append(Series(trace, clock.items_at(t), pss.to_numpy(float)))
-    chart = build_chart(chart_id, "runs_pss", title, series, None, "total PSS (MB)", Marks({}),
-                        max_points=max_points, axes=("items",))
+    chart = build_chart(
+        chart_id,
+        "runs_pss",
+        title,
+        series,
+        None,
+        "total PSS (MB)",
+        Marks({}),
+        max_points=max_points,
+        axes=("items",),
+    )
     if chart is not None:
         layout = chart["layouts"]["items"]
         layout.update(height=420, hovermode="closest")
@@ -850,16 +1289,31 @@ def chart_runs_pss(chart_id: str, title: str, lines: list[RunLine], *, max_point
 
 # -- across runs: bars per backend x mode x workers (the decode post's figure 4) --------------
 
+
 def _bar_layout(ytitle: str, xtitle: str) -> dict:
-    return {"barmode": "group", "height": 380, "margin": {"l": 70, "r": 20, "t": 20, "b": 60},
-            "xaxis": {"title": {"text": xtitle}, "type": "category"}, "yaxis": {"title": {"text": ytitle}},
-            # The legend names the mode and worker count of each bar, even when there is one.
-            "legend": {"orientation": "h", "y": -0.25}, "showlegend": True, "hovermode": "closest",
-            "plot_bgcolor": "#ffffff"}
+    return {
+        "barmode": "group",
+        "height": 380,
+        "margin": {"l": 70, "r": 20, "t": 20, "b": 60},
+        "xaxis": {"title": {"text": xtitle}, "type": "category"},
+        "yaxis": {"title": {"text": ytitle}},
+        # The legend names the mode and worker count of each bar, even when there is one.
+        "legend": {"orientation": "h", "y": -0.25},
+        "showlegend": True,
+        "hovermode": "closest",
+        "plot_bgcolor": "#ffffff",
+    }
 
 
-def chart_bars(chart_id: str, title: str, rows: Sequence[dict], value: str, ytitle: str,
-               hover: str, xtitle: str = "backend") -> dict | None:
+def chart_bars(
+    chart_id: str,
+    title: str,
+    rows: Sequence[dict],
+    value: str,
+    ytitle: str,
+    hover: str,
+    xtitle: str = "backend",
+) -> dict | None:
     """Grouped bars: x = backend label, one bar per mode x workers; ``rows`` are summary dicts."""
     rows = [r for r in rows if r.get(value) is not None]
     if not rows:
@@ -871,9 +1325,23 @@ def chart_bars(chart_id: str, title: str, rows: Sequence[dict], value: str, ytit
     for g in groups:
         mine = {r["label"]: r for r in rows if f"{r['mode']} · {r['workers']}w" == g}
         xs.append([lab for lab in labels if lab in mine])
-        data.append({"type": "bar", "name": g, "marker": {"color": colors[g]},
-                     "y": [_num(float(mine[lab][value])) for lab in labels if lab in mine],
-                     "customdata": [mine[lab].get("extra", "") for lab in labels if lab in mine],
-                     "hovertemplate": hover + "<extra>%{fullData.name}</extra>"})
-    return {"id": chart_id, "kind": "bars", "title": title, "downsampled": False, "data": data,
-            "x": {"time": xs}, "layouts": {"time": _bar_layout(ytitle, xtitle)}, "default": "time"}
+        data.append(
+            {
+                "type": "bar",
+                "name": g,
+                "marker": {"color": colors[g]},
+                "y": [_num(float(mine[lab][value])) for lab in labels if lab in mine],
+                "customdata": [mine[lab].get("extra", "") for lab in labels if lab in mine],
+                "hovertemplate": hover + "<extra>%{fullData.name}</extra>",
+            }
+        )
+    return {
+        "id": chart_id,
+        "kind": "bars",
+        "title": title,
+        "downsampled": False,
+        "data": data,
+        "x": {"time": xs},
+        "layouts": {"time": _bar_layout(ytitle, xtitle)},
+        "default": "time",
+    }

@@ -1,4 +1,5 @@
 """Number and time formatting shared by the report and the compare page (also jinja filters)."""
+
 from __future__ import annotations
 
 import math
@@ -74,5 +75,13 @@ def timestamp(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-FILTERS = {"mb": mb, "size": size, "signed_mb": signed_mb, "rate": rate, "seconds": seconds, "count": count,
-           "percent": percent, "timestamp": timestamp}
+FILTERS = {
+    "mb": mb,
+    "size": size,
+    "signed_mb": signed_mb,
+    "rate": rate,
+    "seconds": seconds,
+    "count": count,
+    "percent": percent,
+    "timestamp": timestamp,
+}

@@ -2,6 +2,7 @@
 timeline per rank and worker generation, total memory, and what the job would need at other
 worker and rank counts. Words and tables here, charts from ``figures``; the page shows only what
 the job measured (no items axis without items, no matrix of one cell)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,9 +16,17 @@ from memprobe.report import content, figures
 from memprobe.report import format as fmt
 from memprobe.results import ResultSet
 
-KIND_TEXT = {"main": "main process", "launcher": "launcher", "rank": "rank process", "fork": "forked child",
-             "spawn": "spawned child", "exec": "child program", "forkserver": "helper (forkserver)",
-             "resource tracker": "helper (resource tracker)", "other": "other"}
+KIND_TEXT = {
+    "main": "main process",
+    "launcher": "launcher",
+    "rank": "rank process",
+    "fork": "forked child",
+    "spawn": "spawned child",
+    "exec": "child program",
+    "forkserver": "helper (forkserver)",
+    "resource tracker": "helper (resource tracker)",
+    "other": "other",
+}
 
 
 def is_recorded(results: ResultSet) -> bool:
@@ -33,6 +42,7 @@ def kind_text(row: dict) -> str:
 
 
 # -- who grows ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ProcessRow:
@@ -63,38 +73,65 @@ def _process_row(r: dict, threshold: float, has_workers: bool) -> ProcessRow:
     tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
     start, end = r.get("start_t", r.get("first_t")), r.get("end_t", r.get("last_t"))
     alive = f"{max(start or 0.0, 0.0):.1f}–{end:.1f} s" if fmt.is_num(start) and fmt.is_num(end) else fmt.DASH
-    uss = f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}" if fmt.is_num(r.get("uss_start_mb")) \
+    uss = (
+        f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}"
+        if fmt.is_num(r.get("uss_start_mb"))
         else fmt.mb(r.get("uss_end_mb"))
+    )
+
     def shown(text: str) -> str:
         return text if judged else fmt.DASH
 
-    return ProcessRow(r["role"], kind_text(r), int(r["pid"]), alive, int(r.get("pss_samples") or 0), uss,
-                      shown(fmt.signed_mb(growth)), shown(fmt.signed(r.get("growth_mb_per_min"))),
-                      shown(fmt.signed(r.get("growth_per_1k_items_mb"), 2)), _notes(r, judged, has_workers), tone)
+    return ProcessRow(
+        r["role"],
+        kind_text(r),
+        int(r["pid"]),
+        alive,
+        int(r.get("pss_samples") or 0),
+        uss,
+        shown(fmt.signed_mb(growth)),
+        shown(fmt.signed(r.get("growth_mb_per_min"))),
+        shown(fmt.signed(r.get("growth_per_1k_items_mb"), 2)),
+        _notes(r, judged, has_workers),
+        tone,
+    )
 
 
 def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
     notes = []
     if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
-        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before "
-                     + ("its workers started" if has_workers else "the job's first memprobe.mark"))
+        notes.append(
+            f"built {fmt.signed_mb(r['built_mb'])} before "
+            + ("its workers started" if has_workers else "the job's first memprobe.mark")
+        )
     if fmt.is_num(r.get("startup_mb")):
         notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
     if r.get("estimated"):
-        notes.append("estimated from its page faults: " + ("no exact reading while it lived" if not r.get("pss_samples")
-                                                           else "its exact readings missed its growth"))
+        notes.append(
+            "estimated from its page faults: "
+            + (
+                "no exact reading while it lived"
+                if not r.get("pss_samples")
+                else "its exact readings missed its growth"
+            )
+        )
     if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
         notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
     if not judged:
-        notes.append("helper: shown, not judged" if r["kind"] in ("forkserver", "resource tracker") else
-                     "too few exact readings for a growth" if r["kind"] in tree.WORKER_KINDS + tree.PARENT_KINDS
-                     else "not judged")
+        notes.append(
+            "helper: shown, not judged"
+            if r["kind"] in ("forkserver", "resource tracker")
+            else "too few exact readings for a growth"
+            if r["kind"] in tree.WORKER_KINDS + tree.PARENT_KINDS
+            else "not judged"
+        )
     return notes
 
 
 # -- projection -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ProjectionCell:
@@ -120,17 +157,28 @@ def projection_table(s: RunSummary, basis: tree.Basis | None, ram_mb: float | No
     if not s.projection or basis is None:
         return None
     ranks = sorted({r["ranks"] for r in s.projection})
-    columns = [f"{r} rank{'s' if r != 1 else ''}" + (" (measured)" if r == basis.ranks else "") for r in ranks] \
-        if basis.has_ranks else ["this job"]
+    columns = (
+        [f"{r} rank{'s' if r != 1 else ''}" + (" (measured)" if r == basis.ranks else "") for r in ranks]
+        if basis.has_ranks
+        else ["this job"]
+    )
     rows = []
     for w in sorted({r["workers_per_rank"] for r in s.projection}):
         cells = []
         for r in ranks:
             p = next(x for x in s.projection if x["ranks"] == r and x["workers_per_rank"] == w)
-            cells.append(ProjectionCell(fmt.size(p["measured_mb"]), fmt.size(p["full_copy_mb"]) if basis.forked
-                                        else None, bool(p["as_measured"]), bool(ram_mb and p["measured_mb"] > ram_mb),
-                                        bool(ram_mb and basis.forked and p["full_copy_mb"] > ram_mb)))
-        rows.append((f"{w} worker{'s' if w != 1 else ''}" + (" (measured)" if w == basis.workers else ""), cells))
+            cells.append(
+                ProjectionCell(
+                    fmt.size(p["measured_mb"]),
+                    fmt.size(p["full_copy_mb"]) if basis.forked else None,
+                    bool(p["as_measured"]),
+                    bool(ram_mb and p["measured_mb"] > ram_mb),
+                    bool(ram_mb and basis.forked and p["full_copy_mb"] > ram_mb),
+                )
+            )
+        rows.append(
+            (f"{w} worker{'s' if w != 1 else ''}" + (" (measured)" if w == basis.workers else ""), cells)
+        )
     over = any(c.over_ram or c.full_over_ram for _, cells in rows for c in cells)
     return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over)
 
@@ -138,28 +186,41 @@ def projection_table(s: RunSummary, basis: tree.Basis | None, ram_mb: float | No
 def assumptions(b: tree.Basis) -> list[str]:
     """The projection's assumptions, in words, with the measured numbers they scale."""
     share = " (the pages its forked workers share are counted once)" if b.forked else ""
-    parent = ("Each rank holds what its process held when its first worker started plus that process's own growth "
-              f"since: {fmt.mb(b.parent_mb)} (the mean over {b.ranks} rank{'s' if b.ranks != 1 else ''}), once per "
-              f"rank{share}." if b.has_ranks else
-              "The main process holds what it held when its first worker started plus its own growth since: "
-              f"{fmt.mb(b.parent_mb)}, once{share}.")
-    start = ("it starts at 0 MB, sharing its parent's pages" if b.forked else
-             f"its start-up copy is {fmt.mb(b.worker_start_mb)}")
-    each = (f"Each worker adds its private memory as measured over the same duration ({fmt.seconds(b.duration_s)} "
-            f"per worker): {start}, then {fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the "
-            f"{b.workers_measured} worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows "
-            "further while workers are still growing.")
+    parent = (
+        "Each rank holds what its process held when its first worker started plus that process's own growth "
+        f"since: {fmt.mb(b.parent_mb)} (the mean over {b.ranks} rank{'s' if b.ranks != 1 else ''}), once per "
+        f"rank{share}."
+        if b.has_ranks
+        else "The main process holds what it held when its first worker started plus its own growth since: "
+        f"{fmt.mb(b.parent_mb)}, once{share}."
+    )
+    start = (
+        "it starts at 0 MB, sharing its parent's pages"
+        if b.forked
+        else f"its start-up copy is {fmt.mb(b.worker_start_mb)}"
+    )
+    each = (
+        f"Each worker adds its private memory as measured over the same duration ({fmt.seconds(b.duration_s)} "
+        f"per worker): {start}, then {fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the "
+        f"{b.workers_measured} worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows "
+        "further while workers are still growing."
+    )
     out = [parent, each]
     if b.forked:
-        out.append(f"“Full copy”: every forked worker ends with a private copy of everything its parent held when it "
-                   f"started ({fmt.mb(b.full_copy_mb)}): where copy-on-access ends once workers have read every "
-                   "record.")
+        out.append(
+            f"“Full copy”: every forked worker ends with a private copy of everything its parent held when it "
+            f"started ({fmt.mb(b.full_copy_mb)}): where copy-on-access ends once workers have read every "
+            "record."
+        )
     if b.others_mb >= 1:
-        out.append(f"Other processes (launcher, helpers, processes without workers): {fmt.mb(b.others_mb)}, once.")
+        out.append(
+            f"Other processes (launcher, helpers, processes without workers): {fmt.mb(b.others_mb)}, once."
+        )
     return out
 
 
 # -- sampling -------------------------------------------------------------------------------------
+
 
 def estimate_text(s: RunSummary) -> str | None:
     """'USS estimate vs the next exact reading: median 2.1%, max 8.4% over 310 readings; ...'."""
@@ -167,12 +228,16 @@ def estimate_text(s: RunSummary) -> str | None:
     if not e or not e.get("n"):
         return None
     worst = f" ({fmt.mb(e['max_mb'])})" if fmt.is_num(e.get("max_mb")) else ""
-    text = (f"USS estimate vs the next exact reading: median {e['median_pct']:.1f}%, max {e['max_pct']:.1f}%{worst} "
-            f"over {e['n']:,} reading{'s' if e['n'] != 1 else ''}")
+    text = (
+        f"USS estimate vs the next exact reading: median {e['median_pct']:.1f}%, max {e['max_pct']:.1f}%{worst} "
+        f"over {e['n']:,} reading{'s' if e['n'] != 1 else ''}"
+    )
     if e.get("n_events") and fmt.is_num(e.get("events_median_pct")):
-        text += (f"; over the {e['n_events']:,} interval{'s' if e['n_events'] != 1 else ''} with a fork or a sharer's "
-                 f"exit, median {e['events_median_pct']:.0f}% (either moves USS without a single fault, so the "
-                 "counters cannot see it)")
+        text += (
+            f"; over the {e['n_events']:,} interval{'s' if e['n_events'] != 1 else ''} with a fork or a sharer's "
+            f"exit, median {e['events_median_pct']:.0f}% (either moves USS without a single fault, so the "
+            "counters cannot see it)"
+        )
     elif fmt.is_num(e.get("max_mb")):
         text += f" (processes with at least {tree.ESTIMATE_FLOOR_MB:g} MB of USS)"
     return text + "."
@@ -181,15 +246,24 @@ def estimate_text(s: RunSummary) -> str | None:
 def sampling_text(s: RunSummary, meta: dict) -> str:
     sampler = meta.get("sampler") or {}
     exact = sampler.get("exact_readings")
-    share = f"{s.sampler_cpu_share:.1%} of one core" if s.sampler_cpu_share is not None else "an unknown CPU share"
-    count, noun = ((exact, "exact reading") if isinstance(exact, int) else
-                   (sampler.get("pss_rounds"), "exact round") if isinstance(sampler.get("pss_rounds"), int) else
-                   (None, "exact readings"))
+    share = (
+        f"{s.sampler_cpu_share:.1%} of one core"
+        if s.sampler_cpu_share is not None
+        else "an unknown CPU share"
+    )
+    count, noun = (
+        (exact, "exact reading")
+        if isinstance(exact, int)
+        else (sampler.get("pss_rounds"), "exact round")
+        if isinstance(sampler.get("pss_rounds"), int)
+        else (None, "exact readings")
+    )
     readings = noun if count is None else f"{count:,} {noun}{'s' if count != 1 else ''}"
     return f"The sampler took {readings} over {fmt.seconds(s.duration_s)} and used {share}."
 
 
 # -- the page -------------------------------------------------------------------------------------
+
 
 def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline]:
     """Every process that can hold the job's memory (helpers left to the table), named for its line."""
@@ -202,18 +276,41 @@ def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline
     for p in sorted(procs, key=lambda p: order.get(p.pid, len(order))):
         if p.kind in ("forkserver", "resource tracker"):
             continue
-        name = p.role + (f" · gen {p.generation + 1}" if p.is_worker and len(gens.get(p.ppid, ())) > 1
-                         and p.generation is not None else "")
-        out.append(figures.Lifeline(p.pid, name, p.role, p.generation, p.start_t,
-                                    p.end_t if p.end_t is not None else p.last_t, p.is_worker))
+        name = p.role + (
+            f" · gen {p.generation + 1}"
+            if p.is_worker and len(gens.get(p.ppid, ())) > 1 and p.generation is not None
+            else ""
+        )
+        out.append(
+            figures.Lifeline(
+                p.pid,
+                name,
+                p.role,
+                p.generation,
+                p.start_t,
+                p.end_t if p.end_t is not None else p.last_t,
+                p.is_worker,
+            )
+        )
     names = [ln.name for ln in out]
-    return [ln if names.count(ln.name) == 1 else figures.Lifeline(ln.pid, f"{ln.name} (pid {ln.pid})", ln.role,
-                                                                   ln.generation, ln.start_t, ln.end_t, ln.worker)
-            for ln in out]
+    return [
+        ln
+        if names.count(ln.name) == 1
+        else figures.Lifeline(
+            ln.pid, f"{ln.name} (pid {ln.pid})", ln.role, ln.generation, ln.start_t, ln.end_t, ln.worker
+        )
+        for ln in out
+    ]
 
 
-def timeline_charts(samples: pd.DataFrame, procs: list[tree.Proc], rows: list[dict], clock: figures.Clock,
-                    max_points: int, axes: tuple[str, ...]) -> list[dict]:
+def timeline_charts(
+    samples: pd.DataFrame,
+    procs: list[tree.Proc],
+    rows: list[dict],
+    clock: figures.Clock,
+    max_points: int,
+    axes: tuple[str, ...],
+) -> list[dict]:
     """One USS timeline per rank (a job without ranks: one); the launcher's own line only when
     it has workers of its own."""
     lines = lifelines(procs, rows)
@@ -225,20 +322,30 @@ def timeline_charts(samples: pd.DataFrame, procs: list[tree.Proc], rows: list[di
         mine = [ln for ln in lines if rank_of[ln.pid] == r]
         if has_ranks and r < 0 and not any(ln.worker for ln in mine):
             continue
-        title = (f"Rank {r}: USS per process" if r >= 0 else
-                 "Launcher and its own workers: USS per process" if has_ranks else "USS per process")
-        chart = figures.chart_timeline(f"tl-{r + 1}", title, samples, mine, clock, max_points=max_points, axes=axes)
+        title = (
+            f"Rank {r}: USS per process"
+            if r >= 0
+            else "Launcher and its own workers: USS per process"
+            if has_ranks
+            else "USS per process"
+        )
+        chart = figures.chart_timeline(
+            f"tl-{r + 1}", title, samples, mine, clock, max_points=max_points, axes=axes
+        )
         if chart is not None and figures.has_a_line(chart):
             charts.append(chart)
     return charts
 
 
-def memory_charts(samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.Clock, max_points: int,
-                  items: bool) -> list[dict]:
+def memory_charts(
+    samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.Clock, max_points: int, items: bool
+) -> list[dict]:
     """Total PSS stacked by process, sum of RSS next to it, and items/s where the job counted items."""
     marks = figures.Marks({})
-    charts = [figures.chart_pss_by_role("mem-pss", samples, clock, marks, max_points=max_points),
-              figures.chart_rss_vs_pss("mem-rss", samples, clock, marks, max_points=max_points)]
+    charts = [
+        figures.chart_pss_by_role("mem-pss", samples, clock, marks, max_points=max_points),
+        figures.chart_rss_vs_pss("mem-rss", samples, clock, marks, max_points=max_points),
+    ]
     if items:
         charts.append(figures.chart_items_rate("mem-rate", progress, clock, marks, max_points=max_points))
     drawn = [c for c in charts if c is not None and figures.has_a_line(c)]
@@ -246,18 +353,34 @@ def memory_charts(samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.
 
 
 def timeline_note(s: RunSummary, has_generations: bool, procs: list[tree.Proc]) -> str:
-    est = ("Markers: exact readings of USS (smaps_rollup). Dotted: the sampler's estimate between them, from each "
-           "process's minor faults and RSS, calibrated at every exact reading. " if s.estimate_error else
-           "Markers: exact readings of USS (smaps_rollup), joined by lines. ")
+    est = (
+        "Markers: exact readings of USS (smaps_rollup). Dotted: the sampler's estimate between them, from each "
+        "process's minor faults and RSS, calibrated at every exact reading. "
+        if s.estimate_error
+        else "Markers: exact readings of USS (smaps_rollup), joined by lines. "
+    )
     workers = [p for p in procs if p.is_worker]
-    bands = ("Shaded: when each generation of workers was alive (a DataLoader starts a new generation every epoch "
-             "unless its workers persist). " if has_generations else
-             "Shaded: while the workers were alive. " if workers else "")
-    forked = ("A forked worker starts at USS 0: it shares every page of its parent at fork. So its parent's USS "
-              "falls when it forks, and rises again as its workers copy those pages or exit; neither is the parent's "
-              "own growth. " if any(p.forked for p in workers) else "")
-    spawned = ("A spawned worker first boots an interpreter and unpickles what it was given: that start-up copy is "
-               "not growth; its growth counts from then." if any(not p.forked for p in workers) else "")
+    bands = (
+        "Shaded: when each generation of workers was alive (a DataLoader starts a new generation every epoch "
+        "unless its workers persist). "
+        if has_generations
+        else "Shaded: while the workers were alive. "
+        if workers
+        else ""
+    )
+    forked = (
+        "A forked worker starts at USS 0: it shares every page of its parent at fork. So its parent's USS "
+        "falls when it forks, and rises again as its workers copy those pages or exit; neither is the parent's "
+        "own growth. "
+        if any(p.forked for p in workers)
+        else ""
+    )
+    spawned = (
+        "A spawned worker first boots an interpreter and unpickles what it was given: that start-up copy is "
+        "not growth; its growth counts from then."
+        if any(not p.forked for p in workers)
+        else ""
+    )
     return (est + bands + forked + spawned).strip()
 
 
@@ -265,7 +388,7 @@ def culprit_text(s: RunSummary) -> str:
     """The culprit without its leading verdict (the badge next to it says it)."""
     text = s.culprit or s.explanation
     prefix = f"{s.verdict}: " if s.verdict else ""
-    body = text[len(prefix):] if prefix and text.startswith(prefix) else text
+    body = text[len(prefix) :] if prefix and text.startswith(prefix) else text
     return body[:1].upper() + body[1:]
 
 
@@ -294,16 +417,31 @@ def unread_text(s: RunSummary) -> str | None:
         return None
     names = ", ".join(roles[:6]) + (", ..." if len(roles) > 6 else "")
     many = len(roles) != 1
-    return (f"{len(roles)} process{'es' if many else ''} ({names}) had no exact reading, so total PSS leaves "
-            f"{'them' if many else 'it'} out: the real total was higher.")
+    return (
+        f"{len(roles)} process{'es' if many else ''} ({names}) had no exact reading, so total PSS leaves "
+        f"{'them' if many else 'it'} out: the real total was higher."
+    )
 
 
 def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
     unread = len(never_read(s))
-    rows = [("peak total PSS", fmt.mb(s.total_pss_peak_mb) + (f" (without {unread} process{'es' if unread != 1 else ''}"
-                                                               " never read exactly)" if unread else "")),
-            ("sum of RSS at its peak", f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})"),
-            ("duration", fmt.seconds(s.duration_s)), ("status", s.status)]
+    rows = [
+        (
+            "peak total PSS",
+            fmt.mb(s.total_pss_peak_mb)
+            + (
+                f" (without {unread} process{'es' if unread != 1 else ''} never read exactly)"
+                if unread
+                else ""
+            ),
+        ),
+        (
+            "sum of RSS at its peak",
+            f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})",
+        ),
+        ("duration", fmt.seconds(s.duration_s)),
+        ("status", s.status),
+    ]
     if meta.get("exit_code") is not None:
         rows.append(("exit code", str(meta["exit_code"])))
     if s.items:
@@ -335,16 +473,34 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     env = manifest.get("environment") or {}
     command = (meta.get("spec") or {}).get("command") or []
     return {
-        "title": f"memprobe {kind} · {s.run_id}", "kind": kind, "name": s.run_id, "s": s, "meta": meta,
+        "title": f"memprobe {kind} · {s.run_id}",
+        "kind": kind,
+        "name": s.run_id,
+        "s": s,
+        "meta": meta,
         "command": " ".join(map(str, command)) if isinstance(command, list) else str(command),
-        "tone": content.tone(s), "badge": content.badge_text(s), "culprit": culprit_text(s),
-        "facts": facts(s, meta), "timelines": timelines, "memory_charts": memory, "items": items,
+        "tone": content.tone(s),
+        "badge": content.badge_text(s),
+        "culprit": culprit_text(s),
+        "facts": facts(s, meta),
+        "timelines": timelines,
+        "memory_charts": memory,
+        "items": items,
         "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker), procs),
-        "processes": process_rows(s), "show_per_1k": items,
+        "processes": process_rows(s),
+        "show_per_1k": items,
         "projection": projection_table(s, basis, env.get("mem_total_mb")),
-        "estimate": estimate_text(s), "sampling": sampling_text(s, meta), "unread": unread_text(s),
-        "banner": content.banner(manifest, [s]), "manifest": manifest, "env": env,
+        "estimate": estimate_text(s),
+        "sampling": sampling_text(s, meta),
+        "unread": unread_text(s),
+        "banner": content.banner(manifest, [s]),
+        "manifest": manifest,
+        "env": env,
         "env_rows": content.environment_rows(manifest),
-        "duration": s.duration_s, "downsampled": any(c["downsampled"] for c in charts), "max_points": max_points,
-        "data_json": script_json({"charts": charts}), "chart_count": len(charts), "plotly_js": plotly_js(),
+        "duration": s.duration_s,
+        "downsampled": any(c["downsampled"] for c in charts),
+        "max_points": max_points,
+        "data_json": script_json({"charts": charts}),
+        "chart_count": len(charts),
+        "plotly_js": plotly_js(),
     }

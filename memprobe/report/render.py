@@ -4,6 +4,7 @@ The page is a pure function of the saved results: ``render(ResultSet.load(root))
 tables come from ``content``, charts from ``figures``; the jinja templates only lay them out
 (autoescaped) and the chart data is injected once, as JSON, for the page's script to draw.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,13 +41,24 @@ class RunView:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("memprobe.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("memprobe.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters.update(fmt.FILTERS)
-    env.globals.update(growth_text=content.growth_text, run_label=content.run_label, first_line=content.first_line,
-                       badge_text=content.badge_text, tone=content.tone, upfront_copy=content.upfront_copy,
-                       rate_text=content.rate_text, cost_text=content.cost_text)
+    env.globals.update(
+        growth_text=content.growth_text,
+        run_label=content.run_label,
+        first_line=content.first_line,
+        badge_text=content.badge_text,
+        tone=content.tone,
+        upfront_copy=content.upfront_copy,
+        rate_text=content.rate_text,
+        cost_text=content.cost_text,
+    )
     return env
 
 
@@ -60,8 +72,13 @@ def plotly_js() -> Markup:
 def script_json(data: Any) -> Markup:
     """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a comment."""
     text = json.dumps(data, allow_nan=False, separators=(",", ":"))
-    for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                     ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for raw, esc in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(raw, esc)
     return Markup(text)
 
@@ -78,28 +95,52 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
         samples = results.run_table("samples", s.run_id)
         marks = meta.get("marks") or {}
         window = window_bounds(samples, marks) if not samples.empty else (None, None)
-        charts = figures.run_charts(f"c{i}", samples, results.run_table("progress", s.run_id),
-                                    results.run_table("system", s.run_id),
-                                    figures.Marks(marks, window if None not in window else None),
-                                    max_points=max_points, threads=results.run_table("threads", s.run_id),
-                                    decode=figures.DecodeInfo.from_meta(meta),
-                                    cpu_count=cpu_count if isinstance(cpu_count, int) else None,
-                                    gil_enabled=s.gil_enabled)
+        charts = figures.run_charts(
+            f"c{i}",
+            samples,
+            results.run_table("progress", s.run_id),
+            results.run_table("system", s.run_id),
+            figures.Marks(marks, window if None not in window else None),
+            max_points=max_points,
+            threads=results.run_table("threads", s.run_id),
+            decode=figures.DecodeInfo.from_meta(meta),
+            cpu_count=cpu_count if isinstance(cpu_count, int) else None,
+            gil_enabled=s.gil_enabled,
+        )
         error = meta.get("error") or {}
-        views.append(RunView(s, meta, ids[s.run_id], content.run_label(s), content.headline(s, meta),
-                             content.tone(s), content.run_facts(s, meta), charts, error.get("traceback"),
-                             not samples.empty))
+        views.append(
+            RunView(
+                s,
+                meta,
+                ids[s.run_id],
+                content.run_label(s),
+                content.headline(s, meta),
+                content.tone(s),
+                content.run_facts(s, meta),
+                charts,
+                error.get("traceback"),
+                not samples.empty,
+            )
+        )
     return views
 
 
 def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: int) -> dict | None:
     colors = figures.styles([s.backend for s in summaries], figures.SERIES_COLORS)
     dashes = figures.styles([s.mode for s in summaries], figures.DASHES)
-    lines = [figures.RunLine(content.run_label(s), results.run_table("samples", s.run_id),
-                             results.run_table("progress", s.run_id), colors[s.backend], dashes[s.mode])
-             for s in summaries]
-    chart = figures.chart_runs_pss("c-all", f"Every run's total PSS over {page_noun(summaries)} fetched", lines,
-                                   max_points=max_points)
+    lines = [
+        figures.RunLine(
+            content.run_label(s),
+            results.run_table("samples", s.run_id),
+            results.run_table("progress", s.run_id),
+            colors[s.backend],
+            dashes[s.mode],
+        )
+        for s in summaries
+    ]
+    chart = figures.chart_runs_pss(
+        "c-all", f"Every run's total PSS over {page_noun(summaries)} fetched", lines, max_points=max_points
+    )
     return figures.name_items_axis([chart], page_noun(summaries))[0] if chart is not None else None
 
 
@@ -114,17 +155,43 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
     for s in summaries:
         if s.status != "ok":
             continue
-        extra = f"{s.mb_per_s:,.1f} MB/s encoded" if s.mb_per_s else f"{(s.cpu_cores_used or 0):.2f} cores used"
-        rows.append({"label": content.backend_label(s), "mode": s.mode, "workers": s.workers,
-                     "items_per_s": s.items_per_s, "pss": s.total_pss_peak_mb, "extra": extra})
+        extra = (
+            f"{s.mb_per_s:,.1f} MB/s encoded" if s.mb_per_s else f"{(s.cpu_cores_used or 0):.2f} cores used"
+        )
+        rows.append(
+            {
+                "label": content.backend_label(s),
+                "mode": s.mode,
+                "workers": s.workers,
+                "items_per_s": s.items_per_s,
+                "pss": s.total_pss_peak_mb,
+                "extra": extra,
+            }
+        )
     if len(rows) < 2:
         return []
     unit = f"{page_noun(summaries)}/s"
     by = "decoder" if unit == "images/s" else "backend"
-    charts = [figures.chart_bars("c-bars-rate", f"Throughput ({unit}) per {by}, mode and worker count", rows,
-                                 "items_per_s", unit, "%{y:,.0f} " + unit + " (%{customdata})", xtitle=by),
-              figures.chart_bars("c-bars-pss", f"Peak total PSS per {by}, mode and worker count", rows,
-                                 "pss", "peak total PSS (MB)", "%{y:,.0f} MB", xtitle=by)]
+    charts = [
+        figures.chart_bars(
+            "c-bars-rate",
+            f"Throughput ({unit}) per {by}, mode and worker count",
+            rows,
+            "items_per_s",
+            unit,
+            "%{y:,.0f} " + unit + " (%{customdata})",
+            xtitle=by,
+        ),
+        figures.chart_bars(
+            "c-bars-pss",
+            f"Peak total PSS per {by}, mode and worker count",
+            rows,
+            "pss",
+            "peak total PSS (MB)",
+            "%{y:,.0f} MB",
+            xtitle=by,
+        ),
+    ]
     return [c for c in charts if c is not None]
 
 
@@ -143,23 +210,34 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     manifest = results.manifest
     return {
         "title": f"memprobe · {manifest.get('scenario') or results.root.name}",
-        "manifest": manifest, "scenario_name": manifest.get("scenario") or results.root.name,
-        "description": manifest.get("description") or "", "runs": views, "overview": content.overview(summaries),
-        "banner": content.banner(manifest, summaries), "matrices": content.matrices(summaries, ids),
-        "advice": content.advice(summaries, ids), "nothing_to_fix": content.nothing_to_fix(summaries),
-        "overview_chart": overview_chart, "bar_charts": bars,
+        "manifest": manifest,
+        "scenario_name": manifest.get("scenario") or results.root.name,
+        "description": manifest.get("description") or "",
+        "runs": views,
+        "overview": content.overview(summaries),
+        "banner": content.banner(manifest, summaries),
+        "matrices": content.matrices(summaries, ids),
+        "advice": content.advice(summaries, ids),
+        "nothing_to_fix": content.nothing_to_fix(summaries),
+        "overview_chart": overview_chart,
+        "bar_charts": bars,
         "not_in_bars": content.not_in_bars(summaries) if bars else [],
-        "cost_rows": content.cost_rows(summaries, ids), "churn_note": content.churn_note(summaries),
+        "cost_rows": content.cost_rows(summaries, ids),
+        "churn_note": content.churn_note(summaries),
         "churn_ids": set(content.churning(summaries)),
         "noun": page_noun(summaries),
         "decode": any(s.workload == "decode" for s in summaries),
-        "env_rows": content.environment_rows(manifest), "scenario_text": scenario_text(results),
+        "env_rows": content.environment_rows(manifest),
+        "scenario_text": scenario_text(results),
         "failed": [v for v in views if v.summary.status != "ok"],
         "threshold": max((s.growth_threshold_mb for s in summaries), default=50.0),
-        "downsampled": any(c["downsampled"] for c in charts), "max_points": max_points,
+        "downsampled": any(c["downsampled"] for c in charts),
+        "max_points": max_points,
         "env": manifest.get("environment") or {},
         "duration": _duration(manifest),
-        "data_json": script_json({"charts": charts}), "chart_count": len(charts), "plotly_js": plotly_js(),
+        "data_json": script_json({"charts": charts}),
+        "chart_count": len(charts),
+        "plotly_js": plotly_js(),
     }
 
 

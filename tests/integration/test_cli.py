@@ -1,5 +1,6 @@
 """The `memprobe` command as a user runs it: help, bad input, a small run, re-rendering the
 report, and Ctrl-C in the middle of a run (fork and forkserver)."""
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def memprobe(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memprobe", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "memprobe", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 # -- help --------------------------------------------------------------------------------------
+
 
 def test_help_shows_examples() -> None:
     r = memprobe("--help")
@@ -56,15 +63,19 @@ def test_console_script_is_installed() -> None:
 
 # -- bad input: exit code 2, a message naming file/key/value/allowed, no traceback -------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("name: x\nbakends: [list]\n", ["unknown key 'bakends'", "backends"]),
-    ("dataset: {records: 10, recrods: 5}\n", ["dataset.recrods", "records, floats, seed"]),
-    ("modes: [fork, vfork]\n", ["'modes'", "'vfork'", "forkserver"]),
-    ("backends: [list, parquet]\n", ["'backends'", "'parquet'", "numpy"]),
-    ("loader: {batch_size: big}\n", ["'loader.batch_size'", "'big'", "integer"]),
-    ("expect: [{backend: list, verdict: up}]\n", ["'expect[0].verdict'", "'up'", "flat, growing"]),
-    ("modes: [fork\n", ["not valid YAML", "line"]),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("name: x\nbakends: [list]\n", ["unknown key 'bakends'", "backends"]),
+        ("dataset: {records: 10, recrods: 5}\n", ["dataset.recrods", "records, floats, seed"]),
+        ("modes: [fork, vfork]\n", ["'modes'", "'vfork'", "forkserver"]),
+        ("backends: [list, parquet]\n", ["'backends'", "'parquet'", "numpy"]),
+        ("loader: {batch_size: big}\n", ["'loader.batch_size'", "'big'", "integer"]),
+        ("expect: [{backend: list, verdict: up}]\n", ["'expect[0].verdict'", "'up'", "flat, growing"]),
+        ("modes: [fork\n", ["not valid YAML", "line"]),
+    ],
+)
 def test_bad_scenario_exits_2_with_a_clear_message(tmp_path: Path, text: str, expected: list[str]) -> None:
     f = tmp_path / "bad.yaml"
     f.write_text(text)
@@ -189,22 +200,40 @@ def _alive(pid: int, before: float) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode, sig, code", [
-    ("fork", signal.SIGINT, 130),
-    ("forkserver", signal.SIGINT, 130),
-    # A cancelled CI job or `kill`: the run's group is its own, so memprobe must end it itself.
-    ("forkserver", signal.SIGTERM, 143),
-])
-def test_ctrl_c_saves_what_was_measured_and_leaves_no_process(tmp_path: Path, mode: str, sig: int,
-                                                              code: int) -> None:
+@pytest.mark.parametrize(
+    "mode, sig, code",
+    [
+        ("fork", signal.SIGINT, 130),
+        ("forkserver", signal.SIGINT, 130),
+        # A cancelled CI job or `kill`: the run's group is its own, so memprobe must end it itself.
+        ("forkserver", signal.SIGTERM, 143),
+    ],
+)
+def test_ctrl_c_saves_what_was_measured_and_leaves_no_process(
+    tmp_path: Path, mode: str, sig: int, code: int
+) -> None:
     scenario = tmp_path / "ctrl-c.yaml"
     scenario.write_text(INTERRUPT.format(mode=mode))
     out = tmp_path / "results"
     victim = f"arrow-{mode}-w2"
     render = sig == signal.SIGTERM  # one case renders the report, to see it marked interrupted
-    proc = subprocess.Popen([sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out),
-                             *([] if render else ["--no-report"])], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memprobe",
+            "run",
+            str(scenario),
+            "-o",
+            str(out),
+            *([] if render else ["--no-report"]),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while not any(e["event"] == "first_batch" for e in _events(out / "runs" / victim)):
@@ -277,9 +306,14 @@ def test_a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_saved(tm
     scenario.write_text(FULL_DISK)
     out = tmp_path / "results"
     started = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out), "--no-report"],
-                       capture_output=True, text=True, timeout=180, cwd=REPO,
-                       preexec_fn=lambda: _limit_file_size(48 * 1024))
+    r = subprocess.run(
+        [sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out), "--no-report"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+        preexec_fn=lambda: _limit_file_size(48 * 1024),
+    )
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
     # The run ended when its samples could no longer be written, not at the end of 20 epochs.
@@ -295,17 +329,21 @@ def test_a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_saved(tm
 
 # -- flags that must stop before anything runs (issue 13) --------------------------------------
 
+
 def test_run_help_names_the_limits_override() -> None:
     r = memprobe("run", "--help")
     assert r.returncode == 0 and "--no-limits" in r.stdout
 
 
-@pytest.mark.parametrize("flags, words", [
-    (["--items", "0"], ["loader.items", "got 0"]),
-    (["--batch-size", "0"], ["loader.batch_size", "got 0"]),
-    (["--workers", "2,x"], ["--workers", "'x'"]),
-    (["--kwargs", "[1]"], ["kwargs", "a mapping"]),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--items", "0"], ["loader.items", "got 0"]),
+        (["--batch-size", "0"], ["loader.batch_size", "got 0"]),
+        (["--workers", "2,x"], ["--workers", "'x'"]),
+        (["--kwargs", "[1]"], ["kwargs", "a mapping"]),
+    ],
+)
 def test_bad_one_off_flags_exit_2(tmp_path: Path, flags: list[str], words: list[str]) -> None:
     r = memprobe("run", "--dataset", "user_datasets:coco_style", *flags, "-o", tmp_path / "out")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr

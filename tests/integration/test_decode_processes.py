@@ -1,6 +1,7 @@
 """memprobe.decode in other processes: DecodeDataset in real DataLoader workers (fork and spawn),
 nvImageCodec's native decoder rebuilt after a fork, and its import kept quiet in a fresh
 interpreter. The decoders themselves are tested in-process in tests/unit/test_decode.py."""
+
 from __future__ import annotations
 
 import os
@@ -11,10 +12,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-pytest.importorskip("skimage", reason="scikit-image builds the test JPEGs: pip install 'torch-memprobe[images]'")
+pytest.importorskip(
+    "skimage", reason="scikit-image builds the test JPEGs: pip install 'torch-memprobe[images]'"
+)
 
-from memprobe.decode.dataset import DecodeDataset  # noqa: E402
-from memprobe.decode.decoders import NvImageCodecDecoder, available_decoders  # noqa: E402
+from memprobe.decode.dataset import DecodeDataset
+from memprobe.decode.decoders import NvImageCodecDecoder, available_decoders
 
 W, H = 640, 408
 
@@ -22,8 +25,10 @@ NVIMGCODEC_REASON = available_decoders()["nvimgcodec"]
 needs_nvimgcodec = pytest.mark.skipif(
     NVIMGCODEC_REASON is not None, reason=f"nvimgcodec unavailable: {NVIMGCODEC_REASON}"
 )
-CPU_DECODERS = [pytest.param("pillow", id="pillow"),
-                pytest.param("nvimgcodec", id="nvimgcodec-cpu", marks=needs_nvimgcodec)]
+CPU_DECODERS = [
+    pytest.param("pillow", id="pillow"),
+    pytest.param("nvimgcodec", id="nvimgcodec-cpu", marks=needs_nvimgcodec),
+]
 
 
 def _native_id_in_child(dec: NvImageCodecDecoder, data: bytes, queue) -> None:

@@ -10,6 +10,7 @@ the run (the CLI, each run's child, its workers) by a ``sitecustomize`` on PYTHO
   must then choose the GPU backend, and its fork run must be a clear per-run failure (before any
   worker starts, so before CUDA is touched) while the session carries on.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ import pytest
 
 pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'torch-memprobe[images]'")
 
-FAKE_GPU = '''
+FAKE_GPU = """
 # decoders binds the probe at import, so patch it there as well as at its source.
 import memprobe.decode._nvimgcodec as _probe
 import memprobe.decode.decoders as _decoders
@@ -30,7 +31,7 @@ def _usable_gpu():
     return None
 
 _probe.gpu_unavailable_reason = _decoders.gpu_unavailable_reason = _usable_gpu
-'''
+"""
 
 SCENARIO = """
 name: decode-sim
@@ -47,14 +48,20 @@ def _run(tmp_path: Path, env: dict[str, str], *, mode: str) -> tuple[subprocess.
     scenario = tmp_path / "decode-sim.yaml"
     scenario.write_text(SCENARIO.format(mode=mode), encoding="utf-8")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out), "--no-report"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out), "--no-report"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return proc, {r["run_id"]: r for r in summary["runs"]}
 
 
-def test_without_nvimgcodec_pillow_runs_and_the_rest_says_how_to_install(tmp_path: Path, simulated_env,
-                                                                        hide_nvimgcodec: str) -> None:
+def test_without_nvimgcodec_pillow_runs_and_the_rest_says_how_to_install(
+    tmp_path: Path, simulated_env, hide_nvimgcodec: str
+) -> None:
     proc, runs = _run(tmp_path, simulated_env(tmp_path, hide_nvimgcodec), mode="thread")
     assert proc.returncode == 1, proc.stderr  # a run failed: the user must notice
     pillow, nv = runs["pillow-thread-w1"], runs["nvimgcodec-thread-w1"]

@@ -6,6 +6,7 @@ code, the message (one line, no traceback), the files left behind, and that no p
 run survives - found by walking /proc for memprobe's session and for each run's process group
 (the run's process leads a group of its own), never by name.
 """
+
 from __future__ import annotations
 
 import json
@@ -106,14 +107,15 @@ def escapes(where, then="quick"):
 
 # -- processes, found from /proc ---------------------------------------------------------------
 
+
 def _stat(pid: str) -> tuple[str, int, int, str] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
-    return fields[0], int(fields[2]), int(fields[3]), text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[2]), int(fields[3]), text[text.index("(") + 1 : text.rindex(")")]
 
 
 def members(sid: int, groups: Iterable[int] = ()) -> list[str]:
@@ -163,6 +165,7 @@ def events(run_dir: Path) -> list[dict]:
 
 # -- memprobe as a user runs it ----------------------------------------------------------------
 
+
 @dataclass
 class Done:
     code: int
@@ -191,8 +194,14 @@ class Memprobe:
         self.cwd = cwd
 
     def start(self, *args: object, stdout: int = subprocess.PIPE) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "memprobe", *map(str, args)], cwd=self.cwd,
-                                stdout=stdout, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "memprobe", *map(str, args)],
+            cwd=self.cwd,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
 
     def finish(self, proc: subprocess.Popen, results: Path | None = None, timeout: float = 120) -> Done:
         try:
@@ -244,6 +253,7 @@ def assert_nothing_written(folder: Path) -> None:
 
 # -- bad input: one line, exit 2, before anything runs -----------------------------------------
 
+
 def alias_bomb(key: str, levels: int = 8) -> str:
     """The issue's 1.3 KB scenario: 8 levels of nested aliases, 9 references each, all under ``key``."""
     nodes = ['&a0 "lolololololololololololololololololol"']
@@ -260,7 +270,11 @@ def test_a_yaml_alias_bomb_is_refused_in_one_short_line(memprobe: Memprobe, tmp_
     done = memprobe("run", scenario(tmp_path, text), "-o", out)
     assert done.code == 2
     line = done.one_line_error()
-    assert "s.yaml" in line and f"key '{key}'" in line and "aliases expand to more than 1,000,000 characters" in line
+    assert (
+        "s.yaml" in line
+        and f"key '{key}'" in line
+        and "aliases expand to more than 1,000,000 characters" in line
+    )
     assert len(done.err) < 500  # the issue's run printed a 351 MB error message
     assert_nothing_written(out)
     assert done.left == []
@@ -268,17 +282,26 @@ def test_a_yaml_alias_bomb_is_refused_in_one_short_line(memprobe: Memprobe, tmp_
 
 SCENARIO_MISTAKES = {
     "recursive alias": ("name: r\nmodes: &m [fork, *m]\n", ["line 2", "'modes[1]'", "recursive alias"]),
-    "duplicate key": ("name: d\nloader:\n  batch_size: 8\n  batch_size: 64\n",
-                      ["line 4", "'loader.batch_size' appears twice", "first on line 3"]),
+    "duplicate key": (
+        "name: d\nloader:\n  batch_size: 8\n  batch_size: 64\n",
+        ["line 4", "'loader.batch_size' appears twice", "first on line 3"],
+    ),
     "nested too deeply": ("name: n\ndescription: " + "[" * 3000 + "]" * 3000 + "\n", ["nested too deeply"]),
     "NaN timeout": ("name: t\ntimeout_s: .nan\n", ["'timeout_s'", "nan", ">= 1"]),
-    "seed numpy cannot take": ("name: s\ndataset: {seed: 99999999999}\n", ["'dataset.seed'", "<= 4,294,967,295"]),
+    "seed numpy cannot take": (
+        "name: s\ndataset: {seed: 99999999999}\n",
+        ["'dataset.seed'", "<= 4,294,967,295"],
+    ),
     "name with a slash": ("name: ../../etc\n", ["'name'", "'../../etc'", "without '/'"]),
     "workers: [10000]": ("name: w\nworkers: [10000]\n", ["'workers'", "10000", "--no-limits", "per CPU"]),
-    "records the machine cannot hold": ("name: r\ndataset: {records: 1000000000}\n",
-                                        ["'dataset.records'", "1,000,000,000", "--no-limits"]),
-    "batches fewer than workers": ("name: b\ndataset: {records: 100}\nworkers: [4]\nloader: {batch_size: 64}\n",
-                                   ["'loader.batch_size'", "at most 33", "every worker delivers a batch"]),
+    "records the machine cannot hold": (
+        "name: r\ndataset: {records: 1000000000}\n",
+        ["'dataset.records'", "1,000,000,000", "--no-limits"],
+    ),
+    "batches fewer than workers": (
+        "name: b\ndataset: {records: 100}\nworkers: [4]\nloader: {batch_size: 64}\n",
+        ["'loader.batch_size'", "at most 33", "every worker delivers a batch"],
+    ),
 }
 
 
@@ -322,23 +345,33 @@ def test_any_file_as_the_scenario_gets_one_line_naming_it(memprobe: Memprobe, tm
     for case, (path, words) in _special_files(tmp_path).items():
         started = time.monotonic()
         done = memprobe("run", path, "-o", tmp_path / "out", timeout=60)
-        if done.code != 2 or "Traceback" in done.err or not all(w in done.err for w in words) \
-                or len(done.err.strip().splitlines()) != 1 or time.monotonic() - started > 30 or done.left:
+        if (
+            done.code != 2
+            or "Traceback" in done.err
+            or not all(w in done.err for w in words)
+            or len(done.err.strip().splitlines()) != 1
+            or time.monotonic() - started > 30
+            or done.left
+        ):
             failures[case] = (done.code, done.err[-500:], done.left)
     assert not failures
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag, words", [
-    (["--timeout", "-5"], ["--timeout", "-5", ">= 1"]),
-    (["--timeout", "inf"], ["--timeout", "inf"]),
-    (["-o", "{file}"], ["-o", "exists and is not a folder"]),
-    (["-o", "{full}"], ["-o", "not empty"]),
-    (["-o", "/proc/self/x"], ["-o /proc/self/x", "cannot create the results folder"]),
-])
-def test_a_bad_flag_stops_before_anything_runs(memprobe: Memprobe, tmp_path: Path, flag: list[str],
-                                               words: list[str]) -> None:
+@pytest.mark.parametrize(
+    "flag, words",
+    [
+        (["--timeout", "-5"], ["--timeout", "-5", ">= 1"]),
+        (["--timeout", "inf"], ["--timeout", "inf"]),
+        (["-o", "{file}"], ["-o", "exists and is not a folder"]),
+        (["-o", "{full}"], ["-o", "not empty"]),
+        (["-o", "/proc/self/x"], ["-o /proc/self/x", "cannot create the results folder"]),
+    ],
+)
+def test_a_bad_flag_stops_before_anything_runs(
+    memprobe: Memprobe, tmp_path: Path, flag: list[str], words: list[str]
+) -> None:
     file, full = tmp_path / "notes.txt", tmp_path / "mine"
     file.write_text("my notes")
     full.mkdir()
@@ -385,18 +418,32 @@ workers: [2]
 loader: {batch_size: 8}
 timeout_s: 90
 """
-SLOW = "name: slow\ndataset: {factory: 'faultsets:slow'}\nmodes: [fork]\nworkers: [2]\nloader: {batch_size: 8}\n" \
-       "timeout_s: 120\n"
+SLOW = (
+    "name: slow\ndataset: {factory: 'faultsets:slow'}\nmodes: [fork]\nworkers: [2]\nloader: {batch_size: 8}\n"
+    "timeout_s: 120\n"
+)
 STOPPED_TIMEOUT_S, STOPPED_FOR_S = 20, 21
 
 
 def with_factory(factory: str, mode: str = "fork", timeout_s: int = 120) -> str:
-    return SLOW.replace("faultsets:slow'", f"faultsets:{factory}'").replace("[fork]", f"[{mode}]").replace(
-        "120", str(timeout_s))
+    return (
+        SLOW.replace("faultsets:slow'", f"faultsets:{factory}'")
+        .replace("[fork]", f"[{mode}]")
+        .replace("120", str(timeout_s))
+    )
 
 
-def interrupt(memprobe: Memprobe, tmp: Path, *, when: str, signals: list[int], gap: float = 0.0,
-              text: str = SLOW, delay: float = 0.2, render: bool = True) -> Done:
+def interrupt(
+    memprobe: Memprobe,
+    tmp: Path,
+    *,
+    when: str,
+    signals: list[int],
+    gap: float = 0.0,
+    text: str = SLOW,
+    delay: float = 0.2,
+    render: bool = True,
+) -> Done:
     """Start `memprobe run`, wait for the event ``when`` (or the stderr text after "stderr:"),
     then send ``signals``, ``gap`` seconds apart."""
     out = tmp / "results"
@@ -423,8 +470,19 @@ def case_faults(memprobe: Memprobe, tmp: Path) -> Done:
 
 def case_hang(memprobe: Memprobe, tmp: Path) -> Done:
     out = tmp / "results"
-    return memprobe("run", "--dataset", "faultsets:hangs", "--modes", "fork", "--timeout", "2", "-o", out,
-                    "--no-report", results=out)
+    return memprobe(
+        "run",
+        "--dataset",
+        "faultsets:hangs",
+        "--modes",
+        "fork",
+        "--timeout",
+        "2",
+        "-o",
+        out,
+        "--no-report",
+        results=out,
+    )
 
 
 def case_signal(sig: int) -> Callable[[Memprobe, Path], Done]:
@@ -436,19 +494,23 @@ def case_ctrl_c_twice(memprobe: Memprobe, tmp: Path) -> Done:
 
 
 def case_ctrl_c_building(memprobe: Memprobe, tmp: Path) -> Done:
-    return interrupt(memprobe, tmp, when="started", signals=[signal.SIGINT], text=with_factory("slow_build"),
-                     render=False)
+    return interrupt(
+        memprobe, tmp, when="started", signals=[signal.SIGINT], text=with_factory("slow_build"), render=False
+    )
 
 
 def case_ctrl_c_saving(memprobe: Memprobe, tmp: Path) -> Done:
     """The issue: SIGINT 0.05 s after the last run's "ok"."""
-    return interrupt(memprobe, tmp, when="stderr:: ok (", signals=[signal.SIGINT], delay=0.05,
-                     text=with_factory("quick"))
+    return interrupt(
+        memprobe, tmp, when="stderr:: ok (", signals=[signal.SIGINT], delay=0.05, text=with_factory("quick")
+    )
 
 
-KILL_PHASES = {"start-up": ("slow_build", "fork", "started", 0.3),
-               "iteration": ("slow", "forkserver", "first_batch", 0.3),
-               "clean-up": ("quick", "fork", "stderr:: ok (", 0.05)}
+KILL_PHASES = {
+    "start-up": ("slow_build", "fork", "started", 0.3),
+    "iteration": ("slow", "forkserver", "first_batch", 0.3),
+    "clean-up": ("quick", "fork", "stderr:: ok (", 0.05),
+}
 
 
 def case_sigkill(phase: str) -> Callable[[Memprobe, Path], tuple[Done, Done]]:
@@ -456,8 +518,9 @@ def case_sigkill(phase: str) -> Callable[[Memprobe, Path], tuple[Done, Done]]:
     factory, mode, when, delay = KILL_PHASES[phase]
 
     def run(memprobe: Memprobe, tmp: Path) -> tuple[Done, Done]:
-        done = interrupt(memprobe, tmp, when=when, signals=[signal.SIGKILL], text=with_factory(factory, mode),
-                         delay=delay)
+        done = interrupt(
+            memprobe, tmp, when=when, signals=[signal.SIGKILL], text=with_factory(factory, mode), delay=delay
+        )
         return done, memprobe("report", done.results)
 
     return run
@@ -501,11 +564,18 @@ def case_same_second(memprobe: Memprobe, tmp: Path) -> list[Done]:
 
 
 CASES: dict[str, Callable[[Memprobe, Path], Any]] = {
-    "faults": case_faults, "hang": case_hang, "SIGINT": case_signal(signal.SIGINT),
-    "SIGTERM": case_signal(signal.SIGTERM), "SIGHUP": case_signal(signal.SIGHUP),
-    "ctrl-c twice": case_ctrl_c_twice, "ctrl-c building": case_ctrl_c_building,
-    "ctrl-c saving": case_ctrl_c_saving, **{f"SIGKILL {p}": case_sigkill(p) for p in KILL_PHASES},
-    "folder deleted": case_folder_deleted, "stopped": case_stopped, "same second": case_same_second,
+    "faults": case_faults,
+    "hang": case_hang,
+    "SIGINT": case_signal(signal.SIGINT),
+    "SIGTERM": case_signal(signal.SIGTERM),
+    "SIGHUP": case_signal(signal.SIGHUP),
+    "ctrl-c twice": case_ctrl_c_twice,
+    "ctrl-c building": case_ctrl_c_building,
+    "ctrl-c saving": case_ctrl_c_saving,
+    **{f"SIGKILL {p}": case_sigkill(p) for p in KILL_PHASES},
+    "folder deleted": case_folder_deleted,
+    "stopped": case_stopped,
+    "same second": case_same_second,
 }
 AT_ONCE = 4
 
@@ -517,7 +587,9 @@ def runs(memprobe: Memprobe, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
     order = ["stopped", "faults", *[c for c in CASES if c not in ("stopped", "faults")]]
     with ThreadPoolExecutor(AT_ONCE) as pool:
-        futures = {c: pool.submit(CASES[c], memprobe, tmp_path_factory.mktemp(c.replace(" ", "-"))) for c in order}
+        futures = {
+            c: pool.submit(CASES[c], memprobe, tmp_path_factory.mktemp(c.replace(" ", "-"))) for c in order
+        }
     return {c: f.exception() or f.result() for c, f in futures.items()}
 
 
@@ -534,13 +606,16 @@ def _run(done: Done, run_id: str) -> tuple[dict, dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("run_id, words", [
-    ("raises-fork-w2", ["ValueError", "the factory refused", "faultsets:raises"]),
-    ("exits-fork-w2", ["ended (exit code 3)", "child.log"]),
-    ("segfaults-fork-w2", ["SIGSEGV"]),
-    ("worker-killed-fork-w2", ["worker", "SIGKILL"]),
-    ("worker-raises-fork-w2", ["ValueError", "bad item 200"]),
-])
+@pytest.mark.parametrize(
+    "run_id, words",
+    [
+        ("raises-fork-w2", ["ValueError", "the factory refused", "faultsets:raises"]),
+        ("exits-fork-w2", ["ended (exit code 3)", "child.log"]),
+        ("segfaults-fork-w2", ["SIGSEGV"]),
+        ("worker-killed-fork-w2", ["worker", "SIGKILL"]),
+        ("worker-raises-fork-w2", ["ValueError", "bad item 200"]),
+    ],
+)
 def test_a_failing_run_is_named_and_the_others_go_on(runs: dict, run_id: str, words: list[str]) -> None:
     done = outcome(runs, "faults")
     assert done.code == 1, done.err[-2000:]
@@ -613,7 +688,9 @@ def assert_interrupted(done: Done, code: int, name: str, run_id: str = "slow-for
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, code", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
-def test_a_signal_while_iterating_saves_everything_and_leaves_nothing(runs: dict, name: str, code: int) -> None:
+def test_a_signal_while_iterating_saves_everything_and_leaves_nothing(
+    runs: dict, name: str, code: int
+) -> None:
     import pandas as pd
 
     done = outcome(runs, name)
@@ -656,7 +733,9 @@ def test_ctrl_c_while_saving_finishes_the_results(runs: dict) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("phase", list(KILL_PHASES))
-def test_sigkill_at_any_phase_leaves_no_process_and_report_finishes_the_folder(runs: dict, phase: str) -> None:
+def test_sigkill_at_any_phase_leaves_no_process_and_report_finishes_the_folder(
+    runs: dict, phase: str
+) -> None:
     done, again = outcome(runs, f"SIGKILL {phase}")
     factory, mode, _, _ = KILL_PHASES[phase]
     assert done.code == -signal.SIGKILL
@@ -706,6 +785,7 @@ def test_runs_started_in_the_same_second_do_not_collide(runs: dict, memprobe: Me
 
 # -- the run's process outlives no supervisor --------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_run_process_whose_supervisor_died_before_it_started_ends_its_group(tmp_path: Path) -> None:
     """The race PR_SET_PDEATHSIG alone misses: the supervisor died before prctl() ran. The run's
@@ -713,12 +793,21 @@ def test_a_run_process_whose_supervisor_died_before_it_started_ends_its_group(tm
     helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     r, w = os.pipe()
     env = {**os.environ, "MEMPROBE_EVENT_FD": str(w), "MEMPROBE_SUPERVISOR_PID": str(helper.pid)}
-    code = ("import os, subprocess, sys; os.setpgid(0, 0); "
-            "sleeper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-            "print(sleeper.pid, flush=True); "
-            "os.execv(sys.executable, [sys.executable, '-m', 'memprobe.child'])")
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, pass_fds=(w,), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code = (
+        "import os, subprocess, sys; os.setpgid(0, 0); "
+        "sleeper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print(sleeper.pid, flush=True); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'memprobe.child'])"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        pass_fds=(w,),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     os.close(w)
     try:
         sleeper = int(proc.stdout.readline())
@@ -739,14 +828,26 @@ def test_watch_refuses_init_itself_and_a_zombie(tmp_path: Path) -> None:
     while _stat(str(zombie.pid))[0] != "Z":
         time.sleep(0.01)
     try:
-        cases = {"init": ("1", "memprobe itself or one of its parents"),
-                 "itself": ("$$", "memprobe itself or one of its parents"),  # exec: the shell's pid is memprobe's
-                 "a zombie": (str(zombie.pid), f"no running process with pid {zombie.pid}")}
+        cases = {
+            "init": ("1", "memprobe itself or one of its parents"),
+            "itself": ("$$", "memprobe itself or one of its parents"),  # exec: the shell's pid is memprobe's
+            "a zombie": (str(zombie.pid), f"no running process with pid {zombie.pid}"),
+        }
         for case, (pid, words) in cases.items():
             out = tmp_path / case
-            proc = subprocess.Popen(["sh", "-c", f'exec "$0" -m memprobe watch {pid} --duration 1 -o "$1"',
-                                     sys.executable, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, start_new_session=True)
+            proc = subprocess.Popen(
+                [
+                    "sh",
+                    "-c",
+                    f'exec "$0" -m memprobe watch {pid} --duration 1 -o "$1"',
+                    sys.executable,
+                    str(out),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
             done = Memprobe(tmp_path).finish(proc)
             assert done.code == 2 and words in done.one_line_error(), (case, done.err)
             assert not out.exists() and done.left == []
@@ -755,6 +856,7 @@ def test_watch_refuses_init_itself_and_a_zombie(tmp_path: Path) -> None:
 
 
 # -- in-process: what the signal handlers do ---------------------------------------------------
+
 
 def test_stop_signals_are_noted_not_raised_and_wake_the_supervisor() -> None:
     import select
@@ -788,21 +890,38 @@ def _escaped_pid(path: Path, proc: subprocess.Popen, within: float = 60) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["ends", "times out", "SIGINT", "SIGKILL"])
-def test_a_process_that_left_the_session_ends_with_the_run(memprobe: Memprobe, tmp_path: Path, how: str) -> None:
+def test_a_process_that_left_the_session_ends_with_the_run(
+    memprobe: Memprobe, tmp_path: Path, how: str
+) -> None:
     """A dataset's `setsid` child leaves the run's process group and memprobe's session, where no
     group signal reaches it; it still ends with the run, however the run ends."""
     where = tmp_path / "escaped.pid"
     then = {"ends": "quick", "times out": "hang"}.get(how, "slow")
     kwargs = json.dumps({"where": str(where), "then": then})
     out = tmp_path / "out"
-    proc = memprobe.start("run", "--dataset", "faultsets:escapes", "--kwargs", kwargs, "--modes", "fork",
-                          "--workers", "2", "--timeout", "3" if then == "hang" else "120", "-o", out)
+    proc = memprobe.start(
+        "run",
+        "--dataset",
+        "faultsets:escapes",
+        "--kwargs",
+        kwargs,
+        "--modes",
+        "fork",
+        "--workers",
+        "2",
+        "--timeout",
+        "3" if then == "hang" else "120",
+        "-o",
+        out,
+    )
     pid = _escaped_pid(where, proc)
     if how in ("SIGINT", "SIGKILL"):
         wait_for(out, "warm", proc)
         os.killpg(proc.pid, getattr(signal, how))
     done = memprobe.finish(proc, out)
-    assert done.code == {"ends": 0, "times out": 1, "SIGINT": 130, "SIGKILL": -signal.SIGKILL}[how], done.err[-2000:]
+    assert done.code == {"ends": 0, "times out": 1, "SIGINT": 130, "SIGKILL": -signal.SIGKILL}[how], done.err[
+        -2000:
+    ]
     deadline = time.monotonic() + GONE_WITHIN_S
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)

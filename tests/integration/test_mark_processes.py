@@ -1,5 +1,6 @@
 """memprobe.mark() across processes: forked workers and threads write whole lines, and the
 package attribute needs neither torch nor pandas (a fresh interpreter checks it)."""
+
 from __future__ import annotations
 
 import os
@@ -23,14 +24,18 @@ def test_memprobe_mark_is_a_plain_attribute_without_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, memprobe; assert 'mark' in vars(memprobe); "
-            "assert memprobe.mark is sys.modules['memprobe.marks'].mark; "
-            "assert 'torch' not in sys.modules and 'pandas' not in sys.modules")
+    code = (
+        "import sys, memprobe; assert 'mark' in vars(memprobe); "
+        "assert memprobe.mark is sys.modules['memprobe.marks'].mark; "
+        "assert 'torch' not in sys.modules and 'pandas' not in sys.modules"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
 
-def test_threads_and_forked_workers_write_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_threads_and_forked_workers_write_whole_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "marks.txt"
     monkeypatch.setenv(ENV, str(path))
     mark(1)  # opened in the parent: forked children share the O_APPEND descriptor

@@ -1,5 +1,6 @@
 """Reading /proc of real processes: vanished and zombie processes, process trees and groups, and
 roles of helpers seen before and after exec (parsing alone is in tests/unit/test_procfs.py)."""
+
 from __future__ import annotations
 
 import os
@@ -50,10 +51,11 @@ def test_zombie_reads_as_none_never_zero() -> None:
 
 def test_process_tree_and_group() -> None:
     # A child in its own process group that starts a grandchild.
-    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
-            "'import time; time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)")
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                             process_group=0)
+    code = (
+        "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, process_group=0)
     try:
         grandchild = int(child.stdout.readline())
         tree = procfs.process_tree(child.pid)
@@ -71,10 +73,12 @@ def test_process_tree_and_group() -> None:
 
 
 def test_roles_from_cmdline() -> None:
-    tracker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
-                                "multiprocessing.resource_tracker"])
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
-                               "multiprocessing.forkserver"])
+    tracker = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)", "multiprocessing.resource_tracker"]
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)", "multiprocessing.forkserver"]
+    )
     try:
         time.sleep(0.2)
         book = RoleBook(main_pid=os.getpid())
@@ -104,9 +108,11 @@ def test_a_worker_seen_before_torch_renames_it_becomes_a_worker(cmdline_tag: str
 
 
 def test_a_helper_sampled_before_exec_gets_its_role_after_exec() -> None:
-    code = ("import os, sys, time; time.sleep(0.5); "
-            "os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', "
-            "'multiprocessing.' + 'forkserver'])")  # split: not in the cmdline before exec
+    code = (
+        "import os, sys, time; time.sleep(0.5); "
+        "os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', "
+        "'multiprocessing.' + 'forkserver'])"
+    )  # split: not in the cmdline before exec
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
         book = RoleBook(main_pid=os.getpid())

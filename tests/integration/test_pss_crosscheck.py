@@ -6,6 +6,7 @@ dicts and 3 forked children that copied a quarter, a half and three quarters of 
 on stdin. Their private memory differs (~25, 25, 50 and 75 MB of the list), so a reading
 attributed to the wrong process, or in the wrong unit, cannot pass.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ REL = 0.05
 @pytest.fixture
 def still_tree() -> Iterator[list[int]]:
     """The pids of the waiting tree, main first; the tree ends when the test does."""
-    proc = subprocess.Popen([sys.executable, str(TREE), "100"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(TREE), "100"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline().split()
         assert line[:1] == ["READY"], line
@@ -50,13 +52,18 @@ def _psutil(pids: list[int]) -> dict[int, tuple[float, float]]:
 
 def _compare(mine: dict[int, tuple[float, float]], theirs: dict[int, tuple[float, float]]) -> None:
     assert mine.keys() == theirs.keys()
-    table = "\n".join(f"pid {pid}: memprobe PSS {mine[pid][0] / MB:.1f} USS {mine[pid][1] / MB:.1f}  "
-                      f"psutil PSS {theirs[pid][0] / MB:.1f} USS {theirs[pid][1] / MB:.1f} MB" for pid in mine)
+    table = "\n".join(
+        f"pid {pid}: memprobe PSS {mine[pid][0] / MB:.1f} USS {mine[pid][1] / MB:.1f}  "
+        f"psutil PSS {theirs[pid][0] / MB:.1f} USS {theirs[pid][1] / MB:.1f} MB"
+        for pid in mine
+    )
     for pid in mine:
         assert mine[pid][0] == pytest.approx(theirs[pid][0], rel=REL), table
         assert mine[pid][1] == pytest.approx(theirs[pid][1], rel=REL), table
     for i in (0, 1):
-        assert sum(v[i] for v in mine.values()) == pytest.approx(sum(v[i] for v in theirs.values()), rel=REL), table
+        assert sum(v[i] for v in mine.values()) == pytest.approx(
+            sum(v[i] for v in theirs.values()), rel=REL
+        ), table
     # The tree is what it is meant to be: children with their own, different amounts copied.
     uss = [theirs[pid][1] / MB for pid in theirs]
     assert uss[1] + 15 < uss[2] and uss[2] + 15 < uss[3], table
@@ -74,9 +81,24 @@ def test_watch_records_the_same_pss_and_uss_as_psutil(still_tree: list[int], tmp
     parser: every process of the tree is found and its exact readings match psutil's."""
     theirs = _psutil(still_tree)
     out = tmp_path / "watch"
-    done = subprocess.run([sys.executable, "-m", "memprobe", "watch", str(still_tree[0]), "--duration", "3",
-                           "--no-report", "-o", str(out)], capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memprobe",
+            "watch",
+            str(still_tree[0]),
+            "--duration",
+            "3",
+            "--no-report",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     after = _psutil(still_tree)
     _compare(after, theirs)  # still: the moment lasted through the watch
@@ -84,7 +106,9 @@ def test_watch_records_the_same_pss_and_uss_as_psutil(still_tree: list[int], tmp
     exact = samples[(samples["tier"] == "pss") & ~samples["missing"].astype(bool)]
     last = exact.sort_values("t").groupby("pid").last()
     assert set(still_tree) <= set(last.index), last
-    mine = {pid: (float(last.at[pid, "pss_mb"]) * MB, float(last.at[pid, "uss_mb"]) * MB) for pid in still_tree}
+    mine = {
+        pid: (float(last.at[pid, "pss_mb"]) * MB, float(last.at[pid, "uss_mb"]) * MB) for pid in still_tree
+    }
     _compare(mine, theirs)
     run = json.loads((out / "summary.json").read_text())["runs"][0]
     listed = {p["pid"]: p for p in run["processes"]}

@@ -1,10 +1,11 @@
 """The pytest plugin as a user meets it: the ``memprobe`` fixture and ``assert_flat``."""
+
 from __future__ import annotations
 
 import pytest
 
 # Only the growing list needs 100k items to show its growth; the flat ones read 20k.
-USER_TESTS = '''
+USER_TESTS = """
 import numpy as np
 
 def build_list(n=150_000):
@@ -25,7 +26,7 @@ def test_thread_mode_checks_the_main_process(memprobe):
     result = memprobe.profile(build_list, mode="thread", workers=2, items=20_000, batch_size=256)
     assert result.workers == ()
     result.assert_flat(max_worker_growth_mb=20)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -35,9 +36,13 @@ def test_fixture_fails_a_growing_dataset_with_a_readable_message(pytester: pytes
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
     # One headline: which worker, how much, over how many items, against which limit.
-    result.stdout.re_match_lines([r".*AssertionError: worker [01] \(DataLoader worker, fork; pid \d+\) grew \d+\.\d MB "
-                                  r"over [\d,]+ items "
-                                  r"\(fork, 2 workers, dataset build_list\); limit 5 MB"])
+    result.stdout.re_match_lines(
+        [
+            r".*AssertionError: worker [01] \(DataLoader worker, fork; pid \d+\) grew \d+\.\d MB "
+            r"over [\d,]+ items "
+            r"\(fork, 2 workers, dataset build_list\); limit 5 MB"
+        ]
+    )
     # Then a per-worker table and the usual cause.
     assert "worker 0" in out and "worker 1" in out and "USS start" in out
     assert "copy-on-access" in out
@@ -47,24 +52,29 @@ def test_fixture_fails_a_growing_dataset_with_a_readable_message(pytester: pytes
 
 
 def test_fixture_is_registered_by_the_entry_point(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_fixture="def test_has_fixture(memprobe):\n    assert hasattr(memprobe, 'profile')\n")
+    pytester.makepyfile(
+        test_fixture="def test_has_fixture(memprobe):\n    assert hasattr(memprobe, 'profile')\n"
+    )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
 def test_profile_rejects_a_lambda(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_lambda="""
+    pytester.makepyfile(
+        test_lambda="""
 import pytest
 from memprobe.errors import UsageError
 
 def test_lambda(memprobe):
     with pytest.raises(UsageError, match="importable by name"):
         memprobe.profile(lambda: [1, 2, 3])
-""")
+"""
+    )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
 def test_profile_runs_a_partial_with_its_arguments(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_partial="""
+    pytester.makepyfile(
+        test_partial="""
 import functools
 import numpy as np
 
@@ -77,5 +87,6 @@ def test_partial(memprobe):
     result.assert_ok()
     meta = __import__("json").loads((result.results_dir / "runs" / result.summary.run_id / "meta.json").read_text())
     assert meta["spec"]["factory"]["kwargs"] == {"n": 20_000, "floats": 2}
-""")
+"""
+    )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)

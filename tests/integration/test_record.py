@@ -5,6 +5,7 @@ pages they touch, ~+100..150 MB per fork worker on the 2-core dev machine) and i
 DataLoader with 2 fork workers for 2 epochs with persistent_workers=False, so each epoch starts
 a new generation of workers. It calls memprobe.mark(batch_size) per batch.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ import pytest
 # get fewer than usual. One rerun; a real regression fails twice.
 pytestmark = [pytest.mark.slow, pytest.mark.flaky(reruns=1)]
 
-TRAIN = textwrap.dedent('''
+TRAIN = textwrap.dedent("""
     import sys, time
     import torch
     from torch.utils.data import DataLoader, Dataset
@@ -52,12 +53,13 @@ TRAIN = textwrap.dedent('''
                 time.sleep(PAUSE)
             print(f"epoch {epoch}: {n} items", flush=True)
         print("training done")
-''')
+""")
 
 
 def _memprobe(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memprobe", *args], capture_output=True, text=True,
-                          timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "memprobe", *args], capture_output=True, text=True, timeout=120, **kwargs
+    )
 
 
 def _script(tmp_path: Path, text: str, name: str = "train.py") -> Path:
@@ -77,8 +79,19 @@ def test_record_follows_each_epochs_workers_and_passes_output_and_exit_code_thro
     # A 10-second job whose ~365 MB workers live 3 s each: at the default 1 % of a core (one exact
     # reading of such a worker costs 5-15 ms here) most would get a single reading. This test is
     # about what is recorded, not the budget (docs/performance.md measures that on longer jobs).
-    done = _memprobe("record", "--pss-budget", "0.05", "-o", str(out), "--", sys.executable, str(script),
-                     "200000", "2", "0.01")
+    done = _memprobe(
+        "record",
+        "--pss-budget",
+        "0.05",
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        str(script),
+        "200000",
+        "2",
+        "0.01",
+    )
     assert done.returncode == 0, done.stderr
     # The command's stdout is its own (memprobe writes to stderr only).
     assert "epoch 0: 200000 items" in done.stdout and "epoch 1: 200000 items" in done.stdout
@@ -89,6 +102,7 @@ def test_record_follows_each_epochs_workers_and_passes_output_and_exit_code_thro
         assert (out / name).exists(), name
     try:
         import memprobe.report  # noqa: F401
+
         assert (out / "report.html").exists()
     except ImportError:
         pass
@@ -102,10 +116,15 @@ def test_record_follows_each_epochs_workers_and_passes_output_and_exit_code_thro
     # Two generations of workers, each numbered 0 and 1, the second after the first ended.
     samples = pd.read_parquet(out / "samples.parquet")
     workers = samples[(samples["worker"] >= 0) & ~samples["missing"].astype(bool)]
-    life = workers.groupby("pid").agg(role=("role", "last"), first=("t", "min"), last=("t", "max")).sort_values("first")
+    life = (
+        workers.groupby("pid")
+        .agg(role=("role", "last"), first=("t", "min"), last=("t", "max"))
+        .sort_values("first")
+    )
     assert len(life) == 4, life
-    assert list(life["role"]) == ["worker 0", "worker 1", "worker 0", "worker 1"] or \
-        sorted(life["role"][:2]) == sorted(life["role"][2:]) == ["worker 0", "worker 1"], life
+    assert list(life["role"]) == ["worker 0", "worker 1", "worker 0", "worker 1"] or sorted(
+        life["role"][:2]
+    ) == sorted(life["role"][2:]) == ["worker 0", "worker 1"], life
     assert life["first"].iloc[2:].min() > life["last"].iloc[:2].max(), life
     main = samples[samples["role"] == "main"]
     assert main["pid"].nunique() == 1
@@ -119,7 +138,8 @@ def test_record_follows_each_epochs_workers_and_passes_output_and_exit_code_thro
     # A forked worker's start is known exactly (USS 0 at its fork), so one exact reading measures
     # its growth: every worker has one (its growth may still run on, by the estimate, to its end).
     assert len(per_worker) == 4 and all(p["pss_samples"] >= 1 for p in per_worker), [
-        (p["role"], p["pss_samples"], p["estimated"], p["growth_mb"]) for p in per_worker]
+        (p["role"], p["pss_samples"], p["estimated"], p["growth_mb"]) for p in per_worker
+    ]
     assert all(p["growth_mb"] > 25 for p in per_worker), per_worker
 
 
@@ -144,7 +164,9 @@ def test_record_exit_code_is_the_commands(tmp_path: Path) -> None:
 
 
 def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
-    script = _script(tmp_path, textwrap.dedent('''
+    script = _script(
+        tmp_path,
+        textwrap.dedent("""
         import time
         print("ready", flush=True)
         try:
@@ -153,10 +175,26 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
         except KeyboardInterrupt:
             print("got SIGINT", flush=True)
             raise
-    '''))
+    """),
+    )
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--",
-                             sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memprobe",
+            "record",
+            "--no-report",
+            "-o",
+            str(out),
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
@@ -174,8 +212,12 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
     assert (out / "samples.parquet").exists() and (out / "summary.json").exists()
 
 
-def test_on_sigterm_every_live_process_gets_an_exact_reading_before_the_command_sees_it(tmp_path: Path) -> None:
-    script = _script(tmp_path, textwrap.dedent('''
+def test_on_sigterm_every_live_process_gets_an_exact_reading_before_the_command_sees_it(
+    tmp_path: Path,
+) -> None:
+    script = _script(
+        tmp_path,
+        textwrap.dedent("""
         import os, signal, sys, time
         blob = bytearray(64 * 1024 * 1024)
         kids = []
@@ -190,10 +232,26 @@ def test_on_sigterm_every_live_process_gets_an_exact_reading_before_the_command_
         signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
         while True:
             time.sleep(0.05)
-    '''))
+    """),
+    )
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--",
-                             sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memprobe",
+            "record",
+            "--no-report",
+            "-o",
+            str(out),
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         words = proc.stdout.readline().split()
@@ -242,8 +300,12 @@ def test_watch_samples_a_running_job_and_leaves_it_running(tmp_path: Path) -> No
     script = _script(tmp_path, TRAIN)
     marks = tmp_path / "marks.txt"
     env = {**os.environ, "MEMPROBE_MARK_FILE": str(marks)}
-    job = subprocess.Popen([sys.executable, str(script), "50000", "1000", "0.02"], env=env,
-                           stdout=subprocess.DEVNULL, process_group=0)
+    job = subprocess.Popen(
+        [sys.executable, str(script), "50000", "1000", "0.02"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        process_group=0,
+    )
     try:
         _wait_for_workers(job.pid, 2)
         out = tmp_path / "out"
@@ -273,7 +335,7 @@ def test_watch_rejects_a_missing_pid(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no running process" in done.stderr
 
 
-FAKE_TREE = textwrap.dedent('''
+FAKE_TREE = textwrap.dedent("""
     import os, subprocess, sys, time
     mode, flag = sys.argv[1], sys.argv[2]
 
@@ -304,7 +366,7 @@ FAKE_TREE = textwrap.dedent('''
     else:  # two generations of workers, as with persistent_workers=False
         generation(flag + ".1")
         generation(flag + ".2")
-''')
+""")
 
 
 def _tree_roles(roles, root: int, want_workers: int, timeout_s: float = 20.0) -> dict[int, str]:
@@ -356,8 +418,15 @@ def test_ranks_come_from_the_launchers_children(tmp_path: Path) -> None:
         roles = TreeRoles(job.pid)
         found = _tree_roles(roles, job.pid, 4)
         # The root of a job with ranks is its launcher (issue 11: roles by structure).
-        assert sorted(found.values()) == ["launcher", "rank 0", "rank 0 worker 0", "rank 0 worker 1",
-                                          "rank 1", "rank 1 worker 0", "rank 1 worker 1"], found
+        assert sorted(found.values()) == [
+            "launcher",
+            "rank 0",
+            "rank 0 worker 0",
+            "rank 0 worker 1",
+            "rank 1",
+            "rank 1 worker 0",
+            "rank 1 worker 1",
+        ], found
         for pid, role in found.items():
             if role.startswith("rank "):
                 assert roles.rank_of(pid) == int(role.split()[1])
@@ -373,7 +442,9 @@ def test_on_a_terminal_the_command_reads_stdin_and_gets_ctrl_c(tmp_path: Path) -
     import pty
     import select
 
-    script = _script(tmp_path, textwrap.dedent('''
+    script = _script(
+        tmp_path,
+        textwrap.dedent("""
         import time
         name = input("name? ")
         print("hello", name, flush=True)
@@ -383,12 +454,26 @@ def test_on_a_terminal_the_command_reads_stdin_and_gets_ctrl_c(tmp_path: Path) -
         except KeyboardInterrupt:
             print("got SIGINT", flush=True)
             raise
-    '''))
+    """),
+    )
     out = tmp_path / "out"
     pid, fd = pty.fork()
     if pid == 0:  # pragma: no cover - the child
-        os.execv(sys.executable, [sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--",
-                                  sys.executable, str(script)])
+        os.execv(
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "memprobe",
+                "record",
+                "--no-report",
+                "-o",
+                str(out),
+                "--",
+                sys.executable,
+                str(script),
+            ],
+        )
     buf = b""
 
     def read_until(token: bytes, timeout_s: float = 30.0) -> bool:

@@ -6,6 +6,7 @@ Console errors, uncaught exceptions and failed loads are collected from the prot
 nothing has to be injected into the page. Screenshots go to ``test-artifacts/`` (gitignored)
 for a person to look at.
 """
+
 from __future__ import annotations
 
 import base64
@@ -55,14 +56,27 @@ class Chromium:
             os.dup2(hi_r, 3)
             os.dup2(hi_w, 4)
 
-        args = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-extensions", "--remote-debugging-pipe", f"--user-data-dir={profile}",
-                f"--window-size={WIDTH},{HEIGHT}", "about:blank"]
+        args = [
+            binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-extensions",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={profile}",
+            f"--window-size={WIDTH},{HEIGHT}",
+            "about:blank",
+        ]
         self.log = profile / "chromium.log"
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         close_fds=False, preexec_fn=wire_fds)
+            self.proc = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=False, preexec_fn=wire_fds
+            )
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._next_id = 0
@@ -110,7 +124,9 @@ class Chromium:
             e = params["entry"]
             self.problems.append(f"log ({e.get('source')}): {e.get('text')} {e.get('url', '')}")
 
-    def send(self, method: str, params: dict | None = None, *, session: bool = True, timeout: float = 60) -> dict:
+    def send(
+        self, method: str, params: dict | None = None, *, session: bool = True, timeout: float = 60
+    ) -> dict:
         with self._lock:
             self._next_id += 1
             msg_id = self._next_id
@@ -126,7 +142,9 @@ class Chromium:
                 break
             except queue.Empty:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"chromium exited ({self.proc.returncode}) during {method}: {self.log_tail()}")
+                    raise RuntimeError(
+                        f"chromium exited ({self.proc.returncode}) during {method}: {self.log_tail()}"
+                    )
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no reply to {method} within {timeout:g} s") from None
         if "error" in reply:
@@ -138,12 +156,15 @@ class Chromium:
 
     def open_page(self) -> None:
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
-        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
-                                 session=False)["sessionId"]
+        self.session = self.send(
+            "Target.attachToTarget", {"targetId": target, "flatten": True}, session=False
+        )["sessionId"]
         for domain in ("Runtime", "Log", "Page", "Network"):
             self.send(f"{domain}.enable")
-        self.send("Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": HEIGHT,
-                                                         "deviceScaleFactor": 1, "mobile": False})
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+        )
 
     def navigate(self, url: str, timeout: float = 60) -> None:
         self.send("Page.navigate", {"url": url})
@@ -158,8 +179,9 @@ class Chromium:
         raise TimeoutError(f"{url} did not finish loading within {timeout:g} s")
 
     def evaluate(self, expression: str) -> Any:
-        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                "awaitPromise": True})
+        result = self.send(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"evaluating {expression!r}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -177,8 +199,10 @@ class Chromium:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             size = self.send("Page.getLayoutMetrics")["cssContentSize"]
-            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": WIDTH, "scale": 1,
-                                                             "height": min(size["height"], max_height)})
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": WIDTH, "scale": 1, "height": min(size["height"], max_height)},
+            )
         data = self.send("Page.captureScreenshot", params)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
@@ -220,8 +244,10 @@ PAGE_STATE = """(() => {
 def chromium_binary() -> str:
     binary = find_chromium()
     if binary is None:
-        pytest.skip("no Chromium/Chrome binary found (looked for "
-                    f"{', '.join(CANDIDATES)} on PATH and $MEMPROBE_CHROMIUM); install chromium to run browser tests")
+        pytest.skip(
+            "no Chromium/Chrome binary found (looked for "
+            f"{', '.join(CANDIDATES)} on PATH and $MEMPROBE_CHROMIUM); install chromium to run browser tests"
+        )
     return binary
 
 
@@ -285,7 +311,9 @@ AXIS_STATE = """(() => {
 
 def click_axis(browser: Chromium, axis: str) -> list[dict]:
     browser.evaluate(f"document.querySelector('button[data-axis=\"{axis}\"]').click()")
-    browser.wait_for(f"document.querySelector('button[data-axis=\"{axis}\"]').getAttribute('aria-pressed') === 'true'")
+    browser.wait_for(
+        f"document.querySelector('button[data-axis=\"{axis}\"]').getAttribute('aria-pressed') === 'true'"
+    )
     time.sleep(1.0)  # Plotly.react redraws every chart
     return browser.evaluate(AXIS_STATE)
 
@@ -305,7 +333,9 @@ def test_report_axis_toggle_redraws_every_run_chart(browser: Chromium, real_resu
     assert browser.evaluate(PAGE_STATE)["withSvg"] == state["plots"]
 
 
-def test_compare_page_draws_without_console_errors(browser: Chromium, real_results: Path, tmp_path: Path) -> None:
+def test_compare_page_draws_without_console_errors(
+    browser: Chromium, real_results: Path, tmp_path: Path
+) -> None:
     page = write_compare(real_results, real_results, tmp_path / "compare.html")
     state = load(browser, page)
     browser.screenshot(ARTIFACTS / "compare.png", full_page=True)
@@ -315,8 +345,10 @@ def test_compare_page_draws_without_console_errors(browser: Chromium, real_resul
     assert state["withSvg"] == state["plots"]
 
 
-DECODE_SCENARIO = ("{name: browser-decode, decode: {images: 16, width: 64, height: 48, quality: 90}, "
-                   "decoders: [pillow], modes: [fork, thread], workers: [1], loader: {batch_size: 4, epochs: 2}}")
+DECODE_SCENARIO = (
+    "{name: browser-decode, decode: {images: 16, width: 64, height: 48, quality: 90}, "
+    "decoders: [pillow], modes: [fork, thread], workers: [1], loader: {batch_size: 4, epochs: 2}}"
+)
 
 DECODE_STATE = """(() => {
   const plot = id => document.getElementById(id);
@@ -336,7 +368,9 @@ DECODE_STATE = """(() => {
 
 @pytest.fixture(scope="module")
 def decode_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip install 'torch-memprobe[images]'")
+    pytest.importorskip(
+        "skimage", reason="scikit-image builds the JPEGs: pip install 'torch-memprobe[images]'"
+    )
     out = tmp_path_factory.mktemp("browser-decode") / "results"
     result = run_scenario(parse_scenario(DECODE_SCENARIO, "browser-decode.yaml"), out, render=False)
     assert [s.status for s in result.summaries] == ["ok", "ok"], [s.error for s in result.summaries]
@@ -351,9 +385,13 @@ def test_decode_report_draws_images_mb_per_s_and_cpu_charts(browser: Chromium, d
     decode = browser.evaluate(DECODE_STATE)
     # Each run's throughput reads in images/s with a drawn right axis in encoded MB/s.
     assert len(decode["rate"]) == 2
-    assert all(r["right"] == "encoded MB/s" and r["rightTicks"] > 0 and r["names"][0] == "images/s"
-               for r in decode["rate"]), decode["rate"]
-    assert [c["names"][-1] for c in decode["cpu"]] == ["total", "total"] and all(c["drawn"] for c in decode["cpu"])
+    assert all(
+        r["right"] == "encoded MB/s" and r["rightTicks"] > 0 and r["names"][0] == "images/s"
+        for r in decode["rate"]
+    ), decode["rate"]
+    assert [c["names"][-1] for c in decode["cpu"]] == ["total", "total"] and all(
+        c["drawn"] for c in decode["cpu"]
+    )
     assert "worker thread 0" in decode["cpu"][1]["names"]  # the thread run is split by thread
     assert decode["bars"] == "images/s"
     assert "pillow × fork (1 worker):" in decode["headline"]

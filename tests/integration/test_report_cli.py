@@ -3,6 +3,7 @@
 The folders here hold only a manifest (a session stopped before any run), so no loader runs;
 the pages' contents from real runs are tested in tests/unit/test_report.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,14 +15,29 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def memprobe(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memprobe", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "memprobe", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 def results_folder(path: Path, scenario: str) -> Path:
     path.mkdir(parents=True)
-    (path / "manifest.json").write_text(json.dumps({"scenario": scenario, "status": "complete", "runs": [],
-                                                    "started": 1.0, "finished": 2.0, "environment": {}}))
+    (path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "scenario": scenario,
+                "status": "complete",
+                "runs": [],
+                "started": 1.0,
+                "finished": 2.0,
+                "environment": {},
+            }
+        )
+    )
     return path
 
 

@@ -6,6 +6,7 @@ the tests here copy that folder and change what they need
 (an interrupted manifest, hostile names, a "fixed" B side) before rendering it again. The
 figures, words and compare logic on made-up data are tested in tests/unit/test_report.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,6 +50,7 @@ def tags(html: str) -> list[tuple[str, dict]]:
 
 # -- fixtures ----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def results_dir(report_results: Path) -> Path:
     """The shared real results folder (tests/conftest.py): list-fork-w2, numpy-fork-w2, and
@@ -89,11 +91,14 @@ def test_page_is_self_contained_and_offline(page: str) -> None:
 
 
 def test_headline_states_each_runs_verdict_with_numbers(page: str) -> None:
-    headline = page[page.index('id="headline"'):page.index('id="matrix"')]
+    headline = page[page.index('id="headline"') : page.index('id="matrix"')]
     for label in ("list × fork (2 workers):", "numpy × fork (2 workers):", "list × single (no workers):"):
         assert label in headline
-    assert re.search(r"list × fork \(2 workers\): (each of 2 workers grew|stayed flat \([+−][\d.]+ MB per worker"
-                     r"|no verdict — the iteration window)", headline)
+    assert re.search(
+        r"list × fork \(2 workers\): (each of 2 workers grew|stayed flat \([+−][\d.]+ MB per worker"
+        r"|no verdict — the iteration window)",
+        headline,
+    )
     assert "peak total PSS" in headline and " MB" in headline
     assert "copy memory" in page or "No run&#39;s memory grew" in page
 
@@ -115,7 +120,9 @@ def test_every_chart_has_a_div_and_drawable_data(page: str) -> None:
 
 
 def test_per_run_charts_share_seconds_and_items_axes(page: str) -> None:
-    charts = [c for c in chart_data(page)["charts"] if c["kind"] not in ("runs_pss", "bars")]  # per-run charts only
+    charts = [
+        c for c in chart_data(page)["charts"] if c["kind"] not in ("runs_pss", "bars")
+    ]  # per-run charts only
     for c in charts:
         assert set(c["x"]) == {"time", "items"} and set(c["layouts"]) == {"time", "items"}
         assert c["layouts"]["items"]["xaxis"]["title"]["text"] == "items fetched"
@@ -126,19 +133,29 @@ def test_per_run_charts_share_seconds_and_items_axes(page: str) -> None:
 
 
 def test_failed_run_shows_its_error_and_its_samples(page: str) -> None:
-    article = page[page.index('id="run-2-list-single-w0"'):]
-    article = article[:article.index("</article>")]
+    article = page[page.index('id="run-2-list-single-w0"') :]
+    article = article[: article.index("</article>")]
     assert "Run failed" in article
     assert "injected fault at index 100" in article
     assert "The charts show the samples recorded before it ended" in article
     assert re.search(r'id="c2-pss"', article)
-    env = page[page.index('id="environment"'):]
+    env = page[page.index('id="environment"') :]
     assert "Runs that did not finish cleanly" in env and "list × single (no workers)" in env
 
 
 def test_environment_and_scenario_as_run(page: str) -> None:
-    env = page[page.index('id="environment"'):]
-    for name in ("memprobe", "torch", "Python", "GIL", "kernel", "CPU count", "total RAM", "started", "duration"):
+    env = page[page.index('id="environment"') :]
+    for name in (
+        "memprobe",
+        "torch",
+        "Python",
+        "GIL",
+        "kernel",
+        "CPU count",
+        "total RAM",
+        "started",
+        "duration",
+    ):
         assert f"<th>{name}</th>" in env
     assert "unit-report" in env and "records: 50000" in env
 
@@ -151,7 +168,7 @@ def test_interrupted_session_shows_a_banner(results_dir: Path, tmp_path: Path) -
     root = copy_of(results_dir, tmp_path / "interrupted")
     edit_json(root / "manifest.json", status="interrupted")
     html = write_report(root).read_text(encoding="utf-8")
-    banner = html[html.index('id="banner"'):]
+    banner = html[html.index('id="banner"') :]
     assert "This session was interrupted" in banner[:400]
 
 
@@ -180,13 +197,14 @@ def test_downsampled_series_say_so(results_dir: Path) -> None:
     full, small = render(results), render(results, max_points=12)
     assert "nothing was downsampled" in full and "downsampled for this page" not in full
     assert "downsampled for this page" in small
-    note = small[small.index('id="downsampling-note"'):]
+    note = small[small.index('id="downsampling-note"') :]
     assert "about 12 points per line" in note[:300] and "samples.parquet" in note[:600]
     longest = max(len(t["y"]) for c in chart_data(small)["charts"] for t in c["data"])
     assert longest <= 2 * 12 + 2
 
 
 # -- the compare page --------------------------------------------------------------------------
+
 
 def test_compare_page_matches_runs_and_highlights_deltas(results_dir: Path, tmp_path: Path) -> None:
     before = results_dir
@@ -203,10 +221,10 @@ def test_compare_page_matches_runs_and_highlights_deltas(results_dir: Path, tmp_
     meta_path.write_text(json.dumps(meta))
     out = write_compare(before, after, tmp_path / "out" / "compare.html")
     html = out.read_text(encoding="utf-8")
-    table = html[html.index('id="table"'):html.index('id="unmatched"')]
+    table = html[html.index('id="table"') : html.index('id="unmatched"')]
     assert table.count('<tr class="verdict-') == 1 and "list × fork (2 workers)" in table
     assert '<td class="better">' in table  # peak total PSS halved
-    unmatched = html[html.index('id="unmatched"'):html.index('id="chart"')]
+    unmatched = html[html.index('id="unmatched"') : html.index('id="chart"')]
     only_a, only_b = unmatched.split("Only in B")
     assert "list × single (no workers)" in only_a and "numpy × fork (2 workers)" in only_a
     assert "numpy × fork (3 workers)" in only_b

@@ -1,6 +1,7 @@
 """Results folders written by real runs: one left unconsolidated by a crash loads, and after a
 session summary.json, the manifest and the Parquet tables are as documented (shared small
 scenario). Results written by hand are tested in tests/unit/test_results.py."""
+
 from __future__ import annotations
 
 import json
@@ -13,13 +14,28 @@ import pytest
 from memprobe.probe.sampler import SAMPLE_COLUMNS
 from memprobe.results import SCHEMA_VERSION, ResultSet, write_json_atomic
 
-
-SUMMARY_KEYS = ("run_id", "backend", "mode", "workers", "status", "error", "items", "items_per_s",
-                "total_pss_start_mb", "total_pss_peak_mb", "total_pss_end_mb", "sum_rss_peak_mb",
-                "worker_uss_growth_mb", "verdict", "expectation", "expectation_met")
+SUMMARY_KEYS = (
+    "run_id",
+    "backend",
+    "mode",
+    "workers",
+    "status",
+    "error",
+    "items",
+    "items_per_s",
+    "total_pss_start_mb",
+    "total_pss_peak_mb",
+    "total_pss_end_mb",
+    "sum_rss_peak_mb",
+    "worker_uss_growth_mb",
+    "verdict",
+    "expectation",
+    "expectation_met",
+)
 
 
 # -- what a crash of the supervisor leaves ----------------------------------------------------
+
 
 @pytest.mark.slow
 def test_load_a_folder_whose_runs_were_never_consolidated(tmp_path: Path) -> None:
@@ -28,11 +44,16 @@ def test_load_a_folder_whose_runs_were_never_consolidated(tmp_path: Path) -> Non
     from memprobe.runner import execute
     from memprobe.scenario import parse_scenario
 
-    scenario = parse_scenario("dataset: {records: 5000}\nbackends: [numpy]\nmodes: [thread]\n"
-                              "workers: [2]\nloader: {batch_size: 64}\ntimeout_s: 60\n", "c.yaml")
+    scenario = parse_scenario(
+        "dataset: {records: 5000}\nbackends: [numpy]\nmodes: [thread]\n"
+        "workers: [2]\nloader: {batch_size: 64}\ntimeout_s: 60\n",
+        "c.yaml",
+    )
     (spec,) = scenario.runs()
-    write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION, "scenario": "c",
-                                                   "status": "running", "runs": [spec.run_id]})
+    write_json_atomic(
+        tmp_path / "manifest.json",
+        {"schema_version": SCHEMA_VERSION, "scenario": "c", "status": "running", "runs": [spec.run_id]},
+    )
     state = execute(spec, tmp_path / "runs" / spec.run_id)
     assert state.status == "ok"
     assert not list(tmp_path.glob("*.parquet"))
@@ -52,6 +73,7 @@ def test_load_a_folder_whose_runs_were_never_consolidated(tmp_path: Path) -> Non
 
 
 # -- after a session: summary.json and Parquet (shared small scenario) -------------------------
+
 
 def test_summary_json_has_one_entry_per_run_with_the_documented_fields(small_results) -> None:
     summary = json.loads((small_results.root / "summary.json").read_text())

@@ -11,6 +11,7 @@ Measured on this 2-core machine (200k records, 2 workers, threshold 50 MB), 20+ 
                   (once +55.6 MB: Private_Clean +59 MB while private dirty -3.5, RSS flat)
   ListDataset(200k records) itself: ~120 MB of USS.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,6 +47,7 @@ def _workers(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 # -- the effect each dataset and start method has (shared small scenario) ----------------------
+
 
 @pytest.mark.parametrize("run_id", ["numpy-fork-w2", "arrow-fork-w2"])
 def test_numpy_and_arrow_under_fork_stay_flat(small_results, run_id: str) -> None:
@@ -116,6 +118,7 @@ def test_spawn_workers_start_high_and_stay_flat(small_results) -> None:
 
 # -- every sample row --------------------------------------------------------------------------
 
+
 def test_every_sample_row_is_consistent(small_results) -> None:
     df = pd.read_parquet(small_results.root / "samples.parquet")
     assert len(df) > 100
@@ -148,6 +151,7 @@ def test_missing_rows_have_no_values(small_results) -> None:
 
 
 # -- roles -------------------------------------------------------------------------------------
+
 
 def _epoch_workers(results: ResultSet, run_id: str) -> list[int]:
     events = results.tables["events"]
@@ -226,7 +230,9 @@ class KillMainProcess(Console):
     def run_progress(self, state) -> None:
         if state.spec.run_id != KILL_MAIN or self.killed or "warm" not in state.marks:
             return
-        events = [json.loads(x) for x in (self.out / "runs" / KILL_MAIN / "events.jsonl").read_text().splitlines()]
+        events = [
+            json.loads(x) for x in (self.out / "runs" / KILL_MAIN / "events.jsonl").read_text().splitlines()
+        ]
         self.killed = next(e["pid"] for e in events if e["event"] == "started")
         os.kill(self.killed, signal.SIGKILL)
 
@@ -237,14 +243,28 @@ def faults(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("faults") / "results"
     scenario = parse_scenario(FAULT_SCENARIO, "faults.yaml")
     base = {r.mode: r for r in scenario.runs()}
-    runs = [replace(base[mode], run_id=run_id, fault=fault, timeout_s=timeout,
-                    loader=replace(base[mode].loader, epochs=epochs))
-            for run_id, (mode, fault, timeout, epochs) in FAULT_RUNS.items()]
+    runs = [
+        replace(
+            base[mode],
+            run_id=run_id,
+            fault=fault,
+            timeout_s=timeout,
+            loader=replace(base[mode].loader, epochs=epochs),
+        )
+        for run_id, (mode, fault, timeout, epochs) in FAULT_RUNS.items()
+    ]
     console = KillMainProcess(out)
     t0 = time.time()
     result = run_scenario(scenario, out, runs=runs, render=False, console=console)
-    return {"out": out, "result": result, "ended": time.time(), "started": t0, "console": console,
-            "summaries": {s.run_id: s for s in result.summaries}, "results": ResultSet.load(out)}
+    return {
+        "out": out,
+        "result": result,
+        "ended": time.time(),
+        "started": t0,
+        "console": console,
+        "summaries": {s.run_id: s for s in result.summaries},
+        "results": ResultSet.load(out),
+    }
 
 
 def _meta(faults, run_id: str) -> dict:
@@ -375,6 +395,7 @@ def test_no_process_of_any_fault_run_is_left(faults) -> None:
 
 # -- timing figures ---------------------------------------------------------------------------
 
+
 def test_summary_times_are_finite(small_results) -> None:
     for s in small_results.summaries.values():
         assert s.duration_s > 0 and math.isfinite(s.items_per_s)
@@ -407,7 +428,9 @@ def test_each_generation_of_workers_is_measured_from_its_start_to_its_end(tmp_pa
     rs = ResultSet.load(tmp_path / "results")
     events = list(rs.tables["events"]["event"])
     assert events.count("epoch_end") == 1 and events.count("epoch_warm") == 1
-    assert events.index("warm") < events.index("epoch_end") < events.index("epoch_warm") < events.index("done")
+    assert (
+        events.index("warm") < events.index("epoch_end") < events.index("epoch_warm") < events.index("done")
+    )
 
     from memprobe.analysis import per_process_growth, window_bounds
 
@@ -422,7 +445,8 @@ def test_each_generation_of_workers_is_measured_from_its_start_to_its_end(tmp_pa
     assert summary.worker_uss_growth_mb == pytest.approx(workers["growth_mb"].mean())
     # Per 1,000 items per worker: the 300k items were served by 4 worker processes, not 2.
     assert summary.growth_per_1k_items_per_worker_mb == pytest.approx(
-        summary.worker_uss_growth_mb / (summary.items / 4 / 1000))
+        summary.worker_uss_growth_mb / (summary.items / 4 / 1000)
+    )
 
 
 def test_each_run_records_the_gil_state_its_own_process_saw(small_results) -> None:

@@ -1,5 +1,6 @@
 """The sampler, on real subprocesses: rows per process per tick, a single 'missing' row when a
 process goes away (never a drop to zero), PSS rounds within the CPU budget, and a clean stop."""
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,7 @@ def _sample_until_exit(settings: SamplerSettings) -> tuple[Collect, Sampler, lis
 
 @pytest.fixture(scope="module")
 def vanishing() -> tuple[Collect, Sampler, list[int], int]:
-    return _sample_until_exit(SamplerSettings(interval_s=0.05, pss_min_interval_s=0.1,
-                                              pss_cpu_budget=0.05))
+    return _sample_until_exit(SamplerSettings(interval_s=0.05, pss_min_interval_s=0.1, pss_cpu_budget=0.05))
 
 
 def test_rows_have_every_column_and_sane_values(vanishing) -> None:
@@ -148,8 +148,9 @@ time.sleep(60)
 
 def _sample_holder(budget: float, seconds: float) -> tuple[Collect, Sampler, float, int]:
     sink = Collect()
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
-                              process_group=0)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, process_group=0
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         settings = SamplerSettings(interval_s=0.1, pss_cpu_budget=budget, pss_min_interval_s=0.1)
@@ -174,8 +175,10 @@ def test_pss_rounds_stay_within_the_cpu_budget() -> None:
     sink, sampler, elapsed, root = _sample_holder(0.015, 4.0)
     share = sampler.cpu_s / elapsed
     rounds = len(sampler.pss_round_costs)
-    print(f"budget 0.015: cpu share {share:.4f}, pss rounds {rounds}, "
-          f"mean cost {sum(sampler.pss_round_costs) / rounds * 1e3:.1f} ms")
+    print(
+        f"budget 0.015: cpu share {share:.4f}, pss rounds {rounds}, "
+        f"mean cost {sum(sampler.pss_round_costs) / rounds * 1e3:.1f} ms"
+    )
     assert share < 0.05
     assert rounds >= 1
     pss_rows = [r for r in sink.rows["samples"] if r["tier"] == "pss"]
@@ -187,7 +190,9 @@ def test_pss_rounds_stay_within_the_cpu_budget() -> None:
 
     # The budget is what limits the rounds: a generous one buys many more.
     _, generous, elapsed2, _ = _sample_holder(0.5, 2.0)
-    print(f"budget 0.5: cpu share {generous.cpu_s / elapsed2:.4f}, pss rounds {len(generous.pss_round_costs)}")
+    print(
+        f"budget 0.5: cpu share {generous.cpu_s / elapsed2:.4f}, pss rounds {len(generous.pss_round_costs)}"
+    )
     assert len(generous.pss_round_costs) >= max(5, 2 * rounds)
 
 
@@ -283,12 +288,14 @@ def test_an_orphan_is_found_soon_after_its_parent_exits() -> None:
     """A process that leaves the tree when its parent exits (a forkserver's workers after a
     crash) is looked for at once, not only at the periodic full /proc scan."""
     sink = Collect()
-    root = subprocess.Popen([sys.executable, "-c", ORPHANING], stdout=subprocess.PIPE, text=True,
-                            process_group=0)
+    root = subprocess.Popen(
+        [sys.executable, "-c", ORPHANING], stdout=subprocess.PIPE, text=True, process_group=0
+    )
     try:
         middle = int(root.stdout.readline())
-        sampler = Sampler(root.pid, sink, SamplerSettings(interval_s=0.05, group_scan_interval_s=60.0),
-                          pgid=root.pid)
+        sampler = Sampler(
+            root.pid, sink, SamplerSettings(interval_s=0.05, group_scan_interval_s=60.0), pgid=root.pid
+        )
         sampler.start()
         time.sleep(2.0)
         sampler.stop(final_pss=False)

@@ -1,5 +1,6 @@
 """ThreadDataLoader behaviours that only a fresh process shows: a worker thread that crashes the
 interpreter, and glibc's heap thresholds, which are set once per process."""
+
 from __future__ import annotations
 
 import signal

@@ -21,6 +21,7 @@ Real torchrun runs with --standalone (its rendezvous on localhost: no network ne
 takes 10-50 s on 2 busy cores (spawn is the slowest: two interpreters import torch and unpickle
 the list).
 """
+
 from __future__ import annotations
 
 import json
@@ -67,15 +68,34 @@ TREES_UNDER_TEST = [
     Tree("pool_fork", ("pool_fork.py", *DATA, "--workers", "4"), "fork", 4),
     Tree("os_fork", ("os_fork.py", *DATA, "--workers", "4"), "fork", 4),
     # Two children: each imports torch and unpickles the dataset on 2 cores.
-    Tree("spawn", ("spawn_children.py", *DATA, "--workers", "2", "--seconds", "3"), "spawn", 2,
-         grows_over_list=False),
-    Tree("launcher_ranks_dataloader",
-         ("launcher.py", "--nproc", "2", "--", "dataloader_train.py", *DATA, "--workers", "2"),
-         "dataloader", 4, ranks=2),
-    Tree("renamed_dataloader_workers", ("dataloader_train.py", *DATA, "--workers", "4", "--rename"),
-         "dataloader", 4),
-    Tree("torchrun", ("--standalone", "--nproc_per_node=2", "dataloader_train.py", *DATA, "--workers", "2"),
-         "dataloader", 4, ranks=2, launcher="torchrun"),
+    Tree(
+        "spawn",
+        ("spawn_children.py", *DATA, "--workers", "2", "--seconds", "3"),
+        "spawn",
+        2,
+        grows_over_list=False,
+    ),
+    Tree(
+        "launcher_ranks_dataloader",
+        ("launcher.py", "--nproc", "2", "--", "dataloader_train.py", *DATA, "--workers", "2"),
+        "dataloader",
+        4,
+        ranks=2,
+    ),
+    Tree(
+        "renamed_dataloader_workers",
+        ("dataloader_train.py", *DATA, "--workers", "4", "--rename"),
+        "dataloader",
+        4,
+    ),
+    Tree(
+        "torchrun",
+        ("--standalone", "--nproc_per_node=2", "dataloader_train.py", *DATA, "--workers", "2"),
+        "dataloader",
+        4,
+        ranks=2,
+        launcher="torchrun",
+    ),
 ]
 
 
@@ -107,8 +127,14 @@ def _record(tree: Tree, data: str, coco: Path, out: Path) -> Recorded:
         command = [exe, *program]
     else:
         command = [sys.executable, *program]
-    done = subprocess.run([sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--", *command],
-                          cwd=TREES, capture_output=True, text=True, timeout=240, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--", *command],
+        cwd=TREES,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())
     (run,) = summary["runs"]
@@ -116,14 +142,27 @@ def _record(tree: Tree, data: str, coco: Path, out: Path) -> Recorded:
     meta = json.loads((run_dir / "meta.json").read_text())
     reported = [json.loads(m) for m in re.findall(r"TREE (\{[^}]*\})", done.stdout)]
     announced = {int(m) for m in re.findall(r"TREE_WORKER .*? pid=(\d+)", done.stdout)}
-    return Recorded(done, run, meta, {r["pid"]: r["uss_mb"] for r in reported},
-                    announced | {r["pid"] for r in reported})
+    return Recorded(
+        done, run, meta, {r["pid"]: r["uss_mb"] for r in reported}, announced | {r["pid"] for r in reported}
+    )
 
 
 def _table(rec: Recorded) -> str:
-    cols = ("pid", "role", "kind", "pss_samples", "growth_mb", "built_mb", "startup_mb", "released_mb", "judged")
-    return "\n".join(" ".join(f"{c}={p.get(c)}" for c in cols) for p in rec.run["processes"]) + \
-        f"\nverdict={rec.run['verdict']}\nculprit={rec.run.get('culprit')}"
+    cols = (
+        "pid",
+        "role",
+        "kind",
+        "pss_samples",
+        "growth_mb",
+        "built_mb",
+        "startup_mb",
+        "released_mb",
+        "judged",
+    )
+    return (
+        "\n".join(" ".join(f"{c}={p.get(c)}" for c in cols) for p in rec.run["processes"])
+        + f"\nverdict={rec.run['verdict']}\nculprit={rec.run.get('culprit')}"
+    )
 
 
 def _check_every_worker_is_in_the_table(tree: Tree, rec: Recorded) -> None:
@@ -167,7 +206,9 @@ def _check_parents_built_and_are_not_blamed(tree: Tree, rec: Recorded, data: str
         assert p["built_mb"] is not None and p["built_mb"] > (100 if data == "list" else 40), why
         assert p["growth_mb"] is None or p["growth_mb"] < THRESHOLD_MB, why
     # Nor is the launcher above the ranks (it holds no data).
-    assert all(p["growth_mb"] is None or p["growth_mb"] < THRESHOLD_MB for p in rec.processes({"launcher"})), why
+    assert all(
+        p["growth_mb"] is None or p["growth_mb"] < THRESHOLD_MB for p in rec.processes({"launcher"})
+    ), why
     culprit = rec.run["culprit"] or ""
     assert not re.search(r"\b(main process|rank \d+|launcher) grew\b", culprit, re.IGNORECASE), why
 

@@ -5,6 +5,7 @@ coco_style 200k/200k items: +80..166 MB; pandas object strings 400k rows/200k it
 the same frame with arrow strings: +4 MB; packed buffers: +1 MB. A forked worker may also copy
 ~36 MB of the interpreter's own objects once (cyclic GC), whatever the dataset.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +29,15 @@ GROW_ITEMS, FLAT_ITEMS = 160_000, 40_000
 
 
 def _profile(ref: str, tmp_path: Path, items: int = GROW_ITEMS, **kwargs: object) -> memprobe.ProfileResult:
-    result = memprobe.profile(f"user_datasets:{ref}", kwargs=kwargs, mode="fork", workers=2,
-                              items=items, batch_size=256, out=tmp_path / ref)
+    result = memprobe.profile(
+        f"user_datasets:{ref}",
+        kwargs=kwargs,
+        mode="fork",
+        workers=2,
+        items=items,
+        batch_size=256,
+        out=tmp_path / ref,
+    )
     result.assert_ok()
     return result
 
@@ -53,10 +61,17 @@ def test_coco_list_of_dicts_grows_and_packed_buffers_stay_flat(tmp_path: Path) -
 
 @pytest.mark.parametrize("mode", ["fork", "thread"])
 def test_an_iterable_dataset_runs_with_the_default_shuffle_and_is_split_between_workers(
-        tmp_path: Path, mode: str) -> None:
+    tmp_path: Path, mode: str
+) -> None:
     """torch refuses shuffle=True for an IterableDataset; memprobe does not pass it one. Every
     record arrives once: the workers split the stream (per thread, in thread mode)."""
-    result = memprobe.profile("user_datasets:coco_stream", kwargs={"images": 10_000}, mode=mode, workers=2,
-                              batch_size=256, out=tmp_path / mode)
+    result = memprobe.profile(
+        "user_datasets:coco_stream",
+        kwargs={"images": 10_000},
+        mode=mode,
+        workers=2,
+        batch_size=256,
+        out=tmp_path / mode,
+    )
     result.assert_ok()
     assert result.summary.items == 10_000

@@ -1,4 +1,5 @@
 """Figures and verdicts from saved samples: pure functions, checked on hand-made tables."""
+
 from __future__ import annotations
 
 import math
@@ -12,10 +13,20 @@ MAIN, W0, W1, TRACKER = 100, 201, 202, 300
 
 
 def _row(t, pid, role, worker, tier, rss=None, pss=None, uss=None, missing=False, cpu=0.0):
-    return {"t": t, "pid": pid, "role": role, "worker": worker, "state": None if missing else "S",
-            "tier": "gone" if missing else tier, "missing": missing,
-            "reason": "exited" if missing else None, "rss_mb": rss, "pss_mb": pss, "uss_mb": uss,
-            "cpu_s": None if missing else cpu}
+    return {
+        "t": t,
+        "pid": pid,
+        "role": role,
+        "worker": worker,
+        "state": None if missing else "S",
+        "tier": "gone" if missing else tier,
+        "missing": missing,
+        "reason": "exited" if missing else None,
+        "rss_mb": rss,
+        "pss_mb": pss,
+        "uss_mb": uss,
+        "cpu_s": None if missing else cpu,
+    }
 
 
 def _samples() -> pd.DataFrame:
@@ -23,35 +34,69 @@ def _samples() -> pd.DataFrame:
     2.0, 3.0 (the done round) and 3.5; cheap ticks in between; worker 1 gone at 3.6."""
     rows = []
     uss = {  # t -> (main, w0, w1)
-        0.5: (200, 5, 6), 1.0: (210, 10, 12), 2.0: (260, 60, 40), 3.0: (300, 110, 72), 3.5: (300, 111, 73)}
+        0.5: (200, 5, 6),
+        1.0: (210, 10, 12),
+        2.0: (260, 60, 40),
+        3.0: (300, 110, 72),
+        3.5: (300, 111, 73),
+    }
     for t, (m, a, b) in uss.items():
-        rows += [_row(t, MAIN, "main", -1, "pss", rss=400, pss=m + 20, uss=m, cpu=t),
-                 _row(t, W0, "worker 0", 0, "pss", rss=300, pss=a + 30, uss=a, cpu=t),
-                 _row(t, W1, "worker 1", 1, "pss", rss=300, pss=b + 30, uss=b, cpu=t),
-                 _row(t, TRACKER, "resource tracker", -1, "pss", rss=10, pss=5, uss=4, cpu=0)]
+        rows += [
+            _row(t, MAIN, "main", -1, "pss", rss=400, pss=m + 20, uss=m, cpu=t),
+            _row(t, W0, "worker 0", 0, "pss", rss=300, pss=a + 30, uss=a, cpu=t),
+            _row(t, W1, "worker 1", 1, "pss", rss=300, pss=b + 30, uss=b, cpu=t),
+            _row(t, TRACKER, "resource tracker", -1, "pss", rss=10, pss=5, uss=4, cpu=0),
+        ]
     for t in (1.5, 2.5):
-        rows += [_row(t, MAIN, "main", -1, "cheap", rss=500, cpu=t),
-                 _row(t, W0, "worker 0", 0, "cheap", rss=350, cpu=t),
-                 _row(t, W1, "worker 1", 1, "cheap", rss=350, cpu=t),
-                 _row(t, TRACKER, "resource tracker", -1, "cheap", rss=10)]
+        rows += [
+            _row(t, MAIN, "main", -1, "cheap", rss=500, cpu=t),
+            _row(t, W0, "worker 0", 0, "cheap", rss=350, cpu=t),
+            _row(t, W1, "worker 1", 1, "cheap", rss=350, cpu=t),
+            _row(t, TRACKER, "resource tracker", -1, "cheap", rss=10),
+        ]
     rows.append(_row(3.6, W1, "worker 1", 1, "gone", missing=True))
     return pd.DataFrame(rows)
 
 
 def _progress() -> pd.DataFrame:
-    return pd.DataFrame({"t": [0.8, 0.9, 2.0, 2.9], "items": [256, 512, 5000, 10000],
-                         "batches": [1, 2, 20, 40], "epoch": [0, 0, 0, 0]})
+    return pd.DataFrame(
+        {
+            "t": [0.8, 0.9, 2.0, 2.9],
+            "items": [256, 512, 5000, 10000],
+            "batches": [1, 2, 20, 40],
+            "epoch": [0, 0, 0, 0],
+        }
+    )
 
 
 def _meta(mode="fork", workers=2, expect=None, status="ok", error=None, marks=None, threshold=50.0):
-    spec = {"run_id": f"list-{mode}-w{workers}", "backend": "list", "mode": mode, "workers": workers,
-            "dataset": {"records": 10000, "floats": 4, "seed": 0},
-            "loader": {"batch_size": 256, "epochs": 1},
-            "sampling": {"interval_s": 0.1}, "verdict": {"growth_threshold_mb": threshold},
-            "timeout_s": 60, "expect": expect, "fault": None}
-    return {"run_id": spec["run_id"], "index": 0, "status": status, "error": error, "items": 10000,
-            "batches": 40, "marks": {"iter_start": 0.7, "first_batch": 0.8, "warm": 0.9, "done": 2.9}
-            if marks is None else marks, "elapsed_s": 4.0, "sampler": {"cpu_s": 0.08}, "spec": spec}
+    spec = {
+        "run_id": f"list-{mode}-w{workers}",
+        "backend": "list",
+        "mode": mode,
+        "workers": workers,
+        "dataset": {"records": 10000, "floats": 4, "seed": 0},
+        "loader": {"batch_size": 256, "epochs": 1},
+        "sampling": {"interval_s": 0.1},
+        "verdict": {"growth_threshold_mb": threshold},
+        "timeout_s": 60,
+        "expect": expect,
+        "fault": None,
+    }
+    return {
+        "run_id": spec["run_id"],
+        "index": 0,
+        "status": status,
+        "error": error,
+        "items": 10000,
+        "batches": 40,
+        "marks": {"iter_start": 0.7, "first_batch": 0.8, "warm": 0.9, "done": 2.9}
+        if marks is None
+        else marks,
+        "elapsed_s": 4.0,
+        "sampler": {"cpu_s": 0.08},
+        "spec": spec,
+    }
 
 
 def _summarize(**kw):
@@ -114,8 +159,12 @@ def test_thread_runs_judge_the_main_process() -> None:
 
 
 def test_no_window_no_verdict() -> None:
-    s = _summarize(status="failed", error={"type": "ValueError", "message": "injected fault at index 7"},
-                   marks={"iter_start": 0.7, "first_batch": 0.8}, expect="flat")
+    s = _summarize(
+        status="failed",
+        error={"type": "ValueError", "message": "injected fault at index 7"},
+        marks={"iter_start": 0.7, "first_batch": 0.8},
+        expect="flat",
+    )
     assert s.verdict is None and s.expectation_met is None
     assert s.worker_uss_growth_mb is None and s.total_pss_start_mb is None
     assert s.error == "ValueError: injected fault at index 7"
@@ -134,25 +183,37 @@ def test_to_dict_rounds_and_turns_nan_into_none() -> None:
 def test_private_clean_pages_freed_by_other_processes_are_not_growth() -> None:
     """Numbers from a real list x thread run on a shared machine."""
     rows = []
-    for t, clean, dirty, rss in ((2.213, 3.75, 273.78, 375.93), (3.625, 62.91, 274.15, 376.30),
-                                 (3.937, 62.91, 270.24, 372.39)):
+    for t, clean, dirty, rss in (
+        (2.213, 3.75, 273.78, 375.93),
+        (3.625, 62.91, 274.15, 376.30),
+        (3.937, 62.91, 270.24, 372.39),
+    ):
         r = _row(t, MAIN, "main", -1, "pss", rss=rss, pss=dirty + 20, uss=clean + dirty, cpu=t)
         r.update(private_clean_mb=clean, private_dirty_mb=dirty)
         rows.append(r)
     samples = pd.DataFrame(rows)
-    meta = _meta(mode="thread", expect="flat", marks={"iter_start": 2.17, "first_batch": 2.2,
-                                                      "warm": 2.2125, "done": 3.9363})
+    meta = _meta(
+        mode="thread",
+        expect="flat",
+        marks={"iter_start": 2.17, "first_batch": 2.2, "warm": 2.2125, "done": 3.9363},
+    )
     s = summarize(meta, samples, _progress(), pd.DataFrame())
     assert s.verdict == "flat", s.explanation
 
 
 def test_the_explanation_says_what_was_measured_in_the_run_s_own_words() -> None:
     s = _summarize()
-    assert s.explanation.startswith("growing: each of 2 workers' private memory (USS) grew +80.0 MB (mean) "
-                                    "over 10,000 items, against a threshold of 50 MB")
+    assert s.explanation.startswith(
+        "growing: each of 2 workers' private memory (USS) grew +80.0 MB (mean) "
+        "over 10,000 items, against a threshold of 50 MB"
+    )
     assert "16.000 MB per 1,000 items per worker" in s.explanation
-    decode = summarize({**_meta(), "spec": {**_meta()["spec"], "workload": "decode"}}, _samples(), _progress(),
-                       pd.DataFrame())
+    decode = summarize(
+        {**_meta(), "spec": {**_meta()["spec"], "workload": "decode"}},
+        _samples(),
+        _progress(),
+        pd.DataFrame(),
+    )
     assert "over 10,000 images" in decode.explanation and "per 1,000 images per worker" in decode.explanation
     thread = _summarize(mode="thread")
     assert "the main process's private dirty memory grew +90.0 MB over" in thread.explanation
@@ -173,7 +234,9 @@ def test_growth_per_1k_items_counts_every_worker_process_that_served_them() -> N
 
 
 def _counters(t: float, pid: int, cpu: float, sys_cpu: float | None, minflt: int) -> dict:
-    row = _row(t, pid, "main" if pid == MAIN else "worker 0", -1 if pid == MAIN else 0, "cheap", rss=100, cpu=cpu)
+    row = _row(
+        t, pid, "main" if pid == MAIN else "worker 0", -1 if pid == MAIN else 0, "cheap", rss=100, cpu=cpu
+    )
     row["minflt"] = minflt
     if sys_cpu is not None:
         row["sys_cpu_s"] = sys_cpu
@@ -181,10 +244,14 @@ def _counters(t: float, pid: int, cpu: float, sys_cpu: float | None, minflt: int
 
 
 def test_per_item_costs_sum_the_tree_over_the_window() -> None:
-    rows = [_counters(0.5, MAIN, 0.0, 0.0, 0),  # before the window: not counted
-            _counters(1.0, MAIN, 1.0, 0.2, 100), _counters(3.0, MAIN, 3.0, 0.6, 300),
-            _counters(1.0, W0, 1.0, 0.1, 0), _counters(2.0, W0, 2.0, 0.1, 1000),
-            _counters(3.5, W0, 9.0, 5.0, 9000)]  # after it: not counted
+    rows = [
+        _counters(0.5, MAIN, 0.0, 0.0, 0),  # before the window: not counted
+        _counters(1.0, MAIN, 1.0, 0.2, 100),
+        _counters(3.0, MAIN, 3.0, 0.6, 300),
+        _counters(1.0, W0, 1.0, 0.1, 0),
+        _counters(2.0, W0, 2.0, 0.1, 1000),
+        _counters(3.5, W0, 9.0, 5.0, 9000),
+    ]  # after it: not counted
     costs = per_item_costs(pd.DataFrame(rows), 1.0, 3.0, items=100)
     assert costs["cpu_ms_per_item"] == pytest.approx((2.0 + 1.0) / 100 * 1e3)
     assert costs["faults_per_item"] == pytest.approx((200 + 1000) / 100)
@@ -194,7 +261,11 @@ def test_per_item_costs_sum_the_tree_over_the_window() -> None:
 def test_per_item_costs_of_results_without_kernel_time_have_no_kernel_share() -> None:
     rows = [_counters(1.0, MAIN, 1.0, None, 0), _counters(3.0, MAIN, 2.0, None, 50)]
     costs = per_item_costs(pd.DataFrame(rows), 1.0, 3.0, items=10)
-    assert costs == {"cpu_ms_per_item": pytest.approx(100.0), "faults_per_item": 5.0, "kernel_cpu_share": None}
+    assert costs == {
+        "cpu_ms_per_item": pytest.approx(100.0),
+        "faults_per_item": 5.0,
+        "kernel_cpu_share": None,
+    }
     assert per_item_costs(pd.DataFrame(rows), 1.0, 3.0, items=0)["cpu_ms_per_item"] is None
 
 

@@ -1,4 +1,5 @@
 """The terminal side of `memprobe run`: progress totals, the summary table, --quick."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -16,13 +17,33 @@ RECORDS = REPO / "scenarios" / "lists_vs_arrays.yaml"
 
 def _summary(**changes: object) -> RunSummary:
     base = RunSummary(
-        run_id="list-fork-w2", backend="list", mode="fork", workers=2, status="ok", error=None,
-        items=1000, items_per_s=2500.0, time_to_first_batch_s=0.2, duration_s=3.0,
-        total_pss_start_mb=400.0, total_pss_peak_mb=700.0, total_pss_end_mb=690.0, sum_rss_peak_mb=1200.0,
-        rss_overcount_mb=500.0, worker_uss_start_mb=20.0, worker_uss_growth_mb=150.0,
-        worker_uss_growth_max_mb=151.0, main_uss_growth_mb=10.0, growth_per_1k_items_per_worker_mb=0.3,
-        growth_threshold_mb=50.0, verdict="growing", expectation="growing", expectation_met=True,
-        explanation="", sampler_cpu_share=0.015)
+        run_id="list-fork-w2",
+        backend="list",
+        mode="fork",
+        workers=2,
+        status="ok",
+        error=None,
+        items=1000,
+        items_per_s=2500.0,
+        time_to_first_batch_s=0.2,
+        duration_s=3.0,
+        total_pss_start_mb=400.0,
+        total_pss_peak_mb=700.0,
+        total_pss_end_mb=690.0,
+        sum_rss_peak_mb=1200.0,
+        rss_overcount_mb=500.0,
+        worker_uss_start_mb=20.0,
+        worker_uss_growth_mb=150.0,
+        worker_uss_growth_max_mb=151.0,
+        main_uss_growth_mb=10.0,
+        growth_per_1k_items_per_worker_mb=0.3,
+        growth_threshold_mb=50.0,
+        verdict="growing",
+        expectation="growing",
+        expectation_met=True,
+        explanation="",
+        sampler_cpu_share=0.015,
+    )
     return replace(base, **changes)
 
 
@@ -48,8 +69,12 @@ def test_quick_caps_decode_images_and_records() -> None:
 
 
 def test_summary_table_has_a_row_per_run_with_its_figures() -> None:
-    table = summary_table([_summary(), _summary(run_id="arrow-fork-w2", verdict="flat", expectation="flat",
-                                                worker_uss_growth_mb=2.0)])
+    table = summary_table(
+        [
+            _summary(),
+            _summary(run_id="arrow-fork-w2", verdict="flat", expectation="flat", worker_uss_growth_mb=2.0),
+        ]
+    )
     lines = table.splitlines()
     assert len(lines) == 4 and "decoder" not in lines[0] and "MB/s" not in lines[0]
     assert "list-fork-w2" in lines[2] and "+150 MB" in lines[2] and "growing met" in lines[2]
@@ -58,10 +83,24 @@ def test_summary_table_has_a_row_per_run_with_its_figures() -> None:
 
 
 def test_summary_table_shows_the_decoder_that_ran_and_mb_per_s_for_decode_runs() -> None:
-    rows = [_summary(run_id="nvimgcodec-thread-w2", backend="nvimgcodec", workload="decode",
-                     decoder_backend="nvimgcodec-cpu", mb_per_s=42.25),
-            _summary(run_id="nvimgcodec-fork-w2", backend="nvimgcodec", workload="decode", status="failed",
-                     decoder_backend=None, mb_per_s=None, items_per_s=None)]
+    rows = [
+        _summary(
+            run_id="nvimgcodec-thread-w2",
+            backend="nvimgcodec",
+            workload="decode",
+            decoder_backend="nvimgcodec-cpu",
+            mb_per_s=42.25,
+        ),
+        _summary(
+            run_id="nvimgcodec-fork-w2",
+            backend="nvimgcodec",
+            workload="decode",
+            status="failed",
+            decoder_backend=None,
+            mb_per_s=None,
+            items_per_s=None,
+        ),
+    ]
     lines = summary_table(rows).splitlines()
     assert "decoder" in lines[0] and "MB/s" in lines[0]
     assert "nvimgcodec-cpu" in lines[2] and "42.2" in lines[2]
@@ -69,6 +108,16 @@ def test_summary_table_shows_the_decoder_that_ran_and_mb_per_s_for_decode_runs()
 
 
 def test_summary_table_marks_the_main_process_growth_of_runs_without_worker_processes() -> None:
-    table = summary_table([_summary(run_id="list-thread-w2", mode="thread", worker_uss_growth_mb=None,
-                                    main_uss_growth_mb=-19.0, verdict="flat", expectation="flat")])
+    table = summary_table(
+        [
+            _summary(
+                run_id="list-thread-w2",
+                mode="thread",
+                worker_uss_growth_mb=None,
+                main_uss_growth_mb=-19.0,
+                verdict="flat",
+                expectation="flat",
+            )
+        ]
+    )
     assert "-19 MB (main)" in table.splitlines()[2]

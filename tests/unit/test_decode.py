@@ -23,17 +23,19 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("skimage", reason="scikit-image builds the test JPEGs: pip install 'torch-memprobe[images]'")
+pytest.importorskip(
+    "skimage", reason="scikit-image builds the test JPEGs: pip install 'torch-memprobe[images]'"
+)
 
-from memprobe.decode import _nvimgcodec  # noqa: E402
-from memprobe.decode.correctness import (  # noqa: E402
+from memprobe.decode import _nvimgcodec
+from memprobe.decode.correctness import (
     CPU_MAX_ABS_DIFF,
     CPU_MEAN_ABS_DIFF,
     check_against_pillow,
     compare_to_pillow,
 )
-from memprobe.decode.dataset import DecodeDataset  # noqa: E402
-from memprobe.decode.decoders import (  # noqa: E402
+from memprobe.decode.dataset import DecodeDataset
+from memprobe.decode.decoders import (
     DECODER_NAMES,
     Decoder,
     NvImageCodecDecoder,
@@ -42,7 +44,7 @@ from memprobe.decode.decoders import (  # noqa: E402
     gpu_unavailable_reason,
     make_decoder,
 )
-from memprobe.decode.images import make_jpegs  # noqa: E402
+from memprobe.decode.images import make_jpegs
 
 W, H = 640, 408
 
@@ -404,5 +406,3 @@ def test_dataset_from_threads(name: str, table) -> None:
         got = list(pool.map(ds.__getitem__, range(len(ds))))
     for e, g in zip(expected, got):
         assert torch.equal(e, g)
-
-

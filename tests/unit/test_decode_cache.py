@@ -1,4 +1,5 @@
 """The decode workload's JPEG table is generated once and read back identically."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +8,7 @@ import pytest
 
 pytest.importorskip("skimage")
 
-from memprobe.decode.images import cached_jpeg_table  # noqa: E402
+from memprobe.decode.images import cached_jpeg_table
 
 
 def test_cached_table_equals_the_generated_one(tmp_path: Path) -> None:

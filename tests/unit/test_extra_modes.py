@@ -1,4 +1,5 @@
 """The extra thread modes: torchdata-thread (torchdata.nodes) and torch-thread (torch's native)."""
+
 from __future__ import annotations
 
 import gc
@@ -11,8 +12,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from memprobe.errors import MemprobeError
-from memprobe.loaders import EXTRA_MODES, build_loader
-from memprobe.loaders import extra
+from memprobe.loaders import EXTRA_MODES, build_loader, extra
 from memprobe.loaders.thread import torch_native_thread_workers_available
 
 
@@ -72,8 +72,10 @@ def test_torchdata_thread_same_batches_in_order_without_shuffle(n: int, batch_si
 
 def test_torchdata_thread_shuffle_uses_the_generator() -> None:
     ds = Squares(200)
-    runs = [_ids(build_loader(ds, mode="torchdata-thread", workers=2, batch_size=16, shuffle=True, seed=s))
-            for s in (1, 1, 2)]
+    runs = [
+        _ids(build_loader(ds, mode="torchdata-thread", workers=2, batch_size=16, shuffle=True, seed=s))
+        for s in (1, 1, 2)
+    ]
     flat = [sorted(i for b in r for i in b) for r in runs]
     assert flat[0] == flat[1] == flat[2] == list(range(200))  # the same set of items, each once
     assert runs[0] == runs[1]  # same seed, same order
@@ -124,8 +126,10 @@ def test_torchdata_thread_threads_end_after_an_epoch_and_after_close() -> None:
 
 def test_torchdata_thread_iterating_a_temporary_loader_yields_everything() -> None:
     # Only the iterator references the loader here; the loader must not be finalized under it.
-    batches = [b["i"].tolist() for b in build_loader(Squares(40), mode="torchdata-thread", workers=2,
-                                                    batch_size=8, shuffle=False)]
+    batches = [
+        b["i"].tolist()
+        for b in build_loader(Squares(40), mode="torchdata-thread", workers=2, batch_size=8, shuffle=False)
+    ]
     assert batches == [list(range(k, k + 8)) for k in range(0, 40, 8)]
 
 

@@ -1,4 +1,5 @@
 """User dataset factories: named, imported by name, and checked, with errors that name them."""
+
 from __future__ import annotations
 
 import pytest
@@ -48,12 +49,15 @@ def test_load_factory_imports_by_name() -> None:
     assert load_factory(f"{__name__}:module_level_factory") is module_level_factory
 
 
-@pytest.mark.parametrize(("ref", "fragment"), [
-    ("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'"),
-    (f"{__name__}:missing", "has no attribute 'missing'"),
-    ("os:sep", "str object is not callable"),
-    ("nocolon", "expected 'module.path:callable'"),
-])
+@pytest.mark.parametrize(
+    ("ref", "fragment"),
+    [
+        ("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'"),
+        (f"{__name__}:missing", "has no attribute 'missing'"),
+        ("os:sep", "str object is not callable"),
+        ("nocolon", "expected 'module.path:callable'"),
+    ],
+)
 def test_load_factory_errors_name_the_factory(ref: str, fragment: str) -> None:
     with pytest.raises(UsageError) as info:
         load_factory(ref)
@@ -73,7 +77,9 @@ def test_a_factory_that_raises_is_named_with_its_error() -> None:
         call_factory(ref, {"path": "/x.parquet"})
     assert str(info.value) == f"dataset factory {ref!r} raised FileNotFoundError: no such file: /x.parquet"
     assert isinstance(info.value.__cause__, FileNotFoundError)  # the user's traceback stays chained
-    with pytest.raises(UsageError, match=r"broken'.* raised TypeError: .*unexpected keyword argument 'split'"):
+    with pytest.raises(
+        UsageError, match=r"broken'.* raised TypeError: .*unexpected keyword argument 'split'"
+    ):
         call_factory(ref, {"split": "train"})
 
 
@@ -105,25 +111,31 @@ def test_factory_ref_needs_an_importable_function() -> None:
 
 
 def test_scenario_datasets_become_the_backend_axis() -> None:
-    s = parse_scenario("""
+    s = parse_scenario(
+        """
 datasets:
   - {name: coco, factory: "pkg.data:coco", kwargs: {n: 5}}
   - {factory: "pkg.data:frame"}
 modes: [fork, thread]
 expect: [{backend: coco, verdict: growing}]
-""", "s.yaml")
+""",
+        "s.yaml",
+    )
     runs = {r.run_id: r for r in s.runs()}
     assert set(runs) == {"coco-fork-w2", "coco-thread-w2", "frame-fork-w2", "frame-thread-w2"}
     assert runs["coco-fork-w2"].factory.kwargs == {"n": 5}
     assert runs["coco-fork-w2"].expect == "growing" and runs["frame-fork-w2"].expect is None
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ('dataset: {factory: "pkg"}', "key 'dataset.factory': got 'pkg'"),
-    ('dataset: {factory: "a:b", kwargs: [1]}', "key 'dataset.kwargs'"),
-    ('datasets: [{factory: "a:b"}, {factory: "c:b"}]', "distinct 'name's"),
-    ('datasets: [{factory: "a:b"}]\nbackends: [list]', "no 'backends' with user datasets"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('dataset: {factory: "pkg"}', "key 'dataset.factory': got 'pkg'"),
+        ('dataset: {factory: "a:b", kwargs: [1]}', "key 'dataset.kwargs'"),
+        ('datasets: [{factory: "a:b"}, {factory: "c:b"}]', "distinct 'name's"),
+        ('datasets: [{factory: "a:b"}]\nbackends: [list]', "no 'backends' with user datasets"),
+    ],
+)
 def test_bad_factory_entries_are_rejected(text: str, fragment: str) -> None:
     with pytest.raises(UsageError) as info:
         parse_scenario(text, "bad.yaml")

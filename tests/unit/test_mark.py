@@ -1,5 +1,6 @@
 """memprobe.mark(): a no-op without MEMPROBE_MARK_FILE, whole lines with it, never an exception;
 and the reading side (memprobe.record.MarkReader)."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,6 @@ import memprobe
 from memprobe import marks as mark_module
 from memprobe.marks import ENV, mark
 from memprobe.record import MarkReader
-
 
 pytestmark = pytest.mark.usefixtures("fresh_marks")
 
@@ -34,7 +34,9 @@ def test_without_the_variable_mark_does_nothing(tmp_path: Path, monkeypatch: pyt
     assert time.perf_counter() - t0 < 0.5  # ~0.1 µs a call; generous for a loaded machine
 
 
-def test_with_the_variable_each_call_appends_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_the_variable_each_call_appends_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "marks.txt"
     monkeypatch.setenv(ENV, str(path))
     before = time.monotonic()

@@ -1,5 +1,6 @@
 """Reading /proc: stat and smaps_rollup parsing, this process's own figures, roles (processes that come
 and go are in tests/integration/test_procfs_processes.py)."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,10 @@ from memprobe.probe.roles import RoleBook
 
 # A real /proc/PID/stat line, with a comm that holds spaces and a ')' (comm is at most 15
 # characters in the kernel, but the parser must not care).
-STAT = ("4242 (a) b (c)) S 17 4240 4240 0 -1 4194560 1234 0 5 0 300 50 0 0 20 0 7 0 "
-        "98765 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0")
+STAT = (
+    "4242 (a) b (c)) S 17 4240 4240 0 -1 4194560 1234 0 5 0 300 50 0 0 20 0 7 0 "
+    "98765 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0"
+)
 
 SMAPS_ROLLUP = """\
 55d0c0a00000-7ffd4d1ff000 ---p 00000000 00:00 0                          [rollup]
@@ -78,7 +81,9 @@ def test_read_pss_of_this_process_is_consistent() -> None:
     cheap = procfs.read_cheap(os.getpid())
     assert s is not None and cheap is not None
     assert 0 < s.uss <= s.pss <= s.rss
-    assert cheap.rss > 0 and cheap.rss_anon + cheap.rss_file + cheap.rss_shmem == pytest.approx(cheap.rss, rel=0.01)
+    assert cheap.rss > 0 and cheap.rss_anon + cheap.rss_file + cheap.rss_shmem == pytest.approx(
+        cheap.rss, rel=0.01
+    )
 
 
 def test_roles_main_workers_and_helpers() -> None:
@@ -99,5 +104,3 @@ def test_system_figures() -> None:
     assert avail is not None and avail > 0
     shm = procfs.dev_shm_used()
     assert shm is None or shm >= 0
-
-

@@ -1,4 +1,5 @@
 """What `memprobe record` / `watch` print: processes grouped by rank, and the items/s hint."""
+
 from __future__ import annotations
 
 import io
@@ -11,33 +12,73 @@ from memprobe.record import RecordResult, _process_order
 
 
 def _row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:
-    return {"pid": pid, "role": role, "rank": rank, "worker": worker, "first_t": first_t, "last_t": first_t + 2,
-            "pss_samples": 3, "uss_start_mb": 10.0, "uss_end_mb": 12.0, "growth_mb": 2.0}
+    return {
+        "pid": pid,
+        "role": role,
+        "rank": rank,
+        "worker": worker,
+        "first_t": first_t,
+        "last_t": first_t + 2,
+        "pss_samples": 3,
+        "uss_start_mb": 10.0,
+        "uss_end_mb": 12.0,
+        "growth_mb": 2.0,
+    }
 
 
 def test_processes_are_grouped_by_rank_then_ordered_by_start() -> None:
     # As seen from a torchrun job: the ranks' workers appear interleaved in time.
-    rows = [_row(11, "rank 1 worker 0", 1, 0, 5.0), _row(10, "rank 0 worker 0", 0, 0, 5.0),
-            _row(3, "rank 1", 1, -1, 1.0), _row(12, "rank 0 worker 1", 0, 1, 5.1),
-            _row(20, "rank 0 worker 0", 0, 0, 9.0), _row(1, "main", -1, -1, 0.0), _row(2, "rank 0", 0, -1, 1.0),
-            _row(13, "rank 1 worker 1", 1, 1, 5.2), _row(4, "rank 0 resource tracker", 0, -1, 0.5)]
+    rows = [
+        _row(11, "rank 1 worker 0", 1, 0, 5.0),
+        _row(10, "rank 0 worker 0", 0, 0, 5.0),
+        _row(3, "rank 1", 1, -1, 1.0),
+        _row(12, "rank 0 worker 1", 0, 1, 5.1),
+        _row(20, "rank 0 worker 0", 0, 0, 9.0),
+        _row(1, "main", -1, -1, 0.0),
+        _row(2, "rank 0", 0, -1, 1.0),
+        _row(13, "rank 1 worker 1", 1, 1, 5.2),
+        _row(4, "rank 0 resource tracker", 0, -1, 0.5),
+    ]
     order = [r["role"] + f" ({r['pid']})" for r in sorted(rows, key=_process_order)]
-    assert order == ["main (1)", "rank 0 (2)", "rank 0 worker 0 (10)", "rank 0 worker 1 (12)", "rank 0 worker 0 (20)",
-                     "rank 0 resource tracker (4)", "rank 1 (3)", "rank 1 worker 0 (11)", "rank 1 worker 1 (13)"]
+    assert order == [
+        "main (1)",
+        "rank 0 (2)",
+        "rank 0 worker 0 (10)",
+        "rank 0 worker 1 (12)",
+        "rank 0 worker 0 (20)",
+        "rank 0 resource tracker (4)",
+        "rank 1 (3)",
+        "rank 1 worker 0 (11)",
+        "rank 1 worker 1 (13)",
+    ]
     table = process_rows(sorted(rows, key=_process_order)).splitlines()
     assert table[0].split()[:2] == ["pid", "role"] and table[1].split()[:2] == ["1", "main"]
 
 
 def test_without_ranks_main_comes_first_then_each_generation() -> None:
-    rows = [_row(8, "worker 1", -1, 1, 6.1), _row(5, "worker 0", -1, 0, 1.0), _row(1, "main", -1, -1, 0.0),
-            _row(7, "worker 0", -1, 0, 6.0), _row(6, "worker 1", -1, 1, 1.1)]
+    rows = [
+        _row(8, "worker 1", -1, 1, 6.1),
+        _row(5, "worker 0", -1, 0, 1.0),
+        _row(1, "main", -1, -1, 0.0),
+        _row(7, "worker 0", -1, 0, 6.0),
+        _row(6, "worker 1", -1, 1, 1.1),
+    ]
     assert [r["pid"] for r in sorted(rows, key=_process_order)] == [1, 5, 6, 7, 8]
 
 
 def test_the_items_hint_fits_record_and_watch(tmp_path: Path) -> None:
     values = {f.name: None for f in fields(RunSummary)}
-    values.update(run_id="train", backend="train", mode="fork", workers=2, status="ok", items=0, duration_s=1.0,
-                  growth_threshold_mb=50.0, explanation="flat: ...")
+    values.update(
+        run_id="train",
+        backend="train",
+        mode="fork",
+        workers=2,
+        status="ok",
+        items=0,
+        duration_s=1.0,
+        growth_threshold_mb=50.0,
+        explanation="flat: ...",
+    )
     summary = RunSummary(**values)
     hints = {"record": "add memprobe.mark(n_items) to the loop", "watch": "started with MEMPROBE_MARK_FILE"}
     for kind, hint in hints.items():

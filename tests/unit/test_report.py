@@ -1,6 +1,7 @@
 """The HTML report and the compare page from made-up data: figures (pure functions), words and
 advice, run matching and deltas. Pages rendered from a real results folder are tested in
 tests/integration/test_report_page.py."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +15,7 @@ import pytest
 
 from memprobe.analysis import RunSummary
 from memprobe.report import content, figures, write_report
-from memprobe.report.compare import Delta, delta, match, METRICS
+from memprobe.report.compare import METRICS, Delta, delta, match
 
 
 def chart_data(html: str) -> dict:
@@ -24,13 +25,33 @@ def chart_data(html: str) -> dict:
 
 
 def summary(**changes: object) -> RunSummary:
-    base = dict(backend="list", mode="fork", workers=2, status="ok", error=None,
-                items=1000, items_per_s=1000.0, time_to_first_batch_s=0.1, duration_s=5.0,
-                total_pss_start_mb=300.0, total_pss_peak_mb=600.0, total_pss_end_mb=600.0, sum_rss_peak_mb=900.0,
-                rss_overcount_mb=300.0, worker_uss_start_mb=20.0, worker_uss_growth_mb=120.0,
-                worker_uss_growth_max_mb=125.0, main_uss_growth_mb=100.0, growth_per_1k_items_per_worker_mb=0.2,
-                growth_threshold_mb=50.0, verdict="growing", expectation=None, expectation_met=None,
-                explanation="", sampler_cpu_share=0.01)
+    base = dict(
+        backend="list",
+        mode="fork",
+        workers=2,
+        status="ok",
+        error=None,
+        items=1000,
+        items_per_s=1000.0,
+        time_to_first_batch_s=0.1,
+        duration_s=5.0,
+        total_pss_start_mb=300.0,
+        total_pss_peak_mb=600.0,
+        total_pss_end_mb=600.0,
+        sum_rss_peak_mb=900.0,
+        rss_overcount_mb=300.0,
+        worker_uss_start_mb=20.0,
+        worker_uss_growth_mb=120.0,
+        worker_uss_growth_max_mb=125.0,
+        main_uss_growth_mb=100.0,
+        growth_per_1k_items_per_worker_mb=0.2,
+        growth_threshold_mb=50.0,
+        verdict="growing",
+        expectation=None,
+        expectation_met=None,
+        explanation="",
+        sampler_cpu_share=0.01,
+    )
     base.update(changes)
     base.setdefault("run_id", f"{base['backend']}-{base['mode']}-w{base['workers']}")
     return RunSummary(**base)
@@ -42,8 +63,18 @@ def summary(**changes: object) -> RunSummary:
 def test_session_interrupted_before_any_run(tmp_path: Path) -> None:
     root = tmp_path / "empty"
     root.mkdir()
-    (root / "manifest.json").write_text(json.dumps({"scenario": "nothing", "status": "interrupted", "runs": ["a"],
-                                                     "started": 1.0, "finished": 2.0, "environment": {}}))
+    (root / "manifest.json").write_text(
+        json.dumps(
+            {
+                "scenario": "nothing",
+                "status": "interrupted",
+                "runs": ["a"],
+                "started": 1.0,
+                "finished": 2.0,
+                "environment": {},
+            }
+        )
+    )
     html = write_report(root).read_text(encoding="utf-8")
     assert "This session was interrupted: 0 of 1 runs have results" in html
     assert "No runs in this results folder." in html and chart_data(html) == {"charts": []}
@@ -55,26 +86,41 @@ def sample_rows(rows: list[tuple]) -> pd.DataFrame:
 
 
 def test_unreadable_samples_are_gaps_not_zeros() -> None:
-    samples = sample_rows([
-        (0.0, 1, "main", -1, "pss", False, None, 100.0, 80.0, 60.0),
-        (0.0, 2, "worker 0", 0, "pss", False, None, 90.0, 40.0, 20.0),
-        (1.0, 1, "main", -1, "pss", False, None, 100.0, 80.0, 60.0),
-        (1.0, 2, "worker 0", 0, "cheap", False, "smaps_rollup unreadable (process exiting?)", 90.0, None, None),
-        (1.5, 1, "main", -1, "cheap", False, None, 100.0, None, None),
-        (1.5, 2, "worker 0", 0, "gone", True, "permission denied", None, None, None),
-        (2.0, 1, "main", -1, "pss", False, None, 100.0, 80.0, 60.0),
-        (2.0, 2, "worker 0", 0, "gone", True, "exited", None, None, None),
-    ])
+    samples = sample_rows(
+        [
+            (0.0, 1, "main", -1, "pss", False, None, 100.0, 80.0, 60.0),
+            (0.0, 2, "worker 0", 0, "pss", False, None, 90.0, 40.0, 20.0),
+            (1.0, 1, "main", -1, "pss", False, None, 100.0, 80.0, 60.0),
+            (
+                1.0,
+                2,
+                "worker 0",
+                0,
+                "cheap",
+                False,
+                "smaps_rollup unreadable (process exiting?)",
+                90.0,
+                None,
+                None,
+            ),
+            (1.5, 1, "main", -1, "cheap", False, None, 100.0, None, None),
+            (1.5, 2, "worker 0", 0, "gone", True, "permission denied", None, None, None),
+            (2.0, 1, "main", -1, "pss", False, None, 100.0, 80.0, 60.0),
+            (2.0, 2, "worker 0", 0, "gone", True, "exited", None, None, None),
+        ]
+    )
     total = figures.total_pss(samples)
     assert total[0.0] == 120.0 and np.isnan(total[1.0]) and total[2.0] == 80.0  # exited: really gone
     rss = figures.sum_rss(samples)
     assert rss[0.0] == 190.0 and np.isnan(rss[1.5]) and rss[2.0] == 100.0
-    chart = figures.chart_uss("u", samples, figures.Clock.from_progress(pd.DataFrame()), figures.Marks({}),
-                              max_points=100)
+    chart = figures.chart_uss(
+        "u", samples, figures.Clock.from_progress(pd.DataFrame()), figures.Marks({}), max_points=100
+    )
     worker = next(t for t in chart["data"] if t["name"] == "worker 0")
     assert worker["y"][0] == 20.0 and None in worker["y"] and 0.0 not in worker["y"]
-    stacked = figures.chart_pss_by_role("p", samples, figures.Clock.from_progress(pd.DataFrame()),
-                                        figures.Marks({}), max_points=100)
+    stacked = figures.chart_pss_by_role(
+        "p", samples, figures.Clock.from_progress(pd.DataFrame()), figures.Marks({}), max_points=100
+    )
     worker = next(t for t in stacked["data"] if t["name"] == "worker 0")
     assert worker["y"] == [40.0, None, 0.0] and worker["stackgaps"] == "interpolate"  # 0.0: it had exited
 
@@ -100,8 +146,10 @@ def test_items_rate_ends_with_the_last_item_without_a_spike_or_a_drop() -> None:
     items = [*(np.arange(0.0, 10.01, 0.5) * 1000), 10_010, 10_010]
     x, rate = figures.item_rate(pd.DataFrame({"t": t, "items": items}), start=0.0)
     assert x[-1] == 10.005  # ends where the last item arrived
-    assert 0 < rate.min() and rate.max() < 1_100, rate
-    assert rate[-1] == pytest.approx((10_010 - 9_500) / (10.005 - 9.5))  # the short last step joined the one before
+    assert rate.min() > 0 and rate.max() < 1_100, rate
+    assert rate[-1] == pytest.approx(
+        (10_010 - 9_500) / (10.005 - 9.5)
+    )  # the short last step joined the one before
 
 
 def process_rows(rows: list[tuple]) -> pd.DataFrame:
@@ -110,15 +158,17 @@ def process_rows(rows: list[tuple]) -> pd.DataFrame:
 
 
 def test_minor_faults_are_drawn_per_worker_with_gaps_and_ends() -> None:
-    samples = process_rows([
-        (0.0, 1, "main", -1, "cheap", False, None, 100.0, 0.0, 5_000),
-        (0.0, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 1_000),
-        (0.1, 1, "main", -1, "cheap", False, None, 100.0, 0.0, 5_001),
-        (0.1, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 30_000),
-        (0.2, 2, "worker 0", 0, "gone", True, "permission denied", None, None, None),
-        (0.3, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 60_000),
-        (0.4, 2, "worker 0", 0, "gone", True, "exited", None, None, None),
-    ])
+    samples = process_rows(
+        [
+            (0.0, 1, "main", -1, "cheap", False, None, 100.0, 0.0, 5_000),
+            (0.0, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 1_000),
+            (0.1, 1, "main", -1, "cheap", False, None, 100.0, 0.0, 5_001),
+            (0.1, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 30_000),
+            (0.2, 2, "worker 0", 0, "gone", True, "permission denied", None, None, None),
+            (0.3, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 60_000),
+            (0.4, 2, "worker 0", 0, "gone", True, "exited", None, None, None),
+        ]
+    )
     clock = figures.Clock.from_progress(pd.DataFrame())
     chart = figures.chart_faults("f", samples, clock, figures.Marks({}), max_points=100)
     assert chart["title"] == "Minor page faults per worker (cumulative)"
@@ -130,7 +180,9 @@ def test_minor_faults_are_drawn_per_worker_with_gaps_and_ends() -> None:
 
 
 def test_shared_memory_chart_needs_the_runs_own_shared_memory() -> None:
-    quiet = process_rows([(t, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 10) for t in (0.0, 0.1, 0.2)])
+    quiet = process_rows(
+        [(t, 2, "worker 0", 0, "cheap", False, None, 90.0, 0.0, 10) for t in (0.0, 0.1, 0.2)]
+    )
     busy = quiet.assign(rss_shmem_mb=[0.0, 8.0, 16.0])
     # /dev/shm is the whole machine's: another program filled 48 MB of it during the run.
     system = pd.DataFrame({"t": [0.0, 0.1, 0.2], "dev_shm_mb": [0.0, 48.0, 0.0]})
@@ -143,6 +195,7 @@ def test_shared_memory_chart_needs_the_runs_own_shared_memory() -> None:
 
 
 # -- content: words and advice ---------------------------------------------------------------
+
 
 def test_advice_points_to_the_flat_run_that_demonstrates_each_fix() -> None:
     grow = summary()
@@ -164,25 +217,32 @@ def test_advice_points_to_the_flat_run_that_demonstrates_each_fix() -> None:
 
 def test_headline_sentences() -> None:
     meta = {"spec": {"loader": {"epochs": 1, "items": None}}}
-    grow = content.headline(summary(workers=4, items=200_000, worker_uss_growth_mb=312.0,
-                                    worker_uss_growth_max_mb=315.0), meta)
-    assert grow.startswith("list × fork (4 workers): each of 4 workers grew 312 MB over 1 epoch (200,000 items)")
+    grow = content.headline(
+        summary(workers=4, items=200_000, worker_uss_growth_mb=312.0, worker_uss_growth_max_mb=315.0), meta
+    )
+    assert grow.startswith(
+        "list × fork (4 workers): each of 4 workers grew 312 MB over 1 epoch (200,000 items)"
+    )
     assert "a private copy of the data" in grow
     flat = content.headline(summary(backend="arrow", verdict="flat", worker_uss_growth_mb=3.0), meta)
     assert flat.startswith("arrow × fork (2 workers): stayed flat (+3.0 MB per worker)")
     gc = content.headline(summary(backend="numpy", verdict="flat", worker_uss_growth_mb=36.0), meta)
     assert "one-off copy of the interpreter" in gc
     spawn = summary(mode="spawn", verdict="flat", worker_uss_growth_mb=0.1, worker_uss_start_mb=558.0)
-    assert content.headline(spawn, meta).endswith("but each worker held 558 MB of its own when iteration began; "
-                                                  "peak total PSS 600 MB.")
+    assert content.headline(spawn, meta).endswith(
+        "but each worker held 558 MB of its own when iteration began; peak total PSS 600 MB."
+    )
     assert content.upfront_copy(spawn) and not content.upfront_copy(dataclasses.replace(spawn, mode="fork"))
     failed = content.headline(summary(status="failed", verdict=None, error="ValueError: boom"), meta)
     assert "no verdict" in failed and "ValueError: boom" in failed
 
 
 def test_matrix_axes_come_from_the_data() -> None:
-    runs = [summary(backend="pillow", mode="thread", verdict="flat"), summary(backend="nvimgcodec", mode="fork"),
-            summary(backend="pillow", mode="fork", workers=0, verdict="flat")]
+    runs = [
+        summary(backend="pillow", mode="thread", verdict="flat"),
+        summary(backend="nvimgcodec", mode="fork"),
+        summary(backend="pillow", mode="fork", workers=0, verdict="flat"),
+    ]
     mats = content.matrices(runs, {s.run_id: s.run_id for s in runs})
     assert [m.workers for m in mats] == [0, 2]
     two = mats[1]
@@ -195,10 +255,14 @@ def test_matrix_axes_come_from_the_data() -> None:
 
 # -- compare -----------------------------------------------------------------------------------
 
+
 def test_match_and_deltas() -> None:
     a = [summary(), summary(backend="numpy", verdict="flat"), summary(mode="spawn")]
-    b = [summary(verdict="flat", worker_uss_growth_mb=2.0, total_pss_peak_mb=300.0),
-         summary(backend="numpy", verdict="flat", total_pss_peak_mb=602.0), summary(mode="thread")]
+    b = [
+        summary(verdict="flat", worker_uss_growth_mb=2.0, total_pss_peak_mb=300.0),
+        summary(backend="numpy", verdict="flat", total_pss_peak_mb=602.0),
+        summary(mode="thread"),
+    ]
     pairs, only_a, only_b = match(a, b)
     assert [p.key for p in pairs] == [("list", "fork", 2), ("numpy", "fork", 2)]
     assert [s.mode for s in only_a] == ["spawn"] and [s.mode for s in only_b] == ["thread"]
@@ -209,22 +273,59 @@ def test_match_and_deltas() -> None:
     growth = next(m for m in METRICS if m.name == "growth")
     shrank = delta(growth, summary(worker_uss_growth_mb=-19.0), summary(worker_uss_growth_mb=-3.6))
     assert shrank.tone == "same"  # less shrinking is not a worse growth
-    assert delta(growth, summary(worker_uss_growth_mb=-19.0), summary(worker_uss_growth_mb=60.0)).tone == "worse"
+    assert (
+        delta(growth, summary(worker_uss_growth_mb=-19.0), summary(worker_uss_growth_mb=60.0)).tone == "worse"
+    )
     rate = next(m for m in METRICS if m.name == "items/s")
-    assert delta(rate, summary(items_per_s=1000.0), summary(items_per_s=500.0)) == Delta(1000.0, 500.0, "worse")
+    assert delta(rate, summary(items_per_s=1000.0), summary(items_per_s=500.0)) == Delta(
+        1000.0, 500.0, "worse"
+    )
 
 
 def test_throughput_bars_group_runs_by_backend_with_a_bar_per_mode_and_workers() -> None:
     from memprobe.report.render import bar_charts
 
-    runs = [summary(run_id="pillow-fork-w2", backend="pillow", mode="fork", workers=2, items_per_s=300.0,
-                    workload="decode", decoder_backend="pillow", mb_per_s=18.0),
-            summary(run_id="pillow-thread-w2", backend="pillow", mode="thread", workers=2, items_per_s=280.0,
-                    workload="decode", decoder_backend="pillow", mb_per_s=17.0),
-            summary(run_id="nv-thread-w2", backend="nvimgcodec", mode="thread", workers=2, items_per_s=450.0,
-                    workload="decode", decoder_backend="nvimgcodec-cpu", mb_per_s=27.0),
-            summary(run_id="nv-fork-w2", backend="nvimgcodec", mode="fork", workers=2, status="failed",
-                    items_per_s=None, workload="decode")]
+    runs = [
+        summary(
+            run_id="pillow-fork-w2",
+            backend="pillow",
+            mode="fork",
+            workers=2,
+            items_per_s=300.0,
+            workload="decode",
+            decoder_backend="pillow",
+            mb_per_s=18.0,
+        ),
+        summary(
+            run_id="pillow-thread-w2",
+            backend="pillow",
+            mode="thread",
+            workers=2,
+            items_per_s=280.0,
+            workload="decode",
+            decoder_backend="pillow",
+            mb_per_s=17.0,
+        ),
+        summary(
+            run_id="nv-thread-w2",
+            backend="nvimgcodec",
+            mode="thread",
+            workers=2,
+            items_per_s=450.0,
+            workload="decode",
+            decoder_backend="nvimgcodec-cpu",
+            mb_per_s=27.0,
+        ),
+        summary(
+            run_id="nv-fork-w2",
+            backend="nvimgcodec",
+            mode="fork",
+            workers=2,
+            status="failed",
+            items_per_s=None,
+            workload="decode",
+        ),
+    ]
     rate, pss = bar_charts(runs)
     assert "images/s" in rate["title"]
     names = [t["name"] for t in rate["data"]]

@@ -1,6 +1,7 @@
 """The page of a recorded job (record / watch): the culprit first, timelines per rank with
 exact readings and estimates drawn apart, who grows and how fast, the projection with its
 assumptions, and nothing that is empty for a job memprobe did not write."""
+
 from __future__ import annotations
 
 import json
@@ -9,13 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from treejobs import fork_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
 from memprobe.analysis import summarize_all
 from memprobe.report import figures, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results import ResultSet
 from memprobe.session import write_summary
-from treejobs import fork_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
 
 def chart_data(html: str) -> dict:
@@ -38,8 +39,14 @@ def fork_page(tmp_path: Path) -> str:
 def rank_root(tmp_path: Path) -> Path:
     meta, samples = rank_job()
     meta["items"] = 40_000
-    progress = pd.DataFrame({"t": [5.5, 10.0, 15.0, 20.0], "items": [0, 10_000, 25_000, 40_000],
-                             "batches": [0, 40, 100, 160], "epoch": [None] * 4})
+    progress = pd.DataFrame(
+        {
+            "t": [5.5, 10.0, 15.0, 20.0],
+            "items": [0, 10_000, 25_000, 40_000],
+            "batches": [0, 40, 100, 160],
+            "epoch": [None] * 4,
+        }
+    )
     return write_results(tmp_path / "ranks", meta, samples, progress)
 
 
@@ -47,7 +54,9 @@ def test_a_recorded_job_gets_its_own_page_with_the_culprit_first(fork_page: str)
     culprit = re.search(r'<p class="culprit tone-growing" id="culprit">(.*?)</p>', fork_page, re.DOTALL)
     assert culprit, "no culprit at the top"
     assert "The main process&#39;s 2 DataLoader workers (fork) each grew ~+200 MB" in culprit.group(1)
-    assert fork_page.index('id="culprit"') < fork_page.index('id="timeline"') < fork_page.index('id="processes"')
+    assert (
+        fork_page.index('id="culprit"') < fork_page.index('id="timeline"') < fork_page.index('id="processes"')
+    )
     for scenario_only in ('id="matrix"', "All runs compared", 'id="advice"', "What to do"):
         assert scenario_only not in fork_page
 
@@ -84,7 +93,9 @@ def test_a_timeline_per_rank_with_exact_readings_as_markers_and_the_estimate_dot
 
 
 def test_the_who_grows_table_names_kinds_growth_rates_and_what_is_not_growth(fork_page: str) -> None:
-    table = fork_page[fork_page.index('id="processes"'):fork_page.index("</table>", fork_page.index('id="processes"'))]
+    table = fork_page[
+        fork_page.index('id="processes"') : fork_page.index("</table>", fork_page.index('id="processes"'))
+    ]
     rows = re.findall(r"<tr class=\"tone-(\w+)\">(.*?)</tr>", table, re.DOTALL)
     assert [tone for tone, _ in rows] == ["flat", "growing", "growing"]
     main, worker = rows[0][1], rows[1][1]
@@ -95,20 +106,31 @@ def test_the_who_grows_table_names_kinds_growth_rates_and_what_is_not_growth(for
 
 def test_the_projection_scales_workers_and_ranks_and_states_its_assumptions(rank_root: Path) -> None:
     html = page_of(rank_root)
-    section = html[html.index('id="projection"'):html.index('id="sampling"')]
+    section = html[html.index('id="projection"') : html.index('id="sampling"')]
     heads = re.findall(r"<th>([^<]*rank[^<]*)</th>", section)
     assert heads[:5] == ["workers per rank", "1 rank", "2 ranks (measured)", "4 ranks", "8 ranks"]
     assert section.count('class="measured') == 1 and "full copy:" in section
-    assert re.findall(r"<th>(\d+ workers?[^<]*)</th>", section) == ["2 workers (measured)", "4 workers", "8 workers",
-                                                                    "16 workers"]
+    assert re.findall(r"<th>(\d+ workers?[^<]*)</th>", section) == [
+        "2 workers (measured)",
+        "4 workers",
+        "8 workers",
+        "16 workers",
+    ]
     assert "once per rank" in section and "the mean of the 4 workers measured" in section
     assert "over-ram" in section and "more than this machine's memory (2,048 MB)" in section
 
 
 def test_a_job_without_workers_has_no_projection_and_no_bands(tmp_path: Path) -> None:
-    rows = proc_rows(1, "main", -1, [(0.1, "pss", 5, 10, 5), (3.0, "pss", 30, 40, 30), (9.0, "pss", 31, 41, 31)],
-                     kind="main")
-    meta = job_meta([proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)], workers=0, mode="record")
+    rows = proc_rows(
+        1,
+        "main",
+        -1,
+        [(0.1, "pss", 5, 10, 5), (3.0, "pss", 30, 40, 30), (9.0, "pss", 31, 41, 31)],
+        kind="main",
+    )
+    meta = job_meta(
+        [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)], workers=0, mode="record"
+    )
     html = page_of(write_results(tmp_path / "single", meta, pd.DataFrame(rows)))
     assert 'id="projection"' not in html and 'href="#projection"' not in html
     timeline = next(c for c in chart_data(html)["charts"] if c["kind"] == "timeline")
@@ -121,15 +143,19 @@ def test_an_older_record_folder_renders_without_estimates(tmp_path: Path) -> Non
     for p in meta["processes"]:
         for k in ("kind", "ppid", "forked", "start_method", "start_t", "generation", "end_t"):
             p.pop(k)
-    html = page_of(write_results(tmp_path / "old", meta, samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"])))
+    html = page_of(
+        write_results(tmp_path / "old", meta, samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]))
+    )
     assert 'id="culprit"' in html and "USS estimate vs" not in html
     traces = [t for c in chart_data(html)["charts"] if c["kind"] == "timeline" for t in c["data"]]
     assert traces and all(t["mode"] == "lines+markers" for t in traces)
 
 
 def test_generations_are_banded_and_labelled() -> None:
-    lines = [figures.Lifeline(pid, "w", "worker 0", gen, start, end, True)
-             for pid, gen, start, end in ((1, 0, 1.0, 5.0), (2, 0, 1.1, 5.2), (3, 1, 6.0, 9.0))]
+    lines = [
+        figures.Lifeline(pid, "w", "worker 0", gen, start, end, True)
+        for pid, gen, start, end in ((1, 0, 1.0, 5.0), (2, 0, 1.1, 5.2), (3, 1, 6.0, 9.0))
+    ]
     shapes, notes = figures.generation_bands(lines)
     assert [(s["x0"], s["x1"]) for s in shapes] == [(1.0, 5.2), (6.0, 9.0)]
     assert [n["text"] for n in notes] == ["generation 1", "generation 2"]

@@ -1,5 +1,6 @@
 """Results on disk, written by hand here: crash-safe while running, consolidation, hostile folders
 (folders written by real runs are tested in tests/integration/test_results_folder.py)."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ from memprobe import results
 from memprobe.errors import ResultsWriteError
 from memprobe.results import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
 
-
 # -- crash safety ------------------------------------------------------------------------------
+
 
 def test_read_jsonl_skips_a_torn_last_line(tmp_path: Path) -> None:
     f = tmp_path / "samples.jsonl"
@@ -59,7 +60,7 @@ def test_write_json_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path,
 def test_a_failed_append_names_the_file(tmp_path: Path) -> None:
     w = RunWriter(tmp_path)
     w._files["samples"].close()  # writing now fails as it would on a full disk
-    w._files["samples"] = open(tmp_path / "samples.jsonl", "r", encoding="utf-8")
+    w._files["samples"] = open(tmp_path / "samples.jsonl", encoding="utf-8")
     with pytest.raises(ResultsWriteError, match="samples.jsonl"):
         w.append("samples", [{"t": 1.0}])
     w.close()
@@ -76,11 +77,15 @@ def test_consolidation_stopped_part_way_does_not_count_rows_twice(tmp_path: Path
         w.close()
     # As if consolidation wrote samples.parquet with run "a" only, then stopped.
     pd.DataFrame([{"run_id": "a", "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)]).to_parquet(
-        tmp_path / "samples.parquet", index=False)
+        tmp_path / "samples.parquet", index=False
+    )
     loaded = ResultSet.load(tmp_path).tables["samples"]
     assert loaded.groupby("run_id").size().to_dict() == {"a": 3, "b": 3}
     results.consolidate(tmp_path)
-    assert pd.read_parquet(tmp_path / "samples.parquet").groupby("run_id").size().to_dict() == {"a": 3, "b": 3}
+    assert pd.read_parquet(tmp_path / "samples.parquet").groupby("run_id").size().to_dict() == {
+        "a": 3,
+        "b": 3,
+    }
     assert not list(tmp_path.glob("runs/*/samples.jsonl"))
 
 
@@ -100,6 +105,7 @@ def test_load_requires_a_results_folder(tmp_path: Path) -> None:
 
 # -- hostile folders (issue 13) ----------------------------------------------------------------
 
+
 def test_of_two_writers_racing_for_one_manifest_exactly_one_gets_it(tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -113,13 +119,18 @@ def test_of_two_writers_racing_for_one_manifest_exactly_one_gets_it(tmp_path: Pa
     assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # no temporary file left
 
 
-@pytest.mark.parametrize("name, content, words", [
-    ("manifest.json", b'{"schema_version": 1, "sta', "damaged or truncated"),
-    ("manifest.json", b"[1, 2]", "expected an object"),
-    ("manifest.json", b"\xff\xfe", "damaged or truncated"),
-    ("samples.parquet", b"PAR1 not really", "truncated or damaged"),
-])
-def test_a_damaged_file_is_named_not_a_traceback(tmp_path: Path, name: str, content: bytes, words: str) -> None:
+@pytest.mark.parametrize(
+    "name, content, words",
+    [
+        ("manifest.json", b'{"schema_version": 1, "sta', "damaged or truncated"),
+        ("manifest.json", b"[1, 2]", "expected an object"),
+        ("manifest.json", b"\xff\xfe", "damaged or truncated"),
+        ("samples.parquet", b"PAR1 not really", "truncated or damaged"),
+    ],
+)
+def test_a_damaged_file_is_named_not_a_traceback(
+    tmp_path: Path, name: str, content: bytes, words: str
+) -> None:
     from memprobe.errors import UsageError
 
     write_json_atomic(tmp_path / "manifest.json", {"schema_version": 1, "status": "complete"})

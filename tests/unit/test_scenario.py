@@ -1,5 +1,6 @@
 """Scenario files: every mistake stops before anything runs, with a message naming the file,
 the key, the bad value and what is allowed."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -46,6 +47,7 @@ def _error(text: str, path: str = PATH) -> str:
 
 # -- good files --------------------------------------------------------------------------------
 
+
 def test_good_scenario_expands_to_the_matrix() -> None:
     s = parse_scenario(GOOD, PATH)
     assert s.name == "mine" and s.description == "a test"
@@ -55,8 +57,14 @@ def test_good_scenario_expands_to_the_matrix() -> None:
     assert s.timeout_s == 30.0
     ids = [r.run_id for r in s.runs()]
     # workers: 0 runs once per backend (no mode), workers: 2 once per mode.
-    assert ids == ["list-single-w0", "list-fork-w2", "list-thread-w2",
-                   "arrow-single-w0", "arrow-fork-w2", "arrow-thread-w2"]
+    assert ids == [
+        "list-single-w0",
+        "list-fork-w2",
+        "list-thread-w2",
+        "arrow-single-w0",
+        "arrow-fork-w2",
+        "arrow-thread-w2",
+    ]
     runs = {r.run_id: r for r in s.runs()}
     assert runs["list-single-w0"].mode == SINGLE and runs["list-single-w0"].workers == 0
     assert runs["list-fork-w2"].expect == "growing"
@@ -66,8 +74,11 @@ def test_good_scenario_expands_to_the_matrix() -> None:
 
 
 def test_later_expectation_wins() -> None:
-    s = parse_scenario("backends: [list]\nmodes: [fork]\nworkers: [2]\nexpect:\n"
-                       "  - {verdict: growing}\n  - {backend: list, mode: fork, verdict: flat}\n", PATH)
+    s = parse_scenario(
+        "backends: [list]\nmodes: [fork]\nworkers: [2]\nexpect:\n"
+        "  - {verdict: growing}\n  - {backend: list, mode: fork, verdict: flat}\n",
+        PATH,
+    )
     assert [r.expect for r in s.runs()] == ["flat"]
 
 
@@ -99,6 +110,7 @@ def test_quick_override_replaces_only_given_fields() -> None:
 
 # -- mistakes ----------------------------------------------------------------------------------
 
+
 def test_unknown_top_level_key() -> None:
     msg = _error("name: x\nbackend: [list]\n")
     assert PATH in msg and "'backend'" in msg
@@ -116,18 +128,21 @@ def test_unknown_nested_key_in_loader() -> None:
     assert "loader.batchsize" in msg and "batch_size" in msg
 
 
-@pytest.mark.parametrize("text, key, bad, allowed", [
-    ("dataset: {records: many}\n", "dataset.records", "'many'", "integer"),
-    ("dataset: {records: 0}\n", "dataset.records", "0", ">= 1"),
-    ("dataset: {records: 2.5}\n", "dataset.records", "2.5", "integer"),
-    ("loader: {shuffle: 1}\n", "loader.shuffle", "1", "true or false"),
-    ("loader: {batch_size: true}\n", "loader.batch_size", "True", "integer"),
-    ("loader: 5\n", "loader", "5", "batch_size"),
-    ("sampling: {interval_s: fast}\n", "sampling.interval_s", "'fast'", "number"),
-    ("workers: [2, -1]\n", "workers", "-1", ">= 0"),
-    ("timeout_s: 0.5\n", "timeout_s", "0.5", ">= 1"),
-    ("name: 5\n", "name", "5", "string"),
-])
+@pytest.mark.parametrize(
+    "text, key, bad, allowed",
+    [
+        ("dataset: {records: many}\n", "dataset.records", "'many'", "integer"),
+        ("dataset: {records: 0}\n", "dataset.records", "0", ">= 1"),
+        ("dataset: {records: 2.5}\n", "dataset.records", "2.5", "integer"),
+        ("loader: {shuffle: 1}\n", "loader.shuffle", "1", "true or false"),
+        ("loader: {batch_size: true}\n", "loader.batch_size", "True", "integer"),
+        ("loader: 5\n", "loader", "5", "batch_size"),
+        ("sampling: {interval_s: fast}\n", "sampling.interval_s", "'fast'", "number"),
+        ("workers: [2, -1]\n", "workers", "-1", ">= 0"),
+        ("timeout_s: 0.5\n", "timeout_s", "0.5", ">= 1"),
+        ("name: 5\n", "name", "5", "string"),
+    ],
+)
 def test_wrong_type_or_range(text: str, key: str, bad: str, allowed: str) -> None:
     msg = _error(text)
     assert PATH in msg and f"'{key}'" in msg and bad in msg and allowed in msg
@@ -152,14 +167,27 @@ def test_empty_lists_are_rejected() -> None:
     assert "'workers'" in _error("workers: []\n")
 
 
-@pytest.mark.parametrize("text, key, bad, allowed", [
-    ("expect: [{backend: list, verdict: shrinking}]\n", "expect[0].verdict", "'shrinking'", "flat, growing"),
-    ("expect: [{backend: list}]\n", "expect[0].verdict", "None", "flat, growing"),
-    ("expect: [{verdict: flat}, {mode: fork2, verdict: flat}]\n", "expect[1].mode", "'fork2'", "forkserver"),
-    ("expect: [{backend: lists, verdict: flat}]\n", "expect[0].backend", "'lists'", "numpy"),
-    ("expect: [{verdict: [flat, growing]}]\n", "expect[0].verdict", "growing", "exactly one"),
-    ("expect: {backend: list}\n", "expect", "{'backend': 'list'}", "a list"),
-])
+@pytest.mark.parametrize(
+    "text, key, bad, allowed",
+    [
+        (
+            "expect: [{backend: list, verdict: shrinking}]\n",
+            "expect[0].verdict",
+            "'shrinking'",
+            "flat, growing",
+        ),
+        ("expect: [{backend: list}]\n", "expect[0].verdict", "None", "flat, growing"),
+        (
+            "expect: [{verdict: flat}, {mode: fork2, verdict: flat}]\n",
+            "expect[1].mode",
+            "'fork2'",
+            "forkserver",
+        ),
+        ("expect: [{backend: lists, verdict: flat}]\n", "expect[0].backend", "'lists'", "numpy"),
+        ("expect: [{verdict: [flat, growing]}]\n", "expect[0].verdict", "growing", "exactly one"),
+        ("expect: {backend: list}\n", "expect", "{'backend': 'list'}", "a list"),
+    ],
+)
 def test_bad_expect_entry(text: str, key: str, bad: str, allowed: str) -> None:
     msg = _error(text)
     assert PATH in msg and f"'{key}'" in msg and bad in msg and allowed in msg
@@ -208,6 +236,7 @@ def test_load_scenario_reports_the_real_path(tmp_path: Path) -> None:
 
 # -- hostile input (issue 13) ------------------------------------------------------------------
 
+
 def _bomb(levels: int) -> str:
     nodes = ['&a0 "lolololololololololololololololololol"']
     nodes += [f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
@@ -255,12 +284,17 @@ def test_deep_nesting_is_refused() -> None:
     assert "nested too deeply" in _error("description: " + "[" * 5000 + "]" * 5000 + "\n")
 
 
-@pytest.mark.parametrize("text, key", [
-    ("timeout_s: .nan\n", "timeout_s"), ("timeout_s: .inf\n", "timeout_s"),
-    ("sampling: {interval_s: .inf}\n", "sampling.interval_s"), ("verdict: {growth_threshold_mb: .nan}\n",
-                                                               "verdict.growth_threshold_mb"),
-    ("dataset: {seed: 4294967296}\n", "dataset.seed"), ("sampling: {pss_cpu_budget: 2}\n", "sampling.pss_cpu_budget"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("timeout_s: .nan\n", "timeout_s"),
+        ("timeout_s: .inf\n", "timeout_s"),
+        ("sampling: {interval_s: .inf}\n", "sampling.interval_s"),
+        ("verdict: {growth_threshold_mb: .nan}\n", "verdict.growth_threshold_mb"),
+        ("dataset: {seed: 4294967296}\n", "dataset.seed"),
+        ("sampling: {pss_cpu_budget: 2}\n", "sampling.pss_cpu_budget"),
+    ],
+)
 def test_numbers_must_be_finite_and_in_range(text: str, key: str) -> None:
     assert f"'{key}'" in _error(text)
 
@@ -275,8 +309,9 @@ def test_error_messages_show_a_short_value() -> None:
     assert "'modes'" in msg and len(msg) < 400 and "characters)" in msg
 
 
-def test_factories_import_from_the_scenario_folder_then_the_current_directory(tmp_path: Path,
-                                                                              monkeypatch) -> None:
+def test_factories_import_from_the_scenario_folder_then_the_current_directory(
+    tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     s = parse_scenario("dataset: {factory: 'mymod:build'}\n", "elsewhere/s.yaml", base_dir="/elsewhere")
     assert s.sys_path == ("/elsewhere", str(tmp_path))
@@ -330,7 +365,9 @@ def test_workers_above_the_machine_are_refused_unless_lifted() -> None:
     with pytest.raises(UsageError) as info:
         check_limits(s, SMALL_MACHINE)
     msg = str(info.value)
-    assert PATH in msg and "'workers'" in msg and "10000" in msg and "at most 16" in msg and "--no-limits" in msg
+    assert (
+        PATH in msg and "'workers'" in msg and "10000" in msg and "at most 16" in msg and "--no-limits" in msg
+    )
     check_limits(parse_scenario("workers: [16]\ndataset: {records: 100000}\n", PATH), SMALL_MACHINE)
     check_limits(s, SMALL_MACHINE, lifted=True)
 
@@ -360,17 +397,18 @@ def test_a_batch_size_leaving_a_worker_without_a_batch_is_refused_even_when_lift
         with pytest.raises(UsageError) as info:
             check_limits(s, SMALL_MACHINE, lifted=lifted)
         assert "'loader.batch_size'" in str(info.value) and "at most 33" in str(info.value)
-    check_limits(parse_scenario("dataset: {records: 100}\nworkers: [4]\nloader: {batch_size: 33}\n", PATH),
-                 SMALL_MACHINE)
+    check_limits(
+        parse_scenario("dataset: {records: 100}\nworkers: [4]\nloader: {batch_size: 33}\n", PATH),
+        SMALL_MACHINE,
+    )
     s = parse_scenario("dataset: {records: 1000}\nloader: {batch_size: 64, items: 60}\n", PATH)
     with pytest.raises(UsageError):
         check_limits(s, SMALL_MACHINE)  # the item budget ends the epoch after one batch
-    check_limits(parse_scenario("datasets: [{factory: 'm:f'}]\nloader: {batch_size: 100000}\n", PATH),
-                 SMALL_MACHINE)  # a user dataset's length is known only once built
+    check_limits(
+        parse_scenario("datasets: [{factory: 'm:f'}]\nloader: {batch_size: 100000}\n", PATH), SMALL_MACHINE
+    )  # a user dataset's length is known only once built
 
 
 def test_shipped_scenarios_are_within_the_limits_of_a_small_machine() -> None:
     for path in sorted((REPO / "scenarios").glob("*.yaml")):
         check_limits(load_scenario(path), SMALL_MACHINE)
-
-

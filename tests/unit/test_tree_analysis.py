@@ -1,16 +1,24 @@
 """Recorded jobs (record / watch): each process's own growth over the window that fits it, the
 verdict and the culprit in words, the estimate's error and the projection; on hand-made tables."""
+
 from __future__ import annotations
 
 import json
 
 import pandas as pd
 import pytest
+from treejobs import MB_PER_FAULT, fork_job, gone_row, job_meta, proc_info, proc_rows, rank_job
 
 from memprobe.analysis import summarize
-from memprobe.tree_analysis import (carried_pss, estimate_error, interval_own, processes, split_growth,
-                                    summarize_tree, table)
-from treejobs import MB_PER_FAULT, fork_job, gone_row, job_meta, proc_info, proc_rows, rank_job
+from memprobe.tree_analysis import (
+    carried_pss,
+    estimate_error,
+    interval_own,
+    processes,
+    split_growth,
+    summarize_tree,
+    table,
+)
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
@@ -30,9 +38,13 @@ def test_forked_workers_grow_from_zero_at_their_start_and_the_main_process_is_no
     assert main["released_mb"] == pytest.approx(198, abs=1)  # 2 MB of faults are its own
     assert s.verdict == "growing" and s.worker_uss_growth_mb == pytest.approx(200, abs=0.5)
     assert s.main_uss_growth_mb == pytest.approx(main["growth_mb"])
-    assert s.culprit.startswith("growing: The main process's 2 DataLoader workers (fork) each grew ~+200 MB in 15 s")
+    assert s.culprit.startswith(
+        "growing: The main process's 2 DataLoader workers (fork) each grew ~+200 MB in 15 s"
+    )
     assert "copy-on-access of what the main process built (+295 MB before its workers started)" in s.culprit
-    assert "The main process is not growing" in s.culprit and "+198 MB of its pages became private" in s.culprit
+    assert (
+        "The main process is not growing" in s.culprit and "+198 MB of its pages became private" in s.culprit
+    )
     assert s.explanation.startswith(s.culprit)
 
 
@@ -40,7 +52,9 @@ def test_a_numpy_like_job_is_flat_and_says_what_each_side_did() -> None:
     meta, samples = fork_job(worker_growth=6.0)
     s = _summary(meta, samples)
     assert s.verdict == "flat"
-    assert s.culprit.startswith("flat: no process grew more than 50 MB of its own: 2 workers grew at most +6.0 MB")
+    assert s.culprit.startswith(
+        "flat: no process grew more than 50 MB of its own: 2 workers grew at most +6.0 MB"
+    )
     assert "built +295 MB before" in s.culprit
 
 
@@ -60,13 +74,31 @@ def test_summary_json_holds_the_table_the_culprit_and_the_projection() -> None:
     d = _summary(meta, samples).to_dict()
     text = json.dumps(d, allow_nan=False)
     assert '"processes"' in text and '"culprit"' in text
-    assert {"pid", "role", "kind", "rank", "worker", "generation", "first_t", "last_t", "pss_samples", "uss_start_mb",
-            "uss_end_mb", "growth_mb", "built_mb", "startup_mb", "released_mb", "growth_mb_per_min",
-            "growth_per_1k_items_mb", "judged"} <= set(d["processes"][0])
+    assert {
+        "pid",
+        "role",
+        "kind",
+        "rank",
+        "worker",
+        "generation",
+        "first_t",
+        "last_t",
+        "pss_samples",
+        "uss_start_mb",
+        "uss_end_mb",
+        "growth_mb",
+        "built_mb",
+        "startup_mb",
+        "released_mb",
+        "growth_mb_per_min",
+        "growth_per_1k_items_mb",
+        "judged",
+    } <= set(d["processes"][0])
     assert d["processes"][1]["growth_mb"] == round(d["processes"][1]["growth_mb"], 3)
 
 
 # -- the interval rule ----------------------------------------------------------------------------
+
 
 def test_a_rise_counts_as_far_as_faults_explain_it_and_a_fall_as_far_as_rss_fell() -> None:
     assert interval_own(100.0, 0.0, 100.0) == 100.0  # copied: a fault per page
@@ -77,13 +109,18 @@ def test_a_rise_counts_as_far_as_faults_explain_it_and_a_fall_as_far_as_rss_fell
 
 
 def test_split_growth_from_a_forked_childs_origin() -> None:
-    readings = pd.DataFrame([{"t": 1.0, "uss_mb": 4.0, "rss_mb": 100.0, "minflt": 4 / MB_PER_FAULT},
-                             {"t": 2.0, "uss_mb": 30.0, "rss_mb": 100.0, "minflt": 10 / MB_PER_FAULT}])
+    readings = pd.DataFrame(
+        [
+            {"t": 1.0, "uss_mb": 4.0, "rss_mb": 100.0, "minflt": 4 / MB_PER_FAULT},
+            {"t": 2.0, "uss_mb": 30.0, "rss_mb": 100.0, "minflt": 10 / MB_PER_FAULT},
+        ]
+    )
     split = split_growth(readings, {"t": 0.5, "uss_mb": 0.0, "minflt": 0.0, "rss_mb": None})
     assert split.own_mb == pytest.approx(10.0) and split.released_mb == pytest.approx(20.0)
 
 
 # -- ranks ---------------------------------------------------------------------------------------------
+
 
 def test_a_rank_s_workers_are_named_and_the_other_rank_is_not() -> None:
     meta, samples = rank_job()
@@ -93,22 +130,32 @@ def test_a_rank_s_workers_are_named_and_the_other_rank_is_not() -> None:
     assert "what rank 0 built (+380 MB before its workers started)" in s.culprit
     assert "rank 1's" not in s.culprit.lower()
     order = [p["role"] for p in s.processes]
-    assert order == ["main", "rank 0", "rank 0 worker 0", "rank 0 worker 1", "rank 1", "rank 1 worker 0",
-                     "rank 1 worker 1"]
+    assert order == [
+        "main",
+        "rank 0",
+        "rank 0 worker 0",
+        "rank 0 worker 1",
+        "rank 1",
+        "rank 1 worker 0",
+        "rank 1 worker 1",
+    ]
 
 
 def test_every_rank_s_growing_workers_make_one_sentence() -> None:
     meta, samples = rank_job(growth=(150.0, 120.0))
     s = _summary(meta, samples)
-    assert s.culprit.startswith("growing: The 4 DataLoader workers (fork) of rank 0 and rank 1 (2 each) each grew "
-                                "~+135 MB in 15 s")
+    assert s.culprit.startswith(
+        "growing: The 4 DataLoader workers (fork) of rank 0 and rank 1 (2 each) each grew ~+135 MB in 15 s"
+    )
     assert "copy-on-access of what each rank built (+380 MB before its workers started)" in s.culprit
 
 
 def test_projection_per_worker_count_and_rank_count_with_the_measured_cell_flagged() -> None:
     meta, samples = rank_job()
     proj = _summary(meta, samples).projection
-    assert {(r["ranks"], r["workers_per_rank"]) for r in proj} == {(r, w) for r in (1, 2, 4, 8) for w in (2, 4, 8, 16)}
+    assert {(r["ranks"], r["workers_per_rank"]) for r in proj} == {
+        (r, w) for r in (1, 2, 4, 8) for w in (2, 4, 8, 16)
+    }
     measured = [r for r in proj if r["as_measured"]]
     assert [(r["ranks"], r["workers_per_rank"]) for r in measured] == [(2, 2)]
     by = {(r["ranks"], r["workers_per_rank"]): r for r in proj}
@@ -116,61 +163,105 @@ def test_projection_per_worker_count_and_rank_count_with_the_measured_cell_flagg
     per_worker = (150 + 3) / 2
     assert by[(1, 4)]["measured_mb"] - by[(1, 2)]["measured_mb"] == pytest.approx(2 * per_worker, rel=0.01)
     assert by[(4, 4)]["measured_mb"] - by[(2, 4)]["measured_mb"] == pytest.approx(
-        2 * (by[(2, 4)]["measured_mb"] - by[(1, 4)]["measured_mb"]))
+        2 * (by[(2, 4)]["measured_mb"] - by[(1, 4)]["measured_mb"])
+    )
     assert all(r["full_copy_mb"] >= r["measured_mb"] for r in proj)
 
 
 # -- a spawn child, and a parent whose pages become private ------------------------------------------
 
+
 def test_a_spawn_child_counts_from_the_end_of_its_start_up() -> None:
     main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (12.0, "pss", 51, 61, 51)], kind="main")
-    cheap = [(t, "cheap", None, min(150.0, 30 + 60 * (t - 1.0)), 0) for t in (1.2, 1.6, 2.0, 2.4, 2.8, 3.2, 3.4)]
-    child = proc_rows(2, "worker 0", 0, [(1.1, "pss", 20, 30, 20), *cheap, (3.6, "pss", 150, 150, 150),
-                                     (12.0, "pss", 156, 156, 156)], kind="spawn")
-    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=12.0),
-             proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=12.0, worker=0, start_method="spawn")]
+    cheap = [
+        (t, "cheap", None, min(150.0, 30 + 60 * (t - 1.0)), 0) for t in (1.2, 1.6, 2.0, 2.4, 2.8, 3.2, 3.4)
+    ]
+    child = proc_rows(
+        2,
+        "worker 0",
+        0,
+        [(1.1, "pss", 20, 30, 20), *cheap, (3.6, "pss", 150, 150, 150), (12.0, "pss", 156, 156, 156)],
+        kind="spawn",
+    )
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=12.0),
+        proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=12.0, worker=0, start_method="spawn"),
+    ]
     s = _summary(job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child))
     row = next(p for p in s.processes if p["pid"] == 2)
     assert row["startup_mb"] == 150 and row["baseline_t"] == 3.6 and row["growth_mb"] == pytest.approx(6)
     assert s.verdict == "flat" and s.worker_uss_start_mb == 150
-    assert s.culprit.endswith("But each spawned worker started with ~150 MB of its own (its start-up copy: paid up "
-                              "front, not growth).")
+    assert s.culprit.endswith(
+        "But each spawned worker started with ~150 MB of its own (its start-up copy: paid up "
+        "front, not growth)."
+    )
 
 
 def test_a_renamed_spawn_dataloader_worker_counts_from_its_rename() -> None:
-    rows = proc_rows(2, "spawn (starting)", -1, [(1.0, "pss", 20, 30, 20), (2.0, "pss", 140, 150, 140)], kind="spawn")
-    rows += proc_rows(2, "worker 0", 0, [(2.5, "pss", 150, 160, 150), (9.0, "pss", 152, 162, 152)], kind="dataloader")
+    rows = proc_rows(
+        2, "spawn (starting)", -1, [(1.0, "pss", 20, 30, 20), (2.0, "pss", 140, 150, 140)], kind="spawn"
+    )
+    rows += proc_rows(
+        2, "worker 0", 0, [(2.5, "pss", 150, 160, 150), (9.0, "pss", 152, 162, 152)], kind="dataloader"
+    )
     rows += proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (9.0, "pss", 50, 60, 50)], kind="main")
-    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
-             proc_info(2, "worker 0", "dataloader", ppid=1, start_t=0.9, last_t=9.0, worker=0, start_method="spawn")]
-    row = next(g for g in table(job_meta(procs, mode="spawn", workers=1), pd.DataFrame(rows), pd.DataFrame())
-               if g.pid == 2)
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
+        proc_info(
+            2, "worker 0", "dataloader", ppid=1, start_t=0.9, last_t=9.0, worker=0, start_method="spawn"
+        ),
+    ]
+    row = next(
+        g
+        for g in table(job_meta(procs, mode="spawn", workers=1), pd.DataFrame(rows), pd.DataFrame())
+        if g.pid == 2
+    )
     assert row.baseline_t == 2.5 and row.startup_mb == 150 and row.growth_mb == pytest.approx(2)
 
 
 def test_pages_made_private_by_a_copying_or_exiting_child_are_released_not_growth() -> None:
     # main forks at 1.5 (USS 200 -> 20), the child copies 100 MB by 4.0 (main's USS rises with
     # one fault of its own), the child exits at 5.5 and main's pages are all its own again by 9.0.
-    main = proc_rows(1, "main", -1, [(0.1, "pss", 200, 220, 200), (2.0, "pss", 20, 220, 200),
-                                     (4.0, "pss", 120, 220, 201), (9.0, "pss", 205, 221, 202)], kind="main")
+    main = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            (0.1, "pss", 200, 220, 200),
+            (2.0, "pss", 20, 220, 200),
+            (4.0, "pss", 120, 220, 201),
+            (9.0, "pss", 205, 221, 202),
+        ],
+        kind="main",
+    )
     child = proc_rows(2, "worker 0", 0, [(2.0, "pss", 1, 210, 1), (5.0, "pss", 100, 210, 100)], kind="fork")
     child.append(gone_row(2, "worker 0", 0, 5.5))
-    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
-             proc_info(2, "worker 0", "fork", ppid=1, start_t=1.5, last_t=5.0, worker=0, forked=True, end_t=5.5)]
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
+        proc_info(2, "worker 0", "fork", ppid=1, start_t=1.5, last_t=5.0, worker=0, forked=True, end_t=5.5),
+    ]
     s = _summary(job_meta(procs, workers=1), pd.DataFrame(main + child))
     main_row = s.processes[0]
-    assert main_row["growth_mb"] == pytest.approx(1, abs=0.1) and main_row["released_mb"] == pytest.approx(99, abs=1)
+    assert main_row["growth_mb"] == pytest.approx(1, abs=0.1) and main_row["released_mb"] == pytest.approx(
+        99, abs=1
+    )
     # Its window ends with its last worker: what it does after (pages private again, tear-down) is not judged.
     assert main_row["uss_end_mb"] == 120 and main_row["shared_mb"] == pytest.approx(-180)
     assert s.verdict == "growing" and s.main_uss_growth_mb < 50
     assert s.culprit.startswith("growing: The main process's forked child grew +100 MB in 4 s")
-    assert "The main process is not growing (+1.0 MB of its own): +99 MB of its pages became private" in s.culprit
+    assert (
+        "The main process is not growing (+1.0 MB of its own): +99 MB of its pages became private"
+        in s.culprit
+    )
 
 
 # -- totals, estimates, older results ------------------------------------------------------------------
 
+
 def test_total_pss_carries_each_process_s_last_reading_while_it_is_alive() -> None:
-    rows = proc_rows(1, "main", -1, [(1.0, "pss", 100, 110, 0), (2.0, "cheap", None, 110, 0), (3.0, "cheap", None, 110, 0)])
+    rows = proc_rows(
+        1, "main", -1, [(1.0, "pss", 100, 110, 0), (2.0, "cheap", None, 110, 0), (3.0, "cheap", None, 110, 0)]
+    )
     rows += proc_rows(2, "worker 0", 0, [(1.0, "pss", 1, 100, 0), (2.0, "pss", 50, 100, 0)])
     rows.append(gone_row(2, "worker 0", 0, 3.0))
     rows += proc_rows(2, "worker 0", 0, [])  # nothing more
@@ -182,10 +273,21 @@ def test_total_pss_carries_each_process_s_last_reading_while_it_is_alive() -> No
 
 
 def test_the_estimate_is_checked_against_the_next_exact_reading() -> None:
-    rows = proc_rows(1, "main", -1, [(1.0, "pss", 100, 110, 0), (1.2, "cheap", None, 110, 0, 104.0),
-                                 (1.4, "cheap", None, 110, 0, 108.0), (1.6, "pss", 120, 130, 0),
-                                 (1.8, "cheap", None, 130, 0, 121.0), (2.0, "pss", 120, 130, 0),
-                                 (2.2, "cheap", None, 130, 0, 2.0), (2.4, "pss", 5, 130, 0)])
+    rows = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            (1.0, "pss", 100, 110, 0),
+            (1.2, "cheap", None, 110, 0, 104.0),
+            (1.4, "cheap", None, 110, 0, 108.0),
+            (1.6, "pss", 120, 130, 0),
+            (1.8, "cheap", None, 130, 0, 121.0),
+            (2.0, "pss", 120, 130, 0),
+            (2.2, "cheap", None, 130, 0, 2.0),
+            (2.4, "pss", 5, 130, 0),
+        ],
+    )
     err = estimate_error(pd.DataFrame(rows))
     assert err["n"] == 2  # the reading of 5 MB is below the 10 MB floor
     assert err["max_pct"] == pytest.approx(10.0) and err["median_pct"] == pytest.approx((10 + 100 / 120) / 2)
@@ -200,17 +302,31 @@ def test_an_older_record_without_kinds_or_start_times_still_summarizes() -> None
     samples = samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"])
     meta["processes"][1]["first_t"] = meta["processes"][2]["first_t"] = 5.2
     procs = {p.pid: p for p in processes(meta, samples)}
-    assert procs[11].kind == "dataloader" and procs[11].forked and procs[11].ppid == 1 and procs[11].generation == 0
+    assert (
+        procs[11].kind == "dataloader"
+        and procs[11].forked
+        and procs[11].ppid == 1
+        and procs[11].generation == 0
+    )
     s = _summary(meta, samples)
     assert s.verdict == "growing" and s.worker_uss_growth_mb == pytest.approx(200, abs=0.5)
     assert s.estimate_error is None
 
 
 def test_a_job_without_workers_is_judged_from_its_first_mark() -> None:
-    rows = proc_rows(1, "main", -1, [(0.1, "pss", 5, 10, 5), (3.0, "pss", 300, 310, 300), (9.0, "pss", 310, 320, 310)],
-                 kind="main")
-    meta = job_meta([proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)], workers=0, mode="record",
-                 marks={"first_mark": 3.5, "done": 9.0})
+    rows = proc_rows(
+        1,
+        "main",
+        -1,
+        [(0.1, "pss", 5, 10, 5), (3.0, "pss", 300, 310, 300), (9.0, "pss", 310, 320, 310)],
+        kind="main",
+    )
+    meta = job_meta(
+        [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)],
+        workers=0,
+        mode="record",
+        marks={"first_mark": 3.5, "done": 9.0},
+    )
     s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
     assert s.main_uss_growth_mb == pytest.approx(10) and s.processes[0]["built_mb"] == pytest.approx(295)
     assert s.verdict == "flat" and s.projection == []
@@ -236,22 +352,49 @@ def test_a_worker_with_nothing_to_judge_is_named() -> None:
 
 def test_a_renamed_spawn_worker_without_a_reading_after_its_rename_is_judged_on_its_estimate() -> None:
     rows = proc_rows(2, "worker 0", 0, [(1.0, "pss", 20, 30, 20), (2.0, "pss", 140, 150, 140)], kind="spawn")
-    rows += proc_rows(2, "worker 0", 0, [(2.5, "cheap", None, 160, 150, 150.0), (9.0, "cheap", None, 162, 152, 153.0)],
-                      kind="dataloader")
+    rows += proc_rows(
+        2,
+        "worker 0",
+        0,
+        [(2.5, "cheap", None, 160, 150, 150.0), (9.0, "cheap", None, 162, 152, 153.0)],
+        kind="dataloader",
+    )
     rows += proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (9.0, "pss", 50, 60, 50)], kind="main")
-    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
-             proc_info(2, "worker 0", "dataloader", ppid=1, start_t=0.9, last_t=9.0, worker=0, start_method="spawn")]
-    row = next(g for g in table(job_meta(procs, mode="spawn", workers=1), pd.DataFrame(rows), pd.DataFrame())
-               if g.pid == 2)
-    assert row.estimated and row.baseline_t == 2.5 and row.startup_mb == 150 and row.growth_mb == pytest.approx(3)
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0),
+        proc_info(
+            2, "worker 0", "dataloader", ppid=1, start_t=0.9, last_t=9.0, worker=0, start_method="spawn"
+        ),
+    ]
+    row = next(
+        g
+        for g in table(job_meta(procs, mode="spawn", workers=1), pd.DataFrame(rows), pd.DataFrame())
+        if g.pid == 2
+    )
+    assert (
+        row.estimated
+        and row.baseline_t == 2.5
+        and row.startup_mb == 150
+        and row.growth_mb == pytest.approx(3)
+    )
 
 
 def test_a_parent_read_only_before_it_built_starts_from_its_estimate_at_the_fork() -> None:
     # main is read at 0.1 (5 MB) and next at 6.0, after it built 300 MB and forked at 5.0: the
     # estimate just before the fork is its start, so its building is not growth.
-    main = proc_rows(1, "main", -1, [(0.1, "pss", 5, 20, 5), (2.0, "cheap", None, 165, 150, 150.0),
-                                     (4.8, "cheap", None, 315, 300, 300.0), (6.0, "pss", 12, 316, 301),
-                                     (20.0, "pss", 30, 317, 303)], kind="main")
+    main = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            (0.1, "pss", 5, 20, 5),
+            (2.0, "cheap", None, 165, 150, 150.0),
+            (4.8, "cheap", None, 315, 300, 300.0),
+            (6.0, "pss", 12, 316, 301),
+            (20.0, "pss", 30, 317, 303),
+        ],
+        kind="main",
+    )
     meta, samples = fork_job()
     samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
     s = _summary(meta, samples)
@@ -269,7 +412,8 @@ def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked
         p.update(role="other" if p["pid"] != 1 else "main", worker=-1, command="python train.py")
     meta["start_methods"] = {}
     samples = samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]).assign(
-        role=lambda d: d["role"].where(d["pid"] == 1, "other"), worker=-1)
+        role=lambda d: d["role"].where(d["pid"] == 1, "other"), worker=-1
+    )
     procs = {p.pid: p for p in processes(meta, samples)}
     assert procs[11].kind == "fork" and procs[11].forked and procs[11].ppid == 1
     s = _summary(meta, samples)
@@ -278,8 +422,13 @@ def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked
 
 def test_a_launcher_counts_from_its_first_rank_not_from_its_own_start_up() -> None:
     meta, samples = rank_job()
-    launcher = proc_rows(1, "main", -1, [(0.1, "pss", 8, 30, 8), (0.4, "pss", 150, 170, 150),
-                                         (20.0, "pss", 151, 171, 151)], kind="launcher")
+    launcher = proc_rows(
+        1,
+        "main",
+        -1,
+        [(0.1, "pss", 8, 30, 8), (0.4, "pss", 150, 170, 150), (20.0, "pss", 151, 171, 151)],
+        kind="launcher",
+    )
     samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(launcher)], ignore_index=True)
     row = _summary(meta, samples).processes[0]
     assert row["kind"] == "launcher" and row["baseline_t"] == 0.4
@@ -302,8 +451,19 @@ def test_a_worker_that_grew_after_its_last_exact_reading_counts_to_its_end_by_th
 def test_a_parent_whose_building_no_reading_nor_estimate_saw_is_shown_it_by_its_anonymous_memory() -> None:
     # main is read at 0.1 and 0.3 (5 MB), builds 300 MB unseen by readings and estimates, forks at
     # 5.0 and is read again only after its workers ended: its anonymous RSS rose 300 MB meanwhile.
-    main = proc_rows(1, "main", -1, [(0.1, "pss", 5, 20, 5), (0.3, "pss", 4, 21, 5), (2.0, "cheap", None, 165, 150),
-                                     (4.8, "cheap", None, 315, 300), (30.0, "pss", 305, 317, 303)], kind="main")
+    main = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            (0.1, "pss", 5, 20, 5),
+            (0.3, "pss", 4, 21, 5),
+            (2.0, "cheap", None, 165, 150),
+            (4.8, "cheap", None, 315, 300),
+            (30.0, "pss", 305, 317, 303),
+        ],
+        kind="main",
+    )
     for row, anon in zip(main, (6, 6, 150, 306, 306)):
         row["rss_anon_mb"] = anon
     meta, samples = fork_job()

@@ -1,5 +1,6 @@
 """Classification of a tree memprobe did not build (memprobe.probe.tree), on a fake /proc: every
 kind of tree users bring, by structure, names only as labels."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,12 @@ from memprobe.probe.tree import SETTLE_AGE_S, TreeRoles, process_order
 
 HZ = procfs.CLOCK_TICKS
 PY = "/usr/bin/python3"
-SPAWN_CMD = [PY, "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
-             "--multiprocessing-fork"]
+SPAWN_CMD = [
+    PY,
+    "-c",
+    "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+    "--multiprocessing-fork",
+]
 FORKSERVER_CMD = [PY, "-c", "from multiprocessing.forkserver import main; main(8, 9, ['__main__'])"]
 TRACKER_CMD = [PY, "-c", "from multiprocessing.resource_tracker import main;main(6)"]
 
@@ -61,8 +66,19 @@ class FakeProc:
         p = self.procs.get(pid)
         if p is None:
             return None
-        return procfs.StatInfo(pid=pid, comm=p.comm, state=p.state, ppid=p.ppid, pgid=1, minflt=0, majflt=0,
-                               cpu_s=0.0, threads=1, start_ticks=int(p.start * HZ), layout=p.layout)
+        return procfs.StatInfo(
+            pid=pid,
+            comm=p.comm,
+            state=p.state,
+            ppid=p.ppid,
+            pgid=1,
+            minflt=0,
+            majflt=0,
+            cpu_s=0.0,
+            threads=1,
+            start_ticks=int(p.start * HZ),
+            layout=p.layout,
+        )
 
     def cmdline(self, pid: int) -> list[str]:
         p = self.procs.get(pid)
@@ -102,7 +118,9 @@ def _settle(fake: FakeProc) -> None:
 
 def test_dataloader_workers_under_both_torch_names_are_forked_workers(fake: FakeProc) -> None:
     fake.add(101, 100, comm="pt_data_worker")
-    fake.add(102, 100, comm="pt_multiprocess", start=fake.now + 0.01)  # pt_multiprocess_data_worker, cut to 15
+    fake.add(
+        102, 100, comm="pt_multiprocess", start=fake.now + 0.01
+    )  # pt_multiprocess_data_worker, cut to 15
     roles = TreeRoles(100, fake)
     assert _see(roles, fake) == {100: "main", 101: "worker 0", 102: "worker 1"}
     for pid in (101, 102):
@@ -146,8 +164,15 @@ def test_torchrun_launcher_ranks_and_each_ranks_workers(fake: FakeProc) -> None:
         for k in range(2):
             fake.add(pid + 1 + k, pid, comm="pt_data_worker", start=fake.now + k / 100)
     seen = _see(roles, fake)
-    assert seen == {100: "launcher", 110: "rank 0", 120: "rank 1", 111: "rank 0 worker 0", 112: "rank 0 worker 1",
-                    121: "rank 1 worker 0", 122: "rank 1 worker 1"}
+    assert seen == {
+        100: "launcher",
+        110: "rank 0",
+        120: "rank 1",
+        111: "rank 0 worker 0",
+        112: "rank 0 worker 1",
+        121: "rank 1 worker 0",
+        122: "rank 1 worker 1",
+    }
     assert roles.nodes[100].kind == "launcher" and roles.nodes[110].kind == "rank"
     assert roles.ranks == {110: 0, 120: 1} and roles.rank_of(122) == 1
     assert roles.parent_role(121) == "rank 1"
@@ -194,8 +219,13 @@ def test_pool_fork_spawn_exec_and_helpers_by_structure(fake: FakeProc) -> None:
     _settle(fake)
     seen = _see(roles, fake)
     kinds = {pid: (roles.nodes[pid].kind, roles.nodes[pid].start_method) for pid in seen}
-    assert kinds == {100: ("main", None), 101: ("fork", "fork"), 102: ("spawn", "spawn"), 103: ("exec", None),
-                     104: ("resource tracker", None)}
+    assert kinds == {
+        100: ("main", None),
+        101: ("fork", "fork"),
+        102: ("spawn", "spawn"),
+        103: ("exec", None),
+        104: ("resource tracker", None),
+    }
     assert sorted(seen.values()) == ["main", "resource tracker", "worker 0", "worker 1", "worker 2"]
     assert roles.nodes[101].forked and not roles.nodes[102].forked
 
@@ -255,7 +285,11 @@ def test_fork_shows_the_parents_layout_and_exec_a_new_one() -> None:
     sleeper = subprocess.Popen(["sleep", "5"])
     try:
         deadline = time.monotonic() + 5
-        while (st := procfs.read_stat(sleeper.pid)) is not None and st.comm != "sleep" and time.monotonic() < deadline:
+        while (
+            (st := procfs.read_stat(sleeper.pid)) is not None
+            and st.comm != "sleep"
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.005)  # until it has exec'd
         child, execd = procfs.read_stat(pid), procfs.read_stat(sleeper.pid)
         assert child is not None and child.layout == me.layout
@@ -271,7 +305,12 @@ def test_table_order_main_then_each_rank_its_workers_then_the_rest() -> None:
     def row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:
         return {"pid": pid, "role": role, "rank": rank, "worker": worker, "first_t": first_t}
 
-    rows = [row(11, "rank 1 worker 0", 1, 0, 5.0), row(2, "rank 0", 0, -1, 1.0), row(1, "launcher", -1, -1, 0.0),
-            row(4, "rank 0 resource tracker", 0, -1, 0.5), row(10, "rank 0 worker 0", 0, 0, 5.0),
-            row(3, "rank 1", 1, -1, 1.0)]
+    rows = [
+        row(11, "rank 1 worker 0", 1, 0, 5.0),
+        row(2, "rank 0", 0, -1, 1.0),
+        row(1, "launcher", -1, -1, 0.0),
+        row(4, "rank 0 resource tracker", 0, -1, 0.5),
+        row(10, "rank 0 worker 0", 0, 0, 5.0),
+        row(3, "rank 1", 1, -1, 1.0),
+    ]
     assert [r["pid"] for r in sorted(rows, key=process_order)] == [1, 2, 10, 4, 3, 11]

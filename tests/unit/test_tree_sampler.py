@@ -1,6 +1,7 @@
 """Exact readings where memory moves (memprobe.probe.exact) and the record/watch sampler
 (memprobe.probe.tree_sampler): which processes get a reading, within what budget, and how USS
 is estimated between readings."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ PLENTY = 10.0  # CPU seconds: any reading fits
 def _planner(*pids: int, rss: int = 100 * MB) -> ExactPlanner:
     """A planner that has read every ``pid`` once at t=0 (USS 50 MB, minflt 0)."""
     plan = ExactPlanner()
-    plan.observe(0.0, {p: (0, rss) for p in pids}, {p: p for p in pids})
+    plan.observe(0.0, dict.fromkeys(pids, (0, rss)), {p: p for p in pids})
     for p in pids:
         plan.exact(p, 0.0, 50 * MB, rss, 0.001)
     return plan
@@ -111,7 +112,9 @@ def test_a_fork_makes_the_parents_pages_shared_and_its_next_check_is_an_event() 
     plan.observe(0.0, {1: (0, 300 * MB)}, {1: 1})
     plan.exact(1, 0.0, 250 * MB, 300 * MB, 0.001, clean=4 * MB)
     plan.observe(1.0, {1: (0, 300 * MB), 5: (10, 300 * MB)}, {1: 1, 5: 1}, {5: 1})
-    assert plan.estimate(1) == pytest.approx(4 * MB, abs=64 * 1024)  # its private file pages (+ what the child copied)
+    assert plan.estimate(1) == pytest.approx(
+        4 * MB, abs=64 * 1024
+    )  # its private file pages (+ what the child copied)
     assert 1 in plan.choose(1.0, PLENTY)
     beta = plan.tracks[1].beta
     plan.exact(1, 1.0, 3 * MB, 300 * MB, 0.001)
@@ -153,8 +156,12 @@ time.sleep(30)
 def test_rows_carry_kind_and_estimates_and_a_requested_round_reads_everyone() -> None:
     rows: list[dict] = []
     root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
-    sampler = TreeSampler(root.pid, lambda table, r: rows.extend(r) if table == "samples" else None,
-                          SamplerSettings(interval_s=0.05, pss_cpu_budget=0.001), t0=time.monotonic())
+    sampler = TreeSampler(
+        root.pid,
+        lambda table, r: rows.extend(r) if table == "samples" else None,
+        SamplerSettings(interval_s=0.05, pss_cpu_budget=0.001),
+        t0=time.monotonic(),
+    )
     try:
         kids = [int(x) for x in root.stdout.readline().split()]
         sampler.start()
@@ -209,8 +216,12 @@ def test_a_parent_gets_back_the_pages_every_forked_child_copied() -> None:
 def test_ticks_of_a_costly_tree_are_spaced_within_the_cheap_share() -> None:
     from memprobe.probe import tree_sampler
 
-    sampler = TreeSampler(os.getpid(), lambda table, rows: None, SamplerSettings(interval_s=0.2, pss_cpu_budget=0.01),
-                          t0=time.monotonic())
+    sampler = TreeSampler(
+        os.getpid(),
+        lambda table, rows: None,
+        SamplerSettings(interval_s=0.2, pss_cpu_budget=0.01),
+        t0=time.monotonic(),
+    )
     assert sampler._interval() == 0.2
     sampler._tick_cost = 0.0012  # 1.2 ms a tick: 0.2 s would take 60 % of the budget
     assert sampler._interval() == pytest.approx(0.0012 / (tree_sampler.CHEAP_SHARE * 0.01))

@@ -1,5 +1,6 @@
 """Hand-made recorded jobs (record / watch results) for the analysis and report tests: rows of
 samples per process, the meta's process list, and a results folder written from them."""
+
 from __future__ import annotations
 
 import json
@@ -12,15 +13,31 @@ from memprobe.results import RunWriter, consolidate, write_json_atomic
 MB_PER_FAULT = 4096 / 2**20
 
 
-def proc_rows(pid: int, role: str, worker: int, points: list[tuple], *, rank: int = -1, kind: str | None = None) -> list[dict]:
+def proc_rows(
+    pid: int, role: str, worker: int, points: list[tuple], *, rank: int = -1, kind: str | None = None
+) -> list[dict]:
     """Rows of one process: points are (t, tier, uss, rss, faults_mb[, uss_est]); faults in MB of 4 KiB pages."""
     out = []
     for t, tier, uss, rss, faults_mb, *est in points:
-        row = {"t": t, "pid": pid, "role": role, "worker": worker, "rank": rank, "state": "S", "tier": tier,
-               "missing": False, "reason": None, "rss_mb": rss, "pss_mb": (uss + 5) if tier == "pss" else None,
-               "uss_mb": uss if tier == "pss" else None, "minflt": faults_mb / MB_PER_FAULT, "cpu_s": t,
-               "private_dirty_mb": uss if tier == "pss" else None,
-               "uss_est_mb": est[0] if est else None, "anon_huge_mb": 0.0 if tier == "pss" else None}
+        row = {
+            "t": t,
+            "pid": pid,
+            "role": role,
+            "worker": worker,
+            "rank": rank,
+            "state": "S",
+            "tier": tier,
+            "missing": False,
+            "reason": None,
+            "rss_mb": rss,
+            "pss_mb": (uss + 5) if tier == "pss" else None,
+            "uss_mb": uss if tier == "pss" else None,
+            "minflt": faults_mb / MB_PER_FAULT,
+            "cpu_s": t,
+            "private_dirty_mb": uss if tier == "pss" else None,
+            "uss_est_mb": est[0] if est else None,
+            "anon_huge_mb": 0.0 if tier == "pss" else None,
+        }
         if kind is not None:
             row["kind"] = kind
         out.append(row)
@@ -28,55 +45,169 @@ def proc_rows(pid: int, role: str, worker: int, points: list[tuple], *, rank: in
 
 
 def gone_row(pid: int, role: str, worker: int, t: float, rank: int = -1) -> dict:
-    return {"t": t, "pid": pid, "role": role, "worker": worker, "rank": rank, "state": None, "tier": "gone",
-            "missing": True, "reason": "exited", "rss_mb": None, "pss_mb": None, "uss_mb": None, "minflt": None,
-            "cpu_s": None}
+    return {
+        "t": t,
+        "pid": pid,
+        "role": role,
+        "worker": worker,
+        "rank": rank,
+        "state": None,
+        "tier": "gone",
+        "missing": True,
+        "reason": "exited",
+        "rss_mb": None,
+        "pss_mb": None,
+        "uss_mb": None,
+        "minflt": None,
+        "cpu_s": None,
+    }
 
 
-def proc_info(pid: int, role: str, kind: str, *, ppid: int | None, start_t: float, last_t: float, worker: int = -1,
-          rank: int = -1, forked: bool = False, start_method: str | None = None, generation: int | None = None,
-          end_t: float | None = None) -> dict:
-    return {"pid": pid, "ppid": ppid, "role": role, "kind": kind, "forked": forked, "start_method": start_method,
-            "rank": rank, "worker": worker, "generation": generation, "parent_role": None, "start_t": start_t,
-            "first_t": start_t + 0.1, "last_t": last_t, "end_t": end_t, "first_pss_t": None, "last_pss_t": None,
-            "exact_readings": 0, "command": ""}
+def proc_info(
+    pid: int,
+    role: str,
+    kind: str,
+    *,
+    ppid: int | None,
+    start_t: float,
+    last_t: float,
+    worker: int = -1,
+    rank: int = -1,
+    forked: bool = False,
+    start_method: str | None = None,
+    generation: int | None = None,
+    end_t: float | None = None,
+) -> dict:
+    return {
+        "pid": pid,
+        "ppid": ppid,
+        "role": role,
+        "kind": kind,
+        "forked": forked,
+        "start_method": start_method,
+        "rank": rank,
+        "worker": worker,
+        "generation": generation,
+        "parent_role": None,
+        "start_t": start_t,
+        "first_t": start_t + 0.1,
+        "last_t": last_t,
+        "end_t": end_t,
+        "first_pss_t": None,
+        "last_pss_t": None,
+        "exact_readings": 0,
+        "command": "",
+    }
 
 
-def job_meta(procs: list[dict], *, items: int = 0, marks: dict | None = None, ranks: dict | None = None,
-          mode: str = "fork", workers: int = 2, kind: str = "record") -> dict:
-    spec = {"run_id": "train", "backend": "train", "mode": mode, "workers": workers, "workload": kind,
-            "verdict": {"growth_threshold_mb": 50.0}, "expect": None}
-    return {"run_id": "train", "index": 0, "kind": kind, "status": "ok", "error": None, "items": items,
-            "marks": marks or {"warm": 5.5, "done": 20.0}, "elapsed_s": 21.0, "sampler": {"cpu_s": 0.1},
-            "root_pid": 1, "ranks": ranks or {}, "start_methods": {"fork": workers}, "processes": procs,
-            "spec": spec}
+def job_meta(
+    procs: list[dict],
+    *,
+    items: int = 0,
+    marks: dict | None = None,
+    ranks: dict | None = None,
+    mode: str = "fork",
+    workers: int = 2,
+    kind: str = "record",
+) -> dict:
+    spec = {
+        "run_id": "train",
+        "backend": "train",
+        "mode": mode,
+        "workers": workers,
+        "workload": kind,
+        "verdict": {"growth_threshold_mb": 50.0},
+        "expect": None,
+    }
+    return {
+        "run_id": "train",
+        "index": 0,
+        "kind": kind,
+        "status": "ok",
+        "error": None,
+        "items": items,
+        "marks": marks or {"warm": 5.5, "done": 20.0},
+        "elapsed_s": 21.0,
+        "sampler": {"cpu_s": 0.1},
+        "root_pid": 1,
+        "ranks": ranks or {},
+        "start_methods": {"fork": workers},
+        "processes": procs,
+        "spec": spec,
+    }
 
 
 # -- a main process that builds a list of dicts, then forks two DataLoader workers that copy it ----
+
 
 def fork_job(worker_growth: float = 200.0) -> tuple[dict, pd.DataFrame]:
     """main builds 300 MB by t=4; workers fork at t=5 (main's USS falls to 10 MB: everything is
     shared) and each copies ``worker_growth`` MB by t=20; main's pages become private again as
     they copy (no faults of its own)."""
     g = worker_growth
-    main = proc_rows(1, "main", -1, [(0.1, "pss", 5, 20, 5), (2.0, "pss", 150, 165, 150), (4.0, "pss", 300, 315, 300),
-                                 (5.2, "pss", 10, 316, 301), (10.0, "pss", 10 + g / 2, 316, 302),
-                                 (20.0, "pss", 10 + g, 317, 303)], kind="main")
+    main = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            (0.1, "pss", 5, 20, 5),
+            (2.0, "pss", 150, 165, 150),
+            (4.0, "pss", 300, 315, 300),
+            (5.2, "pss", 10, 316, 301),
+            (10.0, "pss", 10 + g / 2, 316, 302),
+            (20.0, "pss", 10 + g, 317, 303),
+        ],
+        kind="main",
+    )
     workers = []
     for pid, w in ((11, 0), (12, 1)):
-        workers += proc_rows(pid, f"worker {w}", w, [(5.2, "pss", 1, 300, 1), (7.0, "cheap", None, 300, g / 4),
-                                                 (10.0, "pss", g / 2, 310, g / 2), (20.0, "pss", g, 320, g)],
-                         kind="dataloader")
+        workers += proc_rows(
+            pid,
+            f"worker {w}",
+            w,
+            [
+                (5.2, "pss", 1, 300, 1),
+                (7.0, "cheap", None, 300, g / 4),
+                (10.0, "pss", g / 2, 310, g / 2),
+                (20.0, "pss", g, 320, g),
+            ],
+            kind="dataloader",
+        )
         workers.append(gone_row(pid, f"worker {w}", w, 21.0))
-    procs = [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=20.0),
-             proc_info(11, "worker 0", "dataloader", ppid=1, start_t=5.0, last_t=20.0, worker=0, forked=True,
-                   start_method="fork", generation=0, end_t=21.0),
-             proc_info(12, "worker 1", "dataloader", ppid=1, start_t=5.0, last_t=20.0, worker=1, forked=True,
-                   start_method="fork", generation=0, end_t=21.0)]
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=20.0),
+        proc_info(
+            11,
+            "worker 0",
+            "dataloader",
+            ppid=1,
+            start_t=5.0,
+            last_t=20.0,
+            worker=0,
+            forked=True,
+            start_method="fork",
+            generation=0,
+            end_t=21.0,
+        ),
+        proc_info(
+            12,
+            "worker 1",
+            "dataloader",
+            ppid=1,
+            start_t=5.0,
+            last_t=20.0,
+            worker=1,
+            forked=True,
+            start_method="fork",
+            generation=0,
+            end_t=21.0,
+        ),
+    ]
     return job_meta(procs), pd.DataFrame(main + workers)
 
 
 # -- ranks ------------------------------------------------------------------------------------------
+
 
 def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataFrame]:
     """torchrun-like: a launcher, rank 0 whose two fork workers copy 150 MB each, rank 1 whose
@@ -85,25 +216,68 @@ def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataF
     procs = [proc_info(1, "main", "launcher", ppid=None, start_t=0.0, last_t=20.0)]
     for rank, grow in enumerate(growth):
         rp = 10 + rank
-        rows += proc_rows(rp, f"rank {rank}", -1, [(1.0, "pss", 20, 40, 20), (4.0, "pss", 400, 420, 400),
-                                               (5.3, "pss", 30, 420, 401), (20.0, "pss", 30 + grow, 421, 402)],
-                      rank=rank, kind="rank")
+        rows += proc_rows(
+            rp,
+            f"rank {rank}",
+            -1,
+            [
+                (1.0, "pss", 20, 40, 20),
+                (4.0, "pss", 400, 420, 400),
+                (5.3, "pss", 30, 420, 401),
+                (20.0, "pss", 30 + grow, 421, 402),
+            ],
+            rank=rank,
+            kind="rank",
+        )
         procs.append(proc_info(rp, f"rank {rank}", "rank", ppid=1, start_t=0.5, last_t=20.0, rank=rank))
         for w in (0, 1):
             wp = 100 + 10 * rank + w
             role = f"rank {rank} worker {w}"
             # Between the two exact readings, the sampler's estimate (5% short of the next reading).
-            est = [(t, "cheap", None, 400 + (t - 5.3) / 2, grow * (t - 5.3) / 14.7, 1 + 0.95 * grow * (t - 5.3) / 14.7)
-                   for t in (8.0, 11.0, 14.0, 17.0, 19.8)]
-            rows += proc_rows(wp, role, w, [(5.3, "pss", 1, 400, 1), *est, (20.0, "pss", grow, 410, grow)], rank=rank,
-                              kind="dataloader")
-            procs.append(proc_info(wp, role, "dataloader", ppid=rp, start_t=5.0, last_t=20.0, worker=w, rank=rank,
-                               forked=True, start_method="fork", generation=0))
+            est = [
+                (
+                    t,
+                    "cheap",
+                    None,
+                    400 + (t - 5.3) / 2,
+                    grow * (t - 5.3) / 14.7,
+                    1 + 0.95 * grow * (t - 5.3) / 14.7,
+                )
+                for t in (8.0, 11.0, 14.0, 17.0, 19.8)
+            ]
+            rows += proc_rows(
+                wp,
+                role,
+                w,
+                [(5.3, "pss", 1, 400, 1), *est, (20.0, "pss", grow, 410, grow)],
+                rank=rank,
+                kind="dataloader",
+            )
+            procs.append(
+                proc_info(
+                    wp,
+                    role,
+                    "dataloader",
+                    ppid=rp,
+                    start_t=5.0,
+                    last_t=20.0,
+                    worker=w,
+                    rank=rank,
+                    forked=True,
+                    start_method="fork",
+                    generation=0,
+                )
+            )
     return job_meta(procs, ranks={"0": 10, "1": 11}, workers=4), pd.DataFrame(rows)
 
 
-def write_results(root: Path, run_meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None,
-                  environment: dict | None = None) -> Path:
+def write_results(
+    root: Path,
+    run_meta: dict,
+    samples: pd.DataFrame,
+    progress: pd.DataFrame | None = None,
+    environment: dict | None = None,
+) -> Path:
     """A results folder as `memprobe record` leaves it, from these tables (summary and report not written)."""
     run_dir = root / "runs" / run_meta["run_id"]
     writer = RunWriter(run_dir)
@@ -112,10 +286,20 @@ def write_results(root: Path, run_meta: dict, samples: pd.DataFrame, progress: p
         writer.append("progress", json.loads(progress.to_json(orient="records")))
     writer.write_meta(run_meta)
     writer.close()
-    write_json_atomic(root / "manifest.json", {
-        "schema_version": 1, "scenario": f"record-{run_meta['run_id']}", "kind": run_meta["kind"],
-        "scenario_path": None, "description": "memprobe record: python train.py", "status": "complete",
-        "started": 1_795_000_000.0, "finished": 1_795_000_021.0, "runs": [run_meta["run_id"]],
-        "environment": environment or {"memprobe": "0.0", "python": "3.11", "mem_total_mb": 2048.0}})
+    write_json_atomic(
+        root / "manifest.json",
+        {
+            "schema_version": 1,
+            "scenario": f"record-{run_meta['run_id']}",
+            "kind": run_meta["kind"],
+            "scenario_path": None,
+            "description": "memprobe record: python train.py",
+            "status": "complete",
+            "started": 1_795_000_000.0,
+            "finished": 1_795_000_021.0,
+            "runs": [run_meta["run_id"]],
+            "environment": environment or {"memprobe": "0.0", "python": "3.11", "mem_total_mb": 2048.0},
+        },
+    )
     consolidate(root)
     return root

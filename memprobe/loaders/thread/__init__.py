@@ -16,6 +16,7 @@ The package in pieces (as torchdata.nodes splits its own):
 ``loader``    ThreadDataLoader itself: torch's arguments, checks and warnings
 ``compat``    what this interpreter and torch offer (GIL state, torch's native thread workers)
 """
+
 from __future__ import annotations
 
 import torch  # noqa: F401  (``thread.torch``: tests and users patch torch's DataLoader through it)

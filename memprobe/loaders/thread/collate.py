@@ -24,10 +24,12 @@ info hidden from it in worker threads, and exactly as before everywhere else (th
 torch's process workers). The change is process-wide and permanent, made when the first worker
 thread starts; a ``torch.Tensor`` entry the user put there is left alone.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from memprobe.loaders.thread import info
 

@@ -1,4 +1,5 @@
 """What this interpreter and this torch offer thread workers."""
+
 from __future__ import annotations
 
 import inspect

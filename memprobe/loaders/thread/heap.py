@@ -23,6 +23,7 @@ decode scenario). What the program chose itself wins: once ``MALLOC_MMAP_THRESHO
 moves them and priming changes nothing. :func:`keep_freed_memory` (``False``) turns it off; on
 other C libraries it does nothing.
 """
+
 from __future__ import annotations
 
 import ctypes

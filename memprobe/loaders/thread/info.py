@@ -19,6 +19,7 @@ globals draw, numpy's is ``default_rng`` on the state torch gives ``np.random.se
 thread workers do). :class:`RngWatch` notices a ``worker_init_fn`` that changes the shared global
 generators and the loader says so (see ``worker.py``).
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,15 @@ from typing import Any
 import torch
 import torch.utils.data._utils.worker as _torch_worker
 
-__all__ = ["RngWatch", "WorkerInfo", "current", "get_worker_info", "hidden_from_torch", "make_worker_info",
-           "set_worker_info"]
+__all__ = [
+    "RngWatch",
+    "WorkerInfo",
+    "current",
+    "get_worker_info",
+    "hidden_from_torch",
+    "make_worker_info",
+    "set_worker_info",
+]
 
 #: torch's own WorkerInfo, so code that type-checks it keeps working.
 WorkerInfo = _torch_worker.WorkerInfo

@@ -5,6 +5,7 @@ an ``IterDataPipe`` a shared seed first (and one more at every reset, as torch's
 iterator resets once on creation), then the workers' base seed; the sampler's iterator is created
 between them, so a sampler that draws eagerly sees the same state as under torch.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -48,7 +49,9 @@ class _BaseIter:
     def __init__(self, loader: ThreadDataLoader) -> None:
         self._dataset = loader.dataset
         self._datapipe = isinstance(self._dataset, IterDataPipe)
-        self._world_size, self._rank, self._dist_group = replicas.distributed() if self._datapipe else (1, 0, None)
+        self._world_size, self._rank, self._dist_group = (
+            replicas.distributed() if self._datapipe else (1, 0, None)
+        )
         self._shared_seed: int | None = None
         self._new_shared_seed(loader)
         self._iterable = loader._is_iterable
@@ -79,12 +82,16 @@ class _BaseIter:
         self._yielded += 1
         if not self._iterable or self._len_hint is None or self._yielded <= self._len_hint:
             return
-        msg = (f"Length of IterableDataset {self._dataset} was reported to be {self._len_hint}"
-               f"(when accessing len(dataloader)), but {self._yielded} samples have been fetched. ")
+        msg = (
+            f"Length of IterableDataset {self._dataset} was reported to be {self._len_hint}"
+            f"(when accessing len(dataloader)), but {self._yielded} samples have been fetched. "
+        )
         if self._num_workers > 0:
-            msg += ("For multiprocessing data-loading, this could be caused by not properly configuring the "
-                    "IterableDataset replica at each worker. Please see "
-                    "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples.")
+            msg += (
+                "For multiprocessing data-loading, this could be caused by not properly configuring the "
+                "IterableDataset replica at each worker. Please see "
+                "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples."
+            )
         warnings.warn(msg, stacklevel=3)
 
 
@@ -96,8 +103,9 @@ class SingleThreadIter(_BaseIter):
         self._sampler_iter = iter(self._index_sampler)
         self._base_seed = _draw_base_seed(loader.generator)  # unused, but consumed like torch
         replicas.sharded(self._dataset, self._world_size, self._rank)
-        self._fetch = make_fetcher(self._dataset, self._iterable, loader._auto_collation, loader.collate_fn,
-                                   loader.drop_last)
+        self._fetch = make_fetcher(
+            self._dataset, self._iterable, loader._auto_collation, loader.collate_fn, loader.drop_last
+        )
 
     def __next__(self) -> Any:
         data = self._fetch(next(self._sampler_iter))
@@ -125,8 +133,16 @@ class ThreadPoolIter(_BaseIter):
         self._rng_noticed = False
         ctx = WorkerContext(
             [replicas.worker_replica(self._dataset, self._shared_seed, stacklevel=4) for _ in range(self._n)],
-            self._iterable, loader._auto_collation, loader.collate_fn, loader.drop_last, self._pin,
-            loader.worker_init_fn, self._base_seed, self._n, self._world_size, self._rank,
+            self._iterable,
+            loader._auto_collation,
+            loader.collate_fn,
+            loader.drop_last,
+            self._pin,
+            loader.worker_init_fn,
+            self._base_seed,
+            self._n,
+            self._world_size,
+            self._rank,
         )
         self._group = WorkerGroup(ctx, per_worker_results=self._in_order)
         self._finalizer = weakref.finalize(self, self._group.stop)
@@ -224,7 +240,9 @@ class ThreadPoolIter(_BaseIter):
             "their own), so seeding them per worker leaves one stream, seeded by whichever worker ran "
             "last, that all workers draw from in an order that varies from run to run. For per-worker "
             "randomness use get_worker_info().seed, or the generators in get_worker_info().rng.",
-            ThreadWorkerWarning, stacklevel=3)
+            ThreadWorkerWarning,
+            stacklevel=3,
+        )
 
     def _next_data(self) -> Any:
         while True:
@@ -308,4 +326,3 @@ class ThreadPoolIter(_BaseIter):
         else:
             self._finalizer.detach()
             self._group.signal_stop()
-

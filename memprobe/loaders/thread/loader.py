@@ -1,12 +1,13 @@
 """ThreadDataLoader: torch's DataLoader arguments and checks, iterated by worker threads."""
+
 from __future__ import annotations
 
 import itertools
 import math
 import warnings
 import weakref
-from collections.abc import Iterable, Iterator
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch.utils.data import (
@@ -42,10 +43,14 @@ class _InfiniteNoneSampler(Sampler):
         raise TypeError("Cannot determine the ThreadDataLoader length of an IterableDataset without __len__")
 
 
-def _checked_prefetch(num_workers: int, timeout: float, prefetch_factor: int | None, persistent: bool) -> int | None:
+def _checked_prefetch(
+    num_workers: int, timeout: float, prefetch_factor: int | None, persistent: bool
+) -> int | None:
     """Validate worker arguments like torch; return the effective prefetch_factor."""
     if num_workers < 0:
-        raise ValueError("num_workers option should be non-negative; use num_workers=0 to load in the calling thread.")
+        raise ValueError(
+            "num_workers option should be non-negative; use num_workers=0 to load in the calling thread."
+        )
     if timeout < 0:
         raise ValueError("timeout option should be non-negative")
     if num_workers == 0 and timeout > 0:
@@ -66,8 +71,14 @@ def _checked_prefetch(num_workers: int, timeout: float, prefetch_factor: int | N
     return prefetch_factor
 
 
-def _checked_sampling(dataset: Any, shuffle: bool | None, sampler: Any, batch_sampler: Any,
-                      batch_size: int | None, drop_last: bool) -> tuple[bool, int | None, bool]:
+def _checked_sampling(
+    dataset: Any,
+    shuffle: bool | None,
+    sampler: Any,
+    batch_sampler: Any,
+    batch_size: int | None,
+    drop_last: bool,
+) -> tuple[bool, int | None, bool]:
     """Validate sampling arguments like torch; return (shuffle, batch_size, drop_last)."""
     if isinstance(dataset, IterableDataset):
         # Indices mean nothing to an IterableDataset, so torch refuses these; an IterDataPipe
@@ -92,7 +103,9 @@ def _checked_sampling(dataset: Any, shuffle: bool | None, sampler: Any, batch_sa
             )
         return shuffle, None, False
     if batch_size is None and drop_last:
-        raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
+        raise ValueError(
+            "batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
+        )
     return shuffle, batch_size, drop_last
 
 
@@ -121,7 +134,9 @@ class ThreadDataLoader(Generic[T]):
     :meth:`close` is called.
     """
 
-    _FROZEN = frozenset({"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"})
+    _FROZEN = frozenset(
+        {"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"}
+    )
 
     def __init__(
         self,
@@ -147,8 +162,9 @@ class ThreadDataLoader(Generic[T]):
         self._initialized = False
         prefetch = _checked_prefetch(num_workers, timeout, prefetch_factor, persistent_workers)
         self._is_iterable = isinstance(dataset, IterableDataset)
-        shuffle, batch_size, drop_last = _checked_sampling(dataset, shuffle, sampler, batch_sampler,
-                                                           batch_size, drop_last)
+        shuffle, batch_size, drop_last = _checked_sampling(
+            dataset, shuffle, sampler, batch_sampler, batch_size, drop_last
+        )
         _warn_ignored(multiprocessing_context, pin_memory_device)
         if sampler is None:
             sampler = self._default_sampler(dataset, shuffle, generator)
@@ -252,5 +268,7 @@ def _accelerator_for_pinning() -> bool:
     available = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
     if available:
         return True
-    warnings.warn("'pin_memory' is set but no accelerator is available; pinned memory won't be used.", stacklevel=3)
+    warnings.warn(
+        "'pin_memory' is set but no accelerator is available; pinned memory won't be used.", stacklevel=3
+    )
     return False

@@ -21,6 +21,7 @@ The loader wraps datapipes as torch's DataLoader does (``_IterDataPipeSerializat
 (``apply_shuffle_settings``), and draws the shared seed for its random datapipes from the loader's
 generator at the same points as torch, so the same generator gives the same order.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,7 @@ import warnings
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset, IterDataPipe, MapDataPipe
-from torch.utils.data import graph_settings
+from torch.utils.data import Dataset, IterDataPipe, MapDataPipe, graph_settings
 
 __all__ = ["apply_shuffle", "distributed", "prepared", "reseeded", "shared_seed", "worker_replica"]
 
@@ -100,9 +100,12 @@ def worker_replica(dataset: Any, seed: int | None, *, stacklevel: int = 2) -> An
     try:
         return copy.copy(dataset)
     except Exception as exc:
-        warnings.warn(f"ThreadDataLoader could not copy the dataset for a worker thread ({type(exc).__name__}: "
-                      f"{exc}); the worker threads share one dataset object, so attributes a worker sets "
-                      "on it (e.g. in worker_init_fn) are seen by every worker", stacklevel=stacklevel + 1)
+        warnings.warn(
+            f"ThreadDataLoader could not copy the dataset for a worker thread ({type(exc).__name__}: "
+            f"{exc}); the worker threads share one dataset object, so attributes a worker sets "
+            "on it (e.g. in worker_init_fn) are seen by every worker",
+            stacklevel=stacklevel + 1,
+        )
         return dataset
 
 

@@ -24,6 +24,7 @@ What a thread cannot do as torch's worker processes do, and what is done about i
   process. Worker threads enable :mod:`faulthandler` (if the program has not), so such a crash at
   least prints every thread's Python stack, the worker's included, before the process dies.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -32,12 +33,19 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 from memprobe.loaders.thread import info, replicas
 
-__all__ = ["NATIVE_NAME_PREFIX", "WORKER_THREAD_PREFIX", "ThreadWorkerWarning", "WorkerFailure", "WorkerGroup"]
+__all__ = [
+    "NATIVE_NAME_PREFIX",
+    "WORKER_THREAD_PREFIX",
+    "ThreadWorkerWarning",
+    "WorkerFailure",
+    "WorkerGroup",
+]
 
 WORKER_THREAD_PREFIX = "memprobe-thread-worker"
 NATIVE_NAME_PREFIX = "mp-tworker-"  # the OS thread name (/proc/PID/task/TID/comm), max 15 bytes
@@ -55,6 +63,7 @@ class ThreadWorkerWarning(UserWarning):
 
 
 # -- errors raised in workers --------------------------------------------------------------------
+
 
 class _KeyErrorMessage(str):
     # KeyError's str() is repr(arg); this keeps the traceback text readable.
@@ -97,6 +106,7 @@ class WorkerFailure:
 
 # -- fetching ------------------------------------------------------------------------------------
 
+
 def _fetch_map(dataset: Any, index: Any, auto_collation: bool, collate_fn: Callable) -> Any:
     if not auto_collation:
         return collate_fn(dataset[index])
@@ -128,7 +138,9 @@ class _IterableFetcher:
         return self._collate(items)
 
 
-def make_fetcher(dataset: Any, iterable: bool, auto: bool, collate_fn: Callable, drop_last: bool) -> Callable[[Any], Any]:
+def make_fetcher(
+    dataset: Any, iterable: bool, auto: bool, collate_fn: Callable, drop_last: bool
+) -> Callable[[Any], Any]:
     """A callable from an index (batch) to a collated batch, as torch's fetchers."""
     if iterable:
         return _IterableFetcher(dataset, auto, collate_fn, drop_last)
@@ -145,6 +157,7 @@ def pin(data: Any) -> Any:
 
 
 # -- the worker thread ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Resume:
@@ -173,8 +186,9 @@ class WorkerContext:
     rank: int = 0
 
     def new_fetcher(self, worker_id: int) -> Callable:
-        return make_fetcher(self.datasets[worker_id], self.iterable, self.auto_collation, self.collate_fn,
-                            self.drop_last)
+        return make_fetcher(
+            self.datasets[worker_id], self.iterable, self.auto_collation, self.collate_fn, self.drop_last
+        )
 
 
 class InitGate:
@@ -249,8 +263,14 @@ def _name_native_thread(name: str) -> None:
         pass
 
 
-def _worker_loop(ctx: WorkerContext, worker_id: int, tasks: queue.SimpleQueue, results: queue.SimpleQueue,
-                 stop: threading.Event, gate: InitGate) -> None:
+def _worker_loop(
+    ctx: WorkerContext,
+    worker_id: int,
+    tasks: queue.SimpleQueue,
+    results: queue.SimpleQueue,
+    stop: threading.Event,
+    gate: InitGate,
+) -> None:
     """Body of worker thread ``worker_id``: fetch index batches until told to stop."""
     _name_native_thread(f"{NATIVE_NAME_PREFIX}{worker_id}")
     dataset = ctx.datasets[worker_id]
@@ -282,7 +302,9 @@ def _worker_loop(ctx: WorkerContext, worker_id: int, tasks: queue.SimpleQueue, r
         info.set_worker_info(None)
 
 
-def _restart_fetcher(ctx: WorkerContext, old: Callable | WorkerFailure, worker_id: int) -> Callable | WorkerFailure:
+def _restart_fetcher(
+    ctx: WorkerContext, old: Callable | WorkerFailure, worker_id: int
+) -> Callable | WorkerFailure:
     if isinstance(old, WorkerFailure):
         return old  # worker_init_fn failed: keep reporting it
     try:
@@ -326,7 +348,8 @@ class WorkerGroup:
             self.tasks.append(queue.SimpleQueue())
             self.results.append(queue.SimpleQueue() if self.per_worker_results else shared)
             thread = threading.Thread(
-                target=_worker_loop, args=(self.ctx, k, self.tasks[k], self.results[k], self.stop_event, self.gate),
+                target=_worker_loop,
+                args=(self.ctx, k, self.tasks[k], self.results[k], self.stop_event, self.gate),
                 name=f"{WORKER_THREAD_PREFIX}-{k}",
                 daemon=True,  # a thread stuck in user code must not block interpreter exit
             )

@@ -11,6 +11,7 @@ children get the same path). Each worker prints one line ``TREE {"pid": ..., "us
 before it exits: its own private memory as it read it itself, for the tests to compare with
 memprobe's figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,16 +35,31 @@ def make_coco_json(path: str, annotations: int, seed: int = 0) -> None:
     for i in range(annotations):
         x, y = rng.uniform(0, 600), rng.uniform(0, 400)
         w, h = rng.uniform(4, 200), rng.uniform(4, 200)
-        poly = [round(v, 2) for _ in range(rng.randint(4, 12))
-                for v in (x + rng.uniform(0, w), y + rng.uniform(0, h))]
-        anns.append({"segmentation": [poly], "area": round(w * h * 0.6, 4), "iscrowd": 0,
-                     "image_id": 100_000 + i % images, "bbox": [round(x, 2), round(y, 2), round(w, 2), round(h, 2)],
-                     "category_id": 1 + i % 80, "id": 900_000 + i})
-    obj = {"info": {"description": "memprobe tree tests (synthetic COCO-style)"},
-           "images": [{"id": 100_000 + k, "file_name": f"{100_000 + k:012d}.jpg", "width": 640, "height": 480}
-                      for k in range(images)],
-           "categories": [{"id": c, "name": f"class{c}"} for c in range(1, 81)],
-           "annotations": anns}
+        poly = [
+            round(v, 2)
+            for _ in range(rng.randint(4, 12))
+            for v in (x + rng.uniform(0, w), y + rng.uniform(0, h))
+        ]
+        anns.append(
+            {
+                "segmentation": [poly],
+                "area": round(w * h * 0.6, 4),
+                "iscrowd": 0,
+                "image_id": 100_000 + i % images,
+                "bbox": [round(x, 2), round(y, 2), round(w, 2), round(h, 2)],
+                "category_id": 1 + i % 80,
+                "id": 900_000 + i,
+            }
+        )
+    obj = {
+        "info": {"description": "memprobe tree tests (synthetic COCO-style)"},
+        "images": [
+            {"id": 100_000 + k, "file_name": f"{100_000 + k:012d}.jpg", "width": 640, "height": 480}
+            for k in range(images)
+        ],
+        "categories": [{"id": c, "name": f"class{c}"} for c in range(1, 81)],
+        "annotations": anns,
+    }
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(obj, f)
@@ -144,4 +160,5 @@ def arguments(description: str, **extra: Any) -> argparse.ArgumentParser:
 
 if __name__ == "__main__":
     import sys
+
     make_coco_json(sys.argv[1], int(sys.argv[2]))

@@ -6,6 +6,7 @@ batch. Run alone, under launcher.py or under torchrun (each rank builds its own 
 pt_data_worker: torch names its workers through torch.multiprocessing._set_thread_name, which
 is wrapped here before the loader starts, so a worker is never seen under the old name.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,10 @@ def rename_workers() -> None:
 def say_name(worker_id: int) -> None:
     with open("/proc/self/comm") as f:
         comm = f.read().strip()
-    print(f"TREE_WORKER rank={os.environ.get('RANK', '-')} worker={worker_id} pid={os.getpid()} comm={comm}", flush=True)
+    print(
+        f"TREE_WORKER rank={os.environ.get('RANK', '-')} worker={worker_id} pid={os.getpid()} comm={comm}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
@@ -49,9 +53,16 @@ if __name__ == "__main__":
     if args.rename:
         rename_workers()
     ds = coco.build(args.data, args.json)
-    loader = DataLoader(ds, batch_size=args.batch_size, num_workers=args.workers, shuffle=True,
-                        collate_fn=pickled_size, worker_init_fn=say_name, persistent_workers=False,
-                        multiprocessing_context="fork")
+    loader = DataLoader(
+        ds,
+        batch_size=args.batch_size,
+        num_workers=args.workers,
+        shuffle=True,
+        collate_fn=pickled_size,
+        worker_init_fn=say_name,
+        persistent_workers=False,
+        multiprocessing_context="fork",
+    )
     for epoch in range(args.epochs):
         total = 0
         for size in loader:

@@ -1,4 +1,5 @@
 """Plain os.fork(): N children of the main process, each reading the whole dataset."""
+
 from __future__ import annotations
 
 import os

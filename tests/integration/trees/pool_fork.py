@@ -1,5 +1,6 @@
 """multiprocessing.Pool (fork): N pool workers, one task each (a barrier makes sure no worker
 takes two), each reading the whole dataset the main process built before the pool started."""
+
 from __future__ import annotations
 
 import multiprocessing as mp

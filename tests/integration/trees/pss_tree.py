@@ -3,6 +3,7 @@
 own amount of private memory), then every process waits on stdin. The main process prints
 ``READY <main pid> <child pids>`` once all children have read; closing stdin ends the tree.
 """
+
 from __future__ import annotations
 
 import gc
@@ -14,8 +15,10 @@ if __name__ == "__main__":
     gc.disable()  # no collection touches the rest of the list: each child copies what it reads
     mb = float(sys.argv[1]) if len(sys.argv) > 1 else 100.0
     n = int(mb * 1024 * 1024 / 560)  # ~560 bytes per record, measured on CPython 3.11
-    records = [{"id": i, "path": f"images/train/{i:09d}.jpg", "box": [float(i + k) for k in range(8)]}
-               for i in range(n)]
+    records = [
+        {"id": i, "path": f"images/train/{i:09d}.jpg", "box": [float(i + k) for k in range(8)]}
+        for i in range(n)
+    ]
     ready_r, ready_w = os.pipe()
     children = []
     for k in range(3):

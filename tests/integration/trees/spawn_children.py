@@ -1,5 +1,6 @@
 """multiprocessing spawn context: N children, each an exec'd interpreter that receives the
 dataset pickled through its start-up pipe (its own copy from the start), then reads it all."""
+
 from __future__ import annotations
 
 import multiprocessing as mp

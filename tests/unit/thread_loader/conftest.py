@@ -1,4 +1,5 @@
 """Every ThreadDataLoader test ends with no worker thread left running."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

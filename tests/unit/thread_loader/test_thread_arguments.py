@@ -1,4 +1,5 @@
 """torch's DataLoader arguments, checks and warnings, and the package's small helpers."""
+
 from __future__ import annotations
 
 import collections
@@ -105,7 +106,9 @@ def test_more_workers_than_cpus_warns_as_torch_does() -> None:
         theirs, ours = run(torch_loader, **kwargs), run(ThreadDataLoader, **kwargs)
         assert ours == theirs
         assert len(ours) == (2 if kwargs else 3)
-        assert ours[0][0] is UserWarning and ours[0][1].startswith(f"This DataLoader will create {too_many} worker")
+        assert ours[0][0] is UserWarning and ours[0][1].startswith(
+            f"This DataLoader will create {too_many} worker"
+        )
     _, quiet_run = recorded(lambda: list(ThreadDataLoader(Squares(4), num_workers=1)))
     assert quiet_run == []
 
@@ -147,7 +150,9 @@ def test_pin_memory_pins_custom_batches_and_keeps_their_containers(monkeypatch: 
     def collate(items: list[int]) -> collections.OrderedDict:
         return collections.OrderedDict(batch=Pair(_Pinnable(items[0]), [_Pinnable(i) for i in items]))
 
-    loader = ThreadDataLoader(list(range(4)), batch_size=2, num_workers=1, pin_memory=True, collate_fn=collate)
+    loader = ThreadDataLoader(
+        list(range(4)), batch_size=2, num_workers=1, pin_memory=True, collate_fn=collate
+    )
     batches = list(loader)
     assert [type(b) for b in batches] == [collections.OrderedDict] * 2
     assert type(batches[0]["batch"]) is Pair

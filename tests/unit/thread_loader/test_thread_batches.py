@@ -1,5 +1,6 @@
 """The same batches as torch's DataLoader, in the same order, from the same RNG draws; batches in
 ordinary memory."""
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -114,6 +115,7 @@ def test_persistent_workers_two_epochs_match_torch_and_reuse_threads() -> None:
 
 
 # -- where batches live ---------------------------------------------------------------------------
+
 
 class Images(Dataset):
     def __len__(self) -> int:

@@ -1,4 +1,5 @@
 """Worker info and seeding per worker thread; what threads cannot seed as processes do, said."""
+
 from __future__ import annotations
 
 import inspect
@@ -12,7 +13,12 @@ from threadtest import Squares, assert_same, gen, quiet, recorded, torch_loader
 from torch.utils.data import Dataset
 
 from memprobe.loaders import thread as thread_mod
-from memprobe.loaders.thread import WORKER_THREAD_PREFIX, ThreadDataLoader, ThreadWorkerWarning, get_worker_info
+from memprobe.loaders.thread import (
+    WORKER_THREAD_PREFIX,
+    ThreadDataLoader,
+    ThreadWorkerWarning,
+    get_worker_info,
+)
 
 
 def test_worker_seeds_match_torch() -> None:
@@ -90,13 +96,17 @@ def test_worker_info_is_per_thread_and_none_outside() -> None:
 
         def __getitem__(self, i: int) -> int:
             mine, theirs = get_worker_info(), torch.utils.data.get_worker_info()
-            seen.append((threading.current_thread().name, mine.id, theirs.id, mine.num_workers, mine is theirs))
+            seen.append(
+                (threading.current_thread().name, mine.id, theirs.id, mine.num_workers, mine is theirs)
+            )
             assert mine.dataset is self  # the worker's own copy, which it loads from
             return i
 
     list(ThreadDataLoader(Record(), num_workers=2))
-    assert {(name, wid) for name, wid, *_ in seen} == {(f"{WORKER_THREAD_PREFIX}-0", 0),
-                                                       (f"{WORKER_THREAD_PREFIX}-1", 1)}
+    assert {(name, wid) for name, wid, *_ in seen} == {
+        (f"{WORKER_THREAD_PREFIX}-0", 0),
+        (f"{WORKER_THREAD_PREFIX}-1", 1),
+    }
     assert all(m == t and n == 2 and same for _, m, t, n, same in seen)
     assert get_worker_info() is None and torch.utils.data.get_worker_info() is None
 
@@ -139,6 +149,7 @@ def test_worker_init_fn_called_once_per_worker_in_its_thread() -> None:
 
 # -- a worker_init_fn that seeds the global RNGs: said at run time -----------------------------------
 
+
 def _seed_numpy_like_torch_docs(worker_id: int) -> None:
     import numpy as np
 
@@ -157,7 +168,9 @@ class RandomCrops(Dataset):
 
 def test_worker_init_fn_seeding_global_rngs_is_said_once() -> None:
     pytest.importorskip("numpy")
-    loader = ThreadDataLoader(RandomCrops(), batch_size=2, num_workers=2, worker_init_fn=_seed_numpy_like_torch_docs)
+    loader = ThreadDataLoader(
+        RandomCrops(), batch_size=2, num_workers=2, worker_init_fn=_seed_numpy_like_torch_docs
+    )
     batches, caught = recorded(lambda: list(loader))
     notices = [msg for category, msg in caught if category is ThreadWorkerWarning]
     assert len(batches) == 8 and len(notices) == 1

@@ -1,11 +1,12 @@
 """IterableDatasets and datapipes: sharding, per-worker copies, shuffling, seeds and torch's
 warnings, compared with torch's DataLoader (fork workers) on the same objects."""
+
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -16,7 +17,9 @@ from memprobe.loaders.thread import ThreadDataLoader, get_worker_info
 
 
 @pytest.mark.parametrize("num_workers", [2, 3])
-@pytest.mark.parametrize("info_fn", [torch.utils.data.get_worker_info, get_worker_info], ids=["torch", "memprobe"])
+@pytest.mark.parametrize(
+    "info_fn", [torch.utils.data.get_worker_info, get_worker_info], ids=["torch", "memprobe"]
+)
 def test_iterable_sharding_yields_each_element_once(num_workers: int, info_fn: Callable) -> None:
     dataset = Shards(17, info_fn)
     with quiet():  # 3 workers on 2 cores
@@ -41,6 +44,7 @@ def test_iterable_persistent_epochs_restart_each_shard() -> None:
 
 
 # -- torch's own IterableDataset examples (torch.utils.data.IterableDataset's docstring) ----------
+
 
 class SplitInIter(IterableDataset):
     """Example 1: each worker takes its share in ``__iter__``."""
@@ -85,17 +89,23 @@ def _values(batches: list) -> list[int]:
     return [int(b) for b in batches]
 
 
-@pytest.mark.parametrize(("dataset", "kwargs", "printed"), [
-    (SplitInIter(3, 7), {"num_workers": 0}, [3, 4, 5, 6]),
-    (SplitInIter(3, 7), {"num_workers": 2}, [3, 5, 4, 6]),
-    # The docs print [3, 5, 4, 6] here; torch gives this (one item per worker, in worker order).
-    (SplitInIter(3, 7), {"num_workers": 12}, [3, 4, 5, 6]),
-    (WholeRange(3, 7), {"num_workers": 0}, [3, 4, 5, 6]),
-    (WholeRange(3, 7), {"num_workers": 2}, [3, 3, 4, 4, 5, 5, 6, 6]),
-    (WholeRange(3, 7), {"num_workers": 2, "worker_init_fn": configure_copy}, [3, 5, 4, 6]),
-    (WholeRange(3, 7), {"num_workers": 12, "worker_init_fn": configure_copy}, [3, 4, 5, 6]),
-], ids=["ex1-0", "ex1-2", "ex1-12", "ex2-0", "ex2-2-duplicates", "ex2-2-init", "ex2-12-init"])
-def test_torch_docs_iterable_examples_load_as_torch_loads_them(dataset: Any, kwargs: dict, printed: list) -> None:
+@pytest.mark.parametrize(
+    ("dataset", "kwargs", "printed"),
+    [
+        (SplitInIter(3, 7), {"num_workers": 0}, [3, 4, 5, 6]),
+        (SplitInIter(3, 7), {"num_workers": 2}, [3, 5, 4, 6]),
+        # The docs print [3, 5, 4, 6] here; torch gives this (one item per worker, in worker order).
+        (SplitInIter(3, 7), {"num_workers": 12}, [3, 4, 5, 6]),
+        (WholeRange(3, 7), {"num_workers": 0}, [3, 4, 5, 6]),
+        (WholeRange(3, 7), {"num_workers": 2}, [3, 3, 4, 4, 5, 5, 6, 6]),
+        (WholeRange(3, 7), {"num_workers": 2, "worker_init_fn": configure_copy}, [3, 5, 4, 6]),
+        (WholeRange(3, 7), {"num_workers": 12, "worker_init_fn": configure_copy}, [3, 4, 5, 6]),
+    ],
+    ids=["ex1-0", "ex1-2", "ex1-12", "ex2-0", "ex2-2-duplicates", "ex2-2-init", "ex2-12-init"],
+)
+def test_torch_docs_iterable_examples_load_as_torch_loads_them(
+    dataset: Any, kwargs: dict, printed: list
+) -> None:
     with quiet():  # 12 workers on this machine's cores
         assert _values(list(ThreadDataLoader(dataset, **kwargs))) == printed
         assert _values(list(torch_loader(dataset, **kwargs))) == printed
@@ -133,6 +143,7 @@ def test_a_dataset_that_cannot_be_copied_is_shared_with_a_warning() -> None:
 
 # -- an IterableDataset that yields more than its len(): torch's warning, torch's words ----------
 
+
 class Overlong(IterableDataset):
     """Reports 2 items and yields 4 (in every worker: not split between workers either)."""
 
@@ -156,10 +167,13 @@ def test_yielding_more_than_len_warns_on_every_extra_batch_as_torch_does(num_wor
     ours = run(ThreadDataLoader(dataset, num_workers=num_workers))
     assert ours == theirs
     assert len(ours[1]) == ours[0] - 2 >= 2  # one warning per batch past len()
-    assert ours[1][0][1].startswith(f"Length of IterableDataset {dataset} was reported to be 2(when accessing")
+    assert ours[1][0][1].startswith(
+        f"Length of IterableDataset {dataset} was reported to be 2(when accessing"
+    )
 
 
 # -- datapipes: shuffled, seeded and sharded per worker as torch does ---------------------------------
+
 
 def _pipe(*, shuffler: bool = True) -> Any:
     from torch.utils.data.datapipes.iter import IterableWrapper
@@ -191,8 +205,11 @@ def test_iter_datapipe_matches_torch(shuffle: bool | None, num_workers: int, per
 
 def test_shuffle_true_on_a_datapipe_without_shuffler_warns_and_loads_as_torch() -> None:
     def run(make: Callable[..., Any]) -> tuple[list, list]:
-        return recorded(lambda: [b.tolist() for b in make(_pipe(shuffler=False), batch_size=4, shuffle=True,
-                                                          num_workers=2)])
+        return recorded(
+            lambda: [
+                b.tolist() for b in make(_pipe(shuffler=False), batch_size=4, shuffle=True, num_workers=2)
+            ]
+        )
 
     theirs, ours = run(torch_loader), run(ThreadDataLoader)
     assert ours == theirs

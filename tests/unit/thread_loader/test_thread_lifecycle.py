@@ -1,4 +1,5 @@
 """Worker failures, timeouts and shutdown: threads stop when they should, errors reach the caller."""
+
 from __future__ import annotations
 
 import _thread

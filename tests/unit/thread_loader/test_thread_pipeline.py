@@ -1,6 +1,7 @@
 """What the pipeline lets users observe, as torch's DataLoader does: which worker loads batch k, and
 how many batches are loaded ahead of the loop (the memory bound). The hand-off between threads may
 change for speed; these may not."""
+
 from __future__ import annotations
 
 import threading
@@ -55,13 +56,16 @@ class CountsStarts(Dataset):
 
 @pytest.mark.parametrize(("num_workers", "prefetch_factor"), [(2, 2), (3, 1), (2, 3)])
 def test_at_most_prefetch_factor_batches_per_worker_are_loaded_ahead_of_the_loop(
-        num_workers: int, prefetch_factor: int) -> None:
+    num_workers: int, prefetch_factor: int
+) -> None:
     # torch hands out prefetch_factor * W batches at the start and one more as it returns each
     # batch: with y batches returned, at most y + prefetch_factor * W were ever started.
     ds = CountsStarts(40)
     ahead = []
-    for y, _ in enumerate(ThreadDataLoader(ds, batch_size=None, num_workers=num_workers,
-                                           prefetch_factor=prefetch_factor), start=1):
+    for y, _ in enumerate(
+        ThreadDataLoader(ds, batch_size=None, num_workers=num_workers, prefetch_factor=prefetch_factor),
+        start=1,
+    ):
         time.sleep(0.01)  # a slow loop: the workers load all they may
         ahead.append(ds.started[0] - y)
     bound = num_workers * prefetch_factor

@@ -1,13 +1,14 @@
 """Datasets and helpers shared by the ThreadDataLoader tests (compared with torch's DataLoader)."""
+
 from __future__ import annotations
 
 import gc
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset

@@ -120,6 +120,11 @@ def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
         )
     if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
         notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
+    if fmt.is_num(r.get("written_mb")) and r["written_mb"] >= 1:
+        notes.append(
+            f"{fmt.signed_mb(r['written_mb'])} made private by its own writes to pages its workers "
+            "share (not growth)"
+        )
     if not judged:
         notes.append(
             "helper: shown, not judged"

@@ -1,5 +1,5 @@
 """A training loop: a torch DataLoader with fork workers over the dataset, one short step per
-batch. Run alone, under launcher.py or under torchrun (each rank builds its own dataset).
+batch. Run alone or under torchrun (each rank builds its own dataset).
 
 --rename gives the workers the name torch's development branch gives them
 (pt_multiprocess_data_worker, which the kernel cuts to pt_multiprocess) instead of today's

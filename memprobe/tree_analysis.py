@@ -54,7 +54,8 @@ from memprobe.probe.tree import startup_end
 PAGE_MB = 4096 / 2**20
 WORKER_KINDS = ("dataloader", "fork", "spawn", "exec")
 PARENT_KINDS = ("main", "launcher", "rank")
-STILL_MB = 1.0  # a parent's anonymous memory rose less than this before its first worker: nothing built
+STILL_MB = 1.0  # a parent's anonymous memory moved less than this before its first worker: nothing built
+FORK_MARGIN_S = 0.5  # a parent's readings this close before its first fork may already follow it
 STARTUP_MAX_S, STARTUP_LIFE_SHARE = 10.0, 0.5  # a spawned worker's start-up ends by then at the latest
 ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
 ESTIMATE_EXTENDS_MB = (
@@ -504,7 +505,7 @@ def _parent_window(
     # Its first tick from then on (read exactly there, as the sampler reads a parent at the tick
     # its children appear, or estimated): what it built just before is not in the window, even
     # when it freed part of it between the last tick before and the fork.
-    before = readings[readings["t"] < since]
+    before = _before_fork(readings[readings["t"] < since], since) if mine else readings[readings["t"] < since]
     pre = _parent_before(p.pid, samples, before, since)
     # Without workers (from the first mark) there is no fork to keep out: the state just before.
     origin = _tick_at(samples, p.pid, since) if mine else pre
@@ -571,18 +572,31 @@ def _to_last_tick(
     return pd.concat([window, last])
 
 
+def _before_fork(before: pd.DataFrame, since: float) -> pd.DataFrame:
+    """A parent's readings up to its last one before its first fork. A reading is dated by its
+    tick's start and taken later in the tick (tens of ms under load), maybe after a fork that
+    started in between, which shows its pages shared already: of the readings in the last half
+    second before, and the one before them, the largest (a fork only lowers it)."""
+    near = before[before["t"] >= since - FORK_MARGIN_S]
+    if near.empty:
+        return before
+    candidates = pd.concat([before[before["t"] < since - FORK_MARGIN_S].iloc[-1:], near])
+    top = float(candidates.loc[candidates["uss_mb"].idxmax(), "t"])
+    return before[before["t"] <= top]
+
+
 def _parent_before(pid: int, samples: pd.DataFrame, before: pd.DataFrame, since: float) -> dict | None:
     """A parent's state just before ``since`` (its first worker's start, or the first mark) when
-    it kept building after its last exact reading before then: that reading's USS plus the rise
-    of its anonymous RSS since (before a first fork every anonymous page is its own, and that
-    counter is read every tick). None when it rose less than a megabyte (the reading is the
-    start) or there is no reading before."""
+    it kept building (or freed) after its last exact reading in ``before``: that reading's USS
+    plus the change of its anonymous RSS since (before a first fork every anonymous page is its
+    own, and that counter is read every tick). None when it moved less than a megabyte (the
+    reading is the start) or there is no reading before."""
     if before.empty or "rss_anon_mb" not in samples:
         return None
     t0, uss0 = float(before["t"].iloc[-1]), float(before["uss_mb"].iloc[-1])
     rows = samples[(samples["pid"] == pid) & (samples["t"] >= t0) & (samples["t"] < since)].sort_values("t")
     rows = rows.assign(anon=pd.to_numeric(rows["rss_anon_mb"], errors="coerce")).dropna(subset=["anon"])
-    if len(rows) < 2 or float(rows["anon"].iloc[-1] - rows["anon"].iloc[0]) < STILL_MB:
+    if len(rows) < 2 or abs(float(rows["anon"].iloc[-1] - rows["anon"].iloc[0])) < STILL_MB:
         return None
     last = rows.iloc[-1]
     return {

@@ -191,6 +191,8 @@ class TreeSampler(Sampler):
     def _watch_startups(self, t: float, live: dict[int, Row]) -> None:
         """A spawned or exec'd worker gets a reading as soon as its start-up is over (by the
         rule the analysis uses: :func:`~memprobe.probe.tree.settled_at`): its window starts there."""
+        for pid in [p for p in self._startup if p not in live]:  # it ended during its start-up
+            del self._startup[pid]
         for pid, row in live.items():
             node = self.roles.nodes.get(pid)
             if node is None or not node.is_worker or node.shares_parent or pid in self._settled:

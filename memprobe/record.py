@@ -23,6 +23,7 @@ reading of a worker (or the first exact reading), ``marks.done`` the last mark (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -70,10 +71,8 @@ class MarkReader:
         self.t0 = t0
         self.offset = 0
         if from_end:
-            try:
+            with contextlib.suppress(OSError):
                 self.offset = path.stat().st_size
-            except OSError:
-                pass
         self._buf = b""
         self.items = 0
         self.batches = 0
@@ -393,7 +392,8 @@ def record(
             if tty is None:
                 proc = subprocess.Popen(command, env=env, process_group=0)
             else:
-                proc = subprocess.Popen(command, env=env, preexec_fn=_child_setup(tty))
+                # The terminal's foreground group must be set in the child, before exec; only os calls.
+                proc = subprocess.Popen(command, env=env, preexec_fn=_child_setup(tty))  # noqa: PLW1509
         except OSError as exc:
             rec.writer.close()
             raise MemprobeError(f"{command[0]}: cannot run: {exc.strerror or exc}") from exc
@@ -498,10 +498,8 @@ def _drain_group(proc: subprocess.Popen, rec: _Recording) -> list[int]:
 
 
 def _killpg(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _install(handler: Callable) -> dict[int, object]:

@@ -6,6 +6,7 @@ and its workers, the resource tracker) can be found and ended together, whatever
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -84,10 +85,8 @@ class StopSignals:
     def _note(self, signum: int, frame: object) -> None:
         self.received.append(signum)
         if self._pipe:
-            try:
+            with contextlib.suppress(OSError):  # the pipe is full: the supervisor has been woken already
                 os.write(self._pipe[1], b"!")
-            except OSError:
-                pass  # the pipe is full: the supervisor has been woken already
         if self.on_signal:
             self.on_signal(signum, len(self.received))
 
@@ -170,7 +169,7 @@ class _Supervisor:
         spec = self.state.spec
         self.writer.write_meta(self.state.meta())
         read_fd, write_fd = os.pipe()
-        log = open(self.run_dir / "child.log", "wb")
+        log = open(self.run_dir / "child.log", "wb")  # noqa: SIM115  (the child's output, closed once it is started)
         self.t0 = time.monotonic()
         env = {
             **os.environ,
@@ -312,10 +311,8 @@ class _Supervisor:
     def _finish(self) -> None:
         if self.state.status == "running":
             # The event pipe closes a moment before the process is reaped: let it exit by itself.
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(EXIT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                pass
         end_group(self.proc)
         self.sampler.stop(final_pss=False)
         self.state.exit_code = self.proc.returncode
@@ -381,10 +378,8 @@ def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     if proc.poll() is None:
         escaped.signal(signal.SIGTERM)
         _signal_group(pgid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            pass
     deadline = time.monotonic() + grace_s
     while (procfs.processes_in_group(pgid) or escaped.alive()) and time.monotonic() < deadline:
         escaped.signal(signal.SIGTERM)
@@ -425,17 +420,13 @@ class _EscapedDescendants:
 
     def signal(self, sig: int) -> None:
         for pid in self.alive():
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def execute(
@@ -472,9 +463,9 @@ def environment() -> dict[str, Any]:
 
     cpu = next(
         (
-            l.split(":", 1)[1].strip()
-            for l in (procfs._read("/proc/cpuinfo") or "").splitlines()
-            if l.startswith("model name")
+            line.split(":", 1)[1].strip()
+            for line in (procfs._read("/proc/cpuinfo") or "").splitlines()
+            if line.startswith("model name")
         ),
         platform.processor(),
     )

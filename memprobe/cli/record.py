@@ -190,7 +190,9 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [
-        "  ".join(c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        "  ".join(
+            c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
         for row in rows
     ]
     if len(shown) > limit:

@@ -26,7 +26,11 @@ class ListDataset(Dataset):
         self.records = [
             {"id": i, "path": p, "label": lab, "box": box}
             for i, p, lab, box in zip(
-                columns.ids.tolist(), columns.paths, columns.labels.tolist(), columns.boxes.tolist()
+                columns.ids.tolist(),
+                columns.paths,
+                columns.labels.tolist(),
+                columns.boxes.tolist(),
+                strict=True,
             )
         ]
 

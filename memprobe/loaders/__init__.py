@@ -49,7 +49,7 @@ def build_loader(
         return EXTRA_MODES[mode](dataset, **parallel, **common)
     if mode in PROCESS_MODES:
         return DataLoader(dataset, multiprocessing_context=mode, **parallel, **common)
-    raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(PROCESS_MODES + ('thread', *EXTRA_MODES))}")
+    raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join((*PROCESS_MODES, 'thread', *EXTRA_MODES))}")
 
 
 def worker_pids(iterator: Any) -> list[int]:

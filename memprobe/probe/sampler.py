@@ -44,7 +44,16 @@ _PSS_FIELDS = (
     "anon_huge_mb",
 )
 SAMPLE_COLUMNS = (
-    ("t", "pid", "role", "worker", "state", "tier", "missing", "reason") + _CHEAP_FIELDS + _PSS_FIELDS
+    "t",
+    "pid",
+    "role",
+    "worker",
+    "state",
+    "tier",
+    "missing",
+    "reason",
+    *_CHEAP_FIELDS,
+    *_PSS_FIELDS,
 )
 
 
@@ -157,7 +166,7 @@ class Sampler:
                     break
                 self._wake.wait(max(0.0, tick + self._interval() - time.monotonic()))
                 self._wake.clear()
-        except BaseException as exc:  # recorded and re-raised by the supervisor, never lost
+        except BaseException as exc:  # noqa: BLE001  (recorded and re-raised by the supervisor, never lost)
             self.error = exc
         finally:
             with self._pss_done:  # wake anyone waiting for a round that will never come

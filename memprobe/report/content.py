@@ -31,8 +31,10 @@ GENERIC_FIXES = (
     ("numpy/arrow", "Hold records in numpy or Arrow buffers instead of a list of Python objects."),
     (
         "one buffer",
-        "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
-        "plus an offsets array) and decode per item: one object for the GC and refcounts to touch.",
+        (
+            "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
+            "plus an offsets array) and decode per item: one object for the GC and refcounts to touch."
+        ),
     ),
     ("threads", "Use threads instead of worker processes (mode: thread)."),
     ("spawn + shared memory", "Use spawn with the data in shared memory, so workers map one copy."),
@@ -483,7 +485,7 @@ def not_in_bars(summaries: list[RunSummary]) -> list[str]:
             every = "the run" if len(runs) == 1 else f"all {len(runs)} runs"
             out.append(f"{row_label(backend, runs)} ({every} {'; '.join(whys)})")
             continue
-        for (mode, status, error), group in groups.items():
+        for (_mode, status, error), group in groups.items():
             out.append(f"{short_label(group[0])}, {_workers_text(group)} ({status}: {error})")
         unmeasured = [s for s in runs if s.status == "ok" and s.items_per_s is None]
         for mode in dict.fromkeys(s.mode for s in unmeasured):

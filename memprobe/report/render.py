@@ -91,7 +91,7 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
     ids = anchors(summaries)
     cpu_count = (results.manifest.get("environment") or {}).get("cpu_count")
     views = []
-    for i, (meta, s) in enumerate(zip(results.metas, summaries)):
+    for i, (meta, s) in enumerate(zip(results.metas, summaries, strict=True)):
         samples = results.run_table("samples", s.run_id)
         marks = meta.get("marks") or {}
         window = window_bounds(samples, marks) if not samples.empty else (None, None)

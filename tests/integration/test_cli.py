@@ -3,6 +3,7 @@ report, and Ctrl-C in the middle of a run (fork and forkserver)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -184,10 +185,8 @@ def _events(run_dir: Path) -> list[dict]:
         return []
     out = []
     for line in text.splitlines():
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass
     return out
 
 

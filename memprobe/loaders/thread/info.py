@@ -205,7 +205,7 @@ def _same_state(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and torch.equal(a, b)
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
-        return all(_same_state(x, y) for x, y in zip(a, b))
+        return all(_same_state(x, y) for x, y in zip(a, b, strict=True))
     if hasattr(a, "shape") and hasattr(b, "shape"):  # numpy arrays in numpy's legacy state
         return a.shape == b.shape and bool((a == b).all())
     return a == b

@@ -99,7 +99,7 @@ def worker_replica(dataset: Any, seed: int | None, *, stacklevel: int = 2) -> An
         return dataset
     try:
         return copy.copy(dataset)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (the user's __copy__ may raise anything: warn and share)
         warnings.warn(
             f"ThreadDataLoader could not copy the dataset for a worker thread ({type(exc).__name__}: "
             f"{exc}); the worker threads share one dataset object, so attributes a worker sets "

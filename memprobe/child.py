@@ -80,6 +80,7 @@ def build(spec: RunSpec) -> tuple[Any, dict]:
     if spec.workload == "factory":
         from memprobe.factory import call_factory
 
+        assert spec.factory is not None  # the scenario sets it for this workload
         dataset, info = (
             call_factory(spec.factory.factory, spec.factory.kwargs),
             {"factory": spec.factory.factory},
@@ -105,6 +106,7 @@ def _decode_dataset(spec: RunSpec) -> tuple[Any, dict]:
     from memprobe.errors import MemprobeError
 
     d = spec.decode
+    assert d is not None  # the scenario sets it for this workload
     table = cached_jpeg_table(d.images, width=d.width, height=d.height, quality=d.quality, seed=d.seed)
     dataset = DecodeDataset(table, decoder=spec.backend, device=d.device)
     backend = dataset.decoder.backend

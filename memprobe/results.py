@@ -35,7 +35,7 @@ TABLES = ("samples", "system", "progress", "events", "threads")
 PARQUET_TABLES = ("samples", "system", "progress", "threads")
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
+def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` then rename ``tmp`` to ``path``: readers see the old file or the new
     one, never half. On failure the temporary file is removed and a :class:`ResultsWriteError`
     (a full disk, say) names the file."""

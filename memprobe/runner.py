@@ -29,6 +29,11 @@ from memprobe.results import RunWriter
 from memprobe.scenario import RunSpec, mem_total_mb
 
 ProgressCallback = Callable[["RunState"], None]
+# Popen arguments that start a child in a process group of its own: Popen's process_group is
+# new in Python 3.11; on 3.10 the child calls setpgid(0, 0) itself, before exec.
+OWN_PROCESS_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+)
 FINAL_PSS_WAIT_S = 30.0
 THREAD_MODES = ("thread", "torch-thread", "torchdata-thread")
 EXIT_GRACE_S = 10.0
@@ -186,7 +191,7 @@ class _Supervisor:
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
             env=env,
-            process_group=0,
+            **OWN_PROCESS_GROUP,
         )
         os.close(write_fd)
         log.close()
@@ -229,15 +234,16 @@ class _Supervisor:
     def _event_loop(self, fd: int) -> None:
         deadline = self.t0 + self.state.spec.timeout_s
         last = time.monotonic()
-        wake = [self.stop.fileno()] if self.stop and self.stop.fileno() is not None else []
+        stop_fd = self.stop.fileno() if self.stop else None
+        wake = [stop_fd] if stop_fd is not None else []
         while True:
             now = time.monotonic()
             if now - last > PAUSED_S:
                 # memprobe itself was stopped (SIGSTOP, Ctrl-Z) or starved: not the run's time.
                 deadline += now - last
             last = now
-            if self.stop and self.stop.received:
-                self._interrupted(self.stop.first)
+            if self.stop and (how := self.stop.first):  # a signal was received
+                self._interrupted(how)
                 return
             if folder_identity(self.run_dir) != self._dir_id:
                 self.state.status = "failed"

@@ -501,6 +501,7 @@ def _expanded(
             for i, item in enumerate(node.value)
         )
     else:
+        assert isinstance(node, yaml.MappingNode)  # the third and last kind of YAML node
         _no_duplicate_keys(node, path, where)
         size = 1
         for key, value in node.value:
@@ -762,9 +763,9 @@ def _check_machine(scenario: Scenario, machine: Machine) -> None:
     budget = machine.memory_mb * MEMORY_SHARE
     if need is not None and need > budget:
         key, value = (
-            ("dataset.records", scenario.dataset.records)
-            if scenario.workload == "records"
-            else ("decode.images", scenario.decode.images)
+            ("decode.images", scenario.decode.images)
+            if scenario.decode is not None  # set for the decode workload only
+            else ("dataset.records", scenario.dataset.records)
         )
         raise UsageError(
             f"{scenario.path}: key '{key}': got {value:,}; allowed on this machine: a dataset whose "
@@ -782,17 +783,19 @@ def planned_memory_mb(scenario: Scenario) -> float | None:
         d = scenario.dataset
         return d.records * (RECORD_BYTES + RECORD_FLOAT_BYTES * d.floats) * copies / 2**20
     if scenario.workload == "decode":
-        d, lo = scenario.decode, scenario.loader
-        pixels = d.width * d.height
+        dec, lo = scenario.decode, scenario.loader
+        assert dec is not None  # parse_scenario sets it for this workload
+        pixels = dec.width * dec.height
         in_flight = lo.batch_size * pixels * 3 * lo.prefetch_factor * max(*scenario.workers, 1)
-        return (d.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
+        return (dec.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
     return None
 
 
 def _check_batches(scenario: Scenario) -> None:
     if scenario.workload == "factory":
         return  # the dataset's length is known only once the factory ran
-    per_epoch = scenario.dataset.records if scenario.workload == "records" else scenario.decode.images
+    # decode is set for the decode workload only
+    per_epoch = scenario.decode.images if scenario.decode is not None else scenario.dataset.records
     items = min(per_epoch, scenario.loader.items or per_epoch)
     most = max(scenario.workers)
     batch = scenario.loader.batch_size

@@ -20,7 +20,7 @@ class TerminalConsole(Console):
     """One live line per run on a terminal; a line at start and end (and every 5 s) otherwise."""
 
     def __init__(self, stream: TextIO = sys.stderr) -> None:
-        self.stream = stream
+        self.stream: TextIO | None = stream  # None once writing to it failed
         self.live = stream.isatty()
         self._last = 0.0
 
@@ -36,7 +36,8 @@ class TerminalConsole(Console):
         lo = spec.loader
         if getattr(spec, "factory", None):
             return lo.items
-        per_epoch = spec.decode.images if spec.workload == "decode" else spec.dataset.records
+        # decode is set for the decode workload only
+        per_epoch = spec.decode.images if spec.decode is not None else spec.dataset.records
         total = per_epoch * lo.epochs
         if lo.items is not None:
             total = min(total, lo.items)
@@ -75,6 +76,8 @@ class TerminalConsole(Console):
             else f"\nmemprobe: {name} again: still saving the results; memprobe exits once "
             "they are complete (a few seconds)\n"
         )
+        if self.stream is None:  # writing to it failed already
+            return
         # The terminal is gone (SIGHUP) or the stream has no descriptor.
         with contextlib.suppress(OSError, ValueError, AttributeError):
             os.write(self.stream.fileno(), text.encode())

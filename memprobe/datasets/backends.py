@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 from torch.utils.data import Dataset
@@ -114,4 +116,8 @@ class ArrowDataset(Dataset):
         }
 
 
-BACKENDS: dict[str, type[Dataset]] = {"list": ListDataset, "numpy": NumpyDataset, "arrow": ArrowDataset}
+BACKENDS: dict[str, Callable[[Columns], Dataset]] = {
+    "list": ListDataset,
+    "numpy": NumpyDataset,
+    "arrow": ArrowDataset,
+}

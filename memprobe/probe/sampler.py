@@ -11,12 +11,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from memprobe.probe import procfs
 from memprobe.probe.roles import RoleBook
 
 MB = procfs.MB
-Row = dict[str, object]
+Row = dict[str, Any]  # one JSON line of samples: numbers, strings, booleans, None by column
 Sink = Callable[[str, list[Row]], None]
 
 _CHEAP_FIELDS = (

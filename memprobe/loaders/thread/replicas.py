@@ -115,4 +115,4 @@ def _deep_copy(pipe: IterDataPipe) -> IterDataPipe:
     inner = getattr(pipe, "_datapipe", None)
     if inner is None:
         return copy.deepcopy(pipe)
-    return type(pipe)(copy.deepcopy(inner))
+    return type(pipe)(copy.deepcopy(inner))  # type: ignore[call-arg]  # a wrapper type, built on what it wraps

@@ -97,7 +97,6 @@ def settings_from(args: argparse.Namespace):
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.errors import UsageError
-    from memprobe.record import record
 
     command = list(args.cmd)
     if command and command[0] == "--":
@@ -105,6 +104,8 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
     settings, verdict = settings_from(args)
+    from memprobe.record import record  # pandas and the rest, once the arguments are good
+
     result = record(
         command,
         Path(args.output) if args.output else None,

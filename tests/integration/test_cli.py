@@ -95,6 +95,38 @@ def test_missing_scenario_file_exits_2(tmp_path: Path) -> None:
     assert str(tmp_path / "nope.yaml") in r.stderr and "no such" in r.stderr
 
 
+REFUSE_AND_LIST_IMPORTS = """
+import sys
+from memprobe.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("pandas", "pyarrow", "torch", "plotly") if m in sys.modules)
+print(code, *heavy, file=sys.__stdout__)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{bad}", "-o", "{tmp}/out"],
+        ["run", "{tmp}/nope.yaml"],
+        ["run", "{repo}/scenarios/quick.yaml", "--timeout", "0"],
+        ["record", "--interval", "0", "--", "true"],
+        ["watch", "1", "--pss-budget", "2"],
+    ],
+)
+def test_bad_input_is_refused_before_the_heavy_imports(tmp_path: Path, args: list[str]) -> None:
+    """A refusal takes a fraction of a second: pandas, pyarrow and torch are imported only once
+    the arguments and the scenario are known to be good."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nbakends: [list]\n")
+    argv = [a.format(bad=bad, tmp=tmp_path, repo=REPO) for a in args]
+    r = subprocess.run(
+        [sys.executable, "-c", REFUSE_AND_LIST_IMPORTS, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2"], r.stdout  # exit code 2, and none of the heavy modules
+
+
 def test_report_of_a_folder_that_is_not_results_exits_2(tmp_path: Path) -> None:
     r = memprobe("report", tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr

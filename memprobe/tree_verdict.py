@@ -389,7 +389,7 @@ def _not_growing(parents: list[Growth]) -> str:
 
     if len(parents) == 1:
         g = parents[0]
-        written = _mb(g.written_mb) if (g.written_mb or 0.0) >= 1 else ""
+        written = _mb(g.written_mb or 0.0) if (g.written_mb or 0.0) >= 1 else ""
         return _capital(
             f"{who(g.role)} is not growing ({_mb(grown(g))} of its own): "
             + why(_mb(g.released_mb or 0.0), written, "its")

@@ -198,7 +198,7 @@ class TreeSampler(Sampler):
             if node is None or not node.is_worker or node.shares_parent or pid in self._settled:
                 continue
             seen = self._startup.setdefault(pid, ([], [], []))
-            for column, value in zip(seen, (t, float(row["rss_mb"]), float(row["cpu_s"]))):
+            for column, value in zip(seen, (t, float(row["rss_mb"]), float(row["cpu_s"])), strict=True):
                 column.append(value)
             if settled_at(*seen, len(seen[0]) - 1) or t - seen[0][0] >= STARTUP_WATCH_S:
                 self._settled.add(pid)

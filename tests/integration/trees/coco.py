@@ -55,6 +55,7 @@ class DatasetFromList:
     """A map-style dataset (what torch's DataLoader and start_processes take). Not a subclass of
     torch's Dataset, so that the programs that do not use torch (os.fork, Pool, spawn) do not
     import it: each import costs a second or two of CPU per process in the tests."""
+
     def __init__(self, lst: Any) -> None:
         self.lst = lst
 

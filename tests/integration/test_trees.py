@@ -316,9 +316,10 @@ def test_a_parent_that_allocates_while_its_workers_run_is_blamed(
     why = _table(rec)
     _check_every_worker_is_in_the_table(tree, rec)
     (main,) = rec.processes({"main"})
-    # It allocated 200 MB of new objects after its workers started (the allocator reuses some of
-    # what the program freed just before: its RSS rises by less): its own growth.
-    assert 100 < main["growth_mb"] < 230, why
+    # It allocated 200 MB of new objects after its workers started: its own growth. Its RSS rises
+    # by less (84-160 MB seen): the allocator reuses some of what the program freed just before
+    # the fork (the list it serialized), which is not new memory.
+    assert THRESHOLD_MB < main["growth_mb"] < 230, why
     assert rec.run["verdict"] == "growing", why
     assert re.search(
         r"The main process grew \+\d+ MB of its own after its first worker started", rec.run["culprit"]

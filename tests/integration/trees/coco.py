@@ -97,7 +97,8 @@ def own_uss_mb() -> float:
 
 
 def report(**facts: Any) -> None:
-    print("TREE " + json.dumps({"pid": os.getpid(), "uss_mb": round(own_uss_mb(), 1), **facts}), flush=True)
+    line = "TREE " + json.dumps({"pid": os.getpid(), "uss_mb": round(own_uss_mb(), 1), **facts}) + "\n"
+    os.write(1, line.encode())  # one write: print's text and newline may interleave with a sibling's
 
 
 def worker_main(dataset: Any, seconds: float, hold: float, **facts: Any) -> None:

@@ -37,10 +37,10 @@ def rename_workers() -> None:
 def say_name(worker_id: int) -> None:
     with open("/proc/self/comm") as f:
         comm = f.read().strip()
-    print(
-        f"TREE_WORKER rank={os.environ.get('RANK', '-')} worker={worker_id} pid={os.getpid()} comm={comm}",
-        flush=True,
+    line = (
+        f"TREE_WORKER rank={os.environ.get('RANK', '-')} worker={worker_id} pid={os.getpid()} comm={comm}\n"
     )
+    os.write(1, line.encode())  # one write: print's text and newline may interleave with a sibling's
 
 
 if __name__ == "__main__":

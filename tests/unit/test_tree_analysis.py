@@ -469,7 +469,9 @@ def test_a_worker_that_grew_after_its_last_exact_reading_counts_to_its_end_by_th
     meta, samples = fork_job()
     late = samples["pid"].eq(11) & samples["t"].gt(6.0) & samples["tier"].eq("pss")
     samples = samples[~late].copy()  # worker 0: read once, at 5.2, before it copied anything
-    samples.loc[samples["pid"].eq(11) & samples["tier"].eq("cheap"), "uss_est_mb"] = 199.0
+    cheap = samples["pid"].eq(11) & samples["tier"].eq("cheap")
+    samples.loc[cheap, "uss_est_mb"] = 199.0
+    samples.loc[cheap, "minflt"] = 199.0 / MB_PER_FAULT  # its faults explain it
     s = _summary(meta, samples)
     row = next(p for p in s.processes if p["pid"] == 11)
     assert row["estimated"] and row["pss_samples"] == 1 and row["growth_mb"] == pytest.approx(199, abs=0.5)
@@ -580,3 +582,30 @@ def test_a_parent_s_growth_runs_to_its_last_tick_with_workers_not_its_last_readi
     row = s.processes[0]
     assert row["growth_mb"] == pytest.approx(0, abs=0.5) and row["last_t"] == 19.8
     assert s.verdict == "flat"
+
+
+def test_a_worker_s_estimate_past_its_last_reading_counts_as_far_as_its_own_faults() -> None:
+    # The estimate's sharers' term puts worker 0 at 199 MB after its last reading, but it faulted
+    # only 50 MB in all: its own growth is no more than its faults explain.
+    meta, samples = fork_job()
+    late = samples["pid"].eq(11) & samples["t"].gt(6.0) & samples["tier"].eq("pss")
+    samples = samples[~late].copy()
+    samples.loc[samples["pid"].eq(11) & samples["tier"].eq("cheap"), "uss_est_mb"] = 199.0
+    row = next(p for p in _summary(meta, samples).processes if p["pid"] == 11)
+    assert row["estimated"] and row["growth_mb"] == pytest.approx(50, abs=0.5)
+
+
+def test_a_copy_whose_faults_show_one_reading_late_is_the_worker_s_own() -> None:
+    # A row's counters are read before its USS in the same tick: a fast copy shows its USS rise
+    # at one reading and its faults at the next. Read often, the worker's growth is all of it.
+    meta, samples = fork_job()
+    worker = proc_rows(
+        11,
+        "worker 0",
+        0,
+        [(5.2 + k, "pss", 20.0 * (k + 1), 300, 20.0 * k) for k in range(10)] + [(15.2, "pss", 200, 300, 200)],
+        kind="dataloader",
+    )
+    samples = pd.concat([samples[samples["pid"] != 11], pd.DataFrame(worker)], ignore_index=True)
+    row = next(p for p in _summary(meta, samples).processes if p["pid"] == 11)
+    assert row["growth_mb"] == pytest.approx(200, abs=0.5) and row["released_mb"] == pytest.approx(0, abs=0.5)

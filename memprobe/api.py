@@ -28,7 +28,6 @@ from memprobe.results import SCHEMA_VERSION, ResultSet, consolidate, write_json_
 from memprobe.runner import environment, execute
 from memprobe.scenario import (
     MB_PER_WORKER,
-    MODES,
     WORKERS_PER_CPU,
     DatasetSpec,
     FactorySpec,
@@ -38,6 +37,7 @@ from memprobe.scenario import (
     SamplingSpec,
     VerdictSpec,
 )
+from memprobe.vocabulary import FORK, MODES, SINGLE, is_thread_mode
 
 CAUSES = (
     "Growth in forked workers is usually copy-on-access: reading Python objects (a list of dicts, "
@@ -229,7 +229,7 @@ def profile(
     factory: Callable[..., Any] | str,
     *,
     kwargs: dict | None = None,
-    mode: str = "fork",
+    mode: str = FORK,
     workers: int = 2,
     items: int | None = None,
     epochs: int = 1,
@@ -270,9 +270,9 @@ def profile(
     ref = factory_ref(factory)
     name = ref.rsplit(":", 1)[1].split(".")[-1]
     spec = RunSpec(
-        run_id=f"{name}-{mode if workers else 'single'}-w{workers}",
+        run_id=f"{name}-{mode if workers else SINGLE}-w{workers}",
         backend=name,
-        mode=mode if workers else "single",
+        mode=mode if workers else SINGLE,
         workers=workers,
         dataset=DatasetSpec(seed=seed),
         loader=LoaderSpec(
@@ -383,7 +383,7 @@ def process_kind(role: str, mode: str, workers: int) -> str:
     if role.startswith("worker"):
         return f"DataLoader worker, {mode}"
     if role == "main":
-        if mode == "thread" or mode.endswith("-thread"):
+        if is_thread_mode(mode):
             return f"main process, {workers} worker thread{'s' if workers != 1 else ''}"
         return "main process, no workers" if workers == 0 else "main process"
     return role

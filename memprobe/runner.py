@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import platform
 import select
 import signal
 import subprocess
@@ -17,19 +18,21 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import memprobe
 from memprobe.child import SUPERVISOR_ENV
 from memprobe.errors import MemprobeError, ResultsWriteError
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
 from memprobe.results import RunWriter
 from memprobe.scenario import RunSpec, mem_total_mb
+from memprobe.vocabulary import gil_enabled, is_thread_mode
 
 ProgressCallback = Callable[["RunState"], None]
 FINAL_PSS_WAIT_S = 30.0
-THREAD_MODES = ("thread", "torch-thread", "torchdata-thread")
 EXIT_GRACE_S = 10.0
 # The loader process waits at these for a PSS round: growth window start and end (warm, done),
 # and the birth and end of each later generation of workers (epoch_warm, epoch_end).
@@ -195,7 +198,7 @@ class _Supervisor:
             interval_s=spec.sampling.interval_s,
             pss_cpu_budget=spec.sampling.pss_cpu_budget,
             pss_min_interval_s=spec.sampling.pss_min_interval_s,
-            threads_of_main=spec.mode in THREAD_MODES,
+            threads_of_main=is_thread_mode(spec.mode),
             enabled=self.sample,
         )
         self.sampler = Sampler(self.proc.pid, self.writer.append, settings, t0=self.t0, pgid=self.proc.pid)
@@ -460,11 +463,6 @@ def execute(
 
 def environment() -> dict[str, Any]:
     """The facts a reader needs to interpret the numbers."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
-    import memprobe
-
     try:  # the installed version, without importing torch into the supervisor (seconds)
         torch_version = version("torch")
     except PackageNotFoundError:
@@ -483,7 +481,7 @@ def environment() -> dict[str, Any]:
         "torch": torch_version,
         "python": platform.python_version(),
         "python_build": sys.version,
-        "gil_enabled": _gil_enabled(),
+        "gil_enabled": gil_enabled(),
         "kernel": platform.release(),
         "machine": platform.machine(),
         "cpu_model": cpu,
@@ -491,8 +489,3 @@ def environment() -> dict[str, Any]:
         "mem_total_mb": mem_total_mb(),
         "hostname": platform.node(),
     }
-
-
-def _gil_enabled() -> bool:
-    check = getattr(sys, "_is_gil_enabled", None)
-    return True if check is None else bool(check())

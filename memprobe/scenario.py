@@ -18,15 +18,13 @@ from typing import Any
 import yaml
 
 from memprobe.errors import UsageError
+from memprobe.vocabulary import MODES, SINGLE
 
-# thread: memprobe's ThreadDataLoader. torch-thread: torch's own thread workers, where the
-# installed torch has them (DataLoader(worker_method="thread")). torchdata-thread:
-# torchdata.nodes.ParallelMapper(method="thread"). The last two fail per run, clearly, when absent.
-MODES = ("fork", "spawn", "forkserver", "thread", "torch-thread", "torchdata-thread")
+# MODES (memprobe.vocabulary): torch-thread and torchdata-thread fail per run, clearly, where
+# the installed torch or torchdata lacks them.
 BACKENDS = ("list", "numpy", "arrow")
 DECODERS = ("pillow", "nvimgcodec", "simplejpeg")
 DEVICES = ("auto", "cpu", "gpu")
-SINGLE = "single"  # the mode label of a workers: 0 run (no worker processes or threads)
 VERDICTS = ("flat", "growing")
 
 # -- limits (README "Limits" gives the reasons) -------------------------------------------------

@@ -1,4 +1,4 @@
-"""Two more thread-based loaders, registered in ``EXTRA_MODES`` under their scenario mode names.
+"""Two more thread-based loaders, listed in ``memprobe.loaders.EXTRA_MODES`` under their scenario mode names.
 
 ``torch-thread``
     torch's own thread workers: ``DataLoader(..., worker_method="thread")``. They exist only on
@@ -44,6 +44,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampler, default_collate
 
 from memprobe.errors import MemprobeError
+from memprobe.loaders.thread.compat import torch_native_thread_workers_available
 
 __all__ = ["TorchdataThreadLoader", "build_torch_thread", "build_torchdata_thread", "torchdata_nodes"]
 
@@ -55,8 +56,6 @@ TORCHDATA_HINT = "pip install 'torchdata>=0.10' (torchdata.nodes; e.g. pip insta
 
 def torch_thread_missing_reason() -> str | None:
     """None when the installed torch's DataLoader takes ``worker_method``, else why not."""
-    from memprobe.loaders.thread import torch_native_thread_workers_available
-
     if torch_native_thread_workers_available():
         return None
     return (
@@ -270,18 +269,3 @@ def build_torchdata_thread(
         generator=generator,
         collate_fn=collate_fn,
     )
-
-
-def register(modes: dict[str, Any]) -> None:
-    """Add both builders to ``modes`` (``memprobe.loaders.EXTRA_MODES``)."""
-    modes.setdefault("torch-thread", build_torch_thread)
-    modes.setdefault("torchdata-thread", build_torchdata_thread)
-
-
-def _register() -> None:
-    from memprobe.loaders import EXTRA_MODES
-
-    register(EXTRA_MODES)
-
-
-_register()

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from memprobe.analysis import RunSummary, item_noun
 from memprobe.report import format as fmt
+from memprobe.vocabulary import FORK, FORKSERVER, SPAWN, THREAD, has_worker_processes
 
-PROCESS_MODES = ("fork", "spawn", "forkserver")
 # What each storage backend does about the copy; unknown backends get a generic sentence.
 BACKEND_FIXES = {
     "numpy": "Hold the records in numpy arrays (a few large buffers, no Python object per record): "
@@ -18,7 +18,7 @@ BACKEND_FIXES = {
     "per record, so forked workers read them without copying.",
 }
 MODE_FIXES = {
-    "thread": "Use threads instead of worker processes: one address space, nothing to copy. Check items/s: "
+    THREAD: "Use threads instead of worker processes: one address space, nothing to copy. Check items/s: "
     "threads only keep up when the per-item work releases the GIL (or on a free-threaded Python).",
 }
 SPAWN_FIX = (
@@ -61,7 +61,7 @@ def badge_text(s: RunSummary) -> str:
 
 
 def process_workers(s: RunSummary) -> bool:
-    return s.mode in PROCESS_MODES and s.workers > 0
+    return has_worker_processes(s.mode, s.workers)
 
 
 # The decoder backend that ran, as recorded by the decode workload ("nvimgcodec-cpu"), by its suffix.
@@ -194,7 +194,7 @@ def short_label(s: RunSummary) -> str:
 def run_label(s: RunSummary) -> str:
     if s.workers == 0:
         return f"{short_label(s)} (no workers)"
-    unit = "thread" if s.mode == "thread" else "worker"
+    unit = "thread" if s.mode == THREAD else "worker"
     return f"{short_label(s)} ({s.workers} {unit}{'s' if s.workers != 1 else ''})"
 
 
@@ -212,7 +212,7 @@ def gc_copy_likely(s: RunSummary) -> bool:
     """A flat fork run whose workers still grew noticeably: the one-off copy of the interpreter's
     own objects when Python's cyclic GC first walks them (gc.freeze() avoids it)."""
     g = s.worker_uss_growth_mb
-    return s.verdict == "flat" and s.mode == "fork" and g is not None and g >= 10
+    return s.verdict == "flat" and s.mode == FORK and g is not None and g >= 10
 
 
 def headline(s: RunSummary, meta: dict) -> str:
@@ -251,7 +251,7 @@ def _workers_sentence(s: RunSummary, meta: dict) -> str:
     if s.verdict == "growing":
         cause = (
             "a private copy of the data it read (copy-on-access)"
-            if s.mode == "fork"
+            if s.mode == FORK
             else "private memory that grows with every item read"
         )
         most = (
@@ -273,7 +273,7 @@ def upfront_copy(s: RunSummary) -> bool:
     """A spawn/forkserver run whose workers each unpickled their own copy before iterating: flat,
     yet costly (its matrix cell says so, next to the green)."""
     start = s.worker_uss_start_mb
-    return process_workers(s) and s.mode != "fork" and start is not None and start > s.growth_threshold_mb
+    return process_workers(s) and s.mode != FORK and start is not None and start > s.growth_threshold_mb
 
 
 def overview(summaries: list[RunSummary]) -> str:
@@ -408,7 +408,7 @@ def _fix_text(g: RunSummary, s: RunSummary) -> str:
         return BACKEND_FIXES.get(s.backend, f"Switch the backend from '{g.backend}' to '{s.backend}'.")
     if s.mode in MODE_FIXES:
         return MODE_FIXES[s.mode]
-    if s.mode in ("spawn", "forkserver"):
+    if s.mode in (SPAWN, FORKSERVER):
         return SPAWN_FIX
     return f"Use mode '{s.mode}' instead of '{g.mode}'."
 
@@ -450,7 +450,7 @@ def advice(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Advice]
 
 
 def _demonstrated(key: str, shown: set[str]) -> bool:
-    return {"numpy/arrow": bool({"numpy", "arrow"} & shown), "threads": "thread" in shown}.get(key, False)
+    return {"numpy/arrow": bool({"numpy", "arrow"} & shown), "threads": THREAD in shown}.get(key, False)
 
 
 # -- throughput bars ---------------------------------------------------------------------------
@@ -462,7 +462,7 @@ def _workers_text(runs: list[RunSummary]) -> str:
     if counts == [0]:
         return "no workers"
     nums = str(counts[0]) if len(counts) == 1 else f"{', '.join(map(str, counts[:-1]))} and {counts[-1]}"
-    unit = "thread" if all(s.mode == "thread" for s in runs) else "worker"
+    unit = "thread" if all(s.mode == THREAD for s in runs) else "worker"
     return f"{nums} {unit}{'s' if counts != [1] else ''}"
 
 

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import inspect
-import sys
 
 import torch
 
+from memprobe.vocabulary import gil_enabled
+
 __all__ = ["gil_enabled", "torch_native_thread_workers_available"]
-
-
-def gil_enabled() -> bool | None:
-    """Return whether the GIL is active in this interpreter.
-
-    Uses ``sys._is_gil_enabled()`` (Python 3.13+, meaningful on free-threaded builds). Where it
-    does not exist the build is a standard one, which always has a GIL, so ``True`` is returned.
-    ``None`` means the check itself failed.
-    """
-    probe = getattr(sys, "_is_gil_enabled", None)
-    if probe is None:
-        return True
-    try:
-        return bool(probe())
-    except Exception:
-        return None
 
 
 def torch_native_thread_workers_available() -> bool:

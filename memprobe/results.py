@@ -209,7 +209,7 @@ def consolidate(root: Path) -> None:
 def _read_parquet(path: Path) -> pd.DataFrame:
     """A table memprobe consolidated, or a :class:`UsageError` naming it (truncated, damaged, or
     not memprobe's: every table of a results folder has a run_id and a t column)."""
-    import pyarrow as pa
+    import pyarrow as pa  # only where a Parquet file is read: a running session writes JSON lines
 
     try:
         with open(path, "rb") as f:  # see _write_parquet_atomic

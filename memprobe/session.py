@@ -13,6 +13,7 @@ from pathlib import Path
 from memprobe.analysis import RunSummary, summarize_all
 from memprobe.errors import UsageError
 from memprobe.probe import procfs
+from memprobe.report import write_report
 from memprobe.results import (
     SCHEMA_VERSION,
     ResultSet,
@@ -256,8 +257,6 @@ def finalize(out: Path, manifest: dict, *, render: bool, interrupted: bool) -> S
     write_summary(out, manifest, summaries)
     report = None
     if render:
-        from memprobe.report import write_report
-
         report = write_report(out)
     else:  # a snapshot `memprobe report` took while the session ran no longer says what happened
         (out / "report.html").unlink(missing_ok=True)

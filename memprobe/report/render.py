@@ -7,19 +7,17 @@ tables come from ``content``, charts from ``figures``; the jinja templates only 
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
 
 from memprobe.analysis import RunSummary, summarize_all, window_bounds
-from memprobe.report import content, figures
+from memprobe.report import content, figures, recorded
 from memprobe.report import format as fmt
+from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet, write_text_atomic
 
 
@@ -60,27 +58,6 @@ def environment() -> jinja2.Environment:
         cost_text=content.cost_text,
     )
     return env
-
-
-@lru_cache(maxsize=1)
-def plotly_js() -> Markup:
-    from plotly.offline import get_plotlyjs
-
-    return Markup(re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE))
-
-
-def script_json(data: Any) -> Markup:
-    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a comment."""
-    text = json.dumps(data, allow_nan=False, separators=(",", ":"))
-    for raw, esc in (
-        ("<", "\\u003c"),
-        (">", "\\u003e"),
-        ("&", "\\u0026"),
-        ("\u2028", "\\u2028"),
-        ("\u2029", "\\u2029"),
-    ):
-        text = text.replace(raw, esc)
-    return Markup(text)
 
 
 def anchors(summaries: list[RunSummary]) -> dict[str, str]:
@@ -249,8 +226,6 @@ def _duration(manifest: dict) -> float | None:
 def render(results: ResultSet, *, max_points: int = figures.MAX_POINTS) -> str:
     """The report page for loaded results, as one HTML string: a recorded job (record / watch)
     gets its own page."""
-    from memprobe.report import recorded
-
     if recorded.is_recorded(results):
         return environment().get_template("record.html").render(**recorded.context(results, max_points))
     return environment().get_template("report.html").render(**context(results, max_points))

@@ -16,24 +16,48 @@ keeping each interval's minimum and maximum so that peaks survive.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from memprobe.tree_analysis import held_readings
+from memprobe.series import (
+    CPU_MIN_WINDOW_S,
+    Clock,
+    cpu_bands,
+    ended,
+    failed_reads,
+    item_rate,
+    process_counters,
+    pss_by_role,
+    shm_mapped,
+    shm_used,
+    sum_rss,
+    thread_counters,
+    total_pss,
+)
+from memprobe.vocabulary import (
+    FORKSERVER,
+    MAIN,
+    OTHER,
+    RESOURCE_TRACKER,
+    SPAWN_STARTING,
+    is_loader_role,
+    is_worker_role,
+    role_order,
+    role_parts,
+)
 
 MAX_POINTS = 1500
 AXES = ("time", "items")
 X_TITLES = {"time": "seconds since the run's process started", "items": "items fetched"}
 ROLE_COLORS = {
-    "main": "#1f5fa8",
-    "forkserver": "#8a8a8a",
-    "resource tracker": "#b5b5b5",
-    "spawn (starting)": "#d0c9b0",
-    "other": "#cfcfcf",
+    MAIN: "#1f5fa8",
+    FORKSERVER: "#8a8a8a",
+    RESOURCE_TRACKER: "#b5b5b5",
+    SPAWN_STARTING: "#d0c9b0",
+    OTHER: "#cfcfcf",
 }
 WORKER_COLORS = ("#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d", "#e67700")
 # Rank processes: dark tones apart from the workers' colours, so a stack of ranks and their workers stays readable.
@@ -51,36 +75,10 @@ SERIES_COLORS = (
     "#495057",
 )
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-_ENDED = ("exited", "zombie", "exiting")  # missing because the process ended (see probe.sampler)
 MARKS = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
 
 
-# -- clocks and marks -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Clock:
-    """Maps seconds since the run started to the number of items fetched by then."""
-
-    t: np.ndarray
-    items: np.ndarray
-
-    @classmethod
-    def from_progress(cls, progress: pd.DataFrame) -> Clock:
-        if progress.empty or "items" not in progress:
-            return cls(np.zeros(0), np.zeros(0))
-        p = progress.sort_values("t")
-        return cls(p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float)))
-
-    def items_at(self, ts: Sequence[float] | np.ndarray) -> np.ndarray:
-        ts = np.asarray(ts, dtype=float)
-        if not len(self.t):
-            return np.zeros(len(ts))
-        idx = np.searchsorted(self.t, ts, side="right") - 1
-        return np.where(idx >= 0, self.items[np.clip(idx, 0, None)], 0.0)
-
-    def convert(self, axis: str, ts: Sequence[float] | np.ndarray) -> np.ndarray:
-        return np.asarray(ts, dtype=float) if axis == "time" else self.items_at(ts)
+# -- series and marks -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -128,119 +126,14 @@ def keep_indices(y: np.ndarray, max_points: int) -> np.ndarray:
     return np.unique(np.concatenate(keep))
 
 
-def _ended(rows: pd.DataFrame) -> pd.Series:
-    reason = rows["reason"].fillna("").astype(str)
-    return reason.str.startswith(_ENDED)
-
-
-def failed_reads(rows: pd.DataFrame) -> pd.Series:
-    """Rows whose process was there but could not be read (a gap, not a zero)."""
-    missing = rows["missing"].fillna(False).astype(bool)
-    pss_failed = (rows["tier"] == "cheap") & rows["reason"].notna()
-    return (missing & ~_ended(rows)) | pss_failed
-
-
-_ROLE = re.compile(r"^(?:rank (\d+))? ?(?:worker (\d+))?$")
-
-
-def _role_parts(role: str) -> tuple[int, int] | None:
-    """(rank, worker) for 'worker 2', 'rank 1', 'rank 1 worker 0' (-1 where absent); None for helpers."""
-    m = _ROLE.match(role)
-    if role == "main" or not m or not (m.group(1) or m.group(2)):
-        return None
-    return (int(m.group(1)) if m.group(1) else 0, int(m.group(2)) if m.group(2) else -1)
-
-
-def role_order(roles: Sequence[str]) -> list[str]:
-    """main first, then ranks and workers (by rank, then index), then helpers alphabetically."""
-
-    def key(role: str) -> tuple:
-        parts = _role_parts(role)
-        return (0, 0, 0, role) if role == "main" else (1, *parts, role) if parts else (2, 0, 0, role)
-
-    return sorted(dict.fromkeys(roles), key=key)
-
-
-def is_loader_role(role: str) -> bool:
-    """main, a rank process or a worker: the processes whose private memory matters."""
-    return role == "main" or _role_parts(role) is not None
-
-
 def role_color(role: str) -> str:
-    parts = _role_parts(role)
+    parts = role_parts(role)
     if parts is None:
-        return ROLE_COLORS.get(role, ROLE_COLORS["other"])
+        return ROLE_COLORS.get(role, ROLE_COLORS[OTHER])
     rank, worker = parts
     if worker < 0:
         return RANK_COLORS[rank % len(RANK_COLORS)]
     return WORKER_COLORS[(worker + 3 * rank) % len(WORKER_COLORS)]
-
-
-# -- tables derived from samples --------------------------------------------------------------
-
-
-def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
-    """PSS summed per role at every PSS round (index t); NaN where a process could not be read."""
-    if samples.empty or "tier" not in samples or not (samples["tier"] == "pss").any():
-        return pd.DataFrame()
-    rounds = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique())
-    at = samples[samples["t"].isin(rounds)]
-    # A recorded job's sampler reads only the processes whose memory moved: the others count
-    # with their last reading.
-    ok = held_readings(samples)
-    table = ok.pivot_table(index="t", columns="role", values="pss_mb", aggfunc="sum").reindex(rounds)
-    table = table.fillna(0.0)
-    for _, row in at[failed_reads(at)].iterrows():
-        table.loc[row["t"], row["role"]] = np.nan
-    return table[role_order(list(table.columns))]
-
-
-def total_pss(samples: pd.DataFrame) -> pd.Series:
-    """Total PSS of the tree per PSS round; NaN for a round with a process that could not be read."""
-    table = pss_by_role(samples)
-    return table.sum(axis=1, skipna=False) if not table.empty else pd.Series(dtype=float)
-
-
-def sum_rss(samples: pd.DataFrame) -> pd.Series:
-    """Sum of RSS over the tree at every tick; NaN for a tick with a process that could not be read."""
-    if samples.empty:
-        return pd.Series(dtype=float)
-    ok = samples[~samples["missing"].fillna(False).astype(bool)]
-    totals = ok.groupby("t")["rss_mb"].sum().reindex(np.sort(samples["t"].unique()))
-    bad = samples[samples["missing"].fillna(False).astype(bool) & ~_ended(samples)]["t"].unique()
-    totals.loc[totals.index.isin(bad)] = np.nan
-    return totals
-
-
-def item_rate(
-    progress: pd.DataFrame, start: float | None, min_dt: float = 0.25
-) -> tuple[np.ndarray, np.ndarray]:
-    """Items/s between progress reports at least ``min_dt`` apart, as steps (x: each interval's start)."""
-    if progress.empty:
-        return np.zeros(0), np.zeros(0)
-    p = progress.sort_values("t").drop_duplicates("t", keep="last")
-    t, items = p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float))
-    # The rate ends with the last item: reports after it (the loader's closing report) add no
-    # items and would draw a drop to zero that is not a slowdown.
-    last = int(np.argmax(items >= items[-1])) if len(items) else 0
-    t, items = t[: last + 1], items[: last + 1]
-    if start is not None and (not len(t) or start < t[0]):
-        t, items = np.r_[start, t], np.r_[0.0, items]
-    span = t[-1] - t[0] if len(t) else 0.0
-    step = max(min_dt, span / 400)
-    picked = [0]
-    for i in range(1, len(t)):
-        if t[i] - t[picked[-1]] >= step or i == len(t) - 1:
-            picked.append(i)
-    # A last interval much shorter than the others (a few items over a few ms) would show as a
-    # spike: it joins the interval before it.
-    if len(picked) > 2 and t[picked[-1]] - t[picked[-2]] < step / 2:
-        del picked[-2]
-    t, items = t[picked], items[picked]
-    if len(t) < 2:
-        return np.zeros(0), np.zeros(0)
-    rate = np.diff(items) / np.diff(t)
-    return t, np.r_[rate, rate[-1]]  # each rate from its interval's start; the last repeated to the end
 
 
 # -- chart assembly -----------------------------------------------------------------------
@@ -427,13 +320,9 @@ def _process_lines(rows: pd.DataFrame, keep: Callable[[str], bool]) -> list[tupl
     ]
 
 
-def _is_worker(role: str) -> bool:
-    return (_role_parts(role) or (0, -1))[1] >= 0
-
-
 def _process_trace(name: str, role: str) -> dict:
     """A per-process line: workers solid, main and rank processes dotted."""
-    line = {"color": role_color(role), "width": 2, "dash": "solid" if _is_worker(role) else "dot"}
+    line = {"color": role_color(role), "width": 2, "dash": "solid" if is_worker_role(role) else "dot"}
     return {
         "type": "scatter",
         "mode": "lines+markers",
@@ -645,10 +534,10 @@ def chart_faults(
     processes), from the cheap tier: a dense, early sign of copy-on-write between PSS rounds."""
     if samples.empty or "minflt" not in samples or samples["minflt"].isna().all():
         return None
-    rows = samples[~(samples["missing"].fillna(False).astype(bool) & _ended(samples))]
+    rows = samples[~(samples["missing"].fillna(False).astype(bool) & ended(samples))]
     if rows.empty:
         return None
-    workers = _process_lines(rows, _is_worker)
+    workers = _process_lines(rows, is_worker_role)
     lines = workers or _process_lines(rows, is_loader_role)
     series = []
     for pid, name, role in lines:
@@ -862,100 +751,6 @@ def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
 
 # -- CPU ---------------------------------------------------------------------------------------
 
-THREAD_NAME_PREFIX = "mp-tworker-"  # the thread loader's OS thread names (loaders.thread.NATIVE_NAME_PREFIX)
-CPU_MIN_WINDOW_S = 0.5  # CPU times count in 1/100 s: over 0.5 s a rate is good to 0.02 cores
-
-
-@dataclass(frozen=True)
-class CpuCounter:
-    """One process's (or thread's) cumulative CPU seconds at its readable samples, the band of the
-    chart it adds to, and until when it was alive but unreadable after its last reading."""
-
-    band: str
-    t: np.ndarray
-    cpu_s: np.ndarray
-    unknown_until: float | None = None
-
-
-def _counters(band: str, t: np.ndarray, cpu: np.ndarray, unknown_until: float | None) -> list[CpuCounter]:
-    """Split where the counter goes down (a pid reused by a new process): each part counts on its own."""
-    parts = np.split(np.arange(len(t)), np.flatnonzero(np.diff(cpu) < 0) + 1)
-    return [
-        CpuCounter(band, t[i], cpu[i], unknown_until if k == len(parts) - 1 else None)
-        for k, i in enumerate(parts)
-        if len(i)
-    ]
-
-
-def process_counters(samples: pd.DataFrame, skip: frozenset[int] = frozenset()) -> list[CpuCounter]:
-    """A CPU counter per process of the run (but the pids in ``skip``), banded by its last role:
-    main, each worker and rank process apart, every helper process together."""
-    if samples.empty or "cpu_s" not in samples:
-        return []
-    rows = samples[~(samples["missing"].fillna(False).astype(bool) & _ended(samples))].sort_values("t")
-    out = []
-    for pid, g in rows.groupby("pid", sort=False):
-        if pid in skip:
-            continue
-        ok = ~g["missing"].fillna(False).astype(bool) & g["cpu_s"].notna()
-        if not ok.any():
-            continue
-        t, cpu = g.loc[ok, "t"].to_numpy(float), g.loc[ok, "cpu_s"].to_numpy(float)
-        later_failed = g.loc[~ok & (g["t"] > t[-1]), "t"]
-        role = g["role"].iloc[-1]
-        out += _counters(
-            role if is_loader_role(role) else "other processes",
-            t,
-            cpu,
-            float(later_failed.max()) if len(later_failed) else None,
-        )
-    return out
-
-
-def thread_counters(threads: pd.DataFrame, main_pid: int) -> list[CpuCounter]:
-    """A CPU counter per thread of the main process, banded as the main thread, each loader worker
-    thread (by its OS name; a restarted worker joins its band), and the other threads together."""
-    if threads.empty or "cpu_s" not in threads:
-        return []
-    out = []
-    for tid, g in threads.dropna(subset=["cpu_s"]).sort_values("t").groupby("tid", sort=False):
-        name = str(g["name"].iloc[-1])
-        band = (
-            "main thread"
-            if tid == main_pid
-            else f"worker thread {name.removeprefix(THREAD_NAME_PREFIX)}"
-            if name.startswith(THREAD_NAME_PREFIX)
-            else "other threads"
-        )
-        out += _counters(band, g["t"].to_numpy(float), g["cpu_s"].to_numpy(float), None)
-    return out
-
-
-def cpu_bands(
-    counters: list[CpuCounter], min_dt: float = CPU_MIN_WINDOW_S
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """CPU cores used per band in windows at least ``min_dt`` long: (window midpoints, band -> cores).
-
-    Each counter is interpolated at the window edges and held outside its own life, so a process or
-    thread adds what it used while it was sampled and nothing else: one that ends stops adding
-    (no drop of its cumulative count), one that could not be read for a few ticks is bridged by its
-    counter, and one that stayed unreadable until it ended makes its band unknown (NaN) there."""
-    counters = [c for c in counters if len(c.t)]
-    if not counters:
-        return np.zeros(0), {}
-    t0 = min(c.t[0] for c in counters)
-    t1 = max(max(c.t[-1], c.unknown_until or c.t[-1]) for c in counters)
-    if t1 - t0 < min_dt:
-        return np.zeros(0), {}
-    edges = np.linspace(t0, t1, max(1, int((t1 - t0) // max(min_dt, (t1 - t0) / 200))) + 1)
-    used: dict[str, np.ndarray] = {}
-    for c in counters:
-        add = np.diff(np.interp(edges, c.t, c.cpu_s))
-        if c.unknown_until is not None:
-            add[(edges[1:] > c.t[-1]) & (edges[:-1] < c.unknown_until)] = np.nan
-        used[c.band] = used.get(c.band, np.zeros(len(add))) + add
-    return (edges[:-1] + edges[1:]) / 2, {band: u / np.diff(edges) for band, u in used.items()}
-
 
 def _band_order(bands: Sequence[str]) -> list[str]:
     threads = [b for b in bands if b == "main thread"] + sorted(
@@ -968,9 +763,9 @@ def _band_order(bands: Sequence[str]) -> list[str]:
 def _band_color(band: str) -> str:
     if band.startswith("worker thread "):
         k = band.removeprefix("worker thread ")
-        return WORKER_COLORS[int(k) % len(WORKER_COLORS)] if k.isdigit() else ROLE_COLORS["other"]
+        return WORKER_COLORS[int(k) % len(WORKER_COLORS)] if k.isdigit() else ROLE_COLORS[OTHER]
     if band == "main thread":
-        return ROLE_COLORS["main"]
+        return ROLE_COLORS[MAIN]
     return "#adb5bd" if band == "other threads" else role_color(band)
 
 
@@ -987,7 +782,7 @@ def chart_cpu(
 ) -> dict | None:
     """CPU cores used over time, stacked by process (by thread of the main process when the run
     recorded its threads: thread-mode loaders), with the total on top."""
-    mains = samples.loc[samples["role"] == "main", "pid"].unique() if not samples.empty else []
+    mains = samples.loc[samples["role"] == MAIN, "pid"].unique() if not samples.empty else []
     by_thread = not threads.empty and len(mains) == 1
     counters = (thread_counters(threads, int(mains[0])) if by_thread else []) + process_counters(
         samples, skip=frozenset(int(p) for p in mains) if by_thread else frozenset()
@@ -1085,26 +880,6 @@ def _cpu_count_line(chart: dict, cpu_count: int, top: float) -> None:
             }
         )
         layout["yaxis"].update(range=[0, max(top, cpu_count) * 1.12], autorange=False)
-
-
-def shm_mapped(samples: pd.DataFrame) -> pd.Series:
-    """Shared memory (RssShmem: /dev/shm files, shared anonymous memory) mapped by the run's
-    processes, summed over them at every tick; NaN for a tick with a process that could not be read."""
-    if samples.empty or "rss_shmem_mb" not in samples:
-        return pd.Series(dtype=float)
-    missing = samples["missing"].fillna(False).astype(bool)
-    totals = samples[~missing].groupby("t")["rss_shmem_mb"].sum().reindex(np.sort(samples["t"].unique()))
-    totals.loc[totals.index.isin(samples[missing & ~_ended(samples)]["t"].unique())] = np.nan
-    return totals
-
-
-def shm_used(samples: pd.DataFrame, min_mb: float = 1.0) -> bool:
-    """Whether the run's own processes mapped at least ``min_mb`` of shared memory at some tick (e.g.
-    batches handed from worker processes to the main process as tensors in /dev/shm). Judged on the
-    run's processes, not on /dev/shm as a whole: that is the whole machine's, and other programs
-    create and delete files there while a run goes."""
-    mapped = shm_mapped(samples)
-    return bool(mapped.notna().any() and mapped.max() >= min_mb)
 
 
 def chart_dev_shm(

@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from memprobe.analysis import per_item_costs, per_process_growth, pss_rounds, rss_totals, summarize
+from memprobe.analysis import per_item_costs, per_process_growth, pss_rounds, summarize
+from memprobe.series import sum_rss
 
 MAIN, W0, W1, TRACKER = 100, 201, 202, 300
 
@@ -113,7 +114,7 @@ def test_pss_rounds_sum_over_the_tree() -> None:
 
 
 def test_rss_totals_count_both_tiers_and_skip_missing_rows() -> None:
-    totals = rss_totals(_samples())
+    totals = sum_rss(_samples())
     assert totals.loc[1.5] == pytest.approx(500 + 350 + 350 + 10)
     assert 3.6 not in totals.index or totals.loc[3.6] == 0  # a missing row adds nothing
 

@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from memprobe import series
 from memprobe.analysis import RunSummary
 from memprobe.report import content, figures
 from memprobe.report.render import bar_charts
 
-NO_CLOCK = figures.Clock.from_progress(pd.DataFrame())
+NO_CLOCK = series.Clock.from_progress(pd.DataFrame())
 
 
 def summary(**changes: object) -> RunSummary:
@@ -87,7 +88,7 @@ def test_cpu_cores_per_process_never_drop_when_a_process_ends() -> None:
         + ticks(2, "worker 0", 2.0, 6.0, 1.0, cpu0=0.3)
         + [(6.1, 2, "worker 0", 0, "gone", True, "exited", None)]
     )
-    mids, bands = figures.cpu_bands(figures.process_counters(samples))
+    mids, bands = series.cpu_bands(series.process_counters(samples))
     total = sum(bands.values())
     assert np.allclose(band(mids, bands, "main", 0, 10), 0.5, atol=0.03)
     assert np.allclose(band(mids, bands, "worker 0", 2, 6), 1.0, atol=0.03)
@@ -111,7 +112,7 @@ def test_cpu_counter_bridges_unreadable_ticks_and_is_unknown_when_unreadable_to_
     ]
     rows += [(6.0, 2, "worker 0", 0, "gone", True, "exited", None)]
     samples = cpu_rows(rows)
-    mids, bands = figures.cpu_bands(figures.process_counters(samples))
+    mids, bands = series.cpu_bands(series.process_counters(samples))
     assert np.allclose(band(mids, bands, "main", 0, 10), 0.5, atol=0.03)
     unknown = np.isnan(bands["worker 0"])
     assert unknown[(mids > 3.5) & (mids < 5.5)].all()
@@ -123,7 +124,7 @@ def test_cpu_counter_bridges_unreadable_ticks_and_is_unknown_when_unreadable_to_
 
 def test_cpu_counter_of_a_reused_pid_starts_again() -> None:
     samples = cpu_rows(ticks(7, "worker 0", 0.0, 3.0, 1.0, cpu0=5.0) + ticks(7, "worker 0", 3.1, 6.0, 1.0))
-    mids, bands = figures.cpu_bands(figures.process_counters(samples))
+    mids, bands = series.cpu_bands(series.process_counters(samples))
     # Only the 0.1 s between the old process's last reading and the new one's first is not counted;
     # a counter forced to never go down would show the new process idle until it passed 5 s.
     assert band(mids, bands, "worker 0", 0, 6).min() >= 0.75 and np.allclose(bands["worker 0"][mids > 4], 1.0)
@@ -172,7 +173,7 @@ def test_cpu_chart_per_process_has_both_axes_and_no_cpu_line_when_far_below() ->
         "c",
         samples,
         pd.DataFrame(),
-        figures.Clock.from_progress(progress),
+        series.Clock.from_progress(progress),
         figures.Marks({}),
         max_points=1000,
         cpu_count=8,
@@ -181,7 +182,7 @@ def test_cpu_chart_per_process_has_both_axes_and_no_cpu_line_when_far_below() ->
     assert [t["name"] for t in chart["data"]] == ["main", "worker 0", "total"]
     mids = np.array(chart["x"]["time"][0])
     assert mids.min() > 0 and chart["x"]["items"][0] == list(
-        figures.Clock.from_progress(progress).items_at(mids)
+        series.Clock.from_progress(progress).items_at(mids)
     )
     assert not chart["layouts"]["time"]["shapes"]  # 0.5 of 8 cores: no CPU-count line squashing the chart
 
@@ -195,7 +196,7 @@ MARKS = figures.Marks({"iter_start": 0.5, "first_batch": 1.0})
 def test_decode_rate_chart_reads_in_images_per_s_and_encoded_mb_per_s() -> None:
     decode = figures.DecodeInfo(bytes_per_item=50_000.0, pixels_per_item=261_120.0)
     chart = figures.chart_items_rate(
-        "r", PROGRESS, figures.Clock.from_progress(PROGRESS), MARKS, max_points=100, decode=decode
+        "r", PROGRESS, series.Clock.from_progress(PROGRESS), MARKS, max_points=100, decode=decode
     )
     images, mb = chart["data"]
     assert images["name"] == "images/s" and mb["name"] == "encoded MB/s" and mb["yaxis"] == "y2"
@@ -210,7 +211,7 @@ def test_decode_rate_chart_reads_in_images_per_s_and_encoded_mb_per_s() -> None:
 
 def test_records_rate_chart_is_unchanged_items_per_s() -> None:
     chart = figures.chart_items_rate(
-        "r", PROGRESS, figures.Clock.from_progress(PROGRESS), MARKS, max_points=100
+        "r", PROGRESS, series.Clock.from_progress(PROGRESS), MARKS, max_points=100
     )
     assert [t["name"] for t in chart["data"]] == ["items/s"] and "yaxis2" not in chart["layouts"]["time"]
     assert chart["title"] == "Items/s, time to first batch marked" and "note" not in chart

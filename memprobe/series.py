@@ -128,14 +128,14 @@ def total_pss(samples: pd.DataFrame) -> pd.Series:
 
 def tick_sum(samples: pd.DataFrame, column: str) -> pd.Series:
     """``column`` summed over the tree at every tick (both tiers); NaN for a tick with a process
-    that could not be read; 0 for a tick whose processes had all ended."""
+    that could not be read. A tick whose processes had all ended has nothing to sum: left out."""
     if samples.empty or column not in samples:
         return pd.Series(dtype=float)
     missing = samples["missing"].fillna(False).astype(bool)
-    totals = (
-        samples[~missing].groupby("t")[column].sum().reindex(np.sort(samples["t"].unique()), fill_value=0.0)
-    )
-    totals.loc[totals.index.isin(samples[missing & ~ended(samples)]["t"].unique())] = np.nan
+    gone = missing & ended(samples)
+    ticks = np.sort(samples.loc[~gone, "t"].unique())
+    totals = samples[~missing].groupby("t")[column].sum().reindex(ticks)
+    totals.loc[totals.index.isin(samples[missing & ~gone]["t"].unique())] = np.nan
     return totals
 
 

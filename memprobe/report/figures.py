@@ -1,27 +1,34 @@
-"""Plotly figures from a run's saved tables: pure functions, data in, JSON-ready dicts out.
+"""The charts of one run (and of a recorded job's timeline), from its saved tables: which lines
+each chart draws, in which colours, with which notes. Pure functions, tables in, chart specs
+(:mod:`memprobe.report.chart`) out. Every number they draw comes from :mod:`memprobe.series`,
+as the summary's numbers do; a sample the sampler could not read is a gap (``None``), never a
+zero.
 
-A chart spec is a plain dict that the page's script hands to ``Plotly.newPlot``::
-
-    {"id", "kind", "title", "downsampled", "data": [traces without x],
-     "x": {"time": [x per trace], "items": [x per trace]}, "layouts": {"time": {...}, "items": {...}},
-     "default": "time" | "items"}
-
-Every per-run chart can be drawn against seconds since the run's process started or against
-items fetched by then (the page toggles between the two). A sample the sampler could not read
-(``missing`` for a reason other than the process having ended, or a failed PSS read) is a gap
-(``None``), never a zero. Long series are downsampled to about ``max_points`` per line,
-keeping each interval's minimum and maximum so that peaks survive.
+Over 500 lines because it is one catalogue: seven per-run charts and the timeline, each a
+function of a few dozen lines that reads on its own (traces, titles, notes); the machinery they
+share is in ``chart`` and the reductions in ``series``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from memprobe.report.chart import (
+    AXES,
+    MAX_POINTS,
+    ROLE_COLORS,
+    WORKER_COLORS,
+    Marks,
+    Series,
+    build_chart,
+    name_items_axis,
+    role_color,
+    share_x,
+)
 from memprobe.series import (
     CPU_MIN_WINDOW_S,
     Clock,
@@ -37,232 +44,9 @@ from memprobe.series import (
     thread_counters,
     total_pss,
 )
-from memprobe.vocabulary import (
-    FORKSERVER,
-    MAIN,
-    OTHER,
-    RESOURCE_TRACKER,
-    SPAWN_STARTING,
-    is_loader_role,
-    is_worker_role,
-    role_order,
-    role_parts,
-)
-
-MAX_POINTS = 1500
-AXES = ("time", "items")
-X_TITLES = {"time": "seconds since the run's process started", "items": "items fetched"}
-ROLE_COLORS = {
-    MAIN: "#1f5fa8",
-    FORKSERVER: "#8a8a8a",
-    RESOURCE_TRACKER: "#b5b5b5",
-    SPAWN_STARTING: "#d0c9b0",
-    OTHER: "#cfcfcf",
-}
-WORKER_COLORS = ("#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0c8599", "#a61e4d", "#5c940d", "#e67700")
-# Rank processes: dark tones apart from the workers' colours, so a stack of ranks and their workers stays readable.
-RANK_COLORS = ("#343a40", "#1864ab", "#6b4f2a", "#087f5b", "#862e9c", "#364fc7", "#5c3d2e", "#868e96")
-SERIES_COLORS = (
-    "#1f5fa8",
-    "#e8590c",
-    "#2b8a3e",
-    "#c2255c",
-    "#7048e8",
-    "#0c8599",
-    "#a61e4d",
-    "#5c940d",
-    "#e67700",
-    "#495057",
-)
-DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-MARKS = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
-
+from memprobe.vocabulary import MAIN, OTHER, is_loader_role, is_worker_role, role_order
 
 # -- series and marks -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Series:
-    """One line of a chart: a plotly trace (without x/y) and its points, NaN for a gap."""
-
-    trace: dict
-    t: np.ndarray
-    y: np.ndarray
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-def _num(v: float, digits: int = 3) -> float | None:
-    return None if v is None or not math.isfinite(v) else round(float(v), digits)
-
-
-def _values(a: np.ndarray, digits: int = 3) -> list[float | None]:
-    return [_num(v, digits) for v in np.asarray(a, dtype=float)]
-
-
-def keep_indices(y: np.ndarray, max_points: int) -> np.ndarray:
-    """Indices to keep so that a line has about ``max_points`` points: per interval its minimum
-    and maximum (peaks survive) and its first gap (gaps survive)."""
-    y = np.asarray(y, dtype=float)
-    n = len(y)
-    if n <= max_points:
-        return np.arange(n)
-    buckets = max(1, max_points // 2)
-    size = -(-n // buckets)  # equal intervals (the last one shorter), as whole rows of a table
-    table = np.full(buckets * size, np.nan)
-    table[:n] = y
-    table = table.reshape(buckets, size)
-    offsets = np.arange(buckets) * size
-    inside = (np.arange(buckets * size) < n).reshape(
-        buckets, size
-    )  # the padding after the last point is no gap
-    gaps = np.isnan(table) & inside
-    real = ~np.isnan(table)
-    keep = [np.array([0, n - 1]), (offsets + gaps.argmax(axis=1))[gaps.any(axis=1)]]
-    some = real.any(axis=1)
-    keep.append((offsets + np.where(real, table, np.inf).argmin(axis=1))[some])
-    keep.append((offsets + np.where(real, table, -np.inf).argmax(axis=1))[some])
-    return np.unique(np.concatenate(keep))
-
-
-def role_color(role: str) -> str:
-    parts = role_parts(role)
-    if parts is None:
-        return ROLE_COLORS.get(role, ROLE_COLORS[OTHER])
-    rank, worker = parts
-    if worker < 0:
-        return RANK_COLORS[rank % len(RANK_COLORS)]
-    return WORKER_COLORS[(worker + 3 * rank) % len(WORKER_COLORS)]
-
-
-# -- chart assembly -----------------------------------------------------------------------
-
-
-def _layout(axis: str, ytitle: str, shapes: list[dict], annotations: list[dict]) -> dict:
-    layout = {
-        "height": 290,
-        "margin": {"l": 60, "r": 120, "t": 28, "b": 42},
-        "xaxis": {"title": {"text": X_TITLES[axis]}, "zeroline": False, "rangemode": "tozero"},
-        "yaxis": {"title": {"text": ytitle}, "rangemode": "tozero", "zeroline": False},
-        "legend": {
-            "orientation": "v",
-            "x": 1.02,
-            "xanchor": "left",
-            "y": 1,
-            "yanchor": "top",
-            "font": {"size": 11},
-            "traceorder": "normal",
-        },
-        "hovermode": "x unified",
-        "shapes": shapes,
-        "annotations": annotations,
-        "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12},
-        "paper_bgcolor": "#ffffff",
-        "plot_bgcolor": "#ffffff",
-    }
-    layout["xaxis"].update(gridcolor="#eceff3")
-    layout["yaxis"].update(gridcolor="#eceff3")
-    return layout
-
-
-@dataclass(frozen=True)
-class Marks:
-    """A run's milestones (event name -> seconds) and the growth window the verdict used."""
-
-    times: dict
-    window: tuple[float, float] | None = None
-
-
-def mark_shapes(marks: Marks, clock: Clock, axis: str) -> list[dict]:
-    """The growth window shaded, and dotted lines at the run's milestones."""
-    conv = lambda t: float(clock.convert(axis, [t])[0])  # noqa: E731
-    shapes: list[dict] = []
-    if marks.window is not None:
-        shapes.append(
-            {
-                "type": "rect",
-                "xref": "x",
-                "yref": "paper",
-                "x0": conv(marks.window[0]),
-                "x1": conv(marks.window[1]),
-                "y0": 0,
-                "y1": 1,
-                "fillcolor": "rgba(31,95,168,0.07)",
-                "line": {"width": 0},
-                "layer": "below",
-            }
-        )
-    for name in MARKS:
-        t = marks.times.get(name)
-        if t is None or (axis == "items" and name == "dataset_built"):
-            continue
-        x = conv(t)
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "paper",
-                "x0": x,
-                "x1": x,
-                "y0": 0,
-                "y1": 1,
-                "line": {"color": "#868e96", "width": 1, "dash": "dot"},
-            }
-        )
-    return shapes
-
-
-def build_chart(
-    chart_id: str,
-    kind: str,
-    title: str,
-    series: list[Series],
-    clock: Clock | None,
-    ytitle: str,
-    marks: Marks,
-    *,
-    max_points: int,
-    shared_x: bool = False,
-    axes: Sequence[str] = AXES,
-    extra_notes: dict[str, list[dict]] | None = None,
-) -> dict | None:
-    """A chart spec from series; ``shared_x`` keeps one set of points for all (stacked areas).
-    Without a ``clock`` the series' ``t`` is already in the units of the (single) axis."""
-    series = [s for s in series if len(s.t)]
-    if not series:
-        return None
-    downsampled = False
-    if shared_x:
-        keep = keep_indices(np.nansum([s.y for s in series], axis=0), max_points)
-        downsampled = len(keep) < len(series[0].t)
-        series = [Series(s.trace, s.t[keep], s.y[keep]) for s in series]
-    else:
-        kept = []
-        for s in series:
-            keep = keep_indices(s.y, max_points)
-            downsampled |= len(keep) < len(s.t)
-            kept.append(Series(s.trace, s.t[keep], s.y[keep]))
-        series = kept
-    layouts, xs = {}, {}
-    for axis in axes:
-        shapes = mark_shapes(marks, clock, axis) if clock is not None else []
-        layouts[axis] = _layout(axis, ytitle, shapes, (extra_notes or {}).get(axis, []))
-        xs[axis] = [
-            _values(s.t if clock is None else clock.convert(axis, s.t), 4 if axis == "time" else 0)
-            for s in series
-        ]
-    data = [{**s.trace, "y": _values(s.y)} for s in series]
-    return {
-        "id": chart_id,
-        "kind": kind,
-        "title": title,
-        "downsampled": downsampled,
-        "data": data,
-        "x": xs,
-        "layouts": layouts,
-        "default": axes[0],
-    }
 
 
 # -- the per-run charts ---------------------------------------------------------------------
@@ -978,145 +762,3 @@ def run_charts(
     ]
     charts = share_x([c for c in charts if c is not None])
     return name_items_axis(charts, "images" if decode is not None else "items")
-
-
-def name_items_axis(charts: list[dict], noun: str) -> list[dict]:
-    """'images fetched' for a decode run's second x axis."""
-    for c in charts:
-        if "items" in c["layouts"]:
-            c["layouts"]["items"]["xaxis"]["title"]["text"] = f"{noun} fetched"
-    return charts
-
-
-def share_x(charts: list[dict]) -> list[dict]:
-    """One x range for all of a run's charts on each axis, so that they line up."""
-    for axis in AXES:
-        top = max(
-            (v for c in charts for xs in c["x"].get(axis, []) for v in xs if v is not None), default=None
-        )
-        if top:
-            for c in charts:
-                c["layouts"][axis]["xaxis"]["range"] = [0, top * 1.02]
-    return charts
-
-
-# -- across runs ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunLine:
-    """One run's line on a chart that compares runs."""
-
-    name: str
-    samples: pd.DataFrame
-    progress: pd.DataFrame
-    color: str
-    dash: str = "solid"
-    group: str | None = None
-
-
-def styles(keys: Sequence[str], palette: Sequence[str]) -> dict[str, str]:
-    """A stable style per distinct key, in order of first appearance."""
-    return {k: palette[i % len(palette)] for i, k in enumerate(dict.fromkeys(keys))}
-
-
-def chart_runs_pss(
-    chart_id: str, title: str, lines: list[RunLine], *, max_points: int = MAX_POINTS
-) -> dict | None:
-    """Every run's total PSS against items fetched (so runs of different speed line up)."""
-    series = []
-    for line in lines:
-        pss = total_pss(line.samples)
-        if pss.empty:
-            continue
-        clock = Clock.from_progress(line.progress)
-        t = pss.index.to_numpy(float)
-        trace = {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": line.name,
-            "connectgaps": False,
-            "line": {"color": line.color, "dash": line.dash, "width": 2},
-            "marker": {"size": 5},
-            "hovertemplate": "%{y:,.0f} MB at %{x:,} items<extra>%{fullData.name}</extra>",
-        }
-        if line.group:
-            trace["legendgroup"] = line.group
-        series.append(Series(trace, clock.items_at(t), pss.to_numpy(float)))
-    chart = build_chart(
-        chart_id,
-        "runs_pss",
-        title,
-        series,
-        None,
-        "total PSS (MB)",
-        Marks({}),
-        max_points=max_points,
-        axes=("items",),
-    )
-    if chart is not None:
-        layout = chart["layouts"]["items"]
-        layout.update(height=420, hovermode="closest")
-        layout["legend"].update(x=1.01)
-        layout["margin"]["r"] = 220
-    return chart
-
-
-# -- across runs: bars per backend x mode x workers (the decode post's figure 4) --------------
-
-
-def _bar_layout(ytitle: str, xtitle: str) -> dict:
-    return {
-        "barmode": "group",
-        "height": 380,
-        "margin": {"l": 70, "r": 20, "t": 20, "b": 60},
-        "xaxis": {"title": {"text": xtitle}, "type": "category"},
-        "yaxis": {"title": {"text": ytitle}},
-        # The legend names the mode and worker count of each bar, even when there is one.
-        "legend": {"orientation": "h", "y": -0.25},
-        "showlegend": True,
-        "hovermode": "closest",
-        "plot_bgcolor": "#ffffff",
-    }
-
-
-def chart_bars(
-    chart_id: str,
-    title: str,
-    rows: Sequence[dict],
-    value: str,
-    ytitle: str,
-    hover: str,
-    xtitle: str = "backend",
-) -> dict | None:
-    """Grouped bars: x = backend label, one bar per mode x workers; ``rows`` are summary dicts."""
-    rows = [r for r in rows if r.get(value) is not None]
-    if not rows:
-        return None
-    groups = list(dict.fromkeys(f"{r['mode']} · {r['workers']}w" for r in rows))
-    labels = list(dict.fromkeys(r["label"] for r in rows))
-    colors = styles(groups, SERIES_COLORS)
-    data, xs = [], []
-    for g in groups:
-        mine = {r["label"]: r for r in rows if f"{r['mode']} · {r['workers']}w" == g}
-        xs.append([lab for lab in labels if lab in mine])
-        data.append(
-            {
-                "type": "bar",
-                "name": g,
-                "marker": {"color": colors[g]},
-                "y": [_num(float(mine[lab][value])) for lab in labels if lab in mine],
-                "customdata": [mine[lab].get("extra", "") for lab in labels if lab in mine],
-                "hovertemplate": hover + "<extra>%{fullData.name}</extra>",
-            }
-        )
-    return {
-        "id": chart_id,
-        "kind": "bars",
-        "title": title,
-        "downsampled": False,
-        "data": data,
-        "x": {"time": xs},
-        "layouts": {"time": _bar_layout(ytitle, xtitle)},
-        "default": "time",
-    }

@@ -15,8 +15,9 @@ from typing import Any
 import jinja2
 
 from memprobe.analysis import RunSummary, summarize_all, window_bounds
-from memprobe.report import content, figures, recorded
+from memprobe.report import across, content, figures, recorded
 from memprobe.report import format as fmt
+from memprobe.report.chart import DASHES, MAX_POINTS, SERIES_COLORS, name_items_axis, styles
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet, write_text_atomic
 
@@ -103,10 +104,10 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
 
 
 def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: int) -> dict | None:
-    colors = figures.styles([s.backend for s in summaries], figures.SERIES_COLORS)
-    dashes = figures.styles([s.mode for s in summaries], figures.DASHES)
+    colors = styles([s.backend for s in summaries], SERIES_COLORS)
+    dashes = styles([s.mode for s in summaries], DASHES)
     lines = [
-        figures.RunLine(
+        across.RunLine(
             content.run_label(s),
             results.run_table("samples", s.run_id),
             results.run_table("progress", s.run_id),
@@ -115,10 +116,10 @@ def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: 
         )
         for s in summaries
     ]
-    chart = figures.chart_runs_pss(
+    chart = across.chart_runs_pss(
         "c-all", f"Every run's total PSS over {page_noun(summaries)} fetched", lines, max_points=max_points
     )
-    return figures.name_items_axis([chart], page_noun(summaries))[0] if chart is not None else None
+    return name_items_axis([chart], page_noun(summaries))[0] if chart is not None else None
 
 
 def page_noun(summaries: list[RunSummary]) -> str:
@@ -150,7 +151,7 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
     unit = f"{page_noun(summaries)}/s"
     by = "decoder" if unit == "images/s" else "backend"
     charts = [
-        figures.chart_bars(
+        across.chart_bars(
             "c-bars-rate",
             f"Throughput ({unit}) per {by}, mode and worker count",
             rows,
@@ -159,7 +160,7 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
             "%{y:,.0f} " + unit + " (%{customdata})",
             xtitle=by,
         ),
-        figures.chart_bars(
+        across.chart_bars(
             "c-bars-pss",
             f"Peak total PSS per {by}, mode and worker count",
             rows,
@@ -223,7 +224,7 @@ def _duration(manifest: dict) -> float | None:
     return end - start if fmt.is_num(start) and fmt.is_num(end) else None
 
 
-def render(results: ResultSet, *, max_points: int = figures.MAX_POINTS) -> str:
+def render(results: ResultSet, *, max_points: int = MAX_POINTS) -> str:
     """The report page for loaded results, as one HTML string: a recorded job (record / watch)
     gets its own page."""
     if recorded.is_recorded(results):

@@ -16,6 +16,7 @@ import pytest
 from memprobe import series
 from memprobe.analysis import RunSummary
 from memprobe.report import content, figures, write_report
+from memprobe.report.chart import keep_indices
 from memprobe.report.compare import METRICS, Delta, delta, match
 
 
@@ -129,10 +130,10 @@ def test_unreadable_samples_are_gaps_not_zeros() -> None:
 def test_keep_indices_keeps_peaks_and_gaps() -> None:
     y = np.ones(10_000)
     y[1234], y[5678] = 50.0, np.nan
-    keep = figures.keep_indices(y, 100)
+    keep = keep_indices(y, 100)
     assert len(keep) <= 110 and 1234 in keep and np.isnan(y[keep]).any()
     assert keep[0] == 0 and keep[-1] == 9999
-    assert list(figures.keep_indices(y[:50], 100)) == list(range(50))
+    assert list(keep_indices(y[:50], 100)) == list(range(50))
 
 
 def test_clock_maps_seconds_to_items_fetched() -> None:

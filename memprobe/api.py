@@ -24,15 +24,13 @@ from typing import Any
 from memprobe.analysis import RunSummary, per_process_growth, summarize_all, window_bounds
 from memprobe.errors import UsageError
 from memprobe.factory import load_factory
+from memprobe.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
 from memprobe.results import SCHEMA_VERSION, ResultSet, consolidate, write_json_atomic
 from memprobe.runner import environment, execute
 from memprobe.scenario import (
-    MB_PER_WORKER,
-    WORKERS_PER_CPU,
     DatasetSpec,
     FactorySpec,
     LoaderSpec,
-    Machine,
     RunSpec,
     SamplingSpec,
     VerdictSpec,

@@ -25,10 +25,11 @@ from typing import Any
 import memprobe
 from memprobe.child import SUPERVISOR_ENV
 from memprobe.errors import MemprobeError, ResultsWriteError
+from memprobe.limits import mem_total_mb
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
 from memprobe.results import RunWriter
-from memprobe.scenario import RunSpec, mem_total_mb
+from memprobe.scenario import RunSpec
 from memprobe.vocabulary import gil_enabled, is_thread_mode
 
 ProgressCallback = Callable[["RunState"], None]

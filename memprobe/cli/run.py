@@ -155,7 +155,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import TerminalConsole, say, summary_table
-    from memprobe.scenario import check_limits, with_overrides
+    from memprobe.limits import check_limits
+    from memprobe.scenario import with_overrides
     from memprobe.session import EXIT_FAILED, default_out_dir, make_output, run_scenario
 
     scenario = _scenario(args)

@@ -15,11 +15,12 @@ from typing import Any
 import jinja2
 
 from memprobe.analysis import RunSummary, summarize_all, window_bounds
-from memprobe.report import across, content, figures, recorded
+from memprobe.report import across, advice, content, figures, recorded
 from memprobe.report import format as fmt
 from memprobe.report.chart import DASHES, MAX_POINTS, SERIES_COLORS, name_items_axis, styles
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet, write_text_atomic
+from memprobe.vocabulary import THREAD_NAME_PREFIX
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ def environment() -> jinja2.Environment:
         upfront_copy=content.upfront_copy,
         rate_text=content.rate_text,
         cost_text=content.cost_text,
+        thread_name_prefix=THREAD_NAME_PREFIX,
     )
     return env
 
@@ -195,7 +197,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "overview": content.overview(summaries),
         "banner": content.banner(manifest, summaries),
         "matrices": content.matrices(summaries, ids),
-        "advice": content.advice(summaries, ids),
+        "advice": advice.advice(summaries, ids),
         "nothing_to_fix": content.nothing_to_fix(summaries),
         "overview_chart": overview_chart,
         "bar_charts": bars,

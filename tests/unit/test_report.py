@@ -15,7 +15,7 @@ import pytest
 
 from memprobe import series
 from memprobe.analysis import RunSummary
-from memprobe.report import content, figures, write_report
+from memprobe.report import advice, content, figures, write_report
 from memprobe.report.chart import keep_indices
 from memprobe.report.compare import METRICS, Delta, delta, match
 
@@ -207,7 +207,7 @@ def test_advice_points_to_the_flat_run_that_demonstrates_each_fix() -> None:
     other_workers = summary(backend="arrow", workers=4, verdict="flat", total_pss_peak_mb=100.0)
     runs = [grow, numpy, spawn, thread, other_workers]
     anchors = {s.run_id: f"#{s.run_id}" for s in runs}
-    (adv,) = content.advice(runs, anchors)
+    (adv,) = advice.advice(runs, anchors)
     demos = [d.run.run_id for f in adv.fixes for d in f.demos]
     assert demos == ["list-thread-w2", "numpy-fork-w2", "list-spawn-w2"]  # cheapest first, caveats last
     assert adv.fixes[0].text.startswith("Use threads")

@@ -35,7 +35,7 @@ from memprobe.scenario import (
     SamplingSpec,
     VerdictSpec,
 )
-from memprobe.vocabulary import FORK, MODES, SINGLE, is_thread_mode
+from memprobe.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
 
 CAUSES = (
     "Growth in forked workers is usually copy-on-access: reading Python objects (a list of dicts, "
@@ -371,7 +371,7 @@ def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:
     ]
     return {
         "workers": tuple(w for w in rows if w.role.startswith("worker")),
-        "main": next((w for w in rows if w.role == "main"), None),
+        "main": next((w for w in rows if w.role == MAIN), None),
     }
 
 
@@ -380,7 +380,7 @@ def process_kind(role: str, mode: str, workers: int) -> str:
     process, 'main process, 2 worker threads' for the loader's own process."""
     if role.startswith("worker"):
         return f"DataLoader worker, {mode}"
-    if role == "main":
+    if role == MAIN:
         if is_thread_mode(mode):
             return f"main process, {workers} worker thread{'s' if workers != 1 else ''}"
         return "main process, no workers" if workers == 0 else "main process"

@@ -21,7 +21,7 @@ from typing import Any
 
 from memprobe.probe import procfs
 from memprobe.scenario import RunSpec
-from memprobe.vocabulary import gil_enabled, has_worker_processes
+from memprobe.vocabulary import MAIN, gil_enabled, has_worker_processes
 
 # The supervisor imports this module (SUPERVISOR_ENV): what imports torch, numpy or a dataset's
 # libraries is imported where a run needs it, so the supervisor stays free of them.
@@ -113,7 +113,7 @@ def _decode_dataset(spec: RunSpec) -> tuple[Any, dict]:
     table = cached_jpeg_table(d.images, width=d.width, height=d.height, quality=d.quality, seed=d.seed)
     dataset = DecodeDataset(table, decoder=spec.backend, device=d.device)
     backend = dataset.decoder.backend
-    mode = "main" if spec.workers == 0 else spec.mode
+    mode = MAIN if spec.workers == 0 else spec.mode  # the decoders' name for loading in this process
     problem = check_mode_supported(spec.backend, backend, mode)
     if problem:
         raise MemprobeError(problem)

@@ -86,7 +86,7 @@ def _check_machine(scenario: Scenario, machine: Machine) -> None:
     if need is not None and need > budget:
         key, value = (
             ("dataset.records", scenario.dataset.records)
-            if scenario.workload == "records"
+            if scenario.workload == "records" or scenario.decode is None
             else ("decode.images", scenario.decode.images)
         )
         raise UsageError(
@@ -104,18 +104,22 @@ def planned_memory_mb(scenario: Scenario) -> float | None:
     if scenario.workload == "records":
         d = scenario.dataset
         return d.records * (RECORD_BYTES + RECORD_FLOAT_BYTES * d.floats) * copies / 2**20
-    if scenario.workload == "decode":
-        d, lo = scenario.decode, scenario.loader
-        pixels = d.width * d.height
-        in_flight = lo.batch_size * pixels * 3 * lo.prefetch_factor * max(max(scenario.workers), 1)
-        return (d.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
+    if scenario.workload == "decode" and scenario.decode is not None:
+        images, lo = scenario.decode, scenario.loader
+        pixels = images.width * images.height
+        in_flight = lo.batch_size * pixels * 3 * lo.prefetch_factor * max(1, *scenario.workers)
+        return (images.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
     return None
 
 
 def _check_batches(scenario: Scenario) -> None:
     if scenario.workload == "factory":
         return  # the dataset's length is known only once the factory ran
-    per_epoch = scenario.dataset.records if scenario.workload == "records" else scenario.decode.images
+    per_epoch = (
+        scenario.dataset.records
+        if scenario.workload == "records" or scenario.decode is None
+        else scenario.decode.images
+    )
     items = min(per_epoch, scenario.loader.items or per_epoch)
     most = max(scenario.workers)
     batch = scenario.loader.batch_size

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -79,9 +80,9 @@ def keep_indices(y: np.ndarray, max_points: int) -> np.ndarray:
         return np.arange(n)
     buckets = max(1, max_points // 2)
     size = -(-n // buckets)  # equal intervals (the last one shorter), as whole rows of a table
-    table = np.full(buckets * size, np.nan)
-    table[:n] = y
-    table = table.reshape(buckets, size)
+    flat = np.full(buckets * size, np.nan)
+    flat[:n] = y
+    table = flat.reshape(buckets, size)
     offsets = np.arange(buckets) * size
     inside = (np.arange(buckets * size) < n).reshape(
         buckets, size
@@ -114,7 +115,7 @@ def styles(keys: Sequence[str], palette: Sequence[str]) -> dict[str, str]:
 
 
 def _layout(axis: str, ytitle: str, shapes: list[dict], annotations: list[dict]) -> dict:
-    layout = {
+    layout: dict[str, Any] = {
         "height": 290,
         "margin": {"l": 60, "r": 120, "t": 28, "b": 42},
         "xaxis": {"title": {"text": X_TITLES[axis]}, "zeroline": False, "rangemode": "tozero"},

@@ -471,16 +471,16 @@ def chart_items_rate(
         max_points=max_points,
         extra_notes=_ttfb_notes(marks, clock),
     )
-    if chart is not None and len(series) == 2:
-        _right_axis_in_mb(chart, decode)
+    if chart is not None and decode is not None and decode.bytes_per_item:
+        _right_axis_in_mb(chart, decode.bytes_per_item, decode.pixels_per_item)
     return chart
 
 
-def _right_axis_in_mb(chart: dict, decode: DecodeInfo) -> None:
+def _right_axis_in_mb(chart: dict, bytes_per_item: float, pixels_per_item: float | None) -> None:
     """Both axes get fixed ranges in the ratio of one image to its encoded MB, so that the one line
     reads in images/s on the left and in MB/s on the right."""
     top = max((v for v in chart["data"][0]["y"] if v is not None), default=0.0) * 1.08 or 1.0
-    factor = decode.bytes_per_item / 1e6
+    factor = bytes_per_item / 1e6
     for layout in chart["layouts"].values():
         layout["yaxis"].update(range=[0, top], autorange=False)
         layout["yaxis2"] = {
@@ -494,11 +494,11 @@ def _right_axis_in_mb(chart: dict, decode: DecodeInfo) -> None:
             "tickmode": "auto",
         }  # its own round numbers, not the left axis's ticks converted
         layout["margin"]["r"] = 70
-    per_image = f"{decode.bytes_per_item / 1e3:,.1f} kB"
+    per_image = f"{bytes_per_item / 1e3:,.1f} kB"
     pixels = (
-        f" Each image has {decode.pixels_per_item / 1e6:.2f} megapixels: megapixels/s = images/s × "
-        f"{decode.pixels_per_item / 1e6:.2f}."
-        if decode.pixels_per_item
+        f" Each image has {pixels_per_item / 1e6:.2f} megapixels: megapixels/s = images/s × "
+        f"{pixels_per_item / 1e6:.2f}."
+        if pixels_per_item
         else ""
     )
     chart["note"] = (
@@ -760,5 +760,5 @@ def run_charts(
         ),
         chart_dev_shm(f"{prefix}-shm", samples, system, clock, marks, max_points=max_points),
     ]
-    charts = share_x([c for c in charts if c is not None])
-    return name_items_axis(charts, "images" if decode is not None else "items")
+    drawn = share_x([c for c in charts if c is not None])
+    return name_items_axis(drawn, "images" if decode is not None else "items")

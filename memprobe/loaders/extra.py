@@ -35,6 +35,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import weakref
 from collections.abc import Callable, Iterator
@@ -44,7 +45,6 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampler, default_collate
 
 from memprobe.errors import MemprobeError
-from memprobe.loaders.thread.compat import torch_native_thread_workers_available
 
 __all__ = ["TorchdataThreadLoader", "build_torch_thread", "build_torchdata_thread", "torchdata_nodes"]
 
@@ -52,6 +52,19 @@ TORCHDATA_HINT = "pip install 'torchdata>=0.10' (torchdata.nodes; e.g. pip insta
 
 
 # -- torch-thread ------------------------------------------------------------------------------
+
+
+def torch_native_thread_workers_available() -> bool:
+    """Return True if the installed torch DataLoader takes ``worker_method``.
+
+    Native thread workers exist only on torch's development branch; this inspects the signature
+    rather than trusting a version number.
+    """
+    try:
+        params = inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+    return "worker_method" in params
 
 
 def torch_thread_missing_reason() -> str | None:

@@ -310,7 +310,7 @@ def _check_numbers(
         raise bad("items", items, "None (the whole dataset) or a whole number >= 1")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise bad("seed", seed, "a whole number from 0 to 4,294,967,295")
-    for name, number, low in (
+    for name, number, least in (
         ("timeout_s", timeout_s, 1.0),
         ("growth_threshold_mb", growth_threshold_mb, 0.0),
     ):
@@ -318,9 +318,9 @@ def _check_numbers(
             isinstance(number, bool)
             or not isinstance(number, (int, float))
             or not math.isfinite(number)
-            or number < low
+            or number < least
         ):
-            raise bad(name, number, f"a finite number >= {low:g}")
+            raise bad(name, number, f"a finite number >= {least:g}")
     machine = Machine.here()
     if not no_limits and workers > machine.max_workers:
         raise bad(
@@ -333,6 +333,7 @@ def _check_numbers(
 
 
 def _execute(spec: RunSpec, root: Path) -> ProfileResult:
+    assert spec.factory is not None  # profile() runs the user's dataset
     root.mkdir(parents=True, exist_ok=True)
     manifest = {
         "schema_version": SCHEMA_VERSION,
@@ -354,7 +355,7 @@ def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:
     meta = results.metas[0]
     samples = results.run_table("samples", run_id)
     start, end = window_bounds(samples, meta.get("marks", {}))
-    if start is None:
+    if start is None or end is None:  # both or neither
         return {"workers": (), "main": None}
     table = per_process_growth(samples, start, end)
     spec = meta.get("spec") or {}

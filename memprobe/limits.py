@@ -85,9 +85,9 @@ def _check_machine(scenario: Scenario, machine: Machine) -> None:
     budget = machine.memory_mb * MEMORY_SHARE
     if need is not None and need > budget:
         key, value = (
-            ("dataset.records", scenario.dataset.records)
-            if scenario.workload == "records" or scenario.decode is None
-            else ("decode.images", scenario.decode.images)
+            ("decode.images", scenario.decode.images)
+            if scenario.decode is not None  # set for the decode workload only
+            else ("dataset.records", scenario.dataset.records)
         )
         raise UsageError(
             f"{scenario.path}: key '{key}': got {value:,}; allowed on this machine: a dataset whose "
@@ -104,22 +104,20 @@ def planned_memory_mb(scenario: Scenario) -> float | None:
     if scenario.workload == "records":
         d = scenario.dataset
         return d.records * (RECORD_BYTES + RECORD_FLOAT_BYTES * d.floats) * copies / 2**20
-    if scenario.workload == "decode" and scenario.decode is not None:
-        images, lo = scenario.decode, scenario.loader
-        pixels = images.width * images.height
-        in_flight = lo.batch_size * pixels * 3 * lo.prefetch_factor * max(1, *scenario.workers)
-        return (images.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
+    if scenario.workload == "decode":
+        dec, lo = scenario.decode, scenario.loader
+        assert dec is not None  # parse_scenario sets it for this workload
+        pixels = dec.width * dec.height
+        in_flight = lo.batch_size * pixels * 3 * lo.prefetch_factor * max(*scenario.workers, 1)
+        return (dec.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
     return None
 
 
 def _check_batches(scenario: Scenario) -> None:
     if scenario.workload == "factory":
         return  # the dataset's length is known only once the factory ran
-    per_epoch = (
-        scenario.dataset.records
-        if scenario.workload == "records" or scenario.decode is None
-        else scenario.decode.images
-    )
+    # decode is set for the decode workload only
+    per_epoch = scenario.decode.images if scenario.decode is not None else scenario.dataset.records
     items = min(per_epoch, scenario.loader.items or per_epoch)
     most = max(scenario.workers)
     batch = scenario.loader.batch_size

@@ -330,14 +330,14 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
         raise UsageError(f"{path}: empty scenario; expected a mapping with keys {', '.join(_TOP_KEYS)}")
     name = _name(check, data.get("name", Path(path).stem))
     workload, axis = _workload(check, data)
-    common = dict(
-        name=name,
-        path=path,
-        text=text,
-        description=str(data.get("description", "")),
-        modes=check.choices("modes", data.get("modes", list(MODES)), MODES),
-        workers=_workers(check, data.get("workers", [2])),
-        loader=_section(
+    common = {
+        "name": name,
+        "path": path,
+        "text": text,
+        "description": str(data.get("description", "")),
+        "modes": check.choices("modes", data.get("modes", list(MODES)), MODES),
+        "workers": _workers(check, data.get("workers", [2])),
+        "loader": _section(
             check,
             "loader",
             data.get("loader"),
@@ -352,7 +352,7 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
                 "gc_freeze": (bool, 0),
             },
         ),
-        sampling=_section(
+        "sampling": _section(
             check,
             "sampling",
             data.get("sampling"),
@@ -363,24 +363,24 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
                 "pss_min_interval_s": (float, 0.0, 3600),
             },
         ),
-        verdict=_section(
+        "verdict": _section(
             check, "verdict", data.get("verdict"), VerdictSpec, {"growth_threshold_mb": (float, 0.0)}
         ),
-        timeout_s=check.number("timeout_s", data.get("timeout_s", 300.0), float, 1.0),
-        workload=workload,
+        "timeout_s": check.number("timeout_s", data.get("timeout_s", 300.0), float, 1.0),
+        "workload": workload,
         # The README promises both: the scenario's own folder first, then the current directory.
-        sys_path=tuple(dict.fromkeys((base_dir or str(Path(path).resolve().parent), os.getcwd()))),
-    )
+        "sys_path": tuple(dict.fromkeys((base_dir or str(Path(path).resolve().parent), os.getcwd()))),
+    }
     if workload == "records":
         backends = check.choices("backends", data.get("backends", list(BACKENDS)), BACKENDS)
-        extra = dict(dataset=_section(check, "dataset", data.get("dataset"), DatasetSpec, _RECORD_RULES))
+        extra = {"dataset": _section(check, "dataset", data.get("dataset"), DatasetSpec, _RECORD_RULES)}
     elif workload == "decode":
         backends = check.choices(axis, data.get(axis, ["pillow", "nvimgcodec"]), DECODERS)
-        extra = dict(decode=_decode(check, data["decode"]))
+        extra = {"decode": _decode(check, data["decode"])}
     else:
         factories = _factories(check, data)
         backends = tuple(f.name for f in factories)
-        extra = dict(factories=factories)
+        extra = {"factories": factories}
     expect = _expectations(check, data.get("expect", []), backends)
     return Scenario(backends=backends, expect=expect, **common, **extra)
 

@@ -166,6 +166,7 @@ def _expanded(
             for i, item in enumerate(node.value)
         )
     else:
+        assert isinstance(node, yaml.MappingNode)  # the third and last kind of YAML node
         _no_duplicate_keys(node, path, where)
         size = 1
         for key, value in node.value:

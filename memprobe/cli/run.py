@@ -154,10 +154,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.cli.console import TerminalConsole, say, summary_table
     from memprobe.limits import check_limits
     from memprobe.scenario import with_overrides
-    from memprobe.session import EXIT_FAILED, default_out_dir, make_output, run_scenario
 
     scenario = _scenario(args)
     _preflight(scenario)
@@ -168,6 +166,11 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--timeout: got {args.timeout:g}; allowed: a number of seconds >= 1")
         scenario = with_overrides(scenario, timeout_s=args.timeout)
     check_limits(scenario, lifted=args.no_limits)
+    # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
+    # is refused at once.
+    from memprobe.cli.console import TerminalConsole, say, summary_table
+    from memprobe.session import EXIT_FAILED, default_out_dir, make_output, run_scenario
+
     if args.output:
         out = Path(args.output)
         try:

@@ -38,7 +38,7 @@ def build_loader(
         common["collate_fn"] = collate_fn
     if workers == 0:
         return DataLoader(dataset, num_workers=0, **common)
-    parallel = {
+    parallel: dict[str, Any] = {
         "num_workers": workers,
         "prefetch_factor": prefetch_factor,
         "persistent_workers": persistent_workers,

@@ -80,9 +80,8 @@ def keep_indices(y: np.ndarray, max_points: int) -> np.ndarray:
         return np.arange(n)
     buckets = max(1, max_points // 2)
     size = -(-n // buckets)  # equal intervals (the last one shorter), as whole rows of a table
-    flat = np.full(buckets * size, np.nan)
-    flat[:n] = y
-    table = flat.reshape(buckets, size)
+    table = np.full((buckets, size), np.nan)
+    table.flat[:n] = y  # row by row: the series padded to whole rows
     offsets = np.arange(buckets) * size
     inside = (np.arange(buckets * size) < n).reshape(
         buckets, size

@@ -155,8 +155,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import TerminalConsole, say, summary_table
+    from memprobe.results import default_out_dir, make_output
     from memprobe.scenario import check_limits, with_overrides
-    from memprobe.session import EXIT_FAILED, default_out_dir, make_output, run_scenario
+    from memprobe.session import EXIT_FAILED, run_scenario
 
     scenario = _scenario(args)
     _preflight(scenario)
@@ -174,7 +175,7 @@ def main(args: argparse.Namespace) -> int:
         except UsageError as exc:
             raise UsageError(f"-o {exc}") from None
     else:
-        out = default_out_dir(scenario)
+        out = default_out_dir(scenario.name)
     runs = scenario.runs()
     say(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", sys.stderr)
     result = run_scenario(

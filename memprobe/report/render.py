@@ -93,7 +93,7 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
     views = []
     for i, (meta, s) in enumerate(zip(results.metas, summaries)):
         samples = results.run_table("samples", s.run_id)
-        marks = meta.get("marks") or {}
+        marks = meta.get("milestones") or {}
         window = window_bounds(samples, marks) if not samples.empty else (None, None)
         charts = figures.run_charts(
             f"c{i}",

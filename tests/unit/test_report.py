@@ -16,6 +16,7 @@ import pytest
 from memprobe.analysis import RunSummary
 from memprobe.report import content, figures, write_report
 from memprobe.report.compare import METRICS, Delta, delta, match
+from memprobe.results import SCHEMA_VERSION
 
 
 def chart_data(html: str) -> dict:
@@ -66,6 +67,7 @@ def test_session_interrupted_before_any_run(tmp_path: Path) -> None:
     (root / "manifest.json").write_text(
         json.dumps(
             {
+                "schema_version": SCHEMA_VERSION,
                 "scenario": "nothing",
                 "status": "interrupted",
                 "runs": ["a"],

@@ -52,10 +52,10 @@ SERIES_COLORS = (
 )
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 _ENDED = ("exited", "zombie", "exiting")  # missing because the process ended (see probe.sampler)
-MARKS = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
+MILESTONES = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
 
 
-# -- clocks and marks -------------------------------------------------------------------------
+# -- clocks and milestones --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -274,25 +274,25 @@ def _layout(axis: str, ytitle: str, shapes: list[dict], annotations: list[dict])
 
 
 @dataclass(frozen=True)
-class Marks:
+class Milestones:
     """A run's milestones (event name -> seconds) and the growth window the verdict used."""
 
     times: dict
     window: tuple[float, float] | None = None
 
 
-def mark_shapes(marks: Marks, clock: Clock, axis: str) -> list[dict]:
+def milestone_shapes(milestones: Milestones, clock: Clock, axis: str) -> list[dict]:
     """The growth window shaded, and dotted lines at the run's milestones."""
     conv = lambda t: float(clock.convert(axis, [t])[0])  # noqa: E731
     shapes: list[dict] = []
-    if marks.window is not None:
+    if milestones.window is not None:
         shapes.append(
             {
                 "type": "rect",
                 "xref": "x",
                 "yref": "paper",
-                "x0": conv(marks.window[0]),
-                "x1": conv(marks.window[1]),
+                "x0": conv(milestones.window[0]),
+                "x1": conv(milestones.window[1]),
                 "y0": 0,
                 "y1": 1,
                 "fillcolor": "rgba(31,95,168,0.07)",
@@ -300,8 +300,8 @@ def mark_shapes(marks: Marks, clock: Clock, axis: str) -> list[dict]:
                 "layer": "below",
             }
         )
-    for name in MARKS:
-        t = marks.times.get(name)
+    for name in MILESTONES:
+        t = milestones.times.get(name)
         if t is None or (axis == "items" and name == "dataset_built"):
             continue
         x = conv(t)
@@ -327,7 +327,7 @@ def build_chart(
     series: list[Series],
     clock: Clock | None,
     ytitle: str,
-    marks: Marks,
+    milestones: Milestones,
     *,
     max_points: int,
     shared_x: bool = False,
@@ -353,7 +353,7 @@ def build_chart(
         series = kept
     layouts, xs = {}, {}
     for axis in axes:
-        shapes = mark_shapes(marks, clock, axis) if clock is not None else []
+        shapes = milestone_shapes(milestones, clock, axis) if clock is not None else []
         layouts[axis] = _layout(axis, ytitle, shapes, (extra_notes or {}).get(axis, []))
         xs[axis] = [
             _values(s.t if clock is None else clock.convert(axis, s.t), 4 if axis == "time" else 0)
@@ -376,7 +376,7 @@ def build_chart(
 
 
 def chart_pss_by_role(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
 ) -> dict | None:
     table = pss_by_role(samples)
     if table.empty:
@@ -408,7 +408,7 @@ def chart_pss_by_role(
         series,
         clock,
         "PSS (MB)",
-        marks,
+        milestones,
         max_points=max_points,
         shared_x=True,
     )
@@ -445,7 +445,7 @@ def _process_trace(name: str, role: str) -> dict:
 
 
 def chart_uss(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
 ) -> dict | None:
     """USS per worker process (main and rank processes dotted): the private memory a process would
     free on exit."""
@@ -466,7 +466,7 @@ def chart_uss(
         series,
         clock,
         "USS (MB)",
-        marks,
+        milestones,
         max_points=max_points,
     )
 
@@ -595,7 +595,15 @@ def chart_timeline(
     """USS per process of one rank (or of a job without ranks) over time, worker generations banded."""
     series = [s for ln in lines for s in timeline_series(samples, ln)]
     chart = build_chart(
-        chart_id, "timeline", title, series, clock, "USS (MB)", Marks({}), max_points=max_points, axes=axes
+        chart_id,
+        "timeline",
+        title,
+        series,
+        clock,
+        "USS (MB)",
+        Milestones({}),
+        max_points=max_points,
+        axes=axes,
     )
     if chart is None:
         return None
@@ -639,7 +647,7 @@ FAULTS_NOTE_ONE_PROCESS = (
 
 
 def chart_faults(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
 ) -> dict | None:
     """Minor page faults per worker since it started (the main process when there are no worker
     processes), from the cheap tier: a dense, early sign of copy-on-write between PSS rounds."""
@@ -666,7 +674,14 @@ def chart_faults(
         else "Minor page faults per process (cumulative)"
     )
     chart = build_chart(
-        chart_id, "faults", title, series, clock, "minor faults since start", marks, max_points=max_points
+        chart_id,
+        "faults",
+        title,
+        series,
+        clock,
+        "minor faults since start",
+        milestones,
+        max_points=max_points,
     )
     if chart is not None:
         chart["note"] = FAULTS_NOTE_ONE_PROCESS if len(lines) == 1 and not workers else FAULTS_NOTE
@@ -674,7 +689,7 @@ def chart_faults(
 
 
 def chart_rss_vs_pss(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
 ) -> dict | None:
     rss, pss = sum_rss(samples), total_pss(samples)
     if rss.empty and pss.empty:
@@ -713,7 +728,7 @@ def chart_rss_vs_pss(
         series,
         clock,
         "MB",
-        marks,
+        milestones,
         max_points=max_points,
     )
 
@@ -741,13 +756,13 @@ def chart_items_rate(
     chart_id: str,
     progress: pd.DataFrame,
     clock: Clock,
-    marks: Marks,
+    milestones: Milestones,
     *,
     max_points: int,
     decode: DecodeInfo | None = None,
 ) -> dict | None:
     """Items/s over time; for a decode run, images/s with encoded MB/s on a right axis."""
-    t, rate = item_rate(progress, marks.times.get("iter_start"))
+    t, rate = item_rate(progress, milestones.times.get("iter_start"))
     if not len(t):
         return None
     unit = "images/s" if decode else "items/s"
@@ -794,9 +809,9 @@ def chart_items_rate(
         series,
         clock,
         unit,
-        marks,
+        milestones,
         max_points=max_points,
-        extra_notes=_ttfb_notes(marks, clock),
+        extra_notes=_ttfb_notes(milestones, clock),
     )
     if chart is not None and len(series) == 2:
         _right_axis_in_mb(chart, decode)
@@ -833,8 +848,8 @@ def _right_axis_in_mb(chart: dict, decode: DecodeInfo) -> None:
     )
 
 
-def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
-    start, first = marks.times.get("iter_start"), marks.times.get("first_batch")
+def _ttfb_notes(milestones: Milestones, clock: Clock) -> dict[str, list[dict]]:
+    start, first = milestones.times.get("iter_start"), milestones.times.get("first_batch")
     if start is None or first is None:
         return {}
     out = {}
@@ -979,7 +994,7 @@ def chart_cpu(
     samples: pd.DataFrame,
     threads: pd.DataFrame,
     clock: Clock,
-    marks: Marks,
+    milestones: Milestones,
     *,
     max_points: int,
     cpu_count: int | None = None,
@@ -1035,7 +1050,7 @@ def chart_cpu(
     )
     title = "CPU cores used, by thread of the main process" if by_thread else "CPU cores used, by process"
     chart = build_chart(
-        chart_id, "cpu", title, series, clock, "CPU cores", marks, max_points=max_points, shared_x=True
+        chart_id, "cpu", title, series, clock, "CPU cores", milestones, max_points=max_points, shared_x=True
     )
     if chart is None:
         return None
@@ -1108,7 +1123,13 @@ def shm_used(samples: pd.DataFrame, min_mb: float = 1.0) -> bool:
 
 
 def chart_dev_shm(
-    chart_id: str, samples: pd.DataFrame, system: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str,
+    samples: pd.DataFrame,
+    system: pd.DataFrame,
+    clock: Clock,
+    milestones: Milestones,
+    *,
+    max_points: int,
 ) -> dict | None:
     if not shm_used(samples):
         return None
@@ -1154,7 +1175,7 @@ def chart_dev_shm(
         series,
         clock,
         "MB",
-        marks,
+        milestones,
         max_points=max_points,
     )
     if chart is not None:
@@ -1171,7 +1192,7 @@ def run_charts(
     samples: pd.DataFrame,
     progress: pd.DataFrame,
     system: pd.DataFrame,
-    marks: Marks,
+    milestones: Milestones,
     *,
     max_points: int = MAX_POINTS,
     threads: pd.DataFrame | None = None,
@@ -1184,22 +1205,22 @@ def run_charts(
     threads = threads if threads is not None else pd.DataFrame()
     # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
     charts = [
-        chart_pss_by_role(f"{prefix}-pss", samples, clock, marks, max_points=max_points),
-        chart_rss_vs_pss(f"{prefix}-rss", samples, clock, marks, max_points=max_points),
-        chart_uss(f"{prefix}-uss", samples, clock, marks, max_points=max_points),
-        chart_faults(f"{prefix}-faults", samples, clock, marks, max_points=max_points),
-        chart_items_rate(f"{prefix}-rate", progress, clock, marks, max_points=max_points, decode=decode),
+        chart_pss_by_role(f"{prefix}-pss", samples, clock, milestones, max_points=max_points),
+        chart_rss_vs_pss(f"{prefix}-rss", samples, clock, milestones, max_points=max_points),
+        chart_uss(f"{prefix}-uss", samples, clock, milestones, max_points=max_points),
+        chart_faults(f"{prefix}-faults", samples, clock, milestones, max_points=max_points),
+        chart_items_rate(f"{prefix}-rate", progress, clock, milestones, max_points=max_points, decode=decode),
         chart_cpu(
             f"{prefix}-cpu",
             samples,
             threads,
             clock,
-            marks,
+            milestones,
             max_points=max_points,
             cpu_count=cpu_count,
             gil_enabled=gil_enabled,
         ),
-        chart_dev_shm(f"{prefix}-shm", samples, system, clock, marks, max_points=max_points),
+        chart_dev_shm(f"{prefix}-shm", samples, system, clock, milestones, max_points=max_points),
     ]
     charts = share_x([c for c in charts if c is not None])
     return name_items_axis(charts, "images" if decode is not None else "items")
@@ -1275,7 +1296,7 @@ def chart_runs_pss(
         series,
         None,
         "total PSS (MB)",
-        Marks({}),
+        Milestones({}),
         max_points=max_points,
         axes=("items",),
     )

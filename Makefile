@@ -1,7 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    install into .venv and run the default scenario (report in reports/)
-#   make test   install into .venv (with test extras and chromium for the browser test) and run the tests
-#               (make test-unit: the unit tests alone)
+#   make test   install into .venv (with test extras and chromium for the browser test), check the
+#               code (make lint) and run the tests (make test-unit: the unit tests alone)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,7 +12,7 @@ CONSTRAINT_FLAG := $(if $(TORCH_CONSTRAINT),-c $(TORCH_CONSTRAINT),)
 SCENARIO ?= scenarios/lists_vs_arrays.yaml
 PYTEST_ARGS ?=
 
-.PHONY: install install-test browser run quick test test-unit clean
+.PHONY: install install-test browser run quick lint test test-unit clean
 
 $(VENV)/.installed: pyproject.toml $(TORCH_CONSTRAINT)
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,16 @@ run: install
 quick: install
 	$(VENV)/bin/memprobe run scenarios/quick.yaml
 
+# Formatting, lint and types; all three run, and any finding fails the target.
+lint: install-test
+	@fail=0; \
+	$(VENV)/bin/ruff format --check . || fail=1; \
+	$(VENV)/bin/ruff check . || fail=1; \
+	$(VENV)/bin/mypy memprobe || fail=1; \
+	exit $$fail
+
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
-test: install-test
+test: install-test lint
 	@$(PY) -m pytest $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$code
 
@@ -56,4 +64,4 @@ test-unit: install-test
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-artifacts
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache test-artifacts

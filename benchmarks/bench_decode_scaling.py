@@ -78,7 +78,7 @@ def main() -> None:
     args = p.parse_args()
     decoders = args.decoders.split(",")
     print(
-        f"command: python {' '.join(sys.argv)}\nloadavg at start: {open('/proc/loadavg').read().split()[:3]}"
+        f"command: python {' '.join(sys.argv)}\nloadavg at start: {Path('/proc/loadavg').read_text().split()[:3]}"
     )
     singles: dict[str, list[float]] = defaultdict(list)
     runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
@@ -89,7 +89,7 @@ def main() -> None:
             for s in loader_runs(decoders, args.images, args.workers, r, Path(tmp)):
                 runs[(s["backend"], s["mode"])].append(s)
     report(decoders, singles, runs, args.workers)
-    print(f"\nloadavg at end: {open('/proc/loadavg').read().split()[:3]}")
+    print(f"\nloadavg at end: {Path('/proc/loadavg').read_text().split()[:3]}")
 
 
 def _med(xs: list[float | None]) -> float:

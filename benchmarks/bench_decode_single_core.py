@@ -165,8 +165,10 @@ def render(
     lines = [
         f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs, pinned to CPU {core}",
         f"Software: {versions()}",
-        f"Images: {args.count} JPEGs {args.width}x{args.height}, quality {args.quality}, 4:2:0, "
-        f"seed {args.seed}; median of {args.repeats} interleaved passes after 1 warm-up",
+        (
+            f"Images: {args.count} JPEGs {args.width}x{args.height}, quality {args.quality}, 4:2:0, "
+            f"seed {args.seed}; median of {args.repeats} interleaved passes after 1 warm-up"
+        ),
         f"Command: `{command}`",
         *(f"Correctness before timing: {line}" for line in checked),
         "",
@@ -193,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     all_runs = time_interleaved([fn for _, fn in labelled], args.repeats)
     results = [
         Result(label, statistics.median(runs), runs, args.count, megapixels, encoded_mb)
-        for (label, _), runs in zip(labelled, all_runs)
+        for (label, _), runs in zip(labelled, all_runs, strict=True)
     ]
     command = " ".join(shlex.quote(a) for a in [os.path.basename(sys.executable), *sys.argv])
     print(render(results, checked, args, core, command))

@@ -97,8 +97,10 @@ def markdown(df: pd.DataFrame) -> str:
 
 
 def machine() -> str:
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")) // 1024
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
+    mem = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal")) // 1024
     return (
         f"{cpu}, {os.cpu_count()} cores, {mem:,} MB RAM, Linux {platform.release()}, "
         f"Python {platform.python_version()}"

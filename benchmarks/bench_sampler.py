@@ -32,8 +32,10 @@ MB = 1024 * 1024
 
 
 def machine() -> str:
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")) // 1024
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
+    mem = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal")) // 1024
     return f"{cpu}, {os.cpu_count()} cores, {mem:,} MB RAM, Linux {platform.release()}, Python {platform.python_version()}"
 
 
@@ -187,7 +189,7 @@ def main() -> None:
     args = p.parse_args()
     print(
         f"machine: {machine()}\ncommand: python {' '.join(sys.argv)}\nloadavg at start: "
-        f"{open('/proc/loadavg').read().split()[:3]}"
+        f"{Path('/proc/loadavg').read_text().split()[:3]}"
     )
     if args.part in ("rounds", "all"):
         part_rounds()
@@ -197,7 +199,7 @@ def main() -> None:
         part_overhead(args.repeats)
     if args.part == "budget":  # not in "all": a comparison for choosing the default
         part_budget(args.repeats)
-    print(f"\nloadavg at end: {open('/proc/loadavg').read().split()[:3]}")
+    print(f"\nloadavg at end: {Path('/proc/loadavg').read_text().split()[:3]}")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=20)
     args = p.parse_args()
     print(
-        f"command: python {' '.join(sys.argv)}\nloadavg at start: {open('/proc/loadavg').read().split()[:3]}"
+        f"command: python {' '.join(sys.argv)}\nloadavg at start: {Path('/proc/loadavg').read_text().split()[:3]}"
     )
     dataset = pillow_decode_resize(images=256, length=768)
     configs = {"as is": None, "set_num_threads(1) per worker": _one_thread}
@@ -72,13 +72,13 @@ def main() -> None:
             f"| {name} | {statistics.median(r for r, _ in runs):,.0f} | {statistics.median(cpu):.2f} | "
             f"{min(cpu):.2f}..{max(cpu):.2f} |"
         )
-    pairs = [b[1] / a[1] for a, b in zip(*results.values())]
+    pairs = [b[1] / a[1] for a, b in zip(*results.values(), strict=True)]
     print(
         f"\nCPU per item, set_num_threads(1) / as is, per pair: median {statistics.median(pairs):.3f}, "
         f"{sum(p < 1 for p in pairs)} of {len(pairs)} pairs lower"
     )
     print(
-        f"loadavg at end: {open('/proc/loadavg').read().split()[:3]}; threads now: "
+        f"loadavg at end: {Path('/proc/loadavg').read_text().split()[:3]}; threads now: "
         f"{len(os.listdir(f'/proc/{os.getpid()}/task'))}"
     )
 

@@ -340,7 +340,9 @@ def run_one(loader: str, workload: str, timeout_s: float) -> dict:
 
 def _window(before: dict, after: dict, done: dict) -> dict:
     items = done["items"]
-    delta = [tuple(a - b for a, b in zip(after[pid], before.get(pid, (0.0, 0.0, 0)))) for pid in after]
+    delta = [
+        tuple(a - b for a, b in zip(after[pid], before.get(pid, (0.0, 0.0, 0)), strict=True)) for pid in after
+    ]
     cpu, sys_cpu, faults = (sum(d[k] for d in delta) for k in range(3))
     return {
         "items": items,
@@ -397,7 +399,7 @@ def round_order(loaders: list[str], rnd: int) -> list[str]:
 def run_rounds(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "machine": machine(),
-        "command": " ".join(["python"] + sys.argv),
+        "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "loadavg_before": loadavg(),
         "runs": [],
@@ -471,19 +473,25 @@ def report(results: dict[str, Any]) -> str:
     m = results["machine"]
     rounds = len({r["round"] for r in results["runs"]})
     lines = [
-        f"Machine: {m['cpu_model']}, {m['cores']} cores; kernel {m['kernel']}, glibc {m['glibc']}; "
-        f"Python {m['python']} (GIL {'enabled' if m['gil_enabled'] else 'disabled'}), torch {m['torch']}, "
-        f"torchdata {m['torchdata']}, Pillow {m['pillow']}.",
-        f"Command: `{results['command']}` ({results['wall_s']:.0f} s, {rounds} rounds); load average "
-        f"{results['loadavg_before']} before, {results['loadavg_after']} after.",
+        (
+            f"Machine: {m['cpu_model']}, {m['cores']} cores; kernel {m['kernel']}, glibc {m['glibc']}; "
+            f"Python {m['python']} (GIL {'enabled' if m['gil_enabled'] else 'disabled'}), torch {m['torch']}, "
+            f"torchdata {m['torchdata']}, Pillow {m['pillow']}."
+        ),
+        (
+            f"Command: `{results['command']}` ({results['wall_s']:.0f} s, {rounds} rounds); load average "
+            f"{results['loadavg_before']} before, {results['loadavg_after']} after."
+        ),
         "",
     ]
     for workload in dict.fromkeys(r["workload"] for r in results["runs"]):
         lines += [
             f"### {workload}: median (min-max) over {rounds} rounds",
             "",
-            "| loader | items/s | CPU ms per item | kernel share of CPU | minor faults per item | "
-            "peak total PSS (MB) |",
+            (
+                "| loader | items/s | CPU ms per item | kernel share of CPU | minor faults per item | "
+                "peak total PSS (MB) |"
+            ),
             "|---|---:|---:|---:|---:|---:|",
         ]
         for loader in LOADERS:
@@ -500,8 +508,10 @@ def report(results: dict[str, Any]) -> str:
         best = _best_rival(results, workload)
         lines += [
             "",
-            "thread ÷ each other thread loader, per round (median, min-max); items/s above 1 and CPU "
-            "per item below 1 favour thread:",
+            (
+                "thread ÷ each other thread loader, per round (median, min-max); items/s above 1 and CPU "
+                "per item below 1 favour thread:"
+            ),
             "",
             "| other loader | items/s ratio | CPU per item ratio |",
             "|---|---:|---:|",

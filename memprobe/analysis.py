@@ -290,8 +290,10 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
     over = f"over {s.items:,} {noun}" if s.items else f"over the run ({noun} not counted)"
     mean = " (mean)" if process_workers and s.workers > 1 else ""
     parts = [
-        f"{s.verdict}: {who} grew {grew:+.1f} MB{mean} {over}, "
-        f"against a threshold of {s.growth_threshold_mb:g} MB"
+        (
+            f"{s.verdict}: {who} grew {grew:+.1f} MB{mean} {over}, "
+            f"against a threshold of {s.growth_threshold_mb:g} MB"
+        )
     ]
     if s.growth_per_1k_items_per_worker_mb is not None:
         parts.append(f"{s.growth_per_1k_items_per_worker_mb:.3f} MB per 1,000 {noun} per worker")

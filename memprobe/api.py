@@ -318,7 +318,7 @@ def _check_numbers(
         raise bad("items", items, "None (the whole dataset) or a whole number >= 1")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise bad("seed", seed, "a whole number from 0 to 4,294,967,295")
-    for name, number, low in (
+    for name, number, least in (
         ("timeout_s", timeout_s, 1.0),
         ("growth_threshold_mb", growth_threshold_mb, 0.0),
     ):
@@ -326,9 +326,9 @@ def _check_numbers(
             isinstance(number, bool)
             or not isinstance(number, (int, float))
             or not math.isfinite(number)
-            or number < low
+            or number < least
         ):
-            raise bad(name, number, f"a finite number >= {low:g}")
+            raise bad(name, number, f"a finite number >= {least:g}")
     machine = Machine.here()
     if not no_limits and workers > machine.max_workers:
         raise bad(
@@ -363,7 +363,7 @@ def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:
     meta = results.metas[0]
     samples = results.run_table("samples", run_id)
     start, end = window_bounds(samples, meta.get("milestones", {}))
-    if start is None:
+    if start is None or end is None:  # both or neither
         return {"workers": (), "main": None}
     table = per_process_growth(samples, start, end)
     spec = meta.get("spec") or {}

@@ -8,6 +8,7 @@ samples it from /proc. It only counts items and batches.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -79,6 +80,7 @@ def build(spec: RunSpec) -> tuple[Any, dict]:
     if spec.workload == "factory":
         from memprobe.factory import call_factory
 
+        assert spec.factory is not None  # the scenario sets it for this workload
         dataset, info = (
             call_factory(spec.factory.factory, spec.factory.kwargs),
             {"factory": spec.factory.factory},
@@ -104,6 +106,7 @@ def _decode_dataset(spec: RunSpec) -> tuple[Any, dict]:
     from memprobe.errors import MemprobeError
 
     d = spec.decode
+    assert d is not None  # the scenario sets it for this workload
     table = cached_jpeg_table(d.images, width=d.width, height=d.height, quality=d.quality, seed=d.seed)
     dataset = DecodeDataset(table, decoder=spec.backend, device=d.device)
     backend = dataset.decoder.backend
@@ -250,7 +253,7 @@ def _dead_workers() -> list[str]:
     for k, proc in enumerate(getattr(_LIVE[0], "_workers", []) if _LIVE else []):
         try:
             code = proc.exitcode
-        except Exception:
+        except Exception:  # noqa: BLE001  (reporting an error: a torn-down worker must not hide it)
             continue
         if code is not None and code < 0:
             out.append(f"worker {k} (pid {proc.pid}) killed by {signal.Signals(-code).name}")
@@ -261,10 +264,8 @@ def _dead_workers() -> list[str]:
 
 def _report_error(events: Events, exc: BaseException) -> None:
     # torch's SIGCHLD handler raises again if another worker dies while we report: silence it.
-    try:
+    with contextlib.suppress(ValueError, OSError):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    except (ValueError, OSError):
-        pass
     message = str(exc)
     time.sleep(0.05)  # let a killed worker's exit status be collected
     dead = _dead_workers()
@@ -272,7 +273,7 @@ def _report_error(events: Events, exc: BaseException) -> None:
         message = f"{message} [{'; '.join(dead)}]"
     try:
         tb = traceback.format_exc()
-    except BaseException:
+    except BaseException:  # noqa: BLE001  (the error is sent without its traceback rather than lost)
         tb = None
     events.send("error", type=type(exc).__name__, message=message, traceback=tb)
 
@@ -324,10 +325,8 @@ def end_escaped(sig: int = signal.SIGKILL) -> None:
     for pid in procfs.process_tree(os.getpid())[1:]:
         st = procfs.read_stat(pid)
         if st is not None and st.pgid != os.getpid():
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
 
 
 def main() -> int:
@@ -343,7 +342,7 @@ def main() -> int:
         dataset, info = build(spec)
         events.send("dataset_built", seconds=time.monotonic() - t, length=_length(dataset), info=info)
         iterate(spec, dataset, events, lines)
-    except BaseException as exc:  # reported to the supervisor with the original type and message
+    except BaseException as exc:  # noqa: BLE001  (reported to the supervisor with its original type and message)
         _report_error(events, exc)
         return 1
     finally:

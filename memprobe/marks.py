@@ -22,6 +22,7 @@ started with ``MEMPROBE_MARK_FILE=/some/file`` set by hand is picked up by ``wat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -46,7 +47,7 @@ def _mark(n: int) -> None:
                 return
         # One write() of one whole line: O_APPEND makes it land at the end, never interleaved.
         os.write(_fd, f"{time.monotonic():.6f} {int(n)} {os.getpid()}\n".encode())
-    except Exception:  # never into the user's training loop
+    except Exception:  # noqa: BLE001  (a failed mark never reaches the user's training loop)
         _disable()
 
 
@@ -62,10 +63,8 @@ def _disable() -> None:
     global _fd
     fd, _fd = _fd, _OFF
     if fd >= 0:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _reset() -> None:

@@ -24,6 +24,7 @@ exact reading of a worker (or the first exact reading), ``milestones.first_mark`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -35,6 +36,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from memprobe.errors import MemprobeError, UsageError
 from memprobe.probe import procfs
@@ -43,7 +46,7 @@ from memprobe.probe.tree import ProcfsReader
 from memprobe.probe.tree import process_order as _process_order  # noqa: F401  (kept for callers)
 from memprobe.probe.tree_sampler import TreeSampler
 from memprobe.results import ResultsFolder, RunWriter
-from memprobe.runner import environment
+from memprobe.runner import OWN_PROCESS_GROUP, environment
 from memprobe.scenario import VerdictSpec
 from memprobe.session import finalize
 
@@ -72,10 +75,8 @@ class MarkReader:
         self.t0 = t0
         self.offset = 0
         if from_end:
-            try:
+            with contextlib.suppress(OSError):
                 self.offset = path.stat().st_size
-            except OSError:
-                pass
         self._buf = b""
         self.items = 0
         self.batches = 0
@@ -216,7 +217,7 @@ class _Recording:
         warm = s.first_worker_pss_t if s.first_worker_pss_t is not None else s.first_pss_t
         if warm is not None:
             milestones["warm"] = warm
-        if m is not None and m.last_t is not None:
+        if m is not None and m.first_t is not None and m.last_t is not None:  # set together
             milestones["first_mark"] = m.first_t
             milestones["done"] = max(m.last_t, warm or 0.0)
         elif s.last_t is not None:
@@ -352,9 +353,10 @@ def record(
     try:
         try:
             if tty is None:
-                proc = subprocess.Popen(command, env=env, process_group=0)
+                proc = subprocess.Popen(command, env=env, **OWN_PROCESS_GROUP)
             else:
-                proc = subprocess.Popen(command, env=env, preexec_fn=_child_setup(tty))
+                # The terminal's foreground group must be set in the child, before exec; only os calls.
+                proc = subprocess.Popen(command, env=env, preexec_fn=_child_setup(tty))  # noqa: PLW1509
         except OSError as exc:
             rec.writer.close()
             raise MemprobeError(f"{command[0]}: cannot run: {exc.strerror or exc}") from exc
@@ -459,19 +461,21 @@ def _drain_group(proc: subprocess.Popen, rec: _Recording) -> list[int]:
 
 
 def _killpg(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
-def _install(handler: Callable) -> dict[int, object]:
+# What signal.signal returns and takes back.
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+def _install(handler: Callable) -> dict[int, _Handler]:
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {s: signal.signal(s, handler) for s in FORWARDED}
 
 
-def _restore(old: dict[int, object]) -> None:
+def _restore(old: dict[int, _Handler]) -> None:
     for s, h in old.items():
         signal.signal(s, h)
 

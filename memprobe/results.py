@@ -23,6 +23,7 @@ Older versions are read by mapping their keys (:func:`upgrade_meta`), never rewr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -53,7 +54,7 @@ TABLES = ("samples", "system", "progress", "events", "threads")
 PARQUET_TABLES = ("samples", "system", "progress", "threads")
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
+def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` then rename ``tmp`` to ``path``: readers see the old file or the new
     one, never half. On failure the temporary file is removed and a :class:`ResultsWriteError`
     (a full disk, say) names the file."""
@@ -134,7 +135,8 @@ class RunWriter:
         self.dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._files = {name: open(run_dir / f"{name}.jsonl", "a", encoding="utf-8") for name in TABLES}
+        # Open for the run's life; close() closes them.
+        self._files = {name: open(run_dir / f"{name}.jsonl", "a", encoding="utf-8") for name in TABLES}  # noqa: SIM115
 
     def append(self, table: str, rows: list[dict]) -> None:
         if not rows:
@@ -154,10 +156,9 @@ class RunWriter:
     def close(self) -> None:
         with self._lock:
             for f in self._files.values():
-                try:
+                # A full disk: the flush in close fails; the rows written before are kept.
+                with contextlib.suppress(OSError):
                     f.close()
-                except OSError:
-                    pass  # a full disk: the flush in close fails; the rows written before are kept
 
 
 def read_json(path: Path) -> dict:

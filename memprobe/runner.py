@@ -6,6 +6,7 @@ and its workers, the resource tracker) can be found and ended together, whatever
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -28,6 +29,11 @@ from memprobe.results import RunWriter
 from memprobe.scenario import RunSpec, mem_total_mb
 
 ProgressCallback = Callable[["RunState"], None]
+# Popen arguments that start a child in a process group of its own: Popen's process_group is
+# new in Python 3.11; on 3.10 the child calls setpgid(0, 0) itself, before exec.
+OWN_PROCESS_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+)
 FINAL_PSS_WAIT_S = 30.0
 THREAD_MODES = ("thread", "torch-thread", "torchdata-thread")
 EXIT_GRACE_S = 10.0
@@ -84,10 +90,8 @@ class StopSignals:
     def _note(self, signum: int, frame: object) -> None:
         self.received.append(signum)
         if self._pipe:
-            try:
+            with contextlib.suppress(OSError):  # the pipe is full: the supervisor has been woken already
                 os.write(self._pipe[1], b"!")
-            except OSError:
-                pass  # the pipe is full: the supervisor has been woken already
         if self.on_signal:
             self.on_signal(signum, len(self.received))
 
@@ -170,7 +174,7 @@ class _Supervisor:
         spec = self.state.spec
         self.writer.write_meta(self.state.meta())
         read_fd, write_fd = os.pipe()
-        log = open(self.run_dir / "child.log", "wb")
+        log = open(self.run_dir / "child.log", "wb")  # noqa: SIM115  (the child's output, closed once it is started)
         self.t0 = time.monotonic()
         env = {
             **os.environ,
@@ -187,7 +191,7 @@ class _Supervisor:
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
             env=env,
-            process_group=0,
+            **OWN_PROCESS_GROUP,
         )
         os.close(write_fd)
         log.close()
@@ -230,15 +234,16 @@ class _Supervisor:
     def _event_loop(self, fd: int) -> None:
         deadline = self.t0 + self.state.spec.timeout_s
         last = time.monotonic()
-        wake = [self.stop.fileno()] if self.stop and self.stop.fileno() is not None else []
+        stop_fd = self.stop.fileno() if self.stop else None
+        wake = [stop_fd] if stop_fd is not None else []
         while True:
             now = time.monotonic()
             if now - last > PAUSED_S:
                 # memprobe itself was stopped (SIGSTOP, Ctrl-Z) or starved: not the run's time.
                 deadline += now - last
             last = now
-            if self.stop and self.stop.received:
-                self._interrupted(self.stop.first)
+            if self.stop and (how := self.stop.first):  # a signal was received
+                self._interrupted(how)
                 return
             if folder_identity(self.run_dir) != self._dir_id:
                 self.state.status = "failed"
@@ -312,10 +317,8 @@ class _Supervisor:
     def _finish(self) -> None:
         if self.state.status == "running":
             # The event pipe closes a moment before the process is reaped: let it exit by itself.
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(EXIT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                pass
         end_group(self.proc)
         self.sampler.stop(final_pss=False)
         self.state.exit_code = self.proc.returncode
@@ -369,10 +372,8 @@ def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     if proc.poll() is None:
         escaped.signal(signal.SIGTERM)
         _signal_group(pgid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            pass
     deadline = time.monotonic() + grace_s
     while (procfs.processes_in_group(pgid) or escaped.alive()) and time.monotonic() < deadline:
         escaped.signal(signal.SIGTERM)
@@ -413,17 +414,13 @@ class _EscapedDescendants:
 
     def signal(self, sig: int) -> None:
         for pid in self.alive():
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def execute(
@@ -460,9 +457,9 @@ def environment() -> dict[str, Any]:
 
     cpu = next(
         (
-            l.split(":", 1)[1].strip()
-            for l in (procfs._read("/proc/cpuinfo") or "").splitlines()
-            if l.startswith("model name")
+            line.split(":", 1)[1].strip()
+            for line in (procfs._read("/proc/cpuinfo") or "").splitlines()
+            if line.startswith("model name")
         ),
         platform.processor(),
     )

@@ -347,14 +347,14 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
         raise UsageError(f"{path}: empty scenario; expected a mapping with keys {', '.join(_TOP_KEYS)}")
     name = _name(check, data.get("name", Path(path).stem))
     workload, axis = _workload(check, data)
-    common = dict(
-        name=name,
-        path=path,
-        text=text,
-        description=str(data.get("description", "")),
-        modes=check.choices("modes", data.get("modes", list(MODES)), MODES),
-        workers=_workers(check, data.get("workers", [2])),
-        loader=_section(
+    common = {
+        "name": name,
+        "path": path,
+        "text": text,
+        "description": str(data.get("description", "")),
+        "modes": check.choices("modes", data.get("modes", list(MODES)), MODES),
+        "workers": _workers(check, data.get("workers", [2])),
+        "loader": _section(
             check,
             "loader",
             data.get("loader"),
@@ -369,7 +369,7 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
                 "gc_freeze": (bool, 0),
             },
         ),
-        sampling=_section(
+        "sampling": _section(
             check,
             "sampling",
             data.get("sampling"),
@@ -380,24 +380,24 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
                 "pss_min_interval_s": (float, 0.0, 3600),
             },
         ),
-        verdict=_section(
+        "verdict": _section(
             check, "verdict", data.get("verdict"), VerdictSpec, {"growth_threshold_mb": (float, 0.0)}
         ),
-        timeout_s=check.number("timeout_s", data.get("timeout_s", 300.0), float, 1.0),
-        workload=workload,
+        "timeout_s": check.number("timeout_s", data.get("timeout_s", 300.0), float, 1.0),
+        "workload": workload,
         # The README promises both: the scenario's own folder first, then the current directory.
-        sys_path=tuple(dict.fromkeys((base_dir or str(Path(path).resolve().parent), os.getcwd()))),
-    )
+        "sys_path": tuple(dict.fromkeys((base_dir or str(Path(path).resolve().parent), os.getcwd()))),
+    }
     if workload == "records":
         backends = check.choices("backends", data.get("backends", list(BACKENDS)), BACKENDS)
-        extra = dict(dataset=_section(check, "dataset", data.get("dataset"), DatasetSpec, _RECORD_RULES))
+        extra = {"dataset": _section(check, "dataset", data.get("dataset"), DatasetSpec, _RECORD_RULES)}
     elif workload == "decode":
         backends = check.choices(axis, data.get(axis, ["pillow", "nvimgcodec"]), DECODERS)
-        extra = dict(decode=_decode(check, data["decode"]))
+        extra = {"decode": _decode(check, data["decode"])}
     else:
         factories = _factories(check, data)
         backends = tuple(f.name for f in factories)
-        extra = dict(factories=factories)
+        extra = {"factories": factories}
     expect = _expectations(check, data.get("expect", []), backends)
     return Scenario(backends=backends, expect=expect, **common, **extra)
 
@@ -501,6 +501,7 @@ def _expanded(
             for i, item in enumerate(node.value)
         )
     else:
+        assert isinstance(node, yaml.MappingNode)  # the third and last kind of YAML node
         _no_duplicate_keys(node, path, where)
         size = 1
         for key, value in node.value:
@@ -631,7 +632,7 @@ def _expectations(check: _Checker, value: Any, backends: tuple[str, ...]) -> tup
                 backends=check.choices(f"{key}.backend", entry["backend"], backends)
                 if "backend" in entry
                 else (),
-                modes=check.choices(f"{key}.mode", entry["mode"], MODES + (SINGLE,))
+                modes=check.choices(f"{key}.mode", entry["mode"], (*MODES, SINGLE))
                 if "mode" in entry
                 else (),
             )
@@ -762,9 +763,9 @@ def _check_machine(scenario: Scenario, machine: Machine) -> None:
     budget = machine.memory_mb * MEMORY_SHARE
     if need is not None and need > budget:
         key, value = (
-            ("dataset.records", scenario.dataset.records)
-            if scenario.workload == "records"
-            else ("decode.images", scenario.decode.images)
+            ("decode.images", scenario.decode.images)
+            if scenario.decode is not None  # set for the decode workload only
+            else ("dataset.records", scenario.dataset.records)
         )
         raise UsageError(
             f"{scenario.path}: key '{key}': got {value:,}; allowed on this machine: a dataset whose "
@@ -782,17 +783,19 @@ def planned_memory_mb(scenario: Scenario) -> float | None:
         d = scenario.dataset
         return d.records * (RECORD_BYTES + RECORD_FLOAT_BYTES * d.floats) * copies / 2**20
     if scenario.workload == "decode":
-        d, lo = scenario.decode, scenario.loader
-        pixels = d.width * d.height
-        in_flight = lo.batch_size * pixels * 3 * lo.prefetch_factor * max(max(scenario.workers), 1)
-        return (d.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
+        dec, lo = scenario.decode, scenario.loader
+        assert dec is not None  # parse_scenario sets it for this workload
+        pixels = dec.width * dec.height
+        in_flight = lo.batch_size * pixels * 3 * lo.prefetch_factor * max(*scenario.workers, 1)
+        return (dec.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
     return None
 
 
 def _check_batches(scenario: Scenario) -> None:
     if scenario.workload == "factory":
         return  # the dataset's length is known only once the factory ran
-    per_epoch = scenario.dataset.records if scenario.workload == "records" else scenario.decode.images
+    # decode is set for the decode workload only
+    per_epoch = scenario.decode.images if scenario.decode is not None else scenario.dataset.records
     items = min(per_epoch, scenario.loader.items or per_epoch)
     most = max(scenario.workers)
     batch = scenario.loader.batch_size

@@ -39,7 +39,7 @@ def _coco_records(images: int, seed: int) -> list[dict]:
             "segmentation": [p.tolist()],
             "iscrowd": 0,
         }
-        for i, (b, p, c) in enumerate(zip(boxes, poly, cats.tolist()))
+        for i, (b, p, c) in enumerate(zip(boxes, poly, cats.tolist(), strict=True))
     ]
 
 
@@ -132,7 +132,7 @@ def pandas_rows(rows: int = 200_000, string_dtype: str = "object", seed: int = 0
         {
             "path": [f"s3://bucket/shard-{i % 512:04d}/{i:010d}.jpg" for i in range(rows)],
             "caption": [
-                f"a photo of a {CATEGORIES[l % 10]} number {i}" for i, l in enumerate(labels.tolist())
+                f"a photo of a {CATEGORIES[label % 10]} number {i}" for i, label in enumerate(labels.tolist())
             ],
             "label": labels,
         }

@@ -20,6 +20,7 @@ unit tests alone).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -185,10 +186,8 @@ def no_leftovers():
             break
         time.sleep(0.1)
     for pid in pids:  # clean up so that one leak does not fail every later test
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     time.sleep(0.2)
     _reap_zombie_children()
     problems = left + [f"thread {t.name!r} still alive" for t in threads]

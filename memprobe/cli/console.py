@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -19,7 +20,7 @@ class TerminalConsole(Console):
     """One live line per run on a terminal; a line at start and end (and every 5 s) otherwise."""
 
     def __init__(self, stream: TextIO = sys.stderr) -> None:
-        self.stream = stream
+        self.stream: TextIO | None = stream  # None once writing to it failed
         self.live = stream.isatty()
         self._last = 0.0
 
@@ -35,7 +36,8 @@ class TerminalConsole(Console):
         lo = spec.loader
         if getattr(spec, "factory", None):
             return lo.items
-        per_epoch = spec.decode.images if spec.workload == "decode" else spec.dataset.records
+        # decode is set for the decode workload only
+        per_epoch = spec.decode.images if spec.decode is not None else spec.dataset.records
         total = per_epoch * lo.epochs
         if lo.items is not None:
             total = min(total, lo.items)
@@ -74,10 +76,11 @@ class TerminalConsole(Console):
             else f"\nmemprobe: {name} again: still saving the results; memprobe exits once "
             "they are complete (a few seconds)\n"
         )
-        try:
+        if self.stream is None:  # writing to it failed already
+            return
+        # The terminal is gone (SIGHUP) or the stream has no descriptor.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             os.write(self.stream.fileno(), text.encode())
-        except (OSError, ValueError, AttributeError):
-            pass  # the terminal is gone (SIGHUP) or the stream has no descriptor
 
     def _print(self, line: str) -> None:
         self._write(line + "\n")
@@ -115,10 +118,10 @@ def say(text: str, stream: TextIO | None = None) -> None:
             encoding = getattr(stream, "encoding", None) or "utf-8"
             print(text.encode(encoding, "backslashreplace").decode(encoding), file=stream, flush=True)
     except (OSError, ValueError):
-        try:  # let the interpreter's final flush find a harmless descriptor
+        with contextlib.suppress(
+            OSError, ValueError
+        ):  # the interpreter's final flush finds a harmless descriptor
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-        except (OSError, ValueError):
-            pass
 
 
 def summary_table(summaries: list[RunSummary]) -> str:
@@ -164,7 +167,10 @@ def summary_table(summaries: list[RunSummary]) -> str:
         )
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [
-        "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        "  ".join(
+            str(c).ljust(w) if i == 0 else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
         for r in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -97,7 +97,6 @@ def settings_from(args: argparse.Namespace):
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.errors import UsageError
-    from memprobe.record import record
 
     command = list(args.cmd)
     if command and command[0] == "--":
@@ -105,6 +104,8 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
     settings, verdict = settings_from(args)
+    from memprobe.record import record  # pandas and the rest, once the arguments are good
+
     result = record(
         command,
         Path(args.output) if args.output else None,
@@ -190,7 +191,9 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [
-        "  ".join(c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        "  ".join(
+            c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
         for row in rows
     ]
     if len(shown) > limit:

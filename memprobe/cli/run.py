@@ -154,10 +154,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.cli.console import TerminalConsole, say, summary_table
-    from memprobe.results import default_out_dir, make_output
     from memprobe.scenario import check_limits, with_overrides
-    from memprobe.session import EXIT_FAILED, run_scenario
 
     scenario = _scenario(args)
     _preflight(scenario)
@@ -168,6 +165,12 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--timeout: got {args.timeout:g}; allowed: a number of seconds >= 1")
         scenario = with_overrides(scenario, timeout_s=args.timeout)
     check_limits(scenario, lifted=args.no_limits)
+    # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
+    # is refused at once.
+    from memprobe.cli.console import TerminalConsole, say, summary_table
+    from memprobe.results import default_out_dir, make_output
+    from memprobe.session import EXIT_FAILED, run_scenario
+
     if args.output:
         out = Path(args.output)
         try:

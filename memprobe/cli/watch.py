@@ -49,9 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.record import watch
-
     settings, verdict = settings_from(args)
+    from memprobe.record import watch  # pandas and the rest, once the arguments are good
+
     result = watch(
         args.pid,
         Path(args.output) if args.output else None,

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 from torch.utils.data import Dataset
@@ -26,7 +28,11 @@ class ListDataset(Dataset):
         self.records = [
             {"id": i, "path": p, "label": lab, "box": box}
             for i, p, lab, box in zip(
-                columns.ids.tolist(), columns.paths, columns.labels.tolist(), columns.boxes.tolist()
+                columns.ids.tolist(),
+                columns.paths,
+                columns.labels.tolist(),
+                columns.boxes.tolist(),
+                strict=True,
             )
         ]
 
@@ -110,4 +116,8 @@ class ArrowDataset(Dataset):
         }
 
 
-BACKENDS: dict[str, type[Dataset]] = {"list": ListDataset, "numpy": NumpyDataset, "arrow": ArrowDataset}
+BACKENDS: dict[str, Callable[[Columns], Dataset]] = {
+    "list": ListDataset,
+    "numpy": NumpyDataset,
+    "arrow": ArrowDataset,
+}

@@ -46,7 +46,7 @@ def make_columns(spec: RecordSpec) -> Columns:
     split = rng.random(n) < 0.9
     paths = [
         f"images/{SPLITS[0] if s else SPLITS[1]}/{lab:04d}/{i:09d}_{tag:08x}.jpg"
-        for i, lab, tag, s in zip(range(n), labels.tolist(), tags.tolist(), split.tolist())
+        for i, lab, tag, s in zip(range(n), labels.tolist(), tags.tolist(), split.tolist(), strict=True)
     ]
     return Columns(ids=np.arange(n, dtype=np.int64), labels=labels, boxes=boxes, paths=paths)
 

@@ -90,7 +90,8 @@ class PillowDecoder:
         """Decode one JPEG to ``HxWx3 uint8`` RGB."""
         from PIL import Image
 
-        with Image.open(io.BytesIO(data)) as img:
+        # numpy's stubs give ndarray the buffer protocol only from Python 3.12 on.
+        with Image.open(io.BytesIO(data)) as img:  # type: ignore[arg-type]
             if img.mode != "RGB":
                 img = img.convert("RGB")
             return np.asarray(img)

@@ -120,10 +120,9 @@ def _random_view(photo: np.ndarray, rng: np.random.Generator, width: int, height
     aspect = width / height
     # Largest crop of the target aspect ratio that fits.
     max_w = min(pw, int(ph * aspect))
-    max_h = min(ph, int(max_w / aspect))
     scale = rng.uniform(_MIN_CROP_FRACTION, 1.0)
-    cw = max(8, int(round(max_w * scale)))
-    ch = max(8, min(ph, int(round(cw / aspect))))
+    cw = max(8, round(max_w * scale))
+    ch = max(8, min(ph, round(cw / aspect)))
     y0 = int(rng.integers(0, ph - ch + 1))
     x0 = int(rng.integers(0, pw - cw + 1))
     crop = photo[y0 : y0 + ch, x0 : x0 + cw]

@@ -36,7 +36,7 @@ def build_loader(
         common["collate_fn"] = collate_fn
     if workers == 0:
         return DataLoader(dataset, num_workers=0, **common)
-    parallel = {
+    parallel: dict[str, Any] = {
         "num_workers": workers,
         "prefetch_factor": prefetch_factor,
         "persistent_workers": persistent_workers,
@@ -49,7 +49,7 @@ def build_loader(
         return EXTRA_MODES[mode](dataset, **parallel, **common)
     if mode in PROCESS_MODES:
         return DataLoader(dataset, multiprocessing_context=mode, **parallel, **common)
-    raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(PROCESS_MODES + ('thread', *EXTRA_MODES))}")
+    raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join((*PROCESS_MODES, 'thread', *EXTRA_MODES))}")
 
 
 def worker_pids(iterator: Any) -> list[int]:

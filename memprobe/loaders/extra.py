@@ -93,7 +93,10 @@ def build_torch_thread(
         kwargs["prefetch_factor"] = prefetch_factor
     if collate_fn is not None:
         kwargs["collate_fn"] = collate_fn
-    return DataLoader(dataset, worker_method="thread", **kwargs)
+    # A keyword of the torch builds that have thread workers (checked before this is registered),
+    # not of every torch the type check sees.
+    kwargs["worker_method"] = "thread"
+    return DataLoader(dataset, **kwargs)
 
 
 # -- torchdata-thread --------------------------------------------------------------------------

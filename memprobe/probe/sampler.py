@@ -11,12 +11,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from memprobe.probe import procfs
 from memprobe.probe.roles import RoleBook
 
 MB = procfs.MB
-Row = dict[str, object]
+Row = dict[str, Any]  # one JSON line of samples: numbers, strings, booleans, None by column
 Sink = Callable[[str, list[Row]], None]
 
 _CHEAP_FIELDS = (
@@ -44,7 +45,16 @@ _PSS_FIELDS = (
     "anon_huge_mb",
 )
 SAMPLE_COLUMNS = (
-    ("t", "pid", "role", "worker", "state", "tier", "missing", "reason") + _CHEAP_FIELDS + _PSS_FIELDS
+    "t",
+    "pid",
+    "role",
+    "worker",
+    "state",
+    "tier",
+    "missing",
+    "reason",
+    *_CHEAP_FIELDS,
+    *_PSS_FIELDS,
 )
 
 
@@ -174,7 +184,7 @@ class Sampler:
                     break
                 self._wake.wait(max(0.0, tick + self._interval() - time.monotonic()))
                 self._wake.clear()
-        except BaseException as exc:  # recorded and re-raised by the supervisor, never lost
+        except BaseException as exc:  # noqa: BLE001  (recorded and re-raised by the supervisor, never lost)
             self.error = exc
         finally:
             with self._pss_done:  # wake anyone waiting for a round that will never come

@@ -119,7 +119,7 @@ def match(a: list[RunSummary], b: list[RunSummary]) -> tuple[list[Pair], list[Ru
 
 def pair_sentence(p: Pair) -> str:
     """One line per pair: the verdict and the peak total PSS, before and after."""
-    peak = dict((m.name, d) for m, d in p.deltas)["peak total PSS"]
+    peak = {m.name: d for m, d in p.deltas}["peak total PSS"]
     va, vb = p.a.verdict or p.a.status, p.b.verdict or p.b.status
     verdict = f"{va} → {vb}" if va != vb else f"still {vb}"
     change = "" if peak.diff is None else f" ({fmt.signed_mb(peak.diff)}, {fmt.percent(peak.rel)})"

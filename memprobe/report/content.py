@@ -31,8 +31,10 @@ GENERIC_FIXES = (
     ("numpy/arrow", "Hold records in numpy or Arrow buffers instead of a list of Python objects."),
     (
         "one buffer",
-        "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
-        "plus an offsets array) and decode per item: one object for the GC and refcounts to touch.",
+        (
+            "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
+            "plus an offsets array) and decode per item: one object for the GC and refcounts to touch."
+        ),
     ),
     ("threads", "Use threads instead of worker processes (mode: thread)."),
     ("spawn + shared memory", "Use spawn with the data in shared memory, so workers map one copy."),
@@ -119,14 +121,18 @@ def cost_text(s: RunSummary) -> str | None:
 def churning(summaries: list[RunSummary]) -> dict[str, RunSummary | None]:
     """Runs with page-fault churn, each with the run on the same data (backend and workload) that
     took the fewest faults per item (``None`` when it has no such peer)."""
-    measured = [s for s in summaries if s.status == "ok" and fmt.is_num(s.faults_per_item)]
+    measured = [
+        (s, s.faults_per_item) for s in summaries if s.status == "ok" and fmt.is_num(s.faults_per_item)
+    ]
     out: dict[str, RunSummary | None] = {}
-    for s in measured:
-        peers = [p for p in measured if p is not s and p.backend == s.backend and p.workload == s.workload]
-        best = min(peers, key=lambda p: p.faults_per_item) if peers else None
-        floor = min(best.faults_per_item, s.faults_per_item) if best else 0.0
+    for s, faults in measured:
+        peers = [
+            (p, f) for p, f in measured if p is not s and p.backend == s.backend and p.workload == s.workload
+        ]
+        best, fewest = min(peers, key=lambda pf: pf[1]) if peers else (None, 0.0)
+        floor = min(fewest, faults) if best else 0.0
         if (
-            s.faults_per_item - floor >= CHURN_FAULTS_PER_ITEM
+            faults - floor >= CHURN_FAULTS_PER_ITEM
             and fmt.is_num(s.kernel_cpu_share)
             and s.kernel_cpu_share >= CHURN_KERNEL_SHARE
         ):
@@ -483,7 +489,7 @@ def not_in_bars(summaries: list[RunSummary]) -> list[str]:
             every = "the run" if len(runs) == 1 else f"all {len(runs)} runs"
             out.append(f"{row_label(backend, runs)} ({every} {'; '.join(whys)})")
             continue
-        for (mode, status, error), group in groups.items():
+        for (_mode, status, error), group in groups.items():
             out.append(f"{short_label(group[0])}, {_workers_text(group)} ({status}: {error})")
         unmeasured = [s for s in runs if s.status == "ok" and s.items_per_s is None]
         for mode in dict.fromkeys(s.mode for s in unmeasured):
@@ -553,7 +559,7 @@ def run_facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
             f"{s.expectation} — {'met' if s.expectation_met else 'NOT met' if s.expectation_met is False else 'n/a'}"
         )
     )
-    rows = [
+    rows: list[tuple[str, str | None]] = [  # a None value leaves its row out
         ("status", s.status),
         (noun(s), fmt.count(s.items)),
         ("duration", fmt.seconds(s.duration_s)),

@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -112,9 +113,8 @@ def keep_indices(y: np.ndarray, max_points: int) -> np.ndarray:
         return np.arange(n)
     buckets = max(1, max_points // 2)
     size = -(-n // buckets)  # equal intervals (the last one shorter), as whole rows of a table
-    table = np.full(buckets * size, np.nan)
-    table[:n] = y
-    table = table.reshape(buckets, size)
+    table = np.full((buckets, size), np.nan)
+    table.flat[:n] = y  # row by row: the series padded to whole rows
     offsets = np.arange(buckets) * size
     inside = (np.arange(buckets * size) < n).reshape(
         buckets, size
@@ -247,7 +247,7 @@ def item_rate(
 
 
 def _layout(axis: str, ytitle: str, shapes: list[dict], annotations: list[dict]) -> dict:
-    layout = {
+    layout: dict[str, Any] = {
         "height": 290,
         "margin": {"l": 60, "r": 120, "t": 28, "b": 42},
         "xaxis": {"title": {"text": X_TITLES[axis]}, "zeroline": False, "rangemode": "tozero"},
@@ -813,7 +813,7 @@ def chart_items_rate(
         max_points=max_points,
         extra_notes=_ttfb_notes(milestones, clock),
     )
-    if chart is not None and len(series) == 2:
+    if chart is not None and decode is not None and len(series) == 2:
         _right_axis_in_mb(chart, decode)
     return chart
 
@@ -821,6 +821,7 @@ def chart_items_rate(
 def _right_axis_in_mb(chart: dict, decode: DecodeInfo) -> None:
     """Both axes get fixed ranges in the ratio of one image to its encoded MB, so that the one line
     reads in images/s on the left and in MB/s on the right."""
+    assert decode.bytes_per_item is not None  # the MB/s series is drawn only with it
     top = max((v for v in chart["data"][0]["y"] if v is not None), default=0.0) * 1.08 or 1.0
     factor = decode.bytes_per_item / 1e6
     for layout in chart["layouts"].values():
@@ -1222,8 +1223,8 @@ def run_charts(
         ),
         chart_dev_shm(f"{prefix}-shm", samples, system, clock, milestones, max_points=max_points),
     ]
-    charts = share_x([c for c in charts if c is not None])
-    return name_items_axis(charts, "images" if decode is not None else "items")
+    drawn = share_x([c for c in charts if c is not None])
+    return name_items_axis(drawn, "images" if decode is not None else "items")
 
 
 def name_items_axis(charts: list[dict], noun: str) -> list[dict]:

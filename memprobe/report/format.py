@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
+from typing import TypeGuard
 
 DASH = "–"
 
 
-def is_num(v: object) -> bool:
+def is_num(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 

@@ -91,16 +91,16 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
     ids = anchors(summaries)
     cpu_count = (results.manifest.get("environment") or {}).get("cpu_count")
     views = []
-    for i, (meta, s) in enumerate(zip(results.metas, summaries)):
+    for i, (meta, s) in enumerate(zip(results.metas, summaries, strict=True)):
         samples = results.run_table("samples", s.run_id)
         milestones = meta.get("milestones") or {}
-        window = window_bounds(samples, milestones) if not samples.empty else (None, None)
+        start, end = window_bounds(samples, milestones) if not samples.empty else (None, None)
         charts = figures.run_charts(
             f"c{i}",
             samples,
             results.run_table("progress", s.run_id),
             results.run_table("system", s.run_id),
-            figures.Milestones(milestones, window if None not in window else None),
+            figures.Milestones(milestones, (start, end) if start is not None and end is not None else None),
             max_points=max_points,
             threads=results.run_table("threads", s.run_id),
             decode=figures.DecodeInfo.from_meta(meta),

@@ -3,6 +3,7 @@ report, and Ctrl-C in the middle of a run (fork and forkserver)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -92,6 +93,38 @@ def test_missing_scenario_file_exits_2(tmp_path: Path) -> None:
     r = memprobe("run", tmp_path / "nope.yaml")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert str(tmp_path / "nope.yaml") in r.stderr and "no such" in r.stderr
+
+
+REFUSE_AND_LIST_IMPORTS = """
+import sys
+from memprobe.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("pandas", "pyarrow", "torch", "plotly") if m in sys.modules)
+print(code, *heavy, file=sys.__stdout__)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{bad}", "-o", "{tmp}/out"],
+        ["run", "{tmp}/nope.yaml"],
+        ["run", "{repo}/scenarios/quick.yaml", "--timeout", "0"],
+        ["record", "--interval", "0", "--", "true"],
+        ["watch", "1", "--pss-budget", "2"],
+    ],
+)
+def test_bad_input_is_refused_before_the_heavy_imports(tmp_path: Path, args: list[str]) -> None:
+    """A refusal takes a fraction of a second: pandas, pyarrow and torch are imported only once
+    the arguments and the scenario are known to be good."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nbakends: [list]\n")
+    argv = [a.format(bad=bad, tmp=tmp_path, repo=REPO) for a in args]
+    r = subprocess.run(
+        [sys.executable, "-c", REFUSE_AND_LIST_IMPORTS, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2"], r.stdout  # exit code 2, and none of the heavy modules
 
 
 def test_report_of_a_folder_that_is_not_results_exits_2(tmp_path: Path) -> None:
@@ -184,10 +217,8 @@ def _events(run_dir: Path) -> list[dict]:
         return []
     out = []
     for line in text.splitlines():
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass
     return out
 
 

@@ -9,6 +9,7 @@ run survives - found by walking /proc for memprobe's session and for each run's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -137,10 +138,8 @@ def wait_gone(sid: int, groups: Iterable[int] = (), within: float = GONE_WITHIN_
     while (left := members(sid, groups)) and time.monotonic() < deadline:
         time.sleep(0.05)
     for entry in left:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(int(entry.split()[0]), signal.SIGKILL)
-        except OSError:
-            pass
     return left
 
 
@@ -156,10 +155,8 @@ def events(run_dir: Path) -> list[dict]:
         return []
     out = []
     for line in lines:
-        try:
+        with contextlib.suppress(json.JSONDecodeError):  # a torn last line
             out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass  # a torn last line
     return out
 
 

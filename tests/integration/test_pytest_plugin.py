@@ -38,9 +38,11 @@ def test_fixture_fails_a_growing_dataset_with_a_readable_message(pytester: pytes
     # One headline: which worker, how much, over how many items, against which limit.
     result.stdout.re_match_lines(
         [
-            r".*AssertionError: worker [01] \(DataLoader worker, fork; pid \d+\) grew \d+\.\d MB "
-            r"over [\d,]+ items "
-            r"\(fork, 2 workers, dataset build_list\); limit 5 MB"
+            (
+                r".*AssertionError: worker [01] \(DataLoader worker, fork; pid \d+\) grew \d+\.\d MB "
+                r"over [\d,]+ items "
+                r"\(fork, 2 workers, dataset build_list\); limit 5 MB"
+            )
         ]
     )
     # Then a per-worker table and the usual cause.

@@ -10,6 +10,7 @@ for a person to look at.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -74,8 +75,14 @@ class Chromium:
         ]
         self.log = profile / "chromium.log"
         with open(self.log, "wb") as log:
+            # Popen has no way to put a pipe on fds 3 and 4; wire_fds makes only os calls.
             self.proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=False, preexec_fn=wire_fds
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                close_fds=False,
+                preexec_fn=wire_fds,  # noqa: PLW1509
             )
         os.close(to_browser_r)
         os.close(from_browser_w)
@@ -144,7 +151,7 @@ class Chromium:
                 if self.proc.poll() is not None:
                     raise RuntimeError(
                         f"chromium exited ({self.proc.returncode}) during {method}: {self.log_tail()}"
-                    )
+                    ) from None
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no reply to {method} within {timeout:g} s") from None
         if "error" in reply:
@@ -209,10 +216,8 @@ class Chromium:
         return path
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, RuntimeError, TimeoutError):
             self.send("Browser.close", session=False, timeout=5)
-        except (OSError, RuntimeError, TimeoutError):
-            pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:

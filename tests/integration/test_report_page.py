@@ -114,7 +114,7 @@ def test_every_chart_has_a_div_and_drawable_data(page: str) -> None:
         assert c["data"], c["id"]
         for axis, xs in c["x"].items():
             assert len(xs) == len(c["data"]), (c["id"], axis)
-            for trace, x in zip(c["data"], xs):
+            for trace, x in zip(c["data"], xs, strict=True):
                 assert len(x) == len(trace["y"]), (c["id"], axis, trace["name"])
         assert any(v is not None for trace in c["data"] for v in trace["y"]), c["id"]
 

@@ -146,8 +146,10 @@ def test_missing_rows_have_no_values(small_results) -> None:
     # One missing row per process, and nothing after it.
     assert not missing.duplicated(["run_id", "pid"]).any()
     last = df.sort_values("t").groupby(["run_id", "pid"]).tail(1)
-    gone = set(zip(missing["run_id"], missing["pid"]))
-    assert gone <= set(zip(last.loc[last["missing"], "run_id"], last.loc[last["missing"], "pid"]))
+    gone = set(zip(missing["run_id"], missing["pid"], strict=True))
+    assert gone <= set(
+        zip(last.loc[last["missing"], "run_id"], last.loc[last["missing"], "pid"], strict=True)
+    )
 
 
 # -- roles -------------------------------------------------------------------------------------

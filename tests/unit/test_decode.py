@@ -139,7 +139,7 @@ def test_decoder_output_contract(name: str, jpegs: list[bytes]) -> None:
     assert out.shape == (H, W, 3) and out.dtype == np.uint8
     batch = dec.decode_batch(jpegs[:3])
     assert len(batch) == 3
-    for got, data in zip(batch, jpegs[:3]):
+    for got, data in zip(batch, jpegs[:3], strict=True):
         np.testing.assert_array_equal(np.asarray(got), dec.decode(data))
 
 
@@ -404,5 +404,5 @@ def test_dataset_from_threads(name: str, table) -> None:
     expected = [ds[i] for i in range(len(ds))]
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(ds.__getitem__, range(len(ds))))
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=True):
         assert torch.equal(e, g)

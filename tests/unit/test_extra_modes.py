@@ -65,7 +65,7 @@ def test_torchdata_thread_same_batches_in_order_without_shuffle(n: int, batch_si
     assert len(loader) == len(reference) == -(-n // batch_size)
     got, want = list(loader), list(reference)
     assert len(got) == len(want)
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         assert a["i"].tolist() == b["i"].tolist()
         assert torch.equal(a["x"], b["x"])
 

@@ -67,7 +67,7 @@ def test_load_factory_errors_name_the_factory(ref: str, fragment: str) -> None:
 
 def test_factory_result_must_be_a_dataset() -> None:
     assert call_factory(f"{__name__}:module_level_factory", {"n": 2}) == [0, 1]
-    with pytest.raises(UsageError, match="returned builtins.object, which is not a dataset"):
+    with pytest.raises(UsageError, match=r"returned builtins\.object, which is not a dataset"):
         call_factory(f"{__name__}:not_a_dataset", {})
 
 

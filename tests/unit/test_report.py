@@ -26,33 +26,33 @@ def chart_data(html: str) -> dict:
 
 
 def summary(**changes: object) -> RunSummary:
-    base = dict(
-        backend="list",
-        mode="fork",
-        workers=2,
-        status="ok",
-        error=None,
-        items=1000,
-        items_per_s=1000.0,
-        time_to_first_batch_s=0.1,
-        duration_s=5.0,
-        total_pss_start_mb=300.0,
-        total_pss_peak_mb=600.0,
-        total_pss_end_mb=600.0,
-        sum_rss_peak_mb=900.0,
-        rss_overcount_mb=300.0,
-        worker_uss_start_mb=20.0,
-        worker_uss_growth_mb=120.0,
-        worker_uss_growth_max_mb=125.0,
-        main_uss_growth_mb=100.0,
-        growth_per_1k_items_per_worker_mb=0.2,
-        growth_threshold_mb=50.0,
-        verdict="growing",
-        expectation=None,
-        expectation_met=None,
-        explanation="",
-        sampler_cpu_share=0.01,
-    )
+    base = {
+        "backend": "list",
+        "mode": "fork",
+        "workers": 2,
+        "status": "ok",
+        "error": None,
+        "items": 1000,
+        "items_per_s": 1000.0,
+        "time_to_first_batch_s": 0.1,
+        "duration_s": 5.0,
+        "total_pss_start_mb": 300.0,
+        "total_pss_peak_mb": 600.0,
+        "total_pss_end_mb": 600.0,
+        "sum_rss_peak_mb": 900.0,
+        "rss_overcount_mb": 300.0,
+        "worker_uss_start_mb": 20.0,
+        "worker_uss_growth_mb": 120.0,
+        "worker_uss_growth_max_mb": 125.0,
+        "main_uss_growth_mb": 100.0,
+        "growth_per_1k_items_per_worker_mb": 0.2,
+        "growth_threshold_mb": 50.0,
+        "verdict": "growing",
+        "expectation": None,
+        "expectation_met": None,
+        "explanation": "",
+        "sampler_cpu_share": 0.01,
+    }
     base.update(changes)
     base.setdefault("run_id", f"{base['backend']}-{base['mode']}-w{base['workers']}")
     return RunSummary(**base)
@@ -271,9 +271,9 @@ def test_match_and_deltas() -> None:
     assert [p.key for p in pairs] == [("list", "fork", 2), ("numpy", "fork", 2)]
     assert [s.mode for s in only_a] == ["spawn"] and [s.mode for s in only_b] == ["thread"]
     assert pairs[0].verdict == "better" and pairs[1].verdict == "same"
-    peak = dict((m.name, d) for m, d in pairs[0].deltas)["peak total PSS"]
+    peak = {m.name: d for m, d in pairs[0].deltas}["peak total PSS"]
     assert (peak.tone, peak.diff) == ("better", -300.0)
-    assert dict((m.name, d) for m, d in pairs[1].deltas)["peak total PSS"].tone == "same"  # within noise
+    assert {m.name: d for m, d in pairs[1].deltas}["peak total PSS"].tone == "same"  # within noise
     growth = next(m for m in METRICS if m.name == "growth")
     shrank = delta(growth, summary(worker_uss_growth_mb=-19.0), summary(worker_uss_growth_mb=-3.6))
     assert shrank.tone == "same"  # less shrinking is not a worse growth

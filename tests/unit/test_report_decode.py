@@ -21,38 +21,38 @@ NO_CLOCK = figures.Clock.from_progress(pd.DataFrame())
 
 
 def summary(**changes: object) -> RunSummary:
-    base = dict(
-        backend="pillow",
-        mode="thread",
-        workers=2,
-        status="ok",
-        error=None,
-        items=2048,
-        items_per_s=109.0,
-        time_to_first_batch_s=0.5,
-        duration_s=20.0,
-        total_pss_start_mb=300.0,
-        total_pss_peak_mb=350.0,
-        total_pss_end_mb=340.0,
-        sum_rss_peak_mb=400.0,
-        rss_overcount_mb=50.0,
-        worker_uss_start_mb=None,
-        worker_uss_growth_mb=None,
-        worker_uss_growth_max_mb=None,
-        main_uss_growth_mb=-4.0,
-        growth_per_1k_items_per_worker_mb=None,
-        growth_threshold_mb=50.0,
-        verdict="flat",
-        expectation=None,
-        expectation_met=None,
-        explanation="",
-        sampler_cpu_share=0.01,
-        workload="decode",
-        decoder_backend="pillow",
-        mb_per_s=6.45,
-        megapixels_per_s=28.5,
-        cpu_cores_used=0.9,
-    )
+    base = {
+        "backend": "pillow",
+        "mode": "thread",
+        "workers": 2,
+        "status": "ok",
+        "error": None,
+        "items": 2048,
+        "items_per_s": 109.0,
+        "time_to_first_batch_s": 0.5,
+        "duration_s": 20.0,
+        "total_pss_start_mb": 300.0,
+        "total_pss_peak_mb": 350.0,
+        "total_pss_end_mb": 340.0,
+        "sum_rss_peak_mb": 400.0,
+        "rss_overcount_mb": 50.0,
+        "worker_uss_start_mb": None,
+        "worker_uss_growth_mb": None,
+        "worker_uss_growth_max_mb": None,
+        "main_uss_growth_mb": -4.0,
+        "growth_per_1k_items_per_worker_mb": None,
+        "growth_threshold_mb": 50.0,
+        "verdict": "flat",
+        "expectation": None,
+        "expectation_met": None,
+        "explanation": "",
+        "sampler_cpu_share": 0.01,
+        "workload": "decode",
+        "decoder_backend": "pillow",
+        "mb_per_s": 6.45,
+        "megapixels_per_s": 28.5,
+        "cpu_cores_used": 0.9,
+    }
     base.update(changes)
     base.setdefault("run_id", f"{base['backend']}-{base['mode']}-w{base['workers']}")
     return RunSummary(**base)
@@ -309,7 +309,7 @@ def test_bars_say_images_per_s_and_name_the_backend() -> None:
         summary(mode="thread"),
         summary(backend="nvimgcodec", mode="thread", decoder_backend="nvimgcodec-gpu", items_per_s=900.0),
     ]
-    rate, pss = bar_charts(runs)
+    rate, _pss = bar_charts(runs)
     assert rate["title"] == "Throughput (images/s) per decoder, mode and worker count"
     assert rate["layouts"]["time"]["yaxis"]["title"]["text"] == "images/s"
     assert rate["layouts"]["time"]["xaxis"]["title"]["text"] == "decoder"

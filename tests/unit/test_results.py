@@ -48,7 +48,7 @@ def test_write_json_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path,
         raise OSError("disk full")
 
     monkeypatch.setattr(results.json, "dump", torn_dump)
-    with pytest.raises(ResultsWriteError, match="meta.json: disk full"):
+    with pytest.raises(ResultsWriteError, match=r"meta\.json: disk full"):
         write_json_atomic(meta, {"status": "ok"})
     monkeypatch.undo()
     assert json.loads(meta.read_text()) == {"status": "running", "n": 1}
@@ -61,8 +61,8 @@ def test_write_json_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path,
 def test_a_failed_append_names_the_file(tmp_path: Path) -> None:
     w = RunWriter(tmp_path)
     w._files["samples"].close()  # writing now fails as it would on a full disk
-    w._files["samples"] = open(tmp_path / "samples.jsonl", encoding="utf-8")
-    with pytest.raises(ResultsWriteError, match="samples.jsonl"):
+    w._files["samples"] = open(tmp_path / "samples.jsonl", encoding="utf-8")  # noqa: SIM115  (w.close() closes it)
+    with pytest.raises(ResultsWriteError, match=r"samples\.jsonl"):
         w.append("samples", [{"t": 1.0}])
     w.close()
 
@@ -100,7 +100,7 @@ def test_write_json_atomic_handles_numpy_scalars(tmp_path: Path) -> None:
 def test_load_requires_a_results_folder(tmp_path: Path) -> None:
     from memprobe.errors import UsageError
 
-    with pytest.raises(UsageError, match="manifest.json"):
+    with pytest.raises(UsageError, match=r"manifest\.json"):
         ResultSet.load(tmp_path)
 
 

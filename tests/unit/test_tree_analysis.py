@@ -464,7 +464,7 @@ def test_a_parent_whose_building_no_reading_nor_estimate_saw_is_shown_it_by_its_
         ],
         kind="main",
     )
-    for row, anon in zip(main, (6, 6, 150, 306, 306)):
+    for row, anon in zip(main, (6, 6, 150, 306, 306), strict=True):
         row["rss_anon_mb"] = anon
     meta, samples = fork_job()
     samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)

@@ -4,6 +4,7 @@ is estimated between readings."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -172,10 +173,8 @@ def test_rows_carry_kind_and_estimates_and_a_requested_round_reads_everyone() ->
         root.kill()
         root.wait()
         for k in kids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(k, 9)
-            except ProcessLookupError:
-                pass
         root.stdout.close()
     live = [r for r in rows if not r["missing"]]
     assert {r["pid"] for r in live} == {root.pid, *kids}

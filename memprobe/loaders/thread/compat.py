@@ -22,7 +22,7 @@ def gil_enabled() -> bool | None:
         return True
     try:
         return bool(probe())
-    except Exception:
+    except Exception:  # noqa: BLE001  (a private interpreter probe: its failure is the documented None)
         return None
 
 

@@ -72,11 +72,11 @@ def current() -> WorkerInfo | None:
     return getattr(_local, "info", None)
 
 
-def _torch_get_worker_info_body():  # type: ignore[no-untyped-def]
+def _torch_get_worker_info_body() -> Any:
     # Never called here: its code object replaces the body of torch's
     # get_worker_info and then runs with torch's module globals.
-    info = getattr(_memprobe_thread_worker_info, "worker_info", None)  # noqa: F821
-    return info if info is not None else _worker_info  # noqa: F821
+    info = getattr(_memprobe_thread_worker_info, "worker_info", None)  # type: ignore[name-defined]  # noqa: F821
+    return info if info is not None else _worker_info  # type: ignore[name-defined]  # noqa: F821
 
 
 def _patch_torch_get_worker_info() -> threading.local | None:
@@ -100,10 +100,10 @@ def _patch_torch_get_worker_info() -> threading.local | None:
         return None  # not the simple zero-argument function we expect
     tls = threading.local()
     setattr(_torch_worker, _HOOK_GLOBAL, tls)
-    names = {"co_name": fn.__code__.co_name}
+    code = _torch_get_worker_info_body.__code__.replace(co_name=fn.__code__.co_name)
     if sys.version_info >= (3, 11):
-        names["co_qualname"] = fn.__code__.co_qualname
-    fn.__code__ = _torch_get_worker_info_body.__code__.replace(**names)  # tracebacks keep torch's name
+        code = code.replace(co_qualname=fn.__code__.co_qualname)
+    fn.__code__ = code  # tracebacks keep torch's name
     return tls
 
 
@@ -205,7 +205,7 @@ def _same_state(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and torch.equal(a, b)
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
-        return all(_same_state(x, y) for x, y in zip(a, b))
+        return all(_same_state(x, y) for x, y in zip(a, b, strict=True))
     if hasattr(a, "shape") and hasattr(b, "shape"):  # numpy arrays in numpy's legacy state
         return a.shape == b.shape and bool((a == b).all())
     return a == b

@@ -13,6 +13,7 @@ import queue
 import time
 import warnings
 import weakref
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -43,12 +44,13 @@ def _draw_base_seed(generator: torch.Generator | None) -> int:
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
-class _BaseIter:
+class _BaseIter(Iterator[Any]):
     """State shared by the single-thread and the worker-thread iterators."""
 
     def __init__(self, loader: ThreadDataLoader) -> None:
         self._dataset = loader.dataset
         self._datapipe = isinstance(self._dataset, IterDataPipe)
+        self._dist_group: Any  # torch's process group for the shared seed, or None
         self._world_size, self._rank, self._dist_group = (
             replicas.distributed() if self._datapipe else (1, 0, None)
         )
@@ -125,6 +127,7 @@ class ThreadPoolIter(_BaseIter):
         self._sampler_iter = iter(self._index_sampler)
         self._base_seed = _draw_base_seed(loader.generator)
         self._n = loader.num_workers
+        assert loader.prefetch_factor is not None  # set whenever there are worker threads
         self._max_tasks = loader.num_workers * loader.prefetch_factor
         self._in_order = loader.in_order
         self._timeout = loader.timeout

@@ -99,7 +99,7 @@ def worker_replica(dataset: Any, seed: int | None, *, stacklevel: int = 2) -> An
         return dataset
     try:
         return copy.copy(dataset)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (the user's __copy__ may raise anything: warn and share)
         warnings.warn(
             f"ThreadDataLoader could not copy the dataset for a worker thread ({type(exc).__name__}: "
             f"{exc}); the worker threads share one dataset object, so attributes a worker sets "
@@ -115,4 +115,4 @@ def _deep_copy(pipe: IterDataPipe) -> IterDataPipe:
     inner = getattr(pipe, "_datapipe", None)
     if inner is None:
         return copy.deepcopy(pipe)
-    return type(pipe)(copy.deepcopy(inner))
+    return type(pipe)(copy.deepcopy(inner))  # type: ignore[call-arg]  # a wrapper type, built on what it wraps

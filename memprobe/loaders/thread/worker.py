@@ -27,6 +27,7 @@ What a thread cannot do as torch's worker processes do, and what is done about i
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import sys
@@ -93,7 +94,7 @@ class WorkerFailure:
             msg = _KeyErrorMessage(msg)
         try:
             exc = self.exc_type(msg)
-        except Exception:
+        except Exception:  # noqa: BLE001  (a user exception type whose constructor takes no message)
             raise RuntimeError(msg) from None
         try:
             raise exc
@@ -231,7 +232,7 @@ def _start_worker(ctx: WorkerContext, worker_id: int, gate: InitGate) -> Callabl
         if ctx.init_fn is not None:
             ctx.init_fn(worker_id)
         return ctx.new_fetcher(worker_id)
-    except Exception:
+    except Exception:  # noqa: BLE001  (user code: re-raised in the main thread, as torch's workers do)
         return WorkerFailure(worker_id)
     finally:
         gate.arrive()
@@ -247,7 +248,7 @@ def _run_task(ctx: WorkerContext, fetcher: Callable | WorkerFailure, worker_id: 
         if ctx.iterable:
             return EXHAUSTED
         return WorkerFailure(worker_id)
-    except Exception:
+    except Exception:  # noqa: BLE001  (user code: re-raised in the main thread, as torch's workers do)
         return WorkerFailure(worker_id)
 
 
@@ -309,7 +310,7 @@ def _restart_fetcher(
         return old  # worker_init_fn failed: keep reporting it
     try:
         return ctx.new_fetcher(worker_id)
-    except Exception:
+    except Exception:  # noqa: BLE001  (user code: re-raised in the main thread, as torch's workers do)
         return WorkerFailure(worker_id)
 
 
@@ -319,10 +320,9 @@ def _enable_faulthandler() -> None:
 
     if faulthandler.is_enabled():
         return
-    try:
+    # No usable sys.stderr (e.g. replaced by an object without a file descriptor): no fault handler.
+    with contextlib.suppress(RuntimeError, OSError, ValueError, AttributeError):
         faulthandler.enable(all_threads=True)
-    except (RuntimeError, OSError, ValueError, AttributeError):
-        pass  # no usable sys.stderr (e.g. replaced by an object without a file descriptor)
 
 
 @dataclass

@@ -1,5 +1,8 @@
-import os, time
+import os
+import time
+
 import memprobe
+
 pids = []
 for _ in range(2):
     pid = os.fork()

@@ -63,7 +63,7 @@ def test_worker_rngs_are_seeded_like_torch_workers() -> None:
         expected = list(torch_loader(DrawPerWorker(), batch_size=None, num_workers=3, generator=gen(8)))
         actual = list(ThreadDataLoader(DrawPerWorker(), batch_size=None, num_workers=3, generator=gen(8)))
     assert [a[:2] for a in actual] == [e[:2] for e in expected] and [a[0] for a in actual] == [0, 1, 2]
-    for (wid, seed, py, tt, np_draw), (*_, py_t, tt_t, _np_t) in zip(actual, expected):
+    for (wid, seed, py, tt, np_draw), (*_, py_t, tt_t, _np_t) in zip(actual, expected, strict=True):
         # random and torch: the same streams a process worker gets from random.seed /
         # torch.manual_seed(base_seed + id).
         assert py == py_t and torch.equal(tt, tt_t)

@@ -58,7 +58,7 @@ class SplitInIter(IterableDataset):
         if worker_info is None:
             iter_start, iter_end = self.start, self.end
         else:
-            per_worker = int(math.ceil((self.end - self.start) / float(worker_info.num_workers)))
+            per_worker = math.ceil((self.end - self.start) / float(worker_info.num_workers))
             iter_start = self.start + worker_info.id * per_worker
             iter_end = min(iter_start + per_worker, self.end)
         return iter(range(iter_start, iter_end))
@@ -80,7 +80,7 @@ def configure_copy(worker_id: int) -> None:
     worker_info = torch.utils.data.get_worker_info()
     dataset = worker_info.dataset  # the dataset copy in this worker
     overall_start, overall_end = dataset.start, dataset.end
-    per_worker = int(math.ceil((overall_end - overall_start) / float(worker_info.num_workers)))
+    per_worker = math.ceil((overall_end - overall_start) / float(worker_info.num_workers))
     dataset.start = overall_start + worker_info.id * per_worker
     dataset.end = min(dataset.start + per_worker, overall_end)
 

@@ -59,7 +59,7 @@ def test_worker_thread_dying_in_worker_init_fn_is_reported() -> None:
 def test_timeout_raises_promptly() -> None:
     loader = ThreadDataLoader(Slow(4, 0.6), num_workers=1, timeout=0.1)
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match="timed out after 0.1 seconds"):
+    with pytest.raises(RuntimeError, match=r"timed out after 0\.1 seconds"):
         next(iter(loader))
     assert time.monotonic() - start < 0.4  # not blocked by the item still loading
 

@@ -52,7 +52,7 @@ def assert_same(a: Any, b: Any) -> None:
             assert_same(a[k], b[k])
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             assert_same(x, y)
     else:
         assert a == b, (a, b)

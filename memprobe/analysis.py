@@ -144,9 +144,9 @@ def summarize(
 ) -> RunSummary:
     """The figures and verdict for one run."""
     spec = meta["spec"]
-    marks = meta.get("marks", {})
+    milestones = meta.get("milestones", {})
     rounds = pss_rounds(samples)
-    start, end = _window(rounds, marks.get("warm"), marks.get("done"))
+    start, end = _window(rounds, milestones.get("warm"), milestones.get("done"))
     window = rounds[(rounds["t"] >= start) & (rounds["t"] <= end)] if start is not None else rounds.iloc[0:0]
     growth = per_process_growth(samples, start, end) if start is not None and end is not None else None
     # A worker with a single PSS sample in the window (one that was ending when a watch began, or
@@ -180,8 +180,8 @@ def summarize(
         status=meta["status"],
         error=_error_text(meta.get("error")),
         items=items,
-        items_per_s=_rate(progress, marks.get("warm"), marks.get("done")),
-        time_to_first_batch_s=_ttfb(marks),
+        items_per_s=_rate(progress, milestones.get("warm"), milestones.get("done")),
+        time_to_first_batch_s=_ttfb(milestones),
         duration_s=float(meta.get("elapsed_s") or 0.0),
         total_pss_start_mb=_first(window["total_pss_mb"]),
         total_pss_peak_mb=pss_peak,
@@ -307,9 +307,9 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
     return replace(s, explanation="; ".join(parts))
 
 
-def window_bounds(samples: pd.DataFrame, marks: dict) -> tuple[float | None, float | None]:
+def window_bounds(samples: pd.DataFrame, milestones: dict) -> tuple[float | None, float | None]:
     """Start and end time of a run's growth window (the PSS rounds forced at warm and done)."""
-    return _window(pss_rounds(samples), marks.get("warm"), marks.get("done"))
+    return _window(pss_rounds(samples), milestones.get("warm"), milestones.get("done"))
 
 
 def _window(
@@ -338,10 +338,10 @@ def _rate(progress: pd.DataFrame, start: float | None, end: float | None) -> flo
     return (done_items - first) / (end - start)
 
 
-def _ttfb(marks: dict) -> float | None:
-    if "first_batch" not in marks or "iter_start" not in marks:
+def _ttfb(milestones: dict) -> float | None:
+    if "first_batch" not in milestones or "iter_start" not in milestones:
         return None
-    return marks["first_batch"] - marks["iter_start"]
+    return milestones["first_batch"] - milestones["iter_start"]
 
 
 def _error_text(error: dict | None) -> str | None:

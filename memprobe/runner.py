@@ -119,7 +119,7 @@ class RunState:
     error: dict | None = None
     items: int = 0
     batches: int = 0
-    marks: dict[str, float] = field(default_factory=dict)  # event name -> t (s since start)
+    milestones: dict[str, float] = field(default_factory=dict)  # event -> t it first came (s since start)
     started_wall: float = field(default_factory=time.time)
     elapsed_s: float = 0.0
     exit_code: int | None = None
@@ -134,7 +134,7 @@ class RunState:
             "error": self.error,
             "items": self.items,
             "batches": self.batches,
-            "marks": self.marks,
+            "milestones": self.milestones,
             "started": self.started_wall,
             "elapsed_s": round(self.elapsed_s, 3),
             "exit_code": self.exit_code,
@@ -290,8 +290,8 @@ class _Supervisor:
         name = ev["event"]
         t = round(ev.pop("mono") - self.t0, 4)
         self.writer.append("events", [{"t": t, **{k: v for k, v in ev.items() if k != "traceback"}}])
-        if name not in self.state.marks:
-            self.state.marks[name] = t
+        if name not in self.state.milestones:
+            self.state.milestones[name] = t
         if name == "dataset_built":
             self.state.info = {
                 **(ev.get("info") or {}),
@@ -327,15 +327,7 @@ class _Supervisor:
         self.sampler.stop(final_pss=False)
         self.state.exit_code = self.proc.returncode
         self.state.elapsed_s = time.monotonic() - self.t0
-        self.state.sampler = {
-            "cpu_s": round(self.sampler.cpu_s, 4),
-            "pss_rounds": len(self.sampler.pss_round_costs),
-            "cheap_rounds": len(self.sampler.cheap_round_costs),
-            "pss_round_mean_s": _mean(self.sampler.pss_round_costs),
-            "cheap_round_mean_s": _mean(self.sampler.cheap_round_costs),
-        }
-        if self.sampler.error is not None:
-            self.state.sampler["error"] = repr(self.sampler.error)
+        self.state.sampler = self.sampler.stats(self.state.elapsed_s)
         self._settle_status()
         try:
             self.writer.write_meta(self.state.meta())
@@ -352,7 +344,7 @@ class _Supervisor:
         if self.state.status != "running":
             return
         code = self.proc.returncode
-        if self.state.error is None and code == 0 and "done" in self.state.marks:
+        if self.state.error is None and code == 0 and "done" in self.state.milestones:
             self.state.status = "ok"
             return
         self.state.status = "failed"
@@ -374,10 +366,6 @@ def folder_identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-
-
-def _mean(xs: list[float]) -> float | None:
-    return round(sum(xs) / len(xs), 6) if xs else None
 
 
 def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:

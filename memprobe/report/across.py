@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from memprobe.report.chart import MAX_POINTS, SERIES_COLORS, Marks, Series, build_chart, num, styles
+from memprobe.report.chart import MAX_POINTS, SERIES_COLORS, Milestones, Series, build_chart, num, styles
 from memprobe.series import Clock, total_pss
 
 
@@ -54,7 +54,7 @@ def chart_runs_pss(
         series,
         None,
         "total PSS (MB)",
-        Marks({}),
+        Milestones({}),
         max_points=max_points,
         axes=("items",),
     )

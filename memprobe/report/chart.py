@@ -51,7 +51,7 @@ SERIES_COLORS = (
     "#495057",
 )
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-MARKS = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
+MILESTONES = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
 
 
 @dataclass(frozen=True)
@@ -141,25 +141,25 @@ def _layout(axis: str, ytitle: str, shapes: list[dict], annotations: list[dict])
 
 
 @dataclass(frozen=True)
-class Marks:
+class Milestones:
     """A run's milestones (event name -> seconds) and the growth window the verdict used."""
 
     times: dict
     window: tuple[float, float] | None = None
 
 
-def mark_shapes(marks: Marks, clock: Clock, axis: str) -> list[dict]:
+def milestone_shapes(milestones: Milestones, clock: Clock, axis: str) -> list[dict]:
     """The growth window shaded, and dotted lines at the run's milestones."""
     conv = lambda t: float(clock.convert(axis, [t])[0])  # noqa: E731
     shapes: list[dict] = []
-    if marks.window is not None:
+    if milestones.window is not None:
         shapes.append(
             {
                 "type": "rect",
                 "xref": "x",
                 "yref": "paper",
-                "x0": conv(marks.window[0]),
-                "x1": conv(marks.window[1]),
+                "x0": conv(milestones.window[0]),
+                "x1": conv(milestones.window[1]),
                 "y0": 0,
                 "y1": 1,
                 "fillcolor": "rgba(31,95,168,0.07)",
@@ -167,8 +167,8 @@ def mark_shapes(marks: Marks, clock: Clock, axis: str) -> list[dict]:
                 "layer": "below",
             }
         )
-    for name in MARKS:
-        t = marks.times.get(name)
+    for name in MILESTONES:
+        t = milestones.times.get(name)
         if t is None or (axis == "items" and name == "dataset_built"):
             continue
         x = conv(t)
@@ -194,7 +194,7 @@ def build_chart(
     series: list[Series],
     clock: Clock | None,
     ytitle: str,
-    marks: Marks,
+    milestones: Milestones,
     *,
     max_points: int,
     shared_x: bool = False,
@@ -220,7 +220,7 @@ def build_chart(
         series = kept
     layouts, xs = {}, {}
     for axis in axes:
-        shapes = mark_shapes(marks, clock, axis) if clock is not None else []
+        shapes = milestone_shapes(milestones, clock, axis) if clock is not None else []
         layouts[axis] = _layout(axis, ytitle, shapes, (extra_notes or {}).get(axis, []))
         xs[axis] = [
             nums(s.t if clock is None else clock.convert(axis, s.t), 4 if axis == "time" else 0)

@@ -22,7 +22,7 @@ from memprobe.report.chart import (
     MAX_POINTS,
     ROLE_COLORS,
     WORKER_COLORS,
-    Marks,
+    Milestones,
     Series,
     build_chart,
     name_items_axis,
@@ -46,14 +46,14 @@ from memprobe.series import (
 )
 from memprobe.vocabulary import MAIN, OTHER, is_loader_role, is_worker_role, role_order
 
-# -- series and marks -------------------------------------------------------------------------
+# -- series and milestones -------------------------------------------------------------------------
 
 
 # -- the per-run charts ---------------------------------------------------------------------
 
 
 def chart_pss_by_role(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
 ) -> dict | None:
     table = pss_by_role(samples)
     if table.empty:
@@ -85,7 +85,7 @@ def chart_pss_by_role(
         series,
         clock,
         "PSS (MB)",
-        marks,
+        milestones,
         max_points=max_points,
         shared_x=True,
     )
@@ -118,7 +118,7 @@ def _process_trace(name: str, role: str) -> dict:
 
 
 def chart_uss(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
 ) -> dict | None:
     """USS per worker process (main and rank processes dotted): the private memory a process would
     free on exit."""
@@ -139,7 +139,7 @@ def chart_uss(
         series,
         clock,
         "USS (MB)",
-        marks,
+        milestones,
         max_points=max_points,
     )
 
@@ -268,7 +268,15 @@ def chart_timeline(
     """USS per process of one rank (or of a job without ranks) over time, worker generations banded."""
     series = [s for ln in lines for s in timeline_series(samples, ln)]
     chart = build_chart(
-        chart_id, "timeline", title, series, clock, "USS (MB)", Marks({}), max_points=max_points, axes=axes
+        chart_id,
+        "timeline",
+        title,
+        series,
+        clock,
+        "USS (MB)",
+        Milestones({}),
+        max_points=max_points,
+        axes=axes,
     )
     if chart is None:
         return None
@@ -312,7 +320,7 @@ FAULTS_NOTE_ONE_PROCESS = (
 
 
 def chart_faults(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
 ) -> dict | None:
     """Minor page faults per worker since it started (the main process when there are no worker
     processes), from the cheap tier: a dense, early sign of copy-on-write between PSS rounds."""
@@ -339,7 +347,14 @@ def chart_faults(
         else "Minor page faults per process (cumulative)"
     )
     chart = build_chart(
-        chart_id, "faults", title, series, clock, "minor faults since start", marks, max_points=max_points
+        chart_id,
+        "faults",
+        title,
+        series,
+        clock,
+        "minor faults since start",
+        milestones,
+        max_points=max_points,
     )
     if chart is not None:
         chart["note"] = FAULTS_NOTE_ONE_PROCESS if len(lines) == 1 and not workers else FAULTS_NOTE
@@ -347,7 +362,7 @@ def chart_faults(
 
 
 def chart_rss_vs_pss(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
 ) -> dict | None:
     rss, pss = sum_rss(samples), total_pss(samples)
     if rss.empty and pss.empty:
@@ -386,7 +401,7 @@ def chart_rss_vs_pss(
         series,
         clock,
         "MB",
-        marks,
+        milestones,
         max_points=max_points,
     )
 
@@ -414,13 +429,13 @@ def chart_items_rate(
     chart_id: str,
     progress: pd.DataFrame,
     clock: Clock,
-    marks: Marks,
+    milestones: Milestones,
     *,
     max_points: int,
     decode: DecodeInfo | None = None,
 ) -> dict | None:
     """Items/s over time; for a decode run, images/s with encoded MB/s on a right axis."""
-    t, rate = item_rate(progress, marks.times.get("iter_start"))
+    t, rate = item_rate(progress, milestones.times.get("iter_start"))
     if not len(t):
         return None
     unit = "images/s" if decode else "items/s"
@@ -467,9 +482,9 @@ def chart_items_rate(
         series,
         clock,
         unit,
-        marks,
+        milestones,
         max_points=max_points,
-        extra_notes=_ttfb_notes(marks, clock),
+        extra_notes=_ttfb_notes(milestones, clock),
     )
     if chart is not None and decode is not None and decode.bytes_per_item:
         _right_axis_in_mb(chart, decode.bytes_per_item, decode.pixels_per_item)
@@ -506,8 +521,8 @@ def _right_axis_in_mb(chart: dict, bytes_per_item: float, pixels_per_item: float
     )
 
 
-def _ttfb_notes(marks: Marks, clock: Clock) -> dict[str, list[dict]]:
-    start, first = marks.times.get("iter_start"), marks.times.get("first_batch")
+def _ttfb_notes(milestones: Milestones, clock: Clock) -> dict[str, list[dict]]:
+    start, first = milestones.times.get("iter_start"), milestones.times.get("first_batch")
     if start is None or first is None:
         return {}
     out = {}
@@ -558,7 +573,7 @@ def chart_cpu(
     samples: pd.DataFrame,
     threads: pd.DataFrame,
     clock: Clock,
-    marks: Marks,
+    milestones: Milestones,
     *,
     max_points: int,
     cpu_count: int | None = None,
@@ -614,7 +629,7 @@ def chart_cpu(
     )
     title = "CPU cores used, by thread of the main process" if by_thread else "CPU cores used, by process"
     chart = build_chart(
-        chart_id, "cpu", title, series, clock, "CPU cores", marks, max_points=max_points, shared_x=True
+        chart_id, "cpu", title, series, clock, "CPU cores", milestones, max_points=max_points, shared_x=True
     )
     if chart is None:
         return None
@@ -667,7 +682,13 @@ def _cpu_count_line(chart: dict, cpu_count: int, top: float) -> None:
 
 
 def chart_dev_shm(
-    chart_id: str, samples: pd.DataFrame, system: pd.DataFrame, clock: Clock, marks: Marks, *, max_points: int
+    chart_id: str,
+    samples: pd.DataFrame,
+    system: pd.DataFrame,
+    clock: Clock,
+    milestones: Milestones,
+    *,
+    max_points: int,
 ) -> dict | None:
     if not shm_used(samples):
         return None
@@ -713,7 +734,7 @@ def chart_dev_shm(
         series,
         clock,
         "MB",
-        marks,
+        milestones,
         max_points=max_points,
     )
     if chart is not None:
@@ -730,7 +751,7 @@ def run_charts(
     samples: pd.DataFrame,
     progress: pd.DataFrame,
     system: pd.DataFrame,
-    marks: Marks,
+    milestones: Milestones,
     *,
     max_points: int = MAX_POINTS,
     threads: pd.DataFrame | None = None,
@@ -743,22 +764,22 @@ def run_charts(
     threads = threads if threads is not None else pd.DataFrame()
     # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
     charts = [
-        chart_pss_by_role(f"{prefix}-pss", samples, clock, marks, max_points=max_points),
-        chart_rss_vs_pss(f"{prefix}-rss", samples, clock, marks, max_points=max_points),
-        chart_uss(f"{prefix}-uss", samples, clock, marks, max_points=max_points),
-        chart_faults(f"{prefix}-faults", samples, clock, marks, max_points=max_points),
-        chart_items_rate(f"{prefix}-rate", progress, clock, marks, max_points=max_points, decode=decode),
+        chart_pss_by_role(f"{prefix}-pss", samples, clock, milestones, max_points=max_points),
+        chart_rss_vs_pss(f"{prefix}-rss", samples, clock, milestones, max_points=max_points),
+        chart_uss(f"{prefix}-uss", samples, clock, milestones, max_points=max_points),
+        chart_faults(f"{prefix}-faults", samples, clock, milestones, max_points=max_points),
+        chart_items_rate(f"{prefix}-rate", progress, clock, milestones, max_points=max_points, decode=decode),
         chart_cpu(
             f"{prefix}-cpu",
             samples,
             threads,
             clock,
-            marks,
+            milestones,
             max_points=max_points,
             cpu_count=cpu_count,
             gil_enabled=gil_enabled,
         ),
-        chart_dev_shm(f"{prefix}-shm", samples, system, clock, marks, max_points=max_points),
+        chart_dev_shm(f"{prefix}-shm", samples, system, clock, milestones, max_points=max_points),
     ]
     drawn = share_x([c for c in charts if c is not None])
     return name_items_axis(drawn, "images" if decode is not None else "items")

@@ -73,14 +73,14 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
     views = []
     for i, (meta, s) in enumerate(zip(results.metas, summaries, strict=True)):
         samples = results.run_table("samples", s.run_id)
-        marks = meta.get("marks") or {}
-        start, end = window_bounds(samples, marks) if not samples.empty else (None, None)
+        milestones = meta.get("milestones") or {}
+        start, end = window_bounds(samples, milestones) if not samples.empty else (None, None)
         charts = figures.run_charts(
             f"c{i}",
             samples,
             results.run_table("progress", s.run_id),
             results.run_table("system", s.run_id),
-            figures.Marks(marks, (start, end) if start is not None and end is not None else None),
+            figures.Milestones(milestones, (start, end) if start is not None and end is not None else None),
             max_points=max_points,
             threads=results.run_table("threads", s.run_id),
             decode=figures.DecodeInfo.from_meta(meta),

@@ -117,7 +117,7 @@ def test_cpu_counter_bridges_unreadable_ticks_and_is_unknown_when_unreadable_to_
     unknown = np.isnan(bands["worker 0"])
     assert unknown[(mids > 3.5) & (mids < 5.5)].all()
     assert not unknown[mids < 2.5].any() and not unknown[mids > 6.5].any()
-    chart = figures.chart_cpu("c", samples, pd.DataFrame(), NO_CLOCK, figures.Marks({}), max_points=1000)
+    chart = figures.chart_cpu("c", samples, pd.DataFrame(), NO_CLOCK, figures.Milestones({}), max_points=1000)
     total = next(t for t in chart["data"] if t["name"] == "total")
     assert None in total["y"] and 0.0 not in total["y"]  # unknown is a gap, never a zero
 
@@ -146,7 +146,7 @@ def test_thread_runs_are_split_by_thread_without_counting_the_main_process_twice
         columns=["t", "tid", "name", "cpu_s"],
     )
     chart = figures.chart_cpu(
-        "c", samples, threads, NO_CLOCK, figures.Marks({}), max_points=1000, cpu_count=2
+        "c", samples, threads, NO_CLOCK, figures.Milestones({}), max_points=1000, cpu_count=2
     )
     assert chart["title"] == "CPU cores used, by thread of the main process"
     names = [t["name"] for t in chart["data"]]
@@ -161,7 +161,14 @@ def test_thread_runs_are_split_by_thread_without_counting_the_main_process_twice
     assert "share the GIL" in chart["note"]
     # On a free-threaded build with the GIL off, the note must not claim the threads share one core.
     free = figures.chart_cpu(
-        "c", samples, threads, NO_CLOCK, figures.Marks({}), max_points=1000, cpu_count=2, gil_enabled=False
+        "c",
+        samples,
+        threads,
+        NO_CLOCK,
+        figures.Milestones({}),
+        max_points=1000,
+        cpu_count=2,
+        gil_enabled=False,
     )
     assert "share the GIL" not in free["note"] and "GIL was disabled" in free["note"]
 
@@ -174,7 +181,7 @@ def test_cpu_chart_per_process_has_both_axes_and_no_cpu_line_when_far_below() ->
         samples,
         pd.DataFrame(),
         series.Clock.from_progress(progress),
-        figures.Marks({}),
+        figures.Milestones({}),
         max_points=1000,
         cpu_count=8,
     )
@@ -190,13 +197,13 @@ def test_cpu_chart_per_process_has_both_axes_and_no_cpu_line_when_far_below() ->
 # -- images/s and encoded MB/s ----------------------------------------------------------------------
 
 PROGRESS = pd.DataFrame({"t": [1.0, 2.0, 3.0, 4.0, 5.0], "items": [0, 100, 300, 400, 600]})
-MARKS = figures.Marks({"iter_start": 0.5, "first_batch": 1.0})
+MILESTONES = figures.Milestones({"iter_start": 0.5, "first_batch": 1.0})
 
 
 def test_decode_rate_chart_reads_in_images_per_s_and_encoded_mb_per_s() -> None:
     decode = figures.DecodeInfo(bytes_per_item=50_000.0, pixels_per_item=261_120.0)
     chart = figures.chart_items_rate(
-        "r", PROGRESS, series.Clock.from_progress(PROGRESS), MARKS, max_points=100, decode=decode
+        "r", PROGRESS, series.Clock.from_progress(PROGRESS), MILESTONES, max_points=100, decode=decode
     )
     images, mb = chart["data"]
     assert images["name"] == "images/s" and mb["name"] == "encoded MB/s" and mb["yaxis"] == "y2"
@@ -211,7 +218,7 @@ def test_decode_rate_chart_reads_in_images_per_s_and_encoded_mb_per_s() -> None:
 
 def test_records_rate_chart_is_unchanged_items_per_s() -> None:
     chart = figures.chart_items_rate(
-        "r", PROGRESS, series.Clock.from_progress(PROGRESS), MARKS, max_points=100
+        "r", PROGRESS, series.Clock.from_progress(PROGRESS), MILESTONES, max_points=100
     )
     assert [t["name"] for t in chart["data"]] == ["items/s"] and "yaxis2" not in chart["layouts"]["time"]
     assert chart["title"] == "Items/s, time to first batch marked" and "note" not in chart
@@ -227,7 +234,7 @@ def test_decode_info_comes_from_the_run_meta() -> None:
     assert figures.DecodeInfo.from_meta({"spec": {"workload": "records"}, "dataset_info": {}}) is None
     # A decode run that failed before building its images still says images, without an MB/s axis.
     chart = figures.chart_items_rate(
-        "r", PROGRESS, NO_CLOCK, MARKS, max_points=100, decode=figures.DecodeInfo(None, None)
+        "r", PROGRESS, NO_CLOCK, MILESTONES, max_points=100, decode=figures.DecodeInfo(None, None)
     )
     assert [t["name"] for t in chart["data"]] == ["images/s"]
 
@@ -235,9 +242,9 @@ def test_decode_info_comes_from_the_run_meta() -> None:
 def test_a_decode_runs_charts_count_images_fetched() -> None:
     samples = cpu_rows(ticks(1, "main", 0.0, 6.0, 0.3)).assign(rss_mb=100.0, minflt=1.0)
     decode = figures.DecodeInfo(50_000.0, 261_120.0)
-    charts = figures.run_charts("c0", samples, PROGRESS, pd.DataFrame(), MARKS, decode=decode)
+    charts = figures.run_charts("c0", samples, PROGRESS, pd.DataFrame(), MILESTONES, decode=decode)
     assert {c["layouts"]["items"]["xaxis"]["title"]["text"] for c in charts} == {"images fetched"}
-    records = figures.run_charts("c0", samples, PROGRESS, pd.DataFrame(), MARKS)
+    records = figures.run_charts("c0", samples, PROGRESS, pd.DataFrame(), MILESTONES)
     assert {c["layouts"]["items"]["xaxis"]["title"]["text"] for c in records} == {"items fetched"}
     assert [c["kind"] for c in records] == ["rss_vs_pss", "faults", "items_rate", "cpu"]
 

@@ -59,7 +59,7 @@ def _samples(*, warm_read_fails: bool = False) -> pd.DataFrame:
 PROGRESS = pd.DataFrame(
     {"t": [0.9, 2.0, 2.9], "items": [100, 500, 1000], "batches": [1, 5, 10], "epoch": [0, 0, 0]}
 )
-MARKS = {"iter_start": 0.8, "first_batch": 0.9, "warm": 0.95, "done": 2.95}
+MILESTONES = {"iter_start": 0.8, "first_batch": 0.9, "warm": 0.95, "done": 2.95}
 
 
 def _meta() -> dict:
@@ -74,7 +74,7 @@ def _meta() -> dict:
         "run_id": "list-fork-w1",
         "status": "ok",
         "items": 1000,
-        "marks": MARKS,
+        "milestones": MILESTONES,
         "elapsed_s": 4.0,
         "spec": spec,
     }
@@ -82,9 +82,13 @@ def _meta() -> dict:
 
 def _plotted(samples: pd.DataFrame) -> dict[str, dict[float, float | None]]:
     """The lines of the report's 'Sum of RSS next to total PSS' chart: name -> {seconds: value}."""
-    window = window_bounds(samples, MARKS)
+    window = window_bounds(samples, MILESTONES)
     chart = figures.chart_rss_vs_pss(
-        "c", samples, series.Clock.from_progress(PROGRESS), figures.Marks(MARKS, window), max_points=100
+        "c",
+        samples,
+        series.Clock.from_progress(PROGRESS),
+        figures.Milestones(MILESTONES, window),
+        max_points=100,
     )
     assert chart is not None
     return {
@@ -112,7 +116,7 @@ def test_peaks_beside_the_chart_are_the_peaks_it_draws() -> None:
 def test_window_totals_are_the_chart_at_the_window_ticks() -> None:
     samples = _samples()
     s = summarize(_meta(), samples, PROGRESS, pd.DataFrame())
-    start, end = window_bounds(samples, MARKS)
+    start, end = window_bounds(samples, MILESTONES)
     total = _plotted(samples)["total PSS"]
     assert (start, end) == (1.0, 3.0)
     assert (s.total_pss_start_mb, s.total_pss_end_mb) == (total[start], total[end]) == (150.0, 180.0)
@@ -121,7 +125,7 @@ def test_window_totals_are_the_chart_at_the_window_ticks() -> None:
 def test_a_total_that_could_not_be_taken_is_unknown_beside_the_chart_too() -> None:
     samples = _samples(warm_read_fails=True)
     s = summarize(_meta(), samples, PROGRESS, pd.DataFrame())
-    start, _ = window_bounds(samples, MARKS)
+    start, _ = window_bounds(samples, MILESTONES)
     assert _plotted(samples)["total PSS"][start] is None
     assert s.total_pss_start_mb is None  # not the main process's 100 MB alone
 

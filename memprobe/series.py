@@ -9,7 +9,7 @@ Pure functions, tables in, series out. How unreadable processes count, everywher
   that failed: a ``cheap`` row with a reason at a PSS round) makes every total it belongs to at
   that time unknown (NaN), never smaller: missing is not zero;
 * a recorded job's sampler reads exactly only the processes whose memory moved, so at a PSS round
-  each other live process counts with its last exact reading (``tree_analysis.held_readings``).
+  each other live process counts with its last exact reading (:func:`held_readings`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from memprobe.tree_analysis import held_readings
 from memprobe.vocabulary import ENDED_REASONS, THREAD_NAME_PREFIX, is_loader_role, role_order
 
 CPU_MIN_WINDOW_S = 0.5  # CPU times count in 1/100 s: over 0.5 s a rate is good to 0.02 cores
@@ -102,6 +101,50 @@ def failed_reads(rows: pd.DataFrame) -> pd.Series:
 
 
 # -- memory totals ----------------------------------------------------------------------------
+
+
+def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
+    """Exact readings, plus, at every time some process was read exactly, each other live
+    process's last exact reading (readings are spent where memory moves, not on every process at
+    once; one that was not read has not moved). Rows: t, pid, role, pss_mb, uss_mb, held."""
+    cols = ["t", "pid", "role", "pss_mb", "uss_mb", "held"]
+    if samples.empty or not (samples["tier"] == "pss").any():
+        return pd.DataFrame(columns=cols)
+    missing = samples["missing"].fillna(False).astype(bool)
+    exact = samples[(samples["tier"] == "pss") & ~missing].assign(held=False)
+    times = exact["t"].unique()
+    # Alive and not read at a reading time; a cheap row with a reason is a failed read, not a hold.
+    idle = samples[
+        samples["t"].isin(times) & (samples["tier"] == "cheap") & ~missing & samples["reason"].isna()
+    ]
+    if idle.empty:
+        return exact[cols].reset_index(drop=True)
+    last = exact[["t", "pid", "pss_mb", "uss_mb"]].rename(columns={"t": "read_t"}).sort_values("read_t")
+    held = (
+        pd.merge_asof(
+            idle[["t", "pid", "role"]].sort_values("t"),
+            last,
+            left_on="t",
+            right_on="read_t",
+            by="pid",
+            direction="backward",
+        )
+        .dropna(subset=["pss_mb"])
+        .assign(held=True)
+    )
+    return pd.concat([exact[cols], held[cols]], ignore_index=True).sort_values(
+        ["t", "pid"], ignore_index=True
+    )
+
+
+def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
+    """PSS per process (columns: pid) at every time some process was read exactly, with the
+    processes not read then at their last reading (:func:`held_readings`); NaN where a process
+    was not alive or not read yet."""
+    rows = held_readings(samples)
+    if rows.empty:
+        return pd.DataFrame()
+    return rows.pivot_table(index="t", columns="pid", values="pss_mb", aggfunc="last")
 
 
 def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:

@@ -33,10 +33,11 @@ those copies once made a parent look +65 MB "grown"). The rest is ``released_mb`
 private by others, positive), ``written_mb`` (a parent's pages made private by its own writes)
 and ``shared_mb`` (pages shared at a fork, negative): stated, never judged.
 
-This module is longer than most (about 750 lines) because a process's window has one section
+This module is longer than most (about 730 lines) because a process's window has one section
 per thing it must know: what each process is from a meta of any version, its own growth between
-readings, the window for each kind of process, items, the estimate's error and the total PSS; each
-section is short, and splitting them would pass the same frames between modules.
+readings, the window for each kind of process, items and the estimate's error; each section is
+short, and splitting them would pass the same frames between modules. The total PSS is
+:mod:`memprobe.series`'s, the same as a scenario's.
 """
 
 from __future__ import annotations
@@ -49,11 +50,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memprobe.probe.tree import startup_end
+from memprobe.probe.tree import DATALOADER, LAUNCHER, PARENT_KINDS, RANK, WORKER_KINDS, startup_end
+from memprobe.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
 
 PAGE_MB = 4096 / 2**20
-WORKER_KINDS = ("dataloader", "fork", "spawn", "exec")
-PARENT_KINDS = ("main", "launcher", "rank")
 STILL_MB = 1.0  # a parent's anonymous memory moved less than this before its first worker: nothing built
 FORK_MARGIN_S = 0.5  # a parent's readings this close before its first fork may already follow it
 STARTUP_MAX_S, STARTUP_LIFE_SHARE = 10.0, 0.5  # a spawned worker's start-up ends by then at the latest
@@ -104,16 +104,16 @@ _RANK = re.compile(r"^rank \d+$")
 
 def _old_kind(role: str, worker: int, has_ranks: bool) -> str:
     """Kind from an older meta's role: only DataLoader workers were workers then."""
-    if role == "main":
-        return "launcher" if has_ranks else "main"
+    if role == MAIN:
+        return LAUNCHER if has_ranks else MAIN
     if _RANK.match(role):
-        return "rank"
+        return RANK
     if worker >= 0:
-        return "dataloader"
-    for helper in ("forkserver", "resource tracker"):
+        return DATALOADER
+    for helper in HELPER_ROLES:
         if role.endswith(helper):
             return helper
-    return "other"
+    return OTHER
 
 
 def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
@@ -125,7 +125,7 @@ def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
     methods = meta.get("start_methods") or {}
     # Older metas: one start method for the run's DataLoader workers, the most common seen.
     method = next(iter(methods)) if len(methods) == 1 else (meta.get("spec") or {}).get("mode")
-    root = next((p.get("command") for p in listed.values() if p.get("role") == "main"), None)
+    root = next((p.get("command") for p in listed.values() if p.get("role") == MAIN), None)
     procs = [
         _proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()
     ]
@@ -136,15 +136,15 @@ def _proc(
     pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool, root_command: str | None
 ) -> Proc:
     """One process's facts; what an older meta lacks is derived from its role and the samples."""
-    role = str(p.get("role") or "other")
+    role = str(p.get("role") or OTHER)
     worker = int(p["worker"]) if p.get("worker") is not None else -1
     kind = p.get("kind") or _old_kind(role, worker, has_ranks)
-    if not p.get("kind") and kind == "other" and root_command and p.get("command") == root_command:
-        kind = "fork"  # an older meta's "other" child with its parent's command line: forked, never exec'd
-    start_method = p.get("start_method") or (method if kind == "dataloader" else None)
+    if not p.get("kind") and kind == OTHER and root_command and p.get("command") == root_command:
+        kind = FORK  # an older meta's "other" child with its parent's command line: forked, never exec'd
+    start_method = p.get("start_method") or (method if kind == DATALOADER else None)
     forked = p.get("forked")
     if forked is None:
-        forked = kind == "fork" or (kind == "dataloader" and start_method == "fork")
+        forked = kind == FORK or (kind == DATALOADER and start_method == FORK)
     first_t = _float(p.get("first_t"), seen.get("first_t", 0.0))
     return Proc(
         pid,
@@ -193,7 +193,7 @@ def _int_or_none(v: Any) -> int | None:
 
 def _with_parents(procs: list[Proc], meta: dict) -> list[Proc]:
     """Older metas have no ppid: a worker's parent is its rank's process, else the root."""
-    root = meta.get("root_pid") or next((p.pid for p in procs if p.role == "main"), None)
+    root = meta.get("root_pid") or next((p.pid for p in procs if p.role == MAIN), None)
     ranks = {int(r): int(pid) for r, pid in (meta.get("ranks") or {}).items()}
     return [
         p if p.ppid is not None or not p.is_worker else replace(p, ppid=ranks.get(p.rank, root))
@@ -223,7 +223,7 @@ def owner(p: Proc, by_pid: dict[int, Proc]) -> Proc | None:
     """The process a worker works for: its parent, or the parent's parent when a helper (a
     forkserver) forked it."""
     parent = by_pid.get(p.ppid) if p.ppid is not None else None
-    if parent is not None and parent.kind in ("forkserver", "resource tracker"):
+    if parent is not None and parent.kind in HELPER_ROLES:
         return by_pid.get(parent.ppid) if parent.ppid is not None else parent
     return parent
 
@@ -526,7 +526,7 @@ def _parent_window(
         q
         for q in procs
         if (q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid)
-        or (q.kind == "rank" and q.ppid == p.pid)
+        or (q.kind == RANK and q.ppid == p.pid)
     ]
     since = min(q.start_t for q in mine) if mine else milestones.get("first_mark")
     if since is None:
@@ -645,7 +645,7 @@ def _renamed_t(samples: pd.DataFrame, pid: int) -> float | None:
     if rows.empty:
         return None
     is_dl = (
-        rows["kind"] == "dataloader" if "kind" in rows and rows["kind"].notna().any() else rows["worker"] >= 0
+        rows["kind"] == DATALOADER if "kind" in rows and rows["kind"].notna().any() else rows["worker"] >= 0
     )
     if is_dl.all() or not is_dl.any():
         return None
@@ -752,53 +752,6 @@ def estimate_error(samples: pd.DataFrame, sampler: dict | None = None) -> dict |
     }
 
 
-# -- total PSS --------------------------------------------------------------------------------------
-
-
-def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
-    """Exact readings, plus, at every time some process was read exactly, each other live
-    process's last exact reading (readings are spent where memory moves, not on every process at
-    once; one that was not read has not moved). Rows: t, pid, role, pss_mb, uss_mb, held."""
-    cols = ["t", "pid", "role", "pss_mb", "uss_mb", "held"]
-    if samples.empty or not (samples["tier"] == "pss").any():
-        return pd.DataFrame(columns=cols)
-    missing = samples["missing"].fillna(False).astype(bool)
-    exact = samples[(samples["tier"] == "pss") & ~missing].assign(held=False)
-    times = exact["t"].unique()
-    # Alive and not read at a reading time; a cheap row with a reason is a failed read, not a hold.
-    idle = samples[
-        samples["t"].isin(times) & (samples["tier"] == "cheap") & ~missing & samples["reason"].isna()
-    ]
-    if idle.empty:
-        return exact[cols].reset_index(drop=True)
-    last = exact[["t", "pid", "pss_mb", "uss_mb"]].rename(columns={"t": "read_t"}).sort_values("read_t")
-    held = (
-        pd.merge_asof(
-            idle[["t", "pid", "role"]].sort_values("t"),
-            last,
-            left_on="t",
-            right_on="read_t",
-            by="pid",
-            direction="backward",
-        )
-        .dropna(subset=["pss_mb"])
-        .assign(held=True)
-    )
-    return pd.concat([exact[cols], held[cols]], ignore_index=True).sort_values(
-        ["t", "pid"], ignore_index=True
-    )
-
-
-def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
-    """PSS per process (columns: pid) at every time some process was read exactly, with the
-    processes not read then at their last reading (:func:`held_readings`); NaN where a process
-    was not alive or not read yet."""
-    rows = held_readings(samples)
-    if rows.empty:
-        return pd.DataFrame()
-    return rows.pivot_table(index="t", columns="pid", values="pss_mb", aggfunc="last")
-
-
 # -- the run -------------------------------------------------------------------------------------------
 
 
@@ -816,9 +769,9 @@ def _order(g: Growth) -> tuple:
     """main/launcher first; then per rank (none first): the rank process, its workers by start, the rest."""
     place = (
         0
-        if g.kind in ("main", "launcher")
+        if g.kind in (MAIN, LAUNCHER)
         else 1
-        if g.kind == "rank"
+        if g.kind == RANK
         else 2
         if g.worker >= 0 or g.kind in WORKER_KINDS
         else 3

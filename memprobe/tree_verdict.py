@@ -11,18 +11,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from memprobe import series
+from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
 from memprobe.tree_analysis import (
     PARENT_KINDS,
     WORKER_KINDS,
     Growth,
     Proc,
-    carried_pss,
     estimate_error,
     first,
     last,
     processes,
     table,
 )
+from memprobe.vocabulary import FORK, MAIN, SPAWN
 
 if TYPE_CHECKING:  # analysis imports this module
     from memprobe.analysis import RunSummary
@@ -31,10 +33,10 @@ RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
 KIND_WORDS = {
-    "dataloader": ("DataLoader worker", "DataLoader workers"),
-    "fork": ("forked child", "forked children"),
-    "spawn": ("spawned child", "spawned children"),
-    "exec": ("child program", "child programs"),
+    DATALOADER: ("DataLoader worker", "DataLoader workers"),
+    FORK: ("forked child", "forked children"),
+    SPAWN: ("spawned child", "spawned children"),
+    EXEC: ("child program", "child programs"),
 }
 
 
@@ -123,7 +125,7 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
 
     return Basis(
         len(shapes),
-        any(g.kind == "rank" for g in rows),
+        any(g.kind == RANK for g in rows),
         round(mean(s.workers for s in shapes)),
         len(measured),
         mean((g.last_t or 0.0) - (g.baseline_t or 0.0) for g in measured),
@@ -189,7 +191,9 @@ def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress
     main = max(parents, key=grown) if parents else None
     w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
     per_worker_items = base.items / max(len(workers), 1) / 1000
-    totals = carried_pss(samples).sum(axis=1, min_count=1).dropna()
+    # The same totals as the scenario summary and the record page's chart: a round with a process
+    # that could not be read is a gap (left out here), never a smaller sum.
+    totals = series.total_pss(samples).dropna()
     summary = replace(
         base,
         verdict=verdict,
@@ -235,7 +239,7 @@ def _explanation(s: RunSummary, words: str) -> str:
 
 def who(role: str) -> str:
     """'the main process', 'rank 0', 'the launcher'."""
-    return {"main": "the main process", "launcher": "the launcher"}.get(role, role)
+    return {MAIN: "the main process", LAUNCHER: "the launcher"}.get(role, role)
 
 
 def _possessive(role: str) -> str:
@@ -256,7 +260,7 @@ def _mb(v: float) -> str:
 def _kind_words(kind: str, n: int, method: str | None, generations: int = 1) -> str:
     """'4 DataLoader workers (fork, 2 generations)', '3 forked children'."""
     noun = KIND_WORDS.get(kind, ("worker", "workers"))[n != 1]
-    notes = ([method] if kind == "dataloader" and method else []) + (
+    notes = ([method] if kind == DATALOADER and method else []) + (
         [f"{generations} generations"] if generations > 1 else []
     )
     return f"{noun} ({', '.join(notes)})" if notes else noun
@@ -294,7 +298,7 @@ def _since(g: Growth, workers: list[Growth]) -> str:
     """Where a parent's window began, in words."""
     if any(w.parent_pid == g.pid for w in workers):
         return "after its first worker started"
-    return "after its first rank started" if g.kind == "launcher" else "while the job ran"
+    return "after its first rank started" if g.kind == LAUNCHER else "while the job ran"
 
 
 def _parent_grows(g: Growth, workers: list[Growth]) -> str:
@@ -315,7 +319,7 @@ def _worker_groups(workers: list[Growth], by_pid: dict[int, Growth]) -> list[lis
     groups: dict[tuple, list[Growth]] = {}
     for g in workers:
         parent = by_pid.get(g.parent_pid) if g.parent_pid is not None else None
-        who_key = "ranks" if parent is not None and parent.kind == "rank" else g.parent_pid
+        who_key = "ranks" if parent is not None and parent.kind == RANK else g.parent_pid
         groups.setdefault((who_key, g.kind, g.start_method), []).append(g)
     return list(groups.values())
 
@@ -363,7 +367,7 @@ def _estimate_words(group: list[Growth]) -> str:
 
 def _cause(g0: Growth, parents: list[Growth]) -> str:
     """Why such workers grow: copy-on-access of what their parent built, or their own memory."""
-    if not (g0.start_method in (None, "fork") and g0.startup_mb is None):
+    if not (g0.start_method in (None, FORK) and g0.startup_mb is None):
         return ": private memory that grows as they run, after their start-up"
     built = [p.built_mb for p in parents if p.built_mb is not None]
     if not built:

@@ -32,19 +32,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memprobe.probe import procfs
-from memprobe.probe.roles import MAIN, Role, RoleBook
+from memprobe.probe.roles import Role, RoleBook
+from memprobe.vocabulary import FORK, FORKSERVER, HELPER_ROLES, MAIN, OTHER, RESOURCE_TRACKER, SPAWN
 
 LAUNCHER = "launcher"
 RANK = "rank"
 DATALOADER = "dataloader"
-FORK = "fork"
-SPAWN = "spawn"
 EXEC = "exec"
-FORKSERVER = "forkserver"
-RESOURCE_TRACKER = "resource tracker"
 WORKER_KINDS = (DATALOADER, FORK, SPAWN, EXEC)
 PARENT_KINDS = (MAIN, LAUNCHER, RANK)
-HELPER_KINDS = (FORKSERVER, RESOURCE_TRACKER)
+HELPER_KINDS = HELPER_ROLES  # a helper's kind is its role
 
 # torch names a DataLoader worker process with prctl(PR_SET_NAME): "pt_data_worker" today;
 # its development branch uses "pt_multiprocess_data_worker", which the kernel cuts to 15 bytes.
@@ -116,7 +113,7 @@ class Node:
     @property
     def forked(self) -> bool:
         """Shares the pages of the process that started the job's work (not a forkserver's)."""
-        return self.shares_parent and self.start_method == "fork"
+        return self.shares_parent and self.start_method == FORK
 
     @property
     def is_worker(self) -> bool:
@@ -164,7 +161,7 @@ class TreeRoles(RoleBook):
     def role(self, pid: int, comm: str, ppid: int | None = None) -> Role:
         node = self.classify(pid, comm)
         if node is None:
-            return Role("other")
+            return Role(OTHER)
         return Role(node.role, node.worker)
 
     def classify(self, pid: int, comm: str | None = None) -> Node | None:
@@ -244,7 +241,7 @@ class TreeRoles(RoleBook):
         return node
 
     def _make_node(self, st: procfs.StatInfo, parent: Node | None) -> Node:
-        node = Node(st.pid, st.ppid, EXEC, "other", start_ticks=st.start_ticks)
+        node = Node(st.pid, st.ppid, EXEC, OTHER, start_ticks=st.start_ticks)
         self.nodes[st.pid] = node
         self._layouts[st.pid] = st.layout
         self._resolve(node, st, parent)
@@ -334,10 +331,10 @@ class TreeRoles(RoleBook):
     @staticmethod
     def _start_method(node: Node, parent: Node | None) -> str | None:
         if parent is not None and parent.kind == FORKSERVER:
-            return "forkserver"
+            return FORKSERVER
         if node.shares_parent:
-            return "fork"
-        return "spawn" if node.kind in (SPAWN, DATALOADER) else None
+            return FORK
+        return SPAWN if node.kind in (SPAWN, DATALOADER) else None
 
     def _child_rank(self, st: procfs.StatInfo, cmd: str) -> int:
         """The rank of a direct child of the root, or -1. A child that has not exec'd yet still
@@ -365,7 +362,7 @@ class TreeRoles(RoleBook):
     # -- numbering -----------------------------------------------------------------------
     def _owner(self, parent: Node | None) -> Node | None:
         """The parent a worker is numbered under: a forkserver's parent for its children."""
-        while parent is not None and parent.kind in (FORKSERVER, RESOURCE_TRACKER):
+        while parent is not None and parent.kind in HELPER_KINDS:
             parent = self.nodes.get(parent.ppid)
         return parent
 

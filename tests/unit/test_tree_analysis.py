@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 from treejobs import MB_PER_FAULT, fork_job, gone_row, job_meta, proc_info, proc_rows, rank_job
 
+from memprobe import series
 from memprobe.analysis import summarize
+from memprobe.series import carried_pss
 from memprobe.tree_analysis import (
-    carried_pss,
     estimate_error,
     interval_own,
     processes,
@@ -293,6 +294,21 @@ def test_total_pss_carries_each_process_s_last_reading_while_it_is_alive() -> No
     assert list(pss.index) == [1.0, 2.0, 3.5]
     assert pss.loc[2.0, 1] == 105 and pss.loc[2.0, 2] == 55  # main not read at 2.0: its last reading
     assert pd.isna(pss.loc[3.5, 2])  # gone
+
+
+def test_a_recorded_job_s_total_at_a_tick_with_an_unreadable_process_is_a_gap_not_a_smaller_sum() -> None:
+    meta, samples = fork_job()
+    # Worker 1's PSS read fails at the last round (t=20): its row stays cheap, with the reason.
+    failed = (samples["pid"] == 12) & (samples["t"] == 20.0)
+    samples.loc[failed, ["tier", "reason"]] = ["cheap", "smaps_rollup unreadable (process exiting?)"]
+    for col in ("pss_mb", "uss_mb", "private_dirty_mb", "anon_huge_mb"):
+        samples.loc[failed, col] = None
+    s = _summary(meta, samples)
+    chart = series.total_pss(samples)  # what the record page's memory chart draws
+    assert pd.isna(chart.loc[20.0])
+    # Without worker 1, t=20 would sum to 420 MB (main 215 + worker 0 205): a total no chart shows.
+    assert s.total_pss_peak_mb == pytest.approx(chart.max()) == pytest.approx(325)  # at t=10
+    assert s.total_pss_end_mb == pytest.approx(325)  # the last known total
 
 
 def test_the_estimate_is_checked_against_the_next_exact_reading() -> None:

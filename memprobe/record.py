@@ -45,7 +45,7 @@ from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree import ProcfsReader
 from memprobe.probe.tree_sampler import TreeSampler
 from memprobe.results import ResultsFolder, RunWriter
-from memprobe.runner import OWN_PROCESS_GROUP, environment
+from memprobe.runner import OWN_PROCESS_GROUP, end_group, environment
 from memprobe.scenario import VerdictSpec
 from memprobe.session import finalize
 
@@ -374,8 +374,6 @@ def record(
         if proc is not None:
             if tty is not None:
                 _set_foreground(tty, os.getpgrp())
-            from memprobe.runner import end_group
-
             end_group(proc)
         if rec.sampler is not None:
             rec.sampler.stop(final_pss=False)
@@ -446,8 +444,6 @@ def _suspend_with(proc: subprocess.Popen, tty: int) -> None:
 
 def _drain_group(proc: subprocess.Popen, rec: _Recording) -> list[int]:
     """Give what the command left in its process group a moment to exit by itself, then end it."""
-    from memprobe.runner import end_group
-
     deadline = time.monotonic() + LEFTOVER_GRACE_S
     left = procfs.processes_in_group(proc.pid)
     while left and time.monotonic() < deadline:

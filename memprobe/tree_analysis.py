@@ -33,7 +33,7 @@ those copies once made a parent look +65 MB "grown"). The rest is ``released_mb`
 private by others, positive), ``written_mb`` (a parent's pages made private by its own writes)
 and ``shared_mb`` (pages shared at a fork, negative): stated, never judged.
 
-This module is longer than most (about 730 lines) because a process's window has one section
+This module is longer than most (about 780 lines) because a process's window has one section
 per thing it must know: what each process is from a meta of any version, its own growth between
 readings, the window for each kind of process, items and the estimate's error; each section is
 short, and splitting them would pass the same frames between modules. The total PSS is

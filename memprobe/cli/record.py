@@ -143,6 +143,10 @@ def print_result(result, stream) -> None:
 def process_rows(processes: list[dict], limit: int = 24) -> str:
     """The per-process table: each process's life (its own start to its end), what it held when
     its growth window opened, its own growth, and what moved without being its growth."""
+    # Here, not at the top: this module's top imports the standard library only, so that
+    # `memprobe record --help` and a bad argument answer at once (the recording loaded these).
+    from memprobe.probe.tree import PARENT_KINDS
+    from memprobe.vocabulary import MAIN
 
     def num(v: float | None, sign: bool = False) -> str:
         return "-" if v is None else (f"{v:+,.1f}" if sign else f"{v:,.1f}")
@@ -168,8 +172,8 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
         r
         for r in processes
         if r["worker"] >= 0
-        or r.get("kind") in ("main", "launcher", "rank")
-        or r["role"] == "main"
+        or r.get("kind") in PARENT_KINDS
+        or r["role"] == MAIN
         or r["role"].startswith("rank ")
     ]
     for r in shown[:limit]:

@@ -257,3 +257,16 @@ def share_x(charts: list[dict]) -> list[dict]:
             for c in charts:
                 c["layouts"][axis]["xaxis"]["range"] = [0, top * 1.02]
     return charts
+
+
+def has_a_line(chart: dict | None) -> bool:
+    """Whether some trace of the chart has two points or more (one point alone says nothing over time)."""
+    return chart is not None and any(sum(v is not None for v in t["y"]) >= 2 for t in chart["data"])
+
+
+def time_only(chart: dict) -> dict:
+    """A chart without its items axis (a job that counted no items has none to offer)."""
+    chart["x"] = {"time": chart["x"]["time"]}
+    chart["layouts"] = {"time": chart["layouts"]["time"]}
+    chart["default"] = "time"
+    return chart

@@ -296,19 +296,6 @@ def _at(clock: Clock, axis: str, t: float) -> float:
     return float(t) if axis == "time" else float(clock.convert(axis, [t])[0])
 
 
-def has_a_line(chart: dict | None) -> bool:
-    """Whether some trace of the chart has two points or more (one point alone says nothing over time)."""
-    return chart is not None and any(sum(v is not None for v in t["y"]) >= 2 for t in chart["data"])
-
-
-def time_only(chart: dict) -> dict:
-    """A chart without its items axis (a job that counted no items has none to offer)."""
-    chart["x"] = {"time": chart["x"]["time"]}
-    chart["layouts"] = {"time": chart["layouts"]["time"]}
-    chart["default"] = "time"
-    return chart
-
-
 FAULTS_NOTE = (
     "Read every tick, so denser than USS. Each shared page a forked process writes, and the kernel "
     "copies, is one fault; so is each page it newly allocates: compare slopes with a flat run's."

@@ -13,20 +13,25 @@ import pandas as pd
 from memprobe import tree_analysis as tree
 from memprobe import tree_verdict as verdict
 from memprobe.analysis import RunSummary, summarize_all
+from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
 from memprobe.report import content, figures
 from memprobe.report import format as fmt
+from memprobe.report.chart import has_a_line, share_x, time_only
+from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet
+from memprobe.series import Clock
+from memprobe.vocabulary import FORK, FORKSERVER, HELPER_ROLES, MAIN, OTHER, RESOURCE_TRACKER, SPAWN
 
 KIND_TEXT = {
-    "main": "main process",
-    "launcher": "launcher",
-    "rank": "rank process",
-    "fork": "forked child",
-    "spawn": "spawned child",
-    "exec": "child program",
-    "forkserver": "helper (forkserver)",
-    "resource tracker": "helper (resource tracker)",
-    "other": "other",
+    MAIN: "main process",
+    LAUNCHER: "launcher",
+    RANK: "rank process",
+    FORK: "forked child",
+    SPAWN: "spawned child",
+    EXEC: "child program",
+    FORKSERVER: "helper (forkserver)",
+    RESOURCE_TRACKER: "helper (resource tracker)",
+    OTHER: "other",
 }
 
 
@@ -37,7 +42,7 @@ def is_recorded(results: ResultSet) -> bool:
 
 def kind_text(row: dict) -> str:
     """'DataLoader worker (fork)', 'forked child', 'rank process', 'helper (forkserver)'."""
-    if row["kind"] == "dataloader":
+    if row["kind"] == DATALOADER:
         return "DataLoader worker" + (f" ({row['start_method']})" if row.get("start_method") else "")
     return KIND_TEXT.get(row["kind"], row["kind"])
 
@@ -128,7 +133,7 @@ def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
     if not judged:
         notes.append(
             "helper: shown, not judged"
-            if r["kind"] in ("forkserver", "resource tracker")
+            if r["kind"] in HELPER_ROLES
             else "too few exact readings for a growth"
             if r["kind"] in tree.WORKER_KINDS + tree.PARENT_KINDS
             else "not judged"
@@ -280,7 +285,7 @@ def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline
     order = {r["pid"]: i for i, r in enumerate(rows)}
     out = []
     for p in sorted(procs, key=lambda p: order.get(p.pid, len(order))):
-        if p.kind in ("forkserver", "resource tracker"):
+        if p.kind in HELPER_ROLES:
             continue
         name = p.role + (
             f" · gen {p.generation + 1}"
@@ -313,7 +318,7 @@ def timeline_charts(
     samples: pd.DataFrame,
     procs: list[tree.Proc],
     rows: list[dict],
-    clock: figures.Clock,
+    clock: Clock,
     max_points: int,
     axes: tuple[str, ...],
 ) -> list[dict]:
@@ -338,13 +343,13 @@ def timeline_charts(
         chart = figures.chart_timeline(
             f"tl-{r + 1}", title, samples, mine, clock, max_points=max_points, axes=axes
         )
-        if chart is not None and figures.has_a_line(chart):
+        if chart is not None and has_a_line(chart):
             charts.append(chart)
     return charts
 
 
 def memory_charts(
-    samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.Clock, max_points: int, items: bool
+    samples: pd.DataFrame, progress: pd.DataFrame, clock: Clock, max_points: int, items: bool
 ) -> list[dict]:
     """Total PSS stacked by process, sum of RSS next to it, and items/s where the job counted items."""
     milestones = figures.Milestones({})
@@ -356,8 +361,8 @@ def memory_charts(
         charts.append(
             figures.chart_items_rate("mem-rate", progress, clock, milestones, max_points=max_points)
         )
-    drawn = [c for c in charts if c is not None and figures.has_a_line(c)]
-    return drawn if items else [figures.time_only(c) for c in drawn]
+    drawn = [c for c in charts if c is not None and has_a_line(c)]
+    return drawn if items else [time_only(c) for c in drawn]
 
 
 def timeline_note(s: RunSummary, has_generations: bool, procs: list[tree.Proc]) -> str:
@@ -463,20 +468,18 @@ def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
 
 def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     """The record page's template context (see ``record.html``)."""
-    from memprobe.report.render import plotly_js, script_json
-
     meta = results.metas[0]
     s = summarize_all(results)[0]
     samples, progress = results.run_table("samples", s.run_id), results.run_table("progress", s.run_id)
     procs = tree.processes(meta, samples)
     basis = verdict.projection_basis([tree.Growth(**row) for row in s.processes or []], procs)
-    clock = figures.Clock.from_progress(progress)
+    clock = Clock.from_progress(progress)
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
     memory = memory_charts(samples, progress, clock, max_points, items)
     kind = meta.get("kind") or "record"
-    charts = _retitle(figures.share_x(timelines + memory), kind)
+    charts = _retitle(share_x(timelines + memory), kind)
     manifest = results.manifest
     env = manifest.get("environment") or {}
     command = (meta.get("spec") or {}).get("command") or []

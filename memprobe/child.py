@@ -322,11 +322,9 @@ def end_escaped(sig: int = signal.SIGKILL) -> None:
     re-parented to init, out of the run's reach."""
     if os.getpgrp() != os.getpid():
         return  # started by hand inside another group: the caller's processes are not ours
-    for pid in procfs.process_tree(os.getpid())[1:]:
-        st = procfs.read_stat(pid)
-        if st is not None and st.pgid != os.getpid():
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
+    for pid in procfs.left_group(os.getpid()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
 
 
 def main() -> int:

@@ -402,10 +402,8 @@ class _EscapedDescendants:
         self.collect()
 
     def collect(self) -> None:
-        for pid in procfs.process_tree(self.root)[1:]:
-            st = procfs.read_stat(pid)
-            if st is not None and st.pgid != self.root:
-                self.known.setdefault(pid, st.start_ticks)
+        for pid, start in procfs.left_group(self.root).items():
+            self.known.setdefault(pid, start)
 
     def alive(self) -> list[int]:
         self.collect()

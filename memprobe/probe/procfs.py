@@ -245,6 +245,18 @@ def processes_in_group(pgid: int) -> list[int]:
     return found
 
 
+def left_group(leader: int) -> dict[int, int]:
+    """Descendants of ``leader`` (a process group's leader) that left its group (a ``setsid``
+    child): {pid: start ticks}. A signal to the group misses them; the start ticks tell a
+    process from a later one that reuses its pid."""
+    out = {}
+    for pid in process_tree(leader)[1:]:
+        st = read_stat(pid)
+        if st is not None and st.pgid != leader:
+            out[pid] = st.start_ticks
+    return out
+
+
 def read_cmdline(pid: int) -> list[str]:
     text = _read(f"/proc/{pid}/cmdline")
     return [p for p in (text or "").split("\0") if p]

@@ -3,6 +3,7 @@ roles of helpers seen before and after exec (parsing alone is in tests/unit/test
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -70,6 +71,30 @@ def test_process_tree_and_group() -> None:
     while procfs.processes_in_group(child.pid) and time.monotonic() < deadline:
         time.sleep(0.05)  # the grandchild is re-parented, then reaped
     assert procfs.processes_in_group(child.pid) == []
+
+
+def test_left_group_finds_the_descendants_a_group_signal_misses() -> None:
+    # A group leader with two children: one stays in its group, one leaves it (setsid).
+    code = (
+        "import subprocess, sys, time; sleep = [sys.executable, '-c', 'import time; time.sleep(60)']; "
+        "a = subprocess.Popen(sleep); b = subprocess.Popen(sleep, start_new_session=True); "
+        "print(a.pid, b.pid, flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, process_group=0)
+    stays = escaped = None
+    try:
+        stays, escaped = map(int, child.stdout.readline().split())
+        st = procfs.read_stat(escaped)
+        assert st is not None
+        assert procfs.left_group(child.pid) == {escaped: st.start_ticks}  # not the one that stayed
+    finally:
+        for pid in (escaped, stays):
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
 
 
 def test_roles_from_cmdline() -> None:

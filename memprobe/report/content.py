@@ -477,25 +477,24 @@ def run_facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
     # processes that shared its library pages exit), so the label says so.
     rows += [
         ("main process private dirty growth", fmt.signed_mb(s.main_uss_growth_mb)),
-        (f"growth per 1,000 {noun(s)} per worker", _num(s.growth_per_1k_items_per_worker_mb, "{:+.3f} MB")),
+        (
+            f"growth per 1,000 {noun(s)} per worker",
+            fmt.known(s.growth_per_1k_items_per_worker_mb, "{:+.3f} MB"),
+        ),
         ("verdict threshold", fmt.mb(s.growth_threshold_mb)),
         ("expectation", expect),
         (f"workload: {workload}", ", ".join(f"{k}={v}" for k, v in section.items()) if section else None),
         ("loader", ", ".join(f"{k}={v}" for k, v in loader.items()) if loader else None),
-        ("CPU cores used (whole tree, in the window)", _num(s.cpu_cores_used, "{:.2f}")),
+        ("CPU cores used (whole tree, in the window)", fmt.known(s.cpu_cores_used, "{:.2f}")),
         (
             f"CPU per {noun(s).removesuffix('s')} (whole tree, in the window)",
-            _num(s.cpu_ms_per_item, "{:.3f} ms"),
+            fmt.known(s.cpu_ms_per_item, "{:.3f} ms"),
         ),
-        (f"minor page faults per {noun(s).removesuffix('s')}", _num(s.faults_per_item, "{:,.1f}")),
-        ("kernel share of that CPU (page faults are paid there)", _num(s.kernel_cpu_share, "{:.0%}")),
+        (f"minor page faults per {noun(s).removesuffix('s')}", fmt.known(s.faults_per_item, "{:,.1f}")),
+        ("kernel share of that CPU (page faults are paid there)", fmt.known(s.kernel_cpu_share, "{:.0%}")),
         ("decoder backend that ran", s.decoder_backend),
-        ("encoded MB/s", _num(s.mb_per_s, "{:,.1f}")),
-        ("megapixels/s", _num(s.megapixels_per_s, "{:,.1f}")),
+        ("encoded MB/s", fmt.known(s.mb_per_s, "{:,.1f}")),
+        ("megapixels/s", fmt.known(s.megapixels_per_s, "{:,.1f}")),
         ("sampler CPU share", f"{s.sampler_cpu_share:.1%}" if s.sampler_cpu_share is not None else None),
     ]
     return [(k, v) for k, v in rows if v is not None]
-
-
-def _num(v: float | None, pattern: str) -> str | None:
-    return pattern.format(v) if fmt.is_num(v) else None

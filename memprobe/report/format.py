@@ -13,6 +13,11 @@ def is_num(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def known(v: float | None, pattern: str) -> str | None:
+    """``v`` formatted with ``pattern``; None (its row left out) when it is not a number."""
+    return pattern.format(v) if is_num(v) else None
+
+
 def mb(v: float | None) -> str:
     """``1,234 MB``; one decimal below 10 MB so small growth stays visible."""
     if not is_num(v):

@@ -8,6 +8,7 @@ a new generation of workers. It calls memprobe.mark(batch_size) per batch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -277,10 +278,8 @@ def test_on_sigterm_every_live_process_gets_an_exact_reading_before_the_command_
 
 
 def _kill_group(job: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(job.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     job.wait()
 
 

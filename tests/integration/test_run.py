@@ -244,7 +244,7 @@ class KillMainProcess(Console):
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory: pytest.TempPathFactory):
-    """Eight short runs in one session (~75 s on 2 idle cores; the hang waits out its HANG_TIMEOUT_S)."""
+    """Eight short runs in one session; the longest wait is the hang's HANG_TIMEOUT_S."""
     out = tmp_path_factory.mktemp("faults") / "results"
     scenario = parse_scenario(FAULT_SCENARIO, "faults.yaml")
     base = {r.mode: r for r in scenario.runs()}

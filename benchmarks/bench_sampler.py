@@ -123,8 +123,8 @@ def part_share(repeats: int) -> None:
 
 
 def _rate(state) -> float:
-    marks = state.marks
-    return state.items / (marks["done"] - marks["warm"])
+    milestones = state.milestones
+    return state.items / (milestones["done"] - milestones["warm"])
 
 
 def part_overhead(repeats: int) -> None:
@@ -172,7 +172,7 @@ def part_budget(repeats: int) -> None:
                 ticks = {
                     row["t"] for row in read_jsonl(tmp / f"{b}-{r}" / "samples.jsonl") if row["tier"] == "pss"
                 }
-                window = sum(st.marks["warm"] <= t <= st.marks["done"] + 1.0 for t in ticks)
+                window = sum(st.milestones["warm"] <= t <= st.milestones["done"] + 1.0 for t in ticks)
                 out[b].append((st.sampler["cpu_s"] / st.elapsed_s, window))
         for b, runs in out.items():
             print(

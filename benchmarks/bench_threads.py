@@ -35,8 +35,8 @@ Workloads (``benchmarks/workloads.py``):
 Every run is a fresh process (``--child``), with ``torch.set_num_threads(1)`` as the issue's
 measurement had it. The parent samples the run's whole process tree from /proc (memprobe's own
 readers): total PSS every 0.2 s (peak reported), and CPU time, kernel CPU time and minor page
-faults of every process at two marks: when the first batch is in hand (workers started) and
-after the last. items/s, CPU ms per item and faults per item are taken between those marks.
+faults of every process at two milestones: when the first batch is in hand (workers started) and
+after the last. items/s, CPU ms per item and faults per item are taken between those milestones.
 Rounds: every loader once per workload per round, the order rotated every round and reversed on
 odd rounds; per round, ``thread`` is compared with the best other thread loader of that round.
 

@@ -6,7 +6,9 @@ Definitions (times are seconds since the run's process started):
   forkserver workers have loaded their copy of the dataset) to the last batch (``done``); the
   loader process pauses at both ends while the supervisor takes a PSS round, workers alive.
 * total PSS at a round: the sum of PSS over every process of the run's tree (the tree's real
-  cost). Summing RSS instead counts each shared page once per process that maps it.
+  cost). Summing RSS instead counts each shared page once per process that maps it. Totals come
+  from :mod:`memprobe.series`, as the report's charts do: a round with a process that could not
+  be read has no total (None), never a smaller one.
 * worker USS growth: for each worker process, USS at its last PSS sample in the window minus USS
   at its first; the mean over workers. In a forked worker that is copy-on-access.
 * verdict: ``growing`` when the growth (worker USS for process workers; the main process's
@@ -21,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe import tree_analysis
+from memprobe import series, tree_analysis
+from memprobe.vocabulary import MAIN, has_worker_processes
 
 
 @dataclass(frozen=True)
@@ -87,20 +90,21 @@ def _clean(v: Any) -> Any:
 
 
 def pss_rounds(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per PSS round (one timestamp): total PSS, total USS and sum of RSS over the tree."""
-    pss = samples[(samples["tier"] == "pss")] if not samples.empty else samples
-    if pss.empty:
+    """Per PSS round (one timestamp): total PSS over the tree (:func:`memprobe.series.total_pss`,
+    NaN for a round with a process that could not be read), and the sum of RSS and number of
+    processes read exactly at that round."""
+    totals = series.total_pss(samples)
+    if totals.empty:
         return pd.DataFrame(columns=["t", "total_pss_mb", "sum_rss_mb", "processes"])
-    g = pss.groupby("t")
+    g = samples[samples["tier"] == "pss"].groupby("t")
     return pd.DataFrame(
-        {"total_pss_mb": g["pss_mb"].sum(), "sum_rss_mb": g["rss_mb"].sum(), "processes": g["pid"].nunique()}
-    ).reset_index()
-
-
-def rss_totals(samples: pd.DataFrame) -> pd.Series:
-    """Sum of RSS over the tree at every tick (both tiers)."""
-    ok = samples[~samples["missing"].astype(bool)] if not samples.empty else samples
-    return ok.groupby("t")["rss_mb"].sum() if not ok.empty else pd.Series(dtype=float)
+        {
+            "t": totals.index.to_numpy(float),
+            "total_pss_mb": totals.to_numpy(float),
+            "sum_rss_mb": g["rss_mb"].sum().reindex(totals.index).to_numpy(float),
+            "processes": g["pid"].nunique().reindex(totals.index).to_numpy(),
+        }
+    )
 
 
 def per_process_growth(samples: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
@@ -140,9 +144,9 @@ def summarize(
 ) -> RunSummary:
     """The figures and verdict for one run."""
     spec = meta["spec"]
-    marks = meta.get("marks", {})
+    milestones = meta.get("milestones", {})
     rounds = pss_rounds(samples)
-    start, end = _window(rounds, marks.get("warm"), marks.get("done"))
+    start, end = _window(rounds, milestones.get("warm"), milestones.get("done"))
     window = rounds[(rounds["t"] >= start) & (rounds["t"] <= end)] if start is not None else rounds.iloc[0:0]
     growth = per_process_growth(samples, start, end) if start is not None and end is not None else None
     # A worker with a single PSS sample in the window (one that was ending when a watch began, or
@@ -150,21 +154,20 @@ def summarize(
     workers = (
         growth[(growth["worker"] >= 0) & (growth.get("samples", 2) >= 2)] if growth is not None else None
     )
-    main = growth[growth["role"] == "main"] if growth is not None else None
+    main = growth[growth["role"] == MAIN] if growth is not None else None
     w_growth = _mean(workers["growth_mb"]) if workers is not None and len(workers) else None
     # The main process is judged on Private_Dirty: its Private_Clean also grows when another
     # process that shared the same library pages exits (seen on a shared machine: +56 MB USS,
     # -4 MB dirty). Copies made by writes - what a verdict is about - are always dirty.
     m_growth = float(main["dirty_growth_mb"].iloc[0]) if main is not None and len(main) else None
-    process_workers = spec["mode"] in ("fork", "spawn", "forkserver") and spec["workers"] > 0
+    process_workers = has_worker_processes(spec["mode"], spec["workers"])
     measured = w_growth if process_workers else m_growth
     threshold = float(spec["verdict"]["growth_threshold_mb"])
     verdict = None if measured is None else ("growing" if measured > threshold else "flat")
     expect = spec.get("expect")
     items = int(meta.get("items") or 0)
-    rss = rss_totals(samples)
-    sum_rss_peak = float(rss.max()) if len(rss) else None
-    pss_peak = float(rounds["total_pss_mb"].max()) if len(rounds) else None
+    sum_rss_peak = _peak(series.sum_rss(samples))
+    pss_peak = _peak(rounds["total_pss_mb"])
     # Items each worker process served: workers recreated every epoch (or by a recorded job)
     # share the items between all their generations, not only the workers alive at once.
     processes = int(growth.loc[growth["worker"] >= 0, "pid"].nunique()) if growth is not None else 0
@@ -177,8 +180,8 @@ def summarize(
         status=meta["status"],
         error=_error_text(meta.get("error")),
         items=items,
-        items_per_s=_rate(progress, marks.get("warm"), marks.get("done")),
-        time_to_first_batch_s=_ttfb(marks),
+        items_per_s=_rate(progress, milestones.get("warm"), milestones.get("done")),
+        time_to_first_batch_s=_ttfb(milestones),
         duration_s=float(meta.get("elapsed_s") or 0.0),
         total_pss_start_mb=_first(window["total_pss_mb"]),
         total_pss_peak_mb=pss_peak,
@@ -259,14 +262,11 @@ def per_item_costs(samples: pd.DataFrame, start: float, end: float, items: float
 
 
 def cpu_cores_used(samples: pd.DataFrame, start: float | None, end: float | None) -> float | None:
-    """CPU seconds used by the whole tree per wall second between ``start`` and ``end``."""
-    if samples.empty or start is None or end is None or end <= start:
+    """CPU seconds used by the whole tree per wall second between ``start`` and ``end`` (the mean
+    of the CPU chart's total over that time)."""
+    if start is None or end is None:
         return None
-    w = samples[(samples["t"] >= start) & (samples["t"] <= end) & ~samples["missing"].astype(bool)]
-    if w.empty:
-        return None
-    g = w.sort_values("t").groupby("pid")["cpu_s"]
-    return float((g.last() - g.first()).sum()) / (end - start)
+    return series.cores_used(series.process_counters(samples), start, end)
 
 
 def item_noun(workload: str) -> str:
@@ -307,9 +307,9 @@ def _explained(s: RunSummary, process_workers: bool) -> RunSummary:
     return replace(s, explanation="; ".join(parts))
 
 
-def window_bounds(samples: pd.DataFrame, marks: dict) -> tuple[float | None, float | None]:
+def window_bounds(samples: pd.DataFrame, milestones: dict) -> tuple[float | None, float | None]:
     """Start and end time of a run's growth window (the PSS rounds forced at warm and done)."""
-    return _window(pss_rounds(samples), marks.get("warm"), marks.get("done"))
+    return _window(pss_rounds(samples), milestones.get("warm"), milestones.get("done"))
 
 
 def _window(
@@ -338,10 +338,10 @@ def _rate(progress: pd.DataFrame, start: float | None, end: float | None) -> flo
     return (done_items - first) / (end - start)
 
 
-def _ttfb(marks: dict) -> float | None:
-    if "first_batch" not in marks or "iter_start" not in marks:
+def _ttfb(milestones: dict) -> float | None:
+    if "first_batch" not in milestones or "iter_start" not in milestones:
         return None
-    return marks["first_batch"] - marks["iter_start"]
+    return milestones["first_batch"] - milestones["iter_start"]
 
 
 def _error_text(error: dict | None) -> str | None:
@@ -358,11 +358,20 @@ def _mean(s: pd.Series) -> float | None:
 
 
 def _first(s: pd.Series) -> float | None:
-    return float(s.iloc[0]) if len(s) else None
+    return _known(s.iloc[0]) if len(s) else None
 
 
 def _last(s: pd.Series) -> float | None:
-    return float(s.iloc[-1]) if len(s) else None
+    return _known(s.iloc[-1]) if len(s) else None
+
+
+def _peak(s: pd.Series) -> float | None:
+    """The largest known value (a total that could not be taken is no peak)."""
+    return float(s.max()) if s.notna().any() else None
+
+
+def _known(v: float) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
 
 
 def summarize_all(results: Any) -> list[RunSummary]:

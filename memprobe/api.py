@@ -21,23 +21,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memprobe.analysis import RunSummary, per_process_growth, summarize_all, window_bounds
+from memprobe.analysis import RunSummary, per_process_growth, window_bounds
 from memprobe.errors import UsageError
 from memprobe.factory import load_factory
-from memprobe.results import SCHEMA_VERSION, ResultSet, consolidate, write_json_atomic
+from memprobe.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
+from memprobe.results import ResultSet, ResultsFolder
 from memprobe.runner import environment, execute
 from memprobe.scenario import (
-    MB_PER_WORKER,
-    MODES,
-    WORKERS_PER_CPU,
     DatasetSpec,
     FactorySpec,
     LoaderSpec,
-    Machine,
     RunSpec,
     SamplingSpec,
     VerdictSpec,
 )
+from memprobe.session import finalize
+from memprobe.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
 
 CAUSES = (
     "Growth in forked workers is usually copy-on-access: reading Python objects (a list of dicts, "
@@ -47,6 +46,9 @@ CAUSES = (
     "~30-40 MB per worker is the interpreter's own objects touched by the cyclic GC "
     "(gc.freeze() before creating the loader avoids it: profile(..., gc_freeze=True))."
 )
+# Without ``out``, results go to a new <temp>/memprobe/profile-<factory>-<UTC time>: a test that
+# profiles should not fill the working directory's reports/.
+PROFILE_BASE = Path(tempfile.gettempdir()) / "memprobe"
 
 
 def factory_ref(factory: Callable[..., Any] | str) -> str:
@@ -229,7 +231,7 @@ def profile(
     factory: Callable[..., Any] | str,
     *,
     kwargs: dict | None = None,
-    mode: str = "fork",
+    mode: str = FORK,
     workers: int = 2,
     items: int | None = None,
     epochs: int = 1,
@@ -253,7 +255,10 @@ def profile(
     ``__main__`` and methods bound to an object are refused, saying why.
 
     The numbers are checked as a scenario's are (README, Limits): ``workers`` at most what this
-    machine can hold unless ``no_limits`` (as ``--no-limits``)."""
+    machine can hold unless ``no_limits`` (as ``--no-limits``).
+
+    The results folder (manifest, tables, summary.json; ``memprobe report DIR`` renders its page)
+    is ``out``, new or empty, or by default a new ``<temp>/memprobe/profile-<factory>-<UTC time>``."""
     if mode not in MODES:
         raise UsageError(f"profile(): mode {mode!r}; allowed: {', '.join(MODES)}")
     _check_numbers(
@@ -270,9 +275,9 @@ def profile(
     ref = factory_ref(factory)
     name = ref.rsplit(":", 1)[1].split(".")[-1]
     spec = RunSpec(
-        run_id=f"{name}-{mode if workers else 'single'}-w{workers}",
+        run_id=f"{name}-{mode if workers else SINGLE}-w{workers}",
         backend=name,
-        mode=mode if workers else "single",
+        mode=mode if workers else SINGLE,
         workers=workers,
         dataset=DatasetSpec(seed=seed),
         loader=LoaderSpec(
@@ -285,8 +290,7 @@ def profile(
         factory=FactorySpec(name=name, factory=ref, kwargs=kwargs),
         sys_path=tuple(p for p in sys.path if p),
     )
-    root = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="memprobe-profile-"))
-    return _execute(spec, root)
+    return _execute(spec, Path(out) if out is not None else None)
 
 
 def _check_numbers(
@@ -334,29 +338,29 @@ def _check_numbers(
         )
 
 
-def _execute(spec: RunSpec, root: Path) -> ProfileResult:
-    assert spec.factory is not None  # profile() runs the user's dataset
-    root.mkdir(parents=True, exist_ok=True)
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "scenario": f"profile {spec.factory.factory}",
-        "status": "running",
-        "environment": environment(),
-        "runs": [spec.run_id],
-    }
-    write_json_atomic(root / "manifest.json", manifest)
-    execute(spec, root / "runs" / spec.run_id)
-    write_json_atomic(root / "manifest.json", {**manifest, "status": "complete"})
-    consolidate(root)
-    results = ResultSet.load(root)
-    summary = summarize_all(results)[0]
-    return ProfileResult(summary=summary, results_dir=root, **_growth(results, spec.run_id))
+def _execute(spec: RunSpec, out: Path | None) -> ProfileResult:
+    assert spec.factory is not None
+    folder = ResultsFolder.create(
+        out,
+        kind="profile",
+        name=f"profile-{spec.backend}",
+        description=f"memprobe.profile({spec.factory.factory}, mode={spec.mode!r}, workers={spec.workers})",
+        environment=environment(),
+        runs=[spec.run_id],
+        base=PROFILE_BASE,
+    )
+    state = execute(spec, folder.root / "runs" / spec.run_id)
+    session = finalize(folder, "interrupted" if state.status == "interrupted" else "complete", render=False)
+    results = folder.load()
+    return ProfileResult(
+        summary=session.summaries[0], results_dir=folder.root, **_growth(results, spec.run_id)
+    )
 
 
 def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:
     meta = results.metas[0]
     samples = results.run_table("samples", run_id)
-    start, end = window_bounds(samples, meta.get("marks", {}))
+    start, end = window_bounds(samples, meta.get("milestones", {}))
     if start is None or end is None:  # both or neither
         return {"workers": (), "main": None}
     table = per_process_growth(samples, start, end)
@@ -374,7 +378,7 @@ def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:
     ]
     return {
         "workers": tuple(w for w in rows if w.role.startswith("worker")),
-        "main": next((w for w in rows if w.role == "main"), None),
+        "main": next((w for w in rows if w.role == MAIN), None),
     }
 
 
@@ -383,8 +387,8 @@ def process_kind(role: str, mode: str, workers: int) -> str:
     process, 'main process, 2 worker threads' for the loader's own process."""
     if role.startswith("worker"):
         return f"DataLoader worker, {mode}"
-    if role == "main":
-        if mode == "thread" or mode.endswith("-thread"):
+    if role == MAIN:
+        if is_thread_mode(mode):
             return f"main process, {workers} worker thread{'s' if workers != 1 else ''}"
         return "main process, no workers" if workers == 0 else "main process"
     return role

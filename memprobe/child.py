@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -19,7 +20,12 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+from memprobe.probe import procfs
 from memprobe.scenario import RunSpec
+from memprobe.vocabulary import MAIN, gil_enabled, has_worker_processes
+
+# The supervisor imports this module (SUPERVISOR_ENV): what imports torch, numpy or a dataset's
+# libraries is imported where a run needs it, so the supervisor stays free of them.
 
 PROGRESS_EVERY_S = 0.1
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -110,7 +116,7 @@ def _decode_dataset(spec: RunSpec) -> tuple[Any, dict]:
     table = cached_jpeg_table(d.images, width=d.width, height=d.height, quality=d.quality, seed=d.seed)
     dataset = DecodeDataset(table, decoder=spec.backend, device=d.device)
     backend = dataset.decoder.backend
-    mode = "main" if spec.workers == 0 else spec.mode
+    mode = MAIN if spec.workers == 0 else spec.mode  # the decoders' name for loading in this process
     problem = check_mode_supported(spec.backend, backend, mode)
     if problem:
         raise MemprobeError(problem)
@@ -181,8 +187,6 @@ def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) ->
         seed=spec.dataset.seed,
     )
     if lo.gc_freeze:
-        import gc
-
         gc.freeze()
     counter = _Counter(spec, events, acks)
     per_epoch = _length(loader)
@@ -202,7 +206,7 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
     _LIVE[:] = [it]
     # The GIL state as this process runs: an extension imported here (torch, the user's dataset)
     # can turn it back on in a free-threaded build; the supervisor imports none of them.
-    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    gil = gil_enabled()
     counter.events.send("epoch_start", epoch=epoch, workers=worker_pids(it), gil_enabled=gil)
     last_epoch = epoch == spec.loader.epochs - 1
     b = 0
@@ -232,9 +236,7 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
 
 def recreates_workers(spec: RunSpec) -> bool:
     """Whether each epoch starts new worker processes (torch's default, persistent_workers=False)."""
-    from memprobe.loaders import PROCESS_MODES
-
-    return spec.mode in PROCESS_MODES and spec.workers > 0 and not spec.loader.persistent_workers
+    return has_worker_processes(spec.mode, spec.workers) and not spec.loader.persistent_workers
 
 
 def _length(dataset: Any) -> int | None:
@@ -318,8 +320,6 @@ def end_escaped(sig: int = signal.SIGKILL) -> None:
     """Signal every descendant that left this run's process group (a dataset's ``setsid``
     child): the supervisor ends the group, and once this process is gone they would be
     re-parented to init, out of the run's reach."""
-    from memprobe.probe import procfs
-
     if os.getpgrp() != os.getpid():
         return  # started by hand inside another group: the caller's processes are not ours
     for pid in procfs.process_tree(os.getpid())[1:]:

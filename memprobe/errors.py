@@ -17,6 +17,11 @@ class UsageError(MemprobeError):
     exit_code = 2
 
 
+class SchemaVersionError(UsageError):
+    """A results folder whose schema version this memprobe does not read (written by a newer
+    memprobe, or not by memprobe at all). Exit code 2."""
+
+
 class ResultsWriteError(MemprobeError):
     """The results folder could not be written (a full disk, permissions). What was written
     before stays intact: every file is written to a temporary name and renamed."""

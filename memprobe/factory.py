@@ -33,6 +33,8 @@ def load_factory(ref: str) -> Any:
 
 def check_dataset(ref: str, dataset: Any) -> Any:
     """``dataset`` if it is usable by a DataLoader (map-style or iterable), else a clear error."""
+    # torch only here: the supervisor side (profile(), `memprobe run`) imports this module and
+    # stays free of torch; the run's own process, which calls this, has imported it already.
     from torch.utils.data import Dataset, IterableDataset
 
     if isinstance(dataset, (Dataset, IterableDataset)):

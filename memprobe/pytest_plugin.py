@@ -24,6 +24,7 @@ class MemprobeFixture:
         self._count = 0
 
     def profile(self, factory: Callable[..., Any] | str, **options: Any) -> Any:
+        # pytest loads this plugin in every session: pandas and the runner only when a test profiles.
         from memprobe.api import profile
 
         self._count += 1

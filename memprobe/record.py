@@ -16,8 +16,9 @@ happens to the process tree meanwhile (classification, exact readings where memo
 
 The meta is shaped for :func:`memprobe.analysis.summarize`: ``spec.mode`` is the workers' start
 method as seen from outside (fork, spawn, forkserver), or ``record``/``watch`` when no worker
-appeared; ``spec.workers`` is the most workers alive at once; ``marks.warm`` is the first exact
-reading of a worker (or the first exact reading), ``marks.done`` the last mark (or the end);
+appeared; ``spec.workers`` is the most workers alive at once; ``milestones.warm`` is the first
+exact reading of a worker (or the first exact reading), ``milestones.first_mark`` the first mark,
+``milestones.done`` the last mark (or the end);
 ``processes`` holds the facts of every process seen (:class:`~memprobe.probe.tree_sampler.ProcessInfo`).
 """
 
@@ -34,7 +35,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -45,8 +45,10 @@ from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree import ProcfsReader
 from memprobe.probe.tree import process_order as _process_order  # noqa: F401  (kept for callers)
 from memprobe.probe.tree_sampler import TreeSampler
+from memprobe.results import ResultsFolder, RunWriter
 from memprobe.runner import OWN_PROCESS_GROUP, environment
 from memprobe.scenario import VerdictSpec
+from memprobe.session import finalize
 
 MARK_ENV = "MEMPROBE_MARK_FILE"
 LEFTOVER_GRACE_S = 3.0
@@ -135,11 +137,6 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:40] or "command"
 
 
-def default_out_dir(kind: str, name: str, base: Path = Path("reports")) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return base / f"{kind}-{name}-{stamp}"
-
-
 # -- the recording ----------------------------------------------------------------------------
 
 
@@ -159,39 +156,29 @@ class _Recording:
 
     def __init__(
         self,
-        out: Path,
+        out: Path | None,
         kind: str,
         name: str,
         description: str,
         settings: SamplerSettings | None,
         verdict: VerdictSpec,
     ) -> None:
-        from memprobe.results import SCHEMA_VERSION, RunWriter, write_json_atomic
-
-        if (out / "manifest.json").exists():
-            raise UsageError(f"{out} already holds results; choose another folder with -o")
-        self.out, self.kind, self.name = out, kind, name
+        self.folder = ResultsFolder.create(
+            out,
+            kind=kind,
+            name=f"{kind}-{name}",
+            description=description,
+            environment=environment(),
+            runs=[name],
+        )
+        self.out, self.kind, self.name = self.folder.root, kind, name
         self.run_id = name
-        self.run_dir = out / "runs" / self.run_id
-        out.mkdir(parents=True, exist_ok=True)
+        self.run_dir = self.out / "runs" / self.run_id
         self.writer = RunWriter(self.run_dir)
         self.settings = settings or DEFAULT_SETTINGS
         self.verdict = verdict
         self.started_wall = time.time()
         self.t0 = time.monotonic()
-        self.manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "scenario": f"{kind}-{name}",
-            "kind": kind,
-            "scenario_path": None,
-            "description": description,
-            "status": "running",
-            "started": self.started_wall,
-            "finished": None,
-            "environment": None,
-            "runs": [self.run_id],
-        }
-        write_json_atomic(out / "manifest.json", self.manifest)
         self.sampler: TreeSampler | None = None
         self.marks: MarkReader | None = None
         self.info: dict = {}
@@ -208,46 +195,33 @@ class _Recording:
     def finish(
         self, *, status: str, exit_code: int | None, error: dict | None, final_pss: bool, render: bool
     ) -> RecordResult:
-        from memprobe.session import finalize
-
         assert self.sampler is not None
         self.sampler.stop(final_pss=final_pss)
         self.poll_marks()
         meta = self._meta(status, exit_code, error)
         self.writer.write_meta(meta)
         self.writer.close()
-        self.manifest.update(
-            status="interrupted" if status == "interrupted" else "complete",
-            finished=time.time(),
-            environment=environment(),
+        session = finalize(
+            self.folder, "interrupted" if status == "interrupted" else "complete", render=render
         )
-        session = finalize(self.out, self.manifest, render=False, interrupted=status == "interrupted")
         # The per-process table is the analysis's (summarize() of a record/watch run).
         processes = list(getattr(session.summaries[0], "processes", None) or []) if session.summaries else []
-        report = None
-        if render:
-            try:
-                from memprobe.report import write_report
-            except ImportError:  # the report module is optional here: results and summary are saved
-                pass
-            else:
-                report = write_report(self.out)
-        return RecordResult(self.out, session.summaries, report, 0, status, processes, self.kind)
+        return RecordResult(self.out, session.summaries, session.report, 0, status, processes, self.kind)
 
     def _meta(self, status: str, exit_code: int | None, error: dict | None) -> dict:
         s = self.sampler
         assert s is not None
         elapsed = time.monotonic() - self.t0
         m = self.marks
-        marks: dict[str, float] = {}
+        milestones: dict[str, float] = {}
         warm = s.first_worker_pss_t if s.first_worker_pss_t is not None else s.first_pss_t
         if warm is not None:
-            marks["warm"] = warm
+            milestones["warm"] = warm
         if m is not None and m.first_t is not None and m.last_t is not None:  # set together
-            marks["first_mark"] = m.first_t
-            marks["done"] = max(m.last_t, warm or 0.0)
+            milestones["first_mark"] = m.first_t
+            milestones["done"] = max(m.last_t, warm or 0.0)
         elif s.last_t is not None:
-            marks["done"] = s.last_t
+            milestones["done"] = s.last_t
         methods = s.roles.start_methods
         mode = methods.most_common(1)[0][0] if methods else self.kind
         spec = {
@@ -262,19 +236,6 @@ class _Recording:
             "sampling": asdict(self.settings),
             **self.info,
         }
-        costs_p, costs_c = s.pss_round_costs, s.cheap_round_costs
-        sampler = {
-            "cpu_s": round(s.cpu_s, 4),
-            "cpu_share": round(s.cpu_s / max(elapsed, 1e-3), 5),
-            "exact_readings": s.exact_readings,
-            "estimate_error": s.estimate_error(),
-            "pss_rounds": len(costs_p),
-            "cheap_rounds": len(costs_c),
-            "pss_round_mean_s": round(sum(costs_p) / len(costs_p), 6) if costs_p else None,
-            "cheap_round_mean_s": round(sum(costs_c) / len(costs_c), 6) if costs_c else None,
-        }
-        if s.error is not None:
-            sampler["error"] = repr(s.error)
         return {
             "run_id": self.run_id,
             "index": 0,
@@ -283,12 +244,12 @@ class _Recording:
             "error": error,
             "items": m.items if m else 0,
             "batches": m.batches if m else 0,
-            "marks": marks,
+            "milestones": milestones,
             "marks_recorded": bool(m and m.batches),
             "started": self.started_wall,
             "elapsed_s": round(elapsed, 3),
             "exit_code": exit_code,
-            "sampler": sampler,
+            "sampler": s.stats(elapsed),
             "dataset_info": {},
             "root_pid": self.root,
             "ranks": {str(r): pid for pid, r in sorted(s.roles.ranks.items(), key=lambda x: x[1])},
@@ -357,10 +318,10 @@ def record(
     if shutil.which(command[0]) is None:
         raise CommandNotFound(f"{command[0]}: command not found (or not executable)")
     name = command_name(command)
-    out = out or default_out_dir("record", name)
     rec = _Recording(
         out, "record", name, "memprobe record: " + " ".join(command), settings, verdict or VerdictSpec()
     )
+    out = rec.out
     mark_path = rec.run_dir / "marks.txt"
     mark_path.touch()
     rec.marks = MarkReader(mark_path, rec.t0)
@@ -549,10 +510,10 @@ def watch(
         raise UsageError("--duration must be positive")
     cmd = procfs.read_cmdline(pid)
     name = command_name(cmd) if cmd else _safe(st.comm)
-    out = out or default_out_dir("watch", name)
     rec = _Recording(
         out, "watch", name, f"memprobe watch {pid}: " + " ".join(cmd), settings, verdict or VerdictSpec()
     )
+    out = rec.out
     rec.info = {"command": cmd, "pid": pid}
     env_marks = (ProcfsReader().environ(pid) or {}).get(MARK_ENV)
     path = marks_file or (Path(env_marks) if env_marks else None)

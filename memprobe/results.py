@@ -2,8 +2,8 @@
 
 Layout of a results folder::
 
-    manifest.json          schema version, scenario, environment, status, timing
-    scenario.yaml          the scenario file as run
+    manifest.json          schema version, kind, name, environment, status, timing, writer
+    scenario.yaml          the scenario file as run (``memprobe run`` only)
     runs/<run_id>/meta.json      the run's spec and outcome (written via a temp file + rename)
     runs/<run_id>/*.jsonl        append-only while running: samples, system, progress, events
     samples.parquet  system.parquet  progress.parquet  threads.parquet  runs.parquet
@@ -14,6 +14,11 @@ Layout of a results folder::
 While a run is going, rows are appended to JSON-lines files and flushed on every write; a
 reader tolerates a torn last line. When the runs end, the tables are consolidated into Parquet
 (again temp file + rename) and the JSON-lines files removed.
+
+:class:`ResultsFolder` is the one owner of a folder's life: it creates the folder (one naming
+rule for every kind), writes the manifest (the same fields for ``run``, ``record``, ``watch`` and
+``profile()``), finishes it, and opens it again, refusing a schema version it cannot read.
+Older versions are read by mapping their keys (:func:`upgrade_meta`), never rewritten.
 """
 
 from __future__ import annotations
@@ -22,15 +27,29 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from memprobe.errors import ResultsWriteError, UsageError
+from memprobe.errors import ResultsWriteError, SchemaVersionError, UsageError
+from memprobe.probe import procfs
 
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
+    from memprobe.analysis import RunSummary
+
+SCHEMA_VERSION = 2
+# Every schema version this memprobe reads, and what it changed. A folder of an older version is
+# read by mapping its keys (upgrade_meta); it is never rewritten in the new shape.
+SCHEMA_VERSIONS = {
+    1: "run milestones (warm, done, ...) under the key 'marks' of meta.json",
+    2: "run milestones under 'milestones'; every manifest has kind, description, started, finished",
+}
+KINDS = ("scenario", "record", "watch", "profile")  # what wrote a folder: run, record, watch, profile()
+DEFAULT_BASE = Path("reports")
 TABLES = ("samples", "system", "progress", "events", "threads")
 PARQUET_TABLES = ("samples", "system", "progress", "threads")
 
@@ -210,7 +229,7 @@ def consolidate(root: Path) -> None:
 def _read_parquet(path: Path) -> pd.DataFrame:
     """A table memprobe consolidated, or a :class:`UsageError` naming it (truncated, damaged, or
     not memprobe's: every table of a results folder has a run_id and a t column)."""
-    import pyarrow as pa
+    import pyarrow as pa  # only where a Parquet file is read: a running session writes JSON lines
 
     try:
         with open(path, "rb") as f:  # see _write_parquet_atomic
@@ -251,6 +270,243 @@ def _flat_meta(meta: dict) -> dict:
     return flat
 
 
+# -- the folder: create, manifest, finish, open ---------------------------------------------------
+
+
+def default_out_dir(name: str, base: Path = DEFAULT_BASE) -> Path:
+    """A new, empty ``<base>/<name>-<UTC time>``, created here: two sessions started in the same
+    second get ``...Z`` and ``...Z-2`` instead of refusing each other."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1, 1000):
+        out = base / f"{name}-{stamp}{'' if n == 1 else f'-{n}'}"
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            out.mkdir()
+            return out
+        except FileExistsError:
+            if not base.is_dir():
+                raise UsageError(
+                    f"{base}: exists and is not a folder; choose a results folder (-o)"
+                ) from None
+        except OSError as exc:
+            raise UsageError(
+                f"{out}: cannot create the results folder: {exc.strerror}; choose one (-o)"
+            ) from None
+    raise UsageError(f"{base}: 1,000 results folders named {name}-{stamp}*; choose one (-o)")
+
+
+def check_output(out: Path) -> None:
+    """``out`` can take a new session's results: it does not exist yet, or is an empty folder."""
+    try:
+        if out.is_dir():
+            if (out / "manifest.json").exists():
+                raise UsageError(
+                    f"{out}: already holds results; choose another output folder (-o) or remove it"
+                )
+            if any(out.iterdir()):
+                raise UsageError(
+                    f"{out}: a folder that is not empty; allowed: a new or empty folder for the results"
+                )
+        elif out.exists() or out.is_symlink():
+            raise UsageError(
+                f"{out}: exists and is not a folder; allowed: a new or empty folder for the results"
+            )
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot use it for results: {exc.strerror}") from None
+
+
+def make_output(out: Path) -> Path:
+    """Check ``out`` (:func:`check_output`), create it and return it."""
+    check_output(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot create the results folder: {exc.strerror}") from None
+    return out
+
+
+def writer_identity() -> dict:
+    """Who writes a results folder: `memprobe report` tells a session still going from one whose
+    memprobe was killed (pid numbers are reused; with the start time they are not)."""
+    me = procfs.read_stat(os.getpid())
+    return {
+        "pid": os.getpid(),
+        "start_ticks": me.start_ticks if me else None,
+        "boot_id": (procfs._read("/proc/sys/kernel/random/boot_id") or "").strip() or None,
+    }
+
+
+def writer_alive(manifest: dict) -> bool:
+    """Whether the memprobe process that wrote ``manifest`` is still running (on this machine)."""
+    writer = manifest.get("writer") or {}
+    pid, ticks, boot = writer.get("pid"), writer.get("start_ticks"), writer.get("boot_id")
+    if not isinstance(pid, int) or boot != writer_identity()["boot_id"]:
+        return False
+    st = procfs.read_stat(pid)
+    return st is not None and st.start_ticks == ticks and st.state not in ("Z", "X")
+
+
+def check_schema(path: Path, manifest: dict) -> int:
+    """The schema version of ``manifest`` (read from ``path``) if this memprobe reads it, else a
+    :class:`SchemaVersionError` naming the file, the version found and the versions it reads."""
+    found = manifest.get("schema_version")
+    version = found if isinstance(found, int) and not isinstance(found, bool) else None
+    if version is not None and version in SCHEMA_VERSIONS:
+        return version
+    readable = ", ".join(map(str, SCHEMA_VERSIONS))
+    if "schema_version" not in manifest:
+        what = "no schema_version (not a results folder memprobe wrote)"
+    elif version is not None and version > SCHEMA_VERSION:
+        what = f"schema version {version}, written by a newer memprobe (upgrade memprobe to read it)"
+    else:
+        what = f"schema version {found!r}, which no memprobe writes"
+    raise SchemaVersionError(f"{path}: {what}; this memprobe reads schema versions {readable}")
+
+
+def upgrade_meta(meta: dict, version: int) -> dict:
+    """A run record (meta.json) of schema ``version`` in the current shape: version 1 named the
+    run's milestones ``marks``, the word :func:`memprobe.mark` uses for counting items."""
+    if version < 2 and "marks" in meta and "milestones" not in meta:
+        return {("milestones" if k == "marks" else k): v for k, v in meta.items()}
+    return meta
+
+
+class ResultsFolder:
+    """The one owner of a results folder: its creation, its manifest (the same fields whether
+    ``run``, ``record``, ``watch`` or ``profile()`` wrote it, told apart by ``kind``), its end, and
+    reading it back with the schema check. Used by :mod:`memprobe.session`,
+    :mod:`memprobe.record` and :mod:`memprobe.api`."""
+
+    def __init__(self, root: Path, manifest: dict) -> None:
+        self.root = root
+        self.manifest = manifest
+
+    @classmethod
+    def create(
+        cls,
+        out: Path | None,
+        *,
+        kind: str,
+        name: str,
+        description: str,
+        environment: dict,
+        runs: Sequence[str],
+        scenario_path: str | None = None,
+        scenario_text: str | None = None,
+        base: Path = DEFAULT_BASE,
+    ) -> ResultsFolder:
+        """A new folder with its manifest, status ``running``: ``out`` (new or empty), or
+        ``<base>/<name>-<UTC time>`` when ``out`` is None. The manifest is created exclusively:
+        of two sessions given one folder, one gets it and the other a clear error, never a mix."""
+        if kind not in KINDS:
+            raise ValueError(f"kind {kind!r}; allowed: {', '.join(KINDS)}")
+        root = default_out_dir(name, base) if out is None else make_output(out)
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "kind": kind,
+            "scenario": name,
+            "scenario_path": scenario_path,
+            "description": description,
+            "status": "running",
+            "started": time.time(),
+            "finished": None,
+            "environment": environment,
+            "runs": list(runs),
+            "writer": writer_identity(),
+        }
+        if not write_json_exclusive(root / "manifest.json", manifest):
+            raise UsageError(f"{root}: already holds results; choose another output folder (-o) or remove it")
+        if scenario_text is not None:
+            write_text_atomic(root / "scenario.yaml", scenario_text)
+        return cls(root, manifest)
+
+    @classmethod
+    def open(cls, root: str | Path) -> ResultsFolder:
+        """A folder written before, or a :class:`UsageError`: not a results folder, a damaged
+        manifest, or a schema version this memprobe does not read (:class:`SchemaVersionError`)."""
+        root = Path(root)
+        path = root / "manifest.json"
+        if not path.exists():
+            raise UsageError(f"{root}: not a memprobe results folder (no manifest.json)")
+        manifest = read_json(path)
+        check_schema(path, manifest)
+        return cls(root, manifest)
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.manifest["schema_version"])
+
+    def save(self) -> None:
+        write_json_atomic(self.root / "manifest.json", self.manifest)
+
+    def finish(self, status: str, **fields: Any) -> None:
+        """Say how the session ended (``complete`` or ``interrupted``) and when, then gather
+        the runs' rows into Parquet. Safe to repeat (a full disk part-way)."""
+        self.manifest.update(status=status, finished=time.time(), **fields)
+        self.save()
+        consolidate(self.root)
+
+    def metas(self) -> list[dict]:
+        """Every run's record, in run order, in the current schema's shape."""
+        return [upgrade_meta(read_json(d / "meta.json"), self.schema_version) for d in run_dirs(self.root)]
+
+    def load(self) -> ResultSet:
+        return ResultSet.of(self)
+
+    def write_summary(self, summaries: Sequence[RunSummary]) -> None:
+        """summary.json: the session's facts from the manifest and one entry per run."""
+        m = self.manifest
+        write_json_atomic(
+            self.root / "summary.json",
+            {
+                "schema_version": SCHEMA_VERSION,
+                "kind": m.get("kind"),
+                "scenario": m.get("scenario"),
+                "status": m.get("status"),
+                "started": m.get("started"),
+                "finished": m.get("finished"),
+                "environment": m.get("environment"),
+                "runs": [s.to_dict() for s in summaries],
+            },
+        )
+
+    def finish_abandoned(self) -> bool:
+        """Mark a session whose memprobe was killed (SIGKILL, the OOM killer, a crash) as such:
+        status ``interrupted``, the run it was in ``interrupted`` too, its rows gathered into
+        Parquet. Its processes are gone already (each run's process ends its group when memprobe
+        ends). False, and nothing changed, while that memprobe still runs."""
+        root, manifest = self.root, self.manifest
+        if manifest.get("status") != "running" or writer_alive(manifest):
+            return False
+        ended = max((f.stat().st_mtime for f in root.rglob("*") if f.is_file()), default=time.time())
+        finished = []
+        for d in run_dirs(root):
+            meta = read_json(d / "meta.json")
+            if meta.get("status") == "running":
+                meta.update(
+                    status="interrupted",
+                    error={
+                        "type": "Interrupted",
+                        "message": "memprobe ended while this run was going (killed?); what was "
+                        "measured until then is kept",
+                    },
+                )
+                write_json_atomic(d / "meta.json", meta)
+            else:
+                finished.append(meta.get("run_id"))
+        # Killed after its last run had ended, while saving: nothing was cut short.
+        whole = finished == list(manifest.get("runs") or [None])
+        manifest.update(
+            status="complete" if whole else "interrupted",
+            finished=manifest.get("finished") or ended,
+            ended="memprobe ended before finishing this session (killed?); 'memprobe report' finished "
+            "the folder from what was saved",
+        )
+        self.save()
+        consolidate(root)
+        return True
+
+
 class ResultSet:
     """A results folder loaded back: everything the analysis and the report need."""
 
@@ -264,17 +520,18 @@ class ResultSet:
 
     @classmethod
     def load(cls, root: str | Path) -> ResultSet:
-        root = Path(root)
-        manifest_path = root / "manifest.json"
-        if not manifest_path.exists():
-            raise UsageError(f"{root}: not a memprobe results folder (no manifest.json)")
-        manifest = read_json(manifest_path)
-        metas = [read_json(d / "meta.json") for d in run_dirs(root)]
+        """Everything saved in ``root``, opened with :meth:`ResultsFolder.open` (the schema
+        version is checked; older run records are read in the current shape)."""
+        return cls.of(ResultsFolder.open(root))
+
+    @classmethod
+    def of(cls, folder: ResultsFolder) -> ResultSet:
+        root = folder.root
         tables = {t: cls._load_table(root, t) for t in PARQUET_TABLES}
         tables["events"] = pd.concat(
             [_run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()], ignore_index=True
         )
-        return cls(root, manifest, metas, tables)
+        return cls(root, folder.manifest, folder.metas(), tables)
 
     @staticmethod
     def _load_table(root: Path, table: str) -> pd.DataFrame:

@@ -10,6 +10,7 @@ import contextlib
 import errno
 import json
 import os
+import platform
 import select
 import signal
 import subprocess
@@ -18,15 +19,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import memprobe
 from memprobe.child import SUPERVISOR_ENV
 from memprobe.errors import MemprobeError, ResultsWriteError
+from memprobe.limits import mem_total_mb
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
 from memprobe.results import RunWriter
-from memprobe.scenario import RunSpec, mem_total_mb
+from memprobe.scenario import RunSpec
+from memprobe.vocabulary import gil_enabled, is_thread_mode
 
 ProgressCallback = Callable[["RunState"], None]
 # Popen arguments that start a child in a process group of its own: Popen's process_group is
@@ -35,7 +40,6 @@ OWN_PROCESS_GROUP: dict[str, Any] = (
     {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 )
 FINAL_PSS_WAIT_S = 30.0
-THREAD_MODES = ("thread", "torch-thread", "torchdata-thread")
 EXIT_GRACE_S = 10.0
 # The loader process waits at these for a PSS round: growth window start and end (warm, done),
 # and the birth and end of each later generation of workers (epoch_warm, epoch_end).
@@ -115,7 +119,7 @@ class RunState:
     error: dict | None = None
     items: int = 0
     batches: int = 0
-    marks: dict[str, float] = field(default_factory=dict)  # event name -> t (s since start)
+    milestones: dict[str, float] = field(default_factory=dict)  # event -> t it first came (s since start)
     started_wall: float = field(default_factory=time.time)
     elapsed_s: float = 0.0
     exit_code: int | None = None
@@ -130,7 +134,7 @@ class RunState:
             "error": self.error,
             "items": self.items,
             "batches": self.batches,
-            "marks": self.marks,
+            "milestones": self.milestones,
             "started": self.started_wall,
             "elapsed_s": round(self.elapsed_s, 3),
             "exit_code": self.exit_code,
@@ -199,7 +203,7 @@ class _Supervisor:
             interval_s=spec.sampling.interval_s,
             pss_cpu_budget=spec.sampling.pss_cpu_budget,
             pss_min_interval_s=spec.sampling.pss_min_interval_s,
-            threads_of_main=spec.mode in THREAD_MODES,
+            threads_of_main=is_thread_mode(spec.mode),
             enabled=self.sample,
         )
         self.sampler = Sampler(self.proc.pid, self.writer.append, settings, t0=self.t0, pgid=self.proc.pid)
@@ -286,8 +290,8 @@ class _Supervisor:
         name = ev["event"]
         t = round(ev.pop("mono") - self.t0, 4)
         self.writer.append("events", [{"t": t, **{k: v for k, v in ev.items() if k != "traceback"}}])
-        if name not in self.state.marks:
-            self.state.marks[name] = t
+        if name not in self.state.milestones:
+            self.state.milestones[name] = t
         if name == "dataset_built":
             self.state.info = {
                 **(ev.get("info") or {}),
@@ -323,15 +327,7 @@ class _Supervisor:
         self.sampler.stop(final_pss=False)
         self.state.exit_code = self.proc.returncode
         self.state.elapsed_s = time.monotonic() - self.t0
-        self.state.sampler = {
-            "cpu_s": round(self.sampler.cpu_s, 4),
-            "pss_rounds": len(self.sampler.pss_round_costs),
-            "cheap_rounds": len(self.sampler.cheap_round_costs),
-            "pss_round_mean_s": _mean(self.sampler.pss_round_costs),
-            "cheap_round_mean_s": _mean(self.sampler.cheap_round_costs),
-        }
-        if self.sampler.error is not None:
-            self.state.sampler["error"] = repr(self.sampler.error)
+        self.state.sampler = self.sampler.stats(self.state.elapsed_s)
         self._settle_status()
         try:
             self.writer.write_meta(self.state.meta())
@@ -348,7 +344,7 @@ class _Supervisor:
         if self.state.status != "running":
             return
         code = self.proc.returncode
-        if self.state.error is None and code == 0 and "done" in self.state.marks:
+        if self.state.error is None and code == 0 and "done" in self.state.milestones:
             self.state.status = "ok"
             return
         self.state.status = "failed"
@@ -370,10 +366,6 @@ def folder_identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-
-
-def _mean(xs: list[float]) -> float | None:
-    return round(sum(xs) / len(xs), 6) if xs else None
 
 
 def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
@@ -457,11 +449,6 @@ def execute(
 
 def environment() -> dict[str, Any]:
     """The facts a reader needs to interpret the numbers."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
-    import memprobe
-
     try:  # the installed version, without importing torch into the supervisor (seconds)
         torch_version = version("torch")
     except PackageNotFoundError:
@@ -480,7 +467,7 @@ def environment() -> dict[str, Any]:
         "torch": torch_version,
         "python": platform.python_version(),
         "python_build": sys.version,
-        "gil_enabled": _gil_enabled(),
+        "gil_enabled": gil_enabled(),
         "kernel": platform.release(),
         "machine": platform.machine(),
         "cpu_model": cpu,
@@ -488,8 +475,3 @@ def environment() -> dict[str, Any]:
         "mem_total_mb": mem_total_mb(),
         "hostname": platform.node(),
     }
-
-
-def _gil_enabled() -> bool:
-    check = getattr(sys, "_is_gil_enabled", None)
-    return True if check is None else bool(check())

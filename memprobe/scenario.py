@@ -3,6 +3,11 @@
 A scenario names a dataset, the axes to sweep (backends x modes x worker counts) and the loader
 and sampling settings. Every mistake stops before anything runs, with a message that names the
 file, the key, the bad value and what is allowed.
+
+Reading the file safely is :mod:`memprobe.scenario_file`; whether a scenario fits this machine
+is :mod:`memprobe.limits`. What stays here, just over 500 lines, is one thing: the records a
+scenario becomes (Scenario, RunSpec and their sections) next to the rules that check each
+field, so that a field and its rule change together.
 """
 
 from __future__ import annotations
@@ -10,44 +15,22 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import stat
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from memprobe.errors import UsageError
+from memprobe.scenario_file import load_yaml, read_scenario_text, shown
+from memprobe.vocabulary import MODES, SINGLE
 
-# thread: memprobe's ThreadDataLoader. torch-thread: torch's own thread workers, where the
-# installed torch has them (DataLoader(worker_method="thread")). torchdata-thread:
-# torchdata.nodes.ParallelMapper(method="thread"). The last two fail per run, clearly, when absent.
-MODES = ("fork", "spawn", "forkserver", "thread", "torch-thread", "torchdata-thread")
+# MODES (memprobe.vocabulary): torch-thread and torchdata-thread fail per run, clearly, where
+# the installed torch or torchdata lacks them.
 BACKENDS = ("list", "numpy", "arrow")
 DECODERS = ("pillow", "nvimgcodec", "simplejpeg")
 DEVICES = ("auto", "cpu", "gpu")
-SINGLE = "single"  # the mode label of a workers: 0 run (no worker processes or threads)
 VERDICTS = ("flat", "growing")
 
 # -- limits (README "Limits" gives the reasons) -------------------------------------------------
-# A scenario is a few hundred bytes (the largest shipped one is under 3 KB). It is copied into
-# its results folder and its report, so a file, or what its YAML aliases expand to, is refused
-# above this size: a 1.3 KB alias bomb once wrote a 1.1 GB results folder.
-MAX_SCENARIO_CHARS = 1_000_000
-MAX_DEPTH = 50  # nesting levels; a scenario needs 4
-# Workers per run: beyond 8 per CPU a worker only waits for a core (torch warns above 1 per
-# CPU); and each worker process holds its own interpreter with torch imported (177 MB of USS
-# measured for a spawn worker of 2,000 arrow records) or, forked, can copy the whole dataset:
-# 256 MB of memory each.
-WORKERS_PER_CPU = 8
-MB_PER_WORKER = 256
-# Bytes a list-backed record holds (USS measured, 200k records): 646 with 4 floats, 2,986 with
-# 64. The list backend is the largest of the three, and each process worker can end up with a
-# full copy of it (copy-on-access under fork, its own unpickled copy under spawn/forkserver).
-RECORD_BYTES, RECORD_FLOAT_BYTES = 500, 40
-# Encoded JPEG bytes per pixel: 0.22 measured at quality 100 (640x408), 0.07 at quality 90.
-JPEG_BYTES_PER_PIXEL = 0.25
-MEMORY_SHARE = 0.8  # of the machine's memory a scenario may plan to use; the rest is everyone else's
 MAX_SEED = 2**32 - 1  # numpy's generators take no larger seed
 MAX_IMAGE_SIDE = 8192
 # Batches each worker loads ahead (torch's default: 2). Far beyond, a loader holds a good part
@@ -402,19 +385,6 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
     return Scenario(backends=backends, expect=expect, **common, **extra)
 
 
-def shown(value: Any, *, limit: int = 80, quote: bool = True) -> str:
-    """``repr(value)`` (or the text itself), cut to ``limit`` characters: an error message names
-    the bad value without repeating a megabyte of it."""
-    text = repr(value) if quote else str(value)
-    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text):,} characters)"
-
-
-def display_path(path: str | Path) -> str:
-    """``path`` as printable text: bytes that are not UTF-8 (kept by Python as surrogates, which
-    no UTF-8 file or terminal can take) are shown as U+FFFD."""
-    return os.fsencode(path).decode("utf-8", "replace")
-
-
 def _name(check: _Checker, name: Any) -> str:
     """The scenario's name names its results folder: one path component, short and printable."""
     if (
@@ -431,116 +401,6 @@ def _name(check: _Checker, name: Any) -> str:
             "without '/' or '\\' (it names the results folder)",
         )
     return name
-
-
-def load_yaml(text: str, path: str) -> Any:
-    """``yaml.safe_load(text)``, refusing what safe_load lets through: aliases that expand to
-    more than :data:`MAX_SCENARIO_CHARS` (an "alias bomb"), recursive aliases, nesting deeper than
-    :data:`MAX_DEPTH`, and a key given twice in one mapping (safe_load keeps the last silently)."""
-    loader = None
-    try:
-        loader = yaml.SafeLoader(text)  # its reader refuses control characters at once
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_nodes(node, path)
-        return loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        raise UsageError(_yaml_error(path, exc)) from None
-    except RecursionError:
-        raise UsageError(f"{path}: nested too deeply; allowed: at most {MAX_DEPTH} levels") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def _check_nodes(root: yaml.Node, path: str) -> None:
-    sizes: dict[int, int] = {}
-    if isinstance(root, yaml.MappingNode):
-        for key, value in root.value:
-            where = key.value if isinstance(key, yaml.ScalarNode) else "?"
-            if (
-                _expanded(key, path, sizes, set(), 1, where) + _expanded(value, path, sizes, set(), 1, where)
-                > MAX_SCENARIO_CHARS
-            ):
-                raise _too_big(path, f"key '{shown(where, quote=False)}': its")
-    if _expanded(root, path, sizes, set(), 0, "") > MAX_SCENARIO_CHARS:
-        raise _too_big(path, "the")
-
-
-def _too_big(path: str, whose: str) -> UsageError:
-    return UsageError(
-        f"{path}: {whose} aliases expand to more than {MAX_SCENARIO_CHARS:,} characters; allowed: "
-        f"at most {MAX_SCENARIO_CHARS:,} once expanded (a scenario is copied into its results)"
-    )
-
-
-def _expanded(
-    node: yaml.Node, path: str, sizes: dict[int, int], open_: set[int], depth: int, where: str
-) -> int:
-    """Characters ``node`` stands for once every alias in it is expanded (capped just above
-    the limit), computed once per node: an alias repeats a node, it does not copy it."""
-    if id(node) in sizes:
-        return sizes[id(node)]
-    line = node.start_mark.line + 1
-    if id(node) in open_:
-        raise UsageError(
-            f"{path}: line {line}: key '{shown(where, quote=False)}': an alias refers to a node "
-            "that contains it (a recursive alias); allowed: aliases to complete nodes only"
-        )
-    if depth > MAX_DEPTH:
-        raise UsageError(
-            f"{path}: line {line}: nested more than {MAX_DEPTH} levels deep; allowed: at most {MAX_DEPTH}"
-        )
-    open_.add(id(node))
-    if isinstance(node, yaml.ScalarNode):
-        size = len(node.value) + 1
-    elif isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(
-            _expanded(item, path, sizes, open_, depth + 1, f"{where}[{i}]")
-            for i, item in enumerate(node.value)
-        )
-    else:
-        assert isinstance(node, yaml.MappingNode)  # the third and last kind of YAML node
-        _no_duplicate_keys(node, path, where)
-        size = 1
-        for key, value in node.value:
-            name = key.value if isinstance(key, yaml.ScalarNode) else "?"
-            inner = f"{where}.{name}" if where else name
-            size += _expanded(key, path, sizes, open_, depth + 1, inner)
-            size += _expanded(value, path, sizes, open_, depth + 1, inner)
-    open_.discard(id(node))
-    sizes[id(node)] = min(size, MAX_SCENARIO_CHARS + 1)
-    return sizes[id(node)]
-
-
-def _no_duplicate_keys(node: yaml.MappingNode, path: str, where: str) -> None:
-    seen: dict[tuple[str, str], int] = {}
-    for key, _ in node.value:
-        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
-            continue  # '<<' merges another mapping in; its keys may be overridden, by design
-        line = key.start_mark.line + 1
-        if (key.tag, key.value) in seen:
-            full = shown(f"{where}.{key.value}" if where else key.value, quote=False)
-            raise UsageError(
-                f"{path}: line {line}: key '{full}' appears twice in one mapping (first on "
-                f"line {seen[(key.tag, key.value)]}); allowed: each key once (YAML would keep "
-                "the last one silently)"
-            )
-        seen[(key.tag, key.value)] = line
-
-
-def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
-    """'file: line L, column C: not valid YAML: problem' (PyYAML's own text names no file)."""
-    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow, e.g. NUL
-        return (
-            f"{path}: character {exc.position + 1}: not valid YAML: character "
-            f"{shown(chr(exc.character) if isinstance(exc.character, int) else exc.character)} is not allowed"
-        )
-    mark = getattr(exc, "problem_mark", None)
-    where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
-    problem = getattr(exc, "problem", None) or str(exc)
-    return f"{path}:{where} not valid YAML: {problem}"
 
 
 def _workload(check: _Checker, data: dict) -> tuple[str, str]:
@@ -641,173 +501,10 @@ def _expectations(check: _Checker, value: Any, backends: tuple[str, ...]) -> tup
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate the scenario file at ``path``.
-
-    Whatever ``path`` is (a folder, a FIFO, a device, a huge or binary file), the answer is a
-    scenario or a :class:`UsageError` naming it; nothing is read past the size limit and
-    nothing blocks (a FIFO is opened without waiting for a writer)."""
-    p = Path(path)
-    name = display_path(p)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise UsageError(f"{name}: no such scenario file") from None
-    except OSError as exc:
-        raise UsageError(f"{name}: cannot read: {exc.strerror}") from None
-    try:
-        kind = _file_kind(os.fstat(fd).st_mode)
-        if kind:
-            raise UsageError(f"{name}: is {kind}; give a scenario YAML file (e.g. scenarios/quick.yaml)")
-        data = _read_at_most(fd, MAX_SCENARIO_CHARS + 1)
-    except OSError as exc:
-        raise UsageError(f"{name}: cannot read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_SCENARIO_CHARS:
-        raise UsageError(
-            f"{name}: larger than {MAX_SCENARIO_CHARS:,} bytes; allowed: a scenario file of at most "
-            f"{MAX_SCENARIO_CHARS:,} bytes (see README, Limits)"
-        )
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UsageError(
-            f"{name}: not a text file (byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
-            "UTF-8); allowed: a YAML scenario in UTF-8"
-        ) from None
-    return parse_scenario(text, name, base_dir=str(p.resolve().parent))
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks, size = [], 0
-    while size < limit:
-        chunk = os.read(fd, min(1 << 16, limit - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-def _file_kind(mode: int) -> str | None:
-    """What a path that is not a regular file is, in words."""
-    for test, kind in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return kind
-    return None
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What a scenario's runs must fit in: CPUs this process may use and memory it may take."""
-
-    cpus: int
-    memory_mb: int
-
-    @classmethod
-    def here(cls) -> Machine:
-        return cls(cpus=len(os.sched_getaffinity(0)), memory_mb=memory_limit_mb())
-
-    @property
-    def max_workers(self) -> int:
-        return max(1, min(self.cpus * WORKERS_PER_CPU, self.memory_mb // MB_PER_WORKER))
-
-
-def mem_total_mb() -> int:
-    """The machine's memory (MemTotal in /proc/meminfo), in MB; 0 if unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            return next((int(line.split()[1]) // 1024 for line in f if line.startswith("MemTotal:")), 0)
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def memory_limit_mb() -> int:
-    """The machine's memory, or the cgroup's limit where that is lower (a container)."""
-    mb = mem_total_mb()
-    try:
-        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
-            limit = f.read().strip()
-    except OSError:
-        return mb
-    return min(mb or 2**62, int(limit) // 2**20) if limit.isdigit() else mb
-
-
-def check_limits(scenario: Scenario, machine: Machine | None = None, *, lifted: bool = False) -> None:
-    """Refuse a scenario this machine cannot hold, before anything runs (README, Limits).
-
-    Workers and the dataset's memory are checked against ``machine`` unless ``lifted``
-    (``--no-limits``); the batch size against the dataset always: with fewer batches than
-    workers, some worker never delivers one and the growth window never opens."""
-    if not lifted:
-        _check_machine(scenario, machine or Machine.here())
-    _check_batches(scenario)
-
-
-def _check_machine(scenario: Scenario, machine: Machine) -> None:
-    flag = "; --no-limits runs it anyway"
-    most = max(scenario.workers)
-    if most > machine.max_workers:
-        raise UsageError(
-            f"{scenario.path}: key 'workers': got {most}; allowed on this machine: at most "
-            f"{machine.max_workers} ({WORKERS_PER_CPU} per CPU x {machine.cpus} CPUs, and "
-            f"{MB_PER_WORKER} MB per worker of {machine.memory_mb:,} MB){flag}"
-        )
-    need = planned_memory_mb(scenario)
-    budget = machine.memory_mb * MEMORY_SHARE
-    if need is not None and need > budget:
-        key, value = (
-            ("decode.images", scenario.decode.images)
-            if scenario.decode is not None  # set for the decode workload only
-            else ("dataset.records", scenario.dataset.records)
-        )
-        raise UsageError(
-            f"{scenario.path}: key '{key}': got {value:,}; allowed on this machine: a dataset whose "
-            f"copies fit in {budget:,.0f} MB ({MEMORY_SHARE:.0%} of {machine.memory_mb:,} MB): "
-            f"with {most} workers each holding a copy this scenario needs ~{need:,.0f} MB{flag}"
-        )
-
-
-def planned_memory_mb(scenario: Scenario) -> float | None:
-    """Memory the largest run can reach: the dataset in the main process plus a full copy in
-    each worker process, and for decode the decoded batches in flight. None for user datasets,
-    whose size memprobe cannot know before running them."""
-    copies = 1 + max(scenario.workers)
-    if scenario.workload == "records":
-        d = scenario.dataset
-        return d.records * (RECORD_BYTES + RECORD_FLOAT_BYTES * d.floats) * copies / 2**20
-    if scenario.workload == "decode":
-        dec, lo = scenario.decode, scenario.loader
-        assert dec is not None  # parse_scenario sets it for this workload
-        pixels = dec.width * dec.height
-        in_flight = lo.batch_size * pixels * 3 * lo.prefetch_factor * max(*scenario.workers, 1)
-        return (dec.images * pixels * JPEG_BYTES_PER_PIXEL * copies + in_flight) / 2**20
-    return None
-
-
-def _check_batches(scenario: Scenario) -> None:
-    if scenario.workload == "factory":
-        return  # the dataset's length is known only once the factory ran
-    # decode is set for the decode workload only
-    per_epoch = scenario.decode.images if scenario.decode is not None else scenario.dataset.records
-    items = min(per_epoch, scenario.loader.items or per_epoch)
-    most = max(scenario.workers)
-    batch = scenario.loader.batch_size
-    if most > 1 and -(-items // batch) < most:
-        largest = -(-items // (most - 1)) - 1  # the largest batch size that still makes ``most`` batches
-        key = "dataset.records" if scenario.workload == "records" else "decode.images"
-        raise UsageError(
-            f"{scenario.path}: key 'loader.batch_size': got {batch:,} for {items:,} items "
-            f"({key}{' / loader.items' if scenario.loader.items else ''}) and {most} workers; "
-            f"allowed: at most {largest:,}, so that every worker delivers a batch "
-            "(the growth window opens only then)"
-        )
+    """Read and validate the scenario file at ``path``: a scenario, or a :class:`UsageError`
+    naming the file whatever it is (see :func:`memprobe.scenario_file.read_scenario_text`)."""
+    text, name = read_scenario_text(path)
+    return parse_scenario(text, name, base_dir=str(Path(path).resolve().parent))
 
 
 def with_overrides(scenario: Scenario, **changes: Any) -> Scenario:

@@ -316,11 +316,11 @@ class Growth:
         return asdict(self)
 
 
-def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], marks: dict) -> Growth:
+def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones: dict) -> Growth:
     """A process's own growth over its window (see the module doc); ``samples`` may hold only its rows."""
     readings = exact_readings(samples, p.pid)
     by_pid = {q.pid: q for q in procs}
-    base = _baseline(p, readings, samples, procs, marks)
+    base = _baseline(p, readings, samples, procs, milestones)
     window, origin, built, startup = base
     up = owner(p, by_pid) if p.is_worker else None
     empty = Growth(
@@ -441,7 +441,7 @@ Baseline = tuple[pd.DataFrame | None, dict | None, float | None, float | None]
 
 
 def _baseline(
-    p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], marks: dict
+    p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], milestones: dict
 ) -> Baseline:
     """(readings in the window, a synthetic origin or None, built_mb, startup_mb)."""
     if readings.empty:
@@ -456,12 +456,12 @@ def _baseline(
         window = readings[readings["t"] >= t - 1e-9]
         return window, None, None, _first(window["uss_mb"])
     if p.is_parent:
-        return _parent_window(p, readings, samples, procs, marks)
+        return _parent_window(p, readings, samples, procs, milestones)
     return readings, None, None, None
 
 
 def _parent_window(
-    p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], marks: dict
+    p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], milestones: dict
 ) -> Baseline:
     """From just before its first worker started (the pages a fork then shares are still its own
     there) to its last reading while it had workers: after the last one ends, its pages become
@@ -475,7 +475,7 @@ def _parent_window(
         if (q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid)
         or (q.kind == "rank" and q.ppid == p.pid)
     ]
-    since = min(q.start_t for q in mine) if mine else marks.get("first_mark")
+    since = min(q.start_t for q in mine) if mine else milestones.get("first_mark")
     before = readings[readings["t"] < since] if since is not None else readings.iloc[:1]
     window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
     origin = None
@@ -729,10 +729,10 @@ def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
 def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Growth]:
     """The per-process table: every process of the tree, parents first, then per rank."""
     procs = processes(meta, samples)
-    marks = meta.get("marks") or {}
+    milestones = meta.get("milestones") or {}
     # Each process's own rows once: an hour-long job has hundreds of thousands of rows.
     own = dict(tuple(samples.groupby("pid", sort=False))) if not samples.empty else {}
-    rows = [process_growth(p, own.get(p.pid, samples.iloc[0:0]), procs, marks) for p in procs]
+    rows = [process_growth(p, own.get(p.pid, samples.iloc[0:0]), procs, milestones) for p in procs]
     return sorted(with_items(rows, progress), key=_order)
 
 

@@ -22,12 +22,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from memprobe.errors import UsageError
     from memprobe.report.compare import write_compare
-    from memprobe.results import check_run_records
+    from memprobe.results import ResultsFolder, check_run_records
 
     a, b = Path(args.a), Path(args.b)
     for d in (a, b):
-        if not (d / "manifest.json").exists():
-            raise UsageError(f"{d}: not a memprobe results folder (no manifest.json)")
+        ResultsFolder.open(d)  # a results folder, of a schema version this memprobe reads
         check_run_records(d)
     out = Path(args.output) if args.output else b / "compare.html"
     if out.is_dir():

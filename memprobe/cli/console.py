@@ -51,8 +51,8 @@ class TerminalConsole(Console):
         of = f"/{self._target:,}" if self._target else ""
         phase = (
             "loading dataset"
-            if "dataset_built" not in state.marks
-            else ("starting workers" if "first_batch" not in state.marks else "iterating")
+            if "dataset_built" not in state.milestones
+            else ("starting workers" if "first_batch" not in state.milestones else "iterating")
         )
         line = f"{self._prefix}: {state.items:,}{of} items, {state.elapsed_s:5.1f} s, {phase}"
         if self.live:

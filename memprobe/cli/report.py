@@ -13,7 +13,9 @@ EPILOG = """example:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("results", help="a results folder written by 'memprobe run'")
+    p.add_argument(
+        "results", help="a results folder written by 'memprobe run', 'record', 'watch' or profile()"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -23,32 +25,31 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import say, summary_table
     from memprobe.errors import UsageError
     from memprobe.report import write_report
-    from memprobe.results import ResultSet, check_run_records, consolidate, unconsolidated
-    from memprobe.session import finish_abandoned, write_summary, writer_alive
+    from memprobe.results import ResultsFolder, check_run_records, consolidate, unconsolidated, writer_alive
 
     root = Path(args.results)
     if not root.is_dir():
         raise UsageError(f"{root}: no such results folder")
-    results = ResultSet.load(root)
+    folder = ResultsFolder.open(root)
+    results = folder.load()
     check_run_records(root)
-    status = results.manifest.get("status")
-    if status == "running" and writer_alive(results.manifest):
+    if folder.manifest.get("status") == "running" and writer_alive(folder.manifest):
         # Its rows are still being written: read them, move nothing.
         say(
-            f"memprobe: {root} is still being written by memprobe (pid {results.manifest['writer']['pid']}): "
+            f"memprobe: {root} is still being written by memprobe (pid {folder.manifest['writer']['pid']}): "
             "this report shows what was saved so far",
             sys.stderr,
         )
-    elif finish_abandoned(root, results.manifest):
+    elif folder.finish_abandoned():
         say(
             f"memprobe: the memprobe that wrote {root} ended before finishing (killed?): marked interrupted",
             sys.stderr,
         )
-        results = ResultSet.load(root)
+        results = folder.load()
     elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
         consolidate(root)
     summaries = summarize_all(results)
-    write_summary(root, results.manifest, summaries)
+    folder.write_summary(summaries)
     say(summary_table(summaries))
     say(f"\nreport: {write_report(root)}")
     return 0

@@ -154,7 +154,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.scenario import check_limits, with_overrides
+    from memprobe.limits import check_limits
+    from memprobe.scenario import with_overrides
 
     scenario = _scenario(args)
     _preflight(scenario)
@@ -168,7 +169,8 @@ def main(args: argparse.Namespace) -> int:
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.
     from memprobe.cli.console import TerminalConsole, say, summary_table
-    from memprobe.session import EXIT_FAILED, default_out_dir, make_output, run_scenario
+    from memprobe.results import default_out_dir, make_output
+    from memprobe.session import EXIT_FAILED, run_scenario
 
     if args.output:
         out = Path(args.output)
@@ -177,7 +179,7 @@ def main(args: argparse.Namespace) -> int:
         except UsageError as exc:
             raise UsageError(f"-o {exc}") from None
     else:
-        out = default_out_dir(scenario)
+        out = default_out_dir(scenario.name)
     runs = scenario.runs()
     say(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", sys.stderr)
     result = run_scenario(

@@ -25,6 +25,7 @@ import numpy as np
 
 from memprobe.decode import _nvimgcodec
 from memprobe.decode._nvimgcodec import gpu_unavailable_reason
+from memprobe.vocabulary import FORK, MAIN, PROCESS_MODES, SINGLE, THREAD, THREAD_MODES
 
 __all__ = [
     "DECODER_NAMES",
@@ -42,16 +43,16 @@ __all__ = [
 
 DECODER_NAMES: tuple[str, ...] = ("pillow", "nvimgcodec", "simplejpeg")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "gpu")
-# DataLoader worker start modes the runner may ask about; "main" = num_workers=0.
-MODES: tuple[str, ...] = ("main", "fork", "spawn", "forkserver", "thread")
+# DataLoader worker start modes the runner may ask about; "main" = num_workers=0. Every thread
+# mode decodes as threads of one process do.
+MODES: tuple[str, ...] = (MAIN, *PROCESS_MODES, THREAD)
 _MODE_ALIASES = {
-    "threads": "thread",
-    "threading": "thread",
-    "none": "main",
-    "sync": "main",
-    "torch-thread": "thread",
-    "torchdata-thread": "thread",
-    "single": "main",
+    "threads": THREAD,
+    "threading": THREAD,
+    "none": MAIN,
+    "sync": MAIN,
+    SINGLE: MAIN,
+    **dict.fromkeys(THREAD_MODES, THREAD),
 }
 
 Encoded = bytes | bytearray | memoryview | np.ndarray
@@ -300,7 +301,7 @@ def check_mode_supported(decoder_name: str, backend: str, mode: str) -> str | No
     if is_gpu and decoder_name != "nvimgcodec":
         return f"decoder {decoder_name!r} has no GPU backend (got backend {backend!r})"
     # Structural limits first: they hold whatever hardware this machine has.
-    if is_gpu and m == "fork":
+    if is_gpu and m == FORK:
         return (
             f"{backend} cannot run in fork-started DataLoader workers: CUDA cannot be used in a "
             "forked child once the parent process has initialised it (nvImageCodec then fails "

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.ipc as ipc
 
 __all__ = [
     "PHOTO_NAMES",
@@ -239,10 +241,6 @@ def cached_jpeg_table(
     buffer as a freshly generated one; only the generation time (seconds per run) is saved.
     ``cache_dir`` defaults to ``$XDG_CACHE_HOME/memprobe`` (``~/.cache/memprobe``).
     """
-    import os
-
-    import pyarrow.ipc as ipc
-
     base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memprobe"
     path = base / f"jpegs-v1-{count}-{width}x{height}-q{quality}-{subsampling.replace(':', '')}-s{seed}.arrow"
     if path.exists():

@@ -1,4 +1,4 @@
-"""Two more thread-based loaders, registered in ``EXTRA_MODES`` under their scenario mode names.
+"""Two more thread-based loaders, listed in ``memprobe.loaders.EXTRA_MODES`` under their scenario mode names.
 
 ``torch-thread``
     torch's own thread workers: ``DataLoader(..., worker_method="thread")``. They exist only on
@@ -35,6 +35,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import weakref
 from collections.abc import Callable, Iterator
@@ -53,10 +54,21 @@ TORCHDATA_HINT = "pip install 'torchdata>=0.10' (torchdata.nodes; e.g. pip insta
 # -- torch-thread ------------------------------------------------------------------------------
 
 
+def torch_native_thread_workers_available() -> bool:
+    """Return True if the installed torch DataLoader takes ``worker_method``.
+
+    Native thread workers exist only on torch's development branch; this inspects the signature
+    rather than trusting a version number.
+    """
+    try:
+        params = inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+    return "worker_method" in params
+
+
 def torch_thread_missing_reason() -> str | None:
     """None when the installed torch's DataLoader takes ``worker_method``, else why not."""
-    from memprobe.loaders.thread import torch_native_thread_workers_available
-
     if torch_native_thread_workers_available():
         return None
     return (
@@ -273,18 +285,3 @@ def build_torchdata_thread(
         generator=generator,
         collate_fn=collate_fn,
     )
-
-
-def register(modes: dict[str, Any]) -> None:
-    """Add both builders to ``modes`` (``memprobe.loaders.EXTRA_MODES``)."""
-    modes.setdefault("torch-thread", build_torch_thread)
-    modes.setdefault("torchdata-thread", build_torchdata_thread)
-
-
-def _register() -> None:
-    from memprobe.loaders import EXTRA_MODES
-
-    register(EXTRA_MODES)
-
-
-_register()

@@ -5,10 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprobe.probe import procfs
+from memprobe.vocabulary import (
+    FORKSERVER,
+    MAIN,
+    OTHER,
+    RESOURCE_TRACKER,
+    SPAWN_STARTING,
+    WORKER_STARTING,
+    is_helper,
+    worker_role,
+)
 
 TORCH_WORKER_COMM = "pt_data_worker"
-MAIN = "main"
-STARTING = "worker (starting)"  # a forkserver child not yet renamed by torch
 
 
 @dataclass(frozen=True)
@@ -22,7 +30,7 @@ class Role:
 
     @property
     def is_helper(self) -> bool:
-        return self.name in ("forkserver", "resource tracker")
+        return is_helper(self.name)
 
 
 class RoleBook:
@@ -48,30 +56,30 @@ class RoleBook:
         if pid == self.main_pid:
             return Role(MAIN)
         if pid in self._explicit:
-            return Role(f"worker {self._explicit[pid]}", self._explicit[pid])
+            return Role(worker_role(self._explicit[pid]), self._explicit[pid])
         # comm before any remembered role: a worker sampled before torch renamed it is one now.
         if comm == TORCH_WORKER_COMM:
             index = self._provisional.setdefault(pid, len(self._provisional))
-            return Role(f"worker {index}", index)
+            return Role(worker_role(index), index)
         if pid in self._fixed:
             return self._fixed[pid]
-        if ppid is not None and self._fixed.get(ppid, Role("")).name == "forkserver":
+        if ppid is not None and self._fixed.get(ppid, Role("")).name == FORKSERVER:
             # Forked by the forkserver, not yet renamed: it inherited the server's cmdline.
-            return Role(STARTING)
+            return Role(WORKER_STARTING)
         return self._classify_by_cmdline(pid)
 
     def _classify_by_cmdline(self, pid: int) -> Role:
         cmd = " ".join(procfs.read_cmdline(pid))
         if "multiprocessing.resource_tracker" in cmd:
-            role = Role("resource tracker")
+            role = Role(RESOURCE_TRACKER)
         elif "multiprocessing.forkserver" in cmd:
-            role = Role("forkserver")
+            role = Role(FORKSERVER)
         elif "multiprocessing.spawn" in cmd or "--multiprocessing-fork" in cmd:
             # A spawn worker before torch renames it; re-resolved on every tick.
-            return Role("spawn (starting)")
+            return Role(SPAWN_STARTING)
         else:
             # Not remembered: a helper sampled between fork and exec still shows its parent's
             # cmdline, and gets its real role once it has exec'd.
-            return Role("other")
+            return Role(OTHER)
         self._fixed[pid] = role  # helpers keep their role: they exec once and stay
         return role

@@ -137,6 +137,23 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
 
+    def stats(self, elapsed_s: float) -> dict[str, object]:
+        """What sampling cost, for the run's meta.json: CPU seconds (both tiers) and their share
+        of one core over ``elapsed_s``, rounds per tier and their mean cost, the error that
+        stopped it (if one did). The one place these are computed, for every kind of run."""
+        pss, cheap = self.pss_round_costs, self.cheap_round_costs
+        out: dict[str, object] = {
+            "cpu_s": round(self.cpu_s, 4),
+            "cpu_share": round(self.cpu_s / max(elapsed_s, 1e-3), 5),
+            "pss_rounds": len(pss),
+            "cheap_rounds": len(cheap),
+            "pss_round_mean_s": round(sum(pss) / len(pss), 6) if pss else None,
+            "cheap_round_mean_s": round(sum(cheap) / len(cheap), 6) if cheap else None,
+        }
+        if self.error is not None:
+            out["error"] = repr(self.error)
+        return out
+
     def request_pss(self, *, wait_s: float = 0.0) -> bool:
         """Ask for a PSS round at the next tick; optionally wait for it to finish."""
         if not self.settings.enabled:

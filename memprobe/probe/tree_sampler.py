@@ -266,6 +266,14 @@ class TreeSampler(Sampler):
         with self._lock:
             return [asdict(p) for p in sorted(self.processes.values(), key=lambda p: (p.first_t, p.pid))]
 
+    def stats(self, elapsed_s: float) -> dict[str, object]:
+        """The base sampler's statistics, with the exact readings taken and the estimate's error."""
+        return {
+            **super().stats(elapsed_s),
+            "exact_readings": self.exact_readings,
+            "estimate_error": self.estimate_error(),
+        }
+
     def estimate_error(self) -> dict:
         """The estimate against the exact reading that replaced it (percent of that reading),
         over the intervals without a change of structure; those with one (a fork, a sharer's

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.analysis import RunSummary, summarize_all
-from memprobe.report import content, figures
+from memprobe.report import across, content
 from memprobe.report import format as fmt
+from memprobe.report.chart import SERIES_COLORS, styles
 from memprobe.report.render import environment, plotly_js, scenario_text, script_json
 from memprobe.results import ResultSet, write_text_atomic
 
@@ -151,9 +152,7 @@ def compare_chart(
 ) -> dict | None:
     """Total PSS over items fetched: A dashed, B solid, one colour per matched key (every run
     when nothing matched)."""
-    colors = figures.styles(
-        [content.run_label(s) for s in [*(p.b for p in pairs), *only_a, *only_b]], figures.SERIES_COLORS
-    )
+    colors = styles([content.run_label(s) for s in [*(p.b for p in pairs), *only_a, *only_b]], SERIES_COLORS)
     lines = []
     sides = (
         (("A", ra, [p.a for p in pairs], "dash"), ("B", rb, [p.b for p in pairs], "solid"))
@@ -164,7 +163,7 @@ def compare_chart(
         for s in runs:
             label = content.run_label(s)
             lines.append(
-                figures.RunLine(
+                across.RunLine(
                     f"{side} · {label}",
                     results.run_table("samples", s.run_id),
                     results.run_table("progress", s.run_id),
@@ -174,7 +173,7 @@ def compare_chart(
                 )
             )
     title = f"Total PSS over items fetched: A ({names[0]}) dashed, B ({names[1]}) solid"
-    return figures.chart_runs_pss("c-compare", title, lines)
+    return across.chart_runs_pss("c-compare", title, lines)
 
 
 def context(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict[str, Any]:

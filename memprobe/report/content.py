@@ -4,41 +4,11 @@ advice and the environment. Pure functions; no HTML here (the templates escape e
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from memprobe.analysis import RunSummary, item_noun
 from memprobe.report import format as fmt
-
-PROCESS_MODES = ("fork", "spawn", "forkserver")
-# What each storage backend does about the copy; unknown backends get a generic sentence.
-BACKEND_FIXES = {
-    "numpy": "Hold the records in numpy arrays (a few large buffers, no Python object per record): "
-    "workers read them without writing reference counts into the pages, so the pages stay shared.",
-    "arrow": "Hold the records in Arrow buffers (a pyarrow Table): columnar buffers with no Python object "
-    "per record, so forked workers read them without copying.",
-}
-MODE_FIXES = {
-    "thread": "Use threads instead of worker processes: one address space, nothing to copy. Check items/s: "
-    "threads only keep up when the per-item work releases the GIL (or on a free-threaded Python).",
-}
-SPAWN_FIX = (
-    "Start workers with spawn or forkserver: the dataset is pickled into each worker at start-up, so "
-    "nothing grows while iterating, but every worker pays for its own copy up front. To avoid that, put "
-    "the data in shared memory (multiprocessing.shared_memory, a memory-mapped file, or torch tensors "
-    "moved with share_memory_()) so that all workers map the same pages."
-)
-GENERIC_FIXES = (
-    ("numpy/arrow", "Hold records in numpy or Arrow buffers instead of a list of Python objects."),
-    (
-        "one buffer",
-        (
-            "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
-            "plus an offsets array) and decode per item: one object for the GC and refcounts to touch."
-        ),
-    ),
-    ("threads", "Use threads instead of worker processes (mode: thread)."),
-    ("spawn + shared memory", "Use spawn with the data in shared memory, so workers map one copy."),
-)
+from memprobe.vocabulary import FORK, THREAD, has_worker_processes
 
 
 def slug(text: str) -> str:
@@ -63,7 +33,7 @@ def badge_text(s: RunSummary) -> str:
 
 
 def process_workers(s: RunSummary) -> bool:
-    return s.mode in PROCESS_MODES and s.workers > 0
+    return has_worker_processes(s.mode, s.workers)
 
 
 # The decoder backend that ran, as recorded by the decode workload ("nvimgcodec-cpu"), by its suffix.
@@ -200,7 +170,7 @@ def short_label(s: RunSummary) -> str:
 def run_label(s: RunSummary) -> str:
     if s.workers == 0:
         return f"{short_label(s)} (no workers)"
-    unit = "thread" if s.mode == "thread" else "worker"
+    unit = "thread" if s.mode == THREAD else "worker"
     return f"{short_label(s)} ({s.workers} {unit}{'s' if s.workers != 1 else ''})"
 
 
@@ -218,7 +188,7 @@ def gc_copy_likely(s: RunSummary) -> bool:
     """A flat fork run whose workers still grew noticeably: the one-off copy of the interpreter's
     own objects when Python's cyclic GC first walks them (gc.freeze() avoids it)."""
     g = s.worker_uss_growth_mb
-    return s.verdict == "flat" and s.mode == "fork" and g is not None and g >= 10
+    return s.verdict == "flat" and s.mode == FORK and g is not None and g >= 10
 
 
 def headline(s: RunSummary, meta: dict) -> str:
@@ -257,7 +227,7 @@ def _workers_sentence(s: RunSummary, meta: dict) -> str:
     if s.verdict == "growing":
         cause = (
             "a private copy of the data it read (copy-on-access)"
-            if s.mode == "fork"
+            if s.mode == FORK
             else "private memory that grows with every item read"
         )
         most = (
@@ -279,7 +249,7 @@ def upfront_copy(s: RunSummary) -> bool:
     """A spawn/forkserver run whose workers each unpickled their own copy before iterating: flat,
     yet costly (its matrix cell says so, next to the green)."""
     start = s.worker_uss_start_mb
-    return process_workers(s) and s.mode != "fork" and start is not None and start > s.growth_threshold_mb
+    return process_workers(s) and s.mode != FORK and start is not None and start > s.growth_threshold_mb
 
 
 def overview(summaries: list[RunSummary]) -> str:
@@ -383,82 +353,6 @@ def matrices(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Matri
     return out
 
 
-# -- advice --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Demo:
-    """A flat run that shows a fix working, and what it costs compared with the growing run."""
-
-    run: RunSummary
-    anchor: str
-    caveat: str | None = None
-
-
-@dataclass(frozen=True)
-class Fix:
-    text: str
-    demos: list[Demo]
-
-
-@dataclass(frozen=True)
-class Advice:
-    run: RunSummary
-    anchor: str
-    fixes: list[Fix] = field(default_factory=list)
-    untried: list[str] = field(default_factory=list)
-
-
-def _fix_text(g: RunSummary, s: RunSummary) -> str:
-    if s.backend != g.backend:
-        return BACKEND_FIXES.get(s.backend, f"Switch the backend from '{g.backend}' to '{s.backend}'.")
-    if s.mode in MODE_FIXES:
-        return MODE_FIXES[s.mode]
-    if s.mode in ("spawn", "forkserver"):
-        return SPAWN_FIX
-    return f"Use mode '{s.mode}' instead of '{g.mode}'."
-
-
-def _caveat(g: RunSummary, s: RunSummary) -> str | None:
-    if (s.total_pss_peak_mb or 0) > (g.total_pss_peak_mb or float("inf")):
-        return (
-            f"its peak total PSS ({fmt.mb(s.total_pss_peak_mb)}) is higher than this run's "
-            f"({fmt.mb(g.total_pss_peak_mb)}): the copy is made up front instead"
-        )
-    if s.items_per_s and g.items_per_s and s.items_per_s < 0.7 * g.items_per_s:
-        return f"slower here: {fmt.rate(s.items_per_s, noun(s))} against {fmt.rate(g.items_per_s, noun(g))}"
-    return None
-
-
-def advice(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Advice]:
-    """For each growing run, the fixes a flat run in the same folder demonstrates (one change away:
-    another backend with the same mode, or another mode with the same backend), cheapest first."""
-    out = []
-    for g in (s for s in summaries if s.verdict == "growing"):
-        flat = [
-            s
-            for s in summaries
-            if s.verdict == "flat"
-            and s.status == "ok"
-            and s.workers == g.workers
-            and (s.backend == g.backend) != (s.mode == g.mode)
-        ]
-        flat.sort(
-            key=lambda s: (_caveat(g, s) is not None, s.total_pss_peak_mb is None, s.total_pss_peak_mb or 0)
-        )
-        fixes: dict[str, list[Demo]] = {}
-        for s in flat:
-            fixes.setdefault(_fix_text(g, s), []).append(Demo(s, anchors[s.run_id], _caveat(g, s)))
-        shown = {s.backend for s in flat} | {s.mode for s in flat}
-        untried = [text for key, text in GENERIC_FIXES if not _demonstrated(key, shown)]
-        out.append(Advice(g, anchors[g.run_id], [Fix(t, d) for t, d in fixes.items()], untried))
-    return out
-
-
-def _demonstrated(key: str, shown: set[str]) -> bool:
-    return {"numpy/arrow": bool({"numpy", "arrow"} & shown), "threads": "thread" in shown}.get(key, False)
-
-
 # -- throughput bars ---------------------------------------------------------------------------
 
 
@@ -468,7 +362,7 @@ def _workers_text(runs: list[RunSummary]) -> str:
     if counts == [0]:
         return "no workers"
     nums = str(counts[0]) if len(counts) == 1 else f"{', '.join(map(str, counts[:-1]))} and {counts[-1]}"
-    unit = "thread" if all(s.mode == "thread" for s in runs) else "worker"
+    unit = "thread" if all(s.mode == THREAD for s in runs) else "worker"
     return f"{nums} {unit}{'s' if counts != [1] else ''}"
 
 

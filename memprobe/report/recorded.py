@@ -341,13 +341,15 @@ def memory_charts(
     samples: pd.DataFrame, progress: pd.DataFrame, clock: figures.Clock, max_points: int, items: bool
 ) -> list[dict]:
     """Total PSS stacked by process, sum of RSS next to it, and items/s where the job counted items."""
-    marks = figures.Marks({})
+    milestones = figures.Milestones({})
     charts = [
-        figures.chart_pss_by_role("mem-pss", samples, clock, marks, max_points=max_points),
-        figures.chart_rss_vs_pss("mem-rss", samples, clock, marks, max_points=max_points),
+        figures.chart_pss_by_role("mem-pss", samples, clock, milestones, max_points=max_points),
+        figures.chart_rss_vs_pss("mem-rss", samples, clock, milestones, max_points=max_points),
     ]
     if items:
-        charts.append(figures.chart_items_rate("mem-rate", progress, clock, marks, max_points=max_points))
+        charts.append(
+            figures.chart_items_rate("mem-rate", progress, clock, milestones, max_points=max_points)
+        )
     drawn = [c for c in charts if c is not None and figures.has_a_line(c)]
     return drawn if items else [figures.time_only(c) for c in drawn]
 

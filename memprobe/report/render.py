@@ -7,20 +7,20 @@ tables come from ``content``, charts from ``figures``; the jinja templates only 
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
 
 from memprobe.analysis import RunSummary, summarize_all, window_bounds
-from memprobe.report import content, figures
+from memprobe.report import across, advice, content, figures, recorded
 from memprobe.report import format as fmt
+from memprobe.report.chart import DASHES, MAX_POINTS, SERIES_COLORS, name_items_axis, styles
+from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet, write_text_atomic
+from memprobe.vocabulary import THREAD_NAME_PREFIX
 
 
 @dataclass(frozen=True)
@@ -58,29 +58,9 @@ def environment() -> jinja2.Environment:
         upfront_copy=content.upfront_copy,
         rate_text=content.rate_text,
         cost_text=content.cost_text,
+        thread_name_prefix=THREAD_NAME_PREFIX,
     )
     return env
-
-
-@lru_cache(maxsize=1)
-def plotly_js() -> Markup:
-    from plotly.offline import get_plotlyjs
-
-    return Markup(re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE))
-
-
-def script_json(data: Any) -> Markup:
-    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a comment."""
-    text = json.dumps(data, allow_nan=False, separators=(",", ":"))
-    for raw, esc in (
-        ("<", "\\u003c"),
-        (">", "\\u003e"),
-        ("&", "\\u0026"),
-        ("\u2028", "\\u2028"),
-        ("\u2029", "\\u2029"),
-    ):
-        text = text.replace(raw, esc)
-    return Markup(text)
 
 
 def anchors(summaries: list[RunSummary]) -> dict[str, str]:
@@ -93,14 +73,14 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
     views = []
     for i, (meta, s) in enumerate(zip(results.metas, summaries, strict=True)):
         samples = results.run_table("samples", s.run_id)
-        marks = meta.get("marks") or {}
-        start, end = window_bounds(samples, marks) if not samples.empty else (None, None)
+        milestones = meta.get("milestones") or {}
+        start, end = window_bounds(samples, milestones) if not samples.empty else (None, None)
         charts = figures.run_charts(
             f"c{i}",
             samples,
             results.run_table("progress", s.run_id),
             results.run_table("system", s.run_id),
-            figures.Marks(marks, (start, end) if start is not None and end is not None else None),
+            figures.Milestones(milestones, (start, end) if start is not None and end is not None else None),
             max_points=max_points,
             threads=results.run_table("threads", s.run_id),
             decode=figures.DecodeInfo.from_meta(meta),
@@ -126,10 +106,10 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
 
 
 def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: int) -> dict | None:
-    colors = figures.styles([s.backend for s in summaries], figures.SERIES_COLORS)
-    dashes = figures.styles([s.mode for s in summaries], figures.DASHES)
+    colors = styles([s.backend for s in summaries], SERIES_COLORS)
+    dashes = styles([s.mode for s in summaries], DASHES)
     lines = [
-        figures.RunLine(
+        across.RunLine(
             content.run_label(s),
             results.run_table("samples", s.run_id),
             results.run_table("progress", s.run_id),
@@ -138,10 +118,10 @@ def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: 
         )
         for s in summaries
     ]
-    chart = figures.chart_runs_pss(
+    chart = across.chart_runs_pss(
         "c-all", f"Every run's total PSS over {page_noun(summaries)} fetched", lines, max_points=max_points
     )
-    return figures.name_items_axis([chart], page_noun(summaries))[0] if chart is not None else None
+    return name_items_axis([chart], page_noun(summaries))[0] if chart is not None else None
 
 
 def page_noun(summaries: list[RunSummary]) -> str:
@@ -173,7 +153,7 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
     unit = f"{page_noun(summaries)}/s"
     by = "decoder" if unit == "images/s" else "backend"
     charts = [
-        figures.chart_bars(
+        across.chart_bars(
             "c-bars-rate",
             f"Throughput ({unit}) per {by}, mode and worker count",
             rows,
@@ -182,7 +162,7 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
             "%{y:,.0f} " + unit + " (%{customdata})",
             xtitle=by,
         ),
-        figures.chart_bars(
+        across.chart_bars(
             "c-bars-pss",
             f"Peak total PSS per {by}, mode and worker count",
             rows,
@@ -217,7 +197,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "overview": content.overview(summaries),
         "banner": content.banner(manifest, summaries),
         "matrices": content.matrices(summaries, ids),
-        "advice": content.advice(summaries, ids),
+        "advice": advice.advice(summaries, ids),
         "nothing_to_fix": content.nothing_to_fix(summaries),
         "overview_chart": overview_chart,
         "bar_charts": bars,
@@ -246,11 +226,9 @@ def _duration(manifest: dict) -> float | None:
     return end - start if fmt.is_num(start) and fmt.is_num(end) else None
 
 
-def render(results: ResultSet, *, max_points: int = figures.MAX_POINTS) -> str:
+def render(results: ResultSet, *, max_points: int = MAX_POINTS) -> str:
     """The report page for loaded results, as one HTML string: a recorded job (record / watch)
     gets its own page."""
-    from memprobe.report import recorded
-
     if recorded.is_recorded(results):
         return environment().get_template("record.html").render(**recorded.context(results, max_points))
     return environment().get_template("report.html").render(**context(results, max_points))

@@ -89,6 +89,12 @@ def test_partial(memprobe):
     result.assert_ok()
     meta = __import__("json").loads((result.results_dir / "runs" / result.summary.run_id / "meta.json").read_text())
     assert meta["spec"]["factory"]["kwargs"] == {"n": 20_000, "floats": 2}
+    # The same manifest as every results folder, and a summary: `memprobe report` renders it later.
+    manifest = __import__("json").loads((result.results_dir / "manifest.json").read_text())
+    assert manifest["kind"] == "profile" and manifest["status"] == "complete"
+    assert manifest["finished"] >= manifest["started"] and "build_numpy" in manifest["description"]
+    assert manifest["environment"]["cpu_count"] >= 1
+    assert (result.results_dir / "summary.json").exists()
 """
     )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)

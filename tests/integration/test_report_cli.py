@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memprobe.results import SCHEMA_VERSION
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -29,6 +31,7 @@ def results_folder(path: Path, scenario: str) -> Path:
     (path / "manifest.json").write_text(
         json.dumps(
             {
+                "schema_version": SCHEMA_VERSION,
                 "scenario": scenario,
                 "status": "complete",
                 "runs": [],

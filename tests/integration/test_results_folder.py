@@ -63,6 +63,7 @@ def test_load_a_folder_whose_runs_were_never_consolidated(tmp_path: Path) -> Non
 
     rs = ResultSet.load(tmp_path)
     assert [m["run_id"] for m in rs.metas] == [spec.run_id] and rs.metas[0]["status"] == "ok"
+    assert {"warm", "done"} <= set(rs.metas[0]["milestones"]) and "marks" not in rs.metas[0]
     samples = rs.run_table("samples", spec.run_id)
     assert len(samples) > 5 and (samples["t"] < 99).all()
     assert set(samples["role"]) >= {"main"}
@@ -104,6 +105,7 @@ def test_summary_json_has_one_entry_per_run_with_the_documented_fields(small_res
 def test_manifest_describes_the_session(small_results) -> None:
     manifest = json.loads((small_results.root / "manifest.json").read_text())
     assert manifest["schema_version"] == SCHEMA_VERSION and manifest["status"] == "complete"
+    assert manifest["kind"] == "scenario" and manifest["description"]
     assert manifest["finished"] >= manifest["started"]
     env = manifest["environment"]
     assert env["cpu_count"] >= 1 and env["torch"] and env["python"]

@@ -38,8 +38,8 @@ PSS_FIELDS = ("pss_mb", "uss_mb", "pss_anon_mb", "shared_clean_mb", "private_dir
 CHEAP_FIELDS = ("rss_mb", "cpu_s", "minflt", "threads")
 
 
-def s_marks(shared, run_id: str) -> dict:
-    return shared.meta(run_id)["marks"]
+def s_milestones(shared, run_id: str) -> dict:
+    return shared.meta(run_id)["milestones"]
 
 
 def _workers(samples: pd.DataFrame) -> pd.DataFrame:
@@ -97,7 +97,7 @@ def test_thread_mode_runs_in_one_process(small_results) -> None:
     # One copy of the list, read in place: the process's own (dirty) memory stays flat
     # (measured -3.5 MB). Its USS is not asserted here: see test_analysis.py's xfail about
     # Private_Clean pages (USS +56 MB once, with private dirty -3.5 MB and RSS flat).
-    warm = s_marks(small_results, "list-thread-w2")["warm"]
+    warm = s_milestones(small_results, "list-thread-w2")["warm"]
     pss = samples[(samples["tier"] == "pss") & (samples["role"] == "main") & (samples["t"] >= warm)]
     dirty = pss.sort_values("t")["private_dirty_mb"]
     assert len(dirty) >= 2 and abs(dirty.iloc[-1] - dirty.iloc[0]) < 20
@@ -178,7 +178,7 @@ def test_roles_of_process_runs(small_results, run_id: str) -> None:
     assert len(workers) == 2
     # From the warm point on (the loader has named its workers), every row is exact. Before it,
     # see test_worker_roles_before_the_loader_names_them.
-    late = samples[samples["t"] >= small_results.meta(run_id)["marks"]["warm"]]
+    late = samples[samples["t"] >= small_results.meta(run_id)["milestones"]["warm"]]
     for index, pid in enumerate(workers):
         rows = late[late["pid"] == pid]
         assert len(rows) and set(rows["role"]) == {f"worker {index}"} and set(rows["worker"]) == {index}
@@ -233,7 +233,7 @@ class KillMainProcess(Console):
         self.killed: int | None = None
 
     def run_progress(self, state) -> None:
-        if state.spec.run_id != KILL_MAIN or self.killed or "warm" not in state.marks:
+        if state.spec.run_id != KILL_MAIN or self.killed or "warm" not in state.milestones:
             return
         events = [
             json.loads(x) for x in (self.out / "runs" / KILL_MAIN / "events.jsonl").read_text().splitlines()
@@ -326,7 +326,7 @@ def test_a_hang_times_out_and_keeps_its_samples(faults) -> None:
     assert meta["status"] == "timeout"
     assert f"timeout_s={HANG_TIMEOUT_S}" in meta["error"]["message"]
     assert HANG_TIMEOUT_S - 0.5 < meta["elapsed_s"] < HANG_TIMEOUT_S + 25
-    assert "warm" in meta["marks"]  # it hung while iterating, not while starting
+    assert "warm" in meta["milestones"]  # it hung while iterating, not while starting
     samples = faults["results"].run_table("samples", "forkserver-hang")
     assert {"main", "forkserver"} <= set(samples["role"])
     assert faults["summaries"]["forkserver-hang"].status == "timeout"
@@ -359,7 +359,7 @@ def test_forkserver_roles_once_iterating(faults) -> None:
         samples = faults["results"].run_table("samples", run_id)
         workers = _epoch_workers(faults["results"], run_id)
         assert len(workers) == 2
-        late = samples[samples["t"] >= _meta(faults, run_id)["marks"]["warm"]]
+        late = samples[samples["t"] >= _meta(faults, run_id)["milestones"]["warm"]]
         for index, pid in enumerate(workers):
             assert set(late.loc[late["pid"] == pid, "role"]) == {f"worker {index}"}
         assert set(samples.loc[samples["role"] == "main", "pid"]) == {_main_pid(faults["results"], run_id)}
@@ -440,7 +440,7 @@ def test_each_generation_of_workers_is_measured_from_its_start_to_its_end(tmp_pa
     from memprobe.analysis import per_process_growth, window_bounds
 
     samples = rs.run_table("samples", summary.run_id)
-    start, end = window_bounds(samples, rs.metas[0]["marks"])
+    start, end = window_bounds(samples, rs.metas[0]["milestones"])
     growth = per_process_growth(samples, start, end)
     workers = growth[growth["worker"] >= 0]
     assert len(workers) == 4 and (workers["samples"] >= 2).all()

@@ -23,7 +23,7 @@ def test_mangled_scenarios_get_a_usage_error_or_a_valid_scenario() -> None:
     parser) before this was fixed."""
     import random
 
-    from memprobe.scenario import Machine, check_limits
+    from memprobe.limits import Machine, check_limits
 
     texts = [p.read_text() for p in sorted((REPO / "scenarios").glob("*.yaml"))]
     tokens = [

@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from memprobe.analysis import per_item_costs, per_process_growth, pss_rounds, rss_totals, summarize
+from memprobe.analysis import per_item_costs, per_process_growth, pss_rounds, summarize
+from memprobe.series import sum_rss
 
 MAIN, W0, W1, TRACKER = 100, 201, 202, 300
 
@@ -69,7 +70,7 @@ def _progress() -> pd.DataFrame:
     )
 
 
-def _meta(mode="fork", workers=2, expect=None, status="ok", error=None, marks=None, threshold=50.0):
+def _meta(mode="fork", workers=2, expect=None, status="ok", error=None, milestones=None, threshold=50.0):
     spec = {
         "run_id": f"list-{mode}-w{workers}",
         "backend": "list",
@@ -90,9 +91,9 @@ def _meta(mode="fork", workers=2, expect=None, status="ok", error=None, marks=No
         "error": error,
         "items": 10000,
         "batches": 40,
-        "marks": {"iter_start": 0.7, "first_batch": 0.8, "warm": 0.9, "done": 2.9}
-        if marks is None
-        else marks,
+        "milestones": {"iter_start": 0.7, "first_batch": 0.8, "warm": 0.9, "done": 2.9}
+        if milestones is None
+        else milestones,
         "elapsed_s": 4.0,
         "sampler": {"cpu_s": 0.08},
         "spec": spec,
@@ -113,7 +114,7 @@ def test_pss_rounds_sum_over_the_tree() -> None:
 
 
 def test_rss_totals_count_both_tiers_and_skip_missing_rows() -> None:
-    totals = rss_totals(_samples())
+    totals = sum_rss(_samples())
     assert totals.loc[1.5] == pytest.approx(500 + 350 + 350 + 10)
     assert 3.6 not in totals.index or totals.loc[3.6] == 0  # a missing row adds nothing
 
@@ -162,7 +163,7 @@ def test_no_window_no_verdict() -> None:
     s = _summarize(
         status="failed",
         error={"type": "ValueError", "message": "injected fault at index 7"},
-        marks={"iter_start": 0.7, "first_batch": 0.8},
+        milestones={"iter_start": 0.7, "first_batch": 0.8},
         expect="flat",
     )
     assert s.verdict is None and s.expectation_met is None
@@ -195,7 +196,7 @@ def test_private_clean_pages_freed_by_other_processes_are_not_growth() -> None:
     meta = _meta(
         mode="thread",
         expect="flat",
-        marks={"iter_start": 2.17, "first_batch": 2.2, "warm": 2.2125, "done": 3.9363},
+        milestones={"iter_start": 2.17, "first_batch": 2.2, "warm": 2.2125, "done": 3.9363},
     )
     s = summarize(meta, samples, _progress(), pd.DataFrame())
     assert s.verdict == "flat", s.explanation

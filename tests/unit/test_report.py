@@ -13,9 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from memprobe import series
 from memprobe.analysis import RunSummary
-from memprobe.report import content, figures, write_report
+from memprobe.report import advice, content, figures, write_report
+from memprobe.report.chart import keep_indices
 from memprobe.report.compare import METRICS, Delta, delta, match
+from memprobe.results import SCHEMA_VERSION
 
 
 def chart_data(html: str) -> dict:
@@ -66,6 +69,7 @@ def test_session_interrupted_before_any_run(tmp_path: Path) -> None:
     (root / "manifest.json").write_text(
         json.dumps(
             {
+                "schema_version": SCHEMA_VERSION,
                 "scenario": "nothing",
                 "status": "interrupted",
                 "runs": ["a"],
@@ -109,17 +113,17 @@ def test_unreadable_samples_are_gaps_not_zeros() -> None:
             (2.0, 2, "worker 0", 0, "gone", True, "exited", None, None, None),
         ]
     )
-    total = figures.total_pss(samples)
+    total = series.total_pss(samples)
     assert total[0.0] == 120.0 and np.isnan(total[1.0]) and total[2.0] == 80.0  # exited: really gone
-    rss = figures.sum_rss(samples)
+    rss = series.sum_rss(samples)
     assert rss[0.0] == 190.0 and np.isnan(rss[1.5]) and rss[2.0] == 100.0
     chart = figures.chart_uss(
-        "u", samples, figures.Clock.from_progress(pd.DataFrame()), figures.Marks({}), max_points=100
+        "u", samples, series.Clock.from_progress(pd.DataFrame()), figures.Milestones({}), max_points=100
     )
     worker = next(t for t in chart["data"] if t["name"] == "worker 0")
     assert worker["y"][0] == 20.0 and None in worker["y"] and 0.0 not in worker["y"]
     stacked = figures.chart_pss_by_role(
-        "p", samples, figures.Clock.from_progress(pd.DataFrame()), figures.Marks({}), max_points=100
+        "p", samples, series.Clock.from_progress(pd.DataFrame()), figures.Milestones({}), max_points=100
     )
     worker = next(t for t in stacked["data"] if t["name"] == "worker 0")
     assert worker["y"] == [40.0, None, 0.0] and worker["stackgaps"] == "interpolate"  # 0.0: it had exited
@@ -128,14 +132,14 @@ def test_unreadable_samples_are_gaps_not_zeros() -> None:
 def test_keep_indices_keeps_peaks_and_gaps() -> None:
     y = np.ones(10_000)
     y[1234], y[5678] = 50.0, np.nan
-    keep = figures.keep_indices(y, 100)
+    keep = keep_indices(y, 100)
     assert len(keep) <= 110 and 1234 in keep and np.isnan(y[keep]).any()
     assert keep[0] == 0 and keep[-1] == 9999
-    assert list(figures.keep_indices(y[:50], 100)) == list(range(50))
+    assert list(keep_indices(y[:50], 100)) == list(range(50))
 
 
 def test_clock_maps_seconds_to_items_fetched() -> None:
-    clock = figures.Clock.from_progress(pd.DataFrame({"t": [1.0, 2.0, 3.0], "items": [256, 512, 1024]}))
+    clock = series.Clock.from_progress(pd.DataFrame({"t": [1.0, 2.0, 3.0], "items": [256, 512, 1024]}))
     assert list(clock.items_at([0.5, 1.0, 2.5, 9.0])) == [0, 256, 512, 1024]
 
 
@@ -144,7 +148,7 @@ def test_items_rate_ends_with_the_last_item_without_a_spike_or_a_drop() -> None:
     # alone) and the loader's closing report with no new items (a drop to 0 if drawn).
     t = [*np.arange(0.0, 10.01, 0.5), 10.005, 10.006]
     items = [*(np.arange(0.0, 10.01, 0.5) * 1000), 10_010, 10_010]
-    x, rate = figures.item_rate(pd.DataFrame({"t": t, "items": items}), start=0.0)
+    x, rate = series.item_rate(pd.DataFrame({"t": t, "items": items}), start=0.0)
     assert x[-1] == 10.005  # ends where the last item arrived
     assert rate.min() > 0 and rate.max() < 1_100, rate
     assert rate[-1] == pytest.approx(
@@ -169,13 +173,15 @@ def test_minor_faults_are_drawn_per_worker_with_gaps_and_ends() -> None:
             (0.4, 2, "worker 0", 0, "gone", True, "exited", None, None, None),
         ]
     )
-    clock = figures.Clock.from_progress(pd.DataFrame())
-    chart = figures.chart_faults("f", samples, clock, figures.Marks({}), max_points=100)
+    clock = series.Clock.from_progress(pd.DataFrame())
+    chart = figures.chart_faults("f", samples, clock, figures.Milestones({}), max_points=100)
     assert chart["title"] == "Minor page faults per worker (cumulative)"
     assert [t["name"] for t in chart["data"]] == ["worker 0"]  # main's faults would dwarf the workers'
     assert chart["data"][0]["y"] == [1_000, 30_000, None, 60_000]  # unreadable: a gap; exited: the line ends
     assert "newly allocates" in chart["note"]  # faults are not all copies, and the page says so
-    single = figures.chart_faults("f", samples[samples["pid"] == 1], clock, figures.Marks({}), max_points=100)
+    single = figures.chart_faults(
+        "f", samples[samples["pid"] == 1], clock, figures.Milestones({}), max_points=100
+    )
     assert [t["name"] for t in single["data"]] == ["main"] and "One process" in single["note"]
 
 
@@ -186,9 +192,9 @@ def test_shared_memory_chart_needs_the_runs_own_shared_memory() -> None:
     busy = quiet.assign(rss_shmem_mb=[0.0, 8.0, 16.0])
     # /dev/shm is the whole machine's: another program filled 48 MB of it during the run.
     system = pd.DataFrame({"t": [0.0, 0.1, 0.2], "dev_shm_mb": [0.0, 48.0, 0.0]})
-    clock, marks = figures.Clock.from_progress(pd.DataFrame()), figures.Marks({})
-    assert figures.chart_dev_shm("s", quiet, system, clock, marks, max_points=100) is None
-    chart = figures.chart_dev_shm("s", busy, system, clock, marks, max_points=100)
+    clock, milestones = series.Clock.from_progress(pd.DataFrame()), figures.Milestones({})
+    assert figures.chart_dev_shm("s", quiet, system, clock, milestones, max_points=100) is None
+    chart = figures.chart_dev_shm("s", busy, system, clock, milestones, max_points=100)
     machine, mapped = chart["data"]  # the run's own line is drawn on top
     assert mapped["y"] == [0.0, 8.0, 16.0] and "run's processes" in mapped["name"]
     assert machine["y"] == [0.0, 48.0, 0.0] and "whole machine" in machine["name"]
@@ -205,7 +211,7 @@ def test_advice_points_to_the_flat_run_that_demonstrates_each_fix() -> None:
     other_workers = summary(backend="arrow", workers=4, verdict="flat", total_pss_peak_mb=100.0)
     runs = [grow, numpy, spawn, thread, other_workers]
     anchors = {s.run_id: f"#{s.run_id}" for s in runs}
-    (adv,) = content.advice(runs, anchors)
+    (adv,) = advice.advice(runs, anchors)
     demos = [d.run.run_id for f in adv.fixes for d in f.demos]
     assert demos == ["list-thread-w2", "numpy-fork-w2", "list-spawn-w2"]  # cheapest first, caveats last
     assert adv.fixes[0].text.startswith("Use threads")

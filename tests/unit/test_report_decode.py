@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from memprobe import series
 from memprobe.analysis import RunSummary
 from memprobe.report import content, figures
 from memprobe.report.render import bar_charts
 
-NO_CLOCK = figures.Clock.from_progress(pd.DataFrame())
+NO_CLOCK = series.Clock.from_progress(pd.DataFrame())
 
 
 def summary(**changes: object) -> RunSummary:
@@ -87,7 +88,7 @@ def test_cpu_cores_per_process_never_drop_when_a_process_ends() -> None:
         + ticks(2, "worker 0", 2.0, 6.0, 1.0, cpu0=0.3)
         + [(6.1, 2, "worker 0", 0, "gone", True, "exited", None)]
     )
-    mids, bands = figures.cpu_bands(figures.process_counters(samples))
+    mids, bands = series.cpu_bands(series.process_counters(samples))
     total = sum(bands.values())
     assert np.allclose(band(mids, bands, "main", 0, 10), 0.5, atol=0.03)
     assert np.allclose(band(mids, bands, "worker 0", 2, 6), 1.0, atol=0.03)
@@ -111,19 +112,19 @@ def test_cpu_counter_bridges_unreadable_ticks_and_is_unknown_when_unreadable_to_
     ]
     rows += [(6.0, 2, "worker 0", 0, "gone", True, "exited", None)]
     samples = cpu_rows(rows)
-    mids, bands = figures.cpu_bands(figures.process_counters(samples))
+    mids, bands = series.cpu_bands(series.process_counters(samples))
     assert np.allclose(band(mids, bands, "main", 0, 10), 0.5, atol=0.03)
     unknown = np.isnan(bands["worker 0"])
     assert unknown[(mids > 3.5) & (mids < 5.5)].all()
     assert not unknown[mids < 2.5].any() and not unknown[mids > 6.5].any()
-    chart = figures.chart_cpu("c", samples, pd.DataFrame(), NO_CLOCK, figures.Marks({}), max_points=1000)
+    chart = figures.chart_cpu("c", samples, pd.DataFrame(), NO_CLOCK, figures.Milestones({}), max_points=1000)
     total = next(t for t in chart["data"] if t["name"] == "total")
     assert None in total["y"] and 0.0 not in total["y"]  # unknown is a gap, never a zero
 
 
 def test_cpu_counter_of_a_reused_pid_starts_again() -> None:
     samples = cpu_rows(ticks(7, "worker 0", 0.0, 3.0, 1.0, cpu0=5.0) + ticks(7, "worker 0", 3.1, 6.0, 1.0))
-    mids, bands = figures.cpu_bands(figures.process_counters(samples))
+    mids, bands = series.cpu_bands(series.process_counters(samples))
     # Only the 0.1 s between the old process's last reading and the new one's first is not counted;
     # a counter forced to never go down would show the new process idle until it passed 5 s.
     assert band(mids, bands, "worker 0", 0, 6).min() >= 0.75 and np.allclose(bands["worker 0"][mids > 4], 1.0)
@@ -145,7 +146,7 @@ def test_thread_runs_are_split_by_thread_without_counting_the_main_process_twice
         columns=["t", "tid", "name", "cpu_s"],
     )
     chart = figures.chart_cpu(
-        "c", samples, threads, NO_CLOCK, figures.Marks({}), max_points=1000, cpu_count=2
+        "c", samples, threads, NO_CLOCK, figures.Milestones({}), max_points=1000, cpu_count=2
     )
     assert chart["title"] == "CPU cores used, by thread of the main process"
     names = [t["name"] for t in chart["data"]]
@@ -160,7 +161,14 @@ def test_thread_runs_are_split_by_thread_without_counting_the_main_process_twice
     assert "share the GIL" in chart["note"]
     # On a free-threaded build with the GIL off, the note must not claim the threads share one core.
     free = figures.chart_cpu(
-        "c", samples, threads, NO_CLOCK, figures.Marks({}), max_points=1000, cpu_count=2, gil_enabled=False
+        "c",
+        samples,
+        threads,
+        NO_CLOCK,
+        figures.Milestones({}),
+        max_points=1000,
+        cpu_count=2,
+        gil_enabled=False,
     )
     assert "share the GIL" not in free["note"] and "GIL was disabled" in free["note"]
 
@@ -172,8 +180,8 @@ def test_cpu_chart_per_process_has_both_axes_and_no_cpu_line_when_far_below() ->
         "c",
         samples,
         pd.DataFrame(),
-        figures.Clock.from_progress(progress),
-        figures.Marks({}),
+        series.Clock.from_progress(progress),
+        figures.Milestones({}),
         max_points=1000,
         cpu_count=8,
     )
@@ -181,7 +189,7 @@ def test_cpu_chart_per_process_has_both_axes_and_no_cpu_line_when_far_below() ->
     assert [t["name"] for t in chart["data"]] == ["main", "worker 0", "total"]
     mids = np.array(chart["x"]["time"][0])
     assert mids.min() > 0 and chart["x"]["items"][0] == list(
-        figures.Clock.from_progress(progress).items_at(mids)
+        series.Clock.from_progress(progress).items_at(mids)
     )
     assert not chart["layouts"]["time"]["shapes"]  # 0.5 of 8 cores: no CPU-count line squashing the chart
 
@@ -189,13 +197,13 @@ def test_cpu_chart_per_process_has_both_axes_and_no_cpu_line_when_far_below() ->
 # -- images/s and encoded MB/s ----------------------------------------------------------------------
 
 PROGRESS = pd.DataFrame({"t": [1.0, 2.0, 3.0, 4.0, 5.0], "items": [0, 100, 300, 400, 600]})
-MARKS = figures.Marks({"iter_start": 0.5, "first_batch": 1.0})
+MILESTONES = figures.Milestones({"iter_start": 0.5, "first_batch": 1.0})
 
 
 def test_decode_rate_chart_reads_in_images_per_s_and_encoded_mb_per_s() -> None:
     decode = figures.DecodeInfo(bytes_per_item=50_000.0, pixels_per_item=261_120.0)
     chart = figures.chart_items_rate(
-        "r", PROGRESS, figures.Clock.from_progress(PROGRESS), MARKS, max_points=100, decode=decode
+        "r", PROGRESS, series.Clock.from_progress(PROGRESS), MILESTONES, max_points=100, decode=decode
     )
     images, mb = chart["data"]
     assert images["name"] == "images/s" and mb["name"] == "encoded MB/s" and mb["yaxis"] == "y2"
@@ -210,7 +218,7 @@ def test_decode_rate_chart_reads_in_images_per_s_and_encoded_mb_per_s() -> None:
 
 def test_records_rate_chart_is_unchanged_items_per_s() -> None:
     chart = figures.chart_items_rate(
-        "r", PROGRESS, figures.Clock.from_progress(PROGRESS), MARKS, max_points=100
+        "r", PROGRESS, series.Clock.from_progress(PROGRESS), MILESTONES, max_points=100
     )
     assert [t["name"] for t in chart["data"]] == ["items/s"] and "yaxis2" not in chart["layouts"]["time"]
     assert chart["title"] == "Items/s, time to first batch marked" and "note" not in chart
@@ -226,7 +234,7 @@ def test_decode_info_comes_from_the_run_meta() -> None:
     assert figures.DecodeInfo.from_meta({"spec": {"workload": "records"}, "dataset_info": {}}) is None
     # A decode run that failed before building its images still says images, without an MB/s axis.
     chart = figures.chart_items_rate(
-        "r", PROGRESS, NO_CLOCK, MARKS, max_points=100, decode=figures.DecodeInfo(None, None)
+        "r", PROGRESS, NO_CLOCK, MILESTONES, max_points=100, decode=figures.DecodeInfo(None, None)
     )
     assert [t["name"] for t in chart["data"]] == ["images/s"]
 
@@ -234,9 +242,9 @@ def test_decode_info_comes_from_the_run_meta() -> None:
 def test_a_decode_runs_charts_count_images_fetched() -> None:
     samples = cpu_rows(ticks(1, "main", 0.0, 6.0, 0.3)).assign(rss_mb=100.0, minflt=1.0)
     decode = figures.DecodeInfo(50_000.0, 261_120.0)
-    charts = figures.run_charts("c0", samples, PROGRESS, pd.DataFrame(), MARKS, decode=decode)
+    charts = figures.run_charts("c0", samples, PROGRESS, pd.DataFrame(), MILESTONES, decode=decode)
     assert {c["layouts"]["items"]["xaxis"]["title"]["text"] for c in charts} == {"images fetched"}
-    records = figures.run_charts("c0", samples, PROGRESS, pd.DataFrame(), MARKS)
+    records = figures.run_charts("c0", samples, PROGRESS, pd.DataFrame(), MILESTONES)
     assert {c["layouts"]["items"]["xaxis"]["title"]["text"] for c in records} == {"items fetched"}
     assert [c["kind"] for c in records] == ["rss_vs_pss", "faults", "items_rate", "cpu"]
 

@@ -15,8 +15,7 @@ from treejobs import fork_job, job_meta, proc_info, proc_rows, rank_job, write_r
 from memprobe.analysis import summarize_all
 from memprobe.report import figures, recorded, write_report
 from memprobe.report.compare import write_compare
-from memprobe.results import ResultSet
-from memprobe.session import write_summary
+from memprobe.results import ResultSet, ResultsFolder
 
 
 def chart_data(html: str) -> dict:
@@ -165,7 +164,7 @@ def test_generations_are_banded_and_labelled() -> None:
 def test_summary_json_and_compare_take_recorded_runs(rank_root: Path, tmp_path: Path) -> None:
     results = ResultSet.load(rank_root)
     assert recorded.is_recorded(results)
-    write_summary(rank_root, results.manifest, summarize_all(results))
+    ResultsFolder.open(rank_root).write_summary(summarize_all(results))
     run = json.loads((rank_root / "summary.json").read_text())["runs"][0]
     assert run["verdict"] == "growing" and run["culprit"].startswith("growing: Rank 0's 2 DataLoader workers")
     assert len(run["processes"]) == 7 and run["estimate_error"]["n"] == 2 and len(run["projection"]) == 16

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -133,7 +134,7 @@ def test_a_damaged_file_is_named_not_a_traceback(
 ) -> None:
     from memprobe.errors import UsageError
 
-    write_json_atomic(tmp_path / "manifest.json", {"schema_version": 1, "status": "complete"})
+    write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION, "status": "complete"})
     (tmp_path / name).write_bytes(content)
     with pytest.raises(UsageError) as info:
         ResultSet.load(tmp_path)
@@ -143,7 +144,7 @@ def test_a_damaged_file_is_named_not_a_traceback(
 def test_a_run_record_edited_by_hand_is_named(tmp_path: Path) -> None:
     from memprobe.errors import UsageError
 
-    write_json_atomic(tmp_path / "manifest.json", {"schema_version": 1})
+    write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION})
     (tmp_path / "runs" / "a").mkdir(parents=True)
     write_json_atomic(tmp_path / "runs" / "a" / "meta.json", {"run_id": "a", "status": "ok", "spec": {}})
     with pytest.raises(UsageError) as info:
@@ -154,7 +155,7 @@ def test_a_run_record_edited_by_hand_is_named(tmp_path: Path) -> None:
 def test_a_parquet_file_that_is_not_memprobes_is_named(tmp_path: Path) -> None:
     from memprobe.errors import UsageError
 
-    write_json_atomic(tmp_path / "manifest.json", {"schema_version": 1})
+    write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION})
     pd.DataFrame({"x": [1, 2]}).to_parquet(tmp_path / "progress.parquet")
     with pytest.raises(UsageError) as info:
         ResultSet.load(tmp_path)
@@ -169,7 +170,7 @@ def test_tables_consolidate_into_a_folder_whose_name_is_not_utf8(tmp_path: Path)
     w.append("samples", [{"t": 0.1, "pid": 7, "rss_mb": 1.0}])
     w.write_meta({"run_id": "a", "index": 0, "status": "ok", "spec": {}})
     w.close()
-    write_json_atomic(root / "manifest.json", {"schema_version": 1})
+    write_json_atomic(root / "manifest.json", {"schema_version": SCHEMA_VERSION})
     results.consolidate(root)
     assert list(ResultSet.load(root).tables["samples"]["pid"]) == [7]
 
@@ -183,3 +184,229 @@ def test_a_write_error_says_what_to_do_for_its_cause(tmp_path: Path) -> None:
     assert "free some space" in str(full)
     assert "deleted or moved" in str(gone) and "space" not in str(gone)
     assert "may not write there" in str(denied)
+
+
+# -- one owner of the folder: create, manifest, finish, open (issue 14) ------------------------
+
+V1 = Path(__file__).resolve().parents[1] / "data" / "results-v1"  # written by schema version 1
+MANIFEST_KEYS = {
+    "schema_version",
+    "kind",
+    "scenario",
+    "scenario_path",
+    "description",
+    "status",
+    "started",
+    "finished",
+    "environment",
+    "runs",
+    "writer",
+}
+
+
+def _create(out: Path | None, kind: str = "scenario", **changes) -> results.ResultsFolder:
+    args = {"kind": kind, "name": "n", "description": "d", "environment": {"cpu_count": 2}, "runs": ["a"]}
+    return results.ResultsFolder.create(out, **{**args, **changes})
+
+
+@pytest.mark.parametrize("kind", results.KINDS)
+def test_every_kind_of_folder_gets_the_same_manifest(tmp_path: Path, kind: str) -> None:
+    folder = _create(tmp_path / kind, kind, name=f"{kind}-x", description=f"{kind} of x")
+    manifest = json.loads((tmp_path / kind / "manifest.json").read_text())
+    assert set(manifest) == MANIFEST_KEYS
+    assert manifest["kind"] == kind and manifest["schema_version"] == SCHEMA_VERSION
+    assert manifest["status"] == "running" and manifest["finished"] is None
+    assert manifest["description"] == f"{kind} of x" and manifest["runs"] == ["a"]
+    folder.finish("complete")
+    manifest = json.loads((tmp_path / kind / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["finished"] >= manifest["started"]
+
+
+def test_a_default_folder_is_named_by_the_one_rule_and_never_shared(tmp_path: Path) -> None:
+    first = _create(None, "record", name="record-train", base=tmp_path / "reports")
+    second = _create(None, "record", name="record-train", base=tmp_path / "reports")
+    assert first.root.parent == tmp_path / "reports"
+    assert first.root.name.startswith("record-train-") and first.root.name.endswith("Z")
+    assert second.root.name.startswith(first.root.name) and second.root != first.root  # ...Z-2 in one second
+
+
+def test_a_folder_that_holds_results_or_other_files_is_refused(tmp_path: Path) -> None:
+    from memprobe.errors import UsageError
+
+    _create(tmp_path / "done")
+    with pytest.raises(UsageError, match="already holds results"):
+        _create(tmp_path / "done", "profile")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="not empty"):
+        _create(tmp_path / "busy", "record")
+    assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
+
+
+def test_only_results_py_names_the_manifest_file() -> None:
+    """One writer per file format: run, record/watch and profile() all go through ResultsFolder."""
+    package = Path(results.__file__).parent
+    naming = sorted(
+        str(p.relative_to(package)) for p in package.rglob("*.py") if '"manifest.json"' in p.read_text()
+    )
+    assert naming == ["results.py"]
+
+
+def test_profile_writes_the_same_manifest_and_a_summary(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """profile()'s folder, with the run itself replaced by one that failed before sampling."""
+    from memprobe import api
+    from memprobe.runner import RunState
+
+    def failed_run(spec, run_dir: Path, **kw) -> RunState:
+        state = RunState(spec, 0, 1, status="failed", error={"type": "X", "message": "no"})
+        w = RunWriter(run_dir)
+        w.write_meta(state.meta())
+        w.close()
+        return state
+
+    monkeypatch.setattr(api, "execute", failed_run)
+    result = api.profile("memprobe.datasets.records:build", out=tmp_path / "p", workers=1)
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert set(manifest) == MANIFEST_KEYS and manifest["kind"] == "profile"
+    assert manifest["status"] == "complete" and manifest["finished"] >= manifest["started"]
+    assert "memprobe.datasets.records:build" in manifest["description"]
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["kind"] == "profile" and [r["status"] for r in summary["runs"]] == ["failed"]
+    assert result.results_dir == tmp_path / "p" and result.summary.status == "failed"
+
+
+def test_sampler_statistics_come_from_one_function() -> None:
+    from memprobe.probe.sampler import Sampler, SamplerSettings
+
+    s = Sampler(1, lambda table, rows: None, SamplerSettings())
+    s.cpu_s, s.pss_round_costs, s.cheap_round_costs = 0.2, [0.01, 0.03], [0.001]
+    assert s.stats(10.0) == {
+        "cpu_s": 0.2,
+        "cpu_share": 0.02,
+        "pss_rounds": 2,
+        "cheap_rounds": 1,
+        "pss_round_mean_s": 0.02,
+        "cheap_round_mean_s": 0.001,
+    }
+
+
+# -- schema versions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "manifest, words",
+    [
+        ({"schema_version": 99}, ["schema version 99", "newer memprobe", "reads schema versions 1, 2"]),
+        ({"schema_version": "2"}, ["schema version '2'", "reads schema versions 1, 2"]),
+        ({"schema_version": True}, ["schema version True", "reads schema versions 1, 2"]),
+        ({"status": "complete"}, ["no schema_version", "reads schema versions 1, 2"]),
+    ],
+)
+def test_a_schema_version_this_memprobe_does_not_read_is_refused_saying_which(
+    tmp_path: Path, manifest: dict, words: list[str]
+) -> None:
+    from memprobe.errors import SchemaVersionError, UsageError
+
+    write_json_atomic(tmp_path / "manifest.json", manifest)
+    with pytest.raises(SchemaVersionError) as info:
+        ResultSet.load(tmp_path)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'manifest.json'}: ")
+    assert all(w in message for w in words), message
+    assert isinstance(info.value, UsageError)  # exit code 2 from the CLI
+
+
+def test_memprobe_report_of_a_newer_folder_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
+    from memprobe.cli import main
+
+    write_json_atomic(
+        tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION + 1, "status": "complete"}
+    )
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"schema version {SCHEMA_VERSION + 1}" in err and "manifest.json" in err
+    assert not (tmp_path / "report.html").exists()
+
+
+def _copy_v1(kind: str, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(V1 / kind, tmp_path / kind))
+
+
+@pytest.mark.parametrize("kind", ["scenario", "record"])
+def test_a_folder_written_by_schema_version_1_loads_with_its_milestones(tmp_path: Path, kind: str) -> None:
+    from memprobe.analysis import summarize_all
+
+    loaded = ResultSet.load(_copy_v1(kind, tmp_path))
+    assert loaded.manifest["schema_version"] == 1
+    (meta,) = loaded.metas
+    assert "marks" not in meta and {"warm", "done"} <= set(meta["milestones"])
+    (summary,) = summarize_all(loaded)
+    # The growth window comes from the milestones: without them no verdict and no items/s.
+    assert summary.status == "ok" and summary.verdict in ("flat", "growing")
+    if kind == "scenario":
+        assert summary.items_per_s is not None and summary.items_per_s > 0
+    else:
+        assert meta["milestones"]["first_mark"] > 0 and meta["marks_recorded"] is True  # mark() counted items
+
+
+def test_memprobe_report_renders_a_folder_written_by_schema_version_1(tmp_path: Path, capsys) -> None:
+    from memprobe.cli import main
+
+    root = _copy_v1("scenario", tmp_path)
+    meta = (root / "runs" / "list-fork-w2" / "meta.json").read_text()
+    assert main(["report", str(root)]) == 0
+    page = (root / "report.html").read_text(encoding="utf-8")
+    data = re.search(r'<script type="application/json" id="memprobe-data">(.*?)</script>', page, re.DOTALL)
+    shapes = json.loads(data.group(1))["charts"][0]["layouts"]["time"]["shapes"]  # type: ignore[union-attr]
+    # The milestones, read from version 1's "marks": the growth window shaded, dotted lines at events.
+    assert {s["type"] for s in shapes} == {"rect", "line"}
+    (run,) = json.loads((root / "summary.json").read_text())["runs"]
+    assert run["status"] == "ok" and run["verdict"] in ("flat", "growing") and run["items_per_s"] > 0
+    # Read in the new shape, never rewritten: the folder stays what version 1 wrote.
+    assert json.loads((root / "manifest.json").read_text())["schema_version"] == 1
+    assert (root / "runs" / "list-fork-w2" / "meta.json").read_text() == meta
+
+
+# -- crash safety of the folder ----------------------------------------------------------------
+
+
+def test_memprobe_report_finishes_a_folder_whose_memprobe_was_killed(tmp_path: Path, capsys) -> None:
+    """What SIGKILL of memprobe mid-run leaves: status running, a dead writer, rows in JSON lines."""
+    from memprobe.cli import main
+    from memprobe.probe.sampler import SAMPLE_COLUMNS
+
+    row = {"pid": 7, "role": "main", "worker": -1, "tier": "cheap", "missing": False, "rss_mb": 5.0}
+    folder = _create(tmp_path / "killed", runs=["a", "b"])
+    folder.manifest["writer"] = {**folder.manifest["writer"], "pid": 0}  # nobody writes it any more
+    folder.save()
+    w = RunWriter(folder.root / "runs" / "a")
+    w.append("samples", [{**dict.fromkeys(SAMPLE_COLUMNS), **row, "t": 0.1 * i} for i in range(3)])
+    w.write_meta(
+        {
+            "run_id": "a",
+            "index": 0,
+            "status": "running",
+            "milestones": {},
+            "spec": {
+                "backend": "list",
+                "mode": "fork",
+                "workers": 2,
+                "verdict": {"growth_threshold_mb": 50.0},
+            },
+        }
+    )
+    w.close()
+    assert main(["report", str(folder.root)]) == 0
+    assert "ended before finishing" in capsys.readouterr().err
+    manifest = json.loads((folder.root / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["finished"] is not None
+    meta = json.loads((folder.root / "runs" / "a" / "meta.json").read_text())
+    assert meta["status"] == "interrupted" and "killed?" in meta["error"]["message"]
+    assert len(pd.read_parquet(folder.root / "samples.parquet")) == 3  # the rows saved before are kept
+    assert not (folder.root / "runs" / "a" / "samples.jsonl").exists()
+    assert (folder.root / "report.html").exists()

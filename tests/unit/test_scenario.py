@@ -353,7 +353,7 @@ def test_load_scenario_reads_a_bom_and_names_a_path_that_is_not_utf8(tmp_path: P
 
 # -- limits of the machine ---------------------------------------------------------------------
 
-from memprobe.scenario import Machine, check_limits, planned_memory_mb  # noqa: E402
+from memprobe.limits import Machine, check_limits, planned_memory_mb  # noqa: E402
 
 SMALL_MACHINE = Machine(cpus=2, memory_mb=24_000)
 

@@ -325,7 +325,7 @@ def test_a_job_without_workers_is_judged_from_its_first_mark() -> None:
         [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)],
         workers=0,
         mode="record",
-        marks={"first_mark": 3.5, "done": 9.0},
+        milestones={"first_mark": 3.5, "done": 9.0},
     )
     s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
     assert s.main_uss_growth_mb == pytest.approx(10) and s.processes[0]["built_mb"] == pytest.approx(295)

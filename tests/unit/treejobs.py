@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from memprobe.results import RunWriter, consolidate, write_json_atomic
+from memprobe.results import SCHEMA_VERSION, RunWriter, consolidate, write_json_atomic
 
 MB_PER_FAULT = 4096 / 2**20
 
@@ -104,7 +104,7 @@ def job_meta(
     procs: list[dict],
     *,
     items: int = 0,
-    marks: dict | None = None,
+    milestones: dict | None = None,
     ranks: dict | None = None,
     mode: str = "fork",
     workers: int = 2,
@@ -126,7 +126,7 @@ def job_meta(
         "status": "ok",
         "error": None,
         "items": items,
-        "marks": marks or {"warm": 5.5, "done": 20.0},
+        "milestones": milestones or {"warm": 5.5, "done": 20.0},
         "elapsed_s": 21.0,
         "sampler": {"cpu_s": 0.1},
         "root_pid": 1,
@@ -289,7 +289,7 @@ def write_results(
     write_json_atomic(
         root / "manifest.json",
         {
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "scenario": f"record-{run_meta['run_id']}",
             "kind": run_meta["kind"],
             "scenario_path": None,

@@ -31,6 +31,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import torch
+from torch.utils.data._utils import collate as torch_collate
+
 from memprobe.loaders.thread import info
 
 __all__ = ["collate_tensor", "install"]
@@ -51,9 +54,6 @@ def collate_tensor(batch: Any, *, collate_fn_map: Any = None) -> Any:
 def install() -> None:
     """Route torch's default tensor collation through :func:`collate_tensor` (once)."""
     global _torch_collate_tensor
-    import torch
-    from torch.utils.data._utils import collate as torch_collate
-
     with _lock:
         if _torch_collate_tensor is not None:
             return

@@ -28,6 +28,8 @@ What a thread cannot do as torch's worker processes do, and what is done about i
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import faulthandler
 import itertools
 import queue
 import sys
@@ -38,7 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from memprobe.loaders.thread import info, replicas
+from memprobe.loaders.thread import collate, heap, info, replicas
+from memprobe.vocabulary import THREAD_NAME_PREFIX, worker_thread_name
 
 __all__ = [
     "NATIVE_NAME_PREFIX",
@@ -49,7 +52,7 @@ __all__ = [
 ]
 
 WORKER_THREAD_PREFIX = "memprobe-thread-worker"
-NATIVE_NAME_PREFIX = "mp-tworker-"  # the OS thread name (/proc/PID/task/TID/comm), max 15 bytes
+NATIVE_NAME_PREFIX = THREAD_NAME_PREFIX  # the OS thread name (/proc/PID/task/TID/comm), max 15 bytes
 
 # Blocking queue gets wake up this often so stop requests, dead threads and
 # KeyboardInterrupt are noticed promptly.
@@ -152,6 +155,7 @@ def pin(data: Any) -> Any:
     """Copy tensors in ``data`` (nested containers too) to pinned memory, exactly as torch's
     pin-memory thread does (its helper keeps mapping and sequence types, namedtuples, and objects
     with their own ``pin_memory()``)."""
+    # Only a loader with pin_memory=True needs it; torch's private module may move between releases.
     from torch.utils.data._utils.pin_memory import pin_memory
 
     return pin_memory(data)
@@ -256,8 +260,6 @@ def _name_native_thread(name: str) -> None:
     """Name the OS thread so that a profiler reading /proc (memprobe's sampler, top -H, py-spy)
     can tell worker threads apart; Python < 3.14 does not do this for ``threading.Thread``."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME names the calling thread
     except (OSError, AttributeError):
@@ -273,7 +275,7 @@ def _worker_loop(
     gate: InitGate,
 ) -> None:
     """Body of worker thread ``worker_id``: fetch index batches until told to stop."""
-    _name_native_thread(f"{NATIVE_NAME_PREFIX}{worker_id}")
+    _name_native_thread(worker_thread_name(worker_id))
     dataset = ctx.datasets[worker_id]
     info.set_worker_info(info.make_worker_info(worker_id, ctx.num_workers, ctx.base_seed, dataset))
     try:
@@ -316,8 +318,6 @@ def _restart_fetcher(
 
 def _enable_faulthandler() -> None:
     """Dump every thread's stack on a fatal signal (see the module doc), unless already on."""
-    import faulthandler
-
     if faulthandler.is_enabled():
         return
     # No usable sys.stderr (e.g. replaced by an object without a file descriptor): no fault handler.
@@ -356,8 +356,6 @@ class WorkerGroup:
             self.threads.append(thread)
 
     def start(self) -> None:
-        from memprobe.loaders.thread import collate, heap
-
         collate.install()
         heap.prime()
         _enable_faulthandler()

@@ -1,0 +1,126 @@
+"""Charts that put runs side by side: every run's total PSS against items fetched, and grouped
+bars per backend, mode and worker count (the report's comparison and ``memprobe compare``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from memprobe.report.chart import MAX_POINTS, SERIES_COLORS, Milestones, Series, build_chart, num, styles
+from memprobe.series import Clock, total_pss
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run's line on a chart that compares runs."""
+
+    name: str
+    samples: pd.DataFrame
+    progress: pd.DataFrame
+    color: str
+    dash: str = "solid"
+    group: str | None = None
+
+
+def chart_runs_pss(
+    chart_id: str, title: str, lines: list[RunLine], *, max_points: int = MAX_POINTS
+) -> dict | None:
+    """Every run's total PSS against items fetched (so runs of different speed line up)."""
+    series = []
+    for line in lines:
+        pss = total_pss(line.samples)
+        if pss.empty:
+            continue
+        clock = Clock.from_progress(line.progress)
+        t = pss.index.to_numpy(float)
+        trace = {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": line.name,
+            "connectgaps": False,
+            "line": {"color": line.color, "dash": line.dash, "width": 2},
+            "marker": {"size": 5},
+            "hovertemplate": "%{y:,.0f} MB at %{x:,} items<extra>%{fullData.name}</extra>",
+        }
+        if line.group:
+            trace["legendgroup"] = line.group
+        series.append(Series(trace, clock.items_at(t), pss.to_numpy(float)))
+    chart = build_chart(
+        chart_id,
+        "runs_pss",
+        title,
+        series,
+        None,
+        "total PSS (MB)",
+        Milestones({}),
+        max_points=max_points,
+        axes=("items",),
+    )
+    if chart is not None:
+        layout = chart["layouts"]["items"]
+        layout.update(height=420, hovermode="closest")
+        layout["legend"].update(x=1.01)
+        layout["margin"]["r"] = 220
+    return chart
+
+
+# -- across runs: bars per backend x mode x workers (the decode post's figure 4) --------------
+
+
+def _bar_layout(ytitle: str, xtitle: str) -> dict:
+    return {
+        "barmode": "group",
+        "height": 380,
+        "margin": {"l": 70, "r": 20, "t": 20, "b": 60},
+        "xaxis": {"title": {"text": xtitle}, "type": "category"},
+        "yaxis": {"title": {"text": ytitle}},
+        # The legend names the mode and worker count of each bar, even when there is one.
+        "legend": {"orientation": "h", "y": -0.25},
+        "showlegend": True,
+        "hovermode": "closest",
+        "plot_bgcolor": "#ffffff",
+    }
+
+
+def chart_bars(
+    chart_id: str,
+    title: str,
+    rows: Sequence[dict],
+    value: str,
+    ytitle: str,
+    hover: str,
+    xtitle: str = "backend",
+) -> dict | None:
+    """Grouped bars: x = backend label, one bar per mode x workers; ``rows`` are summary dicts."""
+    rows = [r for r in rows if r.get(value) is not None]
+    if not rows:
+        return None
+    groups = list(dict.fromkeys(f"{r['mode']} · {r['workers']}w" for r in rows))
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    colors = styles(groups, SERIES_COLORS)
+    data, xs = [], []
+    for g in groups:
+        mine = {r["label"]: r for r in rows if f"{r['mode']} · {r['workers']}w" == g}
+        xs.append([lab for lab in labels if lab in mine])
+        data.append(
+            {
+                "type": "bar",
+                "name": g,
+                "marker": {"color": colors[g]},
+                "y": [num(float(mine[lab][value])) for lab in labels if lab in mine],
+                "customdata": [mine[lab].get("extra", "") for lab in labels if lab in mine],
+                "hovertemplate": hover + "<extra>%{fullData.name}</extra>",
+            }
+        )
+    return {
+        "id": chart_id,
+        "kind": "bars",
+        "title": title,
+        "downsampled": False,
+        "data": data,
+        "x": {"time": xs},
+        "layouts": {"time": _bar_layout(ytitle, xtitle)},
+        "default": "time",
+    }

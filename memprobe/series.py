@@ -1,0 +1,268 @@
+"""Time series reduced from a run's saved tables: the numbers the summary states and the charts
+draw come from these functions alone, so a chart and the figure beside it cannot disagree.
+
+Pure functions, tables in, series out. How unreadable processes count, everywhere:
+
+* a row ``missing`` because its process ended (its reason starts with ``exited``, ``zombie`` or
+  ``exiting``: :data:`memprobe.vocabulary.ENDED_REASONS`) adds nothing: the process is gone;
+* a process that was there but could not be read (``missing`` for another reason, or a PSS read
+  that failed: a ``cheap`` row with a reason at a PSS round) makes every total it belongs to at
+  that time unknown (NaN), never smaller: missing is not zero;
+* a recorded job's sampler reads exactly only the processes whose memory moved, so at a PSS round
+  each other live process counts with its last exact reading (``tree_analysis.held_readings``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from memprobe.tree_analysis import held_readings
+from memprobe.vocabulary import ENDED_REASONS, THREAD_NAME_PREFIX, is_loader_role, role_order
+
+CPU_MIN_WINDOW_S = 0.5  # CPU times count in 1/100 s: over 0.5 s a rate is good to 0.02 cores
+
+
+# -- items fetched over time ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Maps seconds since the run started to the number of items fetched by then."""
+
+    t: np.ndarray
+    items: np.ndarray
+
+    @classmethod
+    def from_progress(cls, progress: pd.DataFrame) -> Clock:
+        if progress.empty or "items" not in progress:
+            return cls(np.zeros(0), np.zeros(0))
+        p = progress.sort_values("t")
+        return cls(p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float)))
+
+    def items_at(self, ts: Sequence[float] | np.ndarray) -> np.ndarray:
+        ts = np.asarray(ts, dtype=float)
+        if not len(self.t):
+            return np.zeros(len(ts))
+        idx = np.searchsorted(self.t, ts, side="right") - 1
+        return np.where(idx >= 0, self.items[np.clip(idx, 0, None)], 0.0)
+
+    def convert(self, axis: str, ts: Sequence[float] | np.ndarray) -> np.ndarray:
+        return np.asarray(ts, dtype=float) if axis == "time" else self.items_at(ts)
+
+
+def item_rate(
+    progress: pd.DataFrame, start: float | None, min_dt: float = 0.25
+) -> tuple[np.ndarray, np.ndarray]:
+    """Items/s between progress reports at least ``min_dt`` apart, as steps (x: each interval's start)."""
+    if progress.empty:
+        return np.zeros(0), np.zeros(0)
+    p = progress.sort_values("t").drop_duplicates("t", keep="last")
+    t, items = p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float))
+    # The rate ends with the last item: reports after it (the loader's closing report) add no
+    # items and would draw a drop to zero that is not a slowdown.
+    last = int(np.argmax(items >= items[-1])) if len(items) else 0
+    t, items = t[: last + 1], items[: last + 1]
+    if start is not None and (not len(t) or start < t[0]):
+        t, items = np.r_[start, t], np.r_[0.0, items]
+    span = t[-1] - t[0] if len(t) else 0.0
+    step = max(min_dt, span / 400)
+    picked = [0]
+    for i in range(1, len(t)):
+        if t[i] - t[picked[-1]] >= step or i == len(t) - 1:
+            picked.append(i)
+    # A last interval much shorter than the others (a few items over a few ms) would show as a
+    # spike: it joins the interval before it.
+    if len(picked) > 2 and t[picked[-1]] - t[picked[-2]] < step / 2:
+        del picked[-2]
+    t, items = t[picked], items[picked]
+    if len(t) < 2:
+        return np.zeros(0), np.zeros(0)
+    rate = np.diff(items) / np.diff(t)
+    return t, np.r_[rate, rate[-1]]  # each rate from its interval's start; the last repeated to the end
+
+
+# -- which rows count ----------------------------------------------------------------------------
+
+
+def ended(rows: pd.DataFrame) -> pd.Series:
+    """Rows whose process had ended (missing, and nothing to count)."""
+    reason = rows["reason"].fillna("").astype(str)
+    return reason.str.startswith(ENDED_REASONS)
+
+
+def failed_reads(rows: pd.DataFrame) -> pd.Series:
+    """Rows whose process was there but could not be read (a gap, not a zero)."""
+    missing = rows["missing"].fillna(False).astype(bool)
+    pss_failed = (rows["tier"] == "cheap") & rows["reason"].notna()
+    return (missing & ~ended(rows)) | pss_failed
+
+
+# -- memory totals ----------------------------------------------------------------------------
+
+
+def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
+    """PSS summed per role at every PSS round (index t); NaN where a process could not be read."""
+    if samples.empty or "tier" not in samples or not (samples["tier"] == "pss").any():
+        return pd.DataFrame()
+    rounds = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique())
+    at = samples[samples["t"].isin(rounds)]
+    # A recorded job's sampler reads only the processes whose memory moved: the others count
+    # with their last reading.
+    ok = held_readings(samples)
+    table = ok.pivot_table(index="t", columns="role", values="pss_mb", aggfunc="sum").reindex(rounds)
+    table = table.fillna(0.0)
+    for _, row in at[failed_reads(at)].iterrows():
+        table.loc[row["t"], row["role"]] = np.nan
+    return table[role_order(list(table.columns))]
+
+
+def total_pss(samples: pd.DataFrame) -> pd.Series:
+    """Total PSS of the tree per PSS round; NaN for a round with a process that could not be read."""
+    table = pss_by_role(samples)
+    return table.sum(axis=1, skipna=False) if not table.empty else pd.Series(dtype=float)
+
+
+def tick_sum(samples: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` summed over the tree at every tick (both tiers); NaN for a tick with a process
+    that could not be read. A tick whose processes had all ended has nothing to sum: left out."""
+    if samples.empty or column not in samples:
+        return pd.Series(dtype=float)
+    missing = samples["missing"].fillna(False).astype(bool)
+    gone = missing & ended(samples)
+    ticks = np.sort(samples.loc[~gone, "t"].unique())
+    totals = samples[~missing].groupby("t")[column].sum().reindex(ticks)
+    totals.loc[totals.index.isin(samples[missing & ~gone]["t"].unique())] = np.nan
+    return totals
+
+
+def sum_rss(samples: pd.DataFrame) -> pd.Series:
+    """Sum of RSS over the tree at every tick: what summing RSS would report (shared pages counted
+    once per process that maps them)."""
+    return tick_sum(samples, "rss_mb")
+
+
+def shm_mapped(samples: pd.DataFrame) -> pd.Series:
+    """Shared memory (RssShmem: /dev/shm files, shared anonymous memory) mapped by the run's
+    processes, summed over them at every tick."""
+    return tick_sum(samples, "rss_shmem_mb")
+
+
+def shm_used(samples: pd.DataFrame, min_mb: float = 1.0) -> bool:
+    """Whether the run's own processes mapped at least ``min_mb`` of shared memory at some tick (e.g.
+    batches handed from worker processes to the main process as tensors in /dev/shm). Judged on the
+    run's processes, not on /dev/shm as a whole: that is the whole machine's, and other programs
+    create and delete files there while a run goes."""
+    mapped = shm_mapped(samples)
+    return bool(mapped.notna().any() and mapped.max() >= min_mb)
+
+
+# -- CPU --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuCounter:
+    """One process's (or thread's) cumulative CPU seconds at its readable samples, the band of the
+    chart it adds to, and until when it was alive but unreadable after its last reading."""
+
+    band: str
+    t: np.ndarray
+    cpu_s: np.ndarray
+    unknown_until: float | None = None
+
+
+def _counters(band: str, t: np.ndarray, cpu: np.ndarray, unknown_until: float | None) -> list[CpuCounter]:
+    """Split where the counter goes down (a pid reused by a new process): each part counts on its own."""
+    parts = np.split(np.arange(len(t)), np.flatnonzero(np.diff(cpu) < 0) + 1)
+    return [
+        CpuCounter(band, t[i], cpu[i], unknown_until if k == len(parts) - 1 else None)
+        for k, i in enumerate(parts)
+        if len(i)
+    ]
+
+
+def process_counters(samples: pd.DataFrame, skip: frozenset[int] = frozenset()) -> list[CpuCounter]:
+    """A CPU counter per process of the run (but the pids in ``skip``), banded by its last role:
+    main, each worker and rank process apart, every helper process together."""
+    if samples.empty or "cpu_s" not in samples:
+        return []
+    rows = samples[~(samples["missing"].fillna(False).astype(bool) & ended(samples))].sort_values("t")
+    out = []
+    for pid, g in rows.groupby("pid", sort=False):
+        if pid in skip:
+            continue
+        ok = ~g["missing"].fillna(False).astype(bool) & g["cpu_s"].notna()
+        if not ok.any():
+            continue
+        t, cpu = g.loc[ok, "t"].to_numpy(float), g.loc[ok, "cpu_s"].to_numpy(float)
+        later_failed = g.loc[~ok & (g["t"] > t[-1]), "t"]
+        role = g["role"].iloc[-1]
+        out += _counters(
+            role if is_loader_role(role) else "other processes",
+            t,
+            cpu,
+            float(later_failed.max()) if len(later_failed) else None,
+        )
+    return out
+
+
+def thread_counters(threads: pd.DataFrame, main_pid: int) -> list[CpuCounter]:
+    """A CPU counter per thread of the main process, banded as the main thread, each loader worker
+    thread (by its OS name; a restarted worker joins its band), and the other threads together."""
+    if threads.empty or "cpu_s" not in threads:
+        return []
+    out = []
+    for tid, g in threads.dropna(subset=["cpu_s"]).sort_values("t").groupby("tid", sort=False):
+        name = str(g["name"].iloc[-1])
+        band = (
+            "main thread"
+            if tid == main_pid
+            else f"worker thread {name.removeprefix(THREAD_NAME_PREFIX)}"
+            if name.startswith(THREAD_NAME_PREFIX)
+            else "other threads"
+        )
+        out += _counters(band, g["t"].to_numpy(float), g["cpu_s"].to_numpy(float), None)
+    return out
+
+
+def cpu_bands(
+    counters: list[CpuCounter], min_dt: float = CPU_MIN_WINDOW_S
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """CPU cores used per band in windows at least ``min_dt`` long: (window midpoints, band -> cores).
+
+    Each counter is interpolated at the window edges and held outside its own life, so a process or
+    thread adds what it used while it was sampled and nothing else: one that ends stops adding
+    (no drop of its cumulative count), one that could not be read for a few ticks is bridged by its
+    counter, and one that stayed unreadable until it ended makes its band unknown (NaN) there."""
+    counters = [c for c in counters if len(c.t)]
+    if not counters:
+        return np.zeros(0), {}
+    t0 = min(c.t[0] for c in counters)
+    t1 = max(max(c.t[-1], c.unknown_until or c.t[-1]) for c in counters)
+    if t1 - t0 < min_dt:
+        return np.zeros(0), {}
+    edges = np.linspace(t0, t1, max(1, int((t1 - t0) // max(min_dt, (t1 - t0) / 200))) + 1)
+    used: dict[str, np.ndarray] = {}
+    for c in counters:
+        add = np.diff(np.interp(edges, c.t, c.cpu_s))
+        if c.unknown_until is not None:
+            add[(edges[1:] > c.t[-1]) & (edges[:-1] < c.unknown_until)] = np.nan
+        used[c.band] = used.get(c.band, np.zeros(len(add))) + add
+    return (edges[:-1] + edges[1:]) / 2, {band: u / np.diff(edges) for band, u in used.items()}
+
+
+def cores_used(counters: list[CpuCounter], start: float, end: float) -> float | None:
+    """CPU cores the counters used on average between ``start`` and ``end``: the same counters,
+    interpolated the same way, as the bands of :func:`cpu_bands`. None when some counter was
+    unknown (alive but unreadable) during that time, or there is none."""
+    counters = [c for c in counters if len(c.t)]
+    if not counters or end <= start:
+        return None
+    for c in counters:
+        if c.unknown_until is not None and c.t[-1] < end and c.unknown_until > start:
+            return None
+    used = sum(float(np.interp(end, c.t, c.cpu_s) - np.interp(start, c.t, c.cpu_s)) for c in counters)
+    return used / (end - start)

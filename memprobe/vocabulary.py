@@ -1,0 +1,149 @@
+"""The words memprobe uses for how a run loads data and for what its processes are: modes, roles,
+thread names, and the predicates on them, in one place.
+
+It imports only the standard library, so the supervisor, the sampler, the report and the CLI use it
+without importing torch, numpy or pandas (the supervisor never imports torch: it would measure
+nothing of it, and pay seconds to start).
+
+Modes (a scenario's ``modes``, ``profile(mode=...)``):
+
+* process modes: torch's DataLoader with worker processes started by ``fork``, ``spawn`` or
+  ``forkserver`` (its ``multiprocessing_context``);
+* thread modes: ``thread`` (memprobe's ThreadDataLoader), ``torch-thread`` (torch's own thread
+  workers, ``DataLoader(worker_method="thread")``, on torch's development branch only) and
+  ``torchdata-thread`` (``torchdata.nodes.ParallelMapper(method="thread")``);
+* ``single``: the mode label of a ``workers: 0`` run, which loads in its main process.
+
+Roles (the ``role`` column of the samples): ``main``, ``worker K`` (and ``rank R``,
+``rank R worker K`` in a recorded job), the helpers ``forkserver`` and ``resource tracker``, and
+labels for processes not yet known (``worker (starting)``, ``spawn (starting)``, ``other``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+
+# -- modes ----------------------------------------------------------------------------------------
+
+FORK = "fork"
+SPAWN = "spawn"
+FORKSERVER = "forkserver"
+THREAD = "thread"
+TORCH_THREAD = "torch-thread"
+TORCHDATA_THREAD = "torchdata-thread"
+SINGLE = "single"  # the mode label of a workers: 0 run (no worker processes or threads)
+
+PROCESS_MODES: tuple[str, ...] = (FORK, SPAWN, FORKSERVER)
+THREAD_MODES: tuple[str, ...] = (THREAD, TORCH_THREAD, TORCHDATA_THREAD)
+MODES: tuple[str, ...] = PROCESS_MODES + THREAD_MODES
+
+
+def is_process_mode(mode: str) -> bool:
+    """Whether ``mode`` loads in worker processes (given workers)."""
+    return mode in PROCESS_MODES
+
+
+def is_thread_mode(mode: str) -> bool:
+    """Whether ``mode`` loads in threads of the run's own process."""
+    return mode in THREAD_MODES
+
+
+def has_worker_processes(mode: str, workers: int) -> bool:
+    """Whether a run has worker processes: a process mode with at least one worker. Such a run is
+    judged on its workers' private memory; any other on its main process's."""
+    return is_process_mode(mode) and workers > 0
+
+
+# -- roles ----------------------------------------------------------------------------------------
+
+MAIN = "main"
+RESOURCE_TRACKER = "resource tracker"
+# multiprocessing's helper processes: reported, not judged. The forkserver helper has its mode's name.
+HELPER_ROLES: tuple[str, ...] = (FORKSERVER, RESOURCE_TRACKER)
+WORKER_STARTING = "worker (starting)"  # a forkserver child not yet renamed by torch
+SPAWN_STARTING = "spawn (starting)"  # a spawn worker before torch renames it
+OTHER = "other"
+
+_ROLE = re.compile(r"^(?:rank (\d+))? ?(?:worker (\d+))?$")
+
+
+def worker_role(index: int) -> str:
+    """The role of worker ``index``: 'worker 0'."""
+    return f"worker {index}"
+
+
+def is_helper(role: str) -> bool:
+    """The forkserver or the resource tracker."""
+    return role in HELPER_ROLES
+
+
+def role_parts(role: str) -> tuple[int, int] | None:
+    """(rank, worker) for 'worker 2', 'rank 1', 'rank 1 worker 0' (0 and -1 where absent); None
+    for main, helpers and unknown processes."""
+    m = _ROLE.match(role)
+    if role == MAIN or not m or not (m.group(1) or m.group(2)):
+        return None
+    return (int(m.group(1)) if m.group(1) else 0, int(m.group(2)) if m.group(2) else -1)
+
+
+def is_worker_role(role: str) -> bool:
+    """A worker process (of any rank)."""
+    return (role_parts(role) or (0, -1))[1] >= 0
+
+
+def is_loader_role(role: str) -> bool:
+    """main, a rank process or a worker: the processes whose private memory matters."""
+    return role == MAIN or role_parts(role) is not None
+
+
+def role_order(roles: Sequence[str]) -> list[str]:
+    """Distinct roles: main first, then ranks and workers (by rank, then index), then the rest
+    alphabetically."""
+
+    def key(role: str) -> tuple:
+        parts = role_parts(role)
+        return (0, 0, 0, role) if role == MAIN else (1, *parts, role) if parts else (2, 0, 0, role)
+
+    return sorted(dict.fromkeys(roles), key=key)
+
+
+# -- the sampler's reasons ------------------------------------------------------------------------
+
+# A ``missing`` row's reason starts with one of these when the process ended (probe.sampler);
+# any other reason is a process that was there but could not be read.
+ENDED_REASONS: tuple[str, ...] = ("exited", "zombie", "exiting")
+
+
+def ended(reason: str | None) -> bool:
+    """Whether a missing row's ``reason`` says its process ended (rather than was unreadable)."""
+    return bool(reason) and str(reason).startswith(ENDED_REASONS)
+
+
+# -- threads --------------------------------------------------------------------------------------
+
+# The thread loader names its worker threads this way in the OS (/proc/PID/task/TID/comm, at most
+# 15 bytes), so the sampler and the report can tell them from torch's and numpy's threads.
+THREAD_NAME_PREFIX = "mp-tworker-"
+
+
+def worker_thread_name(index: int) -> str:
+    """The OS name of the thread loader's worker ``index``."""
+    return f"{THREAD_NAME_PREFIX}{index}"
+
+
+def gil_enabled() -> bool | None:
+    """Whether the GIL is active in this interpreter, as this process runs now.
+
+    ``sys._is_gil_enabled()`` exists from Python 3.13 (meaningful on free-threaded builds, where an
+    extension module imported later can turn the GIL back on); where it does not exist the build
+    always has a GIL, so True. None means the check itself failed.
+    """
+    probe = getattr(sys, "_is_gil_enabled", None)
+    if probe is None:
+        return True
+    try:
+        return bool(probe())
+    except Exception:  # noqa: BLE001  a private CPython probe: any failure means "not known"
+        return None

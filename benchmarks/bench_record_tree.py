@@ -170,7 +170,7 @@ def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
         for r in g.itertuples():
             if r.tier == "pss" and prev is not None and pd.notna(prev.uss_est_mb) and r.uss_mb >= 1.0:
                 since = last_exact if last_exact is not None else float(g["t"].min())
-                event = any(since < c <= r.t for c in changes if c != float(g["t"].min()))
+                mine = [c for c in changes if c != float(g["t"].min())]
                 out.append(
                     {
                         "pid": pid,
@@ -179,7 +179,10 @@ def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
                         "estimate": prev.uss_est_mb,
                         "exact": r.uss_mb,
                         "error_pct": 100 * abs(prev.uss_est_mb - r.uss_mb) / r.uss_mb,
-                        "event": event,
+                        "event": any(since < c <= r.t for c in mine),
+                        # The change came at this very tick: the previous tick's estimate could
+                        # not know it (the sampler's own check, at the same tick, does).
+                        "at_change": any(prev.t < c <= r.t for c in mine),
                     }
                 )
             if r.tier == "pss":
@@ -213,11 +216,16 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
         print("\nestimate before each exact reading vs that reading (USS >= 1 MB):\n")
         rows = []
         plain = err[~err["event"]]
+        known = err[~err["at_change"]]
+        parents = ("main", "rank", "launcher")
         groups = [
             *((k, g) for k, g in err.groupby("kind")),
             ("all", err),
             ("all, no process of the tree appeared or went since the last reading", plain),
-            *((f"{k}, same", g) for k, g in plain.groupby("kind") if k in ("main", "rank", "launcher")),
+            *((f"{k}, same", g) for k, g in plain.groupby("kind") if k in parents),
+            ("all but readings at the tick of a change (the estimate had seen it)", known),
+            *((f"{k}, after a change too", g) for k, g in known.groupby("kind") if k in parents),
+            ("readings at the tick of a change (vs the tick before)", err[err["at_change"]]),
         ]
         for kind, g in groups:
             if g.empty:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe import series, tree_analysis
+from memprobe import series, tree_analysis, tree_verdict
 from memprobe.vocabulary import MAIN, has_worker_processes
 
 
@@ -211,7 +211,7 @@ def summarize(
     summary = replace(summary, **_workload_figures(meta, samples, start, end, summary.items_per_s))
     if tree_analysis.is_recorded(meta):
         # A job memprobe did not write: each process over the window that fits what it is.
-        return tree_analysis.summarize_tree(summary, meta, samples, progress)
+        return tree_verdict.summarize_tree(summary, meta, samples, progress)
     return _explained(summary, process_workers)
 
 

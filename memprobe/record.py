@@ -43,7 +43,6 @@ from memprobe.errors import MemprobeError, UsageError
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree import ProcfsReader
-from memprobe.probe.tree import process_order as _process_order  # noqa: F401  (kept for callers)
 from memprobe.probe.tree_sampler import TreeSampler
 from memprobe.results import ResultsFolder, RunWriter
 from memprobe.runner import OWN_PROCESS_GROUP, environment

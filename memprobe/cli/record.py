@@ -174,7 +174,7 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
     ]
     for r in shown[:limit]:
         before = r.get("built_mb") if r.get("built_mb") is not None else r.get("startup_mb")
-        moved = [v for v in (r.get("released_mb"), r.get("shared_mb")) if v]
+        moved = [v for v in (r.get("released_mb"), r.get("written_mb"), r.get("shared_mb")) if v]
         est = " (est.)" if r.get("estimated") else ""
         rows.append(
             (

@@ -10,6 +10,11 @@ exits, or when it forks. So:
 * a process whose own counters and whose sharers' counters did not move since its last exact
   reading needs none; nor does one whose estimate cannot be off by more than 5 % of its USS,
   judged from how much it moved and how wrong its estimate was at past readings;
+* some readings cannot wait and may also spend the budget's reserve: a parent at the tick its
+  children appear or exit (its USS jumps there, in ways its counters cannot see: read, its
+  estimate is recalibrated at once), a spawned worker at the end of its start-up (its window
+  starts there), and each forked child once, as soon as the budget allows (its fork is its exact
+  start, USS 0, so one reading measures its growth);
 * the others are read least-sure first (expected error times time unread), as long as the
   predicted cost fits what the budget has left;
 * between exact readings its USS is *estimated* from the cheap counters, calibrated at every
@@ -90,6 +95,10 @@ class Track:
     uncertainty: float = 1.0
     attempted: bool = False  # an exact reading was tried (smaps_rollup may be unreadable)
     readings: int = 0
+    # A reading that cannot wait: a parent at a change of its tree (its children appeared or
+    # exited: what its estimate learned no longer holds), a spawned worker at the end of its
+    # start-up (where its window begins).
+    forced: bool = False
     rate: float = 0.0  # bytes moved per tick (own + sharers' faults), smoothed
     last_move: float = 0.0  # bytes moved at the latest tick
 
@@ -198,7 +207,7 @@ class ExactPlanner:
         tr.kids, tr.kids_gone, tr.back_at_exact, tr.alpha = [child], set(), 0.0, None
         tr.unseen += tr.fork_pages
         tr.uss, tr.own, tr.drops, tr.shared = tr.clean, 0.0, 0.0, 0.0
-        tr.event = True
+        tr.event = tr.forced = True
 
     def _copied(self, tr: Track) -> float:
         """Product of the children's copied shares of the parent's fork pages (an exited child
@@ -229,6 +238,12 @@ class ExactPlanner:
                 ot.event = True
             if pid in ot.kids:
                 ot.kids_gone.add(pid)
+                ot.forced = True
+
+    def want(self, pid: int) -> None:
+        """Ask for a reading of ``pid`` as soon as the budget allows (see ``Track.forced``)."""
+        if pid in self.tracks:
+            self.tracks[pid].forced = True
 
     def estimate(self, pid: int) -> float | None:
         """USS (bytes) now, from the last exact reading and the counters since; ``None`` before
@@ -270,20 +285,37 @@ class ExactPlanner:
         boost = QUIET_BOOST if tr.went_quiet() else 1.0
         return tr.expected_error() / MiB * (1.0 + age) * boost
 
-    def choose(self, tick: float, allowance_s: float, *, everyone: bool = False) -> list[int]:
-        """The processes to read exactly this tick: each one never tried (first seen), then the
-        moved ones by priority while the predicted cost fits ``allowance_s`` (CPU seconds the
-        budget has left); the first that does not fit ends the list, so a big process is not
-        passed over for ever by smaller ones. ``everyone``: all of them, whatever the cost.
+    def choose(
+        self, tick: float, allowance_s: float, *, everyone: bool = False, reserve_s: float = 0.0
+    ) -> list[int]:
+        """The processes to read exactly this tick, while the predicted cost fits ``allowance_s``
+        (CPU seconds the budget has left); ``everyone``: all of them, whatever the cost.
 
-        A forked child is not read at first sight whatever the cost: its baseline is known (see
-        ``_new_track``), and it ranks high, its estimate being unchecked. Reading a 365 MB fork
-        child costs 5-15 ms here; forcing them left a 1 % budget a single reading per
-        DataLoader worker, taken when it had copied nothing yet."""
+        1. each process never tried and not forked (first seen), whatever the cost;
+        2. the readings that cannot wait, which may also spend ``reserve_s``: those asked for
+           (:meth:`want`, a parent at a change of its tree), then each forked child never read,
+           oldest first. A forked child's start is exact (USS 0 at its fork), so one reading
+           measures its growth; it is not forced at first sight, whatever the cost (a 1 % budget
+           once gave each DataLoader worker a single reading, at its birth), but it comes first
+           once the budget allows;
+        3. the moved ones by priority; the first that does not fit ends the list, so a big
+           process is not passed over for ever by smaller ones."""
         if everyone:
             return list(self.tracks)
         chosen = [pid for pid, tr in self.tracks.items() if not tr.attempted and tr.uss is None]
         left = allowance_s - sum(self.predicted_cost(p) for p in chosen)
+        urgent = [
+            pid
+            for pid, tr in self.tracks.items()
+            if pid not in chosen and tr.uss is not None and (tr.forced or not tr.attempted)
+        ]
+        urgent.sort(key=lambda p: (not self.tracks[p].forced, self.tracks[p].exact_t or 0.0))
+        for pid in urgent:
+            cost = self.predicted_cost(pid)
+            if cost > left + reserve_s:
+                break
+            chosen.append(pid)
+            left -= cost
         moved = [pid for pid, tr in self.tracks.items() if pid not in chosen and self.needs_reading(pid)]
         for pid in sorted(moved, key=lambda p: self.priority(p, tick), reverse=True):
             cost = self.predicted_cost(pid)
@@ -298,6 +330,7 @@ class ExactPlanner:
         """An exact reading was tried and failed (unreadable): do not force it again."""
         if pid in self.tracks:
             self.tracks[pid].attempted = True
+            self.tracks[pid].forced = False
 
     def exact(
         self, pid: int, t: float, uss: float, rss: int, cost_s: float, clean: float = 0.0
@@ -328,7 +361,7 @@ class ExactPlanner:
         if tr.kids and all(k in tr.kids_gone for k in tr.kids):
             tr.kids, tr.kids_gone, tr.fork_pages, tr.back_at_exact = [], set(), 0.0, 0.0  # all back
         tr.own = tr.drops = tr.shared = tr.unseen = 0.0
-        tr.attempted, tr.event = True, False
+        tr.attempted, tr.event, tr.forced = True, False, False
         tr.readings += 1
         return est
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -53,6 +54,13 @@ LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "t
 # subprocess with preexec_fn somewhat more) or be renamed, so its kind is looked at again.
 SETTLE_AGE_S = 1.0
 _HZ = procfs.CLOCK_TICKS
+# The end of a spawned or exec'd worker's start-up (it boots an interpreter and unpickles what it
+# was given: its own copy, not growth): the first moment its RSS held still while it ran. Still
+# per CPU second it used over the last half second at least (a process waiting for a CPU on a
+# loaded machine holds still without having started anything), and relative to its size (a
+# 500 MB process's allocator moves by more than a megabyte while it works).
+STILL_SPAN_S, STILL_CPU_S = 0.5, 0.1
+STILL_MB_PER_CPU_S, STILL_SHARE_PER_CPU_S = 10.0, 0.05
 
 
 class ProcReader(Protocol):
@@ -426,6 +434,25 @@ class TreeRoles(RoleBook):
             and st.state not in ("Z", "X")
             and (node is None or st.start_ticks == node.start_ticks)
         )
+
+
+def settled_at(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float], i: int) -> bool:
+    """Whether a spawned or exec'd worker's start-up is over at its ``i``-th row (see
+    ``STILL_SPAN_S``): over the rows back to where it spent ``STILL_CPU_S`` of CPU and at least
+    ``STILL_SPAN_S`` went by, its RSS rose less than 10 MB, or 5 % of its RSS, per CPU second."""
+    j = i
+    while j > 0 and (t[i] - t[j] < STILL_SPAN_S or cpu_s[i] - cpu_s[j] < STILL_CPU_S):
+        j -= 1
+    cpu = cpu_s[i] - cpu_s[j]
+    if t[i] - t[j] < STILL_SPAN_S or cpu < STILL_CPU_S:
+        return False
+    rise = rss_mb[i] - min(rss_mb[j : i + 1])
+    return rise / cpu < max(STILL_MB_PER_CPU_S, STILL_SHARE_PER_CPU_S * rss_mb[i])
+
+
+def startup_end(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float]) -> float | None:
+    """The time of the first row at which the start-up is over (:func:`settled_at`), or None."""
+    return next((float(t[i]) for i in range(len(t)) if settled_at(t, rss_mb, cpu_s, i)), None)
 
 
 def process_order(row: dict) -> tuple:

@@ -4,9 +4,12 @@ where memory moves, an estimated USS in between.
 Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly) reads the
 cheap tier of every process; then :class:`~memprobe.probe.exact.ExactPlanner` picks which
 processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
-child excepted: its baseline is known), then those whose counters or whose sharers' counters
-moved, least-sure estimate first, as long as the sampler's whole CPU time (cheap tier and
-bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged since the start.
+child excepted: its baseline is known), then the readings that cannot wait (a parent whose
+children appeared or exited, a spawned worker whose start-up just ended, a forked child never
+read), then those whose counters or whose sharers' counters moved, least-sure estimate first,
+as long as the sampler's whole CPU time (cheap tier and bookkeeping included) stays within
+``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept for the readings
+that cannot wait).
 A full round (every live process) is taken on request (:meth:`Sampler.request_pss`: before
 ``record`` forwards a stop signal) and when it stops with ``final_pss``.
 
@@ -26,7 +29,7 @@ from dataclasses import asdict, dataclass
 from memprobe.probe import procfs
 from memprobe.probe.exact import PAGE, ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
-from memprobe.probe.tree import ProcReader, TreeRoles, boot_clock_offset
+from memprobe.probe.tree import ProcReader, TreeRoles, boot_clock_offset, settled_at
 
 COMMAND_CHARS = 300
 # The cheap tier is paid every tick for every process, so it reads as little as it can: stat
@@ -43,6 +46,7 @@ THREAD_SCAN_S = 1.0
 # without exact readings use at most this share of the budget.
 CHEAP_SHARE = 0.4
 MAX_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, whatever the cost
+STARTUP_WATCH_S = 10.0  # a worker's start-up is taken to be over by then (the analysis's cap)
 
 
 @dataclass
@@ -101,6 +105,8 @@ class TreeSampler(Sampler):
         self._next_thread_scan = 0.0
         self._tick_cost: float | None = None
         self._first = True  # the first tick's rows carry every column, later ones only their values
+        self._startup: dict[int, tuple[list[float], list[float], list[float]]] = {}  # t, RSS, CPU
+        self._settled: set[int] = set()
 
     # -- the cheap tier ------------------------------------------------------------------
     def _discover(self, tick: float) -> list[int]:
@@ -159,12 +165,15 @@ class TreeSampler(Sampler):
         counters = {pid: (int(r["minflt"]), int(float(r["rss_mb"]) * MB)) for pid, r in live.items()}
         nodes = self.roles.nodes
         forked = {pid: nodes[pid].ppid for pid in counters if pid in nodes and nodes[pid].shares_parent}
-        self.plan.observe(round(tick - self.t0, 4), counters, self.roles.share_groups(), forked)
-        # 10 % of the budget is left for the readings that cannot wait (new processes, the last round).
-        allowance = 0.9 * self.settings.pss_cpu_budget * (tick - self.t0) - (time.thread_time() - self._cpu0)
-        exact = [
-            pid for pid in self.plan.choose(round(tick - self.t0, 4), allowance, everyone=full) if pid in live
-        ]
+        t = round(tick - self.t0, 4)
+        self.plan.observe(t, counters, self.roles.share_groups(), forked)
+        self._watch_startups(t, live)
+        # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
+        # appeared or exited, a spawned worker at the end of its start-up, a forked child never read).
+        earned = self.settings.pss_cpu_budget * (tick - self.t0)
+        allowance = 0.9 * earned - (time.thread_time() - self._cpu0)
+        chosen = self.plan.choose(t, allowance, everyone=full, reserve_s=0.1 * earned)
+        exact = [pid for pid in chosen if pid in live]
         for pid in exact:
             self._read_exact(live[pid], pid, tick)
         self._annotate(rows, tick)
@@ -178,6 +187,23 @@ class TreeSampler(Sampler):
         self._first = False
         self.sink("system", [self._system_row(tick)])
         return exact
+
+    def _watch_startups(self, t: float, live: dict[int, Row]) -> None:
+        """A spawned or exec'd worker gets a reading as soon as its start-up is over (by the
+        rule the analysis uses: :func:`~memprobe.probe.tree.settled_at`): its window starts there."""
+        for pid in [p for p in self._startup if p not in live]:  # it ended during its start-up
+            del self._startup[pid]
+        for pid, row in live.items():
+            node = self.roles.nodes.get(pid)
+            if node is None or not node.is_worker or node.shares_parent or pid in self._settled:
+                continue
+            seen = self._startup.setdefault(pid, ([], [], []))
+            for column, value in zip(seen, (t, float(row["rss_mb"]), float(row["cpu_s"])), strict=True):
+                column.append(value)
+            if settled_at(*seen, len(seen[0]) - 1) or t - seen[0][0] >= STARTUP_WATCH_S:
+                self._settled.add(pid)
+                del self._startup[pid]
+                self.plan.want(pid)
 
     def _read_exact(self, row: Row, pid: int, tick: float) -> None:
         c0 = time.thread_time()

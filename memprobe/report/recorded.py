@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from memprobe import tree_analysis as tree
+from memprobe import tree_verdict as verdict
 from memprobe.analysis import RunSummary, summarize_all
 from memprobe.report import content, figures
 from memprobe.report import format as fmt
@@ -119,6 +120,11 @@ def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
         )
     if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
         notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
+    if fmt.is_num(r.get("written_mb")) and r["written_mb"] >= 1:
+        notes.append(
+            f"{fmt.signed_mb(r['written_mb'])} made private by its own writes to pages its workers "
+            "share (not growth)"
+        )
     if not judged:
         notes.append(
             "helper: shown, not judged"
@@ -151,7 +157,7 @@ class Projection:
     over_ram: bool  # some cell needs more than that
 
 
-def projection_table(s: RunSummary, basis: tree.Basis | None, ram_mb: float | None) -> Projection | None:
+def projection_table(s: RunSummary, basis: verdict.Basis | None, ram_mb: float | None) -> Projection | None:
     """Workers per rank down, rank counts across (one column for a job without ranks); each cell
     as measured and, for forked workers, with every worker holding a full copy."""
     if not s.projection or basis is None:
@@ -183,7 +189,7 @@ def projection_table(s: RunSummary, basis: tree.Basis | None, ram_mb: float | No
     return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over)
 
 
-def assumptions(b: tree.Basis) -> list[str]:
+def assumptions(b: verdict.Basis) -> list[str]:
     """The projection's assumptions, in words, with the measured numbers they scale."""
     share = " (the pages its forked workers share are counted once)" if b.forked else ""
     parent = (
@@ -463,7 +469,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     s = summarize_all(results)[0]
     samples, progress = results.run_table("samples", s.run_id), results.run_table("progress", s.run_id)
     procs = tree.processes(meta, samples)
-    basis = tree.projection_basis([tree.Growth(**row) for row in s.processes or []], procs)
+    basis = verdict.projection_basis([tree.Growth(**row) for row in s.processes or []], procs)
     clock = figures.Clock.from_progress(progress)
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)

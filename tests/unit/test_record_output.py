@@ -8,7 +8,8 @@ from pathlib import Path
 
 from memprobe.analysis import RunSummary
 from memprobe.cli.record import print_result, process_rows
-from memprobe.record import RecordResult, _process_order
+from memprobe.probe.tree import process_order
+from memprobe.record import RecordResult
 
 
 def _row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:
@@ -39,7 +40,7 @@ def test_processes_are_grouped_by_rank_then_ordered_by_start() -> None:
         _row(13, "rank 1 worker 1", 1, 1, 5.2),
         _row(4, "rank 0 resource tracker", 0, -1, 0.5),
     ]
-    order = [r["role"] + f" ({r['pid']})" for r in sorted(rows, key=_process_order)]
+    order = [r["role"] + f" ({r['pid']})" for r in sorted(rows, key=process_order)]
     assert order == [
         "main (1)",
         "rank 0 (2)",
@@ -51,7 +52,7 @@ def test_processes_are_grouped_by_rank_then_ordered_by_start() -> None:
         "rank 1 worker 0 (11)",
         "rank 1 worker 1 (13)",
     ]
-    table = process_rows(sorted(rows, key=_process_order)).splitlines()
+    table = process_rows(sorted(rows, key=process_order)).splitlines()
     assert table[0].split()[:2] == ["pid", "role"] and table[1].split()[:2] == ["1", "main"]
 
 
@@ -63,7 +64,7 @@ def test_without_ranks_main_comes_first_then_each_generation() -> None:
         _row(7, "worker 0", -1, 0, 6.0),
         _row(6, "worker 1", -1, 1, 1.1),
     ]
-    assert [r["pid"] for r in sorted(rows, key=_process_order)] == [1, 5, 6, 7, 8]
+    assert [r["pid"] for r in sorted(rows, key=process_order)] == [1, 5, 6, 7, 8]
 
 
 def test_the_items_hint_fits_record_and_watch(tmp_path: Path) -> None:

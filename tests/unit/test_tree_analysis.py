@@ -16,9 +16,9 @@ from memprobe.tree_analysis import (
     interval_own,
     processes,
     split_growth,
-    summarize_tree,
     table,
 )
+from memprobe.tree_verdict import summarize_tree
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
@@ -33,7 +33,8 @@ def test_forked_workers_grow_from_zero_at_their_start_and_the_main_process_is_no
     assert rows[11]["growth_mb"] == pytest.approx(200, abs=0.5) and rows[11]["judged"]
     assert rows[11]["growth_mb_per_min"] == pytest.approx(200 / 15 * 60, rel=0.01)
     main = rows[1]
-    assert main["built_mb"] == pytest.approx(295) and main["baseline_t"] == 4.0
+    # From its first tick once its workers started (read there): what it built is before.
+    assert main["built_mb"] == pytest.approx(295) and main["baseline_t"] == 5.2
     assert abs(main["growth_mb"]) < 5  # the fork's sharing and the workers' copies are not its own
     assert main["released_mb"] == pytest.approx(198, abs=1)  # 2 MB of faults are its own
     assert s.verdict == "growing" and s.worker_uss_growth_mb == pytest.approx(200, abs=0.5)
@@ -174,13 +175,15 @@ def test_projection_per_worker_count_and_rank_count_with_the_measured_cell_flagg
 def test_a_spawn_child_counts_from_the_end_of_its_start_up() -> None:
     main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (12.0, "pss", 51, 61, 51)], kind="main")
     cheap = [
-        (t, "cheap", None, min(150.0, 30 + 60 * (t - 1.0)), 0) for t in (1.2, 1.6, 2.0, 2.4, 2.8, 3.2, 3.4)
+        (t, "cheap", None, min(150.0, 30 + 60 * (t - 1.0)), 0)
+        for t in (1.2, 1.6, 2.0, 2.4, 2.8, 3.2, 3.4, 3.6)
     ]
+    # Its RSS holds still from 3.2 on while it runs (1 CPU second a second here): settled at 3.8.
     child = proc_rows(
         2,
         "worker 0",
         0,
-        [(1.1, "pss", 20, 30, 20), *cheap, (3.6, "pss", 150, 150, 150), (12.0, "pss", 156, 156, 156)],
+        [(1.1, "pss", 20, 30, 20), *cheap, (3.8, "pss", 150, 150, 150), (12.0, "pss", 156, 156, 156)],
         kind="spawn",
     )
     procs = [
@@ -189,12 +192,32 @@ def test_a_spawn_child_counts_from_the_end_of_its_start_up() -> None:
     ]
     s = _summary(job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child))
     row = next(p for p in s.processes if p["pid"] == 2)
-    assert row["startup_mb"] == 150 and row["baseline_t"] == 3.6 and row["growth_mb"] == pytest.approx(6)
+    assert row["startup_mb"] == 150 and row["baseline_t"] == 3.8 and row["growth_mb"] == pytest.approx(6)
     assert s.verdict == "flat" and s.worker_uss_start_mb == 150
     assert s.culprit.endswith(
         "But each spawned worker started with ~150 MB of its own (its start-up copy: paid up "
         "front, not growth)."
     )
+
+
+def test_a_spawn_child_whose_rss_never_holds_still_is_judged_from_half_its_life() -> None:
+    # Its RSS creeps up 20 MB a second all its life (an allocator that never settles, a loaded
+    # machine): its start-up is taken to end half-way through its 10 s life, so it is judged.
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (11.0, "pss", 51, 61, 51)], kind="main")
+    ticks = [1.0 + 0.2 * k for k in range(1, 50)]
+    points = [
+        (t, "pss" if k % 10 == 9 else "cheap", 100 + 20 * t, 100 + 20 * t, 100 + 20 * t)
+        for k, t in enumerate(ticks)
+    ]
+    child = proc_rows(2, "worker 0", 0, points, kind="spawn")
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=11.0),
+        proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=10.8, worker=0, start_method="spawn"),
+    ]
+    s = _summary(job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child))
+    row = next(p for p in s.processes if p["pid"] == 2)
+    assert row["judged"] and row["baseline_t"] == pytest.approx(7.0)  # the first reading after 5.9 s
+    assert row["growth_mb"] == pytest.approx(20 * (row["last_t"] - row["baseline_t"]), abs=0.5)
 
 
 def test_a_renamed_spawn_dataloader_worker_counts_from_its_rename() -> None:
@@ -246,7 +269,7 @@ def test_pages_made_private_by_a_copying_or_exiting_child_are_released_not_growt
         99, abs=1
     )
     # Its window ends with its last worker: what it does after (pages private again, tear-down) is not judged.
-    assert main_row["uss_end_mb"] == 120 and main_row["shared_mb"] == pytest.approx(-180)
+    assert main_row["uss_end_mb"] == 120 and main_row["baseline_t"] == 2.0  # after the fork's sharing
     assert s.verdict == "growing" and s.main_uss_growth_mb < 50
     assert s.culprit.startswith("growing: The main process's forked child grew +100 MB in 4 s")
     assert (
@@ -379,9 +402,10 @@ def test_a_renamed_spawn_worker_without_a_reading_after_its_rename_is_judged_on_
     )
 
 
-def test_a_parent_read_only_before_it_built_starts_from_its_estimate_at_the_fork() -> None:
-    # main is read at 0.1 (5 MB) and next at 6.0, after it built 300 MB and forked at 5.0: the
-    # estimate just before the fork is its start, so its building is not growth.
+def test_a_parent_read_only_before_it_built_starts_from_its_anonymous_memory_at_the_fork() -> None:
+    # main is read at 0.1 (5 MB) and next at 6.0, after it built 300 MB and forked at 5.0: its
+    # state just before the fork (the reading plus its anonymous RSS's rise) is its start, so its
+    # building is not growth.
     main = proc_rows(
         1,
         "main",
@@ -394,12 +418,13 @@ def test_a_parent_read_only_before_it_built_starts_from_its_estimate_at_the_fork
             (20.0, "pss", 30, 317, 303),
         ],
         kind="main",
+        anon_is_faults=True,
     )
     meta, samples = fork_job()
     samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
     s = _summary(meta, samples)
     row = s.processes[0]
-    assert row["baseline_t"] == 4.8 and row["uss_start_mb"] == 300 and row["built_mb"] == pytest.approx(295)
+    assert row["baseline_t"] == 6.0 and row["uss_start_mb"] == 12 and row["built_mb"] == pytest.approx(295)
     assert row["growth_mb"] == pytest.approx(2, abs=0.5) and s.main_uss_growth_mb < 50
     assert "The main process grew" not in s.culprit
 
@@ -426,12 +451,17 @@ def test_a_launcher_counts_from_its_first_rank_not_from_its_own_start_up() -> No
         1,
         "main",
         -1,
-        [(0.1, "pss", 8, 30, 8), (0.4, "pss", 150, 170, 150), (20.0, "pss", 151, 171, 151)],
+        [
+            (0.1, "pss", 8, 30, 8),
+            (0.4, "pss", 150, 170, 150),
+            (0.6, "cheap", None, 170, 150, 150.0),
+            (20.0, "pss", 151, 171, 151),
+        ],
         kind="launcher",
     )
     samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(launcher)], ignore_index=True)
     row = _summary(meta, samples).processes[0]
-    assert row["kind"] == "launcher" and row["baseline_t"] == 0.4
+    assert row["kind"] == "launcher" and row["baseline_t"] == 0.6  # its first tick once rank 0 started
     assert row["growth_mb"] == pytest.approx(1) and row["built_mb"] == pytest.approx(142)
 
 
@@ -439,7 +469,9 @@ def test_a_worker_that_grew_after_its_last_exact_reading_counts_to_its_end_by_th
     meta, samples = fork_job()
     late = samples["pid"].eq(11) & samples["t"].gt(6.0) & samples["tier"].eq("pss")
     samples = samples[~late].copy()  # worker 0: read once, at 5.2, before it copied anything
-    samples.loc[samples["pid"].eq(11) & samples["tier"].eq("cheap"), "uss_est_mb"] = 199.0
+    cheap = samples["pid"].eq(11) & samples["tier"].eq("cheap")
+    samples.loc[cheap, "uss_est_mb"] = 199.0
+    samples.loc[cheap, "minflt"] = 199.0 / MB_PER_FAULT  # its faults explain it
     s = _summary(meta, samples)
     row = next(p for p in s.processes if p["pid"] == 11)
     assert row["estimated"] and row["pss_samples"] == 1 and row["growth_mb"] == pytest.approx(199, abs=0.5)
@@ -460,16 +492,120 @@ def test_a_parent_whose_building_no_reading_nor_estimate_saw_is_shown_it_by_its_
             (0.3, "pss", 4, 21, 5),
             (2.0, "cheap", None, 165, 150),
             (4.8, "cheap", None, 315, 300),
+            (5.2, "cheap", None, 315, 300),
+            (19.8, "cheap", None, 317, 303, 4.0),  # its estimate did not see the building either
             (30.0, "pss", 305, 317, 303),
         ],
         kind="main",
     )
-    for row, anon in zip(main, (6, 6, 150, 306, 306), strict=True):
+    for row, anon in zip(main, (6, 6, 150, 306, 306, 306, 306), strict=True):
         row["rss_anon_mb"] = anon
     meta, samples = fork_job()
     samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
     s = _summary(meta, samples)
     row = s.processes[0]
     assert row["built_mb"] == pytest.approx(299)  # 4 MB read at 0.3 + 300 MB of anonymous memory, from 5 MB
-    assert row["growth_mb"] == pytest.approx(1, abs=0.5) and s.main_uss_growth_mb < 50
+    assert row["growth_mb"] == pytest.approx(0, abs=0.5) and s.main_uss_growth_mb < 50
     assert "The main process grew" not in s.culprit
+
+
+def _main_while_workers_run(anon: list[float], faults: list[float]) -> list[dict]:
+    """fork_job's main, read often while its workers run, with its anonymous RSS and faults."""
+    points = [(0.1, "pss", 5, 20, 5), (2.0, "pss", 150, 165, 150), (4.0, "pss", 300, 315, 300)]
+    times = [5.2 + 0.5 * k for k in range(len(anon))]
+    points += [
+        (t, "pss", 10 + 190 * k / (len(anon) - 1), 316, f)
+        for k, (t, f) in enumerate(zip(times, faults, strict=True))
+    ]
+    rows = proc_rows(1, "main", -1, points, kind="main")
+    for row, a in zip(rows, [5, 150, 300, *anon], strict=True):
+        row["rss_anon_mb"] = a
+    return rows
+
+
+def test_a_parent_s_own_growth_is_new_memory_however_often_it_was_read() -> None:
+    # Read every 0.5 s while its workers copy: its USS rises 190 MB, its faults 60 MB (its own
+    # writes to pages the workers share: its GC, reference counts), its anonymous RSS not at all.
+    meta, samples = fork_job()
+    n = 30
+    main = _main_while_workers_run([301.0] * n, [301 + 60 * k / (n - 1) for k in range(n)])
+    s = _summary(meta, pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True))
+    row = s.processes[0]
+    assert row["growth_mb"] == pytest.approx(0, abs=0.1) and row["written_mb"] == pytest.approx(60, abs=1)
+    assert row["released_mb"] == pytest.approx(130, abs=1)
+    assert "The main process grew" not in s.culprit
+    assert "+60 MB by its own writes to pages its workers share" in s.culprit
+    # The same job read twice as often: the same growth (the rise of new memory is what it is).
+    m = 2 * n - 1
+    often = _main_while_workers_run([301.0] * m, [301 + 60 * k / (m - 1) for k in range(m)])
+    s2 = _summary(meta, pd.concat([samples[samples["pid"] != 1], pd.DataFrame(often)], ignore_index=True))
+    assert s2.processes[0]["growth_mb"] == pytest.approx(row["growth_mb"], abs=0.1)
+
+
+def test_a_parent_that_allocates_while_its_workers_run_is_blamed() -> None:
+    # main appends 120 MB of new objects while its workers run: its anonymous RSS rises by that.
+    meta, samples = fork_job(worker_growth=6.0)
+    n = 20
+    main = _main_while_workers_run(
+        [301 + 120 * k / (n - 1) for k in range(n)], [301 + 121 * k / (n - 1) for k in range(n)]
+    )
+    s = _summary(meta, pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True))
+    assert s.processes[0]["growth_mb"] == pytest.approx(120, abs=1)
+    assert (
+        s.verdict == "growing"
+        and "The main process grew +120 MB of its own after its first worker started" in s.culprit
+    )
+
+
+def test_a_parent_s_growth_runs_to_its_last_tick_with_workers_not_its_last_reading() -> None:
+    # main pickles its data for spawn children (anonymous RSS +70 MB at 5.5), is read exactly
+    # while the buffer is held (6.0) and frees it at 9.0, before its workers end (20.0): it has
+    # not grown, although its last exact reading fell while the buffer was there.
+    meta, samples = fork_job(worker_growth=6.0)
+    main = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            (0.1, "pss", 5, 20, 5),
+            (4.0, "pss", 300, 315, 300),
+            (5.2, "cheap", None, 315, 300, 300.0),
+            (6.0, "pss", 370, 385, 370),
+            (9.0, "cheap", None, 315, 371, 301.0),
+            (19.8, "cheap", None, 315, 371, 301.0),
+        ],
+        kind="main",
+    )
+    for row, anon in zip(main, (5, 300, 300, 370, 300, 300), strict=True):
+        row["rss_anon_mb"] = anon
+    s = _summary(meta, pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True))
+    row = s.processes[0]
+    assert row["growth_mb"] == pytest.approx(0, abs=0.5) and row["last_t"] == 19.8
+    assert s.verdict == "flat"
+
+
+def test_a_worker_s_estimate_past_its_last_reading_counts_as_far_as_its_own_faults() -> None:
+    # The estimate's sharers' term puts worker 0 at 199 MB after its last reading, but it faulted
+    # only 50 MB in all: its own growth is no more than its faults explain.
+    meta, samples = fork_job()
+    late = samples["pid"].eq(11) & samples["t"].gt(6.0) & samples["tier"].eq("pss")
+    samples = samples[~late].copy()
+    samples.loc[samples["pid"].eq(11) & samples["tier"].eq("cheap"), "uss_est_mb"] = 199.0
+    row = next(p for p in _summary(meta, samples).processes if p["pid"] == 11)
+    assert row["estimated"] and row["growth_mb"] == pytest.approx(50, abs=0.5)
+
+
+def test_a_copy_whose_faults_show_one_reading_late_is_the_worker_s_own() -> None:
+    # A row's counters are read before its USS in the same tick: a fast copy shows its USS rise
+    # at one reading and its faults at the next. Read often, the worker's growth is all of it.
+    meta, samples = fork_job()
+    worker = proc_rows(
+        11,
+        "worker 0",
+        0,
+        [(5.2 + k, "pss", 20.0 * (k + 1), 300, 20.0 * k) for k in range(10)] + [(15.2, "pss", 200, 300, 200)],
+        kind="dataloader",
+    )
+    samples = pd.concat([samples[samples["pid"] != 11], pd.DataFrame(worker)], ignore_index=True)
+    row = next(p for p in _summary(meta, samples).processes if p["pid"] == 11)
+    assert row["growth_mb"] == pytest.approx(200, abs=0.5) and row["released_mb"] == pytest.approx(0, abs=0.5)

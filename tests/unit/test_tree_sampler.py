@@ -108,6 +108,43 @@ def test_a_forked_child_is_estimated_from_its_fork_and_read_within_the_budget() 
     assert 5 in plan.choose(1.0, PLENTY)
 
 
+def test_a_forked_child_never_read_comes_before_processes_that_moved_more() -> None:
+    plan = _planner(1, 2, rss=300 * MB)
+    groups = {1: 1, 2: 2, 5: 1}
+    plan.observe(1.0, {1: (0, 300 * MB), 2: (0, 300 * MB)}, groups)
+    plan.observe(2.0, {1: (0, 300 * MB), 2: (200 * MB // PAGE, 300 * MB), 5: (0, 300 * MB)}, groups, {5: 1})
+    plan.exact(1, 2.0, 10 * MB, 300 * MB, 0.001)  # the parent's reading at its fork (see below)
+    one = plan.predicted_cost(5)
+    assert plan.choose(2.0, one * 1.5) == [5]  # its one reading measures its growth: first
+    # ... from the reserve too, once the budget's share for moved processes is spent.
+    assert plan.choose(2.0, 0.0, reserve_s=one * 1.5) == [5]
+
+
+def test_a_parent_is_read_at_the_tick_its_children_appear_and_exit() -> None:
+    plan = _planner(1, rss=300 * MB)
+    groups = {1: 1, 5: 1, 6: 1}
+    plan.observe(1.0, {1: (0, 300 * MB), 5: (0, 300 * MB), 6: (0, 300 * MB)}, groups, {5: 1, 6: 1})
+    cost = plan.predicted_cost(1)
+    assert plan.choose(1.0, 0.0, reserve_s=cost * 1.5) == [1]  # its estimate's structure changed
+    plan.exact(1, 1.0, 5 * MB, 300 * MB, 0.001)
+    for kid in (5, 6):
+        plan.exact(kid, 1.0, 0.0, 300 * MB, 0.001)
+    assert plan.choose(1.5, 0.0, reserve_s=PLENTY) == []  # nothing moved, nothing changed
+    plan.observe(2.0, {1: (0, 300 * MB), 5: (0, 300 * MB)}, groups)  # 6 exited
+    assert plan.choose(2.0, 0.0, reserve_s=cost * 1.5) == [1]
+    assert plan.choose(2.0, 0.0, reserve_s=cost * 0.5) == []  # it waits for the budget all the same
+
+
+def test_a_reading_asked_for_comes_first_within_the_budget() -> None:
+    plan = _planner(1, 2)
+    plan.observe(1.0, {1: (0, 100 * MB), 2: (80 * MB // PAGE, 100 * MB)}, {1: 1, 2: 2})
+    plan.want(1)  # a spawned worker at the end of its start-up: quiet, but its window starts here
+    one = plan.predicted_cost(1)
+    assert plan.choose(1.0, one * 1.5) == [1]
+    plan.exact(1, 1.0, 50 * MB, 100 * MB, 0.001)
+    assert plan.choose(1.0, one * 1.5) == [2]
+
+
 def test_a_fork_makes_the_parents_pages_shared_and_its_next_check_is_an_event() -> None:
     plan = ExactPlanner()
     plan.observe(0.0, {1: (0, 300 * MB)}, {1: 1})
@@ -249,3 +286,18 @@ def test_the_cost_of_a_reading_is_learned_from_big_processes_only() -> None:
     assert plan.s_per_byte == before
     plan.exact(1, 1.0, 50 * MB, 400 * MB, 1000.0)  # absurd: kept within bounds
     assert plan.predicted_cost(1) < 1.0
+
+
+def test_a_spawned_worker_s_start_up_ends_when_its_rss_holds_still_while_it_runs() -> None:
+    from memprobe.probe.tree import settled_at, startup_end
+
+    t = [0.2 * k for k in range(1, 31)]
+    # Unpickling (60 MB per CPU second) until 3 s, then reading its copy (RSS still).
+    rss = [100 + 60 * min(x, 3.0) for x in t]
+    assert startup_end(t, rss, t) == pytest.approx(3.6)  # half a second still, running all along
+    # Waiting for a CPU at 1.0-2.0 s (no CPU, no RSS move) is not the end of its start-up.
+    cpu = [min(x, 1.0) + max(x - 2.0, 0.0) for x in t]
+    rss = [100 + 60 * min(c, 2.0) for c in cpu]
+    assert not any(settled_at(t, rss, cpu, i) for i in range(t.index(2.0) + 1))
+    # A 1 GB process whose allocator creeps 20 MB per CPU second (2 %) has settled.
+    assert startup_end(t, [1000 + 20 * x for x in t], t) == pytest.approx(0.8)  # its first half second

@@ -14,9 +14,17 @@ MB_PER_FAULT = 4096 / 2**20
 
 
 def proc_rows(
-    pid: int, role: str, worker: int, points: list[tuple], *, rank: int = -1, kind: str | None = None
+    pid: int,
+    role: str,
+    worker: int,
+    points: list[tuple],
+    *,
+    rank: int = -1,
+    kind: str | None = None,
+    anon_is_faults: bool = False,
 ) -> list[dict]:
-    """Rows of one process: points are (t, tier, uss, rss, faults_mb[, uss_est]); faults in MB of 4 KiB pages."""
+    """Rows of one process: points are (t, tier, uss, rss, faults_mb[, uss_est]); faults in MB of 4 KiB pages.
+    ``anon_is_faults``: its anonymous RSS is its faults (a parent whose every fault is a new page)."""
     out = []
     for t, tier, uss, rss, faults_mb, *est in points:
         row = {
@@ -40,6 +48,8 @@ def proc_rows(
         }
         if kind is not None:
             row["kind"] = kind
+        if anon_is_faults:
+            row["rss_anon_mb"] = faults_mb
         out.append(row)
     return out
 
@@ -158,6 +168,7 @@ def fork_job(worker_growth: float = 200.0) -> tuple[dict, pd.DataFrame]:
             (20.0, "pss", 10 + g, 317, 303),
         ],
         kind="main",
+        anon_is_faults=True,
     )
     workers = []
     for pid, w in ((11, 0), (12, 1)):
@@ -212,7 +223,9 @@ def fork_job(worker_growth: float = 200.0) -> tuple[dict, pd.DataFrame]:
 def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataFrame]:
     """torchrun-like: a launcher, rank 0 whose two fork workers copy 150 MB each, rank 1 whose
     workers stay flat."""
-    rows = proc_rows(1, "main", -1, [(0.1, "pss", 8, 30, 8), (20.0, "pss", 9, 30, 9)], kind="launcher")
+    rows = proc_rows(
+        1, "main", -1, [(0.1, "pss", 8, 30, 8), (20.0, "pss", 9, 30, 9)], kind="launcher", anon_is_faults=True
+    )
     procs = [proc_info(1, "main", "launcher", ppid=None, start_t=0.0, last_t=20.0)]
     for rank, grow in enumerate(growth):
         rp = 10 + rank
@@ -228,6 +241,7 @@ def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataF
             ],
             rank=rank,
             kind="rank",
+            anon_is_faults=True,
         )
         procs.append(proc_info(rp, f"rank {rank}", "rank", ppid=1, start_t=0.5, last_t=20.0, rank=rank))
         for w in (0, 1):

@@ -9,7 +9,7 @@ program ends on its own.
 A program imports this module as ``coco`` (the script's folder is first on ``sys.path``; spawn
 children get the same path). Each worker prints one line ``TREE {"pid": ..., "uss_mb": ...}``
 before it exits: its own private memory as it read it itself, for the tests to compare with
-memprobe's figure.
+memprobe's figure. The annotations file itself is written by coco_json.py.
 """
 
 from __future__ import annotations
@@ -18,52 +18,10 @@ import argparse
 import json
 import os
 import pickle
-import random
 import time
 from typing import Any
 
 import numpy as np
-import torch
-
-
-def make_coco_json(path: str, annotations: int, seed: int = 0) -> None:
-    """Write a COCO-style instances file: images, categories and ``annotations`` annotation
-    dicts (polygon segmentation of 6..24 points, bbox, area, ids), floats rounded as COCO's."""
-    rng = random.Random(seed)
-    images = max(1, annotations // 7)
-    anns = []
-    for i in range(annotations):
-        x, y = rng.uniform(0, 600), rng.uniform(0, 400)
-        w, h = rng.uniform(4, 200), rng.uniform(4, 200)
-        poly = [
-            round(v, 2)
-            for _ in range(rng.randint(4, 12))
-            for v in (x + rng.uniform(0, w), y + rng.uniform(0, h))
-        ]
-        anns.append(
-            {
-                "segmentation": [poly],
-                "area": round(w * h * 0.6, 4),
-                "iscrowd": 0,
-                "image_id": 100_000 + i % images,
-                "bbox": [round(x, 2), round(y, 2), round(w, 2), round(h, 2)],
-                "category_id": 1 + i % 80,
-                "id": 900_000 + i,
-            }
-        )
-    obj = {
-        "info": {"description": "memprobe tree tests (synthetic COCO-style)"},
-        "images": [
-            {"id": 100_000 + k, "file_name": f"{100_000 + k:012d}.jpg", "width": 640, "height": 480}
-            for k in range(images)
-        ],
-        "categories": [{"id": c, "name": f"class{c}"} for c in range(1, 81)],
-        "annotations": anns,
-    }
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-    os.replace(tmp, path)
 
 
 def create_coco(path: str) -> list[Any]:
@@ -93,7 +51,11 @@ class NumpySerializedList:
         return pickle.loads(memoryview(self._lst[start:end]))
 
 
-class DatasetFromList(torch.utils.data.Dataset):
+class DatasetFromList:
+    """A map-style dataset (what torch's DataLoader and start_processes take). Not a subclass of
+    torch's Dataset, so that the programs that do not use torch (os.fork, Pool, spawn) do not
+    import it: each import costs a second or two of CPU per process in the tests."""
+
     def __init__(self, lst: Any) -> None:
         self.lst = lst
 
@@ -135,7 +97,8 @@ def own_uss_mb() -> float:
 
 
 def report(**facts: Any) -> None:
-    print("TREE " + json.dumps({"pid": os.getpid(), "uss_mb": round(own_uss_mb(), 1), **facts}), flush=True)
+    line = "TREE " + json.dumps({"pid": os.getpid(), "uss_mb": round(own_uss_mb(), 1), **facts}) + "\n"
+    os.write(1, line.encode())  # one write: print's text and newline may interleave with a sibling's
 
 
 def worker_main(dataset: Any, seconds: float, hold: float, **facts: Any) -> None:
@@ -156,9 +119,3 @@ def arguments(description: str, **extra: Any) -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=4.0, help="how long each worker reads records")
     p.add_argument("--hold", type=float, default=1.5, help="how long each worker holds still before it exits")
     return p
-
-
-if __name__ == "__main__":
-    import sys
-
-    make_coco_json(sys.argv[1], int(sys.argv[2]))

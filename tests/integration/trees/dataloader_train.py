@@ -1,5 +1,5 @@
 """A training loop: a torch DataLoader with fork workers over the dataset, one short step per
-batch. Run alone, under launcher.py or under torchrun (each rank builds its own dataset).
+batch. Run alone or under torchrun (each rank builds its own dataset).
 
 --rename gives the workers the name torch's development branch gives them
 (pt_multiprocess_data_worker, which the kernel cuts to pt_multiprocess) instead of today's
@@ -37,10 +37,10 @@ def rename_workers() -> None:
 def say_name(worker_id: int) -> None:
     with open("/proc/self/comm") as f:
         comm = f.read().strip()
-    print(
-        f"TREE_WORKER rank={os.environ.get('RANK', '-')} worker={worker_id} pid={os.getpid()} comm={comm}",
-        flush=True,
+    line = (
+        f"TREE_WORKER rank={os.environ.get('RANK', '-')} worker={worker_id} pid={os.getpid()} comm={comm}\n"
     )
+    os.write(1, line.encode())  # one write: print's text and newline may interleave with a sibling's
 
 
 if __name__ == "__main__":

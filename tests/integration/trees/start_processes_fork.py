@@ -7,7 +7,7 @@ import coco
 import torch
 
 
-def worker(index: int, dataset: torch.utils.data.Dataset, seconds: float, hold: float) -> None:
+def worker(index: int, dataset: coco.DatasetFromList, seconds: float, hold: float) -> None:
     coco.worker_main(dataset, seconds, hold, worker=index)
 
 

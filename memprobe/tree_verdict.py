@@ -1,0 +1,434 @@
+"""The verdict on a recorded job (``memprobe record`` / ``watch``), from each process's own growth
+over its window (:mod:`memprobe.tree_analysis`): who grows, in words (the culprit), and the
+projection of the memory the job would need at other worker and rank counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from memprobe.tree_analysis import (
+    PARENT_KINDS,
+    WORKER_KINDS,
+    Growth,
+    Proc,
+    carried_pss,
+    estimate_error,
+    first,
+    last,
+    processes,
+    table,
+)
+
+if TYPE_CHECKING:  # analysis imports this module
+    from memprobe.analysis import RunSummary
+
+RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
+PROJECTION_WORKERS = (2, 4, 8, 16)
+PROJECTION_RANKS = (1, 2, 4, 8)
+KIND_WORDS = {
+    "dataloader": ("DataLoader worker", "DataLoader workers"),
+    "fork": ("forked child", "forked children"),
+    "spawn": ("spawned child", "spawned children"),
+    "exec": ("child program", "child programs"),
+}
+
+
+# -- projection ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankShape:
+    """What one rank (or the job's only parent) measured: its own memory, and per worker."""
+
+    parent_mb: float  # the parent's USS when its first worker started, plus its own growth since
+    built_full_mb: float  # the parent's USS just before its workers started: what a fork can copy
+    worker_start_mb: float  # per worker: USS at its baseline (0 for a fork, its start-up copy otherwise)
+    worker_growth_mb: float  # per worker: own growth as measured (mean)
+    workers: int  # most workers alive at once
+    forked: bool
+
+
+def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
+    """Per parent that has workers: its measured shape."""
+    by_pid = {p.pid: p for p in procs}
+    out = []
+    for parent in (g for g in rows if g.kind in PARENT_KINDS and g.uss_start_mb is not None):
+        mine = [g for g in rows if g.parent_pid == parent.pid and g.judged and g.growth_mb is not None]
+        if not mine:
+            continue
+        forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
+        start = parent.uss_start_mb or 0.0
+        out.append(
+            RankShape(
+                start + max(grown(parent), 0.0),
+                start,
+                float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
+                float(np.mean([g.growth_mb for g in mine])),
+                _most_alive(mine),
+                forked,
+            )
+        )
+    return out
+
+
+def _most_alive(rows: list[Growth]) -> int:
+    """The most of these processes alive at once (from each one's start to its end)."""
+    life = [
+        (
+            g.start_t if g.start_t is not None else g.baseline_t or 0.0,
+            g.end_t if g.end_t is not None else g.last_t or 0.0,
+        )
+        for g in rows
+    ]
+    events = sorted([(a, 1) for a, _ in life] + [(b, -1) for _, b in life], key=lambda e: (e[0], e[1]))
+    alive = best = 0
+    for _, step in events:
+        alive += step
+        best = max(best, alive)
+    return max(best, 1)
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a projection starts from: the measured ranks' means, and the rest of the tree."""
+
+    ranks: int  # ranks measured (1 for a job without ranks)
+    has_ranks: bool
+    workers: int  # most workers alive at once per rank (mean over ranks)
+    workers_measured: int  # worker processes measured (every generation)
+    duration_s: float  # a worker's window, on average
+    parent_mb: float
+    full_copy_mb: float
+    worker_start_mb: float
+    worker_growth_mb: float
+    others_mb: float  # launcher, helpers, parents without workers: once
+    forked: bool
+
+
+def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
+    """The means a projection scales, or None for a job without measured workers."""
+    shapes = rank_shapes(rows, procs)
+    if not shapes:
+        return None
+    with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
+    measured = [g for g in judged_workers(rows) if g.parent_pid in with_workers]
+
+    def mean(xs: Any) -> float:
+        return float(np.mean(list(xs)))
+
+    return Basis(
+        len(shapes),
+        any(g.kind == "rank" for g in rows),
+        round(mean(s.workers for s in shapes)),
+        len(measured),
+        mean((g.last_t or 0.0) - (g.baseline_t or 0.0) for g in measured),
+        mean(s.parent_mb for s in shapes),
+        mean(s.built_full_mb for s in shapes),
+        mean(s.worker_start_mb for s in shapes),
+        mean(s.worker_growth_mb for s in shapes),
+        sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers),
+        all(s.forked for s in shapes),
+    )
+
+
+def projection(basis: Basis | None) -> list[dict]:
+    """The memory the job would need at other worker counts per rank and rank counts: each rank
+    as measured (the mean over its ranks), its shared pages once per rank, each worker's private
+    memory as measured over the same duration; ``full_copy_mb``: every forked worker ends with a
+    full copy of what its parent held when it started. Other processes (launcher, helpers) once."""
+    if basis is None:
+        return []
+    b = basis
+    rank_counts = sorted({b.ranks, *PROJECTION_RANKS}) if b.has_ranks else [1]
+    per_worker = b.worker_start_mb + max(b.worker_growth_mb, 0.0)
+    copy = max(per_worker, b.worker_start_mb + b.full_copy_mb) if b.forked else per_worker
+    return [
+        {
+            "ranks": r,
+            "workers_per_rank": w,
+            "measured_mb": b.others_mb + r * (b.parent_mb + w * per_worker),
+            "full_copy_mb": b.others_mb + r * (b.parent_mb + w * copy),
+            "as_measured": r == b.ranks and w == b.workers,
+        }
+        for w in sorted({b.workers, *PROJECTION_WORKERS})
+        for r in rank_counts
+    ]
+
+
+# -- the summary ----------------------------------------------------------------------------------
+
+
+def grown(g: Growth) -> float:
+    """A judged process's own growth (judged rows always have one)."""
+    return g.growth_mb if g.growth_mb is not None else 0.0
+
+
+def judged_workers(rows: list[Growth]) -> list[Growth]:
+    return [g for g in rows if g.judged and g.kind in WORKER_KINDS and g.growth_mb is not None]
+
+
+def judged_parents(rows: list[Growth]) -> list[Growth]:
+    return [g for g in rows if g.judged and g.kind in PARENT_KINDS and g.growth_mb is not None]
+
+
+def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> RunSummary:
+    """``base`` (an :class:`memprobe.analysis.RunSummary` of a recorded run) with its growth,
+    verdict and totals measured per process over the right windows, plus the per-process table,
+    the culprit in words, the estimate's error and the projection."""
+    procs = processes(meta, samples)
+    rows = table(meta, samples, progress)
+    workers, parents = judged_workers(rows), judged_parents(rows)
+    threshold = base.growth_threshold_mb
+    judged = workers + parents
+    verdict = None if not judged else ("growing" if max(map(grown, judged)) > threshold else "flat")
+    main = max(parents, key=grown) if parents else None
+    w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
+    per_worker_items = base.items / max(len(workers), 1) / 1000
+    totals = carried_pss(samples).sum(axis=1, min_count=1).dropna()
+    summary = replace(
+        base,
+        verdict=verdict,
+        worker_uss_growth_mb=w_mean,
+        worker_uss_growth_max_mb=max(map(grown, workers), default=None),
+        worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in workers])) if workers else None,
+        main_uss_growth_mb=grown(main) if main else None,
+        growth_per_1k_items_per_worker_mb=(w_mean / per_worker_items)
+        if w_mean is not None and base.items
+        else None,
+        total_pss_start_mb=first(totals) if len(totals) else base.total_pss_start_mb,
+        total_pss_peak_mb=float(totals.max()) if len(totals) else base.total_pss_peak_mb,
+        total_pss_end_mb=last(totals) if len(totals) else base.total_pss_end_mb,
+        processes=[g.to_dict() for g in rows],
+        estimate_error=estimate_error(samples, meta.get("sampler")),
+        projection=projection(projection_basis(rows, procs)),
+    )
+    if summary.sum_rss_peak_mb is not None and summary.total_pss_peak_mb is not None:
+        summary = replace(summary, rss_overcount_mb=summary.sum_rss_peak_mb - summary.total_pss_peak_mb)
+    words = culprit(rows, procs, verdict, threshold)
+    return replace(summary, culprit=words, explanation=_explanation(summary, words))
+
+
+def _explanation(s: RunSummary, words: str) -> str:
+    if s.verdict is None:
+        why = (
+            "no verdict: no worker or parent process has two exact readings in its window"
+            if s.status == "ok"
+            else f"no verdict: the command ended {s.status} before enough was measured"
+        )
+        return why + (f" ({s.error})" if s.error else "")
+    parts = [words]
+    if s.rss_overcount_mb is not None and s.total_pss_peak_mb:
+        parts.append(
+            f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
+            f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB."
+        )
+    return " ".join(parts)
+
+
+# -- the culprit in words ------------------------------------------------------------------------------
+
+
+def who(role: str) -> str:
+    """'the main process', 'rank 0', 'the launcher'."""
+    return {"main": "the main process", "launcher": "the launcher"}.get(role, role)
+
+
+def _possessive(role: str) -> str:
+    return f"{who(role)}'s"
+
+
+def _duration(seconds: float) -> str:
+    """'48 s', '12 min', '2.5 h': as long as a job runs, in the unit a person would say."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 2 * 3600 else f"{seconds / 3600:.1f} h"
+
+
+def _mb(v: float) -> str:
+    return f"{v:+,.0f} MB" if abs(v) >= 10 else f"{v:+,.1f} MB"
+
+
+def _kind_words(kind: str, n: int, method: str | None, generations: int = 1) -> str:
+    """'4 DataLoader workers (fork, 2 generations)', '3 forked children'."""
+    noun = KIND_WORDS.get(kind, ("worker", "workers"))[n != 1]
+    notes = ([method] if kind == "dataloader" and method else []) + (
+        [f"{generations} generations"] if generations > 1 else []
+    )
+    return f"{noun} ({', '.join(notes)})" if notes else noun
+
+
+def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshold: float) -> str:
+    """The verdict in plain words, naming who grows, how fast, and why the others are not blamed."""
+    if verdict is None:
+        return "no verdict: no worker or parent process has two exact readings in its window."
+    by_pid = {g.pid: g for g in rows}
+    workers, parents = judged_workers(rows), judged_parents(rows)
+    unjudged = [g for g in rows if g.kind in WORKER_KINDS and not g.judged]
+    tail = (
+        f" {len(unjudged)} worker{'s' if len(unjudged) != 1 else ''} had no exact reading to judge "
+        f"({', '.join(g.role for g in unjudged[:4])}{', ...' if len(unjudged) > 4 else ''})."
+        if unjudged
+        else ""
+    )
+    if verdict == "flat":
+        return _flat_words(workers, parents, threshold, by_pid) + tail
+    growing = [g for g in workers if grown(g) > threshold]
+    sentences = [_group_words(group, by_pid) for group in _worker_groups(growing, by_pid)]
+    sentences += [_parent_grows(g, workers) for g in parents if grown(g) > threshold]
+    calm = [
+        g
+        for g in parents
+        if grown(g) <= threshold and (g.released_mb or 0) + (g.written_mb or 0) >= RELEASED_WORTH_MB
+    ]
+    if calm:
+        sentences.append(_not_growing(calm))
+    return "growing: " + " ".join(sentences) + tail
+
+
+def _since(g: Growth, workers: list[Growth]) -> str:
+    """Where a parent's window began, in words."""
+    if any(w.parent_pid == g.pid for w in workers):
+        return "after its first worker started"
+    return "after its first rank started" if g.kind == "launcher" else "while the job ran"
+
+
+def _parent_grows(g: Growth, workers: list[Growth]) -> str:
+    return _capital(f"{who(g.role)} grew {_mb(grown(g))} of its own {_since(g, workers)}{_rate(g)}.")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _rate(g: Growth) -> str:
+    return f" ({g.growth_mb_per_min:,.0f} MB/min)" if g.growth_mb_per_min is not None else ""
+
+
+def _worker_groups(workers: list[Growth], by_pid: dict[int, Growth]) -> list[list[Growth]]:
+    """Workers of one kind and start method together; per parent, except that the workers of
+    every rank make one group (a torchrun job repeats itself per rank)."""
+    groups: dict[tuple, list[Growth]] = {}
+    for g in workers:
+        parent = by_pid.get(g.parent_pid) if g.parent_pid is not None else None
+        who_key = "ranks" if parent is not None and parent.kind == "rank" else g.parent_pid
+        groups.setdefault((who_key, g.kind, g.start_method), []).append(g)
+    return list(groups.values())
+
+
+def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
+    g0 = group[0]
+    parents = list({g.parent_pid: by_pid[g.parent_pid] for g in group if g.parent_pid in by_pid}.values())
+    n = len(group)
+    gens = len({(g.parent_pid, g.generation) for g in group}) // max(len(parents), 1)
+    mean = float(np.mean([g.growth_mb for g in group]))
+    span = float(np.mean([(g.last_t or 0) - (g.baseline_t or 0) for g in group]))
+    rates = [g.growth_mb_per_min for g in group if g.growth_mb_per_min is not None]
+    each = "each grew ~" if n > 1 else "grew "
+    workers = _kind_words(g0.kind, n, g0.start_method, gens)
+    if len(parents) > 1:
+        names = [p.role for p in parents]
+        head = f"the {n} {workers} of {', '.join(names[:-1])} and {names[-1]} ({n // len(parents)} each)"
+    else:
+        head = (f"{_possessive(parents[0].role)} " if parents else "") + (f"{n} " if n > 1 else "") + workers
+    per_1k = [g.growth_per_1k_items_mb for g in group if g.growth_per_1k_items_mb is not None]
+    pace = ([f"{np.mean(rates):,.0f} MB/min"] if rates else []) + (
+        [f"{np.mean(per_1k):,.2f} MB per 1,000 items"] if len(per_1k) == n else []
+    )
+    text = f"{head} {each}{_mb(mean)} in {_duration(span)}" + (f" ({', '.join(pace)})" if pace else "")
+    return _capital(text + _estimate_words(group) + _cause(g0, parents)) + "."
+
+
+def _estimate_words(group: list[Growth]) -> str:
+    """Which figures came from the sampler's estimate, and why (exact readings missed the growth)."""
+    guessed = [g for g in group if g.estimated]
+    if not guessed:
+        return ""
+    n, unread = len(group), all(g.pss_samples == 0 for g in guessed)
+    why = (
+        "no exact reading while " + ("they" if n > 1 else "it") + " lived"
+        if unread
+        else "they went on growing after their last exact reading"
+        if n > 1
+        else "it went on growing after its last exact reading"
+    )
+    if len(guessed) == n:
+        return f" (estimated from {'their' if n > 1 else 'its'} page faults: {why})"
+    return f" ({len(guessed)} of them estimated from page faults: the exact readings missed their growth)"
+
+
+def _cause(g0: Growth, parents: list[Growth]) -> str:
+    """Why such workers grow: copy-on-access of what their parent built, or their own memory."""
+    if not (g0.start_method in (None, "fork") and g0.startup_mb is None):
+        return ": private memory that grows as they run, after their start-up"
+    built = [p.built_mb for p in parents if p.built_mb is not None]
+    if not built:
+        return ": copy-on-access of pages they shared at fork"
+    if len(parents) == 1:
+        return (
+            f": copy-on-access of what {who(parents[0].role)} built ({_mb(built[0])} before its workers "
+            "started)"
+        )
+    amount = _mb(built[0]) if max(built) - min(built) < 1 else f"{_mb(min(built))} to {_mb(max(built))}"
+    return f": copy-on-access of what each rank built ({amount} before its workers started)"
+
+
+def _not_growing(parents: list[Growth]) -> str:
+    """Why parents whose USS rose are not blamed: their pages became private as their workers
+    copied or exited, or by their own writes to pages the workers share; neither is new memory."""
+
+    def why(released: str, written: str, its: str) -> str:
+        parts = [f"{released} of {its} pages became private because {its} workers copied or exited"]
+        if written:
+            parts.append(f"{written} by {its} own writes to pages {its} workers share")
+        return "; ".join(parts)
+
+    if len(parents) == 1:
+        g = parents[0]
+        written = _mb(g.written_mb or 0.0) if (g.written_mb or 0.0) >= 1 else ""
+        return _capital(
+            f"{who(g.role)} is not growing ({_mb(grown(g))} of its own): "
+            + why(_mb(g.released_mb or 0.0), written, "its")
+            + "."
+        )
+    names = ", ".join(who(g.role) for g in parents[:-1]) + f" and {who(parents[-1].role)}"
+    low, high = min(g.released_mb or 0.0 for g in parents), max(g.released_mb or 0.0 for g in parents)
+    most_written = max(g.written_mb or 0.0 for g in parents)
+    return _capital(
+        f"{names} are not growing (at most {_mb(max(map(grown, parents)))} of their own): "
+        + why(
+            f"{_mb(low)} to {_mb(high)}", f"up to {_mb(most_written)}" if most_written >= 1 else "", "their"
+        )
+        + "."
+    )
+
+
+def _flat_words(
+    workers: list[Growth], parents: list[Growth], threshold: float, by_pid: dict[int, Growth]
+) -> str:
+    parts = []
+    if workers:
+        top = max(workers, key=grown)
+        guessed = sum(1 for g in workers if g.estimated)
+        parts.append(
+            f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(grown(top))}"
+            f" ({top.role}{f'; {guessed} estimated from page faults' if guessed else ''})"
+        )
+    for g in parents:
+        since = _since(g, workers)
+        text = f"{who(g.role)} {_mb(grown(g))}" + (f" {since}" if since != "while the job ran" else "")
+        if g.built_mb is not None and abs(g.built_mb) >= 1:
+            text += f" (built {_mb(g.built_mb)} before)"
+        parts.append(text)
+    text = f"flat: no process grew more than {threshold:g} MB of its own: " + "; ".join(parts) + "."
+    upfront = [g.startup_mb for g in workers if g.startup_mb is not None]
+    if upfront and float(np.mean(upfront)) >= threshold:
+        text += (
+            f" But each {'spawned ' if len(upfront) == len(workers) else ''}worker started with "
+            f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not growth)."
+        )
+    return text

@@ -11,6 +11,8 @@ TORCH_CONSTRAINT ?= constraints/cpu.txt
 CONSTRAINT_FLAG := $(if $(TORCH_CONSTRAINT),-c $(TORCH_CONSTRAINT),)
 SCENARIO ?= scenarios/lists_vs_arrays.yaml
 PYTEST_ARGS ?=
+# make test runs the suite on this many pytest-xdist workers (0: in one process).
+TEST_WORKERS ?= 2
 
 .PHONY: install install-test browser run quick lint test test-unit clean
 
@@ -56,7 +58,7 @@ lint: install-test
 
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
 test: install-test lint
-	@$(PY) -m pytest $(PYTEST_ARGS); code=$$?; \
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$code
 
 # The unit tests alone (no real run; under 30 s): the quick loop while editing.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import signal
 import subprocess
@@ -73,14 +74,89 @@ def pytest_configure(config: pytest.Config) -> None:
     _track_popen_groups()
 
 
-INTEGRATION = Path(__file__).resolve().parent / "integration"
+TESTS = Path(__file__).resolve().parent
+INTEGRATION = TESTS / "integration"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test under tests/integration ``integration``."""
+    """Mark every test under tests/integration ``integration``; put the tests that share an
+    expensive fixture in one xdist group."""
     for item in items:
         if INTEGRATION in item.path.resolve().parents:
             item.add_marker(pytest.mark.integration)
+    for item, group in _shared_fixture_groups(items).items():
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+# -- running on several workers (pytest-xdist) -------------------------------------------------
+#
+# `make test` runs the suite on two workers (-n 2 --dist loadgroup). A module- or session-scoped
+# fixture is set up once per worker that uses it, so tests that share one (a real scenario run
+# of 10-60 s) are put in one group, which runs on one worker: each such fixture still runs once.
+# Tests marked ``alone`` (their assertions are about time or CPU share) run while no other test
+# runs on any worker.
+
+# Shared fixtures that cost nothing to set up twice: they do not tie their users together.
+CHEAP_SHARED_FIXTURES = frozenset({"hide_nvimgcodec", "simulated_env"})
+
+
+def _shared_fixture_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
+    """Each test that uses an expensive module- or session-scoped fixture of this suite -> the
+    name of its group: tests joined by any such fixture, transitively, share one group."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    keys: dict[pytest.Item, list[str]] = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        found = []
+        for name, defs in info.name2fixturedefs.items() if info else ():
+            fixture = defs[-1]
+            ours = fixture.baseid.startswith("tests")  # not pytest's or a plugin's (tmp_path_factory)
+            if not ours or fixture.scope not in ("module", "session") or name in CHEAP_SHARED_FIXTURES:
+                continue
+            found.append(name if fixture.scope == "session" else f"{item.path.stem}.{name}")
+        for key in found[1:]:
+            parent[find(key)] = find(found[0])
+        if found:
+            keys[item] = found
+    return {item: find(found[0]) for item, found in keys.items()}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """On xdist workers, a test marked ``alone`` (set-up, call and tear-down, including the
+    shared fixtures set up or torn down with it) waits until no other test runs, and the others
+    wait for it; elsewhere this does nothing."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    # The workers' base temporary folders share a parent, made anew by each pytest run.
+    folder = item.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+    with _turn(folder, alone=item.get_closest_marker("alone") is not None):
+        yield
+
+
+@contextlib.contextmanager
+def _turn(folder: Path, *, alone: bool):
+    """A readers-writer lock across processes: every test holds it shared, an ``alone`` test
+    exclusively. Whoever waits for it holds the turnstile, so tests that come later do not
+    overtake a waiting ``alone`` test."""
+    with open(folder / "turnstile.lock", "a") as turnstile, open(folder / "tests.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _key(p: psutil.Process) -> tuple[int, float] | None:

@@ -142,7 +142,8 @@ def test_missing_rows_have_no_values(small_results) -> None:
     # Non-persistent workers exit at the end of each run while the sampler watches.
     assert len(missing) > 0
     assert missing[list(PSS_FIELDS + CHEAP_FIELDS)].isna().all().all()
-    assert missing["reason"].str.match(r"^(exited|zombie)").all()
+    # The sampler's three reasons for a process that went away (exiting: seen in state X).
+    assert missing["reason"].str.match(r"^(exited|zombie|exiting)").all()
     # One missing row per process, and nothing after it.
     assert not missing.duplicated(["run_id", "pid"]).any()
     last = df.sort_values("t").groupby(["run_id", "pid"]).tail(1)
@@ -206,6 +207,7 @@ workers: [2]
 loader: {batch_size: 64, shuffle: false}
 timeout_s: 60
 """
+HANG_TIMEOUT_S = 40
 # run_id -> (mode, fault, timeout_s, epochs)
 FAULT_RUNS = {
     "fork-raise": ("fork", "raise@3000", 60, 1),
@@ -213,9 +215,10 @@ FAULT_RUNS = {
     "spawn-kill": ("spawn", "kill@3", 60, 1),
     "forkserver-kill": ("forkserver", "kill@3", 60, 1),
     "thread-raise": ("thread", "raise@3000", 60, 1),
-    # 20 s: long enough for the forkserver to start its workers and reach 'warm' on a loaded
-    # 2-core machine (seen: workers started only at 7.7 s), so the hang comes while iterating.
-    "forkserver-hang": ("forkserver", "hang@3000", 20, 1),
+    # Long enough for the forkserver to start its workers and reach 'warm' on a loaded 2-core
+    # machine, so that the hang comes while iterating (seen: warm at 7.7 s alone; not within
+    # 20 s on the other xdist worker's and other jobs' load, where 'dataset_built' came at 6.2 s).
+    "forkserver-hang": ("forkserver", "hang@3000", HANG_TIMEOUT_S, 1),
     "forkserver-main-killed": ("forkserver", None, 60, 20),  # the console SIGKILLs its main process
     "fork-ok": ("fork", None, 60, 1),
 }
@@ -241,7 +244,7 @@ class KillMainProcess(Console):
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory: pytest.TempPathFactory):
-    """Eight short runs in one session (~55 s on 2 idle cores; the hang waits out its 20 s timeout)."""
+    """Eight short runs in one session; the longest wait is the hang's HANG_TIMEOUT_S."""
     out = tmp_path_factory.mktemp("faults") / "results"
     scenario = parse_scenario(FAULT_SCENARIO, "faults.yaml")
     base = {r.mode: r for r in scenario.runs()}
@@ -321,8 +324,8 @@ def test_a_killed_worker_error_names_its_pid_and_signal(faults) -> None:
 def test_a_hang_times_out_and_keeps_its_samples(faults) -> None:
     meta = _meta(faults, "forkserver-hang")
     assert meta["status"] == "timeout"
-    assert "timeout_s=20" in meta["error"]["message"]
-    assert 19.5 < meta["elapsed_s"] < 45
+    assert f"timeout_s={HANG_TIMEOUT_S}" in meta["error"]["message"]
+    assert HANG_TIMEOUT_S - 0.5 < meta["elapsed_s"] < HANG_TIMEOUT_S + 25
     assert "warm" in meta["milestones"]  # it hung while iterating, not while starting
     samples = faults["results"].run_table("samples", "forkserver-hang")
     assert {"main", "forkserver"} <= set(samples["role"])

@@ -168,6 +168,7 @@ def _sample_holder(budget: float, seconds: float) -> tuple[Collect, Sampler, flo
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # a latency or CPU share
 def test_pss_rounds_stay_within_the_cpu_budget() -> None:
     """Measured on 2 shared cores, sampling ~900 MB RSS (~300 MB PSS) in three processes: a PSS
     round costs 14-37 ms; with the default 1.5% budget the sampler's CPU share over 4 s was
@@ -196,6 +197,7 @@ def test_pss_rounds_stay_within_the_cpu_budget() -> None:
     assert len(generous.pss_round_costs) >= max(5, 2 * rounds)
 
 
+@pytest.mark.alone  # a latency or CPU share
 def test_request_pss_forces_a_round_soon() -> None:
     sink = Collect()
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -284,6 +286,7 @@ time.sleep(30)
 """
 
 
+@pytest.mark.alone  # a latency or CPU share
 def test_an_orphan_is_found_soon_after_its_parent_exits() -> None:
     """A process that leaves the tree when its parent exits (a forkserver's workers after a
     crash) is looked for at once, not only at the periodic full /proc scan."""
@@ -314,6 +317,7 @@ def test_an_orphan_is_found_soon_after_its_parent_exits() -> None:
     assert after and after[0] - gone[0] < 0.5
 
 
+@pytest.mark.alone  # a latency or CPU share
 def test_request_pss_returns_at_once_when_the_sampler_died() -> None:
     """A dead sampler must not stall the run: the loader waits for a PSS round at 'warm' and
     'done', and no round will ever come."""

@@ -25,6 +25,7 @@ generator at the same points as torch, so the same generator gives the same orde
 from __future__ import annotations
 
 import copy
+import threading
 import warnings
 from typing import Any
 
@@ -32,6 +33,12 @@ import torch
 from torch.utils.data import Dataset, IterDataPipe, MapDataPipe, graph_settings
 
 __all__ = ["apply_shuffle", "distributed", "prepared", "reseeded", "shared_seed", "worker_replica"]
+
+# torch walks a datapipe graph by pickling it with hooks set on the IterDataPipe and MapDataPipe
+# classes, for every thread at once: two worker threads sharding their copies at the same time
+# undo each other's hooks ("Can't pickle local object" on a lambda the walk never pickles), and
+# a deep copy (also __reduce_ex__) made during a walk would run its hooks. One at a time.
+_GRAPH_WALK = threading.RLock()  # re-entrant: a datapipe's own __deepcopy__ may walk a graph
 
 
 def prepared(dataset: Any) -> Any:
@@ -56,7 +63,8 @@ def apply_shuffle(dataset: Any, shuffle: bool | None) -> None:
     torch warns and appends a Shuffler when ``shuffle=True`` finds none, but keeps the pipe it had
     wrapped already, so the appended one never runs; the same happens here."""
     if isinstance(dataset, IterDataPipe) and shuffle is not None:
-        graph_settings.apply_shuffle_settings(dataset, shuffle=shuffle)
+        with _GRAPH_WALK:
+            graph_settings.apply_shuffle_settings(dataset, shuffle=shuffle)
 
 
 def distributed() -> tuple[int, int, Any]:
@@ -79,13 +87,15 @@ def reseeded(dataset: Any, seed: int | None) -> Any:
     """``dataset`` with its random datapipes seeded from ``seed`` (others unchanged)."""
     if seed is None or not isinstance(dataset, IterDataPipe):
         return dataset
-    return graph_settings.apply_random_seed(dataset, torch.Generator().manual_seed(seed))
+    with _GRAPH_WALK:
+        return graph_settings.apply_random_seed(dataset, torch.Generator().manual_seed(seed))
 
 
 def sharded(dataset: Any, instances: int, instance_id: int) -> Any:
     """torch's sharding of a datapipe graph (a no-op for other datasets)."""
     if isinstance(dataset, (IterDataPipe, MapDataPipe)):
-        graph_settings.apply_sharding(dataset, instances, instance_id)
+        with _GRAPH_WALK:
+            graph_settings.apply_sharding(dataset, instances, instance_id)
     return dataset
 
 
@@ -113,6 +123,7 @@ def _deep_copy(pipe: IterDataPipe) -> IterDataPipe:
     # torch's wrapper deep-copies by pickling (its __getstate__), which fails on lambdas where
     # forking would not: copy what it wraps and wrap that.
     inner = getattr(pipe, "_datapipe", None)
-    if inner is None:
-        return copy.deepcopy(pipe)
-    return type(pipe)(copy.deepcopy(inner))  # type: ignore[call-arg]  # a wrapper type, built on what it wraps
+    with _GRAPH_WALK:
+        if inner is None:
+            return copy.deepcopy(pipe)
+        return type(pipe)(copy.deepcopy(inner))  # type: ignore[call-arg]  # a wrapper type, built on what it wraps

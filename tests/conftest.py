@@ -91,7 +91,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # -- running on several workers (pytest-xdist) -------------------------------------------------
 #
-# `make test` runs the suite on two workers (-n 2 --dist loadgroup). A module- or session-scoped
+# `make test` runs the suite on three workers (-n 3 --dist loadgroup). A module- or session-scoped
 # fixture is set up once per worker that uses it, so tests that share one (a real scenario run
 # of 10-60 s) are put in one group, which runs on one worker: each such fixture still runs once.
 # Tests marked ``alone`` (their assertions are about time or CPU share) run while no other test

@@ -357,6 +357,9 @@ class Growth:
     end_t: float | None = None  # first seen gone (its last tick alive while it ran to the end)
     estimated: bool = False  # no exact reading in its window: growth from the sampler's estimate
     written_mb: float | None = None  # a parent's pages its own writes made private: not growth
+    # A parent's USS just before its first worker started: what its forks share (its USS after
+    # the fork counts those pages as shared), and what a worker's full copy would hold.
+    held_mb: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -412,10 +415,18 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         released_mb=split.released_mb,
         shared_mb=split.shared_mb,
         written_mb=split.written_mb if p.is_parent else None,
+        held_mb=_held(readings, built) if p.is_parent else None,
         growth_mb_per_min=rate,
         judged=p.is_worker or p.is_parent,
     )
     return _estimated_to_end(g, samples) if p.is_worker else g
+
+
+def _held(readings: pd.DataFrame, built: float | None) -> float | None:
+    """A parent's USS just before its first worker: its first reading plus what it built."""
+    if built is None or readings.empty:
+        return None
+    return float(readings["uss_mb"].iloc[0]) + built
 
 
 def _estimated_to_end(g: Growth, samples: pd.DataFrame) -> Growth:

@@ -47,7 +47,7 @@ KIND_WORDS = {
 class RankShape:
     """What one rank (or the job's only parent) measured: its own memory, and per worker."""
 
-    parent_mb: float  # the parent's USS when its first worker started, plus its own growth since
+    parent_mb: float  # the parent's USS just before its first worker started, plus its own growth since
     built_full_mb: float  # the parent's USS just before its workers started: what a fork can copy
     worker_start_mb: float  # per worker: USS at its baseline (0 for a fork, its start-up copy otherwise)
     worker_growth_mb: float  # per worker: own growth as measured (mean)
@@ -64,7 +64,9 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
         if not mine:
             continue
         forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
-        start = parent.uss_start_mb or 0.0
+        # What it held before its fork, not its USS after it: the pages its workers share are
+        # counted once, here, and are what a full copy copies.
+        start = parent.held_mb if parent.held_mb is not None else parent.uss_start_mb or 0.0
         out.append(
             RankShape(
                 start + max(grown(parent), 0.0),

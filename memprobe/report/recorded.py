@@ -198,11 +198,11 @@ def assumptions(b: verdict.Basis) -> list[str]:
     """The projection's assumptions, in words, with the measured numbers they scale."""
     share = " (the pages its forked workers share are counted once)" if b.forked else ""
     parent = (
-        "Each rank holds what its process held when its first worker started plus that process's own growth "
+        "Each rank holds what its process held just before its first worker started plus that process's own growth "
         f"since: {fmt.mb(b.parent_mb)} (the mean over {b.ranks} rank{'s' if b.ranks != 1 else ''}), once per "
         f"rank{share}."
         if b.has_ranks
-        else "The main process holds what it held when its first worker started plus its own growth since: "
+        else "The main process holds what it held just before its first worker started plus its own growth since: "
         f"{fmt.mb(b.parent_mb)}, once{share}."
     )
     start = (

@@ -170,6 +170,19 @@ def test_projection_per_worker_count_and_rank_count_with_the_measured_cell_flagg
     assert all(r["full_copy_mb"] >= r["measured_mb"] for r in proj)
 
 
+def test_the_projection_counts_what_the_parent_held_before_its_fork_once() -> None:
+    # main held 300 MB when it forked (its USS then fell to 10 MB: every page shared); each of
+    # the 2 workers copied 200 MB of it. The job as run: 300 MB once plus 2 x 200 MB copied; with
+    # full copies: 300 MB plus 2 x 300 MB. A projection from the parent's USS after its fork
+    # would leave the 300 MB every process shares out of every cell.
+    meta, samples = fork_job()
+    proj = _summary(meta, samples).projection
+    ran = next(r for r in proj if r["as_measured"])
+    assert ran["workers_per_rank"] == 2
+    assert ran["measured_mb"] == pytest.approx(300 + 2 * 200, rel=0.03)
+    assert ran["full_copy_mb"] == pytest.approx(300 + 2 * 300, rel=0.03)
+
+
 # -- a spawn child, and a parent whose pages become private ------------------------------------------
 
 

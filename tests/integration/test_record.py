@@ -67,6 +67,17 @@ def _script(tmp_path: Path, text: str, name: str = "train.py") -> Path:
     return path
 
 
+def _start_record(script: Path, out: Path) -> subprocess.Popen:
+    """``memprobe record --no-report -o OUT -- python SCRIPT``, running, its output piped."""
+    cmd = [sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out)]
+    return subprocess.Popen(
+        [*cmd, "--", sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _run_meta(out: Path) -> dict:
     (run_dir,) = (out / "runs").iterdir()
     return json.loads((run_dir / "meta.json").read_text())
@@ -177,23 +188,7 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
     """),
     )
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memprobe",
-            "record",
-            "--no-report",
-            "-o",
-            str(out),
-            "--",
-            sys.executable,
-            str(script),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_record(script, out)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
@@ -234,23 +229,7 @@ def test_on_sigterm_every_live_process_gets_an_exact_reading_before_the_command_
     """),
     )
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memprobe",
-            "record",
-            "--no-report",
-            "-o",
-            str(out),
-            "--",
-            sys.executable,
-            str(script),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_record(script, out)
     try:
         assert proc.stdout is not None
         words = proc.stdout.readline().split()

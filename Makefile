@@ -18,21 +18,28 @@ TEST_WORKERS ?= 3
 
 .PHONY: install install-test browser run quick lint test test-unit clean
 
-$(VENV)/.installed: pyproject.toml $(TORCH_CONSTRAINT)
+# The virtual environment itself, with a current pip.
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	@# A venv made before the rename holds memprobe under its old distribution name.
 	$(PIP) uninstall --quiet --yes memprobe >/dev/null 2>&1 || true
+
+$(VENV)/.installed: pyproject.toml $(TORCH_CONSTRAINT) | $(PY)
 	$(PIP) install --quiet $(CONSTRAINT_FLAG) -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+# One pip call for memprobe and its test extras (one resolve; the plain install is part of it).
+$(VENV)/.installed-test: pyproject.toml $(TORCH_CONSTRAINT) | $(PY)
 	$(PIP) install --quiet $(CONSTRAINT_FLAG) -e '.[test,images,nvimgcodec]'
-	touch $@
+	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser
+# The Python packages and chromium install side by side (apt's download and pip's unpacking
+# overlap: a fresh clone's set-up is that much shorter).
+install-test:
+	@$(MAKE) --no-print-directory -j2 $(VENV)/.installed-test browser
 
 # Debian's chromium for the report's browser test. Where apt-get can install it (root on
 # Debian, as in CI) a failed install fails `make test`: a green run must include the browser

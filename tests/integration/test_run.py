@@ -202,7 +202,12 @@ def test_spawn_runs_show_the_resource_tracker(small_results) -> None:
     assert trackers["worker"].eq(-1).all()
 
 
-# -- faults: one session, several ways to fail -------------------------------------------------
+# -- faults: two sessions, several ways to fail ------------------------------------------------
+#
+# The forkserver runs wait most of their time (the hang's timeout, the forkserver's start-up), the
+# others mostly compute: two sessions, each a module fixture of its own, so that pytest-xdist can
+# run them on two workers side by side (one session took 113-179 s of one worker before). No test
+# uses both fixtures: that would tie them into one group again (tests/conftest.py).
 
 FAULT_SCENARIO = """\
 name: faults
@@ -214,21 +219,23 @@ loader: {batch_size: 64, shuffle: false}
 timeout_s: 60
 """
 HANG_TIMEOUT_S = 40
-# run_id -> (mode, fault, timeout_s, epochs)
+# run_id -> (mode, fault, timeout_s, epochs), in the order each session runs them
 FAULT_RUNS = {
     "fork-raise": ("fork", "raise@3000", 60, 1),
     "fork-kill": ("fork", "kill@3", 60, 1),
     "spawn-kill": ("spawn", "kill@3", 60, 1),
-    "forkserver-kill": ("forkserver", "kill@3", 60, 1),
     "thread-raise": ("thread", "raise@3000", 60, 1),
+    "fork-ok": ("fork", None, 60, 1),
+}
+KILL_MAIN = "forkserver-main-killed"
+FORKSERVER_FAULT_RUNS = {
+    "forkserver-kill": ("forkserver", "kill@3", 60, 1),
     # Long enough for the forkserver to start its workers and reach 'warm' on a loaded 2-core
     # machine, so that the hang comes while iterating (seen: warm at 7.7 s alone; not within
     # 20 s on the other xdist worker's and other jobs' load, where 'dataset_built' came at 6.2 s).
     "forkserver-hang": ("forkserver", "hang@3000", HANG_TIMEOUT_S, 1),
-    "forkserver-main-killed": ("forkserver", None, 60, 20),  # the console SIGKILLs its main process
-    "fork-ok": ("fork", None, 60, 1),
+    KILL_MAIN: ("forkserver", None, 60, 20),  # the console SIGKILLs its main process
 }
-KILL_MAIN = "forkserver-main-killed"
 
 
 class KillMainProcess(Console):
@@ -248,10 +255,8 @@ class KillMainProcess(Console):
         os.kill(self.killed, signal.SIGKILL)
 
 
-@pytest.fixture(scope="module")
-def faults(tmp_path_factory: pytest.TempPathFactory):
-    """Eight short runs in one session; the longest wait is the hang's HANG_TIMEOUT_S."""
-    out = tmp_path_factory.mktemp("faults") / "results"
+def _fault_session(tmp_path_factory: pytest.TempPathFactory, name: str, fault_runs: dict) -> dict:
+    out = tmp_path_factory.mktemp(name) / "results"
     scenario = parse_scenario(FAULT_SCENARIO, "faults.yaml")
     base = {r.mode: r for r in scenario.runs()}
     runs = [
@@ -262,13 +267,14 @@ def faults(tmp_path_factory: pytest.TempPathFactory):
             timeout_s=timeout,
             loader=replace(base[mode].loader, epochs=epochs),
         )
-        for run_id, (mode, fault, timeout, epochs) in FAULT_RUNS.items()
+        for run_id, (mode, fault, timeout, epochs) in fault_runs.items()
     ]
     console = KillMainProcess(out)
     t0 = time.time()
     result = run_scenario(scenario, out, runs=runs, render=False, console=console)
     return {
         "out": out,
+        "runs": list(fault_runs),
         "result": result,
         "ended": time.time(),
         "started": t0,
@@ -276,6 +282,18 @@ def faults(tmp_path_factory: pytest.TempPathFactory):
         "summaries": {s.run_id: s for s in result.summaries},
         "results": ResultSet.load(out),
     }
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory: pytest.TempPathFactory):
+    """Five short runs in one session: fork, spawn and thread failing, then one that succeeds."""
+    return _fault_session(tmp_path_factory, "faults", FAULT_RUNS)
+
+
+@pytest.fixture(scope="module")
+def forkserver_faults(tmp_path_factory: pytest.TempPathFactory):
+    """Three forkserver runs in one session; the longest wait is the hang's HANG_TIMEOUT_S."""
+    return _fault_session(tmp_path_factory, "forkserver-faults", FORKSERVER_FAULT_RUNS)
 
 
 def _meta(faults, run_id: str) -> dict:
@@ -298,9 +316,7 @@ def test_an_exception_in_a_worker_fails_the_run_with_its_type_and_message(faults
     assert 0 < progress["items"].max() < 20000
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("run_id", ["fork-kill", "spawn-kill", "forkserver-kill"])
-def test_a_killed_worker_fails_the_run_and_keeps_its_samples(faults, run_id: str) -> None:
+def _killed_worker_keeps_its_samples(faults, run_id: str) -> None:
     meta = _meta(faults, run_id)
     assert meta["status"] == "failed" and meta["error"]["message"]
     assert faults["summaries"][run_id].status == "failed"
@@ -312,54 +328,85 @@ def test_a_killed_worker_fails_the_run_and_keeps_its_samples(faults, run_id: str
     assert (rows.loc[~rows["missing"], "rss_mb"] > 0).all()
 
 
-SIGNAL_WORDS = ("SIGKILL", "Killed", "signal 9")
+@pytest.mark.slow
+@pytest.mark.parametrize("run_id", ["fork-kill", "spawn-kill"])
+def test_a_killed_worker_fails_the_run_and_keeps_its_samples(faults, run_id: str) -> None:
+    _killed_worker_keeps_its_samples(faults, run_id)
 
 
 @pytest.mark.slow
-def test_a_killed_worker_error_names_its_pid_and_signal(faults) -> None:
+def test_a_killed_forkserver_worker_fails_the_run_and_keeps_its_samples(forkserver_faults) -> None:
+    _killed_worker_keeps_its_samples(forkserver_faults, "forkserver-kill")
+
+
+SIGNAL_WORDS = ("SIGKILL", "Killed", "signal 9")
+
+
+def _killed_workers_unnamed(faults, run_ids: tuple[str, ...]) -> dict[str, tuple[int, str]]:
+    """The runs whose error does not name the killed worker's pid and signal."""
     errors = {}
-    for run_id in ("fork-kill", "spawn-kill", "forkserver-kill"):
+    for run_id in run_ids:
         victim = _epoch_workers(faults["results"], run_id)[0]
         message = _meta(faults, run_id)["error"]["message"]
         if str(victim) not in message or not any(w in message for w in SIGNAL_WORDS):
             errors[run_id] = (victim, message)
-    assert not errors
+    return errors
 
 
 @pytest.mark.slow
-def test_a_hang_times_out_and_keeps_its_samples(faults) -> None:
-    meta = _meta(faults, "forkserver-hang")
+def test_a_killed_worker_error_names_its_pid_and_signal(faults) -> None:
+    assert not _killed_workers_unnamed(faults, ("fork-kill", "spawn-kill"))
+
+
+@pytest.mark.slow
+def test_a_killed_forkserver_worker_error_names_its_pid_and_signal(forkserver_faults) -> None:
+    assert not _killed_workers_unnamed(forkserver_faults, ("forkserver-kill",))
+
+
+@pytest.mark.slow
+def test_a_hang_times_out_and_keeps_its_samples(forkserver_faults) -> None:
+    meta = _meta(forkserver_faults, "forkserver-hang")
     assert meta["status"] == "timeout"
     assert f"timeout_s={HANG_TIMEOUT_S}" in meta["error"]["message"]
     assert HANG_TIMEOUT_S - 0.5 < meta["elapsed_s"] < HANG_TIMEOUT_S + 25
     assert "warm" in meta["milestones"]  # it hung while iterating, not while starting
-    samples = faults["results"].run_table("samples", "forkserver-hang")
+    samples = forkserver_faults["results"].run_table("samples", "forkserver-hang")
     assert {"main", "forkserver"} <= set(samples["role"])
-    assert faults["summaries"]["forkserver-hang"].status == "timeout"
+    assert forkserver_faults["summaries"]["forkserver-hang"].status == "timeout"
 
 
 @pytest.mark.slow
-def test_a_killed_run_process_fails_the_run(faults) -> None:
-    assert faults["console"].killed, "the run never reached its warm point"
-    meta = _meta(faults, KILL_MAIN)
+def test_a_killed_run_process_fails_the_run(forkserver_faults) -> None:
+    assert forkserver_faults["console"].killed, "the run never reached its warm point"
+    meta = _meta(forkserver_faults, KILL_MAIN)
     assert meta["status"] == "failed"
     assert "SIGKILL" in meta["error"]["message"]
     assert meta["exit_code"] == -signal.SIGKILL
+
+
+def _session_went_on_and_failed(faults) -> None:
+    assert faults["result"].exit_code == 1
+    assert not faults["result"].interrupted
+    manifest = json.loads((faults["out"] / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert [r.run_id for r in faults["result"].summaries] == faults["runs"]
 
 
 @pytest.mark.slow
 def test_other_runs_continue_and_the_session_fails(faults) -> None:
     s = faults["summaries"]
     assert s["fork-ok"].status == "ok" and s["fork-ok"].items == 20000
-    assert faults["result"].exit_code == 1
-    assert not faults["result"].interrupted
-    manifest = json.loads((faults["out"] / "manifest.json").read_text())
-    assert manifest["status"] == "complete"
-    assert [r.run_id for r in faults["result"].summaries] == list(FAULT_RUNS)
+    _session_went_on_and_failed(faults)
 
 
 @pytest.mark.slow
-def test_forkserver_roles_once_iterating(faults) -> None:
+def test_runs_after_a_hang_continue_and_the_session_fails(forkserver_faults) -> None:
+    _session_went_on_and_failed(forkserver_faults)
+
+
+@pytest.mark.slow
+def test_forkserver_roles_once_iterating(forkserver_faults) -> None:
+    faults = forkserver_faults
     servers = 0
     for run_id in ("forkserver-kill", "forkserver-hang", KILL_MAIN):
         samples = faults["results"].run_table("samples", run_id)
@@ -378,19 +425,18 @@ def test_forkserver_roles_once_iterating(faults) -> None:
 
 
 @pytest.mark.slow
-def test_forkserver_workers_are_never_labelled_forkserver(faults) -> None:
-    samples = faults["results"].run_table("samples", "forkserver-kill")
-    workers = set(_epoch_workers(faults["results"], "forkserver-kill"))
+def test_forkserver_workers_are_never_labelled_forkserver(forkserver_faults) -> None:
+    samples = forkserver_faults["results"].run_table("samples", "forkserver-kill")
+    workers = set(_epoch_workers(forkserver_faults["results"], "forkserver-kill"))
     mislabelled = samples[samples["pid"].isin(workers) & ~samples["role"].str.startswith("worker")]
     assert mislabelled.empty, mislabelled.groupby("pid")["role"].unique().to_dict()
     assert samples.loc[samples["role"] == "forkserver", "pid"].nunique() == 1
 
 
-@pytest.mark.slow
-def test_no_process_of_any_fault_run_is_left(faults) -> None:
+def _no_process_is_left(faults, min_pids: int) -> None:
     samples = faults["results"].tables["samples"]
     pids = set(samples["pid"].astype(int))
-    assert len(pids) >= 20
+    assert len(pids) >= min_pids
     alive = []
     for pid in pids:
         try:
@@ -400,8 +446,18 @@ def test_no_process_of_any_fault_run_is_left(faults) -> None:
         except psutil.NoSuchProcess:
             pass
     assert not alive
-    for run_id in FAULT_RUNS:  # each run's process group is empty
+    for run_id in faults["runs"]:  # each run's process group is empty
         assert procfs.processes_in_group(_main_pid(faults["results"], run_id)) == []
+
+
+@pytest.mark.slow
+def test_no_process_of_any_fault_run_is_left(faults) -> None:
+    _no_process_is_left(faults, min_pids=12)
+
+
+@pytest.mark.slow
+def test_no_process_of_any_forkserver_fault_run_is_left(forkserver_faults) -> None:
+    _no_process_is_left(forkserver_faults, min_pids=8)
 
 
 # -- timing figures ---------------------------------------------------------------------------

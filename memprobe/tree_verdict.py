@@ -346,7 +346,7 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
         [f"{np.mean(per_1k):,.2f} MB per 1,000 items"] if len(per_1k) == n else []
     )
     text = f"{head} {each}{_mb(mean)} in {_duration(span)}" + (f" ({', '.join(pace)})" if pace else "")
-    return _capital(text + _estimate_words(group) + _cause(g0, parents)) + "."
+    return _capital(text + _estimate_words(group) + _cause(group, parents)) + "."
 
 
 def _estimate_words(group: list[Growth]) -> str:
@@ -367,20 +367,49 @@ def _estimate_words(group: list[Growth]) -> str:
     return f" ({len(guessed)} of them estimated from page faults: the exact readings missed their growth)"
 
 
-def _cause(g0: Growth, parents: list[Growth]) -> str:
+def _cause(group: list[Growth], parents: list[Growth]) -> str:
     """Why such workers grow: copy-on-access of what their parent built, or their own memory."""
+    g0 = group[0]
     if not (g0.start_method in (None, FORK) and g0.startup_mb is None):
         return ": private memory that grows as they run, after their start-up"
+    new = _new_memory_words(group)
+    if new.startswith(": mostly"):
+        return new
     built = [p.built_mb for p in parents if p.built_mb is not None]
     if not built:
-        return ": copy-on-access of pages they shared at fork"
+        return ": copy-on-access of pages they shared at fork" + new
     if len(parents) == 1:
         return (
             f": copy-on-access of what {who(parents[0].role)} built ({_mb(built[0])} before its workers "
-            "started)"
+            "started)" + new
         )
     amount = _mb(built[0]) if max(built) - min(built) < 1 else f"{_mb(min(built))} to {_mb(max(built))}"
-    return f": copy-on-access of what each rank built ({amount} before its workers started)"
+    return f": copy-on-access of what each rank built ({amount} before its workers started)" + new
+
+
+NEW_MEMORY_WORTH_MB, NEW_MEMORY_SHARE = 10.0, 0.15  # below both, a forked worker's new memory goes unsaid
+
+
+def _new_memory_words(group: list[Growth]) -> str:
+    """What part of forked workers' growth is memory they allocated (the rise of their anonymous
+    RSS since their first tick: a lower bound) rather than pages they copied from their parent:
+    the cause when it is most of it, a clause when it is a fair part, nothing when it is small
+    or not known."""
+    allocated = [g.allocated_mb for g in group if g.allocated_mb is not None]
+    if len(allocated) != len(group):
+        return ""
+    growth = float(np.mean([g.growth_mb or 0.0 for g in group]))
+    new = min(float(np.mean(allocated)), growth)
+    copied = growth - new
+    each, they, their = (" each", "they", "their") if len(group) > 1 else ("", "it", "its")
+    if growth > 0 and new >= 0.5 * growth:
+        return (
+            f": mostly new memory of {their} own (at least {_mb(new)}{each} allocated; at most "
+            f"{_mb(copied)} copied from {their} parent)"
+        )
+    if new >= NEW_MEMORY_WORTH_MB and new >= NEW_MEMORY_SHARE * growth:
+        return f"; at least {_mb(new)} of that{each} is new memory {they} allocated"
+    return ""
 
 
 def _not_growing(parents: list[Growth]) -> str:

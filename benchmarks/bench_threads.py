@@ -16,9 +16,6 @@ Loaders, 2 workers each, all given the same index batches (a fixed shuffled orde
                    cost of that bound, measured on the plain pool;
 * ``thread-unbounded`` ThreadDataLoader with ``prefetch_factor`` = the number of batches (no bound):
                    the same cost, measured on ThreadDataLoader;
-* ``thread-noproxy`` ThreadDataLoader with every index handed out by the iterating thread (no
-                   proxy dispatch: memprobe/loaders/thread/dispatch.py), as it was before
-                   2026-11-25: the change, measured in the same race;
 * ``torchdata``    torchdata.nodes ``ParallelMapper(method="thread")`` over the batches (the same
                    task per batch) + ``Prefetcher``;
 * ``torchdata-items`` memprobe's ``torchdata-thread`` mode (ParallelMapper per item, Batcher,
@@ -77,7 +74,6 @@ THREAD_LOADERS = (
     "thread",
     "thread-before",
     "thread-unbounded",
-    "thread-noproxy",
     "threadpool",
     "threadpool-bounded",
     "torchdata",
@@ -90,7 +86,7 @@ ONLY_ON = {"fork-malloc": ("pillow",)}
 #: The other thread loaders a user could pick instead of ThreadDataLoader.
 RIVALS = ("threadpool", "torchdata", "torchdata-items")
 #: Variants that measure one cause (a bound, a fix): compared with thread, never its target.
-PROBES = ("threadpool-bounded", "thread-unbounded", "thread-before", "thread-noproxy")
+PROBES = ("threadpool-bounded", "thread-unbounded", "thread-before")
 MARK = "@bench "
 
 
@@ -150,14 +146,6 @@ def _keep_freed_memory(worker_id: int) -> None:
     libc = ctypes.CDLL("libc.so.6")
     libc.mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
     libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
-
-
-def _thread_noproxy(ds: Any, batches: list[list[int]]) -> Iterable:
-    from memprobe.loaders.thread import ThreadDataLoader
-
-    loader = ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS)
-    loader._proxy_dispatch = False
-    return loader
 
 
 def _threadpool(ds: Any, batches: list[list[int]]) -> Iterable:
@@ -224,7 +212,6 @@ def build(name: str, ds: Any, batches: list[list[int]]) -> Iterable:
         "thread-unbounded": lambda: ThreadDataLoader(
             ds, batch_sampler=batches, num_workers=WORKERS, prefetch_factor=max(2, len(batches))
         ),
-        "thread-noproxy": lambda: _thread_noproxy(ds, batches),
         "threadpool": lambda: _threadpool(ds, batches),
         "threadpool-bounded": lambda: _threadpool_bounded(ds, batches),
         "torchdata": lambda: _torchdata(ds, batches),

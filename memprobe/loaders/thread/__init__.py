@@ -11,7 +11,6 @@ The package in pieces (as torchdata.nodes splits its own):
 ``replicas``  each worker's own dataset object; datapipe shuffling, seeding and sharding
 ``collate``   batches collated in threads stay in ordinary memory, not shared memory
 ``heap``      glibc keeps the worker threads' freed item buffers instead of trimming its heaps
-``dispatch``  the hand-out of index batches in torch's order, by proxy while the loop waits
 ``worker``    the worker loop, fetchers, failures, and what threads cannot do as processes do
 ``iterator``  the iterators: in the calling thread, or over worker threads, in torch's order
 ``loader``    ThreadDataLoader itself: torch's arguments, checks and warnings

@@ -39,7 +39,6 @@ __all__ = [
     "WorkerInfo",
     "current",
     "get_worker_info",
-    "hidden",
     "hidden_from_torch",
     "make_worker_info",
     "set_worker_info",
@@ -142,18 +141,6 @@ def hidden_from_torch() -> Iterator[None]:
         yield
     finally:
         tls.worker_info = saved
-
-
-@contextmanager
-def hidden() -> Iterator[None]:
-    """Within the block, this thread has no worker info, for this package and for torch: what a
-    sampler sees when a worker thread draws its next index for the iterating thread (dispatch.py)."""
-    saved, _local.info = getattr(_local, "info", None), None
-    try:
-        with hidden_from_torch():
-            yield
-    finally:
-        _local.info = saved
 
 
 def _forget_worker_info_after_fork() -> None:

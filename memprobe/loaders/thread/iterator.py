@@ -8,6 +8,7 @@ between them, so a sampler that draws eagerly sees the same state as under torch
 
 from __future__ import annotations
 
+import itertools
 import queue
 import time
 import warnings
@@ -19,7 +20,6 @@ import torch
 from torch.utils.data import IterDataPipe
 
 from memprobe.loaders.thread import replicas
-from memprobe.loaders.thread.dispatch import ANY, Dispatcher
 from memprobe.loaders.thread.worker import (
     EXHAUSTED,
     POLL_S,
@@ -118,11 +118,7 @@ class SingleThreadIter(_BaseIter):
 
 
 class ThreadPoolIter(_BaseIter):
-    """num_workers>0: round-robin index batches to threads, reorder results.
-
-    The hand-out state is the :class:`Dispatcher`'s, shared with the workers under its lock: a
-    worker may make the hand-out that follows the batch the loop waits for (dispatch.py).
-    """
+    """num_workers>0: round-robin index batches to threads, reorder results."""
 
     def __init__(self, loader: ThreadDataLoader) -> None:
         super().__init__(loader)
@@ -132,6 +128,7 @@ class ThreadPoolIter(_BaseIter):
         self._base_seed = _draw_base_seed(loader.generator)
         self._n = loader.num_workers
         assert loader.prefetch_factor is not None  # set whenever there are worker threads
+        self._max_tasks = loader.num_workers * loader.prefetch_factor
         self._in_order = loader.in_order
         self._timeout = loader.timeout
         self._persistent = loader.persistent_workers
@@ -150,13 +147,7 @@ class ThreadPoolIter(_BaseIter):
             self._world_size,
             self._rank,
         )
-        self._disp = Dispatcher(
-            self._n,
-            self._n * loader.prefetch_factor,
-            in_order=self._in_order,
-            proxy=loader._proxy_dispatch,
-        )
-        self._group = WorkerGroup(ctx, self._disp, per_worker_results=self._in_order)
+        self._group = WorkerGroup(ctx, per_worker_results=self._in_order)
         self._finalizer = weakref.finalize(self, self._group.stop)
         self._reset(loader, first=True)
         # Threads start after the first index batches were drawn, so the
@@ -170,13 +161,16 @@ class ThreadPoolIter(_BaseIter):
         self._reset_counters(loader)
         self._sampler_iter = iter(self._index_sampler)
         self._new_shared_seed(loader)
+        self._send_idx = 0  # next slot to hand out
         self._rcvd_idx = 0  # next slot to yield when in order
+        self._slots: dict[int, int] = {}  # slot -> worker, task sent but result not received
+        self._ready: dict[int, Any] = {}  # slot -> result received ahead of its turn
+        self._active = [True] * self._n
+        self._cycle = itertools.cycle(range(self._n))
         if not first:
             self._resume_workers()
-        with self._disp.lock:
-            self._disp.reset(self._sampler_iter)
-            for _ in range(self._disp.max_tasks):
-                self._disp.dispatch()
+        for _ in range(self._max_tasks):
+            self._dispatch()
 
     def _resume_workers(self) -> None:
         # Each worker acknowledges after finishing its stale tasks; queues are
@@ -188,6 +182,41 @@ class ThreadPoolIter(_BaseIter):
                 idx, _, payload = self._get_result(results)
                 if idx is None and isinstance(payload, Resume):
                     break
+
+    # -- sending -------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        # Indices are drawn here, in the iterating thread, prefetch_factor * W at the start and one
+        # per batch returned, as torch draws them: a sampler drawing lazily from a generator the
+        # program also uses sees the same calls, and no more batches are loaded ahead. Workers
+        # drawing their own would spare this hand-out but not the wait for batch k to be returned
+        # before batch k + prefetch_factor * W starts (docs/perf/threads.md, "On cheap items").
+        if len(self._slots) + len(self._ready) >= self._max_tasks:
+            return
+        try:
+            index = next(self._sampler_iter)
+        except StopIteration:
+            return
+        worker = self._pick_worker()
+        if worker is None:
+            return  # every worker's IterableDataset ended; index is a dummy
+        self._group.tasks[worker].put((self._send_idx, index))
+        self._slots[self._send_idx] = worker
+        self._send_idx += 1
+
+    def _pick_worker(self) -> int | None:
+        active = [k for k in range(self._n) if self._active[k]]
+        if not active:
+            return None
+        cap = self._max_tasks // len(active)
+        for _ in range(self._n):
+            k = next(self._cycle)
+            if self._active[k] and (self._in_order or self._load(k) < cap):
+                return k
+        return min(active, key=self._load)  # out of order: least loaded, never drop
+
+    def _load(self, worker: int) -> int:
+        return sum(1 for w in self._slots.values() if w == worker)
 
     # -- receiving -----------------------------------------------------------
 
@@ -219,55 +248,44 @@ class ThreadPoolIter(_BaseIter):
         )
 
     def _next_data(self) -> Any:
-        disp = self._disp
         while True:
-            with disp.lock:
-                self._skip_empty_slots()
-                if self._rcvd_idx >= disp.send_idx:
-                    break
-                if self._rcvd_idx in disp.ready:
-                    return self._deliver(self._rcvd_idx, disp.ready.pop(self._rcvd_idx))
-                # In order, wait on the queue of the worker owing the next batch (see worker.py).
-                results = self._group.results[disp.slots[self._rcvd_idx]]
-                disp.await_slot(self._rcvd_idx if self._in_order else ANY, results)
-            idx, worker, payload = self._get_result(results)
-            with disp.lock:
-                proxied, draw_error = disp.received(idx)
-                if idx is None or (not proxied and idx not in disp.slots):
-                    continue  # late resume ack; nothing to deliver
-                if payload is EXHAUSTED:
-                    disp.retire(worker)
-                    continue
-                if not proxied:
-                    del disp.slots[idx]
-                if idx == self._rcvd_idx or not self._in_order:
-                    return self._deliver(idx, payload, proxied=proxied, draw_error=draw_error)
-                disp.ready[idx] = payload
-        self._end_epoch()
-        raise StopIteration
+            self._skip_empty_slots()
+            if self._rcvd_idx >= self._send_idx:
+                self._end_epoch()
+                raise StopIteration
+            if self._rcvd_idx in self._ready:
+                return self._deliver(self._rcvd_idx, self._ready.pop(self._rcvd_idx))
+            # In order, wait on the queue of the worker owing the next batch (see worker.py).
+            idx, worker, payload = self._get_result(self._group.results[self._slots[self._rcvd_idx]])
+            if idx not in self._slots:
+                continue  # late resume ack; nothing to deliver
+            if payload is EXHAUSTED:
+                self._retire(worker)
+                continue
+            del self._slots[idx]
+            if idx == self._rcvd_idx or not self._in_order:
+                return self._deliver(idx, payload)
+            self._ready[idx] = payload
 
     def _skip_empty_slots(self) -> None:
         # Slots already yielded out of order or owned by an ended worker.
-        disp = self._disp
-        while self._rcvd_idx < disp.send_idx and not (
-            self._rcvd_idx in disp.ready or self._rcvd_idx in disp.slots
+        while self._rcvd_idx < self._send_idx and not (
+            self._rcvd_idx in self._ready or self._rcvd_idx in self._slots
         ):
             self._rcvd_idx += 1
 
-    def _deliver(
-        self, idx: int, payload: Any, *, proxied: bool = False, draw_error: BaseException | None = None
-    ) -> Any:
-        """torch's ``_process_data``: the next hand-out (made already if ``proxied``; re-raise
-        what the sampler raised in it), then the batch, or its worker's exception."""
+    def _retire(self, worker: int) -> None:
+        """An IterableDataset shard ended: drop its slots, keep the pipeline full."""
+        self._active[worker] = False
+        # Results are FIFO per worker, so its remaining slots will never be filled.
+        for idx in [i for i, w in self._slots.items() if w == worker]:
+            del self._slots[idx]
+        self._dispatch()
+
+    def _deliver(self, idx: int, payload: Any) -> Any:
         if idx == self._rcvd_idx:
             self._rcvd_idx += 1
-        if not proxied:
-            self._disp.dispatch()
-        elif draw_error is not None:
-            try:
-                raise draw_error
-            finally:
-                del draw_error  # no cycle: this frame -> exception -> traceback -> this frame
+        self._dispatch()
         if isinstance(payload, WorkerFailure):
             payload.reraise()
         return payload
@@ -282,10 +300,6 @@ class ThreadPoolIter(_BaseIter):
                 pass
             self._check_alive()
             if deadline is not None and time.monotonic() >= deadline:
-                with self._disp.lock:
-                    proxied = self._disp.stop_awaiting()
-                if proxied:  # the batch came just in time: a worker made the loop's hand-out for it
-                    return results.get()
                 self.shutdown(wait=False)  # don't block on a stuck item
                 raise RuntimeError(f"ThreadDataLoader timed out after {self._timeout} seconds")
 
@@ -310,7 +324,6 @@ class ThreadPoolIter(_BaseIter):
         dropped so a later garbage collection does not block on them either.
         """
         self.closed = True
-        self._disp.close()
         if wait:
             self._finalizer()
         else:

@@ -137,9 +137,6 @@ class ThreadDataLoader(Generic[T]):
     _FROZEN = frozenset(
         {"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"}
     )
-    #: A worker that delivers the batch the loop waits for makes the loop's next hand-out
-    #: (dispatch.py); False leaves every hand-out to the iterating thread (measured against it).
-    _proxy_dispatch = True
 
     def __init__(
         self,

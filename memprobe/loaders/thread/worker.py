@@ -2,10 +2,8 @@
 
 A worker thread takes ``(slot, index)`` tasks from its own queue, fetches and collates the batch
 as torch's worker does (``__getitems__`` when the dataset has it), and puts ``(slot, worker,
-result)`` on its result queue through the :class:`~memprobe.loaders.thread.dispatch.Dispatcher`,
-which first hands out the loop's next index if the loop is blocked waiting for that very batch
-(``dispatch.py``); an exception is sent as text (:class:`WorkerFailure`) and raised again in the
-iterating thread, as torch does across processes.
+result)`` on its result queue; an exception is sent as text (:class:`WorkerFailure`) and raised
+again in the iterating thread, as torch does across processes.
 
 The queues are ``queue.SimpleQueue`` (C, no Python-level condition) and, for ``in_order=True``,
 one result queue per worker: the iterating thread waits on the queue of the worker that owns the
@@ -43,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from memprobe.loaders.thread import collate, heap, info, replicas
-from memprobe.loaders.thread.dispatch import Dispatcher
 from memprobe.vocabulary import THREAD_NAME_PREFIX, worker_thread_name
 
 __all__ = [
@@ -272,13 +269,12 @@ def _name_native_thread(name: str) -> None:
 def _worker_loop(
     ctx: WorkerContext,
     worker_id: int,
-    dispatcher: Dispatcher,
+    tasks: queue.SimpleQueue,
     results: queue.SimpleQueue,
     stop: threading.Event,
     gate: InitGate,
 ) -> None:
     """Body of worker thread ``worker_id``: fetch index batches until told to stop."""
-    tasks = dispatcher.tasks[worker_id]
     _name_native_thread(worker_thread_name(worker_id))
     dataset = ctx.datasets[worker_id]
     info.set_worker_info(info.make_worker_info(worker_id, ctx.num_workers, ctx.base_seed, dataset))
@@ -303,9 +299,7 @@ def _worker_loop(
             idx, index = task
             payload = _run_task(ctx, fetcher, worker_id, index)
             exhausted = payload is EXHAUSTED
-            dispatcher.put_result(results, idx, worker_id, payload, batch=not exhausted)
-            if tasks.empty():
-                dispatcher.found_no_task[worker_id] += 1
+            results.put((idx, worker_id, payload))
             del payload, task, index  # don't pin the last batch in memory while idle
     finally:
         info.set_worker_info(None)
@@ -335,29 +329,27 @@ def _enable_faulthandler() -> None:
 class WorkerGroup:
     """The threads and queues of one iterator, shut down by a weakref finalizer.
 
-    ``tasks[k]`` is worker k's task queue (the dispatcher's); ``results[k]`` its result queue:
-    its own with ``per_worker_results`` (the iterator waits for one worker's batch), else one
-    queue shared by all (it waits for any batch).
+    ``results[k]`` is worker k's result queue: its own with ``per_worker_results`` (the iterator
+    waits for one worker's batch), else one queue shared by all (it waits for any batch).
     """
 
     ctx: WorkerContext
-    dispatcher: Dispatcher
     per_worker_results: bool = True
+    tasks: list[queue.SimpleQueue] = field(default_factory=list)
     results: list[queue.SimpleQueue] = field(default_factory=list)
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
-    tasks: list[queue.SimpleQueue] = field(init=False)
     gate: InitGate = field(init=False)
 
     def __post_init__(self) -> None:
         self.gate = InitGate(self.ctx.num_workers, watch_rngs=self.ctx.init_fn is not None)
-        self.tasks = self.dispatcher.tasks
         shared: queue.SimpleQueue = queue.SimpleQueue()
         for k in range(self.ctx.num_workers):
+            self.tasks.append(queue.SimpleQueue())
             self.results.append(queue.SimpleQueue() if self.per_worker_results else shared)
             thread = threading.Thread(
                 target=_worker_loop,
-                args=(self.ctx, k, self.dispatcher, self.results[k], self.stop_event, self.gate),
+                args=(self.ctx, k, self.tasks[k], self.results[k], self.stop_event, self.gate),
                 name=f"{WORKER_THREAD_PREFIX}-{k}",
                 daemon=True,  # a thread stuck in user code must not block interpreter exit
             )

@@ -1,12 +1,11 @@
-"""Proxy dispatch (dispatch.py): a worker that delivers the batch the loop is blocked on makes the
-loop's next hand-out. The sampler must see what it sees under torch's DataLoader: its draws at the
-same points of the loop, from the same generator state, with no worker info, and its exceptions
-raised from the loop's ``next()``."""
+"""The sampler as torch's DataLoader drives it: its draws at the same points of the loop, from the
+same generator state, with no worker info, and its exceptions raised from the loop's ``next()``.
+Whatever the hand-off between threads becomes (docs/perf/threads.md tried a worker drawing for the
+waiting loop, "proxy dispatch"), these may not change."""
 
 from __future__ import annotations
 
 import contextvars
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,14 +17,12 @@ from torch.utils.data import Dataset, RandomSampler
 
 import memprobe.loaders.thread as thread_pkg
 from memprobe.loaders.thread import ThreadDataLoader
-from memprobe.loaders.thread.iterator import ThreadPoolIter
 
 _var: contextvars.ContextVar[str] = contextvars.ContextVar("_var", default="unset")
 
 
 class SlowItems(Dataset):
-    """Items that take a few ms (GIL released): the loop is blocked on nearly every batch, so
-    nearly every hand-out is made by proxy."""
+    """Items that take a few ms (GIL released): the loop is blocked on nearly every batch."""
 
     def __init__(self, n: int = 24, delay: float = 0.003) -> None:
         self.n, self.delay = n, delay
@@ -39,15 +36,14 @@ class SlowItems(Dataset):
 
 
 class Watched:
-    """A sampler that notes, at each draw, how many batches the loop had received, what the
-    drawing thread sees of worker info and of the loop's context, and whether it is a worker."""
+    """A sampler that notes, at each draw, how many batches the loop had received and what the
+    drawing thread sees of worker info and of the loop's context."""
 
     def __init__(self, n: int, raise_at: int | None = None) -> None:
         self.n, self.raise_at = n, raise_at
         self.received = 0
         self.draws: list[int] = []
         self.seen: list[tuple[Any, Any, str]] = []
-        self.in_worker = 0
 
     def __len__(self) -> int:
         return self.n
@@ -58,7 +54,6 @@ class Watched:
                 raise ValueError(f"sampler failed at draw {i}")
             self.draws.append(self.received)
             self.seen.append((torch.utils.data.get_worker_info(), thread_pkg.get_worker_info(), _var.get()))
-            self.in_worker += threading.current_thread().name.startswith(thread_pkg.WORKER_THREAD_PREFIX)
             yield i
 
 
@@ -95,7 +90,6 @@ def test_the_sampler_draws_at_the_same_points_of_the_loop_as_under_torch(
         assert actual == expected
     ahead = num_workers * prefetch_factor
     assert watched.draws == under_torch.draws == [0] * ahead + list(range(24 - ahead))
-    assert watched.in_worker > 0  # the hand-outs were made by proxy, which is what is tested
     assert set(watched.seen) == {(None, None, "the loop's")}
 
 
@@ -117,11 +111,10 @@ def test_a_sampler_that_raises_mid_epoch_raises_from_the_loops_next_as_under_tor
     actual = outcomes(ThreadDataLoader(SlowItems(), sampler=watched, **kw))
     # Draw 10 is made as batch 6 is returned: torch raises there, and batch 6 is lost.
     assert actual == expected == [0, 1, 2, 3, 4, 5, "ValueError: sampler failed at draw 10", 7, 8, 9]
-    assert watched.in_worker > 0
 
 
 def test_after_a_sampler_raised_the_threads_stop_when_the_loop_drops_the_iterator() -> None:
-    # The exception carries the worker's frames of the draw; none may keep the iterator alive.
+    # The exception's traceback holds the iterator's frames until it is dropped, then nothing.
     with no_cyclic_gc():
         it = iter(
             ThreadDataLoader(SlowItems(), sampler=Watched(24, raise_at=10), batch_size=None, num_workers=2)
@@ -131,19 +124,6 @@ def test_after_a_sampler_raised_the_threads_stop_when_the_loop_drops_the_iterato
                 pass
         del it
         assert not wait_no_worker_threads(collect=False)
-
-
-@pytest.mark.parametrize("mode", [torch.no_grad, lambda: torch.device("cpu")], ids=["no_grad", "device_mode"])
-def test_when_the_loop_has_torch_thread_state_a_worker_lacks_the_loop_draws_itself(mode: Any) -> None:
-    """Grad mode and torch function modes (torch.device, set_default_device) are per thread."""
-    watched = Watched(24)
-    with mode():
-        batches = _run(
-            ThreadDataLoader(SlowItems(), sampler=watched, batch_size=None, num_workers=2), watched
-        )
-    assert batches == list(range(24))
-    assert watched.in_worker == 0
-    assert watched.draws == [0] * 4 + list(range(20))
 
 
 def test_a_sampler_sharing_the_programs_generator_gives_torchs_batches() -> None:
@@ -162,38 +142,3 @@ def test_a_sampler_sharing_the_programs_generator_gives_torchs_batches() -> None
         return batches, loop_draws
 
     assert run(ThreadDataLoader) == run(torch_loader)
-
-
-def _blocked_waits(monkeypatch: pytest.MonkeyPatch, proxy: bool) -> tuple[int, list[int]]:
-    """Epoch with a loop that, once woken from a wait, gets to run only 60 ms later (a loaded
-    machine): how many times it had to wait, and the batches returned."""
-    original = ThreadPoolIter._get_result
-    waits = [0]
-
-    def slow_to_wake(self: ThreadPoolIter, results: Any) -> Any:
-        blocked = results.empty()
-        got = original(self, results)
-        if blocked:
-            waits[0] += 1
-            time.sleep(0.06)
-        return got
-
-    monkeypatch.setattr(ThreadPoolIter, "_get_result", slow_to_wake)
-    loader = ThreadDataLoader(SlowItems(40, delay=0.004), batch_size=None, num_workers=2)
-    loader._proxy_dispatch = proxy
-    batches = [int(b) for b in loader]
-    monkeypatch.undo()
-    return waits[0], batches
-
-
-def test_a_loop_slow_to_wake_keeps_the_workers_busier_with_proxy_dispatch(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """While the loop waits for a CPU after batch k came, the hand-out of batch k + 4 is already
-    made: each wake-up of the loop finds five batches ready instead of four (2 workers, 2 batches
-    each), so an epoch of 40 batches needs 8 waits instead of 10."""
-    with_proxy, batches = _blocked_waits(monkeypatch, proxy=True)
-    without, batches_without = _blocked_waits(monkeypatch, proxy=False)
-    assert batches == batches_without == list(range(40))
-    assert without == 10
-    assert with_proxy == 8

@@ -73,6 +73,7 @@ def replay(folder: Path, budget: float | None, make: type[ExactPlanner] = ExactP
     samples, meta = load(folder)
     kinds = {p["pid"]: p.get("kind") or p["role"] for p in meta["processes"]}
     groups, forked = families(meta)
+    born = {p["pid"]: p["start_t"] for p in meta["processes"] if p.get("start_t") is not None}
     live = samples[~samples["missing"].astype(bool)].sort_values(["t"], kind="stable")
     plan = make()
     errors: list[Error] = []
@@ -94,7 +95,7 @@ def replay(folder: Path, budget: float | None, make: type[ExactPlanner] = ExactP
             for r in tick.itertuples()
             if pd.notna(r.minflt)
         }
-        plan.observe(t, counters, groups, {p: forked[p] for p in counters if p in forked})
+        plan.observe(t, counters, groups, {p: forked[p] for p in counters if p in forked}, born)
         exact = {int(r.pid): r for r in tick.itertuples() if r.tier == "pss" and pd.notna(r.uss_mb)}
         if budget is None:
             chosen = [p for p in exact if p in plan.tracks]

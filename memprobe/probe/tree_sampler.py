@@ -166,7 +166,10 @@ class TreeSampler(Sampler):
         nodes = self.roles.nodes
         forked = {pid: nodes[pid].ppid for pid in counters if pid in nodes and nodes[pid].shares_parent}
         t = round(tick - self.t0, 4)
-        self.plan.observe(t, counters, self.roles.share_groups(), forked)
+        born = {pid: self.roles.start_t(pid, self._boot_at_t0) for pid in forked}
+        self.plan.observe(
+            t, counters, self.roles.share_groups(), forked, {p: s for p, s in born.items() if s is not None}
+        )
         self._watch_startups(t, live)
         # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
         # appeared or exited, a spawned worker at the end of its start-up, a forked child never read).

@@ -150,6 +150,9 @@ class ExactPlanner:
     tracks: dict[int, Track] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     s_per_byte: float = INITIAL_S_PER_BYTE
+    # The latest pool learned, as a share of its parent's fork pages: the start of a parent that
+    # has none (torchrun's ranks run the same script, each with its own DataLoader).
+    pool_share: float | None = None
 
     # -- every tick ----------------------------------------------------------------------
     def observe(
@@ -252,10 +255,14 @@ class ExactPlanner:
         return out
 
     def _pool(self, tr: Track, copies: list[float]) -> float:
-        """The pages the children copy from: learned, else halfway (geometric) between the
-        same pages (the largest copy) and all the fork shared."""
-        top = max(copies, default=0.0)
-        return tr.pool if tr.pool is not None else math.sqrt(tr.fork_pages * top)
+        """The pages the children copy from: learned, else as another parent's was (its share
+        of the pages the fork shared), else halfway (geometric) between the same pages (the
+        largest copy) and all the fork shared."""
+        if tr.pool is not None:
+            return tr.pool
+        if self.pool_share is not None:
+            return self.pool_share * tr.fork_pages
+        return math.sqrt(tr.fork_pages * max(copies, default=0.0))
 
     def _then(self, tr: Track) -> list[float]:
         """Each live child's copy at the parent's last reading (0: forked since)."""
@@ -475,7 +482,8 @@ class ExactPlanner:
           level: nothing learned.
 
         Only an interval whose children copied enough to tell (8 MB between the same pages and
-        all of the fork's) teaches it."""
+        all of the fork's) and whose own faults were a small part of that teaches it: a rank's
+        34 MB of them in the interval after its fork's reading once set its pool to all of S."""
         copies = self._copies(tr)
         then = self._then(tr)
         if len(copies) < 2 or tr.fork_pages <= 0:
@@ -486,14 +494,17 @@ class ExactPlanner:
         def gained(pool: float) -> float:
             return _came_back(pool, copies) - _came_back(pool, then)
 
-        if gained(MiB) - gained(cap) < CALIBRATION_BYTES:
-            return
+        tells = gained(MiB) - gained(cap)  # the same pages against all of the fork's
+        if tells < CALIBRATION_BYTES or tr.own > 0.25 * tells:
+            return  # too little to tell, or the parent's own faults could (a rank's DataLoader start)
         level = tr.back_at_exact + rest
         first = not any(then)
         if tr.own_after_fork <= 0.25 * level or (tr.pool is not None and not first):
             tr.pool = _least(lambda pool: abs(_came_back(pool, copies) - level), MiB, cap)
         elif not first:
             tr.pool = _least(lambda pool: abs(gained(pool) - rest), top, cap)
+        if tr.pool is not None:
+            self.pool_share = tr.pool / tr.fork_pages
 
 
 def _least(f: Callable[[float], float], low: float, high: float, steps: int = 32) -> float:

@@ -164,6 +164,11 @@ def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
     changes = sorted(
         set(live.groupby("pid")["t"].min()) | set(samples.loc[samples["missing"].astype(bool), "t"])
     )
+    # A parent's first fork: its forked children's earliest start (their pages were its own).
+    forks: dict[int, float] = {}
+    for p in meta.get("processes", []):
+        if p.get("forked") and p.get("start_t") is not None:
+            forks[p["ppid"]] = min(forks.get(p["ppid"], float("inf")), p["start_t"])
     out = []
     for pid, g in live.groupby("pid"):
         prev = last_exact = None
@@ -183,6 +188,7 @@ def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
                         # The change came at this very tick: the previous tick's estimate could
                         # not know it (the sampler's own check, at the same tick, does).
                         "at_change": any(prev.t < c <= r.t for c in mine),
+                        "after_fork": r.t > forks.get(int(pid), float("inf")),
                     }
                 )
             if r.tier == "pss":
@@ -225,6 +231,12 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
             *((f"{k}, same", g) for k, g in plain.groupby("kind") if k in parents),
             ("all but readings at the tick of a change (the estimate had seen it)", known),
             *((f"{k}, after a change too", g) for k, g in known.groupby("kind") if k in parents),
+            # What the parents' model of their workers' copies is judged on.
+            *(
+                (f"{k}, after its first fork, after a change too", g)
+                for k, g in known[known["after_fork"]].groupby("kind")
+                if k in parents
+            ),
             ("readings at the tick of a change (vs the tick before)", err[err["at_change"]]),
         ]
         for kind, g in groups:

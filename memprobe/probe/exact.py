@@ -87,9 +87,9 @@ class Track:
     # The pages its children copy from (bytes; see the module doc), learned at its readings and
     # kept for its next generation of children: each epoch's DataLoader workers read the same
     # dataset the same way. On a shuffled DataLoader over a list of dicts (rank of 434 MB anon,
-    # 4 workers copying ~153 MB each) it held at 157-166 MB from a tenth of the copy to the end
-    # of both epochs, where (product of copied shares of S) ** alpha needed alpha from 0.75 to
-    # 0.38 over the same epoch.
+    # 4 workers copying ~153 MB each) it held at 157-166 MB from when they had copied 60 % to the
+    # end of the epoch, and at 158 MB in the next, where (product of copied shares of S) ** alpha
+    # needed alpha from 0.75 to 0.38 within the epoch.
     pool: float | None = None
     copies_at_exact: dict[int, float] = field(default_factory=dict)  # each child's, at the last reading
     own_after_fork: float = 0.0  # its own faults since its children forked (bytes): see _learn_pool

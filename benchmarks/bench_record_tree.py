@@ -20,6 +20,7 @@ Trees:
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import platform
@@ -161,8 +162,15 @@ def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
     live = samples[~samples["missing"].astype(bool)].sort_values(["pid", "t"])
     # Moments the tree's structure changed (a process appeared or went): the counters cannot see
     # what a fork or an exit does to the others' USS; those intervals are shown apart.
+    # A child's start counts too, at the tick it fell in: one forked between a tick's children
+    # lists and its readings changes its parent's USS at that tick, though its first row comes a
+    # tick later.
+    ticks = sorted(set(samples["t"]))
+    starts = [p["start_t"] for p in meta.get("processes", []) if p.get("start_t") is not None]
     changes = sorted(
-        set(live.groupby("pid")["t"].min()) | set(samples.loc[samples["missing"].astype(bool), "t"])
+        set(live.groupby("pid")["t"].min())
+        | set(samples.loc[samples["missing"].astype(bool), "t"])
+        | {ticks[i - 1] for i in (bisect.bisect_right(ticks, s) for s in starts) if i > 0}
     )
     # A parent's first fork: its forked children's earliest start (their pages were its own).
     forks: dict[int, float] = {}

@@ -53,6 +53,7 @@ CALIBRATION_BYTES = 8 * MiB
 # (its priority times QUIET_BOOST): on a short job the last reading of a worker should come when
 # it has finished copying, not while it is half-way.
 QUIET_AFTER_BYTES = 16 * MiB
+FELL_WINDOW_S = 1.5  # a fork is seen within a second (children lists of every thread, once a second)
 QUIET_BOOST = 4.0  # an interval that moved less than this teaches the estimate nothing
 UNCERTAINTY_FLOOR = 0.05  # however well the estimate did so far, it is never trusted blindly
 READ_OVERHEAD_S = 60e-6  # open/read/parse of smaps_rollup on top of the page walk
@@ -94,6 +95,9 @@ class Track:
     copies_at_exact: dict[int, float] = field(default_factory=dict)  # each child's, at the last reading
     own_after_fork: float = 0.0  # its own faults since its children forked (bytes): see _learn_pool
     left: bool = False  # a sharer exited since its last reading (an event the counters cannot see)
+    # (t, USS before) of a reading that found most of its USS gone, its RSS held, and no child:
+    # it forked between the tick's children lists and its reading (see ExactPlanner._forked).
+    fell: tuple[float, float] | None = None
     back_at_exact: float = 0.0  # the bytes back at the last exact reading (or the fork)
     uss: float | None = None  # at the last exact reading
     rss_exact: int = 0
@@ -204,7 +208,7 @@ class ExactPlanner:
             tr = self.tracks[parent]
             start, span = (born or {}).get(pid), spans[parent]
             after = 0.0 if start is None or span <= 0 else min(max((t - start) / span, 0.0), 1.0)
-            self._forked(tr, pid, after * own_now.get(parent, 0.0))
+            self._forked(tr, pid, t, after * own_now.get(parent, 0.0))
         for pid, faults in own_now.items():
             tr = self.tracks[pid]
             by_sharers = moved_by_group.get(groups.get(pid, pid), 0.0) - faults
@@ -226,17 +230,23 @@ class ExactPlanner:
             return Track(minflt, rss, own=minflt * PAGE, uss=0.0, uncertainty=FORKED_UNCERTAINTY)
         return Track(minflt, rss, rss_exact=rss)
 
-    def _forked(self, tr: Track, child: int, after: float = 0.0) -> None:
+    def _forked(self, tr: Track, child: int, t: float, after: float = 0.0) -> None:
         """At fork, the parent's private anonymous pages became shared with the child: its USS
         fell to about the private file pages it held (the child maps those lazily); ``after``:
         the bytes of its faults counted since that came after the fork. Children forked while
-        others of the same family live share the same pages."""
+        others of the same family live share the same pages. A parent read after its fork but
+        before its children were seen (they fork between a tick's children lists and its
+        readings: main of the os.fork tree, read at 1.1 MB where it held 671) shared what it
+        held before that reading; taken from its reading, its fork shared 1 MB and its
+        children's copies and exits gave it nothing back for the rest of the run."""
         if any(k not in tr.kids_gone for k in tr.kids):  # a sibling of live (or just seen) children
             tr.kids.append(child)
             return
         before = self._estimate(tr)
         if before is None:
             return
+        if tr.fell is not None and tr.exact_t == tr.fell[0] and t - tr.fell[0] <= FELL_WINDOW_S:
+            before = max(before, tr.fell[1] + tr.beta * tr.own + tr.drops)
         tr.fork_pages = max(before - tr.beta * after - tr.clean, 0.0)
         tr.kids, tr.kids_gone, tr.back_at_exact, tr.copies_at_exact = [child], set(), 0.0, {}
         tr.unseen += tr.fork_pages
@@ -414,6 +424,10 @@ class ExactPlanner:
         if tr is None:
             return None
         est = self.estimate(pid)
+        parent = any(k not in tr.kids_gone for k in tr.kids)
+        fell = est is not None and not parent and est - uss >= max(CALIBRATION_BYTES, 0.5 * est)
+        tr.fell = (t, est) if fell and est is not None else None
+        tr.event |= fell  # not a change its counters could see: nothing to learn from
         if est is not None:
             self.checks.append(Check(t, pid, est, uss, tr.event))
         if est is not None and not tr.event:

@@ -448,6 +448,23 @@ def test_a_spawned_worker_s_start_up_ends_when_its_rss_holds_still_while_it_runs
     assert startup_end(t, [1000 + 20 * x for x in t], t) == pytest.approx(0.8)  # its first half second
 
 
+def test_a_parent_read_between_its_fork_and_its_children_s_first_tick_shared_what_it_held() -> None:
+    """Its children fork between the tick's children lists and its reading: the reading finds
+    1 MB where it held 471, RSS unchanged. The fork shared the 471 MB, and they come back when
+    the children exit."""
+    plan = ExactPlanner()
+    plan.observe(0.0, {1: (0, 500 * MB)}, {1: 1})
+    plan.exact(1, 0.0, 471 * MB, 500 * MB, 0.001)
+    plan.observe(1.0, {1: (0, 500 * MB)}, {1: 1})
+    beta = plan.tracks[1].beta
+    plan.exact(1, 1.0, 1 * MB, 500 * MB, 0.001)  # the fork, not yet seen
+    assert plan.checks[-1].event and plan.tracks[1].beta == beta  # nothing learned from it
+    _copying(plan, 1.2, 0.0)
+    assert plan.tracks[1].fork_pages == pytest.approx(471 * MB)
+    plan.observe(2.0, {1: (0, 500 * MB)}, FAMILY)  # the children exit
+    assert plan.estimate(1) == pytest.approx(471 * MB, rel=0.01)
+
+
 def test_a_rank_s_return_from_its_dataloader_workers_follows_a_recorded_epoch() -> None:
     """A real rank (tests/data/tree-rank-epoch.json: torchrun's rank 1 and its 4 shuffled fork
     workers, read at most ticks): read before its fork, at it, and twice while its workers copy

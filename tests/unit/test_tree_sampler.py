@@ -469,8 +469,8 @@ def test_a_rank_s_return_from_its_dataloader_workers_follows_a_recorded_epoch() 
     """A real rank (tests/data/tree-rank-epoch.json: torchrun's rank 1 and its 4 shuffled fork
     workers, read at most ticks): read before its fork, at it, and twice while its workers copy
     (3 and 5 s later), its estimate holds within 10 % of every later exact reading until its
-    workers exit (USS 102-175 MB over 13 s; 2-6 % now). The model it replaced was 60-250 %
-    off on such ranks."""
+    workers exit (USS 102-175 MB over 13 s; 2-6 % now). The model it replaced was 103-255 %
+    off on such ranks in the benchmark, mid-epoch."""
     data = json.loads((Path(__file__).parent.parent / "data" / "tree-rank-epoch.json").read_text())
     born = {int(k): v for k, v in data["born"].items()}
     groups, forked = dict.fromkeys(range(5), 0), dict.fromkeys(born, 0)

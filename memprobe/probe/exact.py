@@ -12,20 +12,23 @@ exits, or when it forks. So:
   judged from how much it moved and how wrong its estimate was at past readings;
 * some readings cannot wait and may also spend the budget's reserve: a parent at the tick its
   children appear or exit (its USS jumps there, in ways its counters cannot see: read, its
-  estimate is recalibrated at once), a spawned worker at the end of its start-up (its window
-  starts there), and each forked child once, as soon as the budget allows (its fork is its exact
-  start, USS 0, so one reading measures its growth);
+  estimate is recalibrated at once), a parent whose pool (below) is unknown once its children
+  could have given it 8 MB more than its estimate says, a spawned worker at the end of its
+  start-up (its window starts there), and each forked child once, as soon as the budget allows
+  (its fork is its exact start, USS 0, so one reading measures its growth);
 * the others are read least-sure first (expected error times time unread), as long as the
   predicted cost fits what the budget has left;
 * between exact readings its USS is *estimated* from the cheap counters, calibrated at every
   exact reading on the previous intervals: ``USS_k + beta * own_faults * page + gamma *
   sharers_faults * page + RSS falls``, with ``beta`` and ``gamma`` in [0, 1] (beta: the mean of
   its old value and the last interval's). For a parent
-  whose forked children live, the sharers' term is structural instead: of the pages its fork
-  made shared (``S``), a page is the parent's alone again once every child copied it, so the
-  share back is ``(prod_i copied_i / S) ** alpha`` (each child's copied pages: its own
-  estimate; an exited child counts as all), with ``alpha`` learned between 1 (independent
-  copies) and 1/k (the same pages).
+  whose forked children live, the sharers' term is structural instead: a page its fork made
+  shared is the parent's alone again once every child copied it. Children copy from a *pool*
+  of ``P`` of its pages (the pages their reads touch: a DataLoader's records, not their
+  strings), each a share ``C_i / P`` of it (``C_i``: child i's estimated USS), independently,
+  so ``P * prod_i (C_i / P)`` are back. ``P`` is learned at the parent's readings and kept for
+  its next generation of children; between ``max_i C_i`` (they copy the same pages) and the
+  pages the fork shared (``S``), and ``sqrt(S * max_i C_i)`` until a reading says.
 
 This module holds no /proc code: :class:`ExactPlanner` is fed numbers, so it is tested alone.
 """
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -49,6 +53,7 @@ CALIBRATION_BYTES = 8 * MiB
 # (its priority times QUIET_BOOST): on a short job the last reading of a worker should come when
 # it has finished copying, not while it is half-way.
 QUIET_AFTER_BYTES = 16 * MiB
+FELL_WINDOW_S = 1.5  # a fork is seen within a second (children lists of every thread, once a second)
 QUIET_BOOST = 4.0  # an interval that moved less than this teaches the estimate nothing
 UNCERTAINTY_FLOOR = 0.05  # however well the estimate did so far, it is never trusted blindly
 READ_OVERHEAD_S = 60e-6  # open/read/parse of smaps_rollup on top of the page walk
@@ -80,14 +85,23 @@ class Track:
     fork_pages: float = 0.0
     kids: list[int] = field(default_factory=list)
     kids_gone: set[int] = field(default_factory=set)
-    # The share of fork_pages back to the parent is (product of the children's copied shares) **
-    # alpha: 1 when children copy independently, 1/k when they all copy the same pages (the same
-    # order, or pages that hold records of every worker); learned at its readings, 1/k until
-    # then (measured closer on both a same-order tree and a shuffled DataLoader).
-    alpha: float | None = None
-    back_at_exact: float = 0.0  # that share at the last exact reading (or the fork)
+    # The pages its children copy from (bytes; see the module doc), learned at its readings and
+    # kept for its next generation of children: each epoch's DataLoader workers read the same
+    # dataset the same way. On a shuffled DataLoader over a list of dicts (rank of 434 MB anon,
+    # 4 workers copying ~153 MB each) it held at 157-166 MB from when they had copied 60 % to the
+    # end of the epoch, and at 158 MB in the next, where (product of copied shares of S) ** alpha
+    # needed alpha from 0.75 to 0.38 within the epoch.
+    pool: float | None = None
+    copies_at_exact: dict[int, float] = field(default_factory=dict)  # each child's, at the last reading
+    own_after_fork: float = 0.0  # its own faults since its children forked (bytes): see _learn_pool
+    left: bool = False  # a sharer exited since its last reading (an event the counters cannot see)
+    # (t, USS before) of a reading that found most of its USS gone, its RSS held, and no child:
+    # it forked between the tick's children lists and its reading (see ExactPlanner._forked).
+    fell: tuple[float, float] | None = None
+    back_at_exact: float = 0.0  # the bytes back at the last exact reading (or the fork)
     uss: float | None = None  # at the last exact reading
     rss_exact: int = 0
+    seen_t: float = 0.0  # its latest tick
     exact_t: float | None = None
     beta: float = 1.0  # USS bytes per own fault byte: copy-on-write and new pages are all private
     gamma: float = 0.0  # USS bytes per sharer fault byte: learned, none until seen
@@ -141,6 +155,9 @@ class ExactPlanner:
     tracks: dict[int, Track] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     s_per_byte: float = INITIAL_S_PER_BYTE
+    # The latest pool learned, as a share of its parent's fork pages: the start of a parent that
+    # has none (torchrun's ranks run the same script, each with its own DataLoader).
+    pool_share: float | None = None
 
     # -- every tick ----------------------------------------------------------------------
     def observe(
@@ -149,38 +166,58 @@ class ExactPlanner:
         counters: dict[int, tuple[int, int]],
         groups: dict[int, int],
         forked_from: dict[int, int] | None = None,
+        born: dict[int, float] | None = None,
     ) -> None:
         """This tick's ``pid -> (minflt, rss bytes)`` of every live process (a tracked process
         missing from it is gone); ``groups`` maps a pid to its fork-connected family (processes
-        that share pages); ``forked_from`` maps a forked (not exec'd) process to its parent."""
+        that share pages); ``forked_from`` maps a forked (not exec'd) process to its parent;
+        ``born``: a forked process's start, on ``t``'s clock, where known."""
         for pid in [p for p in self.tracks if p not in counters]:
             self._gone(pid, groups)
         forked_from = forked_from or {}
-        for pid, parent in forked_from.items():
-            if pid not in self.tracks and parent in self.tracks and pid in counters:
-                self._forked(self.tracks[parent], pid)
+        new_kids = [
+            (pid, parent)
+            for pid, parent in forked_from.items()
+            if pid not in self.tracks and parent in self.tracks and pid in counters
+        ]
+        spans = {parent: t - self.tracks[parent].seen_t for _, parent in new_kids}  # since its last tick
         moved_by_group: dict[int, float] = {}
         own_now: dict[int, float] = {}
         for pid, (minflt, rss) in counters.items():
             tr = self.tracks.get(pid)
             if tr is None:
                 self.tracks[pid] = self._new_track(minflt, rss, pid in forked_from)
-                self.tracks[pid].exact_t = t  # unread since it was first seen
+                self.tracks[pid].exact_t = self.tracks[pid].seen_t = t  # unread since it was first seen
                 continue
             faults = float(max(0, minflt - tr.minflt) * PAGE)
+            tr.seen_t = t
             tr.own += faults
+            tr.own_after_fork += faults
             tr.drops += min(0, rss - tr.rss)
             tr.minflt, tr.rss = minflt, rss
             own_now[pid] = faults
             tr.last_move = faults
             g = groups.get(pid, pid)
             moved_by_group[g] = moved_by_group.get(g, 0.0) + faults
+        for pid, parent in new_kids:
+            # A parent's faults of the tick its child appears straddle the fork: those before it
+            # made pages it now shares (a rank's last 50 MB of records), those after, private
+            # ones (its DataLoader's set-up). Split by time: all counted after, they once made
+            # 86 MB of "own" growth where the rank's USS rose by 29; all before, 37 MB where
+            # another's rose by 34.
+            tr = self.tracks[parent]
+            start, span = (born or {}).get(pid), spans[parent]
+            after = 0.0 if start is None or span <= 0 else min(max((t - start) / span, 0.0), 1.0)
+            self._forked(tr, pid, t, after * own_now.get(parent, 0.0))
         for pid, faults in own_now.items():
             tr = self.tracks[pid]
             by_sharers = moved_by_group.get(groups.get(pid, pid), 0.0) - faults
             tr.shared += by_sharers
             tr.last_move += SHARED_WEIGHT * by_sharers
             tr.rate = 0.7 * tr.rate + 0.3 * tr.last_move
+        for tr in self.tracks.values():
+            if tr.kids and tr.pool is None:
+                self._until_pool_known(tr)
 
     @staticmethod
     def _new_track(minflt: int, rss: int, forked: bool) -> Track:
@@ -193,40 +230,86 @@ class ExactPlanner:
             return Track(minflt, rss, own=minflt * PAGE, uss=0.0, uncertainty=FORKED_UNCERTAINTY)
         return Track(minflt, rss, rss_exact=rss)
 
-    def _forked(self, tr: Track, child: int) -> None:
+    def _forked(self, tr: Track, child: int, t: float, after: float = 0.0) -> None:
         """At fork, the parent's private anonymous pages became shared with the child: its USS
-        fell to about the private file pages it held (the child maps those lazily). Children
-        forked while others of the same family live share the same pages."""
+        fell to about the private file pages it held (the child maps those lazily); ``after``:
+        the bytes of its faults counted since that came after the fork. Children forked while
+        others of the same family live share the same pages. A parent read after its fork but
+        before its children were seen (they fork between a tick's children lists and its
+        readings: main of the os.fork tree, read at 1.1 MB where it held 671) shared what it
+        held before that reading; taken from its reading, its fork shared 1 MB and its
+        children's copies and exits gave it nothing back for the rest of the run."""
         if any(k not in tr.kids_gone for k in tr.kids):  # a sibling of live (or just seen) children
             tr.kids.append(child)
             return
         before = self._estimate(tr)
         if before is None:
             return
-        tr.fork_pages = max(before - tr.clean, 0.0)
-        tr.kids, tr.kids_gone, tr.back_at_exact, tr.alpha = [child], set(), 0.0, None
+        if tr.fell is not None and tr.exact_t == tr.fell[0] and t - tr.fell[0] <= FELL_WINDOW_S:
+            before = max(before, tr.fell[1] + tr.beta * tr.own + tr.drops)
+        tr.fork_pages = max(before - tr.beta * after - tr.clean, 0.0)
+        tr.kids, tr.kids_gone, tr.back_at_exact, tr.copies_at_exact = [child], set(), 0.0, {}
         tr.unseen += tr.fork_pages
-        tr.uss, tr.own, tr.drops, tr.shared = tr.clean, 0.0, 0.0, 0.0
+        tr.uss, tr.own, tr.drops, tr.shared, tr.own_after_fork = tr.clean, after, 0.0, 0.0, after
         tr.event = tr.forced = True
 
-    def _copied(self, tr: Track) -> float:
-        """Product of the children's copied shares of the parent's fork pages (an exited child
-        counts as 1: its pages went with it; one not tracked yet as 0)."""
-        product = 1.0
+    def _copies(self, tr: Track) -> list[float]:
+        """What each live child has copied (its estimated USS; one not tracked yet: 0). An
+        exited child is left out: its pages went with it."""
+        out = []
         for kid in tr.kids:
             if kid in tr.kids_gone:
                 continue
             kt = self.tracks.get(kid)
             est = self._estimate(kt) if kt is not None and kt is not tr else None
-            product *= min(max((est or 0.0) / tr.fork_pages, 0.0), 1.0)
-        return product
+            out.append(max(est or 0.0, 0.0))
+        return out
+
+    def _pool(self, tr: Track, copies: list[float]) -> float:
+        """The pages the children copy from: learned, else as another parent's was (its share
+        of the pages the fork shared), else halfway (geometric) between the same pages (the
+        largest copy) and all the fork shared."""
+        if tr.pool is not None:
+            return tr.pool
+        if self.pool_share is not None:
+            return self.pool_share * tr.fork_pages
+        return math.sqrt(tr.fork_pages * max(copies, default=0.0))
+
+    def _then(self, tr: Track) -> list[float]:
+        """Each live child's copy at the parent's last reading (0: forked since)."""
+        return [tr.copies_at_exact.get(k, 0.0) for k in tr.kids if k not in tr.kids_gone]
+
+    def _spread(self, tr: Track) -> float:
+        """How much more may have come back to the parent since its last reading than its
+        model says, while its pool is unknown: as much as if its children copied the same
+        pages (a pool no bigger than the least copy)."""
+        copies = self._copies(tr)
+        if len(copies) < 2:
+            return 0.0
+        same = _came_back(0.0, copies) - _came_back(0.0, self._then(tr))
+        return max(same - (self._back(tr) - tr.back_at_exact), 0.0)
+
+    def _until_pool_known(self, tr: Track) -> None:
+        """A parent whose pool was never learned is read as soon as that spread could teach it
+        (CALIBRATION_BYTES) and is a real part of its USS: the reading says which way its
+        children copy (the same pages: all of it came back; a shuffled DataLoader: almost none,
+        until late). Readings of a parent after a fork were otherwise few: a rank read 3 s
+        after its workers forked was not read again until they exited, 24 s later."""
+        if tr.uss is None or tr.forced:
+            return
+        est = self._estimate(tr) or 0.0
+        if self._spread(tr) >= max(CALIBRATION_BYTES, REL_TOLERANCE * est):
+            tr.forced = True
 
     def _back(self, tr: Track) -> float:
-        """The share of the parent's fork pages that are its alone again."""
+        """The bytes of the parent's fork pages that are its alone again: ``P * prod_i (C_i /
+        P)`` over the live children (each copied its share of the pool, independently)."""
         if not tr.kids or tr.fork_pages <= 0:
             return 0.0
-        alpha = tr.alpha if tr.alpha is not None else 1.0 / max(len(tr.kids) - len(tr.kids_gone), 1)
-        return self._copied(tr) ** alpha
+        copies = self._copies(tr)
+        if not copies:
+            return tr.fork_pages  # every child exited: all of them
+        return _came_back(self._pool(tr, copies), copies)
 
     def _gone(self, pid: int, groups: dict[int, int]) -> None:
         """Pages it shared may now be its sharers' alone: they have moved."""
@@ -235,7 +318,7 @@ class ExactPlanner:
         for other, ot in self.tracks.items():
             if groups.get(other, other) == family:
                 ot.unseen += tr.rss
-                ot.event = True
+                ot.event = ot.left = True
             if pid in ot.kids:
                 ot.kids_gone.add(pid)
                 ot.forced = True
@@ -255,7 +338,7 @@ class ExactPlanner:
         if tr.uss is None:
             return None
         if tr.kids and tr.fork_pages > 0:  # a parent: its children's copies give it pages back
-            by_sharers = tr.fork_pages * (self._back(tr) - tr.back_at_exact)
+            by_sharers = self._back(tr) - tr.back_at_exact
         else:
             by_sharers = tr.gamma * tr.shared
         est = tr.uss + tr.beta * tr.own + by_sharers + tr.drops
@@ -341,6 +424,10 @@ class ExactPlanner:
         if tr is None:
             return None
         est = self.estimate(pid)
+        parent = any(k not in tr.kids_gone for k in tr.kids)
+        fell = est is not None and not parent and est - uss >= max(CALIBRATION_BYTES, 0.5 * est)
+        tr.fell = (t, est) if fell and est is not None else None
+        tr.event |= fell  # not a change its counters could see: nothing to learn from
         if est is not None:
             self.checks.append(Check(t, pid, est, uss, tr.event))
         if est is not None and not tr.event:
@@ -349,8 +436,11 @@ class ExactPlanner:
             self._calibrate(tr, uss)
         elif tr.event:
             # A new structure (it forked, a sharer left): what the estimate learned before
-            # does not hold any more; it earns trust again at the next readings.
+            # does not hold any more; it earns trust again at the next readings. After a fork
+            # (no sharer left), what came back since it still tells the pool its children copy from.
             tr.uncertainty = 1.0
+            if est is not None and tr.uss is not None and not tr.left and tr.fork_pages > 0:
+                self._learn_pool(tr, uss - tr.uss - tr.drops - tr.beta * tr.own)
         if rss >= LEARN_COST_BYTES:  # the page walk dominates: a small process's cost is overhead
             measured = max(cost_s - READ_OVERHEAD_S, 0.0) / rss
             self.s_per_byte = min(
@@ -358,15 +448,18 @@ class ExactPlanner:
             )
         tr.uss, tr.rss_exact, tr.exact_t, tr.clean = uss, rss, t, clean
         tr.back_at_exact = self._back(tr)
+        tr.copies_at_exact = dict(
+            zip([k for k in tr.kids if k not in tr.kids_gone], self._copies(tr), strict=True)
+        )
         if tr.kids and all(k in tr.kids_gone for k in tr.kids):
             tr.kids, tr.kids_gone, tr.fork_pages, tr.back_at_exact = [], set(), 0.0, 0.0  # all back
         tr.own = tr.drops = tr.shared = tr.unseen = 0.0
-        tr.attempted, tr.event, tr.forced = True, False, False
+        tr.attempted, tr.event, tr.forced, tr.left = True, False, False, False
         tr.readings += 1
         return est
 
     def _calibrate(self, tr: Track, uss: float) -> None:
-        """beta from the interval's own faults; what they do not explain gives a parent's alpha
+        """beta from the interval's own faults; what they do not explain gives a parent's pool
         (its forked children's copies) or else gamma (its sharers' faults); each kept as it was
         when the interval gave it too little to go on."""
         assert tr.uss is not None
@@ -377,15 +470,71 @@ class ExactPlanner:
             # estimate 86 % low ten seconds later).
             tr.beta = 0.5 * tr.beta + 0.5 * min(max(rise / tr.own, 0.0), 1.0)
         rest = rise - tr.beta * tr.own
-        alive = [k for k in tr.kids if k not in tr.kids_gone]
-        if alive and tr.fork_pages > 0:
-            target = tr.back_at_exact + rest / tr.fork_pages
-            copied = self._copied(tr)
-            if len(alive) > 1 and 0.0 < copied < 1.0 and 0.0 < target < 1.0:
-                tr.alpha = min(max(math.log(target) / math.log(copied), 1.0 / len(alive)), 1.0)
+        if any(k not in tr.kids_gone for k in tr.kids) and tr.fork_pages > 0:
+            self._learn_pool(tr, rest)
             return
         # Sharers explain only what its own faults leave unexplained, and only a real part of
         # it: a worker's few MB beyond its faults, spread over its siblings' hundreds of MB of
         # faults, would otherwise add tens of MB to its estimate later.
         if tr.shared >= CALIBRATION_BYTES and abs(rest) >= max(MOVED_BYTES, 0.25 * abs(rise)):
             tr.gamma = min(max(rest / tr.shared, 0.0), 1.0)
+
+    def _learn_pool(self, tr: Track, rest: float) -> None:
+        """The pool that explains what came back by this reading (``B(P, C) = P * prod_i (C_i /
+        P)``, the copies ``C`` now and at the last reading; ``rest``: the rise since that the
+        parent's own faults leave unexplained), between the same pages and all the fork shared.
+
+        * From the level (``B(P, now) = back then + rest``) where it can be trusted: the
+          parent's own faults since the fork are too few to blur it (main's 0.2 MB in the
+          benchmark's os.fork tree), or its pool was learned before, from the second reading
+          after a fork on (the level then holds what the model made of those faults). Main's
+          rise from 82 to 114 MB there fitted both a pool of 155 MB and the same pages; its
+          level, only the latter.
+        * Else from the difference, ``B(P, now) - B(P, then) = rest``, with ``P`` at least the
+          largest copy now: a rank's 30-50 MB of own faults as its DataLoader starts are part
+          copies of its own pages, part not (53 MB of them once made 30 MB of USS), and the
+          level would charge that to its workers. From the fork itself, the difference is the
+          level: nothing learned.
+
+        Only an interval whose children copied enough to tell (8 MB between the same pages and
+        all of the fork's) and whose own faults were a small part of that teaches it: a rank's
+        34 MB of them in the interval after its fork's reading once set its pool to all of S."""
+        copies = self._copies(tr)
+        then = self._then(tr)
+        if len(copies) < 2 or tr.fork_pages <= 0:
+            return
+        top = max(copies)
+        cap = max(tr.fork_pages, top)
+
+        def gained(pool: float) -> float:
+            return _came_back(pool, copies) - _came_back(pool, then)
+
+        tells = gained(MiB) - gained(cap)  # the same pages against all of the fork's
+        if tells < CALIBRATION_BYTES or tr.own > 0.25 * tells:
+            return  # too little to tell, or the parent's own faults could (a rank's DataLoader start)
+        level = tr.back_at_exact + rest
+        first = not any(then)
+        if tr.own_after_fork <= 0.25 * level or (tr.pool is not None and not first):
+            tr.pool = _least(lambda pool: abs(_came_back(pool, copies) - level), MiB, cap)
+        elif not first:
+            tr.pool = _least(lambda pool: abs(gained(pool) - rest), top, cap)
+        if tr.pool is not None:
+            self.pool_share = tr.pool / tr.fork_pages
+
+
+def _least(f: Callable[[float], float], low: float, high: float, steps: int = 32) -> float:
+    """Where ``f`` is least on [low, high], on a log scale: a grid, then a finer one around its
+    best point (a pool 3 % off puts a parent's return 10 % off at four workers)."""
+    for _ in range(3):
+        grid = [low * (high / low) ** (k / steps) for k in range(steps + 1)]
+        best = min(range(steps + 1), key=lambda k: f(grid[k]))
+        low, high = grid[max(best - 1, 0)], grid[min(best + 1, steps)]
+    return min((low, high, math.sqrt(low * high)), key=f)
+
+
+def _came_back(pool: float, copies: list[float]) -> float:
+    """A parent's pages back when its children copied ``copies`` of a pool of ``pool`` bytes,
+    each its own share, independently: a page is back once every child copied it. A pool is
+    never less than what a child copied (the least pool: they copy the same pages)."""
+    pool = max(pool, *copies, 1.0)
+    return pool * math.prod(c / pool for c in copies)

@@ -5,8 +5,8 @@ Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks cost
 cheap tier of every process; then :class:`~memprobe.probe.exact.ExactPlanner` picks which
 processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
 child excepted: its baseline is known), then the readings that cannot wait (a parent whose
-children appeared or exited, a spawned worker whose start-up just ended, a forked child never
-read), then those whose counters or whose sharers' counters moved, least-sure estimate first,
+children appeared or exited, or whose children's copies its estimate cannot tell yet, a spawned
+worker whose start-up just ended, a forked child never read), then those whose counters or whose sharers' counters moved, least-sure estimate first,
 as long as the sampler's whole CPU time (cheap tier and bookkeeping included) stays within
 ``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept for the readings
 that cannot wait).
@@ -166,10 +166,14 @@ class TreeSampler(Sampler):
         nodes = self.roles.nodes
         forked = {pid: nodes[pid].ppid for pid in counters if pid in nodes and nodes[pid].shares_parent}
         t = round(tick - self.t0, 4)
-        self.plan.observe(t, counters, self.roles.share_groups(), forked)
+        born = {pid: self.roles.start_t(pid, self._boot_at_t0) for pid in forked}
+        self.plan.observe(
+            t, counters, self.roles.share_groups(), forked, {p: s for p, s in born.items() if s is not None}
+        )
         self._watch_startups(t, live)
         # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
-        # appeared or exited, a spawned worker at the end of its start-up, a forked child never read).
+        # appeared or exited or whose pool is unknown, a spawned worker at the end of its start-up,
+        # a forked child never read).
         earned = self.settings.pss_cpu_budget * (tick - self.t0)
         allowance = 0.9 * earned - (time.thread_time() - self._cpu0)
         chosen = self.plan.choose(t, allowance, everyone=full, reserve_s=0.1 * earned)

@@ -71,7 +71,7 @@ check-code:
 # The code checks run beside pytest (mypy's ~15 s of one core overlap the suite's start-up); either
 # one failing fails the target. pytest exits 5 when it collected no test: a failure here, not a pass.
 test: install-test
-	@$(MAKE) --no-print-directory -j2 --output-sync=line check-code check-tests
+	@$(MAKE) --no-print-directory -j2 check-code check-tests
 
 check-tests:
 	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); code=$$?; \

@@ -320,9 +320,9 @@ class _Supervisor:
 
     def _finish(self) -> None:
         if self.state.status == "running":
-            # The event pipe closes a moment before the process is reaped: let it exit by itself.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(EXIT_GRACE_S)
+            # The event pipe closes a moment before the process exits: let it exit by itself
+            # (not reaped yet: end_group reaps it once its group is empty).
+            wait_exited(self.proc, EXIT_GRACE_S)
         end_group(self.proc)
         self.sampler.stop(final_pss=False)
         self.state.exit_code = self.proc.returncode
@@ -370,24 +370,54 @@ def folder_identity(path: Path) -> tuple[int, int] | None:
 
 def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     """End the child and everything in its process group, and the descendants that left the
-    group for a session of their own (setsid); leave no process behind."""
+    group for a session of their own (setsid); leave no process behind.
+
+    The child is reaped last. Until then its pid, which is the group's id, cannot be given to a
+    new process, so the group's signals reach this run's processes only. Reaped first, its id
+    can be taken by any process that starts a group of its own once the group is empty: with
+    pid_max at 32768 (the kernel's default, and this project's build machines) and torch's
+    threads each taking a pid, ids come round within minutes, and a test run once SIGTERMed a
+    scenario run of another pytest-xdist worker this way. Where a caller reaped the child
+    already (``record`` waits for its command's exit status), the group is signalled only while
+    it has members, which hold its id."""
     pgid = proc.pid
+    held = proc.returncode is None  # not reaped: the group's id is ours until proc.wait() below
     escaped = _EscapedDescendants(pgid)
-    if proc.poll() is None:
+    if not exited(proc):
         escaped.signal(signal.SIGTERM)
         _signal_group(pgid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(grace_s)
+        wait_exited(proc, grace_s)
     deadline = time.monotonic() + grace_s
     while (procfs.processes_in_group(pgid) or escaped.alive()) and time.monotonic() < deadline:
         escaped.signal(signal.SIGTERM)
         _signal_group(pgid, signal.SIGTERM)
         time.sleep(0.05)
     escaped.signal(signal.SIGKILL)
-    _signal_group(pgid, signal.SIGKILL)
+    if held or procfs.processes_in_group(pgid):
+        _signal_group(pgid, signal.SIGKILL)
     proc.wait()
     if proc.stdin:
         proc.stdin.close()
+
+
+def exited(proc: subprocess.Popen) -> bool:
+    """Whether the child has exited, without reaping it (see end_group)."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped elsewhere
+        return True
+
+
+def wait_exited(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for the child to exit, without reaping it; whether it did."""
+    deadline = time.monotonic() + timeout_s
+    while not exited(proc):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 class _EscapedDescendants:

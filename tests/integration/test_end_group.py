@@ -1,0 +1,97 @@
+"""Ending a run's process group never signals a group that may belong to another program.
+
+A process group's id is its leader's pid. Once the leader is reaped and the group is empty, the
+kernel may give that number to a new process that starts a group of its own; pid_max is 32768
+on many machines (on this project's build machines too), and torch's threads each take a pid,
+so numbers come round within minutes. A scenario run of one pytest-xdist worker was once killed
+by SIGTERM from another worker's end_group this way. So end_group reaps the leader last: every
+signal to the group is sent while the leader, alive or a zombie, still holds the id.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from memprobe import runner
+from memprobe.probe import procfs
+
+# The leader exits at once; a member of its group ignores SIGTERM and lives on for a moment.
+LEADER_LEAVES_A_MEMBER = """
+import os, signal, sys, time
+if os.fork() == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("member", os.getpid(), flush=True)
+    time.sleep(1.5)
+    os._exit(0)
+time.sleep(0.3)
+"""
+
+
+@pytest.fixture
+def group_signals(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool]]:
+    """Every os.killpg end_group makes: (signal, whether the group's leader still held its id)."""
+    sent: list[tuple[int, bool]] = []
+    real = os.killpg
+
+    def spy(pgid: int, sig: int) -> None:
+        sent.append((sig, os.path.exists(f"/proc/{pgid}")))  # a zombie has its /proc entry too
+        real(pgid, sig)
+
+    monkeypatch.setattr(runner.os, "killpg", spy)
+    return sent
+
+
+def _gone(pid: int, within_s: float = 2.0) -> bool:
+    """Ended (a zombie counts: the subreaper, pytest, reaps it) within a moment of its SIGKILL."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        st = procfs.read_stat(pid)
+        if st is None or st.state in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _start() -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LEADER_LEAVES_A_MEMBER],
+        stdout=subprocess.PIPE,
+        text=True,
+        **runner.OWN_PROCESS_GROUP,
+    )
+    assert proc.stdout is not None
+    member = int(proc.stdout.readline().split()[1])
+    return proc, member
+
+
+def test_a_run_whose_leader_exited_is_ended_while_the_leader_holds_the_group_id(group_signals) -> None:
+    proc, member = _start()
+    # As the supervisor does when the run's event pipe closes: wait for the exit, not reaping it.
+    assert runner.wait_exited(proc, 10)
+    assert os.path.exists(f"/proc/{proc.pid}")  # a zombie, its pid (the group's id) still taken
+    runner.end_group(proc, grace_s=0.5)
+    assert group_signals and all(held for _, held in group_signals), group_signals
+    assert signal.SIGKILL in [sig for sig, _ in group_signals]  # the member ignored SIGTERM
+    assert proc.returncode == 0  # reaped at the end, with the leader's own exit status
+    assert procfs.processes_in_group(proc.pid) == [] and _gone(member)
+
+
+def test_a_group_whose_leader_was_reaped_elsewhere_is_signalled_only_while_it_has_members(
+    group_signals,
+) -> None:
+    """``record`` reaps its command to learn its exit status: its members still hold the id."""
+    proc, member = _start()
+    proc.wait()
+    runner.end_group(proc, grace_s=0.5)
+    assert group_signals and _gone(member)
+    proc2 = subprocess.Popen([sys.executable, "-c", "pass"], **runner.OWN_PROCESS_GROUP)
+    proc2.wait()
+    before = len(group_signals)
+    runner.end_group(proc2, grace_s=0.5)  # reaped and empty: its id may be anyone's now
+    assert len(group_signals) == before

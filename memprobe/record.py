@@ -342,7 +342,8 @@ def record(
         forward_pending()
 
     def forward_pending() -> None:
-        while proc is not None and sent[0] < len(got):
+        # Not once the command is reaped: its group's id may be another program's by then.
+        while proc is not None and proc.returncode is None and sent[0] < len(got):
             i = sent[0]
             sent[0] += 1
             n = sum(1 for s in got[: i + 1] if s == signal.SIGINT) if got[i] == signal.SIGINT else 1
@@ -408,25 +409,26 @@ def _signal_name(number: int) -> str:
         return str(number)
 
 
-def _wait(proc: subprocess.Popen, rec: _Recording, tty: int | None) -> int:
-    """Wait for the command, tailing marks; follow job control when it has the terminal."""
+def _wait(proc: subprocess.Popen, rec: _Recording, tty: int | None) -> None:
+    """Wait for the command to exit, tailing marks; follow job control when it has the terminal.
+    The command is not reaped here (``WNOWAIT``): until _drain_group reaps it, its pid, the id of
+    its process group, cannot be given to another process (see runner.end_group)."""
     while True:
         try:
-            pid, status = os.waitpid(proc.pid, os.WNOHANG | os.WUNTRACED)
-        except ChildProcessError:
-            proc.returncode = proc.returncode if proc.returncode is not None else 0
-            return proc.returncode
-        if pid == 0:
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already
+            return
+        if info is None:
             rec.poll_marks()
             time.sleep(0.2)
             continue
-        if os.WIFSTOPPED(status):
+        if info.si_code == os.CLD_STOPPED:
+            os.waitid(os.P_PID, proc.pid, os.WSTOPPED | os.WNOHANG)  # take the stop, leave the exit
             if tty is not None:
                 _suspend_with(proc, tty)
             continue
-        proc.returncode = os.waitstatus_to_exitcode(status)
         rec.poll_marks()
-        return proc.returncode
+        return
 
 
 def _suspend_with(proc: subprocess.Popen, tty: int) -> None:
@@ -443,7 +445,9 @@ def _suspend_with(proc: subprocess.Popen, tty: int) -> None:
 
 
 def _drain_group(proc: subprocess.Popen, rec: _Recording) -> list[int]:
-    """Give what the command left in its process group a moment to exit by itself, then end it."""
+    """Give what the command left in its process group a moment to exit by itself, then end it;
+    reap the command last (its exit status is ``proc.returncode`` then). The command unreaped,
+    what is in its group is what it left, not a later program's group that took the same id."""
     deadline = time.monotonic() + LEFTOVER_GRACE_S
     left = procfs.processes_in_group(proc.pid)
     while left and time.monotonic() < deadline:
@@ -452,6 +456,8 @@ def _drain_group(proc: subprocess.Popen, rec: _Recording) -> list[int]:
         left = procfs.processes_in_group(proc.pid)
     if left:
         end_group(proc)
+    else:
+        proc.wait()
     return left
 
 

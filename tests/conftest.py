@@ -40,7 +40,8 @@ SAMPLER_THREAD = "memprobe-sampler"
 # -- leftover detection ------------------------------------------------------------------------
 
 _PR_SET_CHILD_SUBREAPER = 36
-_groups_created: list[int] = []  # pgids of subprocesses started as group leaders, in order
+# (pgid, its leader's start time) of subprocesses started as group leaders, in order
+_groups_created: list[tuple[int, float | None]] = []
 
 
 def _become_subreaper() -> bool:
@@ -63,7 +64,7 @@ def _track_popen_groups() -> None:
     def __init__(self, *args, **kwargs):
         original(self, *args, **kwargs)
         if kwargs.get("process_group") == 0 or kwargs.get("start_new_session"):
-            _groups_created.append(self.pid)
+            _groups_created.append((self.pid, _start_time(self.pid)))
 
     __init__._memprobe_tracked = True  # type: ignore[attr-defined]
     subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
@@ -173,6 +174,21 @@ def _descendants() -> list[psutil.Process]:
         return []
 
 
+def _start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _group_reused(pgid: int, leader_start: float | None) -> bool:
+    """Whether the id of a test's process group now belongs to another group: its leader was
+    reaped, the group emptied, and the pid (pid_max is 32768 here) went to a new process that
+    leads a group of its own, perhaps another xdist worker's run. Its processes are not the test's."""
+    now = _start_time(pgid)
+    return now is not None and leader_start is not None and abs(now - leader_start) > 0.01
+
+
 def _in_group(pgid: int) -> list[int]:
     """Live (non-zombie) processes of process group ``pgid``."""
     found = []
@@ -216,7 +232,7 @@ def _session_helpers() -> set[int]:
     return {p for p in pids if p}
 
 
-def _leftovers(before: set, groups: list[int]) -> tuple[list[str], list[int]]:
+def _leftovers(before: set, groups: list[tuple[int, float | None]]) -> tuple[list[str], list[int]]:
     me = os.getpid()
     left, pids = [], []
     helpers = _session_helpers()
@@ -232,7 +248,9 @@ def _leftovers(before: set, groups: list[int]) -> tuple[list[str], list[int]]:
             continue  # reaped on the next pass
         left.append(f"pid {p.pid} ({status}, ppid {ppid}): {cmd}")
         pids.append(p.pid)
-    for pgid in groups:
+    for pgid, leader_start in groups:
+        if _group_reused(pgid, leader_start):
+            continue
         for pid in _in_group(pgid):
             if pid not in pids and pid != me:
                 left.append(f"pid {pid} in process group {pgid}")

@@ -114,6 +114,9 @@ def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
         notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
+    if fmt.is_num(r.get("allocated_mb")) and r["allocated_mb"] >= 1:
+        # The rest of its growth is pages it copied from its parent (tree_analysis._with_allocated).
+        notes.append(f"at least {fmt.signed_mb(r['allocated_mb'])} allocated by itself, the rest copied")
     if r.get("estimated"):
         notes.append(
             "estimated from its page faults: "

@@ -103,6 +103,15 @@ def test_the_who_grows_table_names_kinds_growth_rates_and_what_is_not_growth(for
     assert "DataLoader worker (fork)" in worker and "+200 MB" in worker and "+800" in worker  # MB per minute
 
 
+def test_the_who_grows_table_says_what_a_forked_worker_allocated_apart_from_what_it_copied(
+    tmp_path: Path,
+) -> None:
+    page = page_of(write_results(tmp_path / "alloc", *fork_job(allocated_share=0.3)))
+    table = page[page.index('id="processes"') : page.index("</table>", page.index('id="processes"'))]
+    worker = re.findall(r"<tr class=\"tone-\w+\">(.*?)</tr>", table, re.DOTALL)[1]
+    assert "at least +60 MB allocated by itself, the rest copied" in worker
+
+
 def test_the_projection_scales_workers_and_ranks_and_states_its_assumptions(rank_root: Path) -> None:
     html = page_of(rank_root)
     section = html[html.index('id="projection"') : html.index('id="sampling"')]

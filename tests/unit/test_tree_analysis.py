@@ -640,16 +640,6 @@ def test_a_copy_whose_faults_show_one_reading_late_is_the_worker_s_own() -> None
     assert row["growth_mb"] == pytest.approx(200, abs=0.5) and row["released_mb"] == pytest.approx(0, abs=0.5)
 
 
-def _fork_job_allocating(share: float) -> tuple[dict, pd.DataFrame]:
-    """fork_job, whose workers' anonymous RSS rises by ``share`` of their faults: that part of
-    their growth is memory they allocate, the rest pages they copy from main."""
-    meta, samples = fork_job()
-    workers = samples["pid"].isin([11, 12]) & ~samples["missing"].fillna(False).astype(bool)
-    faults_mb = samples["minflt"] * MB_PER_FAULT
-    samples.loc[workers, "rss_anon_mb"] = 290 + share * faults_mb[workers]
-    return meta, samples
-
-
 @pytest.mark.parametrize(
     "share, words, absent",
     [
@@ -682,7 +672,7 @@ def test_forked_workers_growth_says_what_they_allocated_apart_from_what_they_cop
     """A copy-on-access fault leaves a worker's anonymous RSS as it was; memory it allocates adds
     to it. The culprit says which of the two a forked worker's growth is (HF datasets.map's pool
     workers do both)."""
-    s = _summary(*_fork_job_allocating(share))
+    s = _summary(*fork_job(allocated_share=share))
     rows = {p["pid"]: p for p in s.processes}
     assert rows[11]["allocated_mb"] == pytest.approx(share * (200 - 1), abs=0.5)
     assert rows[11]["growth_mb"] == pytest.approx(200, abs=0.5)  # the growth itself is unchanged

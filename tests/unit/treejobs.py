@@ -150,10 +150,11 @@ def job_meta(
 # -- a main process that builds a list of dicts, then forks two DataLoader workers that copy it ----
 
 
-def fork_job(worker_growth: float = 200.0) -> tuple[dict, pd.DataFrame]:
+def fork_job(worker_growth: float = 200.0, allocated_share: float | None = None) -> tuple[dict, pd.DataFrame]:
     """main builds 300 MB by t=4; workers fork at t=5 (main's USS falls to 10 MB: everything is
     shared) and each copies ``worker_growth`` MB by t=20; main's pages become private again as
-    they copy (no faults of its own)."""
+    they copy (no faults of its own). ``allocated_share``: the workers' anonymous RSS is known
+    and rises by that share of their faults (memory they allocate rather than copy)."""
     g = worker_growth
     main = proc_rows(
         1,
@@ -214,7 +215,13 @@ def fork_job(worker_growth: float = 200.0) -> tuple[dict, pd.DataFrame]:
             end_t=21.0,
         ),
     ]
-    return job_meta(procs), pd.DataFrame(main + workers)
+    samples = pd.DataFrame(main + workers)
+    if allocated_share is not None:
+        alive = samples["pid"].isin([11, 12]) & ~samples["missing"].fillna(False).astype(bool)
+        samples.loc[alive, "rss_anon_mb"] = (
+            290 + allocated_share * samples.loc[alive, "minflt"] * MB_PER_FAULT
+        )
+    return job_meta(procs), samples
 
 
 # -- ranks ------------------------------------------------------------------------------------------

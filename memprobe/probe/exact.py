@@ -115,6 +115,10 @@ class Track:
     forced: bool = False
     rate: float = 0.0  # bytes moved per tick (own + sharers' faults), smoothed
     last_move: float = 0.0  # bytes moved at the latest tick
+    # The only live process of the tree: the file pages it maps are its own as long as no other
+    # process maps them (see ExactPlanner._estimate).
+    alone: bool = False
+    rho: float = 1.0  # USS bytes per byte its RSS gained while alone: learned as beta is
 
     def went_quiet(self) -> bool:
         """It moved a lot since its last reading and has just stopped: its USS has reached the
@@ -222,6 +226,8 @@ class ExactPlanner:
             tr.shared += by_sharers
             tr.last_move += SHARED_WEIGHT * by_sharers
             tr.rate = 0.7 * tr.rate + 0.3 * tr.last_move
+        for tr in self.tracks.values():
+            tr.alone = len(counters) == 1 and not tr.kids
         for tr in self.tracks.values():
             if tr.kids and tr.pool is None:
                 self._until_pool_known(tr)
@@ -369,7 +375,15 @@ class ExactPlanner:
             by_sharers = self._back(tr) - tr.back_at_exact
         else:
             by_sharers = tr.gamma * tr.shared
-        est = tr.uss + tr.beta * tr.own + by_sharers + tr.drops
+        own = tr.beta * tr.own
+        if tr.alone:
+            # Alone in its tree, the pages its RSS gained are its own, whatever its faults count:
+            # the launcher importing torch maps file pages 16 a fault (fault-around), so its
+            # faults counted half of its USS rise (32-51 % low), its RSS rise 92-110 % of it.
+            # Not so for a process that maps libraries another of the tree mapped before (the
+            # ranks importing torch after the launcher: their RSS rise put them 14-63 % high).
+            own = max(own, tr.rho * (tr.rss - tr.rss_exact - tr.drops))
+        est = tr.uss + own + by_sharers + tr.drops
         return min(max(est, 0.0), float(tr.rss))
 
     # -- choosing ------------------------------------------------------------------------
@@ -492,6 +506,9 @@ class ExactPlanner:
         when the interval gave it too little to go on."""
         assert tr.uss is not None
         rise = uss - tr.uss - tr.drops  # what faults added, freed pages put back
+        gained = tr.rss - tr.rss_exact - tr.drops
+        if tr.alone and gained >= CALIBRATION_BYTES:  # pages others map too are not its own
+            tr.rho = 0.5 * tr.rho + 0.5 * min(max(rise / gained, 0.0), 1.0)
         if tr.own >= CALIBRATION_BYTES:
             # Half the old value, half the interval's: a short interval is noisy (a worker just
             # forked once showed 7 MB of faults and no USS rise; replacing beta by 0 put its

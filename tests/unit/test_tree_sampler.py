@@ -91,6 +91,19 @@ def test_beta_is_clamped_and_rss_falls_lower_the_estimate() -> None:
     assert plan.estimate(1) == pytest.approx(60 * MB)
 
 
+def test_a_process_alone_in_its_tree_gains_what_its_rss_gains() -> None:
+    """The launcher importing torch: file pages mapped 16 a fault (fault-around), so its faults
+    say a fifth of what its RSS gained, and no other process maps them yet. Once another
+    process of the tree lives (a rank mapping the same libraries), its faults alone count."""
+    plan = ExactPlanner()
+    plan.observe(0.0, {1: (0, 8 * MB)}, {1: 1})
+    plan.exact(1, 0.0, 2 * MB, 8 * MB, 0.001)
+    plan.observe(0.8, {1: (20 * MB // PAGE, 108 * MB)}, {1: 1})
+    assert plan.estimate(1) == pytest.approx(102 * MB, rel=0.01)
+    plan.observe(1.0, {1: (20 * MB // PAGE, 108 * MB), 2: (0, 8 * MB)}, {1: 1, 2: 2})  # a rank
+    assert plan.estimate(1) == pytest.approx(22 * MB, rel=0.01)
+
+
 def test_gamma_learns_what_sharers_faults_make_private() -> None:
     plan = _planner(1, 2)
     groups = {1: 1, 2: 1}

@@ -309,7 +309,7 @@ class ExactPlanner:
         if len(copies) < 2:
             return 0.0
         then = self._then(tr)
-        model = self._back(tr) - tr.back_at_exact
+        model = self._back(tr) - self._back_then(tr)
         ends = (0.0, max(tr.fork_pages, *copies))  # the same pages, all the fork shared
         return max(abs(_came_back(p, copies) - _came_back(p, then) - model) for p in ends)
 
@@ -345,6 +345,19 @@ class ExactPlanner:
         and none of them a DataLoader worker."""
         return tr.pool is None and self.pool_share is None and not any(k in self.dealt for k in tr.kids)
 
+    def _back_then(self, tr: Track) -> float:
+        """What the model, as it is now, says was back at the parent's last reading (its
+        children's copies then): the estimate adds what came back since. Kept as it was at the
+        reading, it mixed two models when the pool changed between (a pool lent by the other
+        rank: 20 MB back then under halfway, 100 now under the lent pool, where the lent pool
+        put 50 back then; the rank's estimate went 16 % high)."""
+        then = list(tr.copies_at_exact.values())  # the children of then: one forked since
+        if not then or tr.fork_pages <= 0:  # shares again what came back before its fork
+            return tr.back_at_exact
+        if self._same_pages(tr):
+            return min(*then, tr.fork_pages)
+        return _came_back(self._pool(tr, self._copies(tr)), then)
+
     def _gone(self, pid: int, groups: dict[int, int]) -> None:
         """Pages it shared may now be its sharers' alone: they have moved."""
         tr = self.tracks.pop(pid)
@@ -372,7 +385,7 @@ class ExactPlanner:
         if tr.uss is None:
             return None
         if tr.kids and tr.fork_pages > 0:  # a parent: its children's copies give it pages back
-            by_sharers = self._back(tr) - tr.back_at_exact
+            by_sharers = self._back(tr) - self._back_then(tr)
         else:
             by_sharers = tr.gamma * tr.shared
         own = tr.beta * tr.own

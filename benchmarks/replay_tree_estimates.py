@@ -95,7 +95,8 @@ def replay(folder: Path, budget: float | None, make: type[ExactPlanner] = ExactP
             for r in tick.itertuples()
             if pd.notna(r.minflt)
         }
-        plan.observe(t, counters, groups, {p: forked[p] for p in counters if p in forked}, born)
+        mine = {p: forked[p] for p in counters if p in forked}
+        plan.observe(t, counters, groups, mine, born, {p for p in mine if kinds.get(p) == "dataloader"})
         exact = {int(r.pid): r for r in tick.itertuples() if r.tier == "pss" and pd.notna(r.uss_mb)}
         if budget is None:
             chosen = [p for p in exact if p in plan.tracks]

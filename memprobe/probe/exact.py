@@ -115,6 +115,10 @@ class Track:
     forced: bool = False
     rate: float = 0.0  # bytes moved per tick (own + sharers' faults), smoothed
     last_move: float = 0.0  # bytes moved at the latest tick
+    # The only live process of the tree: the file pages it maps are its own as long as no other
+    # process maps them (see ExactPlanner._estimate).
+    alone: bool = False
+    rho: float = 1.0  # USS bytes per byte its RSS gained while alone: learned as beta is
 
     def went_quiet(self) -> bool:
         """It moved a lot since its last reading and has just stopped: its USS has reached the
@@ -158,6 +162,9 @@ class ExactPlanner:
     # The latest pool learned, as a share of its parent's fork pages: the start of a parent that
     # has none (torchrun's ranks run the same script, each with its own DataLoader).
     pool_share: float | None = None
+    # Forked children that deal out distinct items (DataLoader workers: each index goes to one
+    # worker), as the sampler last classified them: see _pool.
+    dealt: set[int] = field(default_factory=set)
 
     # -- every tick ----------------------------------------------------------------------
     def observe(
@@ -167,11 +174,15 @@ class ExactPlanner:
         groups: dict[int, int],
         forked_from: dict[int, int] | None = None,
         born: dict[int, float] | None = None,
+        dealt: set[int] | None = None,
     ) -> None:
         """This tick's ``pid -> (minflt, rss bytes)`` of every live process (a tracked process
         missing from it is gone); ``groups`` maps a pid to its fork-connected family (processes
         that share pages); ``forked_from`` maps a forked (not exec'd) process to its parent;
-        ``born``: a forked process's start, on ``t``'s clock, where known."""
+        ``born``: a forked process's start, on ``t``'s clock, where known; ``dealt``: the
+        forked children that deal out distinct items (DataLoader workers)."""
+        if dealt is not None:
+            self.dealt = set(dealt)
         for pid in [p for p in self.tracks if p not in counters]:
             self._gone(pid, groups)
         forked_from = forked_from or {}
@@ -215,6 +226,8 @@ class ExactPlanner:
             tr.shared += by_sharers
             tr.last_move += SHARED_WEIGHT * by_sharers
             tr.rate = 0.7 * tr.rate + 0.3 * tr.last_move
+        for tr in self.tracks.values():
+            tr.alone = len(counters) == 1 and not tr.kids
         for tr in self.tracks.values():
             if tr.kids and tr.pool is None:
                 self._until_pool_known(tr)
@@ -267,27 +280,38 @@ class ExactPlanner:
 
     def _pool(self, tr: Track, copies: list[float]) -> float:
         """The pages the children copy from: learned, else as another parent's was (its share
-        of the pages the fork shared), else halfway (geometric) between the same pages (the
-        largest copy) and all the fork shared."""
+        of the pages the fork shared), else a prior from what the children are. DataLoader
+        workers are dealt distinct indices (each goes to one worker): they never copy the same
+        pages by design, only pages their records share, so halfway (geometric) between the
+        same pages (the largest copy) and all the fork shared. Other forked children run the
+        parent's own code on its data: the same pages (the largest copy), as the first model
+        (1/k) had it; halfway put main of the os.fork tree, whose 4 workers each read every
+        record, 78-99 % low at its first reading after the fork (no counter tells the two apart
+        before a reading)."""
         if tr.pool is not None:
             return tr.pool
         if self.pool_share is not None:
             return self.pool_share * tr.fork_pages
-        return math.sqrt(tr.fork_pages * max(copies, default=0.0))
+        top = max(copies, default=0.0)
+        if self._same_pages(tr):
+            return top
+        return math.sqrt(tr.fork_pages * top)
 
     def _then(self, tr: Track) -> list[float]:
         """Each live child's copy at the parent's last reading (0: forked since)."""
         return [tr.copies_at_exact.get(k, 0.0) for k in tr.kids if k not in tr.kids_gone]
 
     def _spread(self, tr: Track) -> float:
-        """How much more may have come back to the parent since its last reading than its
-        model says, while its pool is unknown: as much as if its children copied the same
-        pages (a pool no bigger than the least copy)."""
+        """How far what came back to the parent since its last reading may be from what its
+        model says, while its pool is unknown: as far as either end, the same pages (a pool no
+        bigger than the largest copy) or all the fork shared."""
         copies = self._copies(tr)
         if len(copies) < 2:
             return 0.0
-        same = _came_back(0.0, copies) - _came_back(0.0, self._then(tr))
-        return max(same - (self._back(tr) - tr.back_at_exact), 0.0)
+        then = self._then(tr)
+        model = self._back(tr) - self._back_then(tr)
+        ends = (0.0, max(tr.fork_pages, *copies))  # the same pages, all the fork shared
+        return max(abs(_came_back(p, copies) - _came_back(p, then) - model) for p in ends)
 
     def _until_pool_known(self, tr: Track) -> None:
         """A parent whose pool was never learned is read as soon as that spread could teach it
@@ -309,7 +333,30 @@ class ExactPlanner:
         copies = self._copies(tr)
         if not copies:
             return tr.fork_pages  # every child exited: all of them
+        if self._same_pages(tr):
+            # The same pages in the same order (each of main's workers reads every record): a
+            # page is back once the slowest copied it. As independent shares of the largest
+            # copy, one worker a tick ahead of the others (40 MB against 36) took 6 MB off.
+            return min(*copies, tr.fork_pages)
         return _came_back(self._pool(tr, copies), copies)
+
+    def _same_pages(self, tr: Track) -> bool:
+        """Its children are taken to copy the same pages (see _pool): no pool learned or lent,
+        and none of them a DataLoader worker."""
+        return tr.pool is None and self.pool_share is None and not any(k in self.dealt for k in tr.kids)
+
+    def _back_then(self, tr: Track) -> float:
+        """What the model, as it is now, says was back at the parent's last reading (its
+        children's copies then): the estimate adds what came back since. Kept as it was at the
+        reading, it mixed two models when the pool changed between (a pool lent by the other
+        rank: 20 MB back then under halfway, 100 now under the lent pool, where the lent pool
+        put 50 back then; the rank's estimate went 16 % high)."""
+        then = list(tr.copies_at_exact.values())  # the children of then: one forked since
+        if not then or tr.fork_pages <= 0:  # shares again what came back before its fork
+            return tr.back_at_exact
+        if self._same_pages(tr):
+            return min(*then, tr.fork_pages)
+        return _came_back(self._pool(tr, self._copies(tr)), then)
 
     def _gone(self, pid: int, groups: dict[int, int]) -> None:
         """Pages it shared may now be its sharers' alone: they have moved."""
@@ -338,10 +385,18 @@ class ExactPlanner:
         if tr.uss is None:
             return None
         if tr.kids and tr.fork_pages > 0:  # a parent: its children's copies give it pages back
-            by_sharers = self._back(tr) - tr.back_at_exact
+            by_sharers = self._back(tr) - self._back_then(tr)
         else:
             by_sharers = tr.gamma * tr.shared
-        est = tr.uss + tr.beta * tr.own + by_sharers + tr.drops
+        own = tr.beta * tr.own
+        if tr.alone:
+            # Alone in its tree, the pages its RSS gained are its own, whatever its faults count:
+            # the launcher importing torch maps file pages 16 a fault (fault-around), so its
+            # faults counted half of its USS rise (32-51 % low), its RSS rise 92-110 % of it.
+            # Not so for a process that maps libraries another of the tree mapped before (the
+            # ranks importing torch after the launcher: their RSS rise put them 14-63 % high).
+            own = max(own, tr.rho * (tr.rss - tr.rss_exact - tr.drops))
+        est = tr.uss + own + by_sharers + tr.drops
         return min(max(est, 0.0), float(tr.rss))
 
     # -- choosing ------------------------------------------------------------------------
@@ -464,6 +519,9 @@ class ExactPlanner:
         when the interval gave it too little to go on."""
         assert tr.uss is not None
         rise = uss - tr.uss - tr.drops  # what faults added, freed pages put back
+        gained = tr.rss - tr.rss_exact - tr.drops
+        if tr.alone and gained >= CALIBRATION_BYTES:  # pages others map too are not its own
+            tr.rho = 0.5 * tr.rho + 0.5 * min(max(rise / gained, 0.0), 1.0)
         if tr.own >= CALIBRATION_BYTES:
             # Half the old value, half the interval's: a short interval is noisy (a worker just
             # forked once showed 7 MB of faults and no USS rise; replacing beta by 0 put its

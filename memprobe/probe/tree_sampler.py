@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from memprobe.probe import procfs
 from memprobe.probe.exact import PAGE, ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
-from memprobe.probe.tree import ProcReader, TreeRoles, boot_clock_offset, settled_at
+from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, settled_at
 
 COMMAND_CHARS = 300
 # The cheap tier is paid every tick for every process, so it reads as little as it can: stat
@@ -167,8 +167,14 @@ class TreeSampler(Sampler):
         forked = {pid: nodes[pid].ppid for pid in counters if pid in nodes and nodes[pid].shares_parent}
         t = round(tick - self.t0, 4)
         born = {pid: self.roles.start_t(pid, self._boot_at_t0) for pid in forked}
+        dealt = {pid for pid in forked if nodes[pid].kind == DATALOADER}
         self.plan.observe(
-            t, counters, self.roles.share_groups(), forked, {p: s for p, s in born.items() if s is not None}
+            t,
+            counters,
+            self.roles.share_groups(),
+            forked,
+            {p: s for p, s in born.items() if s is not None},
+            dealt,
         )
         self._watch_startups(t, live)
         # 10 % of the budget is kept for the readings that cannot wait (a parent whose children

@@ -377,9 +377,8 @@ def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     can be taken by any process that starts a group of its own once the group is empty: with
     pid_max at 32768 (the kernel's default, and this project's build machines) and torch's
     threads each taking a pid, ids come round within minutes, and a test run once SIGTERMed a
-    scenario run of another pytest-xdist worker this way. Where a caller reaped the child
-    already (``record`` waits for its command's exit status), the group is signalled only while
-    it has members, which hold its id."""
+    scenario run of another pytest-xdist worker this way. Should a caller have reaped the child
+    already, the group is signalled only while it has members, which hold its id."""
     pgid = proc.pid
     held = proc.returncode is None  # not reaped: the group's id is ours until proc.wait() below
     escaped = _EscapedDescendants(pgid)

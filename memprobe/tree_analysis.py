@@ -402,7 +402,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         p.end_t if p.end_t is not None else p.last_t,
     )
     if window is None or (origin is None and len(window) < 2) or window.empty:
-        return _estimated(empty, p, samples) if p.is_worker else empty
+        return _with_allocated(_estimated(empty, p, samples), p, samples) if p.is_worker else empty
     split = split_growth(window, origin, parent=p.is_parent)
     t0 = origin["t"] if origin else float(window["t"].iloc[0])
     t1 = float(window["t"].iloc[-1])
@@ -422,7 +422,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         growth_mb_per_min=rate,
         judged=p.is_worker or p.is_parent,
     )
-    return _estimated_to_end(g, samples) if p.is_worker else g
+    return _with_allocated(_estimated_to_end(g, samples), p, samples) if p.is_worker else g
 
 
 def _with_allocated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
@@ -793,11 +793,7 @@ def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Gro
     milestones = meta.get("milestones") or {}
     # Each process's own rows once: an hour-long job has hundreds of thousands of rows.
     own = dict(tuple(samples.groupby("pid", sort=False))) if not samples.empty else {}
-    empty = samples.iloc[0:0]
-    rows = [
-        _with_allocated(process_growth(p, own.get(p.pid, empty), procs, milestones), p, own.get(p.pid, empty))
-        for p in procs
-    ]
+    rows = [process_growth(p, own.get(p.pid, samples.iloc[0:0]), procs, milestones) for p in procs]
     return sorted(with_items(rows, progress), key=_order)
 
 

@@ -372,8 +372,8 @@ def _cause(group: list[Growth], parents: list[Growth]) -> str:
     g0 = group[0]
     if not (g0.start_method in (None, FORK) and g0.startup_mb is None):
         return ": private memory that grows as they run, after their start-up"
-    new = _new_memory_words(group)
-    if new.startswith(": mostly"):
+    mostly, new = _new_memory_words(group)
+    if mostly:
         return new
     built = [p.built_mb for p in parents if p.built_mb is not None]
     if not built:
@@ -390,26 +390,26 @@ def _cause(group: list[Growth], parents: list[Growth]) -> str:
 NEW_MEMORY_WORTH_MB, NEW_MEMORY_SHARE = 10.0, 0.15  # below both, a forked worker's new memory goes unsaid
 
 
-def _new_memory_words(group: list[Growth]) -> str:
+def _new_memory_words(group: list[Growth]) -> tuple[bool, str]:
     """What part of forked workers' growth is memory they allocated (the rise of their anonymous
     RSS since their first tick: a lower bound) rather than pages they copied from their parent:
-    the cause when it is most of it, a clause when it is a fair part, nothing when it is small
-    or not known."""
+    (whether it is most of it, so the cause; the words: the cause, a clause when it is a fair
+    part, nothing when it is small or not known)."""
     allocated = [g.allocated_mb for g in group if g.allocated_mb is not None]
     if len(allocated) != len(group):
-        return ""
+        return False, ""
     growth = float(np.mean([g.growth_mb or 0.0 for g in group]))
     new = min(float(np.mean(allocated)), growth)
     copied = growth - new
     each, they, their = (" each", "they", "their") if len(group) > 1 else ("", "it", "its")
     if growth > 0 and new >= 0.5 * growth:
-        return (
+        return True, (
             f": mostly new memory of {their} own (at least {_mb(new)}{each} allocated; at most "
             f"{_mb(copied)} copied from {their} parent)"
         )
     if new >= NEW_MEMORY_WORTH_MB and new >= NEW_MEMORY_SHARE * growth:
-        return f"; at least {_mb(new)} of that{each} is new memory {they} allocated"
-    return ""
+        return False, f"; at least {_mb(new)} of that{each} is new memory {they} allocated"
+    return False, ""
 
 
 def _not_growing(parents: list[Growth]) -> str:

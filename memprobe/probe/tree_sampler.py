@@ -6,10 +6,10 @@ cheap tier of every process; then :class:`~memprobe.probe.exact.ExactPlanner` pi
 processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
 child excepted: its baseline is known), then the readings that cannot wait (a parent whose
 children appeared or exited, or whose children's copies its estimate cannot tell yet, a spawned
-worker whose start-up just ended, a forked child never read), then those whose counters or whose sharers' counters moved, least-sure estimate first,
-as long as the sampler's whole CPU time (cheap tier and bookkeeping included) stays within
-``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept for the readings
-that cannot wait).
+worker whose start-up just ended, a forked child never read), then those whose counters or
+whose sharers' counters moved, least-sure estimate first, as long as the sampler's whole CPU
+time (cheap tier and bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged
+since the start (a tenth of it kept for the readings that cannot wait).
 A full round (every live process) is taken on request (:meth:`Sampler.request_pss`: before
 ``record`` forwards a stop signal) and when it stops with ``final_pss``.
 

@@ -135,6 +135,11 @@ class Track:
         was so far, plus what it cannot see (sharers that exited) in full."""
         return self.uncertainty * self.moved() + self.unseen
 
+    @property
+    def live_kids(self) -> list[int]:
+        """Its children from its last fork that have not exited, in fork order."""
+        return [k for k in self.kids if k not in self.kids_gone]
+
 
 @dataclass
 class Check:
@@ -252,7 +257,7 @@ class ExactPlanner:
         readings: main of the os.fork tree, read at 1.1 MB where it held 671) shared what it
         held before that reading; taken from its reading, its fork shared 1 MB and its
         children's copies and exits gave it nothing back for the rest of the run."""
-        if any(k not in tr.kids_gone for k in tr.kids):  # a sibling of live (or just seen) children
+        if tr.live_kids:  # a sibling of live (or just seen) children
             tr.kids.append(child)
             return
         before = self._estimate(tr)
@@ -270,9 +275,7 @@ class ExactPlanner:
         """What each live child has copied (its estimated USS; one not tracked yet: 0). An
         exited child is left out: its pages went with it."""
         out = []
-        for kid in tr.kids:
-            if kid in tr.kids_gone:
-                continue
+        for kid in tr.live_kids:
             kt = self.tracks.get(kid)
             est = self._estimate(kt) if kt is not None and kt is not tr else None
             out.append(max(est or 0.0, 0.0))
@@ -299,7 +302,7 @@ class ExactPlanner:
 
     def _then(self, tr: Track) -> list[float]:
         """Each live child's copy at the parent's last reading (0: forked since)."""
-        return [tr.copies_at_exact.get(k, 0.0) for k in tr.kids if k not in tr.kids_gone]
+        return [tr.copies_at_exact.get(k, 0.0) for k in tr.live_kids]
 
     def _spread(self, tr: Track) -> float:
         """How far what came back to the parent since its last reading may be from what its
@@ -479,7 +482,7 @@ class ExactPlanner:
         if tr is None:
             return None
         est = self.estimate(pid)
-        parent = any(k not in tr.kids_gone for k in tr.kids)
+        parent = bool(tr.live_kids)
         fell = est is not None and not parent and est - uss >= max(CALIBRATION_BYTES, 0.5 * est)
         tr.fell = (t, est) if fell and est is not None else None
         tr.event |= fell  # not a change its counters could see: nothing to learn from
@@ -503,10 +506,8 @@ class ExactPlanner:
             )
         tr.uss, tr.rss_exact, tr.exact_t, tr.clean = uss, rss, t, clean
         tr.back_at_exact = self._back(tr)
-        tr.copies_at_exact = dict(
-            zip([k for k in tr.kids if k not in tr.kids_gone], self._copies(tr), strict=True)
-        )
-        if tr.kids and all(k in tr.kids_gone for k in tr.kids):
+        tr.copies_at_exact = dict(zip(tr.live_kids, self._copies(tr), strict=True))
+        if tr.kids and not tr.live_kids:
             tr.kids, tr.kids_gone, tr.fork_pages, tr.back_at_exact = [], set(), 0.0, 0.0  # all back
         tr.own = tr.drops = tr.shared = tr.unseen = 0.0
         tr.attempted, tr.event, tr.forced, tr.left = True, False, False, False
@@ -528,7 +529,7 @@ class ExactPlanner:
             # estimate 86 % low ten seconds later).
             tr.beta = 0.5 * tr.beta + 0.5 * min(max(rise / tr.own, 0.0), 1.0)
         rest = rise - tr.beta * tr.own
-        if any(k not in tr.kids_gone for k in tr.kids) and tr.fork_pages > 0:
+        if tr.live_kids and tr.fork_pages > 0:
             self._learn_pool(tr, rest)
             return
         # Sharers explain only what its own faults leave unexplained, and only a real part of

@@ -30,6 +30,15 @@ exits, or when it forks. So:
   its next generation of children; between ``max_i C_i`` (they copy the same pages) and the
   pages the fork shared (``S``), and ``sqrt(S * max_i C_i)`` until a reading says.
 
+Where no counter of a process moves while its USS does, pages are counted instead: a process
+that is no worker (main, a rank, a launcher) keeps a *page census* (:mod:`memprobe.probe.census`,
+~0.2-0.5 ms, once a second) until it forks: a fixed sample of its pagemap, the pages it maps
+alone counted and scaled up; its estimate is that count, plus what its RSS gained outside the
+sample's mappings, plus its private pages outside them (from its last reading). A launcher's
+libraries become shared when its ranks map them, which only the census sees; its standard
+error counts in the expected error that decides readings. Parents keep the model above (see
+:meth:`ExactPlanner.wants_census` for why).
+
 This module holds no /proc code: :class:`ExactPlanner` is fed numbers, so it is tested alone.
 """
 
@@ -62,6 +71,9 @@ INITIAL_S_PER_BYTE = 40e-9 / 4096  # the page walk, until the first reading meas
 # child read at its exec (a few KB resident, 0.3 ms of Python overhead) once taught 250 ms per MB
 # and no reading fitted the budget again. And it is kept within 4 ns-4 µs per 4 KiB page.
 LEARN_COST_BYTES = 32 * MiB
+CENSUS_MIN_BYTES = 32 * MiB  # smaller processes that are no parent keep no census (see wants_census)
+CENSUS_IDLE_S = 1.0  # a census is read at least this often, moved or not (see census_due)
+CENSUS_STALE_BYTES = 16 * MiB  # see census_stale
 S_PER_BYTE_RANGE = (4e-9 / 4096, 4e-6 / 4096)
 
 
@@ -119,6 +131,18 @@ class Track:
     # process maps them (see ExactPlanner._estimate).
     alone: bool = False
     rho: float = 1.0  # USS bytes per byte its RSS gained while alone: learned as beta is
+    # A page census (see ExactPlanner.census): (exclusive, present) bytes of the sampled
+    # mappings at the panel's start, with its RSS then, and at the latest census.
+    census0: tuple[float, float] | None = None
+    census: tuple[float, float] | None = None
+    census_rest: float = 0.0  # its private pages outside the population (file pages): USS - exclusive
+    census_rss0: int = 0
+    census_error: float = 0.0  # one standard error of the census's estimate (bytes)
+    census_from_reading: bool = False  # its panel started right after an exact reading
+    parent: bool = False  # it has forked children, or had: it keeps no census (see wants_census)
+    census_off: bool = False  # its pagemap could not be read: no census
+    census_t: float = 0.0  # when its census was last read
+    forked_child: bool = False
 
     def went_quiet(self) -> bool:
         """It moved a lot since its last reading and has just stopped: its USS has reached the
@@ -132,8 +156,25 @@ class Track:
 
     def expected_error(self) -> float:
         """What the estimate may be off by now: the movement it calibrates times how wrong it
-        was so far, plus what it cannot see (sharers that exited) in full."""
+        was so far, plus what it cannot see (sharers that exited) in full. A census sees those."""
+        span = self.census_span()
+        if span is not None:  # how wrong it was at past readings, and its sample's own error
+            return self.uncertainty * span + 2.0 * self.census_error
         return self.uncertainty * self.moved() + self.unseen
+
+    def census_span(self) -> float | None:
+        """How much the census-based estimate moved from the last exact reading (bytes), or
+        ``None`` without a census."""
+        if self.census0 is None or self.census is None:
+            return None
+        return abs(self.census[0] - self.census0[0]) + abs(self.outside())
+
+    def outside(self) -> float:
+        """Bytes its RSS gained outside the census's population since its last exact reading
+        (new mappings, file pages): what its RSS gained less what the population's present
+        pages did."""
+        assert self.census0 is not None and self.census is not None
+        return (self.rss - self.census_rss0) - (self.census[1] - self.census0[1])
 
     @property
     def live_kids(self) -> list[int]:
@@ -170,6 +211,9 @@ class ExactPlanner:
     # Forked children that deal out distinct items (DataLoader workers: each index goes to one
     # worker), as the sampler last classified them: see _pool.
     dealt: set[int] = field(default_factory=set)
+    # Processes that are no worker of any kind (main, ranks, a launcher), as the sampler last
+    # classified them: they keep a census (see wants_census).
+    hosts: set[int] = field(default_factory=set)
 
     # -- every tick ----------------------------------------------------------------------
     def observe(
@@ -245,7 +289,9 @@ class ExactPlanner:
         if forked:
             # Exact baseline, and a forked child's faults are copies or new pages (beta 1): less
             # unsure than a process never read, so its parent, whose USS the fork upset, goes first.
-            return Track(minflt, rss, own=minflt * PAGE, uss=0.0, uncertainty=FORKED_UNCERTAINTY)
+            return Track(
+                minflt, rss, own=minflt * PAGE, uss=0.0, uncertainty=FORKED_UNCERTAINTY, forked_child=True
+            )
         return Track(minflt, rss, rss_exact=rss)
 
     def _forked(self, tr: Track, child: int, t: float, after: float = 0.0) -> None:
@@ -260,16 +306,21 @@ class ExactPlanner:
         if tr.live_kids:  # a sibling of live (or just seen) children
             tr.kids.append(child)
             return
-        before = self._estimate(tr)
+        # What its counters say it held: a census read between the fork and this tick (children
+        # are seen a tick late) already counts the pages shared, and main of the os.fork tree,
+        # taken to have shared 0.4 MB, got nothing back from its workers' copies.
+        before = self._modelled(tr)
         if before is None:
             return
         if tr.fell is not None and tr.exact_t == tr.fell[0] and t - tr.fell[0] <= FELL_WINDOW_S:
             before = max(before, tr.fell[1] + tr.beta * tr.own + tr.drops)
         tr.fork_pages = max(before - tr.beta * after - tr.clean, 0.0)
         tr.kids, tr.kids_gone, tr.back_at_exact, tr.copies_at_exact = [child], set(), 0.0, {}
+        tr.parent = True
         tr.unseen += tr.fork_pages
         tr.uss, tr.own, tr.drops, tr.shared, tr.own_after_fork = tr.clean, after, 0.0, 0.0, after
         tr.event = tr.forced = True
+        tr.census0 = tr.census = None  # a parent keeps no census (see wants_census)
 
     def _copies(self, tr: Track) -> list[float]:
         """What each live child has copied (its estimated USS; one not tracked yet: 0). An
@@ -384,7 +435,97 @@ class ExactPlanner:
         tr = self.tracks.get(pid)
         return None if tr is None else self._estimate(tr)
 
+    # -- the page census of a parent ----------------------------------------------------
+    def wants_census(self, pid: int) -> bool:
+        """A process that is no worker (main, a rank, a launcher: the sampler's ``hosts``) of
+        32 MB or more keeps a census from its first exact reading until it forks: its file
+        pages become shared when another process of the tree maps the same libraries, which no
+        counter of its own shows (a torchrun launcher's estimate stayed 40 % high all run once
+        its ranks had imported torch).
+
+        A parent of forked children keeps the model above. Its pages come back as its children
+        copy them, and a census of them was tried (docs/performance.md, 2026-11-25): read when
+        its family moved, it took two ranks' sampler to 1.03 % of a core and exact readings to
+        4-6 a run; held to the budget, a census that had to wait was worse than the model (ranks
+        26-45 % within 10 % of independent readings); and a census's standard error (~1 % of the
+        pages sampled, 5-12 MB on a rank) is a third of what a rank holds after its fork.
+        Workers' own faults count their pages (within 2 % of independent readings at 99 %)."""
+        tr = self.tracks.get(pid)
+        if tr is None or tr.uss is None or tr.census_off or tr.parent or tr.forked_child:
+            return False
+        return pid in self.hosts and tr.rss >= CENSUS_MIN_BYTES
+
+    def census_due(self) -> list[int]:
+        """Processes whose census was read a second ago or more: what it counts (pages shared
+        by a process outside its family) moves slowly, and its RSS, read every tick, counts
+        the pages it maps or frees outside the census."""
+        return [
+            pid
+            for pid, tr in self.tracks.items()
+            if tr.census0 is not None and tr.seen_t - tr.census_t >= CENSUS_IDLE_S
+        ]
+
+    def census_stale(self) -> list[int]:
+        """Processes whose census no longer covers what they map: their RSS gained (or lost)
+        outside its population more than CENSUS_STALE_BYTES or a tenth of their USS (a main
+        process building its dataset after its first reading). A new panel carries the
+        estimate on."""
+        out = []
+        for pid, tr in self.tracks.items():
+            if tr.census0 is not None and tr.census is not None:
+                est = self._estimate(tr) or 0.0
+                if abs(tr.outside()) >= max(CENSUS_STALE_BYTES, 0.1 * est):
+                    out.append(pid)
+        return out
+
+    def census(
+        self,
+        pid: int,
+        exclusive: float,
+        present: float,
+        *,
+        error: float = 0.0,
+        level_error: float = 0.0,
+        start: str | None = None,
+    ) -> None:
+        """A census of ``pid``'s pages (bytes exclusive and present, from a fixed sample:
+        :mod:`memprobe.probe.census`); ``start``: the census starts a new panel, ``"reading"``
+        right after its exact reading, ``"carry"`` where the old panel no longer covers what it
+        maps. Its USS is then the exclusive pages, plus its private pages outside the sampled
+        mappings (its stack: the reading's USS less the census, kept as it was by a new panel),
+        plus what its RSS gained outside them since the panel's start. A new panel counts the
+        pages mapped since anew: carried over as private, the torch libraries a launcher mapped
+        after its first reading kept its estimate 22 % high once its ranks shared them.
+        ``error``, ``level_error``: the sample's standard error of the change since the panel's
+        start and of the level; a panel started at a reading is judged on the first, a carried
+        one on the second."""
+        tr = self.tracks.get(pid)
+        if tr is None or (start is None and tr.census0 is None):
+            return
+        if start is not None:
+            rest = (tr.uss or 0.0) - exclusive if start == "reading" else tr.census_rest
+            tr.census0, tr.census_rest, tr.census_rss0 = (exclusive, present), max(rest, 0.0), tr.rss
+            tr.census_from_reading = start == "reading"
+        tr.census, tr.census_t = (exclusive, present), tr.seen_t
+        tr.census_error = error if tr.census_from_reading else level_error
+
+    def drop_census(self, pid: int, *, unreadable: bool = False) -> None:
+        """The census could not be read: the model's estimate again, from the last reading.
+        ``unreadable``: its pagemap is not ours to read, never try again (else the process
+        went, or exec'd: its panel was of an address space that is gone)."""
+        tr = self.tracks.get(pid)
+        if tr is not None:
+            tr.census0 = tr.census = None
+            tr.census_off |= unreadable
+
     def _estimate(self, tr: Track) -> float | None:
+        if tr.uss is not None and tr.census0 is not None and tr.census is not None:
+            est = tr.census[0] + tr.census_rest + tr.outside()
+            return min(max(est, 0.0), float(tr.rss))
+        return self._modelled(tr)
+
+    def _modelled(self, tr: Track) -> float | None:
+        """The estimate from its counters (the model), census or not."""
         if tr.uss is None:
             return None
         if tr.kids and tr.fork_pages > 0:  # a parent: its children's copies give it pages back
@@ -483,20 +624,29 @@ class ExactPlanner:
             return None
         est = self.estimate(pid)
         parent = bool(tr.live_kids)
-        fell = est is not None and not parent and est - uss >= max(CALIBRATION_BYTES, 0.5 * est)
-        tr.fell = (t, est) if fell and est is not None else None
+        modelled = self._modelled(tr)  # a census would already have seen the fork
+        fell = (
+            modelled is not None and not parent and modelled - uss >= max(CALIBRATION_BYTES, 0.5 * modelled)
+        )
+        tr.fell = (t, modelled) if fell and modelled is not None else None
         tr.event |= fell  # not a change its counters could see: nothing to learn from
         if est is not None:
             self.checks.append(Check(t, pid, est, uss, tr.event))
-        if est is not None and not tr.event:
-            miss = abs(est - uss) / max(tr.moved(), MiB)
+        span = tr.census_span()
+        if est is not None and span is not None:
+            # A census sees what others do to its pages: its miss says how far to trust it.
+            miss = abs(est - uss) / max(span, MiB)
             tr.uncertainty = min(max(0.5 * tr.uncertainty + 0.5 * miss, UNCERTAINTY_FLOOR), 1.0)
+        if est is not None and not tr.event:
+            if span is None:
+                miss = abs(est - uss) / max(tr.moved(), MiB)
+                tr.uncertainty = min(max(0.5 * tr.uncertainty + 0.5 * miss, UNCERTAINTY_FLOOR), 1.0)
             self._calibrate(tr, uss)
         elif tr.event:
             # A new structure (it forked, a sharer left): what the estimate learned before
             # does not hold any more; it earns trust again at the next readings. After a fork
             # (no sharer left), what came back since it still tells the pool its children copy from.
-            tr.uncertainty = 1.0
+            tr.uncertainty = 1.0 if span is None else tr.uncertainty
             if est is not None and tr.uss is not None and not tr.left and tr.fork_pages > 0:
                 self._learn_pool(tr, uss - tr.uss - tr.drops - tr.beta * tr.own)
         if rss >= LEARN_COST_BYTES:  # the page walk dominates: a small process's cost is overhead
@@ -505,6 +655,7 @@ class ExactPlanner:
                 max(0.7 * self.s_per_byte + 0.3 * measured, S_PER_BYTE_RANGE[0]), S_PER_BYTE_RANGE[1]
             )
         tr.uss, tr.rss_exact, tr.exact_t, tr.clean = uss, rss, t, clean
+        tr.census0 = tr.census = None  # a census counts from this reading on: a new panel
         tr.back_at_exact = self._back(tr)
         tr.copies_at_exact = dict(zip(tr.live_kids, self._copies(tr), strict=True))
         if tr.kids and not tr.live_kids:

@@ -7,7 +7,8 @@ processes get an exact reading (smaps_rollup) this tick: each new process at onc
 child excepted: its baseline is known), then the readings that cannot wait (a parent whose
 children appeared or exited, or whose children's copies its estimate cannot tell yet, a spawned
 worker whose start-up just ended, a forked child never read), then those whose counters or
-whose sharers' counters moved, least-sure estimate first, as long as the sampler's whole CPU
+whose sharers' counters moved, least-sure estimate first (the page census of a process that is
+no worker, :mod:`memprobe.probe.census`, is read before the choice), as long as the sampler's whole CPU
 time (cheap tier and bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged
 since the start (a tenth of it kept for the readings that cannot wait).
 A full round (every live process) is taken on request (:meth:`Sampler.request_pss`: before
@@ -27,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from memprobe.probe import procfs
+from memprobe.probe.census import PagePanel
 from memprobe.probe.exact import PAGE, ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, settled_at
@@ -107,6 +109,14 @@ class TreeSampler(Sampler):
         self._first = True  # the first tick's rows carry every column, later ones only their values
         self._startup: dict[int, tuple[list[float], list[float], list[float]]] = {}  # t, RSS, CPU
         self._settled: set[int] = set()
+        self._panels: dict[int, PagePanel] = {}  # pid -> its page census's sample
+        self._census_s = 0.0  # CPU the tick's censuses took
+
+    def stop(self, *, final_pss: bool = True) -> None:
+        super().stop(final_pss=final_pss)
+        for panel in self._panels.values():
+            panel.close()
+        self._panels.clear()
 
     # -- the cheap tier ------------------------------------------------------------------
     def _discover(self, tick: float) -> list[int]:
@@ -148,9 +158,10 @@ class TreeSampler(Sampler):
     # -- a round -------------------------------------------------------------------------
     def _round(self, tick: float) -> None:
         t0 = time.thread_time()
+        self._census_s = 0.0
         exact = self._tree_round(tick)
-        if not exact:  # what every tick costs, exact readings aside (sink included)
-            cost = time.thread_time() - t0
+        if not exact:  # what every tick costs, exact readings and censuses aside (sink included)
+            cost = time.thread_time() - t0 - self._census_s
             self._tick_cost = cost if self._tick_cost is None else 0.8 * self._tick_cost + 0.2 * cost
 
     def _tree_round(self, tick: float) -> list[int]:
@@ -177,6 +188,8 @@ class TreeSampler(Sampler):
             dealt,
         )
         self._watch_startups(t, live)
+        self.plan.hosts = {pid for pid in live if pid in nodes and not nodes[pid].is_worker}
+        self._censuses()
         # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
         # appeared or exited or whose pool is unknown, a spawned worker at the end of its start-up,
         # a forked child never read).
@@ -215,6 +228,29 @@ class TreeSampler(Sampler):
                 del self._startup[pid]
                 self.plan.want(pid)
 
+    def _censuses(self) -> None:
+        """Read the page census of every process that keeps one and is due (before the exact
+        readings are chosen: their priority and checks use it), draw a new panel where the old
+        no longer covers what a process maps; drop the panels of processes that keep none."""
+        c0 = time.thread_time()
+        for pid in [p for p in self._panels if not self.plan.wants_census(p)]:
+            self._panels.pop(pid).close()
+        for pid in self.plan.census_due():
+            panel = self._panels.get(pid)
+            census = panel.read() if panel is not None else None
+            if census is None:
+                self.plan.drop_census(pid)
+            else:
+                self.plan.census(
+                    pid, census.exclusive, census.present, error=census.error, level_error=census.level_error
+                )
+        for pid in self.plan.census_stale():
+            self._start_census(pid, "carry")
+        # Censuses stand in for exact readings: their cost comes out of the readings' share of
+        # the budget (the allowance is what the whole thread spent), not out of the cheap
+        # tier's, which spaces the ticks.
+        self._census_s = time.thread_time() - c0
+
     def _read_exact(self, row: Row, pid: int, tick: float) -> None:
         c0 = time.thread_time()
         self._add_pss(row, pid)
@@ -230,6 +266,29 @@ class TreeSampler(Sampler):
             int(float(row["rss_mb"]) * MB),
             cost,
             float(row["private_clean_mb"]) * MB,
+        )
+        if self.plan.wants_census(pid):  # a new panel, its start right after the reading
+            self._start_census(pid, "reading")
+
+    def _start_census(self, pid: int, start: str) -> None:
+        old = self._panels.pop(pid, None)
+        if old is not None:
+            old.close()
+        panel = PagePanel.draw(pid)
+        census = panel.read() if panel is not None else None
+        if panel is None or census is None:
+            if panel is not None:
+                panel.close()
+            self.plan.drop_census(pid, unreadable=True)
+            return
+        self._panels[pid] = panel
+        self.plan.census(
+            pid,
+            census.exclusive,
+            census.present,
+            error=census.error,
+            level_error=census.level_error,
+            start=start,
         )
 
     def _annotate(self, rows: list[Row], tick: float) -> None:

@@ -584,3 +584,79 @@ def test_a_rank_s_return_from_its_dataloader_workers_follows_a_recorded_epoch() 
                 plan.exact(p, t, uss * 4096, rss * 4096, 0.001, clean * 4096)
     errors = errors[-6:]  # after the last reading
     assert max(errors) <= 0.1, [round(e, 3) for e in errors]
+
+
+def _censused(rss: int = 500 * MB) -> ExactPlanner:
+    """Main process 1 read at 0 (USS 430 MB), its census started right after: 420 MB of its
+    sampled pages are its alone, so 10 MB of its private pages lie outside the census."""
+    plan = ExactPlanner(hosts={1})
+    plan.observe(0.0, {1: (0, rss)}, {1: 1})
+    plan.exact(1, 0.0, 430 * MB, rss, 0.001)
+    assert plan.wants_census(1)
+    plan.census(1, 420 * MB, 490 * MB, start="reading")
+    return plan
+
+
+def test_a_census_estimates_a_process_from_its_exclusive_pages_and_its_rss_outside_them() -> None:
+    plan = _censused()
+    assert plan.estimate(1) == pytest.approx(430 * MB)
+    plan.observe(0.5, {1: (0, 520 * MB)}, {1: 1})  # 20 MB more, mapped outside the sampled pages
+    plan.census(1, 420 * MB, 490 * MB)
+    assert plan.estimate(1) == pytest.approx(450 * MB)
+    plan.observe(1.0, {1: (0, 520 * MB)}, {1: 1})
+    plan.census(1, 380 * MB, 490 * MB)  # 40 MB of them became shared (another process mapped them)
+    assert plan.estimate(1) == pytest.approx(410 * MB)
+
+
+def test_a_process_that_forks_drops_its_census_and_is_read_as_before() -> None:
+    plan = _censused()
+    plan.observe(1.0, {1: (0, 500 * MB), 5: (0, 500 * MB)}, {1: 1, 5: 1}, {5: 1})
+    assert not plan.wants_census(1) and plan.census_due() == []  # a parent keeps the model
+    assert plan.estimate(1) == pytest.approx(0.0, abs=MB)  # what the fork shared
+    assert 1 in plan.choose(1.0, 0.0, reserve_s=PLENTY)  # the reading a fork asks for
+
+
+def test_a_worker_keeps_no_census() -> None:
+    plan = ExactPlanner(hosts=set())
+    plan.observe(0.0, {1: (0, 500 * MB)}, {1: 1})
+    plan.exact(1, 0.0, 430 * MB, 500 * MB, 0.001)
+    assert not plan.wants_census(1)  # its own faults count its pages
+
+
+def test_a_census_that_no_longer_covers_what_a_process_maps_is_drawn_again() -> None:
+    plan = _censused()
+    plan.observe(1.0, {1: (0, 600 * MB)}, {1: 1})  # it built 100 MB in new mappings
+    plan.census(1, 420 * MB, 490 * MB)
+    assert plan.census_stale() == [1] and plan.estimate(1) == pytest.approx(530 * MB)
+    plan.census(1, 500 * MB, 590 * MB, start="carry")  # a new panel counts them: 80 of 100 its own
+    assert plan.census_stale() == [] and plan.estimate(1) == pytest.approx(510 * MB)
+
+
+def test_a_census_is_read_once_a_second() -> None:
+    plan = _censused()
+    plan.observe(0.6, {1: (1000, 500 * MB)}, {1: 1})
+    assert plan.census_due() == []  # it moved, but its RSS already counts what it maps
+    plan.observe(1.0, {1: (1000, 500 * MB)}, {1: 1})
+    assert plan.census_due() == [1]  # others may have mapped its libraries since
+
+
+def test_a_process_whose_pagemap_cannot_be_read_keeps_the_model() -> None:
+    plan = _censused()
+    plan.drop_census(1, unreadable=True)
+    assert not plan.wants_census(1) and plan.estimate(1) == pytest.approx(430 * MB)
+
+
+def test_a_fork_a_census_saw_before_the_children_were_seen_still_shares_what_main_held() -> None:
+    """Children are seen a tick after their fork; a census read in between already finds main's
+    pages shared. What the fork shared is what main's counters say it held, so its workers'
+    copies give it pages back (taken from the census, it shared 0.4 MB and got nothing back)."""
+    plan = _censused()
+    plan.observe(0.5, {1: (0, 500 * MB)}, {1: 1})
+    plan.census(1, 2 * MB, 490 * MB)  # forked just before: its pages are shared now
+    assert plan.estimate(1) == pytest.approx(12 * MB)
+    groups = {1: 1, 5: 1, 6: 1}
+    plan.observe(1.0, {1: (0, 500 * MB), 5: (0, 500 * MB), 6: (0, 500 * MB)}, groups, {5: 1, 6: 1})
+    assert plan.tracks[1].fork_pages == pytest.approx(430 * MB)
+    copied = (100 * MB // PAGE, 500 * MB)
+    plan.observe(2.0, {1: (0, 500 * MB), 5: copied, 6: copied}, groups, {5: 1, 6: 1})
+    assert plan.estimate(1) == pytest.approx(100 * MB, rel=0.05)  # both read the same pages

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -108,18 +109,88 @@ def machine() -> str:
     )
 
 
-def record(out: Path, command: list[str]) -> float:
-    """Run ``memprobe record`` on ``command``; returns the wall time."""
+def record(out: Path, command: list[str], truth_s: float | None = None) -> float:
+    """Run ``memprobe record`` on ``command``; returns the wall time. ``truth_s``: meanwhile,
+    read every process of the tree exactly (smaps_rollup, from this process, unknown to the
+    sampler) every ``truth_s`` seconds into ``out/truth.csv``: what each estimate is judged on."""
     t0 = time.monotonic()
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--", *command],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
     )
-    if done.returncode != 0:
-        raise SystemExit(f"record failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    rows: list[tuple[float, int, float]] = []
+    reader = None
+    if truth_s:
+        reader = threading.Thread(target=read_truth, args=(proc, truth_s, rows), daemon=True)
+        reader.start()
+    _, stderr = proc.communicate()
+    if reader is not None:
+        reader.join()
+        pd.DataFrame(rows, columns=["wall", "pid", "uss_mb"]).to_csv(out / "truth.csv", index=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"record failed ({proc.returncode}):\n{stderr[-3000:]}")
     return time.monotonic() - t0
+
+
+def read_truth(proc: subprocess.Popen, every_s: float, rows: list[tuple[float, int, float]]) -> None:
+    """smaps_rollup of every descendant of memprobe's process but its own, every ``every_s``."""
+    import psutil
+
+    me = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        t = time.monotonic()
+        try:
+            tree = me.children(recursive=True)
+        except psutil.Error:
+            break
+        for p in tree:
+            try:
+                wall = time.time()
+                m = p.memory_full_info()
+            except psutil.Error:
+                continue
+            rows.append((wall, p.pid, m.uss / 2**20))
+        time.sleep(max(0.0, t + every_s - time.monotonic()))
+
+
+def truth_errors(samples: pd.DataFrame, meta: dict, truth: pd.DataFrame) -> pd.DataFrame:
+    """Each independent exact reading against the sampler's curve of that process at the same
+    moment (exact readings and estimates, interpolated between its two nearest ticks)."""
+    live = samples[~samples["missing"].astype(bool)].copy()
+    live["value"] = live["uss_mb"].where(live["tier"] == "pss", live["uss_est_mb"])
+    kinds = live.groupby("pid")["kind"].last()
+    # A process started or ended between the two ticks: a fork or an exit moves its parent's USS
+    # by hundreds of MB at a moment no curve of ticks can place (the line between them is no
+    # estimate of anything); such points are shown apart.
+    changes = sorted(
+        t
+        for p in meta.get("processes", [])
+        for t in (p.get("start_t"), p.get("end_t"), p.get("last_t"))
+        if t is not None
+    )
+    out = []
+    for r in truth.itertuples():
+        g = live[(live["pid"] == r.pid) & live["value"].notna()]
+        t = r.wall - meta["started"]
+        before, after = g[g["t"] <= t].tail(1), g[g["t"] > t].head(1)
+        if before.empty or after.empty or r.uss_mb < 1.0:
+            continue  # outside the process's curve
+        (t0, v0), (t1, v1) = before[["t", "value"]].iloc[0], after[["t", "value"]].iloc[0]
+        value = v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+        exact_near = bool(((g["tier"] == "pss") & ((g["t"] - t).abs() <= 0.5)).any())
+        i = bisect.bisect_right(changes, t0)
+        out.append(
+            {
+                "kind": kinds.get(r.pid),
+                "error_pct": 100 * abs(value - r.uss_mb) / r.uss_mb,
+                "points": "at a change of the tree"
+                if i < len(changes) and changes[i] <= t1
+                else ("near an exact reading" if exact_near else "estimated"),
+            }
+        )
+    return pd.DataFrame(out)
 
 
 def curve_points(samples: pd.DataFrame) -> pd.DataFrame:
@@ -261,6 +332,28 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
                 }
             )
         print(markdown(pd.DataFrame(rows)))
+    if (out / "truth.csv").exists():
+        truth = truth_errors(samples, meta, pd.read_csv(out / "truth.csv"))
+        if not truth.empty:
+            print(
+                "\nthe curve (estimates and exact readings) vs independent exact readings at the same moment "
+                "(USS >= 1 MB; 'estimated': no exact reading of the sampler within 0.5 s; 'at a change': a "
+                "process of the tree started or ended between the two ticks around it):\n"
+            )
+            rows = []
+            for (kind, points), g in truth.groupby(["kind", "points"]):
+                rows.append(
+                    {
+                        "kind": kind,
+                        "points": points,
+                        "n": len(g),
+                        "median %": round(g["error_pct"].median(), 2),
+                        "p90 %": round(g["error_pct"].quantile(0.9), 2),
+                        "max %": round(g["error_pct"].max(), 2),
+                        "within 10 %": f"{(g['error_pct'] <= 10).mean():.0%}",
+                    }
+                )
+            print(markdown(pd.DataFrame(rows)))
 
 
 def main() -> None:
@@ -275,6 +368,13 @@ def main() -> None:
     ap.add_argument("--rank-records", type=int, default=600_000, help="(b): records per rank")
     ap.add_argument("--pause", type=float, default=0.02, help="(b): seconds per batch in each rank")
     ap.add_argument("--keep", metavar="DIR", help="keep the results folders here")
+    ap.add_argument(
+        "--truth",
+        type=float,
+        metavar="S",
+        help="also read every process exactly every S seconds from outside the sampler, and judge "
+        "every point of its curve against those readings (costs CPU beside the job)",
+    )
     args = ap.parse_args()
     print(f"machine: {machine()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_record_tree-"))
@@ -290,7 +390,7 @@ def main() -> None:
                 "(a) 5 processes of ~700 MB RSS (main + 4 fork workers reading a list of dicts)",
                 cmd,
                 out,
-                record(out, cmd),
+                record(out, cmd, args.truth),
             )
         if args.tree in ("torchrun", "both"):
             script = scripts / "rank.py"
@@ -302,7 +402,7 @@ def main() -> None:
                 "(b) torchrun, 2 ranks x DataLoader with 4 fork workers (11 processes)",
                 cmd,
                 out,
-                record(out, cmd),
+                record(out, cmd, args.truth),
             )
     finally:
         shutil.rmtree(scripts, ignore_errors=True)

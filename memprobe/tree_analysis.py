@@ -363,6 +363,9 @@ class Growth:
     # A forked worker's new memory (at least): the rise of its anonymous RSS over its window. The
     # rest of its growth is its parent's pages it copied (copy-on-access). None where not known.
     allocated_mb: float | None = None
+    # A parent's memory built while none of its workers lived, between two generations of them:
+    # like ``built_mb``, not growth. None without such a gap.
+    built_between_mb: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -407,14 +410,17 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
     t0 = origin["t"] if origin else float(window["t"].iloc[0])
     t1 = float(window["t"].iloc[-1])
     start_uss = origin["uss_mb"] if origin else float(window["uss_mb"].iloc[0])
-    rate = split.own_mb / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
+    between, gap_s = _between_generations(p, samples, procs, t0, t1) if p.is_parent else (None, 0.0)
+    own = split.own_mb - (between or 0.0)
+    rate = own / (t1 - t0 - gap_s) * 60 if t1 - t0 - gap_s > 0.5 else None
     g = replace(
         empty,
         baseline_t=t0,
         last_t=t1,
         uss_start_mb=start_uss,
         uss_end_mb=float(window["uss_mb"].iloc[-1]),
-        growth_mb=split.own_mb,
+        growth_mb=own,
+        built_between_mb=between,
         released_mb=split.released_mb,
         shared_mb=split.shared_mb,
         written_mb=split.written_mb if p.is_parent else None,
@@ -552,14 +558,7 @@ def _parent_window(
     there) to its last reading while it had workers: after the last one ends, its pages become
     private again and a program tears its data down, neither of which is growth. Without
     workers: from the job's first mark (or its first reading) to its last reading."""
-    by_pid = {q.pid: q for q in procs}
-    # A launcher's children are its ranks: it counts from the first, as a rank from its first worker.
-    mine = [
-        q
-        for q in procs
-        if (q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid)
-        or (q.kind == RANK and q.ppid == p.pid)
-    ]
+    mine = _own_workers(p, procs)
     since = min(q.start_t for q in mine) if mine else milestones.get("first_mark")
     if since is None:
         return readings, None, None, None
@@ -588,6 +587,54 @@ def _parent_window(
     else:
         built = float(before["uss_mb"].iloc[-1]) - first if len(before) else None
     return window, origin, built, None
+
+
+def _own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:
+    """The processes whose lives open and close a parent's window: its workers (a helper's
+    children included). A launcher's children are its ranks: it counts from the first, as a
+    rank from its first worker."""
+    by_pid = {q.pid: q for q in procs}
+    return [
+        q
+        for q in procs
+        if (q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid)
+        or (q.kind == RANK and q.ppid == p.pid)
+    ]
+
+
+def _between_generations(
+    p: Proc, samples: pd.DataFrame, procs: list[Proc], t0: float, t1: float
+) -> tuple[float | None, float]:
+    """What a parent built while none of its workers lived, between two generations of them,
+    within its window (``t0`` to ``t1``), and for how long: (MB, or None without such a gap;
+    seconds). A gap runs from its last tick with a worker alive to its first tick once the next
+    one started, where its window would close and open, and what it built there is the rise of
+    its anonymous RSS, the measure of its own growth: what is left of that is its growth while
+    workers lived. A Hugging Face job's main ran ``ds.map(num_proc=4)``, then ``to_list()``
+    (+65 MB), then a DataLoader, and was said to have grown by it."""
+    if "rss_anon_mb" not in samples:
+        return None, 0.0
+    built, seconds = None, 0.0
+    for since, until in _gaps(_own_workers(p, procs)):
+        a, b = _tick_at(samples, p.pid, since), _tick_at(samples, p.pid, until)
+        if a is None or b is None or not t0 <= a["t"] <= b["t"] <= t1:
+            continue
+        rise = _float(b["rss_anon_mb"], math.nan) - _float(a["rss_anon_mb"], math.nan)
+        if not math.isnan(rise):
+            built, seconds = (built or 0.0) + rise, seconds + b["t"] - a["t"]
+    return built, seconds
+
+
+def _gaps(workers: list[Proc]) -> list[tuple[float, float]]:
+    """When none of these processes lived, between two of them: (the last tick one was seen
+    alive, the next one's start), as :func:`_with_generations` tells generations apart."""
+    gaps, alive_until, ends = [], -math.inf, -math.inf
+    for q in sorted(workers, key=lambda q: (q.start_t, q.pid)):
+        if q.start_t > ends > -math.inf:
+            gaps.append((alive_until, q.start_t))
+        ends = max(ends, q.end_t if q.end_t is not None else q.last_t)
+        alive_until = max(alive_until, q.last_t)
+    return gaps
 
 
 def _tick_at(samples: pd.DataFrame, pid: int, t: float) -> dict | None:

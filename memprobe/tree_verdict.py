@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # analysis imports this module
     from memprobe.analysis import RunSummary
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
+BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
 KIND_WORDS = {
@@ -47,7 +48,7 @@ KIND_WORDS = {
 class RankShape:
     """What one rank (or the job's only parent) measured: its own memory, and per worker."""
 
-    parent_mb: float  # the parent's USS just before its first worker started, plus its own growth since
+    parent_mb: float  # the parent's USS just before its first worker started, plus all it built or grew since
     built_full_mb: float  # the parent's USS just before its workers started: what a fork can copy
     worker_start_mb: float  # per worker: USS at its baseline (0 for a fork, its start-up copy otherwise)
     worker_growth_mb: float  # per worker: own growth as measured (mean)
@@ -69,7 +70,7 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
         start = parent.held_mb if parent.held_mb is not None else parent.uss_start_mb or 0.0
         out.append(
             RankShape(
-                start + max(grown(parent), 0.0),
+                start + max(grown(parent) + (parent.built_between_mb or 0.0), 0.0),
                 start,
                 float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
                 float(np.mean([g.growth_mb for g in mine])),
@@ -112,6 +113,7 @@ class Basis:
     worker_growth_mb: float
     others_mb: float  # launcher, helpers, parents without workers: once
     forked: bool
+    built_between: bool = False  # parent_mb holds what a parent built between its worker generations
 
 
 def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
@@ -137,6 +139,7 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
         mean(s.worker_growth_mb for s in shapes),
         sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers),
         all(s.forked for s in shapes),
+        any(abs(g.built_between_mb or 0.0) >= 1 for g in rows if g.kind in PARENT_KINDS),
     )
 
 
@@ -293,6 +296,11 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
     ]
     if calm:
         sentences.append(_not_growing(calm))
+    sentences += [
+        _capital(f"{who(g.role)} {_between(g)}: not growth.")
+        for g in parents
+        if grown(g) <= threshold and _between(g)
+    ]
     return "growing: " + " ".join(sentences) + tail
 
 
@@ -304,7 +312,18 @@ def _since(g: Growth, workers: list[Growth]) -> str:
 
 
 def _parent_grows(g: Growth, workers: list[Growth]) -> str:
-    return _capital(f"{who(g.role)} grew {_mb(grown(g))} of its own {_since(g, workers)}{_rate(g)}.")
+    besides = f"; besides, it {_between(g)} (not growth)" if _between(g) else ""
+    return _capital(f"{who(g.role)} grew {_mb(grown(g))} of its own {_since(g, workers)}{_rate(g)}{besides}.")
+
+
+def _between(g: Growth) -> str:
+    """What a parent built while none of its workers lived, between two generations of them, in
+    words where it is worth saying ('built +65 MB between ...'); '' where it is not."""
+    b = g.built_between_mb
+    if b is None or abs(b) < BETWEEN_WORTH_MB:
+        return ""
+    done = f"built {_mb(b)}" if b > 0 else f"freed {-b:,.0f} MB"
+    return f"{done} between worker generations, while none of its workers lived"
 
 
 def _capital(text: str) -> str:
@@ -456,8 +475,11 @@ def _flat_words(
     for g in parents:
         since = _since(g, workers)
         text = f"{who(g.role)} {_mb(grown(g))}" + (f" {since}" if since != "while the job ran" else "")
-        if g.built_mb is not None and abs(g.built_mb) >= 1:
-            text += f" (built {_mb(g.built_mb)} before)"
+        built = [f"built {_mb(g.built_mb)} before"] if g.built_mb is not None and abs(g.built_mb) >= 1 else []
+        if g.built_between_mb is not None and abs(g.built_between_mb) >= 1:
+            built.append(f"{'' if built else 'built '}{_mb(g.built_between_mb)} between worker generations")
+        if built:
+            text += f" ({', '.join(built)})"
         parts.append(text)
     text = f"flat: no process grew more than {threshold:g} MB of its own: " + "; ".join(parts) + "."
     upfront = [g.startup_mb for g in workers if g.startup_mb is not None]

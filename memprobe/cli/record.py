@@ -142,7 +142,8 @@ def print_result(result, stream) -> None:
 
 def process_rows(processes: list[dict], limit: int = 24) -> str:
     """The per-process table: each process's life (its own start to its end), what it held when
-    its growth window opened, its own growth, and what moved without being its growth."""
+    its growth window opened (and built between its worker generations), its own growth, and
+    what moved without being its growth."""
     # Here, not at the top: this module's top imports the standard library only, so that
     # `memprobe record --help` and a bad argument answer at once (the recording loaded these).
     from memprobe.probe.tree import PARENT_KINDS
@@ -177,7 +178,9 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
         or r["role"].startswith("rank ")
     ]
     for r in shown[:limit]:
-        before = r.get("built_mb") if r.get("built_mb") is not None else r.get("startup_mb")
+        before = num(r.get("built_mb") if r.get("built_mb") is not None else r.get("startup_mb"))
+        if r.get("built_between_mb") is not None and abs(r["built_between_mb"]) >= 1:
+            before += f", {num(r['built_between_mb'], sign=True)} between generations"
         moved = [v for v in (r.get("released_mb"), r.get("written_mb"), r.get("shared_mb")) if v]
         est = " (est.)" if r.get("estimated") else ""
         rows.append(
@@ -187,7 +190,7 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
                 str(r.get("kind") or "-"),
                 life(r),
                 str(r["pss_samples"]),
-                num(before),
+                before,
                 f"{num(r['uss_start_mb'])} -> {num(r['uss_end_mb'])}",
                 num(r["growth_mb"], sign=True) + est,
                 num(sum(moved), sign=True) if moved else "-",

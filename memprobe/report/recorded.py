@@ -110,6 +110,11 @@ def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
             f"built {fmt.signed_mb(r['built_mb'])} before "
             + ("its workers started" if has_workers else "the job's first memprobe.mark")
         )
+    if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
+        notes.append(
+            f"built {fmt.signed_mb(r['built_between_mb'])} between worker generations, while none of its "
+            "workers lived (not growth)"
+        )
     if fmt.is_num(r.get("startup_mb")):
         notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
@@ -200,13 +205,14 @@ def projection_table(s: RunSummary, basis: verdict.Basis | None, ram_mb: float |
 def assumptions(b: verdict.Basis) -> list[str]:
     """The projection's assumptions, in words, with the measured numbers they scale."""
     share = " (the pages its forked workers share are counted once)" if b.forked else ""
+    between = " and what it built between worker generations" if b.built_between else ""
     parent = (
         "Each rank holds what its process held just before its first worker started plus that process's own growth "
-        f"since: {fmt.mb(b.parent_mb)} (the mean over {b.ranks} rank{'s' if b.ranks != 1 else ''}), once per "
+        f"since{between}: {fmt.mb(b.parent_mb)} (the mean over {b.ranks} rank{'s' if b.ranks != 1 else ''}), once per "
         f"rank{share}."
         if b.has_ranks
-        else "The main process holds what it held just before its first worker started plus its own growth since: "
-        f"{fmt.mb(b.parent_mb)}, once{share}."
+        else "The main process holds what it held just before its first worker started plus its own growth since"
+        f"{between}: {fmt.mb(b.parent_mb)}, once{share}."
     )
     start = (
         "it starts at 0 MB, sharing its parent's pages"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from treejobs import fork_job, job_meta, proc_info, proc_rows, rank_job, write_results
+from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
 from memprobe.analysis import summarize_all
 from memprobe.report import figures, recorded, write_report
@@ -101,6 +101,15 @@ def test_the_who_grows_table_names_kinds_growth_rates_and_what_is_not_growth(for
     assert "main process" in main and "built +295 MB before its workers started" in main
     assert "made private by others (not growth)" in main
     assert "DataLoader worker (fork)" in worker and "+200 MB" in worker and "+800" in worker  # MB per minute
+
+
+def test_the_who_grows_table_shows_what_a_parent_built_between_worker_generations(tmp_path: Path) -> None:
+    page = page_of(write_results(tmp_path / "gens", *generations_job(built_between=100.0)))
+    table = page[page.index('id="processes"') : page.index("</table>", page.index('id="processes"'))]
+    main = re.findall(r"<tr class=\"tone-(\w+)\">(.*?)</tr>", table, re.DOTALL)[0]
+    assert main[0] == "flat" and "built +295 MB before its workers started" in main[1]
+    assert "built +100 MB between worker generations, while none of its workers lived (not growth)" in main[1]
+    assert "between worker generations" in page[page.index('id="culprit"') : page.index('id="timeline"')]
 
 
 def test_the_who_grows_table_says_what_a_forked_worker_allocated_apart_from_what_it_copied(

@@ -7,7 +7,16 @@ import json
 
 import pandas as pd
 import pytest
-from treejobs import MB_PER_FAULT, fork_job, gone_row, job_meta, proc_info, proc_rows, rank_job
+from treejobs import (
+    MB_PER_FAULT,
+    fork_job,
+    generations_job,
+    gone_row,
+    job_meta,
+    proc_info,
+    proc_rows,
+    rank_job,
+)
 
 from memprobe import series
 from memprobe.analysis import summarize
@@ -678,3 +687,56 @@ def test_forked_workers_growth_says_what_they_allocated_apart_from_what_they_cop
     assert rows[11]["growth_mb"] == pytest.approx(200, abs=0.5)  # the growth itself is unchanged
     assert words in s.culprit and absent not in s.culprit.split("The main process is")[0], s.culprit
     assert s.verdict == "growing"
+
+
+# -- between worker generations ---------------------------------------------------------------------
+
+
+def test_what_a_parent_builds_while_none_of_its_workers_lives_is_built_not_growth() -> None:
+    """A Hugging Face job: ``ds.map(num_proc=4)``'s pool, then ``to_list()`` in main with no
+    worker alive, then a DataLoader. main's window runs from its first worker to its last one's
+    end, and what it built between the two generations was once its "growth" (+100 MB here)."""
+    s = _summary(*generations_job(built_between=100.0))
+    main = s.processes[0]
+    assert main["built_between_mb"] == pytest.approx(100) and main["built_mb"] == pytest.approx(295)
+    assert main["growth_mb"] == pytest.approx(0, abs=0.5) and s.main_uss_growth_mb < 50
+    assert s.verdict == "growing" and "The main process grew" not in s.culprit
+    assert s.culprit.startswith(
+        "growing: The main process's 4 forked children (2 generations) each grew ~+200"
+    )
+    assert (
+        "The main process built +100 MB between worker generations, while none of its workers lived: "
+        "not growth." in s.culprit
+    )
+    # What it holds is still counted where memory is projected (300 MB at its first fork, as before).
+    assert s.projection[0]["measured_mb"] == pytest.approx(300 + 100 + 2 * 200)
+
+
+def test_a_parent_s_growth_while_its_generations_of_workers_live_still_counts() -> None:
+    # 60 MB of its own while each generation runs, 100 MB built between them.
+    s = _summary(*generations_job(built_between=100.0, grows_during=60.0))
+    main = s.processes[0]
+    assert main["growth_mb"] == pytest.approx(120) and main["built_between_mb"] == pytest.approx(100)
+    # Per minute of the time its workers lived (5.2 to 20.0 less the 2.2 s between 10.0 and 12.2).
+    assert main["growth_mb_per_min"] == pytest.approx(120 / (14.8 - 2.2) * 60)
+    assert (
+        "The main process grew +120 MB of its own after its first worker started (571 MB/min); besides, it "
+        "built +100 MB between worker generations, while none of its workers lived (not growth)." in s.culprit
+    )
+
+
+def test_a_flat_job_says_what_its_parent_built_between_worker_generations() -> None:
+    s = _summary(*generations_job(built_between=100.0, worker_growth=6.0))
+    assert s.verdict == "flat", s.culprit
+    assert (
+        "the main process +0.0 MB after its first worker started (built +295 MB before, +100 MB between "
+        "worker generations)." in s.culprit
+    )
+
+
+def test_without_a_gap_between_generations_nothing_is_said_of_one() -> None:
+    s = _summary(*generations_job(built_between=0.0))
+    assert s.processes[0]["built_between_mb"] == pytest.approx(0)
+    assert "between worker generations" not in s.culprit
+    one = _summary(*fork_job()).processes[0]  # one generation: no gap at all
+    assert one["built_between_mb"] is None

@@ -149,6 +149,15 @@ def job_meta(
 
 # -- a main process that builds a list of dicts, then forks two DataLoader workers that copy it ----
 
+# main's readings as it builds 300 MB by t=4, and at its first tick after it forked at 5 (its
+# USS falls to 10 MB: everything is shared).
+MAIN_BUILDS = [
+    (0.1, "pss", 5, 20, 5),
+    (2.0, "pss", 150, 165, 150),
+    (4.0, "pss", 300, 315, 300),
+    (5.2, "pss", 10, 316, 301),
+]
+
 
 def fork_job(worker_growth: float = 200.0, allocated_share: float | None = None) -> tuple[dict, pd.DataFrame]:
     """main builds 300 MB by t=4; workers fork at t=5 (main's USS falls to 10 MB: everything is
@@ -161,10 +170,7 @@ def fork_job(worker_growth: float = 200.0, allocated_share: float | None = None)
         "main",
         -1,
         [
-            (0.1, "pss", 5, 20, 5),
-            (2.0, "pss", 150, 165, 150),
-            (4.0, "pss", 300, 315, 300),
-            (5.2, "pss", 10, 316, 301),
+            *MAIN_BUILDS,
             (10.0, "pss", 10 + g / 2, 316, 302),
             (20.0, "pss", 10 + g, 317, 303),
         ],
@@ -324,3 +330,62 @@ def write_results(
     )
     consolidate(root)
     return root
+
+
+# -- two generations of workers, and a main process that builds between them -------------------------
+
+
+def generations_job(
+    built_between: float = 100.0, grows_during: float = 0.0, worker_growth: float = 200.0
+) -> tuple[dict, pd.DataFrame]:
+    """fork_job's main (300 MB built by t=4) forks two workers at 5 that copy ``worker_growth`` MB
+    and end after 10.0; with none alive it allocates ``built_between`` MB (10.2 to 11.8), then
+    forks two more at 12 that copy as much and end after 20.0. While each generation runs, main
+    allocates ``grows_during`` MB of its own. Its anonymous RSS is its faults."""
+    d, b, g = grows_during, built_between, worker_growth
+    main = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            *MAIN_BUILDS,
+            (8.0, "cheap", None, 316 + d / 2, 301 + d / 2, 10 + g / 2 + d / 2),
+            (10.0, "pss", 10 + g + d, 316 + d, 301 + d),
+            (10.2, "cheap", None, 316 + d, 301 + d, 316 + d),  # its workers are gone: all its own again
+            (11.0, "cheap", None, 316 + d + b / 2, 301 + d + b / 2, 316 + d + b / 2),
+            (11.8, "cheap", None, 316 + d + b, 301 + d + b, 316 + d + b),
+            (12.2, "pss", 10, 316 + d + b, 301 + d + b),
+            (16.0, "cheap", None, 316 + 1.5 * d + b, 301 + 1.5 * d + b, 10 + g / 2 + d / 2),
+            (20.0, "pss", 10 + g + d, 316 + 2 * d + b, 301 + 2 * d + b),
+        ],
+        kind="main",
+        anon_is_faults=True,
+    )
+    rows, procs = main, [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=20.0)]
+    for gen, (start, end) in enumerate(((5.0, 10.0), (12.0, 20.0))):
+        for w in (0, 1):
+            pid = 11 + 10 * gen + w
+            mid = (start + end) / 2
+            rows += proc_rows(
+                pid,
+                f"worker {w}",
+                w,
+                [(start + 0.2, "pss", 1, 300, 1), (mid, "cheap", None, 300, g / 2), (end, "pss", g, 320, g)],
+                kind="fork",
+            )
+            rows.append(gone_row(pid, f"worker {w}", w, end + 0.2))
+            procs.append(
+                proc_info(
+                    pid,
+                    f"worker {w}",
+                    "fork",
+                    ppid=1,
+                    start_t=start,
+                    last_t=end,
+                    worker=w,
+                    forked=True,
+                    generation=gen,
+                    end_t=end + 0.2,
+                )
+            )
+    return job_meta(procs, milestones={}, workers=2), pd.DataFrame(rows)

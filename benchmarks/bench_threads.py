@@ -35,8 +35,8 @@ Workloads (``benchmarks/workloads.py``):
 Every run is a fresh process (``--child``), with ``torch.set_num_threads(1)`` as the issue's
 measurement had it. The parent samples the run's whole process tree from /proc (memprobe's own
 readers): total PSS every 0.2 s (peak reported), and CPU time, kernel CPU time and minor page
-faults of every process at two milestones: after the dataset is built and collected
-(``gc.collect()``), and after the last batch. items/s, CPU ms per item and faults per item are
+faults of every process at two milestones: after the dataset is built, the loader's modules
+imported and the dataset collected (``gc.collect()``), and after the last batch. items/s, CPU ms per item and faults per item are
 taken between them: one whole epoch, from building the loader (its threads or processes start
 inside the window) to its last batch, every item counted, with no pause inside the window. (Before
 2026-11-25 the window opened at the first batch, after a pause for the parent's reading: a loader
@@ -94,6 +94,13 @@ RIVALS = ("threadpool", "torchdata", "torchdata-items")
 #: Variants that measure one cause (a bound, a fix): compared with thread, never its target.
 PROBES = ("threadpool-bounded", "thread-unbounded", "thread-before")
 MARK = "@bench "
+#: Modules only some loaders' builders import (see _import_modules).
+IMPORTS = {
+    "torchdata": ("torchdata.nodes",),
+    "torchdata-items": ("torchdata.nodes", "memprobe.loaders.extra"),
+    "threadpool": ("concurrent.futures",),
+    "threadpool-bounded": ("concurrent.futures",),
+}
 
 
 @dataclass(frozen=True)
@@ -254,6 +261,7 @@ def child(loader: str, workload: str) -> int:
     w = WORKLOADS[workload]
     ds = getattr(workloads, w.factory)(**w.kwargs)
     batches = _batches(len(ds), w.batch_size)
+    _import_modules(loader)
     # The collector's first full pass over the objects just built (list: 200,000 dicts, ~0.14 s)
     # is the dataset's cost. Left to chance it falls where the loader's own allocations tip the
     # counts: before the first batch of a loader that allocates much at the start (the pool's
@@ -274,6 +282,16 @@ def child(loader: str, workload: str) -> int:
     for _ in it:  # let every loader end its epoch normally
         pass
     return 0
+
+
+def _import_modules(loader: str) -> None:
+    """Import what building ``loader`` imports, before the window: an import is not loading
+    (memprobe's thread loader: ~24 ms, imported by ``build`` for every loader; torchdata.nodes:
+    ~6 ms, for its loaders only)."""
+    import importlib
+
+    for name in ("memprobe.loaders.thread", "torch.utils.data", *IMPORTS.get(loader, ())):
+        importlib.import_module(name)
 
 
 def _batch_len(batch: Any) -> int:

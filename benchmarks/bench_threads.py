@@ -35,8 +35,14 @@ Workloads (``benchmarks/workloads.py``):
 Every run is a fresh process (``--child``), with ``torch.set_num_threads(1)`` as the issue's
 measurement had it. The parent samples the run's whole process tree from /proc (memprobe's own
 readers): total PSS every 0.2 s (peak reported), and CPU time, kernel CPU time and minor page
-faults of every process at two milestones: when the first batch is in hand (workers started) and
-after the last. items/s, CPU ms per item and faults per item are taken between those milestones.
+faults of every process at two milestones: after the dataset is built, the loader's modules
+imported and the dataset collected (``gc.collect()``), and after the last batch. items/s, CPU ms per item and faults per item are
+taken between them: one whole epoch, from building the loader (its threads or processes start
+inside the window) to its last batch, every item counted, with no pause inside the window. (Before
+2026-11-25 the window opened at the first batch, after a pause for the parent's reading: a loader
+that worked ahead during set-up or the pause, or whose start tipped the collector's first full pass
+over the dataset out of the window, was favoured; ``docs/perf/threads.md``.) The time to the first
+batch is reported too.
 Rounds: every loader once per workload per round, the order rotated every round and reversed on
 odd rounds; per round, ``thread`` is compared with the best other thread loader of that round.
 
@@ -88,6 +94,13 @@ RIVALS = ("threadpool", "torchdata", "torchdata-items")
 #: Variants that measure one cause (a bound, a fix): compared with thread, never its target.
 PROBES = ("threadpool-bounded", "thread-unbounded", "thread-before")
 MARK = "@bench "
+#: Modules only some loaders' builders import (see _import_modules).
+IMPORTS = {
+    "torchdata": ("torchdata.nodes",),
+    "torchdata-items": ("torchdata.nodes", "memprobe.loaders.extra"),
+    "threadpool": ("concurrent.futures",),
+    "threadpool-bounded": ("concurrent.futures",),
+}
 
 
 @dataclass(frozen=True)
@@ -239,6 +252,8 @@ def _say(event: str, **fields: Any) -> None:
 
 
 def child(loader: str, workload: str) -> int:
+    import gc
+
     import torch
     import workloads
 
@@ -246,18 +261,37 @@ def child(loader: str, workload: str) -> int:
     w = WORKLOADS[workload]
     ds = getattr(workloads, w.factory)(**w.kwargs)
     batches = _batches(len(ds), w.batch_size)
-    it = iter(build(loader, ds, batches))
-    next(it)
-    _say("warm")
+    _import_modules(loader)
+    # The collector's first full pass over the objects just built (list: 200,000 dicts, ~0.14 s)
+    # is the dataset's cost. Left to chance it falls where the loader's own allocations tip the
+    # counts: before the first batch of a loader that allocates much at the start (the pool's
+    # futures, torchdata's nodes), after it for ThreadDataLoader (docs/perf/threads.md, 2026-11-25).
+    gc.collect()
+    _say("start")
+    # One window for every loader: the whole epoch, from building the loader to its last batch,
+    # with no pause inside it (a loader that works ahead would work on while the others wait).
     t0 = time.perf_counter()
-    # Exactly the remaining batches, without asking for one more: torch stops its workers when
-    # asked past the end, and the parent reads their counters at "done".
-    items = sum(_batch_len(next(it)) for _ in range(len(batches) - 1))
+    it = iter(build(loader, ds, batches))
+    items = _batch_len(next(it))
+    first_s = time.perf_counter() - t0
+    # Exactly the batches, without asking for one more: torch stops its workers when asked past
+    # the end, and the parent reads their counters at "done".
+    items += sum(_batch_len(next(it)) for _ in range(len(batches) - 1))
     elapsed = time.perf_counter() - t0
-    _say("done", items=items, elapsed_s=elapsed)
+    _say("done", items=items, elapsed_s=elapsed, first_batch_s=first_s)
     for _ in it:  # let every loader end its epoch normally
         pass
     return 0
+
+
+def _import_modules(loader: str) -> None:
+    """Import what building ``loader`` imports, before the window: an import is not loading
+    (memprobe's thread loader: ~24 ms, imported by ``build`` for every loader; torchdata.nodes:
+    ~6 ms, for its loaders only)."""
+    import importlib
+
+    for name in ("memprobe.loaders.thread", "torch.utils.data", *IMPORTS.get(loader, ())):
+        importlib.import_module(name)
 
 
 def _batch_len(batch: Any) -> int:
@@ -347,6 +381,7 @@ def _window(before: dict, after: dict, done: dict) -> dict:
     return {
         "items": items,
         "items_per_s": items / done["elapsed_s"],
+        "first_batch_ms": done["first_batch_s"] * 1e3,
         "cpu_ms_per_item": cpu / items * 1e3,
         "kernel_cpu_share": sys_cpu / cpu if cpu else None,
         "faults_per_item": faults / items,
@@ -489,10 +524,10 @@ def report(results: dict[str, Any]) -> str:
             f"### {workload}: median (min-max) over {rounds} rounds",
             "",
             (
-                "| loader | items/s | CPU ms per item | kernel share of CPU | minor faults per item | "
-                "peak total PSS (MB) |"
+                "| loader | items/s | first batch (ms) | CPU ms per item | kernel share of CPU | "
+                "minor faults per item | peak total PSS (MB) |"
             ),
-            "|---|---:|---:|---:|---:|---:|",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for loader in LOADERS:
             rate = _values(results, workload, loader, "items_per_s")
@@ -500,6 +535,7 @@ def report(results: dict[str, Any]) -> str:
                 continue
             lines.append(
                 f"| {loader} | {_spread(rate, ',.0f')} | "
+                f"{_spread(_values(results, workload, loader, 'first_batch_ms'), ',.0f')} | "
                 f"{_spread(_values(results, workload, loader, 'cpu_ms_per_item'), '.3f')} | "
                 f"{_spread(_values(results, workload, loader, 'kernel_cpu_share'), '.0%')} | "
                 f"{_spread(_values(results, workload, loader, 'faults_per_item'), ',.0f')} | "

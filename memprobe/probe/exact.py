@@ -30,14 +30,15 @@ exits, or when it forks. So:
   its next generation of children; between ``max_i C_i`` (they copy the same pages) and the
   pages the fork shared (``S``), and ``sqrt(S * max_i C_i)`` until a reading says.
 
-Where no counter of a process moves while its USS does, pages are counted instead: a process
-that is no worker (main, a rank, a launcher) keeps a *page census* (:mod:`memprobe.probe.census`,
-~0.2-0.5 ms, once a second) until it forks: a fixed sample of its pagemap, the pages it maps
+Where the model cannot be trusted, pages are counted instead: a parent of forked children and
+a process that is no worker (main, a rank, a launcher) keep a *page census*
+(:mod:`memprobe.probe.census`, ~0.2-0.5 ms): a fixed sample of its pagemap, the pages it maps
 alone counted and scaled up; its estimate is that count, plus what its RSS gained outside the
-sample's mappings, plus its private pages outside them (from its last reading). A launcher's
-libraries become shared when its ranks map them, which only the census sees; its standard
-error counts in the expected error that decides readings. Parents keep the model above (see
-:meth:`ExactPlanner.wants_census` for why).
+sample's mappings, plus its private pages outside them (from its last reading). A parent's is
+read when its family moved, another's once a second; its standard error counts in the expected
+error that decides readings. The model above still runs beside it (its state is what a fork
+shared, whatever a census read between the fork and the tick its children are seen). See
+:meth:`ExactPlanner.wants_census`.
 
 This module holds no /proc code: :class:`ExactPlanner` is fed numbers, so it is tested alone.
 """
@@ -139,7 +140,8 @@ class Track:
     census_rss0: int = 0
     census_error: float = 0.0  # one standard error of the census's estimate (bytes)
     census_from_reading: bool = False  # its panel started right after an exact reading
-    parent: bool = False  # it has forked children, or had: it keeps no census (see wants_census)
+    census_moved: float = 0.0  # what its family moved since its census was read (bytes)
+    parent: bool = False  # it has forked children, or had: see wants_census
     census_off: bool = False  # its pagemap could not be read: no census
     census_t: float = 0.0  # when its census was last read
     forked_child: bool = False
@@ -250,6 +252,7 @@ class ExactPlanner:
                 self.tracks[pid].exact_t = self.tracks[pid].seen_t = t  # unread since it was first seen
                 continue
             faults = float(max(0, minflt - tr.minflt) * PAGE)
+            tr.census_moved += faults + abs(rss - tr.rss)
             tr.seen_t = t
             tr.own += faults
             tr.own_after_fork += faults
@@ -273,6 +276,7 @@ class ExactPlanner:
             tr = self.tracks[pid]
             by_sharers = moved_by_group.get(groups.get(pid, pid), 0.0) - faults
             tr.shared += by_sharers
+            tr.census_moved += by_sharers
             tr.last_move += SHARED_WEIGHT * by_sharers
             tr.rate = 0.7 * tr.rate + 0.3 * tr.last_move
         for tr in self.tracks.values():
@@ -305,6 +309,7 @@ class ExactPlanner:
         children's copies and exits gave it nothing back for the rest of the run."""
         if tr.live_kids:  # a sibling of live (or just seen) children
             tr.kids.append(child)
+            tr.census_moved = math.inf  # it shares the parent's pages now: its census sees that
             return
         # What its counters say it held: a census read between the fork and this tick (children
         # are seen a tick late) already counts the pages shared, and main of the os.fork tree,
@@ -320,7 +325,10 @@ class ExactPlanner:
         tr.unseen += tr.fork_pages
         tr.uss, tr.own, tr.drops, tr.shared, tr.own_after_fork = tr.clean, after, 0.0, 0.0, after
         tr.event = tr.forced = True
-        tr.census0 = tr.census = None  # a parent keeps no census (see wants_census)
+        # A new panel at the fork counts what the parent kept at its level (the reading asked
+        # for sets it exactly). Carried through the fork, a census's change of -400 MB was
+        # ~2.5 % off: 12 MB where a rank held 37.
+        tr.census0 = tr.census = None
 
     def _copies(self, tr: Track) -> list[float]:
         """What each live child has copied (its estimated USS; one not tracked yet: 0). An
@@ -373,8 +381,8 @@ class ExactPlanner:
         children copy (the same pages: all of it came back; a shuffled DataLoader: almost none,
         until late). Readings of a parent after a fork were otherwise few: a rank read 3 s
         after its workers forked was not read again until they exited, 24 s later."""
-        if tr.uss is None or tr.forced:
-            return
+        if tr.uss is None or tr.forced or tr.census0 is not None:
+            return  # a census counts what comes back: no pool is needed
         est = self._estimate(tr) or 0.0
         if self._spread(tr) >= max(CALIBRATION_BYTES, REL_TOLERANCE * est):
             tr.forced = True
@@ -420,9 +428,10 @@ class ExactPlanner:
             if groups.get(other, other) == family:
                 ot.unseen += tr.rss
                 ot.event = ot.left = True
+                ot.census_moved = math.inf
             if pid in ot.kids:
                 ot.kids_gone.add(pid)
-                ot.forced = True
+                ot.forced |= ot.census0 is None  # a census sees what came back
 
     def want(self, pid: int) -> None:
         """Ask for a reading of ``pid`` as soon as the budget allows (see ``Track.forced``)."""
@@ -437,32 +446,37 @@ class ExactPlanner:
 
     # -- the page census of a parent ----------------------------------------------------
     def wants_census(self, pid: int) -> bool:
-        """A process that is no worker (main, a rank, a launcher: the sampler's ``hosts``) of
-        32 MB or more keeps a census from its first exact reading until it forks: its file
-        pages become shared when another process of the tree maps the same libraries, which no
-        counter of its own shows (a torchrun launcher's estimate stayed 40 % high all run once
-        its ranks had imported torch).
-
-        A parent of forked children keeps the model above. Its pages come back as its children
-        copy them, and a census of them was tried (docs/performance.md, 2026-11-25): read when
-        its family moved, it took two ranks' sampler to 1.03 % of a core and exact readings to
-        4-6 a run; held to the budget, a census that had to wait was worse than the model (ranks
-        26-45 % within 10 % of independent readings); and a census's standard error (~1 % of the
-        pages sampled, 5-12 MB on a rank) is a third of what a rank holds after its fork.
-        Workers' own faults count their pages (within 2 % of independent readings at 99 %)."""
+        """A page census is kept by a parent of forked children from their fork on, and by a
+        process that is no worker (main, a rank, a launcher: the sampler's ``hosts``) of 32 MB
+        or more from its first exact reading: what comes back to a parent as its children copy
+        its pages (the model of their copies left ranks 40-55 % low for 10 s while it did not
+        know their pool yet), and a launcher's libraries, shared once its ranks map them (its
+        estimate stayed 40 % high all run), are counted, not modelled. Workers' own faults
+        count their pages (within 2 % of independent readings at 99 %)."""
         tr = self.tracks.get(pid)
-        if tr is None or tr.uss is None or tr.census_off or tr.parent or tr.forked_child:
+        if tr is None or tr.uss is None or tr.census_off:
             return False
-        return pid in self.hosts and tr.rss >= CENSUS_MIN_BYTES
+        return tr.parent or (pid in self.hosts and not tr.forked_child and tr.rss >= CENSUS_MIN_BYTES)
 
-    def census_due(self) -> list[int]:
-        """Processes whose census was read a second ago or more: what it counts (pages shared
-        by a process outside its family) moves slowly, and its RSS, read every tick, counts
-        the pages it maps or frees outside the census."""
+    def census_new(self) -> list[int]:
+        """Parents that just forked (their census was dropped there): a new panel, now."""
         return [
             pid
             for pid, tr in self.tracks.items()
-            if tr.census0 is not None and tr.seen_t - tr.census_t >= CENSUS_IDLE_S
+            if tr.census0 is None and tr.parent and self.wants_census(pid)
+        ]
+
+    def census_due(self) -> list[int]:
+        """Parents whose family moved since their census was read; others, once a second. A
+        parent's pages become its own or shared as its children copy and exit (main of the
+        os.fork tree got back ~8 MB a second); another process's, as it frees or maps them (its
+        RSS, read every tick, counts those outside the census) or as a process outside its
+        family maps the same libraries (a launcher's, by its ranks): slowly."""
+        return [
+            pid
+            for pid, tr in self.tracks.items()
+            if tr.census0 is not None
+            and ((tr.parent and tr.census_moved >= PAGE) or tr.seen_t - tr.census_t >= CENSUS_IDLE_S)
         ]
 
     def census_stale(self) -> list[int]:
@@ -490,15 +504,15 @@ class ExactPlanner:
     ) -> None:
         """A census of ``pid``'s pages (bytes exclusive and present, from a fixed sample:
         :mod:`memprobe.probe.census`); ``start``: the census starts a new panel, ``"reading"``
-        right after its exact reading, ``"carry"`` where the old panel no longer covers what it
-        maps. Its USS is then the exclusive pages, plus its private pages outside the sampled
+        right after its exact reading, ``"fork"`` at its children's fork, ``"carry"`` where the
+        old panel no longer covers what it maps. Its USS is then the exclusive pages, plus its private pages outside the sampled
         mappings (its stack: the reading's USS less the census, kept as it was by a new panel),
         plus what its RSS gained outside them since the panel's start. A new panel counts the
         pages mapped since anew: carried over as private, the torch libraries a launcher mapped
         after its first reading kept its estimate 22 % high once its ranks shared them.
         ``error``, ``level_error``: the sample's standard error of the change since the panel's
-        start and of the level; a panel started at a reading is judged on the first, a carried
-        one on the second."""
+        start and of the level; a panel started at a reading is judged on the first, any other
+        on the second."""
         tr = self.tracks.get(pid)
         if tr is None or (start is None and tr.census0 is None):
             return
@@ -506,7 +520,7 @@ class ExactPlanner:
             rest = (tr.uss or 0.0) - exclusive if start == "reading" else tr.census_rest
             tr.census0, tr.census_rest, tr.census_rss0 = (exclusive, present), max(rest, 0.0), tr.rss
             tr.census_from_reading = start == "reading"
-        tr.census, tr.census_t = (exclusive, present), tr.seen_t
+        tr.census, tr.census_t, tr.census_moved = (exclusive, present), tr.seen_t, 0.0
         tr.census_error = error if tr.census_from_reading else level_error
 
     def drop_census(self, pid: int, *, unreadable: bool = False) -> None:

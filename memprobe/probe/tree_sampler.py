@@ -110,7 +110,6 @@ class TreeSampler(Sampler):
         self._startup: dict[int, tuple[list[float], list[float], list[float]]] = {}  # t, RSS, CPU
         self._settled: set[int] = set()
         self._panels: dict[int, PagePanel] = {}  # pid -> its page census's sample
-        self._census_s = 0.0  # CPU the tick's censuses took
 
     def stop(self, *, final_pss: bool = True) -> None:
         super().stop(final_pss=final_pss)
@@ -158,10 +157,9 @@ class TreeSampler(Sampler):
     # -- a round -------------------------------------------------------------------------
     def _round(self, tick: float) -> None:
         t0 = time.thread_time()
-        self._census_s = 0.0
         exact = self._tree_round(tick)
-        if not exact:  # what every tick costs, exact readings and censuses aside (sink included)
-            cost = time.thread_time() - t0 - self._census_s
+        if not exact:  # what every tick costs, exact readings aside (censuses and sink included)
+            cost = time.thread_time() - t0
             self._tick_cost = cost if self._tick_cost is None else 0.8 * self._tick_cost + 0.2 * cost
 
     def _tree_round(self, tick: float) -> list[int]:
@@ -232,9 +230,10 @@ class TreeSampler(Sampler):
         """Read the page census of every process that keeps one and is due (before the exact
         readings are chosen: their priority and checks use it), draw a new panel where the old
         no longer covers what a process maps; drop the panels of processes that keep none."""
-        c0 = time.thread_time()
         for pid in [p for p in self._panels if not self.plan.wants_census(p)]:
             self._panels.pop(pid).close()
+        for pid in self.plan.census_new():
+            self._start_census(pid, "fork")
         for pid in self.plan.census_due():
             panel = self._panels.get(pid)
             census = panel.read() if panel is not None else None
@@ -246,10 +245,6 @@ class TreeSampler(Sampler):
                 )
         for pid in self.plan.census_stale():
             self._start_census(pid, "carry")
-        # Censuses stand in for exact readings: their cost comes out of the readings' share of
-        # the budget (the allowance is what the whole thread spent), not out of the cheap
-        # tier's, which spaces the ticks.
-        self._census_s = time.thread_time() - c0
 
     def _read_exact(self, row: Row, pid: int, tick: float) -> None:
         c0 = time.thread_time()

@@ -608,12 +608,23 @@ def test_a_census_estimates_a_process_from_its_exclusive_pages_and_its_rss_outsi
     assert plan.estimate(1) == pytest.approx(410 * MB)
 
 
-def test_a_process_that_forks_drops_its_census_and_is_read_as_before() -> None:
+def test_a_parent_s_census_counts_what_its_fork_shared_and_its_workers_copies_give_back() -> None:
     plan = _censused()
-    plan.observe(1.0, {1: (0, 500 * MB), 5: (0, 500 * MB)}, {1: 1, 5: 1}, {5: 1})
-    assert not plan.wants_census(1) and plan.census_due() == []  # a parent keeps the model
-    assert plan.estimate(1) == pytest.approx(0.0, abs=MB)  # what the fork shared
-    assert 1 in plan.choose(1.0, 0.0, reserve_s=PLENTY)  # the reading a fork asks for
+    groups = {1: 1, 5: 1, 6: 1}
+    plan.observe(1.0, {1: (0, 500 * MB), 5: (0, 500 * MB), 6: (0, 500 * MB)}, groups, {5: 1, 6: 1})
+    # A new panel at the fork, and the reading the fork asks for sets its level exactly.
+    assert plan.census_new() == [1] and 1 in plan.choose(1.0, 0.0, reserve_s=PLENTY)
+    plan.census(1, 4 * MB, 490 * MB, start="fork")
+    assert plan.estimate(1) == pytest.approx(14 * MB)  # what it kept, and its pages outside the census
+    plan.observe(1.2, {1: (0, 500 * MB), 5: (0, 500 * MB), 6: (0, 500 * MB)}, groups)
+    assert plan.census_due() == []  # its family did not move
+    two = (60 * MB // PAGE, 500 * MB)
+    plan.observe(2.0, {1: (0, 500 * MB), 5: two, 6: two}, groups)
+    assert plan.census_due() == [1]  # it did: read it at this tick
+    plan.census(1, 34 * MB, 490 * MB)  # pages both workers copied are the parent's alone again
+    assert plan.estimate(1) == pytest.approx(44 * MB)
+    plan.exact(1, 2.0, 46 * MB, 500 * MB, 0.001)
+    assert plan.checks[-1].error_pct < 5
 
 
 def test_a_worker_keeps_no_census() -> None:

@@ -229,13 +229,17 @@ class ExactPlanner:
     ) -> None:
         """This tick's ``pid -> (minflt, rss bytes)`` of every live process (a tracked process
         missing from it is gone); ``groups`` maps a pid to its fork-connected family (processes
-        that share pages); ``forked_from`` maps a forked (not exec'd) process to its parent;
+        that share pages); ``forked_from`` maps every forked (not exec'd) process to its parent
+        (``None``: not known this tick);
         ``born``: a forked process's start, on ``t``'s clock, where known; ``dealt``: the
         forked children that deal out distinct items (DataLoader workers)."""
         if dealt is not None:
             self.dealt = set(dealt)
         for pid in [p for p in self.tracks if p not in counters]:
             self._gone(pid, groups)
+        if forked_from is not None:  # a forked child no longer in it has exec'd
+            for pid in [p for p, tr in self.tracks.items() if tr.forked_child and p not in forked_from]:
+                self._exec(pid, groups)
         forked_from = forked_from or {}
         new_kids = [
             (pid, parent)
@@ -432,6 +436,17 @@ class ExactPlanner:
             if pid in ot.kids:
                 ot.kids_gone.add(pid)
                 ot.forced |= ot.census0 is None  # a census sees what came back
+
+    def _exec(self, pid: int, groups: dict[int, int]) -> None:
+        """A forked child that exec'd (torchrun's ranks are seen between their fork and their
+        exec): a new program, its pages its own, no longer its parent's. It is a new process
+        for the planner (read at once, whatever the budget: with a census, a rank's first
+        reading otherwise came after its workers had started, and what it built before them
+        was not known), and to its parent, gone."""
+        tr = self.tracks[pid]
+        self._gone(pid, groups)
+        self.tracks[pid] = self._new_track(tr.minflt, tr.rss, False)
+        self.tracks[pid].exact_t = self.tracks[pid].seen_t = tr.seen_t
 
     def want(self, pid: int) -> None:
         """Ask for a reading of ``pid`` as soon as the budget allows (see ``Track.forced``)."""

@@ -671,3 +671,16 @@ def test_a_fork_a_census_saw_before_the_children_were_seen_still_shares_what_mai
     copied = (100 * MB // PAGE, 500 * MB)
     plan.observe(2.0, {1: (0, 500 * MB), 5: copied, 6: copied}, groups, {5: 1, 6: 1})
     assert plan.estimate(1) == pytest.approx(100 * MB, rel=0.05)  # both read the same pages
+
+
+def test_a_forked_child_that_execs_is_a_new_process_read_at_once() -> None:
+    """torchrun's ranks are first seen between their fork and their exec: forked, read when the
+    budget allows. After the exec it is a new program: read at once, whatever the budget."""
+    plan = ExactPlanner()
+    plan.observe(0.0, {1: (0, 200 * MB)}, {1: 1})
+    plan.exact(1, 0.0, 150 * MB, 200 * MB, 0.001)
+    plan.observe(0.2, {1: (0, 200 * MB), 7: (0, 200 * MB)}, {1: 1, 7: 1}, {7: 1})
+    assert 7 not in plan.choose(0.2, -1.0)  # forked: its start is known, it waits for the budget
+    plan.observe(0.4, {1: (0, 200 * MB), 7: (500, 30 * MB)}, {1: 1, 7: 7}, {})  # it exec'd
+    assert 7 in plan.choose(0.4, -1.0)
+    assert 7 in plan.tracks[1].kids_gone  # its parent's pages are its own again

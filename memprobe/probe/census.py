@@ -5,15 +5,15 @@ bit 56 (``PM_MMAP_EXCLUSIVE``, Linux 4.2+, readable without privileges: only the
 are hidden) that it is mapped by this process alone. That is the page smaps_rollup counts as
 private, so the share of exclusive pages on a sample of a process's mappings, times their size,
 is their USS. Read for a sample, it costs a fraction of the exact reading's walk of every
-page: 64 runs of 32 pages (2,048 entries) take ~0.15 ms where smaps_rollup of the same 600 MB
-process takes 13-60 ms on the loaded 2-core machine, and on a parent of 4 forked workers that
-had copied 40 % of its records the census was within 2.4-3.3 % (one standard error over 40
-panels) of the exclusive pages counted in full, whether the workers copied distinct records or
-the same ones (benchmarks/bench_census.py).
+page: 64 runs of 32 pages (2,048 entries) take ~0.2 ms where smaps_rollup of a 600 MB process
+takes 13-60 ms on the loaded 2-core machine. On a parent of 4 forked workers that had each read
+40 % of its 1.5 M records, the census of its exclusive anonymous pages had a standard error of
+2.6 % (distinct records: a DataLoader's workers) and 5.7 % (the same records, in order) against
+all of them counted, over 30 panels (``python benchmarks/bench_census.py``, 2026-11-25).
 
 The sample is systematic (runs evenly spaced from a random start, over the mappings laid end to
-end): where the copied pages lie together (workers reading records in order), random positions
-had a standard error of 13 % and evenly spaced ones 2.7 %.
+end): at random positions those standard errors were 5.6 % and 17 % (where the copied pages lie
+together, a random sample misses or hits them in clumps).
 
 Two strata, each sampled on its own: the private writable mappings without a file (``rw-p``:
 the heap, Python's arenas, numpy's buffers), where forked workers copy a parent's pages, and the
@@ -37,8 +37,8 @@ import numpy as np
 PAGE = os.sysconf("SC_PAGE_SIZE")
 # Runs of pages read per census of the anonymous mappings, and of the file mappings, and their
 # length. A read costs ~1.7 µs a run (one pread each) and little per page: 64 runs of 32 pages
-# had the standard error of 128 runs of 16 (2.4 % against 2.3 %, 40 panels of a parent whose 4
-# workers had copied 40 % of its records) at half the cost.
+# had about the standard error of 128 runs of 16 (2.6 % and 5.7 % against 2.4 % and 6.3 %,
+# bench_census.py) at two thirds of the time (0.21 against 0.32 ms).
 RUNS = 64
 FILE_RUNS = 64  # presence is sparse there: 32 runs left a launcher's file pages 15 MB off (1 SD)
 RUN_PAGES = 32

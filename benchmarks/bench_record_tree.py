@@ -276,6 +276,17 @@ def estimate_errors(samples: pd.DataFrame, meta: dict) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def error_summary(g: pd.DataFrame) -> dict:
+    """n, median, 90th percentile and max of ``error_pct``, and the share within 10 %."""
+    return {
+        "n": len(g),
+        "median %": round(g["error_pct"].median(), 2),
+        "p90 %": round(g["error_pct"].quantile(0.9), 2),
+        "max %": round(g["error_pct"].max(), 2),
+        "within 10 %": f"{(g['error_pct'] <= 10).mean():.0%}",
+    }
+
+
 def report(name: str, command: list[str], out: Path, wall: float) -> None:
     samples = pd.read_parquet(out / "samples.parquet")
     (run_dir,) = (out / "runs").iterdir()
@@ -299,7 +310,6 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
     err = estimate_errors(samples, meta)
     if not err.empty:
         print("\nestimate before each exact reading vs that reading (USS >= 1 MB):\n")
-        rows = []
         plain = err[~err["event"]]
         known = err[~err["at_change"]]
         parents = ("main", "rank", "launcher")
@@ -318,19 +328,7 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
             ),
             ("readings at the tick of a change (vs the tick before)", err[err["at_change"]]),
         ]
-        for kind, g in groups:
-            if g.empty:
-                continue
-            rows.append(
-                {
-                    "kind": kind,
-                    "n": len(g),
-                    "median %": round(g["error_pct"].median(), 2),
-                    "p90 %": round(g["error_pct"].quantile(0.9), 2),
-                    "max %": round(g["error_pct"].max(), 2),
-                    "within 10 %": f"{(g['error_pct'] <= 10).mean():.0%}",
-                }
-            )
+        rows = [{"kind": kind, **error_summary(g)} for kind, g in groups if not g.empty]
         print(markdown(pd.DataFrame(rows)))
     if (out / "truth.csv").exists():
         truth = truth_errors(samples, meta, pd.read_csv(out / "truth.csv"))
@@ -340,19 +338,10 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
                 "(USS >= 1 MB; 'estimated': no exact reading of the sampler within 0.5 s; 'at a change': a "
                 "process of the tree started or ended between the two ticks around it):\n"
             )
-            rows = []
-            for (kind, points), g in truth.groupby(["kind", "points"]):
-                rows.append(
-                    {
-                        "kind": kind,
-                        "points": points,
-                        "n": len(g),
-                        "median %": round(g["error_pct"].median(), 2),
-                        "p90 %": round(g["error_pct"].quantile(0.9), 2),
-                        "max %": round(g["error_pct"].max(), 2),
-                        "within 10 %": f"{(g['error_pct'] <= 10).mean():.0%}",
-                    }
-                )
+            rows = [
+                {"kind": kind, "points": points, **error_summary(g)}
+                for (kind, points), g in truth.groupby(["kind", "points"])
+            ]
             print(markdown(pd.DataFrame(rows)))
 
 

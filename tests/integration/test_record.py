@@ -360,8 +360,15 @@ def _tree_roles(roles, root: int, want_workers: int, timeout_s: float = 20.0) ->
                 found[pid] = roles.role(pid, st.comm).name
         if sum(1 for r in found.values() if "worker" in r) >= want_workers:
             # Once more: a child classified as a rank late in this pass makes the root, read
-            # first, the launcher (it had said "main" in 2 of 8 runs).
-            return {pid: roles.role(pid, st.comm).name for pid in found if (st := procfs.read_stat(pid))}
+            # first, the launcher (it had said "main" in 2 of 8 runs). Workers that ended
+            # meanwhile (a generation going) do not count.
+            again = {
+                pid: roles.role(pid, st.comm).name
+                for pid in found
+                if (st := procfs.read_stat(pid)) is not None and st.state not in ("Z", "X")
+            }
+            if sum(1 for r in again.values() if "worker" in r) >= want_workers:
+                return again
         time.sleep(0.05)
     raise AssertionError(f"only found {found}")
 

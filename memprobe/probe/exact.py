@@ -662,14 +662,12 @@ class ExactPlanner:
         if est is not None:
             self.checks.append(Check(t, pid, est, uss, tr.event))
         span = tr.census_span()
-        if est is not None and span is not None:
-            # A census sees what others do to its pages: its miss says how far to trust it.
-            miss = abs(est - uss) / max(span, MiB)
+        # How wrong the estimate was, per byte of the movement it followed. A census sees forks
+        # and exits, so its miss counts in an interval with an event too.
+        if est is not None and (span is not None or not tr.event):
+            miss = abs(est - uss) / max(tr.moved() if span is None else span, MiB)
             tr.uncertainty = min(max(0.5 * tr.uncertainty + 0.5 * miss, UNCERTAINTY_FLOOR), 1.0)
         if est is not None and not tr.event:
-            if span is None:
-                miss = abs(est - uss) / max(tr.moved(), MiB)
-                tr.uncertainty = min(max(0.5 * tr.uncertainty + 0.5 * miss, UNCERTAINTY_FLOOR), 1.0)
             self._calibrate(tr, uss)
         elif tr.event:
             # A new structure (it forked, a sharer left): what the estimate learned before

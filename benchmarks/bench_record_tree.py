@@ -7,6 +7,7 @@ error against the next exact reading, and the sampler's CPU share over the run.
     python benchmarks/bench_record_tree.py                  # both trees (~3 minutes on 2 cores)
     python benchmarks/bench_record_tree.py --tree five      # (a) only
     python benchmarks/bench_record_tree.py --tree torchrun  # (b) only
+    python benchmarks/bench_record_tree.py --truth 1 -- python job.py   # any job of yours
 
 Trees:
   five      a main process builds a ~700 MB list of dicts, then forks 4 workers (os.fork) that
@@ -364,12 +365,17 @@ def main() -> None:
         help="also read every process exactly every S seconds from outside the sampler, and judge "
         "every point of its curve against those readings (costs CPU beside the job)",
     )
+    ap.add_argument("command", nargs="*", help="after --: record this job instead of the two trees")
     args = ap.parse_args()
     print(f"machine: {machine()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_record_tree-"))
     base.mkdir(parents=True, exist_ok=True)
     scripts = Path(tempfile.mkdtemp(prefix="bench_record_tree-src-"))
     try:
+        if args.command:
+            out = base / "job"
+            report("a job of yours", args.command, out, record(out, args.command, args.truth))
+            return
         if args.tree in ("five", "both"):
             script = scripts / "five.py"
             script.write_text(FIVE)

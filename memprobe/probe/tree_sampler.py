@@ -384,6 +384,13 @@ class TreeSampler(Sampler):
         }
         if plain:
             out.update(median_pct=round(statistics.median(plain), 2), max_pct=round(max(plain), 2))
+            worst = max((c for c in self.plan.checks if not c.event), key=lambda c: c.error_pct)
+            out["max_at"] = {  # where to look first
+                "t": worst.t,
+                "pid": worst.pid,
+                "estimate_mb": round(worst.estimate / MB, 2),
+                "exact_mb": round(worst.exact / MB, 2),
+            }
         return out
 
 

@@ -684,3 +684,19 @@ def test_a_forked_child_that_execs_is_a_new_process_read_at_once() -> None:
     plan.observe(0.4, {1: (0, 200 * MB), 7: (500, 30 * MB)}, {1: 1, 7: 7}, {})  # it exec'd
     assert 7 in plan.choose(0.4, -1.0)
     assert 7 in plan.tracks[1].kids_gone  # its parent's pages are its own again
+
+
+def test_a_census_that_counts_more_than_the_reading_is_set_to_the_reading() -> None:
+    """A sample's count has an error of its own: one that finds more private pages than the
+    reading right before it is set to the reading (and follows its changes), not above it."""
+    plan = ExactPlanner(hosts={1})
+    plan.observe(0.0, {1: (0, 220 * MB)}, {1: 1})
+    plan.exact(1, 0.0, 145 * MB, 220 * MB, 0.001)
+    plan.census(1, 151 * MB, 210 * MB, start="reading")
+    assert plan.estimate(1) == pytest.approx(145 * MB)
+    plan.observe(1.0, {1: (0, 220 * MB)}, {1: 1})
+    plan.census(1, 141 * MB, 210 * MB)  # 10 MB became shared
+    assert plan.estimate(1) == pytest.approx(135 * MB)
+    plan.observe(1.5, {1: (0, 300 * MB)}, {1: 1})  # it maps 80 MB more: a new panel
+    plan.census(1, 221 * MB, 290 * MB, start="carry")
+    assert plan.estimate(1) == pytest.approx(221 * MB)  # the old sample's error is not carried

@@ -74,22 +74,27 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
                 start,
                 float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
                 float(np.mean([g.growth_mb for g in mine])),
-                _most_alive(mine),
+                _most_alive(mine, by_pid),
                 forked,
             )
         )
     return out
 
 
-def _most_alive(rows: list[Growth]) -> int:
-    """The most of these processes alive at once (from each one's start to its end)."""
-    life = [
-        (
-            g.start_t if g.start_t is not None else g.baseline_t or 0.0,
-            g.end_t if g.end_t is not None else g.last_t or 0.0,
-        )
-        for g in rows
-    ]
+def _most_alive(rows: list[Growth], by_pid: dict[int, Proc] | None = None) -> int:
+    """The most of these processes alive at once, each from its start to its last tick seen alive.
+    Not to the tick it was first seen gone (``end_t``): a DataLoader without persistent workers
+    starts the next epoch's workers within that tick, and two generations of 2 workers were once
+    counted as 4 workers "at once" (the projection's measured row said 4 workers per rank)."""
+    by_pid = by_pid or {}
+
+    def end(g: Growth) -> float:
+        p = by_pid.get(g.pid)
+        if p is not None:
+            return p.last_t
+        return g.end_t if g.end_t is not None else g.last_t or 0.0
+
+    life = [(g.start_t if g.start_t is not None else g.baseline_t or 0.0, end(g)) for g in rows]
     events = sorted([(a, 1) for a, _ in life] + [(b, -1) for _, b in life], key=lambda e: (e[0], e[1]))
     alive = best = 0
     for _, step in events:

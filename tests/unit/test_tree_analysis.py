@@ -740,3 +740,16 @@ def test_without_a_gap_between_generations_nothing_is_said_of_one() -> None:
     assert "between worker generations" not in s.culprit
     one = _summary(*fork_job()).processes[0]  # one generation: no gap at all
     assert one["built_between_mb"] is None
+
+
+def test_a_generation_started_before_the_last_one_was_seen_gone_is_not_counted_at_once() -> None:
+    """A DataLoader without persistent workers starts the next epoch's workers within the tick the
+    last epoch's were first seen gone (a torchrun job: gone at 22.09 s, the next started at
+    21.84 s, last seen alive at 21.64 s). The projection's measured row is 2 workers, not 4."""
+    meta, samples = generations_job(built_between=0.0)
+    for p in meta["processes"]:
+        if p.get("generation") == 1:
+            p["start_t"] = 10.1  # after generation 0's last tick alive (10.0), before its end_t (10.2)
+    s = _summary(meta, samples)
+    measured = [r for r in s.projection if r["as_measured"]]
+    assert [r["workers_per_rank"] for r in measured] == [2]

@@ -428,7 +428,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         growth_mb_per_min=rate,
         judged=p.is_worker or p.is_parent,
     )
-    return _with_allocated(_estimated_to_end(g, samples), p, samples) if p.is_worker else g
+    return _with_allocated(_estimated_to_end(g, samples, p.forked), p, samples) if p.is_worker else g
 
 
 def _with_allocated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
@@ -456,10 +456,13 @@ def _held(readings: pd.DataFrame, built: float | None) -> float | None:
     return float(readings["uss_mb"].iloc[0]) + built
 
 
-def _estimated_to_end(g: Growth, samples: pd.DataFrame) -> Growth:
+def _estimated_to_end(g: Growth, samples: pd.DataFrame, forked: bool = True) -> Growth:
     """A worker that went on growing after its last exact reading (it ended before the next one):
     its growth to its last tick alive, by the estimate calibrated at that reading, marked as
-    estimated. A worker's copy often happens in its last seconds of an epoch."""
+    estimated. A worker's copy often happens in its last seconds of an epoch. A worker that was
+    not forked has no parent's pages to copy: what it gains of its own is new memory, so no more
+    than its RSS rose (a forkserver worker that freed and allocated its batches again faulted
+    18 MB at flat RSS, and the estimate drifted with its faults)."""
     if "uss_est_mb" not in samples or g.last_t is None or g.growth_mb is None or g.uss_end_mb is None:
         return g
     later = samples[
@@ -474,7 +477,14 @@ def _estimated_to_end(g: Growth, samples: pd.DataFrame) -> Growth:
     own = samples[(samples["pid"] == g.pid) & (samples["t"] >= g.last_t)].sort_values("t")
     flt = pd.to_numeric(own["minflt"], errors="coerce").dropna()
     faults_mb = float(flt.iloc[-1] - flt.iloc[0]) * PAGE_MB if len(flt) >= 2 else math.inf
-    growth = g.growth_mb + min(end - g.uss_end_mb, faults_mb)
+    rise = min(end - g.uss_end_mb, faults_mb)
+    if not forked:
+        rss = pd.to_numeric(own.loc[own["t"] <= t1, "rss_mb"], errors="coerce").dropna()
+        rise = min(rise, max(float(rss.iloc[-1] - rss.iloc[0]), 0.0)) if len(rss) >= 2 else rise
+        if rise < ESTIMATE_EXTENDS_MB:
+            return g
+        end = g.uss_end_mb + rise
+    growth = g.growth_mb + rise
     t0 = g.baseline_t if g.baseline_t is not None else g.last_t
     return replace(
         g,
@@ -513,6 +523,10 @@ def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
     if rows.empty or float(rows["t"].iloc[-1]) <= t0:
         return g
     t1, end = float(rows["t"].iloc[-1]), float(rows["value"].iloc[-1])
+    if not p.forked:  # new memory of its own, no more than its RSS rose (see _estimated_to_end)
+        rss = pd.to_numeric(rows.loc[rows["t"] >= t0, "rss_mb"], errors="coerce").dropna()
+        if len(rss) >= 2:
+            end = base + min(end - base, max(float(rss.iloc[-1] - rss.iloc[0]), 0.0))
     rate = (end - base) / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
     return replace(
         g,

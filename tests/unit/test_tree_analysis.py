@@ -436,7 +436,8 @@ def test_a_renamed_spawn_worker_without_a_reading_after_its_rename_is_judged_on_
         row.estimated
         and row.baseline_t == 2.5
         and row.startup_mb == 150
-        and row.growth_mb == pytest.approx(3)
+        # Its estimate rose 3 MB, its RSS 2 MB: a spawned worker's own growth is new memory.
+        and row.growth_mb == pytest.approx(2)
     )
 
 
@@ -753,3 +754,42 @@ def test_a_generation_started_before_the_last_one_was_seen_gone_is_not_counted_a
     s = _summary(meta, samples)
     measured = [r for r in s.projection if r["as_measured"]]
     assert [r["workers_per_rank"] for r in measured] == [2]
+
+
+def _spawn_worker_churning(exact_until: float) -> tuple[dict, pd.DataFrame]:
+    """A spawn (or forkserver) DataLoader worker, settled at 310 MB after its start-up, then flat
+    for 25 s: its RSS holds still at 430 MB, but it faults 1 MB a second (batches freed and
+    allocated again), and the sampler's estimate drifts up with its faults (+1 MB/s). Read
+    exactly until ``exact_until``."""
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (30.0, "pss", 51, 61, 51)], kind="main")
+    points = [(1.1, "pss", 20, 30, 20), (3.0, "pss", 310, 430, 310)]
+    for k in range(1, 26):
+        t = 3.0 + k
+        if t <= exact_until:
+            points.append((t, "pss", 310.0, 430.0, 310.0 + k))
+        else:
+            points.append((t, "cheap", None, 430.0, 310.0 + k, 310.0 + (t - exact_until)))
+    child = proc_rows(2, "worker 0", 0, points, kind="dataloader")
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=30.0),
+        proc_info(
+            2, "worker 0", "dataloader", ppid=1, start_t=1.0, last_t=28.0, worker=0, start_method="spawn"
+        ),
+    ]
+    return job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child)
+
+
+def test_a_spawned_worker_s_estimate_past_its_last_reading_grows_no_more_than_its_rss() -> None:
+    """A forkserver DataLoader worker's USS held at 310.9 MB for 24 s (psutil), while the estimate
+    after its last exact reading drifted with its faults to 331 MB at flat RSS and it was said to
+    grow +17.6 MB: a spawned process has no parent's pages to copy, so its own growth needs RSS."""
+    s = _summary(*_spawn_worker_churning(exact_until=6.0))
+    row = next(p for p in s.processes if p["pid"] == 2)
+    assert row["growth_mb"] == pytest.approx(0, abs=0.5), row
+    assert row["uss_end_mb"] == pytest.approx(310, abs=0.5)
+
+
+def test_a_spawned_worker_judged_on_its_estimate_alone_grows_no_more_than_its_rss() -> None:
+    s = _summary(*_spawn_worker_churning(exact_until=2.0))  # no exact reading after its start-up
+    row = next(p for p in s.processes if p["pid"] == 2)
+    assert row["estimated"] and row["growth_mb"] == pytest.approx(0, abs=0.5), row

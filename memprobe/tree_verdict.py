@@ -236,12 +236,27 @@ def _explanation(s: RunSummary, words: str) -> str:
         )
         return why + (f" ({s.error})" if s.error else "")
     parts = [words]
-    if s.rss_overcount_mb is not None and s.total_pss_peak_mb:
+    unread = len(never_read(s.processes or []))
+    if s.rss_overcount_mb is not None and s.total_pss_peak_mb and unread:
+        # Their PSS is unknown: the total holds only their estimated USS, and the real one is higher.
+        parts.append(
+            f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak; the real total (PSS) "
+            f"was at least {s.total_pss_peak_mb:,.0f} MB ({unread} process{'es' if unread != 1 else ''} "
+            f"never read exactly count{'' if unread != 1 else 's'} with {'their' if unread != 1 else 'its'} "
+            f"estimated USS only)."
+        )
+    elif s.rss_overcount_mb is not None and s.total_pss_peak_mb:
         parts.append(
             f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
             f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB."
         )
     return " ".join(parts)
+
+
+def never_read(processes: list[dict]) -> list[str]:
+    """Roles of the processes the sampler never read exactly: the total PSS holds only their
+    estimated USS (:func:`memprobe.series.held_readings`), a lower bound of their PSS."""
+    return [r["role"] for r in processes if not r.get("pss_samples")]
 
 
 # -- the culprit in words ------------------------------------------------------------------------------

@@ -429,19 +429,29 @@ def _retitle(charts: list[dict], kind: str) -> list[dict]:
 
 
 def never_read(s: RunSummary) -> list[str]:
-    """Roles of the processes the sampler never read exactly: total PSS cannot hold them."""
-    return [r["role"] for r in s.processes or [] if not r.get("pss_samples")]
+    """Roles of the processes the sampler never read exactly: total PSS holds only their estimated USS."""
+    return verdict.never_read(s.processes or [])
 
 
 def unread_text(s: RunSummary) -> str | None:
-    roles = never_read(s)
-    if not roles:
+    rows = [r for r in s.processes or [] if not r.get("pss_samples")]
+    if not rows:
         return None
+    # A role that comes again in the next generation is told apart as the timelines' legends do.
+    again = {r["role"] for r in s.processes or [] if r.get("generation")}
+    roles = [
+        f"{r['role']} · gen {r['generation'] + 1}"
+        if r["role"] in again and r.get("generation") is not None
+        else r["role"]
+        for r in rows
+    ]
     names = ", ".join(roles[:6]) + (", ..." if len(roles) > 6 else "")
     many = len(roles) != 1
     return (
-        f"{len(roles)} process{'es' if many else ''} ({names}) had no exact reading, so total PSS leaves "
-        f"{'them' if many else 'it'} out: the real total was higher."
+        f"{len(roles)} process{'es' if many else ''} ({names}) had no exact reading, so total PSS counts "
+        f"{'them' if many else 'it'} by {'their' if many else 'its'} estimated private memory (USS) "
+        f"alone, without {'their' if many else 'its'} share of the pages {'they share' if many else 'it shares'}: "
+        "the real total was higher."
     )
 
 
@@ -450,16 +460,17 @@ def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
     rows = [
         (
             "peak total PSS",
-            fmt.mb(s.total_pss_peak_mb)
+            ("at least " if unread else "")
+            + fmt.mb(s.total_pss_peak_mb)
             + (
-                f" (without {unread} process{'es' if unread != 1 else ''} never read exactly)"
+                f" ({unread} process{'es' if unread != 1 else ''} never read exactly: by estimated USS)"
                 if unread
                 else ""
             ),
         ),
         (
             "sum of RSS at its peak",
-            f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})",
+            f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {'at most ' * bool(unread)}{fmt.mb(s.rss_overcount_mb)})",
         ),
         ("duration", fmt.seconds(s.duration_s)),
         ("status", s.status),

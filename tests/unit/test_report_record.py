@@ -200,12 +200,16 @@ def test_a_process_never_read_exactly_is_drawn_from_its_estimate() -> None:
     assert series[0].trace["line"]["dash"] == figures.ESTIMATE_DASH and series[0].trace["showlegend"]
 
 
-def test_total_pss_says_which_processes_it_leaves_out(tmp_path: Path) -> None:
+def test_total_pss_says_which_processes_it_counts_by_their_estimate(tmp_path: Path) -> None:
     meta, samples = fork_job()
     samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))]
     html = page_of(write_results(tmp_path / "unread", meta, samples))
-    assert "1 process (worker 1) had no exact reading, so total PSS leaves it out" in html
-    assert "(without 1 process never read exactly)" in html
+    assert (
+        "1 process (worker 1) had no exact reading, so total PSS counts it by its estimated private "
+        "memory (USS) alone" in html
+    )
+    assert "at least " in html and "(1 process never read exactly: by estimated USS)" in html
+    assert "over-counts by at most" in html
 
 
 def test_a_watched_job_counts_time_from_when_memprobe_began_watching(tmp_path: Path) -> None:
@@ -217,3 +221,13 @@ def test_a_watched_job_counts_time_from_when_memprobe_began_watching(tmp_path: P
     titles = {c["layouts"]["time"]["xaxis"]["title"]["text"] for c in chart_data(html)["charts"]}
     assert titles == {"seconds since memprobe began watching"}
     assert "The command failed:</b> CommandExited: the command exited with code 1" in html
+
+
+def test_processes_never_read_are_named_with_their_generation_where_a_role_comes_again(
+    tmp_path: Path,
+) -> None:
+    """A torchrun job's box listed "rank 0 worker 1, rank 0 worker 0, rank 0 worker 1, ...": which one?"""
+    meta, samples = generations_job()
+    samples = samples[~(samples["pid"].isin([12, 22]) & samples["tier"].eq("pss"))]
+    html = page_of(write_results(tmp_path / "gens", meta, samples))
+    assert "2 processes (worker 1 · gen 1, worker 1 · gen 2) had no exact reading" in html

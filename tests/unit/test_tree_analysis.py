@@ -793,3 +793,24 @@ def test_a_spawned_worker_judged_on_its_estimate_alone_grows_no_more_than_its_rs
     s = _summary(*_spawn_worker_churning(exact_until=2.0))  # no exact reading after its start-up
     row = next(p for p in s.processes if p["pid"] == 2)
     assert row["estimated"] and row["growth_mb"] == pytest.approx(0, abs=0.5), row
+
+
+def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss() -> None:
+    """A torchrun job's 8 DataLoader workers were read exactly once in all: left out of the total,
+    it said 1,004 MB of PSS where psutil summed 1,854 MB, and "Summing RSS over-counts by 2,592 MB"."""
+    meta, samples = fork_job()
+    unread = samples["pid"].eq(12) & samples["tier"].isin(["pss", "cheap"])
+    samples = samples.copy()
+    samples.loc[unread, "uss_est_mb"] = samples.loc[unread, "uss_mb"].fillna(50.0)
+    for col in ("pss_mb", "uss_mb", "private_dirty_mb", "anon_huge_mb"):
+        samples.loc[unread, col] = None
+    samples.loc[unread, "tier"] = "cheap"  # worker 1: never read exactly, estimated at every tick
+    s = _summary(meta, samples)
+    total = series.total_pss(samples)
+    # At t=20: main 215 + worker 0 205 (exact) + worker 1's estimated USS 200.
+    assert total.loc[20.0] == pytest.approx(215 + 205 + 200)
+    assert s.total_pss_peak_mb == pytest.approx(620)
+    assert (
+        "the real total (PSS) was at least 620 MB (1 process never read exactly counts with its "
+        "estimated USS only)" in s.explanation
+    )

@@ -716,8 +716,15 @@ def _parent_before(pid: int, samples: pd.DataFrame, before: pd.DataFrame, since:
     if before.empty or "rss_anon_mb" not in samples:
         return None
     t0, uss0 = float(before["t"].iloc[-1]), float(before["uss_mb"].iloc[-1])
-    rows = samples[(samples["pid"] == pid) & (samples["t"] >= t0) & (samples["t"] < since)].sort_values("t")
-    rows = rows.assign(anon=pd.to_numeric(rows["rss_anon_mb"], errors="coerce")).dropna(subset=["anon"])
+    mine = samples[samples["pid"] == pid].sort_values("t")
+    mine = mine.assign(anon=pd.to_numeric(mine["rss_anon_mb"], errors="coerce")).dropna(subset=["anon"])
+    rows = mine[(mine["t"] >= t0) & (mine["t"] < since)]
+    # A fork leaves the parent's RSS as it was: its first tick after holds no more than it had at
+    # the fork, unless it allocated since. What it freed between its last tick and the fork (a
+    # temporary list deleted just before the DataLoader started) it did not hold there.
+    after = mine[mine["t"] >= since].iloc[:1]
+    if len(rows) and len(after) and float(after["anon"].iloc[0]) < float(rows["anon"].iloc[-1]):
+        rows = pd.concat([rows, after])
     if len(rows) < 2 or abs(float(rows["anon"].iloc[-1] - rows["anon"].iloc[0])) < STILL_MB:
         return None
     last = rows.iloc[-1]

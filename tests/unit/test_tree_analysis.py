@@ -814,3 +814,28 @@ def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss() 
         "the real total (PSS) was at least 620 MB (1 process never read exactly counts with its "
         "estimated USS only)" in s.explanation
     )
+
+
+def test_what_a_parent_freed_just_before_its_fork_is_not_what_it_built() -> None:
+    """The numpy-serialized copy-on-access demo deletes its list of dicts and collects just before
+    starting its workers: its last tick before the fork showed 843 MB of RSS, its first after 479 MB
+    (a fork leaves the parent's RSS as it was), and "built +818 MB before its workers started"
+    (psutil: ~460 MB of USS then) was what it had freed too, also each full copy of the projection."""
+    meta, samples = fork_job()
+    samples = samples.copy()
+    before = samples[samples["pid"].eq(1) & samples["t"].eq(4.0)].copy()
+    before[["t", "tier", "pss_mb", "uss_mb", "private_dirty_mb", "anon_huge_mb"]] = [
+        4.8,
+        "cheap",
+        None,
+        None,
+        None,
+        None,
+    ]
+    samples = pd.concat([samples, before], ignore_index=True)
+    after = samples["pid"].eq(1) & samples["t"].ge(5.0)
+    samples.loc[after, "rss_anon_mb"] -= 200  # freed 200 MB between its tick at 4.8 and the fork at 5.0
+    s = _summary(meta, samples)
+    main = s.processes[0]
+    assert main["built_mb"] == pytest.approx(96) and main["held_mb"] == pytest.approx(101)
+    assert "copy-on-access of what the main process built (+96 MB before its workers started)" in s.culprit

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # analysis imports this module
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
+SEEN_LATE_S = 0.5  # a process started this long before memprobe began was running already (watch)
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
 KIND_WORDS = {
@@ -421,6 +422,19 @@ def _cause(group: list[Growth], parents: list[Growth]) -> str:
     built = [p.built_mb for p in parents if p.built_mb is not None]
     if not built:
         return ": copy-on-access of pages they shared at fork" + new
+    held = [p.held_mb for p in parents if p.held_mb is not None]
+    if held and any(seen_late(p.start_t) for p in parents):
+        # Watched from the middle of its life: what memprobe saw it build is not what it built.
+        whose = f"{who(parents[0].role)}" if len(parents) == 1 else "each rank"
+        amount = (
+            f"{min(held):,.0f} MB"
+            if max(held) - min(held) < 1
+            else f"{min(held):,.0f} to {max(held):,.0f} MB"
+        )
+        return (
+            f": copy-on-access of what {whose} held when {'its' if len(parents) == 1 else 'their'} workers "
+            f"started ({amount}; already running when memprobe began watching)" + new
+        )
     if len(parents) == 1:
         return (
             f": copy-on-access of what {who(parents[0].role)} built ({_mb(built[0])} before its workers "
@@ -428,6 +442,12 @@ def _cause(group: list[Growth], parents: list[Growth]) -> str:
         )
     amount = _mb(built[0]) if max(built) - min(built) < 1 else f"{_mb(min(built))} to {_mb(max(built))}"
     return f": copy-on-access of what each rank built ({amount} before its workers started)" + new
+
+
+def seen_late(start_t: float | None) -> bool:
+    """A process started then (``start_t``) was running before memprobe began (``watch``): its
+    building was not seen."""
+    return start_t is not None and start_t < -SEEN_LATE_S
 
 
 NEW_MEMORY_WORTH_MB, NEW_MEMORY_SHARE = 10.0, 0.15  # below both, a forked worker's new memory goes unsaid

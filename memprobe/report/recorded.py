@@ -106,10 +106,16 @@ def _process_row(r: dict, threshold: float, has_workers: bool) -> ProcessRow:
 def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
     notes = []
     if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
-        notes.append(
-            f"built {fmt.signed_mb(r['built_mb'])} before "
-            + ("its workers started" if has_workers else "the job's first memprobe.mark")
+        # A launcher's window opens at its first rank (tree_analysis._own_workers), not at a mark.
+        since = (
+            "its ranks started"
+            if r["kind"] == LAUNCHER
+            else "its workers started"
+            if has_workers
+            else "the job's first memprobe.mark"
         )
+        seen = " (what memprobe saw: it was running before)" if verdict.seen_late(r.get("start_t")) else ""
+        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
     if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
         notes.append(
             f"built {fmt.signed_mb(r['built_between_mb'])} between worker generations, while none of its "

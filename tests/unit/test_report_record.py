@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
-from memprobe.analysis import summarize_all
+from memprobe.analysis import summarize, summarize_all
 from memprobe.report import figures, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results import ResultSet, ResultsFolder
@@ -231,3 +231,16 @@ def test_processes_never_read_are_named_with_their_generation_where_a_role_comes
     samples = samples[~(samples["pid"].isin([12, 22]) & samples["tier"].eq("pss"))]
     html = page_of(write_results(tmp_path / "gens", meta, samples))
     assert "2 processes (worker 1 · gen 1, worker 1 · gen 2) had no exact reading" in html
+
+
+def test_notes_say_what_a_launcher_built_before_its_ranks_and_a_watched_parent_was_seen_to_build() -> None:
+    launcher = {"kind": "launcher", "built_mb": 240.0, "start_t": 0.0}
+    assert recorded._notes(launcher, True, False)[0] == "built +240 MB before its ranks started"
+    meta, samples = fork_job()
+    meta["processes"][0]["start_t"] = -5.0
+    main = next(
+        r for r in summarize(meta, samples, pd.DataFrame(), pd.DataFrame()).processes if r["role"] == "main"
+    )
+    assert recorded._notes(main, True, True)[0] == (
+        "built +295 MB before its workers started (what memprobe saw: it was running before)"
+    )

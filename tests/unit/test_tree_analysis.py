@@ -852,3 +852,22 @@ def test_the_workers_pace_is_that_of_the_growth_and_duration_the_sentence_gives(
     mean = (rows[11]["growth_mb"] + rows[12]["growth_mb"]) / 2
     span = (15.0 + 5.0) / 2
     assert f"each grew ~+{mean:,.0f} MB in {span:.0f} s ({mean / span * 60:,.0f} MB/min)" in s.culprit
+
+
+def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_to_build() -> None:
+    """`memprobe watch` attached to a torchrun job 6 s in, while its ranks built ~450 MB: "copy-on-
+    access of what each rank built (+33 MB to +49 MB before its workers started)"."""
+    meta, samples = fork_job()
+    meta["kind"] = meta["spec"]["workload"] = "watch"
+    meta["processes"][0]["start_t"] = -5.0  # main ran 5 s before memprobe began watching
+    s = _summary(meta, samples)
+    assert (
+        "copy-on-access of what the main process held when its workers started (300 MB; already running "
+        "when memprobe began watching)" in s.culprit
+    )
+    assert "built (+295 MB" not in s.culprit
+    recorded = _summary(*fork_job())
+    assert (
+        "copy-on-access of what the main process built (+295 MB before its workers started)"
+        in recorded.culprit
+    )

@@ -5,6 +5,7 @@ the job measured (no items axis without items, no matrix of one cell)."""
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -461,6 +462,18 @@ def unread_text(s: RunSummary) -> str | None:
     )
 
 
+def exit_code_text(code: int) -> str:
+    """The command's exit code as a shell (and memprobe's own exit) gives it: 128+N for a command
+    killed by signal N, which the meta holds as -N (Ctrl-C's job showed "exit code -2")."""
+    if code >= 0:
+        return str(code)
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:  # a real-time signal has no name
+        name = f"signal {-code}"
+    return f"{128 - code} (killed by {name})"
+
+
 def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
     unread = len(never_read(s))
     rows = [
@@ -482,7 +495,7 @@ def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
         ("status", s.status),
     ]
     if meta.get("exit_code") is not None:
-        rows.append(("exit code", str(meta["exit_code"])))
+        rows.append(("exit code", exit_code_text(meta["exit_code"])))
     if s.items:
         rows += [("items counted (memprobe.mark)", fmt.count(s.items)), ("items/s", fmt.rate(s.items_per_s))]
     workers = [r for r in s.processes or [] if r["kind"] in tree.WORKER_KINDS]

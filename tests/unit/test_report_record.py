@@ -244,3 +244,13 @@ def test_notes_say_what_a_launcher_built_before_its_ranks_and_a_watched_parent_w
     assert recorded._notes(main, True, True)[0] == (
         "built +295 MB before its workers started (what memprobe saw: it was running before)"
     )
+
+
+def test_a_command_killed_by_a_signal_shows_the_exit_code_memprobe_exits_with(tmp_path: Path) -> None:
+    """memprobe exits 130 after Ctrl-C (128+N for signal N); the page said "exit code -2"."""
+    assert recorded.exit_code_text(-2) == "130 (killed by SIGINT)"
+    assert recorded.exit_code_text(3) == "3" and recorded.exit_code_text(-9) == "137 (killed by SIGKILL)"
+    meta, samples = fork_job()
+    meta.update(status="interrupted", exit_code=-2)
+    html = page_of(write_results(tmp_path / "int", meta, samples))
+    assert "130 (killed by SIGINT)" in html and ">-2<" not in html

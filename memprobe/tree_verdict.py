@@ -62,7 +62,9 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
     by_pid = {p.pid: p for p in procs}
     out = []
     for parent in (g for g in rows if g.kind in PARENT_KINDS and g.uss_start_mb is not None):
-        mine = [g for g in rows if g.parent_pid == parent.pid and g.judged and g.growth_mb is not None]
+        mine = projected(
+            [g for g in rows if g.parent_pid == parent.pid and g.judged and g.growth_mb is not None]
+        )
         if not mine:
             continue
         forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
@@ -80,6 +82,14 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
             )
         )
     return out
+
+
+def projected(workers: list[Growth]) -> list[Growth]:
+    """The workers of one parent whose count a projection varies: its DataLoader workers where it
+    has any (a Hugging Face job's ``ds.map(num_proc=4)`` pool, 5 processes with its manager, was
+    once "5 workers (measured)" beside a DataLoader of 2), else all of them."""
+    loaders = [g for g in workers if g.kind == DATALOADER]
+    return loaders or workers
 
 
 def _most_alive(rows: list[Growth], by_pid: dict[int, Proc] | None = None) -> int:
@@ -128,7 +138,9 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
     if not shapes:
         return None
     with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
-    measured = [g for g in judged_workers(rows) if g.parent_pid in with_workers]
+    measured = [
+        g for pid in with_workers for g in projected([w for w in judged_workers(rows) if w.parent_pid == pid])
+    ]
 
     def mean(xs: Any) -> float:
         return float(np.mean(list(xs)))

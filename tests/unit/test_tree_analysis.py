@@ -19,6 +19,7 @@ from treejobs import (
 )
 
 from memprobe import series
+from memprobe import tree_analysis as tree
 from memprobe.analysis import summarize
 from memprobe.series import carried_pss
 from memprobe.tree_analysis import (
@@ -871,3 +872,25 @@ def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_t
         "copy-on-access of what the main process built (+295 MB before its workers started)"
         in recorded.culprit
     )
+
+
+def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_before() -> None:
+    """A Hugging Face job: ``ds.map(num_proc=4)`` (a pool of 4 and its manager), then a DataLoader
+    of 2: its projection said "5 workers (measured)", the mean of both kinds' growth."""
+    from memprobe.tree_analysis import processes as procs_of
+    from memprobe.tree_verdict import projection_basis
+
+    meta, samples = generations_job(built_between=0.0)
+    samples = samples.copy()
+    loader = samples["pid"].isin([21, 22])
+    samples.loc[loader, "kind"] = "dataloader"
+    samples.loc[samples["pid"].eq(21) & samples["tier"].eq("pss"), "uss_mb"] = [1.0, 20.0]  # +20 MB
+    samples.loc[samples["pid"].eq(22) & samples["tier"].eq("pss"), "uss_mb"] = [1.0, 20.0]
+    for p in meta["processes"]:
+        if p["pid"] in (21, 22):
+            p.update(kind="dataloader", start_method="fork")
+    s = _summary(meta, samples)
+    rows = [tree.Growth(**r) for r in s.processes]
+    basis = projection_basis(rows, procs_of(meta, samples))
+    assert basis is not None and basis.workers == 2 and basis.workers_measured == 2
+    assert basis.worker_growth_mb == pytest.approx(20, abs=1)

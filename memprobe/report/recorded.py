@@ -370,8 +370,8 @@ def memory_charts(
     """Total PSS stacked by process, sum of RSS next to it, and items/s where the job counted items."""
     milestones = figures.Milestones({})
     charts = [
-        figures.chart_pss_by_role("mem-pss", samples, clock, milestones, max_points=max_points),
-        figures.chart_rss_vs_pss("mem-rss", samples, clock, milestones, max_points=max_points),
+        figures.chart_pss_by_role("mem-pss", samples, clock, milestones, max_points=max_points, held=True),
+        figures.chart_rss_vs_pss("mem-rss", samples, clock, milestones, max_points=max_points, held=True),
     ]
     if items:
         charts.append(

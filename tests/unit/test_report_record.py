@@ -16,6 +16,7 @@ from memprobe.analysis import summarize, summarize_all
 from memprobe.report import figures, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results import ResultSet, ResultsFolder
+from memprobe.series import Clock
 
 
 def chart_data(html: str) -> dict:
@@ -254,3 +255,15 @@ def test_a_command_killed_by_a_signal_shows_the_exit_code_memprobe_exits_with(tm
     meta.update(status="interrupted", exit_code=-2)
     html = page_of(write_results(tmp_path / "int", meta, samples))
     assert "130 (killed by SIGINT)" in html and ">-2<" not in html
+
+
+def test_a_recorded_job_s_total_pss_holds_between_its_exact_rounds() -> None:
+    """Rounds are sparse where nothing moves: an mp.spawn DDP job's total sloped down for 70 s
+    from one round to the next, where it had dropped at once when its workers exited."""
+    _, samples = fork_job()
+    charts = recorded.memory_charts(samples, pd.DataFrame(), Clock.from_progress(pd.DataFrame()), 1000, False)
+    pss = [t for c in charts if c["kind"] == "pss_by_role" for t in c["data"]]
+    total = [t for c in charts if c["kind"] == "rss_vs_pss" for t in c["data"] if t["name"] == "total PSS"]
+    assert pss and total and all(t["line"].get("shape") == "hv" for t in pss + total)
+    rss = [t for c in charts if c["kind"] == "rss_vs_pss" for t in c["data"] if t["name"] == "sum of RSS"]
+    assert rss[0]["line"].get("shape") is None  # read at every tick: a line

@@ -129,7 +129,7 @@ def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
     procs = [
         _proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()
     ]
-    return _with_generations(_with_parents(procs, meta))
+    return _with_generations(_with_nested_parents(_with_parents(procs, meta)))
 
 
 def _proc(
@@ -197,6 +197,22 @@ def _with_parents(procs: list[Proc], meta: dict) -> list[Proc]:
     ranks = {int(r): int(pid) for r, pid in (meta.get("ranks") or {}).items()}
     return [
         p if p.ppid is not None or not p.is_worker else replace(p, ppid=ranks.get(p.rank, root))
+        for p in procs
+    ]
+
+
+def _with_nested_parents(procs: list[Proc]) -> list[Proc]:
+    """A child of the root that runs DataLoader workers of its own is a rank, whatever started it:
+    ``torch.multiprocessing.spawn(train, nprocs=2)``, the DDP tutorials' launcher, starts ranks
+    that carry no RANK in their environment. Judged as workers, each rank's building after its
+    start-up was its "growth" (+57 MB, and -92 MB for its twin: the job was called growing)."""
+    by_pid = {p.pid: p for p in procs}
+    roots = {p.pid for p in procs if p.kind in (MAIN, LAUNCHER)}
+    owners = {o.pid for q in procs if q.kind == DATALOADER and (o := owner(q, by_pid)) is not None}
+    return [
+        replace(p, kind=RANK, forked=False, start_method=None)
+        if p.is_worker and p.pid in owners and p.ppid in roots
+        else p
         for p in procs
     ]
 

@@ -894,3 +894,46 @@ def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_
     basis = projection_basis(rows, procs_of(meta, samples))
     assert basis is not None and basis.workers == 2 and basis.workers_measured == 2
     assert basis.worker_growth_mb == pytest.approx(20, abs=1)
+
+
+def test_a_spawned_child_of_main_that_runs_dataloader_workers_is_a_rank() -> None:
+    """The DDP tutorials start ranks with ``torch.multiprocessing.spawn(train, nprocs=2)``: no
+    launcher, no RANK in their environment. Judged as spawned workers, each rank's building after
+    its start-up was its "growth": a job whose DataLoader workers were flat was called growing."""
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (30.0, "pss", 50, 60, 50)], kind="main")
+    builds = [(1.1, "pss", 20, 30, 20), (2.0, "pss", 100, 110, 100)]
+    builds += [(2.0 + 0.5 * k, "cheap", None, 110.0, 100.0) for k in range(1, 3)]  # start-up ends at 3.0
+    builds += [(4.0 + k, "pss", 100 + 60 * k, 110 + 60 * k, 100 + 60 * k) for k in range(6)]  # builds 300 MB
+    builds += [(12.0, "pss", 400, 410, 400), (29.0, "pss", 401, 411, 401)]
+    rank = proc_rows(2, "worker 0", 0, builds, kind="spawn", anon_is_faults=True)
+    workers = []
+    for pid, w in ((11, 0), (12, 1)):
+        workers += proc_rows(
+            pid,
+            f"worker 0.{w}",
+            w,
+            [(10.0, "pss", 20, 30, 20), (12.0, "pss", 300, 310, 300), (29.0, "pss", 302, 312, 302)],
+            kind="dataloader",
+        )
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=30.0),
+        proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=29.0, worker=0, start_method="spawn"),
+        *[
+            proc_info(
+                pid,
+                f"worker 0.{w}",
+                "dataloader",
+                ppid=2,
+                start_t=9.5,
+                last_t=29.0,
+                worker=w,
+                start_method="spawn",
+            )
+            for pid, w in ((11, 0), (12, 1))
+        ],
+    ]
+    s = _summary(job_meta(procs, mode="spawn", workers=2), pd.DataFrame(main + rank + workers))
+    row = next(p for p in s.processes if p["pid"] == 2)
+    assert row["kind"] == "rank" and row["built_mb"] == pytest.approx(380, abs=1), row
+    assert row["growth_mb"] == pytest.approx(1, abs=1)
+    assert s.verdict == "flat", s.culprit

@@ -71,10 +71,11 @@ class ProcessRow:
 def process_rows(s: RunSummary) -> list[ProcessRow]:
     rows = s.processes or []
     parents = {r.get("parent_pid") for r in rows if r["kind"] in tree.WORKER_KINDS}
-    return [_process_row(r, s.growth_threshold_mb, r["pid"] in parents) for r in rows]
+    ranks = any(r["kind"] == RANK for r in rows)
+    return [_process_row(r, s.growth_threshold_mb, r["pid"] in parents, ranks) for r in rows]
 
 
-def _process_row(r: dict, threshold: float, has_workers: bool) -> ProcessRow:
+def _process_row(r: dict, threshold: float, has_workers: bool, has_ranks: bool = False) -> ProcessRow:
     judged = bool(r.get("judged"))
     growth = r.get("growth_mb")
     tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
@@ -99,18 +100,18 @@ def _process_row(r: dict, threshold: float, has_workers: bool) -> ProcessRow:
         shown(fmt.signed_mb(growth)),
         shown(fmt.signed(r.get("growth_mb_per_min"))),
         shown(fmt.signed(r.get("growth_per_1k_items_mb"), 2)),
-        _notes(r, judged, has_workers),
+        _notes(r, judged, has_workers, has_ranks),
         tone,
     )
 
 
-def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
+def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> list[str]:
     notes = []
     if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
         # A launcher's window opens at its first rank (tree_analysis._own_workers), not at a mark.
         since = (
             "its ranks started"
-            if r["kind"] == LAUNCHER
+            if r["kind"] == LAUNCHER or (r["kind"] == MAIN and has_ranks and not has_workers)
             else "its workers started"
             if has_workers
             else "the job's first memprobe.mark"

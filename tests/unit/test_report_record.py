@@ -237,6 +237,10 @@ def test_processes_never_read_are_named_with_their_generation_where_a_role_comes
 def test_notes_say_what_a_launcher_built_before_its_ranks_and_a_watched_parent_was_seen_to_build() -> None:
     launcher = {"kind": "launcher", "built_mb": 240.0, "start_t": 0.0}
     assert recorded._notes(launcher, True, False)[0] == "built +240 MB before its ranks started"
+    # The root of an mp.spawn job: its children are ranks it started, not workers, and no mark.
+    root = {"kind": "main", "built_mb": 220.0, "start_t": 0.0}
+    assert recorded._notes(root, True, False, True)[0] == "built +220 MB before its ranks started"
+    assert recorded._notes(root, True, False)[0] == "built +220 MB before the job's first memprobe.mark"
     meta, samples = fork_job()
     meta["processes"][0]["start_t"] = -5.0
     main = next(

@@ -657,12 +657,13 @@ def _between_generations(
 
 def _gaps(workers: list[Proc]) -> list[tuple[float, float]]:
     """When none of these processes lived, between two of them: (the last tick one was seen
-    alive, the next one's start), as :func:`_with_generations` tells generations apart."""
-    gaps, alive_until, ends = [], -math.inf, -math.inf
+    alive, the next one's start). Not from the tick they were first seen gone (``end_t``): a
+    DataLoader's next workers often start within that tick, and what a Hugging Face job's main
+    built between its ``map(num_proc=4)`` pool and its DataLoader was once its "growth"."""
+    gaps, alive_until = [], -math.inf
     for q in sorted(workers, key=lambda q: (q.start_t, q.pid)):
-        if q.start_t > ends > -math.inf:
+        if q.start_t > alive_until > -math.inf:
             gaps.append((alive_until, q.start_t))
-        ends = max(ends, q.end_t if q.end_t is not None else q.last_t)
         alive_until = max(alive_until, q.last_t)
     return gaps
 

@@ -937,3 +937,16 @@ def test_a_spawned_child_of_main_that_runs_dataloader_workers_is_a_rank() -> Non
     assert row["kind"] == "rank" and row["built_mb"] == pytest.approx(380, abs=1), row
     assert row["growth_mb"] == pytest.approx(1, abs=1)
     assert s.verdict == "flat", s.culprit
+
+
+def test_a_generation_that_starts_before_the_last_one_is_seen_gone_still_leaves_a_gap() -> None:
+    """Generation 0 was last seen alive at 10.0 and first seen gone at a tick after generation 1
+    started (12.0): the 100 MB main built in between was its "growth" and it was blamed."""
+    meta, samples = generations_job(built_between=100.0)
+    for p in meta["processes"]:
+        if p.get("generation") == 0:
+            p["end_t"] = 12.1
+    s = _summary(meta, samples)
+    main = s.processes[0]
+    assert main["built_between_mb"] == pytest.approx(100) and main["growth_mb"] == pytest.approx(0, abs=0.5)
+    assert "The main process grew" not in s.culprit

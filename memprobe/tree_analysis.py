@@ -129,7 +129,7 @@ def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
     procs = [
         _proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()
     ]
-    return _with_generations(_with_parents(procs, meta))
+    return _with_generations(_with_nested_parents(_with_parents(procs, meta)))
 
 
 def _proc(
@@ -197,6 +197,22 @@ def _with_parents(procs: list[Proc], meta: dict) -> list[Proc]:
     ranks = {int(r): int(pid) for r, pid in (meta.get("ranks") or {}).items()}
     return [
         p if p.ppid is not None or not p.is_worker else replace(p, ppid=ranks.get(p.rank, root))
+        for p in procs
+    ]
+
+
+def _with_nested_parents(procs: list[Proc]) -> list[Proc]:
+    """A child of the root that runs DataLoader workers of its own is a rank, whatever started it:
+    ``torch.multiprocessing.spawn(train, nprocs=2)``, the DDP tutorials' launcher, starts ranks
+    that carry no RANK in their environment. Judged as workers, each rank's building after its
+    start-up was its "growth" (+57 MB, and -92 MB for its twin: the job was called growing)."""
+    by_pid = {p.pid: p for p in procs}
+    roots = {p.pid for p in procs if p.kind in (MAIN, LAUNCHER)}
+    owners = {o.pid for q in procs if q.kind == DATALOADER and (o := owner(q, by_pid)) is not None}
+    return [
+        replace(p, kind=RANK, forked=False, start_method=None)
+        if p.is_worker and p.pid in owners and p.ppid in roots
+        else p
         for p in procs
     ]
 
@@ -428,7 +444,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         growth_mb_per_min=rate,
         judged=p.is_worker or p.is_parent,
     )
-    return _with_allocated(_estimated_to_end(g, samples), p, samples) if p.is_worker else g
+    return _with_allocated(_estimated_to_end(g, samples, p.forked), p, samples) if p.is_worker else g
 
 
 def _with_allocated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
@@ -456,10 +472,13 @@ def _held(readings: pd.DataFrame, built: float | None) -> float | None:
     return float(readings["uss_mb"].iloc[0]) + built
 
 
-def _estimated_to_end(g: Growth, samples: pd.DataFrame) -> Growth:
+def _estimated_to_end(g: Growth, samples: pd.DataFrame, forked: bool = True) -> Growth:
     """A worker that went on growing after its last exact reading (it ended before the next one):
     its growth to its last tick alive, by the estimate calibrated at that reading, marked as
-    estimated. A worker's copy often happens in its last seconds of an epoch."""
+    estimated. A worker's copy often happens in its last seconds of an epoch. A worker that was
+    not forked has no parent's pages to copy: what it gains of its own is new memory, so no more
+    than its RSS rose (a forkserver worker that freed and allocated its batches again faulted
+    18 MB at flat RSS, and the estimate drifted with its faults)."""
     if "uss_est_mb" not in samples or g.last_t is None or g.growth_mb is None or g.uss_end_mb is None:
         return g
     later = samples[
@@ -474,7 +493,14 @@ def _estimated_to_end(g: Growth, samples: pd.DataFrame) -> Growth:
     own = samples[(samples["pid"] == g.pid) & (samples["t"] >= g.last_t)].sort_values("t")
     flt = pd.to_numeric(own["minflt"], errors="coerce").dropna()
     faults_mb = float(flt.iloc[-1] - flt.iloc[0]) * PAGE_MB if len(flt) >= 2 else math.inf
-    growth = g.growth_mb + min(end - g.uss_end_mb, faults_mb)
+    rise = min(end - g.uss_end_mb, faults_mb)
+    if not forked:
+        rss = pd.to_numeric(own.loc[own["t"] <= t1, "rss_mb"], errors="coerce").dropna()
+        rise = min(rise, max(float(rss.iloc[-1] - rss.iloc[0]), 0.0)) if len(rss) >= 2 else rise
+        if rise < ESTIMATE_EXTENDS_MB:
+            return g
+        end = g.uss_end_mb + rise
+    growth = g.growth_mb + rise
     t0 = g.baseline_t if g.baseline_t is not None else g.last_t
     return replace(
         g,
@@ -513,6 +539,10 @@ def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
     if rows.empty or float(rows["t"].iloc[-1]) <= t0:
         return g
     t1, end = float(rows["t"].iloc[-1]), float(rows["value"].iloc[-1])
+    if not p.forked:  # new memory of its own, no more than its RSS rose (see _estimated_to_end)
+        rss = pd.to_numeric(rows.loc[rows["t"] >= t0, "rss_mb"], errors="coerce").dropna()
+        if len(rss) >= 2:
+            end = base + min(end - base, max(float(rss.iloc[-1] - rss.iloc[0]), 0.0))
     rate = (end - base) / (t1 - t0) * 60 if t1 - t0 > 0.5 else None
     return replace(
         g,
@@ -627,12 +657,13 @@ def _between_generations(
 
 def _gaps(workers: list[Proc]) -> list[tuple[float, float]]:
     """When none of these processes lived, between two of them: (the last tick one was seen
-    alive, the next one's start), as :func:`_with_generations` tells generations apart."""
-    gaps, alive_until, ends = [], -math.inf, -math.inf
+    alive, the next one's start). Not from the tick they were first seen gone (``end_t``): a
+    DataLoader's next workers often start within that tick, and what a Hugging Face job's main
+    built between its ``map(num_proc=4)`` pool and its DataLoader was once its "growth"."""
+    gaps, alive_until = [], -math.inf
     for q in sorted(workers, key=lambda q: (q.start_t, q.pid)):
-        if q.start_t > ends > -math.inf:
+        if q.start_t > alive_until > -math.inf:
             gaps.append((alive_until, q.start_t))
-        ends = max(ends, q.end_t if q.end_t is not None else q.last_t)
         alive_until = max(alive_until, q.last_t)
     return gaps
 
@@ -702,8 +733,15 @@ def _parent_before(pid: int, samples: pd.DataFrame, before: pd.DataFrame, since:
     if before.empty or "rss_anon_mb" not in samples:
         return None
     t0, uss0 = float(before["t"].iloc[-1]), float(before["uss_mb"].iloc[-1])
-    rows = samples[(samples["pid"] == pid) & (samples["t"] >= t0) & (samples["t"] < since)].sort_values("t")
-    rows = rows.assign(anon=pd.to_numeric(rows["rss_anon_mb"], errors="coerce")).dropna(subset=["anon"])
+    mine = samples[samples["pid"] == pid].sort_values("t")
+    mine = mine.assign(anon=pd.to_numeric(mine["rss_anon_mb"], errors="coerce")).dropna(subset=["anon"])
+    rows = mine[(mine["t"] >= t0) & (mine["t"] < since)]
+    # A fork leaves the parent's RSS as it was: its first tick after holds no more than it had at
+    # the fork, unless it allocated since. What it freed between its last tick and the fork (a
+    # temporary list deleted just before the DataLoader started) it did not hold there.
+    after = mine[mine["t"] >= since].iloc[:1]
+    if len(rows) and len(after) and float(after["anon"].iloc[0]) < float(rows["anon"].iloc[-1]):
+        rows = pd.concat([rows, after])
     if len(rows) < 2 or abs(float(rows["anon"].iloc[-1] - rows["anon"].iloc[0])) < STILL_MB:
         return None
     last = rows.iloc[-1]

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # analysis imports this module
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
+SEEN_LATE_S = 0.5  # a process started this long before memprobe began was running already (watch)
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
 KIND_WORDS = {
@@ -61,7 +62,9 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
     by_pid = {p.pid: p for p in procs}
     out = []
     for parent in (g for g in rows if g.kind in PARENT_KINDS and g.uss_start_mb is not None):
-        mine = [g for g in rows if g.parent_pid == parent.pid and g.judged and g.growth_mb is not None]
+        mine = projected(
+            [g for g in rows if g.parent_pid == parent.pid and g.judged and g.growth_mb is not None]
+        )
         if not mine:
             continue
         forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
@@ -74,22 +77,35 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
                 start,
                 float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
                 float(np.mean([g.growth_mb for g in mine])),
-                _most_alive(mine),
+                _most_alive(mine, by_pid),
                 forked,
             )
         )
     return out
 
 
-def _most_alive(rows: list[Growth]) -> int:
-    """The most of these processes alive at once (from each one's start to its end)."""
-    life = [
-        (
-            g.start_t if g.start_t is not None else g.baseline_t or 0.0,
-            g.end_t if g.end_t is not None else g.last_t or 0.0,
-        )
-        for g in rows
-    ]
+def projected(workers: list[Growth]) -> list[Growth]:
+    """The workers of one parent whose count a projection varies: its DataLoader workers where it
+    has any (a Hugging Face job's ``ds.map(num_proc=4)`` pool, 5 processes with its manager, was
+    once "5 workers (measured)" beside a DataLoader of 2), else all of them."""
+    loaders = [g for g in workers if g.kind == DATALOADER]
+    return loaders or workers
+
+
+def _most_alive(rows: list[Growth], by_pid: dict[int, Proc] | None = None) -> int:
+    """The most of these processes alive at once, each from its start to its last tick seen alive.
+    Not to the tick it was first seen gone (``end_t``): a DataLoader without persistent workers
+    starts the next epoch's workers within that tick, and two generations of 2 workers were once
+    counted as 4 workers "at once" (the projection's measured row said 4 workers per rank)."""
+    by_pid = by_pid or {}
+
+    def end(g: Growth) -> float:
+        p = by_pid.get(g.pid)
+        if p is not None:
+            return p.last_t
+        return g.end_t if g.end_t is not None else g.last_t or 0.0
+
+    life = [(g.start_t if g.start_t is not None else g.baseline_t or 0.0, end(g)) for g in rows]
     events = sorted([(a, 1) for a, _ in life] + [(b, -1) for _, b in life], key=lambda e: (e[0], e[1]))
     alive = best = 0
     for _, step in events:
@@ -122,7 +138,9 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
     if not shapes:
         return None
     with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
-    measured = [g for g in judged_workers(rows) if g.parent_pid in with_workers]
+    measured = [
+        g for pid in with_workers for g in projected([w for w in judged_workers(rows) if w.parent_pid == pid])
+    ]
 
     def mean(xs: Any) -> float:
         return float(np.mean(list(xs)))
@@ -231,12 +249,27 @@ def _explanation(s: RunSummary, words: str) -> str:
         )
         return why + (f" ({s.error})" if s.error else "")
     parts = [words]
-    if s.rss_overcount_mb is not None and s.total_pss_peak_mb:
+    unread = len(never_read(s.processes or []))
+    if s.rss_overcount_mb is not None and s.total_pss_peak_mb and unread:
+        # Their PSS is unknown: the total holds only their estimated USS, and the real one is higher.
+        parts.append(
+            f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak; the real total (PSS) "
+            f"was at least {s.total_pss_peak_mb:,.0f} MB ({unread} process{'es' if unread != 1 else ''} "
+            f"never read exactly count{'' if unread != 1 else 's'} with {'their' if unread != 1 else 'its'} "
+            f"estimated USS only)."
+        )
+    elif s.rss_overcount_mb is not None and s.total_pss_peak_mb:
         parts.append(
             f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
             f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB."
         )
     return " ".join(parts)
+
+
+def never_read(processes: list[dict]) -> list[str]:
+    """Roles of the processes the sampler never read exactly: the total PSS holds only their
+    estimated USS (:func:`memprobe.series.held_readings`), a lower bound of their PSS."""
+    return [r["role"] for r in processes if not r.get("pss_samples")]
 
 
 # -- the culprit in words ------------------------------------------------------------------------------
@@ -353,6 +386,10 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     mean = float(np.mean([g.growth_mb for g in group]))
     span = float(np.mean([(g.last_t or 0) - (g.baseline_t or 0) for g in group]))
     rates = [g.growth_mb_per_min for g in group if g.growth_mb_per_min is not None]
+    if n > 1 and rates and span > 0.5:
+        # The pace of the figures the sentence gives: a mean of rates over windows of different
+        # lengths once said "each grew ~+116 MB in 4 s (3,036 MB/min)".
+        rates = [mean / span * 60]
     each = "each grew ~" if n > 1 else "grew "
     workers = _kind_words(g0.kind, n, g0.start_method, gens)
     if len(parents) > 1:
@@ -397,6 +434,19 @@ def _cause(group: list[Growth], parents: list[Growth]) -> str:
     built = [p.built_mb for p in parents if p.built_mb is not None]
     if not built:
         return ": copy-on-access of pages they shared at fork" + new
+    held = [p.held_mb for p in parents if p.held_mb is not None]
+    if held and any(seen_late(p.start_t) for p in parents):
+        # Watched from the middle of its life: what memprobe saw it build is not what it built.
+        whose = f"{who(parents[0].role)}" if len(parents) == 1 else "each rank"
+        amount = (
+            f"{min(held):,.0f} MB"
+            if max(held) - min(held) < 1
+            else f"{min(held):,.0f} to {max(held):,.0f} MB"
+        )
+        return (
+            f": copy-on-access of what {whose} held when {'its' if len(parents) == 1 else 'their'} workers "
+            f"started ({amount}; already running when memprobe began watching)" + new
+        )
     if len(parents) == 1:
         return (
             f": copy-on-access of what {who(parents[0].role)} built ({_mb(built[0])} before its workers "
@@ -404,6 +454,12 @@ def _cause(group: list[Growth], parents: list[Growth]) -> str:
         )
     amount = _mb(built[0]) if max(built) - min(built) < 1 else f"{_mb(min(built))} to {_mb(max(built))}"
     return f": copy-on-access of what each rank built ({amount} before its workers started)" + new
+
+
+def seen_late(start_t: float | None) -> bool:
+    """A process started then (``start_t``) was running before memprobe began (``watch``): its
+    building was not seen."""
+    return start_t is not None and start_t < -SEEN_LATE_S
 
 
 NEW_MEMORY_WORTH_MB, NEW_MEMORY_SHARE = 10.0, 0.15  # below both, a forked worker's new memory goes unsaid

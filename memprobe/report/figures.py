@@ -52,9 +52,20 @@ from memprobe.vocabulary import MAIN, OTHER, is_loader_role, is_worker_role, rol
 # -- the per-run charts ---------------------------------------------------------------------
 
 
+_STEPS = {"shape": "hv"}  # a value holds until the next point
+
+
 def chart_pss_by_role(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
+    chart_id: str,
+    samples: pd.DataFrame,
+    clock: Clock,
+    milestones: Milestones,
+    *,
+    max_points: int,
+    held: bool = False,
 ) -> dict | None:
+    """``held``: a recorded job's totals, known only at its sparse exact rounds and held between
+    them (:func:`memprobe.series.held_readings`): drawn as steps, not as slopes between rounds."""
     table = pss_by_role(samples)
     if table.empty:
         return None
@@ -69,7 +80,7 @@ def chart_pss_by_role(
                 "name": role,
                 "stackgroup": "pss",
                 "stackgaps": "interpolate",
-                "line": {"width": 0.5, "color": role_color(role)},
+                "line": {"width": 0.5, "color": role_color(role), **(_STEPS if held else {})},
                 "fillcolor": role_color(role),
                 "hovertemplate": "%{y:,.1f} MB",
             },
@@ -349,8 +360,17 @@ def chart_faults(
 
 
 def chart_rss_vs_pss(
-    chart_id: str, samples: pd.DataFrame, clock: Clock, milestones: Milestones, *, max_points: int
+    chart_id: str,
+    samples: pd.DataFrame,
+    clock: Clock,
+    milestones: Milestones,
+    *,
+    max_points: int,
+    held: bool = False,
 ) -> dict | None:
+    """``held``: as :func:`chart_pss_by_role`'s (a recorded job: total PSS drawn as steps; a
+    torchrun job's total once sloped down over 70 s from one round to the next, where it had
+    dropped at once when its workers exited)."""
     rss, pss = sum_rss(samples), total_pss(samples)
     if rss.empty and pss.empty:
         return None
@@ -372,7 +392,7 @@ def chart_rss_vs_pss(
                 "type": "scatter",
                 "mode": "lines+markers",
                 "name": "total PSS",
-                "line": {"color": "#1f5fa8", "width": 2},
+                "line": {"color": "#1f5fa8", "width": 2, **(_STEPS if held else {})},
                 "marker": {"size": 5},
                 "connectgaps": False,
                 "hovertemplate": "%{y:,.0f} MB",

@@ -5,6 +5,7 @@ the job measured (no items axis without items, no matrix of one cell)."""
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,10 +71,11 @@ class ProcessRow:
 def process_rows(s: RunSummary) -> list[ProcessRow]:
     rows = s.processes or []
     parents = {r.get("parent_pid") for r in rows if r["kind"] in tree.WORKER_KINDS}
-    return [_process_row(r, s.growth_threshold_mb, r["pid"] in parents) for r in rows]
+    ranks = any(r["kind"] == RANK for r in rows)
+    return [_process_row(r, s.growth_threshold_mb, r["pid"] in parents, ranks) for r in rows]
 
 
-def _process_row(r: dict, threshold: float, has_workers: bool) -> ProcessRow:
+def _process_row(r: dict, threshold: float, has_workers: bool, has_ranks: bool = False) -> ProcessRow:
     judged = bool(r.get("judged"))
     growth = r.get("growth_mb")
     tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
@@ -98,18 +100,24 @@ def _process_row(r: dict, threshold: float, has_workers: bool) -> ProcessRow:
         shown(fmt.signed_mb(growth)),
         shown(fmt.signed(r.get("growth_mb_per_min"))),
         shown(fmt.signed(r.get("growth_per_1k_items_mb"), 2)),
-        _notes(r, judged, has_workers),
+        _notes(r, judged, has_workers, has_ranks),
         tone,
     )
 
 
-def _notes(r: dict, judged: bool, has_workers: bool) -> list[str]:
+def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> list[str]:
     notes = []
     if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
-        notes.append(
-            f"built {fmt.signed_mb(r['built_mb'])} before "
-            + ("its workers started" if has_workers else "the job's first memprobe.mark")
+        # A launcher's window opens at its first rank (tree_analysis._own_workers), not at a mark.
+        since = (
+            "its ranks started"
+            if r["kind"] == LAUNCHER or (r["kind"] == MAIN and has_ranks and not has_workers)
+            else "its workers started"
+            if has_workers
+            else "the job's first memprobe.mark"
         )
+        seen = " (what memprobe saw: it was running before)" if verdict.seen_late(r.get("start_t")) else ""
+        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
     if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
         notes.append(
             f"built {fmt.signed_mb(r['built_between_mb'])} between worker generations, while none of its "
@@ -363,8 +371,8 @@ def memory_charts(
     """Total PSS stacked by process, sum of RSS next to it, and items/s where the job counted items."""
     milestones = figures.Milestones({})
     charts = [
-        figures.chart_pss_by_role("mem-pss", samples, clock, milestones, max_points=max_points),
-        figures.chart_rss_vs_pss("mem-rss", samples, clock, milestones, max_points=max_points),
+        figures.chart_pss_by_role("mem-pss", samples, clock, milestones, max_points=max_points, held=True),
+        figures.chart_rss_vs_pss("mem-rss", samples, clock, milestones, max_points=max_points, held=True),
     ]
     if items:
         charts.append(
@@ -429,20 +437,42 @@ def _retitle(charts: list[dict], kind: str) -> list[dict]:
 
 
 def never_read(s: RunSummary) -> list[str]:
-    """Roles of the processes the sampler never read exactly: total PSS cannot hold them."""
-    return [r["role"] for r in s.processes or [] if not r.get("pss_samples")]
+    """Roles of the processes the sampler never read exactly: total PSS holds only their estimated USS."""
+    return verdict.never_read(s.processes or [])
 
 
 def unread_text(s: RunSummary) -> str | None:
-    roles = never_read(s)
-    if not roles:
+    rows = [r for r in s.processes or [] if not r.get("pss_samples")]
+    if not rows:
         return None
+    # A role that comes again in the next generation is told apart as the timelines' legends do.
+    again = {r["role"] for r in s.processes or [] if r.get("generation")}
+    roles = [
+        f"{r['role']} · gen {r['generation'] + 1}"
+        if r["role"] in again and r.get("generation") is not None
+        else r["role"]
+        for r in rows
+    ]
     names = ", ".join(roles[:6]) + (", ..." if len(roles) > 6 else "")
     many = len(roles) != 1
     return (
-        f"{len(roles)} process{'es' if many else ''} ({names}) had no exact reading, so total PSS leaves "
-        f"{'them' if many else 'it'} out: the real total was higher."
+        f"{len(roles)} process{'es' if many else ''} ({names}) had no exact reading, so total PSS counts "
+        f"{'them' if many else 'it'} by {'their' if many else 'its'} estimated private memory (USS) "
+        f"alone, without {'their' if many else 'its'} share of the pages {'they share' if many else 'it shares'}: "
+        "the real total was higher."
     )
+
+
+def exit_code_text(code: int) -> str:
+    """The command's exit code as a shell (and memprobe's own exit) gives it: 128+N for a command
+    killed by signal N, which the meta holds as -N (Ctrl-C's job showed "exit code -2")."""
+    if code >= 0:
+        return str(code)
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:  # a real-time signal has no name
+        name = f"signal {-code}"
+    return f"{128 - code} (killed by {name})"
 
 
 def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
@@ -450,22 +480,23 @@ def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
     rows = [
         (
             "peak total PSS",
-            fmt.mb(s.total_pss_peak_mb)
+            ("at least " if unread else "")
+            + fmt.mb(s.total_pss_peak_mb)
             + (
-                f" (without {unread} process{'es' if unread != 1 else ''} never read exactly)"
+                f" ({unread} process{'es' if unread != 1 else ''} never read exactly: by estimated USS)"
                 if unread
                 else ""
             ),
         ),
         (
             "sum of RSS at its peak",
-            f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {fmt.mb(s.rss_overcount_mb)})",
+            f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {'at most ' * bool(unread)}{fmt.mb(s.rss_overcount_mb)})",
         ),
         ("duration", fmt.seconds(s.duration_s)),
         ("status", s.status),
     ]
     if meta.get("exit_code") is not None:
-        rows.append(("exit code", str(meta["exit_code"])))
+        rows.append(("exit code", exit_code_text(meta["exit_code"])))
     if s.items:
         rows += [("items counted (memprobe.mark)", fmt.count(s.items)), ("items/s", fmt.rate(s.items_per_s))]
     workers = [r for r in s.processes or [] if r["kind"] in tree.WORKER_KINDS]

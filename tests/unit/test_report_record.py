@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
-from memprobe.analysis import summarize_all
+from memprobe.analysis import summarize, summarize_all
 from memprobe.report import figures, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results import ResultSet, ResultsFolder
+from memprobe.series import Clock
 
 
 def chart_data(html: str) -> dict:
@@ -200,12 +201,16 @@ def test_a_process_never_read_exactly_is_drawn_from_its_estimate() -> None:
     assert series[0].trace["line"]["dash"] == figures.ESTIMATE_DASH and series[0].trace["showlegend"]
 
 
-def test_total_pss_says_which_processes_it_leaves_out(tmp_path: Path) -> None:
+def test_total_pss_says_which_processes_it_counts_by_their_estimate(tmp_path: Path) -> None:
     meta, samples = fork_job()
     samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))]
     html = page_of(write_results(tmp_path / "unread", meta, samples))
-    assert "1 process (worker 1) had no exact reading, so total PSS leaves it out" in html
-    assert "(without 1 process never read exactly)" in html
+    assert (
+        "1 process (worker 1) had no exact reading, so total PSS counts it by its estimated private "
+        "memory (USS) alone" in html
+    )
+    assert "at least " in html and "(1 process never read exactly: by estimated USS)" in html
+    assert "over-counts by at most" in html
 
 
 def test_a_watched_job_counts_time_from_when_memprobe_began_watching(tmp_path: Path) -> None:
@@ -217,3 +222,52 @@ def test_a_watched_job_counts_time_from_when_memprobe_began_watching(tmp_path: P
     titles = {c["layouts"]["time"]["xaxis"]["title"]["text"] for c in chart_data(html)["charts"]}
     assert titles == {"seconds since memprobe began watching"}
     assert "The command failed:</b> CommandExited: the command exited with code 1" in html
+
+
+def test_processes_never_read_are_named_with_their_generation_where_a_role_comes_again(
+    tmp_path: Path,
+) -> None:
+    """A torchrun job's box listed "rank 0 worker 1, rank 0 worker 0, rank 0 worker 1, ...": which one?"""
+    meta, samples = generations_job()
+    samples = samples[~(samples["pid"].isin([12, 22]) & samples["tier"].eq("pss"))]
+    html = page_of(write_results(tmp_path / "gens", meta, samples))
+    assert "2 processes (worker 1 · gen 1, worker 1 · gen 2) had no exact reading" in html
+
+
+def test_notes_say_what_a_launcher_built_before_its_ranks_and_a_watched_parent_was_seen_to_build() -> None:
+    launcher = {"kind": "launcher", "built_mb": 240.0, "start_t": 0.0}
+    assert recorded._notes(launcher, True, False)[0] == "built +240 MB before its ranks started"
+    # The root of an mp.spawn job: its children are ranks it started, not workers, and no mark.
+    root = {"kind": "main", "built_mb": 220.0, "start_t": 0.0}
+    assert recorded._notes(root, True, False, True)[0] == "built +220 MB before its ranks started"
+    assert recorded._notes(root, True, False)[0] == "built +220 MB before the job's first memprobe.mark"
+    meta, samples = fork_job()
+    meta["processes"][0]["start_t"] = -5.0
+    main = next(
+        r for r in summarize(meta, samples, pd.DataFrame(), pd.DataFrame()).processes if r["role"] == "main"
+    )
+    assert recorded._notes(main, True, True)[0] == (
+        "built +295 MB before its workers started (what memprobe saw: it was running before)"
+    )
+
+
+def test_a_command_killed_by_a_signal_shows_the_exit_code_memprobe_exits_with(tmp_path: Path) -> None:
+    """memprobe exits 130 after Ctrl-C (128+N for signal N); the page said "exit code -2"."""
+    assert recorded.exit_code_text(-2) == "130 (killed by SIGINT)"
+    assert recorded.exit_code_text(3) == "3" and recorded.exit_code_text(-9) == "137 (killed by SIGKILL)"
+    meta, samples = fork_job()
+    meta.update(status="interrupted", exit_code=-2)
+    html = page_of(write_results(tmp_path / "int", meta, samples))
+    assert "130 (killed by SIGINT)" in html and ">-2<" not in html
+
+
+def test_a_recorded_job_s_total_pss_holds_between_its_exact_rounds() -> None:
+    """Rounds are sparse where nothing moves: an mp.spawn DDP job's total sloped down for 70 s
+    from one round to the next, where it had dropped at once when its workers exited."""
+    _, samples = fork_job()
+    charts = recorded.memory_charts(samples, pd.DataFrame(), Clock.from_progress(pd.DataFrame()), 1000, False)
+    pss = [t for c in charts if c["kind"] == "pss_by_role" for t in c["data"]]
+    total = [t for c in charts if c["kind"] == "rss_vs_pss" for t in c["data"] if t["name"] == "total PSS"]
+    assert pss and total and all(t["line"].get("shape") == "hv" for t in pss + total)
+    rss = [t for c in charts if c["kind"] == "rss_vs_pss" for t in c["data"] if t["name"] == "sum of RSS"]
+    assert rss[0]["line"].get("shape") is None  # read at every tick: a line

@@ -19,6 +19,7 @@ from treejobs import (
 )
 
 from memprobe import series
+from memprobe import tree_analysis as tree
 from memprobe.analysis import summarize
 from memprobe.series import carried_pss
 from memprobe.tree_analysis import (
@@ -436,7 +437,8 @@ def test_a_renamed_spawn_worker_without_a_reading_after_its_rename_is_judged_on_
         row.estimated
         and row.baseline_t == 2.5
         and row.startup_mb == 150
-        and row.growth_mb == pytest.approx(3)
+        # Its estimate rose 3 MB, its RSS 2 MB: a spawned worker's own growth is new memory.
+        and row.growth_mb == pytest.approx(2)
     )
 
 
@@ -740,3 +742,211 @@ def test_without_a_gap_between_generations_nothing_is_said_of_one() -> None:
     assert "between worker generations" not in s.culprit
     one = _summary(*fork_job()).processes[0]  # one generation: no gap at all
     assert one["built_between_mb"] is None
+
+
+def test_a_generation_started_before_the_last_one_was_seen_gone_is_not_counted_at_once() -> None:
+    """A DataLoader without persistent workers starts the next epoch's workers within the tick the
+    last epoch's were first seen gone (a torchrun job: gone at 22.09 s, the next started at
+    21.84 s, last seen alive at 21.64 s). The projection's measured row is 2 workers, not 4."""
+    meta, samples = generations_job(built_between=0.0)
+    for p in meta["processes"]:
+        if p.get("generation") == 1:
+            p["start_t"] = 10.1  # after generation 0's last tick alive (10.0), before its end_t (10.2)
+    s = _summary(meta, samples)
+    measured = [r for r in s.projection if r["as_measured"]]
+    assert [r["workers_per_rank"] for r in measured] == [2]
+
+
+def _spawn_worker_churning(exact_until: float) -> tuple[dict, pd.DataFrame]:
+    """A spawn (or forkserver) DataLoader worker, settled at 310 MB after its start-up, then flat
+    for 25 s: its RSS holds still at 430 MB, but it faults 1 MB a second (batches freed and
+    allocated again), and the sampler's estimate drifts up with its faults (+1 MB/s). Read
+    exactly until ``exact_until``."""
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (30.0, "pss", 51, 61, 51)], kind="main")
+    points = [(1.1, "pss", 20, 30, 20), (3.0, "pss", 310, 430, 310)]
+    for k in range(1, 26):
+        t = 3.0 + k
+        if t <= exact_until:
+            points.append((t, "pss", 310.0, 430.0, 310.0 + k))
+        else:
+            points.append((t, "cheap", None, 430.0, 310.0 + k, 310.0 + (t - exact_until)))
+    child = proc_rows(2, "worker 0", 0, points, kind="dataloader")
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=30.0),
+        proc_info(
+            2, "worker 0", "dataloader", ppid=1, start_t=1.0, last_t=28.0, worker=0, start_method="spawn"
+        ),
+    ]
+    return job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child)
+
+
+def test_a_spawned_worker_s_estimate_past_its_last_reading_grows_no_more_than_its_rss() -> None:
+    """A forkserver DataLoader worker's USS held at 310.9 MB for 24 s (psutil), while the estimate
+    after its last exact reading drifted with its faults to 331 MB at flat RSS and it was said to
+    grow +17.6 MB: a spawned process has no parent's pages to copy, so its own growth needs RSS."""
+    s = _summary(*_spawn_worker_churning(exact_until=6.0))
+    row = next(p for p in s.processes if p["pid"] == 2)
+    assert row["growth_mb"] == pytest.approx(0, abs=0.5), row
+    assert row["uss_end_mb"] == pytest.approx(310, abs=0.5)
+
+
+def test_a_spawned_worker_judged_on_its_estimate_alone_grows_no_more_than_its_rss() -> None:
+    s = _summary(*_spawn_worker_churning(exact_until=2.0))  # no exact reading after its start-up
+    row = next(p for p in s.processes if p["pid"] == 2)
+    assert row["estimated"] and row["growth_mb"] == pytest.approx(0, abs=0.5), row
+
+
+def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss() -> None:
+    """A torchrun job's 8 DataLoader workers were read exactly once in all: left out of the total,
+    it said 1,004 MB of PSS where psutil summed 1,854 MB, and "Summing RSS over-counts by 2,592 MB"."""
+    meta, samples = fork_job()
+    unread = samples["pid"].eq(12) & samples["tier"].isin(["pss", "cheap"])
+    samples = samples.copy()
+    samples.loc[unread, "uss_est_mb"] = samples.loc[unread, "uss_mb"].fillna(50.0)
+    for col in ("pss_mb", "uss_mb", "private_dirty_mb", "anon_huge_mb"):
+        samples.loc[unread, col] = None
+    samples.loc[unread, "tier"] = "cheap"  # worker 1: never read exactly, estimated at every tick
+    s = _summary(meta, samples)
+    total = series.total_pss(samples)
+    # At t=20: main 215 + worker 0 205 (exact) + worker 1's estimated USS 200.
+    assert total.loc[20.0] == pytest.approx(215 + 205 + 200)
+    assert s.total_pss_peak_mb == pytest.approx(620)
+    assert (
+        "the real total (PSS) was at least 620 MB (1 process never read exactly counts with its "
+        "estimated USS only)" in s.explanation
+    )
+
+
+def test_what_a_parent_freed_just_before_its_fork_is_not_what_it_built() -> None:
+    """The numpy-serialized copy-on-access demo deletes its list of dicts and collects just before
+    starting its workers: its last tick before the fork showed 843 MB of RSS, its first after 479 MB
+    (a fork leaves the parent's RSS as it was), and "built +818 MB before its workers started"
+    (psutil: ~460 MB of USS then) was what it had freed too, also each full copy of the projection."""
+    meta, samples = fork_job()
+    samples = samples.copy()
+    before = samples[samples["pid"].eq(1) & samples["t"].eq(4.0)].copy()
+    before[["t", "tier", "pss_mb", "uss_mb", "private_dirty_mb", "anon_huge_mb"]] = [
+        4.8,
+        "cheap",
+        None,
+        None,
+        None,
+        None,
+    ]
+    samples = pd.concat([samples, before], ignore_index=True)
+    after = samples["pid"].eq(1) & samples["t"].ge(5.0)
+    samples.loc[after, "rss_anon_mb"] -= 200  # freed 200 MB between its tick at 4.8 and the fork at 5.0
+    s = _summary(meta, samples)
+    main = s.processes[0]
+    assert main["built_mb"] == pytest.approx(96) and main["held_mb"] == pytest.approx(101)
+    assert "copy-on-access of what the main process built (+96 MB before its workers started)" in s.culprit
+
+
+def test_the_workers_pace_is_that_of_the_growth_and_duration_the_sentence_gives() -> None:
+    """Three os.fork children copied 116 MB each and were read at 1.9, 4.7 and 6.2 s: the
+    sentence said "each grew ~+116 MB in 4 s (3,036 MB/min)", the mean of their three rates."""
+    meta, samples = fork_job()
+    samples = samples[~(samples["pid"].eq(12) & samples["t"].eq(20.0))]  # worker 1 last read at 10.0
+    s = _summary(meta, samples)
+    rows = {p["pid"]: p for p in s.processes}
+    assert rows[11]["last_t"] == 20.0 and rows[12]["last_t"] == 10.0
+    mean = (rows[11]["growth_mb"] + rows[12]["growth_mb"]) / 2
+    span = (15.0 + 5.0) / 2
+    assert f"each grew ~+{mean:,.0f} MB in {span:.0f} s ({mean / span * 60:,.0f} MB/min)" in s.culprit
+
+
+def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_to_build() -> None:
+    """`memprobe watch` attached to a torchrun job 6 s in, while its ranks built ~450 MB: "copy-on-
+    access of what each rank built (+33 MB to +49 MB before its workers started)"."""
+    meta, samples = fork_job()
+    meta["kind"] = meta["spec"]["workload"] = "watch"
+    meta["processes"][0]["start_t"] = -5.0  # main ran 5 s before memprobe began watching
+    s = _summary(meta, samples)
+    assert (
+        "copy-on-access of what the main process held when its workers started (300 MB; already running "
+        "when memprobe began watching)" in s.culprit
+    )
+    assert "built (+295 MB" not in s.culprit
+    recorded = _summary(*fork_job())
+    assert (
+        "copy-on-access of what the main process built (+295 MB before its workers started)"
+        in recorded.culprit
+    )
+
+
+def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_before() -> None:
+    """A Hugging Face job: ``ds.map(num_proc=4)`` (a pool of 4 and its manager), then a DataLoader
+    of 2: its projection said "5 workers (measured)", the mean of both kinds' growth."""
+    from memprobe.tree_analysis import processes as procs_of
+    from memprobe.tree_verdict import projection_basis
+
+    meta, samples = generations_job(built_between=0.0)
+    samples = samples.copy()
+    loader = samples["pid"].isin([21, 22])
+    samples.loc[loader, "kind"] = "dataloader"
+    samples.loc[samples["pid"].eq(21) & samples["tier"].eq("pss"), "uss_mb"] = [1.0, 20.0]  # +20 MB
+    samples.loc[samples["pid"].eq(22) & samples["tier"].eq("pss"), "uss_mb"] = [1.0, 20.0]
+    for p in meta["processes"]:
+        if p["pid"] in (21, 22):
+            p.update(kind="dataloader", start_method="fork")
+    s = _summary(meta, samples)
+    rows = [tree.Growth(**r) for r in s.processes]
+    basis = projection_basis(rows, procs_of(meta, samples))
+    assert basis is not None and basis.workers == 2 and basis.workers_measured == 2
+    assert basis.worker_growth_mb == pytest.approx(20, abs=1)
+
+
+def test_a_spawned_child_of_main_that_runs_dataloader_workers_is_a_rank() -> None:
+    """The DDP tutorials start ranks with ``torch.multiprocessing.spawn(train, nprocs=2)``: no
+    launcher, no RANK in their environment. Judged as spawned workers, each rank's building after
+    its start-up was its "growth": a job whose DataLoader workers were flat was called growing."""
+    main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (30.0, "pss", 50, 60, 50)], kind="main")
+    builds = [(1.1, "pss", 20, 30, 20), (2.0, "pss", 100, 110, 100)]
+    builds += [(2.0 + 0.5 * k, "cheap", None, 110.0, 100.0) for k in range(1, 3)]  # start-up ends at 3.0
+    builds += [(4.0 + k, "pss", 100 + 60 * k, 110 + 60 * k, 100 + 60 * k) for k in range(6)]  # builds 300 MB
+    builds += [(12.0, "pss", 400, 410, 400), (29.0, "pss", 401, 411, 401)]
+    rank = proc_rows(2, "worker 0", 0, builds, kind="spawn", anon_is_faults=True)
+    workers = []
+    for pid, w in ((11, 0), (12, 1)):
+        workers += proc_rows(
+            pid,
+            f"worker 0.{w}",
+            w,
+            [(10.0, "pss", 20, 30, 20), (12.0, "pss", 300, 310, 300), (29.0, "pss", 302, 312, 302)],
+            kind="dataloader",
+        )
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=30.0),
+        proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=29.0, worker=0, start_method="spawn"),
+        *[
+            proc_info(
+                pid,
+                f"worker 0.{w}",
+                "dataloader",
+                ppid=2,
+                start_t=9.5,
+                last_t=29.0,
+                worker=w,
+                start_method="spawn",
+            )
+            for pid, w in ((11, 0), (12, 1))
+        ],
+    ]
+    s = _summary(job_meta(procs, mode="spawn", workers=2), pd.DataFrame(main + rank + workers))
+    row = next(p for p in s.processes if p["pid"] == 2)
+    assert row["kind"] == "rank" and row["built_mb"] == pytest.approx(380, abs=1), row
+    assert row["growth_mb"] == pytest.approx(1, abs=1)
+    assert s.verdict == "flat", s.culprit
+
+
+def test_a_generation_that_starts_before_the_last_one_is_seen_gone_still_leaves_a_gap() -> None:
+    """Generation 0 was last seen alive at 10.0 and first seen gone at a tick after generation 1
+    started (12.0): the 100 MB main built in between was its "growth" and it was blamed."""
+    meta, samples = generations_job(built_between=100.0)
+    for p in meta["processes"]:
+        if p.get("generation") == 0:
+            p["end_t"] = 12.1
+    s = _summary(meta, samples)
+    main = s.processes[0]
+    assert main["built_between_mb"] == pytest.approx(100) and main["growth_mb"] == pytest.approx(0, abs=0.5)
+    assert "The main process grew" not in s.culprit

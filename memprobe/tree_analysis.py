@@ -89,6 +89,9 @@ class Proc:
     first_t: float
     last_t: float
     end_t: float | None
+    # When its DataLoader thread workers were first and last seen (None: it had none).
+    threads_first_t: float | None = None
+    threads_last_t: float | None = None
 
     @property
     def is_worker(self) -> bool:
@@ -160,6 +163,8 @@ def _proc(
         first_t,
         _float(p.get("last_t"), seen.get("last_t", first_t)),
         _float(p.get("end_t"), None),
+        _float(p.get("threads_first_t"), None),
+        _float(p.get("threads_last_t"), None),
     )
 
 
@@ -382,6 +387,8 @@ class Growth:
     # A parent's memory built while none of its workers lived, between two generations of them:
     # like ``built_mb``, not growth. None without such a gap.
     built_between_mb: float | None = None
+    # When its DataLoader thread workers were first seen (None: it had none); its window opens there.
+    threads_first_t: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -419,6 +426,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         up.pid if up else None,
         p.start_t,
         p.end_t if p.end_t is not None else p.last_t,
+        threads_first_t=p.threads_first_t,
     )
     if window is None or (origin is None and len(window) < 2) or window.empty:
         return _with_allocated(_estimated(empty, p, samples), p, samples) if p.is_worker else empty
@@ -586,10 +594,17 @@ def _parent_window(
 ) -> Baseline:
     """From just before its first worker started (the pages a fork then shares are still its own
     there) to its last reading while it had workers: after the last one ends, its pages become
-    private again and a program tears its data down, neither of which is growth. Without
-    workers: from the job's first mark (or its first reading) to its last reading."""
+    private again and a program tears its data down, neither of which is growth. With thread
+    workers and no worker process, from just before its first thread worker was seen to the last
+    tick one was (what it built before is built, not growth: a job whose two thread workers
+    read a list built before them was said to grow +69 MB). Without workers: from the job's
+    first mark (or its first reading) to its last reading."""
     mine = _own_workers(p, procs)
-    since = min(q.start_t for q in mine) if mine else milestones.get("first_mark")
+    threads = not mine and p.threads_first_t is not None
+    if mine:
+        since: float | None = min(q.start_t for q in mine)
+    else:
+        since = p.threads_first_t if threads else milestones.get("first_mark")
     if since is None:
         return readings, None, None, None
     # Its first tick from then on (read exactly there, as the sampler reads a parent at the tick
@@ -603,10 +618,10 @@ def _parent_window(
         window = readings[readings["t"] > origin["t"]]
     else:
         window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
-    if mine:
+    if mine or threads:
         # Their last tick alive: once they are seen gone, a program that joined them may already
         # be tearing its data down.
-        until = max(q.last_t for q in mine)
+        until = max(q.last_t for q in mine) if mine else _float(p.threads_last_t, since)
         during = window[window["t"] <= until]
         window = during if origin is not None or len(during) >= 2 else window
         after = float(window["t"].iloc[-1]) if len(window) else origin["t"] if origin else -math.inf

@@ -341,6 +341,8 @@ def _since(g: Growth, workers: list[Growth]) -> str:
     """Where a parent's window began, in words."""
     if any(w.parent_pid == g.pid for w in workers):
         return "after its first worker started"
+    if g.threads_first_t is not None:
+        return "after its first thread worker started"
     return "after its first rank started" if g.kind == LAUNCHER else "while the job ran"
 
 
@@ -531,7 +533,10 @@ def _flat_words(
     for g in parents:
         since = _since(g, workers)
         text = f"{who(g.role)} {_mb(grown(g))}" + (f" {since}" if since != "while the job ran" else "")
-        built = [f"built {_mb(g.built_mb)} before"] if g.built_mb is not None and abs(g.built_mb) >= 1 else []
+        before = "before them" if since == "after its first thread worker started" else "before"
+        built = (
+            [f"built {_mb(g.built_mb)} {before}"] if g.built_mb is not None and abs(g.built_mb) >= 1 else []
+        )
         if g.built_between_mb is not None and abs(g.built_between_mb) >= 1:
             built.append(f"{'' if built else 'built '}{_mb(g.built_between_mb)} between worker generations")
         if built:

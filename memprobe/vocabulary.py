@@ -133,6 +133,16 @@ def worker_thread_name(index: int) -> str:
     return f"{THREAD_NAME_PREFIX}{index}"
 
 
+# Thread workers of a DataLoader, as a recorded job's threads are named: memprobe's, and torch's
+# (its development branch names them "pt_thread_data_worker", which the kernel cuts to 15 bytes).
+LOADER_THREAD_PREFIXES: tuple[str, ...] = (THREAD_NAME_PREFIX, "pt_thread_data_")
+
+
+def is_loader_thread(name: str) -> bool:
+    """Whether an OS thread name is a DataLoader's thread worker."""
+    return name.startswith(LOADER_THREAD_PREFIXES)
+
+
 def gil_enabled() -> bool | None:
     """Whether the GIL is active in this interpreter, as this process runs now.
 

@@ -32,6 +32,7 @@ from memprobe.probe.census import PagePanel
 from memprobe.probe.exact import PAGE, ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, settled_at
+from memprobe.vocabulary import is_loader_thread
 
 COMMAND_CHARS = 300
 # The cheap tier is paid every tick for every process, so it reads as little as it can: stat
@@ -77,6 +78,11 @@ class ProcessInfo:
     first_pss_t: float | None = None
     last_pss_t: float | None = None
     exact_readings: int = 0
+    # Its DataLoader thread workers (threads named as memprobe's or torch's thread workers name
+    # them): when first and last seen, and the most at once. Their memory is the process's own.
+    threads_first_t: float | None = None
+    threads_last_t: float | None = None
+    threads_max: int = 0
 
 
 class TreeSampler(Sampler):
@@ -114,6 +120,7 @@ class TreeSampler(Sampler):
         self._startup: dict[int, tuple[list[float], list[float], list[float]]] = {}  # t, RSS, CPU
         self._settled: set[int] = set()
         self._panels: dict[int, PagePanel] = {}  # pid -> its page census's sample
+        self._named: dict[int, tuple[int, int]] = {}  # pid -> (threads when last named, loader threads)
 
     def stop(self, *, final_pss: bool = True) -> None:
         super().stop(final_pss=final_pss)
@@ -308,7 +315,9 @@ class TreeSampler(Sampler):
                 info = self._info(pid, t, r)
                 if r["missing"]:
                     info.end_t = t if info.end_t is None else info.end_t
+                    self._named.pop(pid, None)
                     continue
+                self._loader_threads(pid, info, t, node is None or not node.is_worker)
                 any_exact |= exact
                 if node is not None and node.is_worker:
                     live_workers += 1
@@ -322,6 +331,22 @@ class TreeSampler(Sampler):
             self.first_pss_t = t
         if worker_exact and self.first_worker_pss_t is None:
             self.first_worker_pss_t = t
+
+    def _loader_threads(self, pid: int, info: ProcessInfo, t: float, host: bool) -> None:
+        """Count a process's DataLoader thread workers by their names: read again whenever its
+        number of threads changed (a thread worker starts or ends), else as last counted. A
+        worker process's threads are not looked at."""
+        threads = self._threads.get(pid, 0)
+        if not host or threads <= 1:
+            return
+        last = self._named.get(pid)
+        if last is None or last[0] != threads:
+            names = (procfs.thread_name(pid, tid) for tid in procfs.thread_ids(pid))
+            last = self._named[pid] = (threads, sum(is_loader_thread(n) for n in names))
+        if last[1]:
+            info.threads_first_t = t if info.threads_first_t is None else info.threads_first_t
+            info.threads_last_t = t
+            info.threads_max = max(info.threads_max, last[1])
 
     def _info(self, pid: int, t: float, row: Row) -> ProcessInfo:
         info = self.processes.get(pid)

@@ -114,6 +114,8 @@ def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) ->
             if r["kind"] == LAUNCHER or (r["kind"] == MAIN and has_ranks and not has_workers)
             else "its workers started"
             if has_workers
+            else "its thread workers started"
+            if r.get("threads_first_t") is not None
             else "the job's first memprobe.mark"
         )
         seen = " (what memprobe saw: it was running before)" if verdict.seen_late(r.get("start_t")) else ""

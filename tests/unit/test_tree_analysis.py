@@ -394,6 +394,33 @@ def test_a_job_without_workers_is_judged_from_its_first_mark() -> None:
     assert s.verdict == "flat" and s.projection == []
 
 
+def test_a_job_with_thread_workers_is_judged_from_the_first_one_seen() -> None:
+    """DataLoader thread workers (torch's ``pt_thread_data_worker``, memprobe's ThreadDataLoader)
+    are threads of the main process: what it built before them is built, not growth, and its
+    window closes with the last one seen (a job building a 69 MB list for two thread workers to
+    read was said to grow +69 MB, at 5,187 MB/min)."""
+    rows = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            (0.1, "pss", 5, 10, 5),
+            (1.0, "pss", 300, 310, 300),
+            (3.0, "pss", 304, 314, 304),
+            (9.0, "pss", 150, 160, 150),
+        ],
+        kind="main",
+    )
+    info = proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)
+    meta = job_meta([info | {"threads_first_t": 1.2, "threads_last_t": 3.0}], workers=0, mode="record")
+    s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
+    main = s.processes[0]
+    assert main["built_mb"] == pytest.approx(295) and main["growth_mb"] == pytest.approx(4)
+    assert main["last_t"] == 3.0  # its teardown after its thread workers ended is not growth
+    assert s.verdict == "flat"
+    assert "+4.0 MB after its first thread worker started (built +295 MB before them)" in s.culprit
+
+
 def test_a_forked_worker_never_read_exactly_is_judged_on_its_estimate_and_says_so() -> None:
     meta, samples = fork_job()
     est = samples["pid"].eq(12) & samples["tier"].eq("cheap")

@@ -207,6 +207,47 @@ time.sleep(30)
 """
 
 
+THREADS = r"""
+import ctypes, sys, threading, time
+libc = ctypes.CDLL(None)
+go = threading.Event()
+def worker():
+    libc.prctl(15, b"pt_thread_data_worker", 0, 0, 0)  # torch's name for a thread worker, cut to 15 bytes
+    go.wait()
+threads = [threading.Thread(target=worker) for _ in range(2)]
+[t.start() for t in threads]
+print("ready", flush=True)
+sys.stdin.readline()
+go.set()
+[t.join() for t in threads]
+time.sleep(30)
+"""
+
+
+def test_a_process_s_dataloader_thread_workers_are_seen_by_their_names() -> None:
+    root = subprocess.Popen(
+        [sys.executable, "-c", THREADS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    sampler = TreeSampler(
+        root.pid, lambda table, r: None, SamplerSettings(interval_s=0.05), t0=time.monotonic()
+    )
+    try:
+        assert root.stdout is not None and root.stdin is not None
+        root.stdout.readline()
+        sampler.start()
+        time.sleep(0.3)
+        root.stdin.write("\n")
+        root.stdin.flush()  # the thread workers end
+        time.sleep(0.3)
+    finally:
+        sampler.stop(final_pss=False)
+        root.kill()
+        root.wait()
+    (info,) = sampler.process_list()
+    assert info["threads_max"] == 2 and info["threads_first_t"] is not None
+    assert info["threads_last_t"] < info["last_t"]  # not seen once they ended
+
+
 def test_rows_carry_kind_and_estimates_and_a_requested_round_reads_everyone() -> None:
     rows: list[dict] = []
     root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)

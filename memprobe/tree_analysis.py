@@ -613,7 +613,11 @@ def _parent_window(
     before = _before_fork(readings[readings["t"] < since], since) if mine else readings[readings["t"] < since]
     pre = _parent_before(p.pid, samples, before, since)
     # Without workers (from the first mark) there is no fork to keep out: the state just before.
-    origin = _tick_at(samples, p.pid, since) if mine else pre
+    origin = _tick_at(samples, p.pid, since) if mine or threads else pre
+    if threads:
+        # No fork either, and what it built up to its first tick with them is built: a tick
+        # (0.2-0.45 s) can hold the end of a build and a thread's start alike.
+        pre = origin if origin is not None and not math.isnan(origin["uss_mb"]) else pre
     if origin is not None:
         window = readings[readings["t"] > origin["t"]]
     else:

@@ -54,6 +54,7 @@ STARTUP_WATCH_S = 10.0  # a worker's start-up is taken to be over by then (the a
 # family moved: file pages become shared slowly (another process maps the same libraries), and
 # read every tick they were half a census's cost (main of a 13 s HF datasets job: 1.7 ms a tick).
 CENSUS_FILES_S = 1.0
+THREAD_NAMES_S = 1.0  # see _loader_threads
 
 
 @dataclass
@@ -120,7 +121,9 @@ class TreeSampler(Sampler):
         self._startup: dict[int, tuple[list[float], list[float], list[float]]] = {}  # t, RSS, CPU
         self._settled: set[int] = set()
         self._panels: dict[int, PagePanel] = {}  # pid -> its page census's sample
-        self._named: dict[int, tuple[int, int]] = {}  # pid -> (threads when last named, loader threads)
+        # pid -> (threads when its threads' names were last read, how many were loader threads,
+        # when its number of threads last changed)
+        self._named: dict[int, tuple[int, int, float]] = {}
 
     def stop(self, *, final_pss: bool = True) -> None:
         super().stop(final_pss=final_pss)
@@ -333,16 +336,25 @@ class TreeSampler(Sampler):
             self.first_worker_pss_t = t
 
     def _loader_threads(self, pid: int, info: ProcessInfo, t: float, host: bool) -> None:
-        """Count a process's DataLoader thread workers by their names: read again whenever its
-        number of threads changed (a thread worker starts or ends), else as last counted. A
+        """Count a process's DataLoader thread workers by their names: read again for a second
+        after its number of threads changed (a thread worker starts or ends, and names itself
+        once running: read at the change alone, one of two was seen), else as last counted. A
         worker process's threads are not looked at."""
         threads = self._threads.get(pid, 0)
         if not host or threads <= 1:
             return
         last = self._named.get(pid)
-        if last is None or last[0] != threads:
-            names = (procfs.thread_name(pid, tid) for tid in procfs.thread_ids(pid))
-            last = self._named[pid] = (threads, sum(is_loader_thread(n) for n in names))
+        if last is None or last[0] != threads or t - last[2] < THREAD_NAMES_S:
+            loaders = [
+                st
+                for st in (procfs.read_stat(pid, tid) for tid in procfs.thread_ids(pid))
+                if st is not None and is_loader_thread(st.comm)
+            ]
+            changed = t if last is None or last[0] != threads else last[2]
+            last = self._named[pid] = (threads, len(loaders), changed)
+            if loaders and info.threads_first_t is None:  # when the first one started, not when seen
+                start = min(st.start_ticks for st in loaders) / procfs.CLOCK_TICKS - self._boot_at_t0
+                info.threads_first_t = round(min(start, t), 4)
         if last[1]:
             info.threads_first_t = t if info.threads_first_t is None else info.threads_first_t
             info.threads_last_t = t

@@ -405,7 +405,8 @@ def test_a_job_with_thread_workers_is_judged_from_the_first_one_seen() -> None:
         -1,
         [
             (0.1, "pss", 5, 10, 5),
-            (1.0, "pss", 300, 310, 300),
+            (1.0, "pss", 280, 290, 280),  # still building when its first thread worker starts (1.2)
+            (1.4, "pss", 300, 310, 300),  # its first tick with them: what it built up to here is built
             (3.0, "pss", 304, 314, 304),
             (9.0, "pss", 150, 160, 150),
         ],

@@ -9,7 +9,8 @@ Pure functions, tables in, series out. How unreadable processes count, everywher
   that failed: a ``cheap`` row with a reason at a PSS round) makes every total it belongs to at
   that time unknown (NaN), never smaller: missing is not zero;
 * a recorded job's sampler reads exactly only the processes whose memory moved, so at a PSS round
-  each other live process counts with its last exact reading (:func:`held_readings`).
+  each other live process counts with its last exact reading, a worker plus what its estimated
+  USS gained since (:func:`held_readings`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from memprobe.vocabulary import ENDED_REASONS, THREAD_NAME_PREFIX, is_loader_role, role_order
+from memprobe.vocabulary import ENDED_REASONS, THREAD_NAME_PREFIX, is_loader_role, is_worker_role, role_order
 
 CPU_MIN_WINDOW_S = 0.5  # CPU times count in 1/100 s: over 0.5 s a rate is good to 0.02 cores
 
@@ -132,6 +133,15 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
         direction="backward",
     ).assign(held=True)
     held = carried.dropna(subset=["pss_mb"])
+    if "uss_est_mb" in held:
+        # A worker carried at its last reading has gone on: each page it copied or allocated since
+        # is a new page of the machine's, which its estimated USS counts (a parent's USS also
+        # rises by pages its workers' copies leave it alone with: no new page, not added). Held
+        # at their readings alone, the workers of the copy-on-access demo, read once in 18 s
+        # while they copied 190 MB more, left its total PSS 13 % under psutil's.
+        rise = pd.to_numeric(held["uss_est_mb"], errors="coerce") - held["uss_mb"]
+        worker = pd.Series([is_worker_role(str(r)) for r in held["role"]], index=held.index, dtype=bool)
+        held = held.assign(pss_mb=held["pss_mb"] + rise.where(worker & rise.notna(), 0.0))
     parts = [exact[cols], held[cols]]
     if "uss_est_mb" in carried:
         unread = carried[carried["pss_mb"].isna()].assign(

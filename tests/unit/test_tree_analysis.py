@@ -319,6 +319,19 @@ def test_total_pss_carries_each_process_s_last_reading_while_it_is_alive() -> No
     assert pd.isna(pss.loc[3.5, 2])  # gone
 
 
+def test_a_worker_carried_at_its_last_reading_adds_what_its_estimate_gained_since() -> None:
+    """Each page a worker copied or allocated since its reading is a new page: its estimate
+    counts them. A parent's USS also rises by pages its workers' copies leave it alone with: no
+    new page, so it is carried as it was read."""
+    rows = proc_rows(1, "main", -1, [(1.0, "pss", 100, 300, 0), (2.0, "cheap", None, 300, 0, 160)])
+    rows += proc_rows(2, "worker 0", 0, [(1.0, "pss", 10, 300, 10), (2.0, "cheap", None, 300, 70, 70)])
+    rows += proc_rows(3, "worker 1", 1, [(1.0, "pss", 10, 300, 10), (2.0, "pss", 75, 300, 75)])
+    pss = carried_pss(pd.DataFrame(rows))
+    assert pss.loc[2.0, 2] == 15 + 60  # its reading's PSS, and 60 MB of copies since
+    assert pss.loc[2.0, 1] == 105  # main: as read
+    assert pss.loc[2.0, 3] == 80  # read then: its reading
+
+
 def test_a_recorded_job_s_total_at_a_tick_with_an_unreadable_process_is_a_gap_not_a_smaller_sum() -> None:
     meta, samples = fork_job()
     # Worker 1's PSS read fails at the last round (t=20): its row stays cheap, with the reason.

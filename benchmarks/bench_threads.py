@@ -14,6 +14,9 @@ Loaders, 2 workers each, all given the same index batches (a fixed shuffled orde
 * ``threadpool-bounded`` the same pool and task, with at most 2 batches per worker submitted and not
                    yet returned (torch's ``prefetch_factor`` bound, which ThreadDataLoader keeps): the
                    cost of that bound, measured on the plain pool;
+* ``threadpool-roundrobin`` the bounded pool, but batch k pinned to thread k mod 2, each thread
+                   with its own task queue (two one-thread pools): torch's static assignment of
+                   batches to workers, which ThreadDataLoader keeps, measured on the plain pool;
 * ``thread-unbounded`` ThreadDataLoader with ``prefetch_factor`` = the number of batches (no bound):
                    the same cost, measured on ThreadDataLoader;
 * ``torchdata``    torchdata.nodes ``ParallelMapper(method="thread")`` over the batches (the same
@@ -82,6 +85,7 @@ THREAD_LOADERS = (
     "thread-unbounded",
     "threadpool",
     "threadpool-bounded",
+    "threadpool-roundrobin",
     "torchdata",
     "torchdata-items",
 )
@@ -92,7 +96,7 @@ ONLY_ON = {"fork-malloc": ("pillow",)}
 #: The other thread loaders a user could pick instead of ThreadDataLoader.
 RIVALS = ("threadpool", "torchdata", "torchdata-items")
 #: Variants that measure one cause (a bound, a fix): compared with thread, never its target.
-PROBES = ("threadpool-bounded", "thread-unbounded", "thread-before")
+PROBES = ("threadpool-bounded", "threadpool-roundrobin", "thread-unbounded", "thread-before")
 MARK = "@bench "
 #: Modules only some loaders' builders import (see _import_modules).
 IMPORTS = {
@@ -100,6 +104,7 @@ IMPORTS = {
     "torchdata-items": ("torchdata.nodes", "memprobe.loaders.extra"),
     "threadpool": ("concurrent.futures",),
     "threadpool-bounded": ("concurrent.futures",),
+    "threadpool-roundrobin": ("concurrent.futures",),
 }
 
 
@@ -192,6 +197,32 @@ def _threadpool_bounded(ds: Any, batches: list[list[int]]) -> Iterable:
             yield pending.popleft().result()
 
 
+def _threadpool_roundrobin(ds: Any, batches: list[list[int]]) -> Iterable:
+    """``_threadpool_bounded`` with batch k always loaded by thread k mod 2 (torch's assignment):
+    a thread that finishes early cannot take the other's queued batch."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torch.utils.data import default_collate
+
+    def task(b: list[int]) -> Any:
+        return default_collate([ds[i] for i in b])
+
+    ahead = 2 * WORKERS
+    pools = [ThreadPoolExecutor(1) for _ in range(WORKERS)]
+    try:
+        pending = deque(pools[k % WORKERS].submit(task, b) for k, b in enumerate(batches[:ahead]))
+        for k, b in enumerate(batches[ahead:], start=ahead):
+            batch = pending.popleft().result()
+            pending.append(pools[k % WORKERS].submit(task, b))
+            yield batch
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for pool in pools:
+            pool.shutdown()
+
+
 def _torchdata(ds: Any, batches: list[list[int]]) -> Iterable:
     import torchdata.nodes as tn
     from torch.utils.data import default_collate
@@ -227,6 +258,7 @@ def build(name: str, ds: Any, batches: list[list[int]]) -> Iterable:
         ),
         "threadpool": lambda: _threadpool(ds, batches),
         "threadpool-bounded": lambda: _threadpool_bounded(ds, batches),
+        "threadpool-roundrobin": lambda: _threadpool_roundrobin(ds, batches),
         "torchdata": lambda: _torchdata(ds, batches),
         "torchdata-items": lambda: _torchdata_items(ds, batches),
         "fork": lambda: DataLoader(

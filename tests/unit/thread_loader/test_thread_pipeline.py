@@ -71,3 +71,49 @@ def test_at_most_prefetch_factor_batches_per_worker_are_loaded_ahead_of_the_loop
     bound = num_workers * prefetch_factor
     assert max(ahead) == bound  # the pipeline fills up to the bound, never past it
     assert ds.started[0] == 40
+
+
+class OneAtATimePerWorker(Dataset):
+    """Records, per worker id, the items in the order their loading began and how many of that
+    worker's items were ever loading at once (the lists are shared by every worker's shallow copy);
+    worker 0 is slow, so worker 1 runs out of batches while worker 0's queue still holds some."""
+
+    def __init__(self, n: int, workers: int) -> None:
+        self.n = n
+        self.lock = threading.Lock()
+        self.loading = [0] * workers
+        self.most = [0] * workers
+        self.began: list[list[int]] = [[] for _ in range(workers)]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        wid = torch.utils.data.get_worker_info().id
+        with self.lock:
+            self.loading[wid] += 1
+            self.most[wid] = max(self.most[wid], self.loading[wid])
+            self.began[wid].append(i)
+        time.sleep(0.01 if wid == 0 else 0.001)
+        with self.lock:
+            self.loading[wid] -= 1
+        return wid
+
+
+def test_a_workers_batches_load_one_at_a_time_in_order_as_in_its_own_torch_process() -> None:
+    # torch's worker k is one process with one task queue: its batches load one after another, in
+    # the order handed out. A thread that is free may not take another worker's queued batch
+    # (docs/perf/threads.md, 2026-11-25 night: what that would gain, and why it may not).
+    n, workers, batch = 48, 2, 4
+    ds = OneAtATimePerWorker(n, workers)
+    ids = [b.tolist() for b in ThreadDataLoader(ds, batch_size=batch, num_workers=workers)]
+    assert ids == [
+        b.tolist()
+        for b in torch_loader(OneAtATimePerWorker(n, workers), batch_size=batch, num_workers=workers)
+    ]
+    assert ds.most == [1] * workers
+    for wid in range(workers):
+        expected = [
+            i for k in range(n // batch) if k % workers == wid for i in range(k * batch, (k + 1) * batch)
+        ]
+        assert ds.began[wid] == expected

@@ -218,6 +218,9 @@ class ExactPlanner:
     # Processes that are no worker of any kind (main, ranks, a launcher), as the sampler last
     # classified them: they keep a census (see wants_census).
     hosts: set[int] = field(default_factory=set)
+    # The tree's file-backed pages grew this tick (another process may have mapped libraries a
+    # process holds alone): every census is due (see census_due).
+    files_moved: bool = False
 
     # -- every tick ----------------------------------------------------------------------
     def observe(
@@ -488,12 +491,17 @@ class ExactPlanner:
         parent's pages become its own or shared as its children copy and exit (main of the
         os.fork tree got back ~8 MB a second); another process's, as it frees or maps them (its
         RSS, read every tick, counts those outside the census) or as a process outside its
-        family maps the same libraries (a launcher's, by its ranks): slowly."""
+        family maps the same libraries (a launcher's, by its ranks): then, at every tick the
+        tree's file pages grew (``files_moved``; the sampler reads their file mappings then)."""
         return [
             pid
             for pid, tr in self.tracks.items()
             if tr.census0 is not None
-            and ((tr.parent and tr.census_moved >= PAGE) or tr.seen_t - tr.census_t >= CENSUS_IDLE_S)
+            and (
+                (tr.parent and tr.census_moved >= PAGE)
+                or (self.files_moved and tr.census_t < tr.seen_t)
+                or tr.seen_t - tr.census_t >= CENSUS_IDLE_S
+            )
         ]
 
     def census_stale(self) -> list[int]:

@@ -54,6 +54,11 @@ STARTUP_WATCH_S = 10.0  # a worker's start-up is taken to be over by then (the a
 # family moved: file pages become shared slowly (another process maps the same libraries), and
 # read every tick they were half a census's cost (main of a 13 s HF datasets job: 1.7 ms a tick).
 CENSUS_FILES_S = 1.0
+# ... and at every tick the tree's file pages grew this much: another process mapping the same
+# libraries makes a process's private file pages shared (torchrun's ranks importing torch took
+# 25 MB from their launcher's USS within a second, and its census, read once a second, was
+# 16.9 % high at the next exact reading).
+FILES_MOVED_BYTES = 4 * MB
 THREAD_NAMES_S = 1.0  # see _loader_threads
 
 
@@ -124,6 +129,7 @@ class TreeSampler(Sampler):
         # pid -> (threads when its threads' names were last read, how many were loader threads,
         # when its number of threads last changed)
         self._named: dict[int, tuple[int, int, float]] = {}
+        self._file_rss: dict[int, float] = {}  # pid -> its file-backed RSS at the latest tick (bytes)
 
     def stop(self, *, final_pss: bool = True) -> None:
         super().stop(final_pss=final_pss)
@@ -201,6 +207,10 @@ class TreeSampler(Sampler):
         )
         self._watch_startups(t, live)
         self.plan.hosts = {pid for pid in live if pid in nodes and not nodes[pid].is_worker}
+        files = {pid: float(r["rss_file_mb"]) * MB for pid, r in live.items()}
+        gained = sum(max(0.0, v - self._file_rss.get(pid, v)) for pid, v in files.items())
+        self._file_rss = files
+        self.plan.files_moved = gained >= FILES_MOVED_BYTES
         self._censuses()
         # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
         # appeared or exited or whose pool is unknown, a spawned worker at the end of its start-up,
@@ -250,7 +260,9 @@ class TreeSampler(Sampler):
             self._start_census(pid, "fork")
         for pid in self.plan.census_due():
             panel = self._panels.get(pid)
-            files = panel is not None and time.monotonic() - panel.files_read_at >= CENSUS_FILES_S
+            files = panel is not None and (
+                self.plan.files_moved or time.monotonic() - panel.files_read_at >= CENSUS_FILES_S
+            )
             census = panel.read(files=files) if panel is not None else None
             if census is None:
                 self.plan.drop_census(pid)

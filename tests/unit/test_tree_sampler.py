@@ -692,6 +692,18 @@ def test_a_census_is_read_once_a_second() -> None:
     assert plan.census_due() == [1]  # others may have mapped its libraries since
 
 
+def test_every_census_is_read_when_the_tree_s_file_pages_grew() -> None:
+    """Ranks importing torch make their launcher's private library pages shared: its own
+    counters do not move, so its census is read whenever the tree's file pages grew."""
+    plan = _censused()
+    plan.observe(0.4, {1: (0, 500 * MB)}, {1: 1})
+    assert plan.census_due() == []
+    plan.files_moved = True
+    assert plan.census_due() == [1]
+    plan.census(1, 400 * MB, 490 * MB)
+    assert plan.census_due() == []  # read at this tick already
+
+
 def test_a_process_whose_pagemap_cannot_be_read_keeps_the_model() -> None:
     plan = _censused()
     plan.drop_census(1, unreadable=True)

@@ -50,14 +50,14 @@ THREAD_SCAN_S = 1.0
 CHEAP_SHARE = 0.4
 MAX_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, whatever the cost
 STARTUP_WATCH_S = 10.0  # a worker's start-up is taken to be over by then (the analysis's cap)
-# A parent's census reads its file mappings this often, its anonymous ones at every tick its
-# family moved: file pages become shared slowly (another process maps the same libraries), and
-# read every tick they were half a census's cost (main of a 13 s HF datasets job: 1.7 ms a tick).
-CENSUS_FILES_S = 1.0
-# ... and at every tick the tree's file pages grew this much: another process mapping the same
-# libraries makes a process's private file pages shared (torchrun's ranks importing torch took
-# 25 MB from their launcher's USS within a second, and its census, read once a second, was
-# 16.9 % high at the next exact reading).
+# A census reads its file mappings at every tick the tree's file pages grew FILES_MOVED_BYTES or
+# a process of the tree ended (another process mapping the same libraries makes a process's
+# private file pages shared, one unmapping them makes them private again: torchrun's ranks
+# importing torch took 25 MB from their launcher's USS within a second, and its census, which
+# read them once a second, was 16.9 % high at the next exact reading), else this often: read
+# every tick they were half a census's cost (main of a 13 s HF datasets job: 1.7 ms a tick), and
+# once a second 0.9 ms of a torchrun tick's 3.2-3.6 (2.7 reads a second, a quarter of the 1 %).
+CENSUS_FILES_S = 5.0
 FILES_MOVED_BYTES = 4 * MB
 THREAD_NAMES_S = 1.0  # see _loader_threads
 
@@ -210,7 +210,8 @@ class TreeSampler(Sampler):
         files = {pid: float(r["rss_file_mb"]) * MB for pid, r in live.items()}
         gained = sum(max(0.0, v - self._file_rss.get(pid, v)) for pid, v in files.items())
         self._file_rss = files
-        self.plan.files_moved = gained >= FILES_MOVED_BYTES
+        ended = any(r["missing"] for r in rows)
+        self.plan.files_moved = gained >= FILES_MOVED_BYTES or ended
         self._censuses()
         # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
         # appeared or exited or whose pool is unknown, a spawned worker at the end of its start-up,

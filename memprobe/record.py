@@ -48,6 +48,7 @@ from memprobe.results import ResultsFolder, RunWriter
 from memprobe.runner import OWN_PROCESS_GROUP, end_group, environment
 from memprobe.scenario import VerdictSpec
 from memprobe.session import finalize
+from memprobe.vocabulary import shell_exit_code, signal_name
 
 MARK_ENV = "MEMPROBE_MARK_FILE"
 LEFTOVER_GRACE_S = 3.0
@@ -383,7 +384,7 @@ def record(
     finally:
         _restore(old)
     code = proc.returncode
-    exit_code = 128 - code if code < 0 else code
+    exit_code = shell_exit_code(code)
     error = None
     if got:
         status = "interrupted"
@@ -395,18 +396,17 @@ def record(
     else:
         status = "failed"
     if code != 0:
-        how = f"was killed by signal {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        how = f"was killed by {_signal_words(-code)}" if code < 0 else f"exited with code {code}"
         error = {"type": "CommandExited", "message": f"the command {how}"}
     result = rec.finish(status=status, exit_code=code, error=error, final_pss=False, render=render)
     result.exit_code = exit_code
     return result
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:  # a real-time signal has no name
-        return str(number)
+def _signal_words(number: int) -> str:
+    """'signal SIGTERM', 'signal 34'."""
+    name = signal_name(number)
+    return name if name.startswith("signal ") else f"signal {name}"
 
 
 def _wait(proc: subprocess.Popen, rec: _Recording, tty: int | None) -> None:

@@ -31,7 +31,7 @@ from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
 from memprobe.results import RunWriter
 from memprobe.scenario import RunSpec
-from memprobe.vocabulary import gil_enabled, is_thread_mode
+from memprobe.vocabulary import gil_enabled, is_thread_mode, signal_name
 
 ProgressCallback = Callable[["RunState"], None]
 # Popen arguments that start a child in a process group of its own: Popen's process_group is
@@ -47,13 +47,6 @@ SYNC_EVENTS = ("warm", "done", "epoch_warm", "epoch_end")
 # One turn of the event loop takes at most 0.5 s (plus a PSS round at a sync point); a longer
 # gap is time memprobe was stopped, which does not count toward the run's timeout.
 PAUSED_S = 5.0
-
-
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:  # a real-time signal has no name
-        return f"signal {signum}"
 
 
 class StopSignals:

@@ -22,6 +22,7 @@ labels for processes not yet known (``worker (starting)``, ``spawn (starting)``,
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -157,3 +158,20 @@ def gil_enabled() -> bool | None:
         return bool(probe())
     except Exception:  # noqa: BLE001  a private CPython probe: any failure means "not known"
         return None
+
+
+# -- signals and exit codes -----------------------------------------------------------------------
+
+
+def signal_name(signum: int) -> str:
+    """'SIGINT'; 'signal 34' for a real-time signal, which has no name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def shell_exit_code(returncode: int) -> int:
+    """A command's exit code as a shell gives it: 128+N for one killed by signal N (Python's
+    ``returncode`` says -N)."""
+    return 128 - returncode if returncode < 0 else returncode

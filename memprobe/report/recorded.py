@@ -5,7 +5,6 @@ the job measured (no items axis without items, no matrix of one cell)."""
 
 from __future__ import annotations
 
-import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,17 @@ from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet
 from memprobe.series import Clock
-from memprobe.vocabulary import FORK, FORKSERVER, HELPER_ROLES, MAIN, OTHER, RESOURCE_TRACKER, SPAWN
+from memprobe.vocabulary import (
+    FORK,
+    FORKSERVER,
+    HELPER_ROLES,
+    MAIN,
+    OTHER,
+    RESOURCE_TRACKER,
+    SPAWN,
+    shell_exit_code,
+    signal_name,
+)
 
 KIND_TEXT = {
     MAIN: "main process",
@@ -470,11 +479,7 @@ def exit_code_text(code: int) -> str:
     killed by signal N, which the meta holds as -N (Ctrl-C's job showed "exit code -2")."""
     if code >= 0:
         return str(code)
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:  # a real-time signal has no name
-        name = f"signal {-code}"
-    return f"{128 - code} (killed by {name})"
+    return f"{shell_exit_code(code)} (killed by {signal_name(-code)})"
 
 
 def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:

@@ -217,7 +217,7 @@ class TreeRoles(RoleBook):
         node = self.nodes.get(pid)
         if node is None or not node.start_ticks:
             return None
-        return node.start_ticks / _HZ - boot_at_t0
+        return run_clock(node.start_ticks, boot_at_t0)
 
     def parent_role(self, pid: int) -> str | None:
         node = self.nodes.get(pid)
@@ -463,6 +463,12 @@ def process_order(row: dict) -> tuple:
     # By each process's own start where known: workers forked together stay together.
     first = next((row[k] for k in ("start_t", "first_t") if row.get(k) is not None), 0.0)
     return (not top, row["rank"], group, first, row["pid"])
+
+
+def run_clock(start_ticks: int, boot_at_t0: float) -> float:
+    """A /proc start time (clock ticks since boot: a process's or a thread's) on the run's clock,
+    given CLOCK_BOOTTIME at the clock's zero (:func:`boot_clock_offset` plus its t0)."""
+    return start_ticks / _HZ - boot_at_t0
 
 
 def boot_clock_offset() -> float:

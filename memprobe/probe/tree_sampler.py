@@ -31,7 +31,7 @@ from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
 from memprobe.probe.exact import PAGE, ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
-from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, settled_at
+from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock, settled_at
 from memprobe.vocabulary import is_loader_thread
 
 COMMAND_CHARS = 300
@@ -366,7 +366,7 @@ class TreeSampler(Sampler):
             changed = t if last is None or last[0] != threads else last[2]
             last = self._named[pid] = (threads, len(loaders), changed)
             if loaders and info.threads_first_t is None:  # when the first one started, not when seen
-                start = min(st.start_ticks for st in loaders) / procfs.CLOCK_TICKS - self._boot_at_t0
+                start = run_clock(min(st.start_ticks for st in loaders), self._boot_at_t0)
                 info.threads_first_t = round(min(start, t), 4)
         if last[1]:
             info.threads_first_t = t if info.threads_first_t is None else info.threads_first_t

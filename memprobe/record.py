@@ -25,6 +25,7 @@ exact reading of a worker (or the first exact reading), ``milestones.first_mark`
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -58,6 +59,10 @@ DEFAULT_SETTINGS = SamplerSettings(interval_s=0.2, pss_cpu_budget=0.01)
 # The exact round taken when a stop signal arrives, before it is forwarded: long enough for
 # ~50 processes of 700 MB on a loaded machine, short enough not to keep a user waiting.
 SIGNAL_ROUND_S = 1.5
+# The run's meta is saved this often while recording (status "running"): a memprobe killed
+# outright (SIGKILL, the OOM killer) leaves a run that `memprobe report DIR` finishes from what
+# was sampled. Without it the folder held the samples but no run record, and the report was empty.
+CHECKPOINT_S = 2.0
 
 
 class CommandNotFound(MemprobeError):
@@ -182,6 +187,7 @@ class _Recording:
         self.sampler: TreeSampler | None = None
         self.marks: MarkReader | None = None
         self.info: dict = {}
+        self._saved_t = -math.inf
 
     def start_sampling(self, root: int, pgid: int | None) -> None:
         self.root = root
@@ -191,6 +197,14 @@ class _Recording:
     def poll_marks(self) -> None:
         if self.marks is not None:
             self.writer.append("progress", self.marks.poll())
+
+    def poll(self) -> None:
+        """Tail the marks; every CHECKPOINT_S, save the run's meta as it stands."""
+        self.poll_marks()
+        now = time.monotonic()
+        if self.sampler is not None and now - self._saved_t >= CHECKPOINT_S:
+            self._saved_t = now
+            self.writer.write_meta(self._meta("running", None, None))
 
     def finish(
         self, *, status: str, exit_code: int | None, error: dict | None, final_pss: bool, render: bool
@@ -419,7 +433,7 @@ def _wait(proc: subprocess.Popen, rec: _Recording, tty: int | None) -> None:
         except ChildProcessError:  # reaped already
             return
         if info is None:
-            rec.poll_marks()
+            rec.poll()
             time.sleep(0.2)
             continue
         if info.si_code == os.CLD_STOPPED:
@@ -537,7 +551,7 @@ def watch(
             if deadline is not None and now >= deadline:
                 ended = "duration"
                 break
-            rec.poll_marks()
+            rec.poll()
             time.sleep(min(0.2, max(0.0, deadline - now)) if deadline is not None else 0.2)
     except KeyboardInterrupt:
         status, ended = "interrupted", "interrupted"

@@ -206,6 +206,55 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
     assert (out / "samples.parquet").exists() and (out / "summary.json").exists()
 
 
+def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tmp_path: Path) -> None:
+    """SIGKILL (or the OOM killer) gives memprobe no time to save: its run's meta, saved while
+    recording, lets `memprobe report DIR` finish the folder with the samples taken until then
+    (before, the folder had them but no run record, and the report was empty)."""
+    from memprobe.probe import procfs
+
+    script = _script(
+        tmp_path,
+        "import time\nx = [0] * 10**7\nprint('ready', flush=True)\ntime.sleep(60)\n",
+    )
+    out = tmp_path / "out"
+    proc = _start_record(script, out)
+    command = None
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 30
+        while not list((out / "runs").glob("*/meta.json")):
+            assert time.monotonic() < deadline, "no run meta saved while recording"
+            time.sleep(0.1)
+        command = root = _run_meta(out)["root_pid"]
+        time.sleep(1.0)
+        proc.kill()  # memprobe itself; the command (the user's job) runs on
+        proc.wait(timeout=30)
+        assert procfs.read_stat(command) is not None
+        os.kill(command, signal.SIGKILL)  # it holds the pipes open
+        command = None
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        if command is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(command, signal.SIGKILL)
+    done = _memprobe("report", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "marked interrupted" in done.stderr
+    meta = _run_meta(out)
+    assert meta["status"] == "interrupted" and meta["root_pid"] == root
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    (run,) = summary["runs"]
+    assert run["status"] == "interrupted" and run["total_pss_peak_mb"] >= 80  # the 80 MB list it built
+    samples = pd.read_parquet(out / "samples.parquet")
+    assert len(samples[samples["pid"] == root]) >= 5
+    assert "interrupted" in (out / "report.html").read_text(encoding="utf-8").lower()
+
+
 def test_on_sigterm_every_live_process_gets_an_exact_reading_before_the_command_sees_it(
     tmp_path: Path,
 ) -> None:

@@ -318,6 +318,15 @@ class TreeSampler(Sampler):
         """rank, kind and uss_est_mb on every row; the facts of every process for the meta."""
         t = round(tick - self.t0, 4)
         live_workers, any_exact, worker_exact = 0, False, False
+        # Thread names are read outside the lock (/proc reads; process_list waits on the lock).
+        named = {}
+        for r in rows:
+            pid = int(r["pid"])
+            if r["missing"]:
+                self._named.pop(pid, None)
+                continue
+            node = self.roles.nodes.get(pid)
+            named[pid] = self._loader_threads(pid, t, node is None or not node.is_worker)
         with self._lock:
             self.last_t = t
             for r in rows:
@@ -331,9 +340,8 @@ class TreeSampler(Sampler):
                 info = self._info(pid, t, r)
                 if r["missing"]:
                     info.end_t = t if info.end_t is None else info.end_t
-                    self._named.pop(pid, None)
                     continue
-                self._loader_threads(pid, info, t, node is None or not node.is_worker)
+                _count_loader_threads(info, t, named[pid])
                 any_exact |= exact
                 if node is not None and node.is_worker:
                     live_workers += 1
@@ -348,30 +356,28 @@ class TreeSampler(Sampler):
         if worker_exact and self.first_worker_pss_t is None:
             self.first_worker_pss_t = t
 
-    def _loader_threads(self, pid: int, info: ProcessInfo, t: float, host: bool) -> None:
-        """Count a process's DataLoader thread workers by their names: read again for a second
-        after its number of threads changed (a thread worker starts or ends, and names itself
-        once running: read at the change alone, one of two was seen), else as last counted. A
-        worker process's threads are not looked at."""
+    def _loader_threads(self, pid: int, t: float, host: bool) -> tuple[int, float | None] | None:
+        """A process's DataLoader thread workers, counted by their names: how many, and when the
+        first of them started (``None`` when not read this tick); ``None`` for a process whose
+        threads are not looked at (a worker process's, a single thread's). Read again for a
+        second after its number of threads changed (a thread worker starts or ends, and names
+        itself once running: read at the change alone, one of two was seen), else as last
+        counted."""
         threads = self._threads.get(pid, 0)
         if not host or threads <= 1:
-            return
+            return None
         last = self._named.get(pid)
-        if last is None or last[0] != threads or t - last[2] < THREAD_NAMES_S:
-            loaders = [
-                st
-                for st in (procfs.read_stat(pid, tid) for tid in procfs.thread_ids(pid))
-                if st is not None and is_loader_thread(st.comm)
-            ]
-            changed = t if last is None or last[0] != threads else last[2]
-            last = self._named[pid] = (threads, len(loaders), changed)
-            if loaders and info.threads_first_t is None:  # when the first one started, not when seen
-                start = run_clock(min(st.start_ticks for st in loaders), self._boot_at_t0)
-                info.threads_first_t = round(min(start, t), 4)
-        if last[1]:
-            info.threads_first_t = t if info.threads_first_t is None else info.threads_first_t
-            info.threads_last_t = t
-            info.threads_max = max(info.threads_max, last[1])
+        if last is not None and last[0] == threads and t - last[2] >= THREAD_NAMES_S:
+            return last[1], None
+        loaders = [
+            st
+            for st in (procfs.read_stat(pid, tid) for tid in procfs.thread_ids(pid))
+            if st is not None and is_loader_thread(st.comm)
+        ]
+        changed = t if last is None or last[0] != threads else last[2]
+        self._named[pid] = (threads, len(loaders), changed)
+        first = run_clock(min(st.start_ticks for st in loaders), self._boot_at_t0) if loaders else None
+        return len(loaders), first
 
     def _info(self, pid: int, t: float, row: Row) -> ProcessInfo:
         info = self.processes.get(pid)
@@ -442,6 +448,21 @@ class TreeSampler(Sampler):
                 "exact_mb": round(worst.exact / MB, 2),
             }
         return out
+
+
+def _count_loader_threads(info: ProcessInfo, t: float, seen: tuple[int, float | None] | None) -> None:
+    """Put a tick's count of DataLoader thread workers (``TreeSampler._loader_threads``) on the
+    process's facts: when the first started (from its own start time, not when seen), when the
+    last was seen, and the most at once."""
+    if seen is None:
+        return
+    count, first = seen
+    if first is not None and info.threads_first_t is None:
+        info.threads_first_t = round(min(first, t), 4)
+    if count:
+        info.threads_first_t = t if info.threads_first_t is None else info.threads_first_t
+        info.threads_last_t = t
+        info.threads_max = max(info.threads_max, count)
 
 
 def _compact(row: Row) -> Row:

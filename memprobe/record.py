@@ -62,7 +62,10 @@ SIGNAL_ROUND_S = 1.5
 # The run's meta is saved this often while recording (status "running"): a memprobe killed
 # outright (SIGKILL, the OOM killer) leaves a run that `memprobe report DIR` finishes from what
 # was sampled. Without it the folder held the samples but no run record, and the report was empty.
+# Less often where a save takes longer (a job that started thousands of workers over its epochs
+# has as many entries in its process list): saving takes at most 1/CHECKPOINT_SPACING of the time.
 CHECKPOINT_S = 2.0
+CHECKPOINT_SPACING = 200
 
 
 class CommandNotFound(MemprobeError):
@@ -187,7 +190,7 @@ class _Recording:
         self.sampler: TreeSampler | None = None
         self.marks: MarkReader | None = None
         self.info: dict = {}
-        self._saved_t = -math.inf
+        self._next_save = -math.inf
 
     def start_sampling(self, root: int, pgid: int | None) -> None:
         self.root = root
@@ -199,12 +202,13 @@ class _Recording:
             self.writer.append("progress", self.marks.poll())
 
     def poll(self) -> None:
-        """Tail the marks; every CHECKPOINT_S, save the run's meta as it stands."""
+        """Tail the marks; every CHECKPOINT_S or so, save the run's meta as it stands."""
         self.poll_marks()
         now = time.monotonic()
-        if self.sampler is not None and now - self._saved_t >= CHECKPOINT_S:
-            self._saved_t = now
+        if self.sampler is not None and now >= self._next_save:
             self.writer.write_meta(self._meta("running", None, None))
+            took = time.monotonic() - now
+            self._next_save = now + max(CHECKPOINT_S, CHECKPOINT_SPACING * took)
 
     def finish(
         self, *, status: str, exit_code: int | None, error: dict | None, final_pss: bool, render: bool

@@ -50,6 +50,9 @@ LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "t
 # A child younger than this may still exec (fork then exec takes milliseconds, a Python
 # subprocess with preexec_fn somewhat more) or be renamed, so its kind is looked at again.
 SETTLE_AGE_S = 1.0
+# DataLoader workers that start this long after every live worker of their parent are the next
+# iterator's (see TreeRoles._next_loader); one DataLoader forks all of its workers in one loop.
+GENERATION_GAP_S = 1.0
 _HZ = procfs.CLOCK_TICKS
 # The end of a spawned or exec'd worker's start-up (it boots an interpreter and unpickles what it
 # was given: its own copy, not growth): the first moment its RSS held still while it ran. Still
@@ -170,6 +173,8 @@ class TreeRoles(RoleBook):
         node = self.nodes.get(pid)
         if node is not None and comm in DATALOADER_COMMS and node.kind != DATALOADER and node.is_worker:
             node.kind = DATALOADER  # renamed by torch after its start: a DataLoader worker from now on
+            if node.owner in self.nodes:
+                self._promote(self.nodes[node.owner])
         if node is not None and node.settled:
             return node
         st = self.reader.stat(pid)
@@ -279,9 +284,9 @@ class TreeRoles(RoleBook):
         helper = self._helper_kind(cmd, parent)
         rank = parent.rank if parent is not None else -1
         if helper is None and parent is not None and parent.pid == self.main_pid:
-            rank = self._child_rank(st, cmd)
-            if rank >= 0:
-                self._make_rank(node, rank)
+            child = self._child_rank(st, cmd)
+            if child >= 0:
+                self._make_rank(node, child)
                 return
         node.rank = rank
         if helper is not None:
@@ -296,8 +301,65 @@ class TreeRoles(RoleBook):
             self._release(node)
         node.kind, node.rank, node.role, node.start_method = RANK, rank, f"rank {rank}", None
         self.ranks[node.pid] = rank
+        self._rename_below(node)
         root = self.nodes[self.main_pid]
-        root.kind = root.role = LAUNCHER
+        if root.kind == MAIN and self._runs_loaders(root):
+            self._root_as_rank()
+        elif root.kind == MAIN:
+            root.kind = root.role = LAUNCHER
+
+    # -- ranks that do not say so ----------------------------------------------------------
+    def _runs_loaders(self, node: Node) -> bool:
+        """Whether ``node`` has DataLoader workers of its own (a rank's mark, whatever its name)."""
+        return any(
+            n.owner == node.pid and n.kind == DATALOADER and n.worker >= 0 for n in self.nodes.values()
+        )
+
+    def _promote(self, owner: Node) -> None:
+        """``owner`` runs DataLoader workers: where the tree says it is a rank, make it one.
+
+        * the root, beside children that are ranks: Lightning's DDP (``strategy="ddp"``) re-runs
+          the script for ranks 1.. with ``LOCAL_RANK`` in their environment and trains as rank 0
+          itself; it is no launcher that only builds;
+        * a worker of the root (not a DataLoader worker): ``torch.multiprocessing.spawn(train,
+          nprocs=N)`` starts ranks with no RANK in their environment, numbered in the order
+          they start (the index ``spawn`` passes them)."""
+        if not self._runs_loaders(owner):
+            return
+        if owner.pid == self.main_pid:
+            if owner.kind == LAUNCHER and self.ranks:
+                self._root_as_rank()
+        elif owner.is_worker and owner.kind != DATALOADER and owner.owner == self.main_pid:
+            taken = set(self.ranks.values())
+            rank = owner.worker if owner.worker not in taken else _lowest_free(taken)
+            owner.settled = True  # its environment would say "worker" again: keep what it is
+            self._make_rank(owner, rank)
+
+    def _root_as_rank(self) -> None:
+        """The root trains as a rank beside the ranks it started: its own rank (from its
+        environment, else the lowest one its children do not hold)."""
+        root = self.nodes[self.main_pid]
+        taken = set(self.ranks.values())
+        try:
+            rank = int(self._root_rank) if self._root_rank is not None else _lowest_free(taken)
+        except ValueError:
+            rank = _lowest_free(taken)
+        root.kind, root.rank, root.role = RANK, rank, f"rank {rank}"
+        self.ranks[root.pid] = rank
+        self._rename_below(root)
+
+    def _rename_below(self, top: Node) -> None:
+        """The rank and role of everything ``top`` started, once ``top`` became a rank:
+        ``rank K worker J``, ``rank K forkserver``, nested workers after their owner."""
+        for n in self.nodes.values():
+            if n.pid == top.pid or n.kind == RANK or not (n.ppid == top.pid or n.owner == top.pid):
+                continue
+            n.rank = top.rank
+            if n.kind in HELPER_KINDS:
+                n.role = f"rank {top.rank} {n.kind}"
+            elif n.worker >= 0 and n.owner is not None:
+                n.role = self._worker_role(self.nodes.get(n.owner, top), n.worker)
+            self._rename_below(n)
 
     def _same_layout(self, pid: int, parent: int, cmd: str) -> bool:
         mine, theirs = self._layouts.get(pid), self._layouts.get(parent)
@@ -391,7 +453,8 @@ class TreeRoles(RoleBook):
         family = self._families.setdefault(owner.pid, _Family({}))
         for old in [p for p in family.live if not self._alive(p)]:
             del family.live[old]  # its index is free for the next generation
-        if not family.live:
+        if not family.live or self._next_loader(family, new):
+            family.live.clear()  # the previous generation's indices are free, even while it ends
             family.generation += 1
         for node in new:
             index = next(i for i in range(len(family.live) + 1) if i not in family.live.values())
@@ -399,6 +462,21 @@ class TreeRoles(RoleBook):
             node.worker, node.generation, node.owner = index, family.generation, owner.pid
             node.role = self._worker_role(owner, index)
             self._count_method(node.start_method, +1)
+        self._promote(owner)
+
+    def _next_loader(self, family: _Family, new: list[Node]) -> bool:
+        """Whether DataLoader workers appearing while the family's earlier ones still live are a
+        new generation: torch starts a DataLoader's workers together and never replaces one, so
+        workers started ``GENERATION_GAP_S`` after every live one belong to a new iterator.
+        Lightning creates the next epoch's iterator before the last one's workers have exited:
+        they overlapped by half a second, and epoch 2's workers were "worker 2" and "worker 0"."""
+        if not all(n.kind == DATALOADER for n in new):
+            return False
+        live = [self.nodes.get(pid) for pid in family.live]
+        if not live or any(n is None or n.kind != DATALOADER for n in live):
+            return False
+        newest = max(n.start_ticks for n in live if n is not None)
+        return min(n.start_ticks for n in new) - newest >= GENERATION_GAP_S * _HZ
 
     @staticmethod
     def _worker_role(owner: Node, index: int) -> str:
@@ -431,6 +509,10 @@ class TreeRoles(RoleBook):
             and st.state not in ("Z", "X")
             and (node is None or st.start_ticks == node.start_ticks)
         )
+
+
+def _lowest_free(taken: set[int]) -> int:
+    return next(i for i in range(len(taken) + 1) if i not in taken)
 
 
 def settled_at(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float], i: int) -> bool:

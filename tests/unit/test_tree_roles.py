@@ -178,6 +178,89 @@ def test_torchrun_launcher_ranks_and_each_ranks_workers(fake: FakeProc) -> None:
     assert roles.parent_role(121) == "rank 1"
 
 
+@pytest.mark.parametrize("root_workers_first", [False, True])
+def test_a_root_that_trains_beside_the_ranks_it_started_is_rank_0(
+    fake: FakeProc, root_workers_first: bool
+) -> None:
+    """Lightning's DDP (strategy="ddp") re-runs the script for rank 1 with LOCAL_RANK=1 in its
+    environment and trains as rank 0 itself, with DataLoader workers of its own: no launcher."""
+    fake.procs[100].env = {"PATH": "/bin"}
+    roles = TreeRoles(100, fake)
+
+    def root_workers() -> None:
+        for k in range(2):
+            fake.add(101 + k, 100, comm="pt_data_worker", start=fake.now + k / 100)
+
+    if root_workers_first:
+        root_workers()
+        _see(roles, fake)
+    fake.add(110, 100)
+    fake.exec(110, [PY, "/job/train.py"], env={"PATH": "/bin", "LOCAL_RANK": "1", "WORLD_SIZE": "2"})
+    _settle(fake)
+    _see(roles, fake)
+    for k in range(2):
+        fake.add(111 + k, 110, comm="pt_data_worker", start=fake.now + k / 100)
+    if not root_workers_first:
+        _see(roles, fake)  # rank 1 first: the root looks like a launcher until its workers start
+        root_workers()
+    _see(roles, fake)  # a parent's row comes before its children's: renamed from the next tick
+    assert _see(roles, fake) == {
+        100: "rank 0",
+        101: "rank 0 worker 0",
+        102: "rank 0 worker 1",
+        110: "rank 1",
+        111: "rank 1 worker 0",
+        112: "rank 1 worker 1",
+    }
+    assert roles.nodes[100].kind == "rank" and roles.ranks == {110: 1, 100: 0}
+    assert roles.rank_of(102) == 0 and roles.parent_role(102) == "rank 0"
+
+
+def test_spawned_children_that_run_dataloader_workers_are_ranks(fake: FakeProc) -> None:
+    """torch.multiprocessing.spawn(train, nprocs=2): its children carry no RANK; once one runs
+    DataLoader workers it is a rank (numbered as spawn started them), the root its launcher."""
+    roles = TreeRoles(100, fake)
+    for k, pid in enumerate((110, 120)):
+        fake.add(pid, 100, start=fake.now + k / 100)
+        fake.exec(pid, SPAWN_CMD)
+    fake.add(130, 100)
+    fake.exec(130, TRACKER_CMD)
+    _settle(fake)
+    assert _see(roles, fake) == {100: "main", 110: "worker 0", 120: "worker 1", 130: "resource tracker"}
+    for pid in (110, 120):
+        for k in range(2):
+            fake.add(pid + 1 + k, pid, comm="pt_data_worker", start=fake.now + k / 100)
+    _settle(fake)
+    _see(roles, fake)
+    assert _see(roles, fake) == {
+        100: "launcher",
+        110: "rank 0",
+        120: "rank 1",
+        130: "resource tracker",
+        111: "rank 0 worker 0",
+        112: "rank 0 worker 1",
+        121: "rank 1 worker 0",
+        122: "rank 1 worker 1",
+    }
+    assert roles.nodes[110].kind == "rank" and roles.ranks == {110: 0, 120: 1}
+    assert not roles.start_methods.get("spawn")  # the ranks are no spawn workers any more
+    assert roles.rank_of(122) == 1 and roles.parent_role(121) == "rank 1"
+
+
+def test_a_dataloaders_next_workers_are_a_new_generation_while_the_last_ones_end(fake: FakeProc) -> None:
+    """Lightning starts epoch 2's iterator before epoch 1's workers have exited."""
+    roles = TreeRoles(100, fake)
+    for k in range(2):
+        fake.add(101 + k, 100, comm="pt_data_worker", start=fake.now + k / 100)
+    _see(roles, fake)
+    fake.now += 7
+    for k in range(2):
+        fake.add(103 + k, 100, comm="pt_data_worker", start=fake.now + k / 100)
+    seen = _see(roles, fake)
+    assert seen == {100: "main", 101: "worker 0", 102: "worker 1", 103: "worker 0", 104: "worker 1"}
+    assert [roles.nodes[pid].generation for pid in (101, 102, 103, 104)] == [0, 0, 1, 1]
+
+
 def test_a_rank_seen_between_fork_and_exec_becomes_a_rank(fake: FakeProc) -> None:
     """A launcher's child first seen before its exec looks like a forked worker; it is looked at
     again until it is settled."""

@@ -207,19 +207,76 @@ def _with_parents(procs: list[Proc], meta: dict) -> list[Proc]:
 
 
 def _with_nested_parents(procs: list[Proc]) -> list[Proc]:
-    """A child of the root that runs DataLoader workers of its own is a rank, whatever started it:
-    ``torch.multiprocessing.spawn(train, nprocs=2)``, the DDP tutorials' launcher, starts ranks
-    that carry no RANK in their environment. Judged as workers, each rank's building after its
-    start-up was its "growth" (+57 MB, and -92 MB for its twin: the job was called growing)."""
+    """Ranks that do not say so, in a meta recorded before the tree knew them
+    (:meth:`memprobe.probe.tree.TreeRoles._promote` names them at record time now):
+
+    * a child of the root that runs DataLoader workers of its own is a rank, whatever started it:
+      ``torch.multiprocessing.spawn(train, nprocs=2)``, the DDP tutorials' launcher, starts ranks
+      that carry no RANK in their environment. Judged as workers, each rank's building after its
+      start-up was its "growth" (+57 MB, and -92 MB for its twin: the job was called growing);
+    * a launcher that runs DataLoader workers of its own beside its ranks is a rank too:
+      Lightning's DDP re-runs the script for ranks 1.. and trains as rank 0 itself.
+
+    Each is renamed ``rank K`` (K: its worker index, the order spawn started them; for the root
+    the lowest rank its children do not hold), and what it started ``rank K worker J``."""
     by_pid = {p.pid: p for p in procs}
     roots = {p.pid for p in procs if p.kind in (MAIN, LAUNCHER)}
     owners = {o.pid for q in procs if q.kind == DATALOADER and (o := owner(q, by_pid)) is not None}
-    return [
-        replace(p, kind=RANK, forked=False, start_method=None)
-        if p.is_worker and p.pid in owners and p.ppid in roots
-        else p
+    spawned = [p for p in procs if p.is_worker and p.pid in owners and p.ppid in roots]
+    taken = {p.rank for p in procs if p.kind == RANK}
+    promoted: dict[int, int] = {}
+    for p in sorted(spawned, key=lambda p: (p.worker < 0, p.worker, p.start_t, p.pid)):
+        promoted[p.pid] = p.worker if p.worker >= 0 and p.worker not in taken else _lowest(taken)
+        taken.add(promoted[p.pid])
+    for p in procs:
+        if p.kind == LAUNCHER and p.pid in owners and any(q.kind == RANK and q.ppid == p.pid for q in procs):
+            promoted[p.pid] = _lowest(taken)
+            taken.add(promoted[p.pid])
+    if not promoted:
+        return procs
+    # A main whose children all turned out ranks only launched them.
+    launchers = {
+        p.pid
         for p in procs
-    ]
+        if p.kind == MAIN and p.pid not in owners and any(by_pid[c].ppid == p.pid for c in promoted)
+    }
+
+    def top(p: Proc) -> Proc | None:
+        """The promoted process ``p`` descends from, if any."""
+        seen = set()
+        q = by_pid.get(p.ppid) if p.ppid is not None else None
+        while p.kind != RANK and q is not None and q.pid not in seen and q.kind != RANK:
+            if q.pid in promoted:
+                return q
+            seen.add(q.pid)
+            q = by_pid.get(q.ppid) if q.ppid is not None else None
+        return None
+
+    out = []
+    for p in procs:
+        if p.pid in promoted:
+            k = promoted[p.pid]
+            out.append(replace(p, kind=RANK, forked=False, start_method=None, rank=k, role=f"rank {k}"))
+        elif (t := top(p)) is not None:
+            k = promoted[t.pid]
+            out.append(replace(p, rank=k, role=_under_rank(p.role, t.role, k)))
+        elif p.pid in launchers:
+            out.append(replace(p, kind=LAUNCHER, role=LAUNCHER))
+        else:
+            out.append(p)
+    return out
+
+
+def _lowest(taken: set[int]) -> int:
+    return next(k for k in range(len(taken) + 1) if k not in taken)
+
+
+def _under_rank(role: str, old: str, rank: int) -> str:
+    """A role under a process that became ``rank K``: ``worker K.J`` (a spawned child's worker)
+    and ``worker J`` (a launcher's) become ``rank K worker J``, ``forkserver`` ``rank K forkserver``."""
+    if role.startswith(old + "."):
+        return f"rank {rank} worker {role[len(old) + 1 :]}"
+    return role if role.startswith("rank ") else f"rank {rank} {role}"
 
 
 def _with_generations(procs: list[Proc]) -> list[Proc]:
@@ -641,14 +698,13 @@ def _parent_window(
 def _own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:
     """The processes whose lives open and close a parent's window: its workers (a helper's
     children included). A launcher's children are its ranks: it counts from the first, as a
-    rank from its first worker."""
+    rank from its first worker; a rank that started ranks (Lightning's rank 0) from its own
+    first worker."""
     by_pid = {q.pid: q for q in procs}
-    return [
-        q
-        for q in procs
-        if (q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid)
-        or (q.kind == RANK and q.ppid == p.pid)
-    ]
+    workers = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
+    # A root that trains as rank 0 beside the ranks it started (Lightning) counts from its own
+    # workers: from rank 1's start it was still building, and to rank 1's end it was tearing down.
+    return workers or [q for q in procs if q.kind == RANK and q.ppid == p.pid]
 
 
 def _between_generations(

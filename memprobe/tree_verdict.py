@@ -105,12 +105,20 @@ def _most_alive(rows: list[Growth], by_pid: dict[int, Proc] | None = None) -> in
             return p.last_t
         return g.end_t if g.end_t is not None else g.last_t or 0.0
 
-    life = [(g.start_t if g.start_t is not None else g.baseline_t or 0.0, end(g)) for g in rows]
-    events = sorted([(a, 1) for a, _ in life] + [(b, -1) for _, b in life], key=lambda e: (e[0], e[1]))
-    alive = best = 0
-    for _, step in events:
-        alive += step
-        best = max(best, alive)
+    # Per generation: Lightning starts the next epoch's iterator before the last one's workers
+    # exit, and two generations of 2 that overlapped by half a second were 4 "at once".
+    best = 0
+    for gen in {g.generation for g in rows}:
+        life = [
+            (g.start_t if g.start_t is not None else g.baseline_t or 0.0, end(g))
+            for g in rows
+            if g.generation == gen
+        ]
+        events = sorted([(a, 1) for a, _ in life] + [(b, -1) for _, b in life], key=lambda e: (e[0], e[1]))
+        alive = 0
+        for _, step in events:
+            alive += step
+            best = max(best, alive)
     return max(best, 1)
 
 

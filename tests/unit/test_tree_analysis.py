@@ -991,3 +991,93 @@ def test_a_generation_that_starts_before_the_last_one_is_seen_gone_still_leaves_
     main = s.processes[0]
     assert main["built_between_mb"] == pytest.approx(100) and main["growth_mb"] == pytest.approx(0, abs=0.5)
     assert "The main process grew" not in s.culprit
+
+
+def _lightning_job() -> tuple[dict, pd.DataFrame]:
+    """Lightning's DDP as an older meta saw it: the root (called "launcher") re-ran the script
+    for rank 1 and trained as rank 0 with DataLoader workers of its own, then tore its data
+    down (anonymous RSS 402 -> 200 MB) after its workers ended at 20 s, while rank 1 lived on."""
+    meta, samples = rank_job()
+    samples = samples[samples["pid"] != 1].copy()
+    meta["processes"] = [p for p in meta["processes"] if p["pid"] != 1]
+    meta["root_pid"] = 10
+    old = {10: ("launcher", "launcher", None), 11: ("rank 1", "rank", 10)}
+    for p in meta["processes"]:
+        if p["pid"] in old:
+            p["role"], p["kind"], p["ppid"] = old[p["pid"]]
+            p["last_t"] = 25.0
+        elif p["ppid"] == 10:
+            p["role"], p["rank"] = f"worker {p['worker']}", -1
+    samples.loc[samples["pid"] == 10, "role"] = "launcher"
+    samples.loc[samples["pid"] == 10, "kind"] = "launcher"
+    root_workers = samples["pid"].isin([100, 101])
+    samples.loc[root_workers, "role"] = "worker " + samples.loc[root_workers, "worker"].astype(str)
+    samples.loc[root_workers, "rank"] = -1
+    tail = proc_rows(10, "launcher", -1, [(24.0, "pss", 20, 220, 200)], kind="launcher", anon_is_faults=True)
+    tail += proc_rows(
+        11, "rank 1", -1, [(24.0, "pss", 33, 421, 402)], rank=1, kind="rank", anon_is_faults=True
+    )
+    return meta, pd.concat([samples, pd.DataFrame(tail)], ignore_index=True)
+
+
+def test_an_older_lightning_root_that_trained_with_workers_of_its_own_is_rank_0() -> None:
+    meta, samples = _lightning_job()
+    by_pid = {p.pid: p for p in processes(meta, samples)}
+    assert (by_pid[10].kind, by_pid[10].role, by_pid[10].rank) == ("rank", "rank 0", 0)
+    assert [(by_pid[p].role, by_pid[p].rank) for p in (100, 101)] == [
+        ("rank 0 worker 0", 0),
+        ("rank 0 worker 1", 0),
+    ]
+    assert by_pid[11].role == "rank 1"
+    s = _summary(meta, samples)
+    root = next(p for p in s.processes if p["pid"] == 10)
+    # Its window runs from its own first worker to its last: not from rank 1's start, through its teardown.
+    assert root["growth_mb"] == pytest.approx(1, abs=2), root
+    assert "launcher" not in s.culprit and "Rank 0's 2 DataLoader workers" in s.culprit, s.culprit
+    assert {(r["ranks"], r["workers_per_rank"]) for r in s.projection if r["as_measured"]} == {(2, 2)}
+
+
+def test_spawned_ranks_and_their_workers_are_named_as_ranks_in_an_older_meta() -> None:
+    procs = [
+        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=30.0),
+        *[
+            proc_info(
+                p, f"worker {k}", "spawn", ppid=1, start_t=1.0, last_t=29.0, worker=k, start_method="spawn"
+            )
+            for k, p in ((0, 2), (1, 3))
+        ],
+        *[
+            proc_info(
+                p,
+                f"worker {k}.{w}",
+                "dataloader",
+                ppid=2 + k,
+                start_t=9.5,
+                last_t=29.0,
+                worker=w,
+                forked=True,
+            )
+            for k, w, p in ((0, 0, 20), (0, 1, 21), (1, 0, 30), (1, 1, 31))
+        ],
+    ]
+    roles = {p.pid: (p.role, p.kind, p.rank) for p in processes(job_meta(procs), pd.DataFrame())}
+    assert roles == {
+        1: ("launcher", "launcher", -1),
+        2: ("rank 0", "rank", 0),
+        3: ("rank 1", "rank", 1),
+        20: ("rank 0 worker 0", "dataloader", 0),
+        21: ("rank 0 worker 1", "dataloader", 0),
+        30: ("rank 1 worker 0", "dataloader", 1),
+        31: ("rank 1 worker 1", "dataloader", 1),
+    }
+
+
+def test_generations_that_overlap_are_not_counted_at_once() -> None:
+    """Lightning starts the next epoch's iterator before the last one's workers exit: generation 1
+    started at 9.5, generation 0 was last seen alive at 10.0. Still 2 workers per rank."""
+    meta, samples = generations_job(built_between=0.0)
+    for p in meta["processes"]:
+        if p.get("generation") == 1:
+            p["start_t"] = 9.5
+    s = _summary(meta, samples)
+    assert [r["workers_per_rank"] for r in s.projection if r["as_measured"]] == [2]

@@ -469,11 +469,14 @@ class TreeRoles(RoleBook):
         new generation: torch starts a DataLoader's workers together and never replaces one, so
         workers started ``GENERATION_GAP_S`` after every live one belong to a new iterator.
         Lightning creates the next epoch's iterator before the last one's workers have exited:
-        they overlapped by half a second, and epoch 2's workers were "worker 2" and "worker 0"."""
-        if not all(n.kind == DATALOADER for n in new):
+        they overlapped by half a second, and epoch 2's workers were "worker 2" and "worker 0".
+        Forked workers only: a spawn or forkserver DataLoader starts its workers one after the
+        other, each as soon as the last one has read its copy of the dataset (10 s apart for
+        Lightning's ``ddp_spawn`` over a 400 MB list)."""
+        if not all(n.kind == DATALOADER and n.forked for n in new):
             return False
         live = [self.nodes.get(pid) for pid in family.live]
-        if not live or any(n is None or n.kind != DATALOADER for n in live):
+        if not live or any(n is None or n.kind != DATALOADER or not n.forked for n in live):
             return False
         newest = max(n.start_ticks for n in live if n is not None)
         return min(n.start_ticks for n in new) - newest >= GENERATION_GAP_S * _HZ

@@ -261,6 +261,18 @@ def test_a_dataloaders_next_workers_are_a_new_generation_while_the_last_ones_end
     assert [roles.nodes[pid].generation for pid in (101, 102, 103, 104)] == [0, 0, 1, 1]
 
 
+def test_spawned_dataloader_workers_started_one_after_the_other_are_one_generation(fake: FakeProc) -> None:
+    """A spawn DataLoader starts each worker once the last one read its copy of the dataset."""
+    roles = TreeRoles(100, fake)
+    for k in range(2):
+        fake.add(101 + k, 100, comm="pt_data_worker", start=fake.now)
+        fake.exec(101 + k, SPAWN_CMD, comm="pt_data_worker")
+        _see(roles, fake)
+        fake.now += 10
+    assert _see(roles, fake) == {100: "main", 101: "worker 0", 102: "worker 1"}
+    assert roles.nodes[102].generation == 0
+
+
 def test_a_rank_seen_between_fork_and_exec_becomes_a_rank(fake: FakeProc) -> None:
     """A launcher's child first seen before its exec looks like a forked worker; it is looked at
     again until it is settled."""

@@ -376,6 +376,17 @@ def timeline_charts(
     return charts
 
 
+def final_roles(samples: pd.DataFrame, procs: list[tree.Proc]) -> pd.DataFrame:
+    """``samples`` with each process's role as the analysis knows it at the end. A row holds its
+    process's role at that tick: Lightning's rank 0 was "main", then "launcher" once it started
+    rank 1, then "rank 0" once its workers started, and the stacked PSS chart drew three roles
+    for one process (an older meta's spawned ranks stayed "worker K" in every row)."""
+    if samples.empty or "role" not in samples:
+        return samples
+    roles = samples["pid"].map({p.pid: p.role for p in procs})
+    return samples.assign(role=roles.fillna(samples["role"]))
+
+
 def memory_charts(
     samples: pd.DataFrame, progress: pd.DataFrame, clock: Clock, max_points: int, items: bool
 ) -> list[dict]:
@@ -524,7 +535,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
-    memory = memory_charts(samples, progress, clock, max_points, items)
+    memory = memory_charts(final_roles(samples, procs), progress, clock, max_points, items)
     kind = meta.get("kind") or "record"
     charts = _retitle(share_x(timelines + memory), kind)
     manifest = results.manifest

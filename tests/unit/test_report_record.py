@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
+from treejobs import (
+    fork_job,
+    generations_job,
+    job_meta,
+    lightning_job,
+    proc_info,
+    proc_rows,
+    rank_job,
+    write_results,
+)
 
 from memprobe.analysis import summarize, summarize_all
 from memprobe.report import figures, recorded, write_report
@@ -271,3 +280,12 @@ def test_a_recorded_job_s_total_pss_holds_between_its_exact_rounds() -> None:
     assert pss and total and all(t["line"].get("shape") == "hv" for t in pss + total)
     rss = [t for c in charts if c["kind"] == "rss_vs_pss" for t in c["data"] if t["name"] == "sum of RSS"]
     assert rss[0]["line"].get("shape") is None  # read at every tick: a line
+
+
+def test_the_stacked_total_names_each_process_by_its_final_role(tmp_path: Path) -> None:
+    """Lightning's rank 0 was "launcher" in its rows until its workers started (and its workers
+    "worker 0/1"): the stacked PSS chart drew a grey "launcher" beside "rank 0"."""
+    html = page_of(write_results(tmp_path / "pl", *lightning_job()))
+    charts = chart_data(html)["charts"]
+    names = {t["name"] for c in charts if c["kind"] == "pss_by_role" for t in c["data"]}
+    assert {"rank 0", "rank 0 worker 0", "rank 1"} <= names and not names & {"launcher", "worker 0", "main"}

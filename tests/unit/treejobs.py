@@ -298,6 +298,33 @@ def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataF
     return job_meta(procs, ranks={"0": 10, "1": 11}, workers=4), pd.DataFrame(rows)
 
 
+def lightning_job() -> tuple[dict, pd.DataFrame]:
+    """Lightning's DDP as an older meta saw it: the root (called "launcher") re-ran the script
+    for rank 1 and trained as rank 0 with DataLoader workers of its own, then tore its data
+    down (anonymous RSS 402 -> 200 MB) after its workers ended at 20 s, while rank 1 lived on."""
+    meta, samples = rank_job()
+    samples = samples[samples["pid"] != 1].copy()
+    meta["processes"] = [p for p in meta["processes"] if p["pid"] != 1]
+    meta["root_pid"] = 10
+    old = {10: ("launcher", "launcher", None), 11: ("rank 1", "rank", 10)}
+    for p in meta["processes"]:
+        if p["pid"] in old:
+            p["role"], p["kind"], p["ppid"] = old[p["pid"]]
+            p["last_t"] = 25.0
+        elif p["ppid"] == 10:
+            p["role"], p["rank"] = f"worker {p['worker']}", -1
+    samples.loc[samples["pid"] == 10, "role"] = "launcher"
+    samples.loc[samples["pid"] == 10, "kind"] = "launcher"
+    root_workers = samples["pid"].isin([100, 101])
+    samples.loc[root_workers, "role"] = "worker " + samples.loc[root_workers, "worker"].astype(str)
+    samples.loc[root_workers, "rank"] = -1
+    tail = proc_rows(10, "launcher", -1, [(24.0, "pss", 20, 220, 200)], kind="launcher", anon_is_faults=True)
+    tail += proc_rows(
+        11, "rank 1", -1, [(24.0, "pss", 33, 421, 402)], rank=1, kind="rank", anon_is_faults=True
+    )
+    return meta, pd.concat([samples, pd.DataFrame(tail)], ignore_index=True)
+
+
 def write_results(
     root: Path,
     run_meta: dict,

@@ -62,6 +62,9 @@ ESTIMATE_EXTENDS_MB = (
     5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
 )
 RECORDED = ("record", "watch")
+# A worker levelled off when over the last third of its window (at least LEVEL_TAIL_S, in a
+# window of at least LEVEL_MIN_S) its USS rose less than LEVEL_SHARE of its growth plus LEVEL_NOISE_MB.
+LEVEL_MIN_S, LEVEL_TAIL_S, LEVEL_SHARE, LEVEL_NOISE_MB = 3.0, 1.0, 0.05, 1.0
 
 
 def is_recorded(meta: dict) -> bool:
@@ -446,6 +449,8 @@ class Growth:
     built_between_mb: float | None = None
     # When its DataLoader thread workers were first seen (None: it had none); its window opens there.
     threads_first_t: float | None = None
+    # A worker's USS stopped rising before its window ended (None: its window is too short to say).
+    levelled: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -486,7 +491,11 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         threads_first_t=p.threads_first_t,
     )
     if window is None or (origin is None and len(window) < 2) or window.empty:
-        return _with_allocated(_estimated(empty, p, samples), p, samples) if p.is_worker else empty
+        return (
+            _with_levelled(_with_allocated(_estimated(empty, p, samples), p, samples), samples)
+            if p.is_worker
+            else empty
+        )
     split = split_growth(window, origin, parent=p.is_parent)
     t0 = origin["t"] if origin else float(window["t"].iloc[0])
     t1 = float(window["t"].iloc[-1])
@@ -509,7 +518,36 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         growth_mb_per_min=rate,
         judged=p.is_worker or p.is_parent,
     )
-    return _with_allocated(_estimated_to_end(g, samples, p.forked), p, samples) if p.is_worker else g
+    return (
+        _with_levelled(_with_allocated(_estimated_to_end(g, samples, p.forked), p, samples), samples)
+        if p.is_worker
+        else g
+    )
+
+
+def _with_levelled(g: Growth, samples: pd.DataFrame) -> Growth:
+    """Whether a worker's USS levelled off: over the last third of its window (at least
+    ``LEVEL_TAIL_S``), it rose less than ``LEVEL_SHARE`` of its growth, by its exact readings and
+    the sampler's estimate between them. None where its window is too short to say. A forked
+    worker that copied 40 % of its parent's pages and stopped is no full copy in the making."""
+    if g.growth_mb is None or g.baseline_t is None or g.last_t is None or g.uss_start_mb is None:
+        return g
+    span = g.last_t - g.baseline_t
+    if span < LEVEL_MIN_S:
+        return g
+    rows = samples[(samples["pid"] == g.pid) & ~samples["missing"].fillna(False).astype(bool)]
+    exact = rows["uss_mb"].where(rows["tier"] == "pss")
+    est = pd.to_numeric(rows["uss_est_mb"], errors="coerce") if "uss_est_mb" in rows else exact * np.nan
+    curve = pd.DataFrame({"t": rows["t"], "v": exact.fillna(est)}).dropna()
+    curve = curve[(curve["t"] > g.baseline_t) & (curve["t"] <= g.last_t + 1e-9)]
+    start = pd.DataFrame({"t": [g.baseline_t], "v": [g.uss_start_mb]})  # a forked worker's USS 0 at its fork
+    curve = pd.concat([start, curve]).sort_values("t")
+    tail_from = g.last_t - max(span / 3, LEVEL_TAIL_S)
+    before = curve[curve["t"] <= tail_from]
+    if before.empty or curve["t"].iloc[-1] <= tail_from:
+        return g
+    rise = float(curve["v"].iloc[-1]) - float(before["v"].iloc[-1])
+    return replace(g, levelled=rise < LEVEL_SHARE * max(g.growth_mb, 0.0) + LEVEL_NOISE_MB)
 
 
 def _with_allocated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:

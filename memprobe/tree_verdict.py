@@ -138,6 +138,10 @@ class Basis:
     others_mb: float  # launcher, helpers, parents without workers: once
     forked: bool
     built_between: bool = False  # parent_mb holds what a parent built between its worker generations
+    # Per worker with "full copy": a full copy of what its parent held, except for the workers
+    # whose USS levelled off before (counted as measured); how many of them levelled off.
+    full_copy_worker_mb: float | None = None
+    levelled: int = 0
 
 
 def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
@@ -153,6 +157,17 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
     def mean(xs: Any) -> float:
         return float(np.mean(list(xs)))
 
+    parents = {g.pid: g for g in rows if g.kind in PARENT_KINDS}
+
+    def full_copy(g: Growth) -> float:
+        """A worker's memory with a full copy of what its parent held; as measured where it levelled off."""
+        own = (g.uss_start_mb or 0.0) + max(grown(g), 0.0)
+        parent = parents.get(g.parent_pid) if g.parent_pid is not None else None
+        held = (parent.held_mb if parent.held_mb is not None else parent.uss_start_mb) if parent else None
+        if g.levelled or held is None:
+            return own
+        return max(own, (g.uss_start_mb or 0.0) + held)
+
     return Basis(
         len(shapes),
         any(g.kind == RANK for g in rows),
@@ -166,6 +181,8 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
         sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers),
         all(s.forked for s in shapes),
         any(abs(g.built_between_mb or 0.0) >= 1 for g in rows if g.kind in PARENT_KINDS),
+        mean(full_copy(g) for g in measured) if measured else None,
+        sum(1 for g in measured if g.levelled),
     )
 
 
@@ -173,13 +190,20 @@ def projection(basis: Basis | None) -> list[dict]:
     """The memory the job would need at other worker counts per rank and rank counts: each rank
     as measured (the mean over its ranks), its shared pages once per rank, each worker's private
     memory as measured over the same duration; ``full_copy_mb``: every forked worker ends with a
-    full copy of what its parent held when it started. Other processes (launcher, helpers) once."""
+    full copy of what its parent held when it started, except those whose USS levelled off (a
+    worker that copied 40 % and stopped is counted as measured). Other processes (launcher,
+    helpers) once."""
     if basis is None:
         return []
     b = basis
     rank_counts = sorted({b.ranks, *PROJECTION_RANKS}) if b.has_ranks else [1]
     per_worker = b.worker_start_mb + max(b.worker_growth_mb, 0.0)
-    copy = max(per_worker, b.worker_start_mb + b.full_copy_mb) if b.forked else per_worker
+    if not b.forked:
+        copy = per_worker
+    elif b.full_copy_worker_mb is not None:
+        copy = max(per_worker, b.full_copy_worker_mb)
+    else:
+        copy = max(per_worker, b.worker_start_mb + b.full_copy_mb)
     return [
         {
             "ranks": r,

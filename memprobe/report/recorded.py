@@ -245,17 +245,34 @@ def assumptions(b: verdict.Basis) -> list[str]:
         "further while workers are still growing."
     )
     out = [parent, each]
-    if b.forked:
+    if b.forked and b.levelled and b.levelled >= b.workers_measured:
+        out.append(
+            f"“Full copy” is as measured: {_all_of(b.workers_measured)} measured levelled off (over the last third of "
+            f"{'its' if b.workers_measured == 1 else 'their'} life, USS rose less than "
+            f"{tree.LEVEL_SHARE:.0%} of {'its' if b.workers_measured == 1 else 'their'} growth), short of a copy of "
+            f"everything {'its' if b.workers_measured == 1 else 'their'} parent held ({fmt.mb(b.full_copy_mb)})."
+        )
+    elif b.forked:
+        levelled = (
+            f" The {b.levelled} of {b.workers_measured} workers measured whose USS levelled off (over the last third "
+            f"of their life it rose less than {tree.LEVEL_SHARE:.0%} of their growth) count as measured."
+            if b.levelled
+            else ""
+        )
         out.append(
             f"“Full copy”: every forked worker ends with a private copy of everything its parent held when it "
             f"started ({fmt.mb(b.full_copy_mb)}): where copy-on-access ends once workers have read every "
-            "record."
+            "record." + levelled
         )
     if b.others_mb >= 1:
         out.append(
             f"Other processes (launcher, helpers, processes without workers): {fmt.mb(b.others_mb)}, once."
         )
     return out
+
+
+def _all_of(n: int) -> str:
+    return "the one worker" if n == 1 else f"all {n} workers"
 
 
 # -- sampling -------------------------------------------------------------------------------------

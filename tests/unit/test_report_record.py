@@ -14,6 +14,7 @@ from treejobs import (
     fork_job,
     generations_job,
     job_meta,
+    levelled_fork_job,
     lightning_job,
     proc_info,
     proc_rows,
@@ -289,3 +290,12 @@ def test_the_stacked_total_names_each_process_by_its_final_role(tmp_path: Path) 
     charts = chart_data(html)["charts"]
     names = {t["name"] for c in charts if c["kind"] == "pss_by_role" for t in c["data"]}
     assert {"rank 0", "rank 0 worker 0", "rank 1"} <= names and not names & {"launcher", "worker 0", "main"}
+
+
+def test_the_projection_says_when_the_workers_levelled_off_short_of_a_full_copy(tmp_path: Path) -> None:
+    html = page_of(write_results(tmp_path / "lev", *levelled_fork_job()))
+    text = re.sub(r"\s+", " ", html)
+    assert "“Full copy” is as measured: all 2 workers measured levelled off" in text
+    assert "short of a copy of everything their parent held (300 MB)" in text
+    going = re.sub(r"\s+", " ", page_of(write_results(tmp_path / "going", *fork_job(worker_growth=120.0))))
+    assert "levelled off" not in going and "“Full copy”: every forked worker ends with" in going

@@ -13,6 +13,7 @@ from treejobs import (
     generations_job,
     gone_row,
     job_meta,
+    levelled_fork_job,
     lightning_job,
     proc_info,
     proc_rows,
@@ -1055,3 +1056,19 @@ def test_generations_that_overlap_are_not_counted_at_once() -> None:
             p["start_t"] = 9.5
     s = _summary(meta, samples)
     assert [r["workers_per_rank"] for r in s.projection if r["as_measured"]] == [2]
+
+
+def test_workers_that_levelled_off_are_projected_as_measured_not_as_full_copies() -> None:
+    """Each worker copied 120 MB of the 300 MB its parent held by 10 s, then nothing more to
+    20 s: it is no full copy in the making, and "full copy" counts it as measured."""
+    s = _summary(*levelled_fork_job())
+    assert [p["levelled"] for p in s.processes if p["kind"] == "dataloader"] == [True, True]
+    ran = next(r for r in s.projection if r["as_measured"])
+    assert ran["measured_mb"] == pytest.approx(300 + 2 * 120, rel=0.03)
+    assert ran["full_copy_mb"] == pytest.approx(ran["measured_mb"])
+    # Still copying at the end: a full copy is where they are going.
+    going = _summary(*fork_job(worker_growth=120.0))
+    assert [p["levelled"] for p in going.processes if p["kind"] == "dataloader"] == [False, False]
+    assert next(r for r in going.projection if r["as_measured"])["full_copy_mb"] == pytest.approx(
+        300 + 2 * 300, rel=0.03
+    )

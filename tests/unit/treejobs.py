@@ -298,6 +298,15 @@ def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataF
     return job_meta(procs, ranks={"0": 10, "1": 11}, workers=4), pd.DataFrame(rows)
 
 
+def levelled_fork_job() -> tuple[dict, pd.DataFrame]:
+    """fork_job whose workers copy 120 MB of the 300 MB main held by 10 s, then nothing more to 20 s."""
+    meta, samples = fork_job(worker_growth=120.0)
+    early = samples["pid"].isin([11, 12]) & (samples["t"] == 10.0)
+    samples.loc[early, ["uss_mb", "private_dirty_mb", "pss_mb"]] = [120.0, 120.0, 125.0]
+    samples.loc[early, "minflt"] = 120.0 / MB_PER_FAULT
+    return meta, samples
+
+
 def lightning_job() -> tuple[dict, pd.DataFrame]:
     """Lightning's DDP as an older meta saw it: the root (called "launcher") re-ran the script
     for rank 1 and trained as rank 0 with DataLoader workers of its own, then tore its data

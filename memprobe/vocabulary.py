@@ -63,6 +63,15 @@ MAIN = "main"
 RESOURCE_TRACKER = "resource tracker"
 # multiprocessing's helper processes: reported, not judged. The forkserver helper has its mode's name.
 HELPER_ROLES: tuple[str, ...] = (FORKSERVER, RESOURCE_TRACKER)
+# What a resource tracker's command line holds: multiprocessing's, and the copy joblib's loky
+# backend runs beside its workers (``-c from joblib.externals.loky.backend.resource_tracker ...``).
+RESOURCE_TRACKER_MODULES = ("multiprocessing.resource_tracker", "loky.backend.resource_tracker")
+
+
+def is_resource_tracker(cmd: str) -> bool:
+    return any(module in cmd for module in RESOURCE_TRACKER_MODULES)
+
+
 WORKER_STARTING = "worker (starting)"  # a forkserver child not yet renamed by torch
 SPAWN_STARTING = "spawn (starting)"  # a spawn worker before torch renames it
 OTHER = "other"

@@ -13,6 +13,7 @@ from memprobe.vocabulary import (
     SPAWN_STARTING,
     WORKER_STARTING,
     is_helper,
+    is_resource_tracker,
     worker_role,
 )
 
@@ -70,7 +71,7 @@ class RoleBook:
 
     def _classify_by_cmdline(self, pid: int) -> Role:
         cmd = " ".join(procfs.read_cmdline(pid))
-        if "multiprocessing.resource_tracker" in cmd:
+        if is_resource_tracker(cmd):
             role = Role(RESOURCE_TRACKER)
         elif "multiprocessing.forkserver" in cmd:
             role = Role(FORKSERVER)

@@ -33,7 +33,16 @@ from typing import Protocol
 
 from memprobe.probe import procfs
 from memprobe.probe.roles import Role, RoleBook
-from memprobe.vocabulary import FORK, FORKSERVER, HELPER_ROLES, MAIN, OTHER, RESOURCE_TRACKER, SPAWN
+from memprobe.vocabulary import (
+    FORK,
+    FORKSERVER,
+    HELPER_ROLES,
+    MAIN,
+    OTHER,
+    RESOURCE_TRACKER,
+    SPAWN,
+    is_resource_tracker,
+)
 
 LAUNCHER = "launcher"
 RANK = "rank"
@@ -371,7 +380,7 @@ class TreeRoles(RoleBook):
 
     @staticmethod
     def _helper_kind(cmd: str, parent: Node | None) -> str | None:
-        if "multiprocessing.resource_tracker" in cmd:
+        if is_resource_tracker(cmd):
             return RESOURCE_TRACKER
         # A forkserver's own children inherit its command line: they are workers.
         if "multiprocessing.forkserver" in cmd and not (parent is not None and parent.kind == FORKSERVER):

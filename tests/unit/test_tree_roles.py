@@ -325,6 +325,23 @@ def test_pool_fork_spawn_exec_and_helpers_by_structure(fake: FakeProc) -> None:
     assert roles.nodes[101].forked and not roles.nodes[102].forked
 
 
+def test_lokys_resource_tracker_is_a_helper_not_a_worker(fake: FakeProc) -> None:
+    """joblib's loky backend runs its own copy of the resource tracker beside its workers."""
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)
+    fake.exec(
+        101,
+        [PY, "-B", "-c", "from joblib.externals.loky.backend.resource_tracker import main; main(9, False)"],
+    )
+    fake.add(102, 100)
+    fake.exec(
+        102, [PY, "-m", "joblib.externals.loky.backend.popen_loky_posix", "--process-name", "LokyProcess-1"]
+    )
+    _settle(fake)
+    assert _see(roles, fake) == {100: "main", 101: "resource tracker", 102: "worker 0"}
+    assert roles.nodes[102].kind == "exec"
+
+
 def test_forkserver_children_are_workers_of_the_forkservers_parent(fake: FakeProc) -> None:
     roles = TreeRoles(100, fake)
     fake.add(105, 100)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, replace
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,7 @@ ESTIMATE_EXTENDS_MB = (
     5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
 )
 RECORDED = ("record", "watch")
+END_TOGETHER_S = 2.0  # DataLoader workers whose last ticks alive are this close ended together
 # A worker levelled off when over the last third of its window (at least LEVEL_TAIL_S, in a
 # window of at least LEVEL_MIN_S) its USS rose less than LEVEL_SHARE of its growth plus LEVEL_NOISE_MB.
 LEVEL_MIN_S, LEVEL_TAIL_S, LEVEL_SHARE, LEVEL_NOISE_MB = 3.0, 1.0, 0.05, 1.0
@@ -135,7 +137,7 @@ def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
     procs = [
         _proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()
     ]
-    return _with_generations(_with_nested_parents(_with_parents(procs, meta)))
+    return _with_generations(_with_loader_generations(_with_nested_parents(_with_parents(procs, meta))))
 
 
 def _proc(
@@ -280,6 +282,51 @@ def _under_rank(role: str, old: str, rank: int) -> str:
     if role.startswith(old + "."):
         return f"rank {rank} worker {role[len(old) + 1 :]}"
     return role if role.startswith("rank ") else f"rank {rank} {role}"
+
+
+_INDEXED = re.compile(r"^((?:rank \d+ )?worker )\d+$")
+
+
+def _with_loader_generations(procs: list[Proc]) -> list[Proc]:
+    """A parent's DataLoader workers recorded as one generation that were two: those that end
+    together (within ``END_TOGETHER_S``: an iterator shuts its workers down together, and torch
+    never replaces one) started after every one of those that ended before them. Lightning's
+    ``ddp_spawn`` starts the next epoch's spawned workers (one after the other, each once the
+    last has read its copy) while the last epoch's still live: the tree cannot see it then, and
+    they were "worker 2" and "worker 3" of one generation, 4 workers per rank "at once"."""
+    by_pid = {p.pid: p for p in procs}
+    groups: dict[tuple, list[Proc]] = {}
+    for p in procs:
+        if p.kind == DATALOADER and p.generation is not None and (o := owner(p, by_pid)) is not None:
+            groups.setdefault((o.pid, p.generation), []).append(p)
+    splits = {key: _end_clusters(ws) for key, ws in groups.items()}
+    if all(len(c) < 2 for c in splits.values()):
+        return procs
+    out = {p.pid: p for p in procs}
+    for parent in {key[0] for key in groups}:
+        clusters = [c for key in sorted(k for k in groups if k[0] == parent) for c in splits[key]]
+        for gen, cluster in enumerate(clusters):
+            for index, p in enumerate(sorted(cluster, key=lambda p: (p.start_t, p.pid))):
+                m = _INDEXED.match(p.role)
+                role = f"{m.group(1)}{index}" if m else p.role
+                out[p.pid] = replace(p, generation=gen, worker=index if m else p.worker, role=role)
+    return [out[p.pid] for p in procs]
+
+
+def _end_clusters(workers: list[Proc]) -> list[list[Proc]]:
+    """Workers of one recorded generation in groups that ended together, in order of their end;
+    one group unless each group started after every worker of the group before it."""
+    ends = sorted(workers, key=lambda p: (p.last_t, p.pid))
+    clusters: list[list[Proc]] = []
+    for p in ends:
+        if clusters and p.last_t - clusters[-1][-1].last_t <= END_TOGETHER_S:
+            clusters[-1].append(p)
+        else:
+            clusters.append([p])
+    for before, after in pairwise(clusters):
+        if min(p.start_t for p in after) <= max(p.start_t for p in before):
+            return [workers]
+    return clusters
 
 
 def _with_generations(procs: list[Proc]) -> list[Proc]:

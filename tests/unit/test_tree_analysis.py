@@ -1072,3 +1072,34 @@ def test_workers_that_levelled_off_are_projected_as_measured_not_as_full_copies(
     assert next(r for r in going.projection if r["as_measured"])["full_copy_mb"] == pytest.approx(
         300 + 2 * 300, rel=0.03
     )
+
+
+def test_spawned_dataloader_workers_of_two_epochs_recorded_as_one_generation_are_two() -> None:
+    """Lightning's ddp_spawn started epoch 2's spawned workers (one after the other) while epoch
+    1's still lived: recorded as workers 0-3 of one generation. Those that end together belong
+    together; a generation whose workers end apart but started together stays one."""
+
+    def worker(pid: int, k: int, start: float, last: float) -> dict:
+        info = proc_info(
+            pid, f"rank 0 worker {k}", "dataloader", ppid=2, start_t=start, last_t=last, worker=k, rank=0
+        )
+        return {**info, "start_method": "spawn", "generation": 0}
+
+    procs = [
+        proc_info(1, "launcher", "launcher", ppid=None, start_t=0.0, last_t=70.0),
+        proc_info(2, "rank 0", "rank", ppid=1, start_t=1.0, last_t=69.0, rank=0),
+        worker(11, 0, 20.0, 40.0),
+        worker(12, 1, 31.0, 40.4),
+        worker(13, 2, 35.0, 60.0),
+        worker(14, 3, 45.0, 60.2),
+    ]
+    got = {p.pid: (p.role, p.generation) for p in processes(job_meta(procs), pd.DataFrame()) if p.pid > 10}
+    assert got == {
+        11: ("rank 0 worker 0", 0),
+        12: ("rank 0 worker 1", 0),
+        13: ("rank 0 worker 0", 1),
+        14: ("rank 0 worker 1", 1),
+    }
+    procs[4]["start_t"] = 21.0  # started with the first two: one generation whose ends came apart
+    kept = {p.pid: (p.role, p.generation) for p in processes(job_meta(procs), pd.DataFrame()) if p.pid > 10}
+    assert kept == {pid: (f"rank 0 worker {pid - 11}", 0) for pid in (11, 12, 13, 14)}

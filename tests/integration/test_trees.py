@@ -85,6 +85,14 @@ TREES_UNDER_TEST = [
         "dataloader",
         4,
     ),
+    # PyTorch Lightning's DDP: the script re-runs itself for rank 1 and trains as rank 0 itself.
+    Tree(
+        "lightning_style",
+        ("dataloader_train.py", *DATA, "--workers", "2", "--relaunch", "2"),
+        "dataloader",
+        4,
+        ranks=2,
+    ),
     Tree(
         "torchrun",
         ("--standalone", "--nproc_per_node=2", "dataloader_train.py", *DATA, "--workers", "2"),

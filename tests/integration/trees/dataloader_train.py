@@ -1,6 +1,9 @@
 """A training loop: a torch DataLoader with fork workers over the dataset, one short step per
 batch. Run alone or under torchrun (each rank builds its own dataset).
 
+--relaunch N does what PyTorch Lightning's DDP does (strategy="ddp"): the script re-runs itself
+for ranks 1..N-1 with LOCAL_RANK in their environment and trains as rank 0 itself.
+
 --rename gives the workers the name torch's development branch gives them
 (pt_multiprocess_data_worker, which the kernel cuts to pt_multiprocess) instead of today's
 pt_data_worker: torch names its workers through torch.multiprocessing._set_thread_name, which
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 import time
 
 import coco
@@ -49,9 +54,15 @@ if __name__ == "__main__":
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--step", type=float, default=0.004, help="seconds per training step")
     p.add_argument("--rename", action="store_true")
+    p.add_argument("--relaunch", type=int, default=1, help="ranks in all, this process being rank 0")
     args = p.parse_args()
     if args.rename:
         rename_workers()
+    ranks = []
+    if args.relaunch > 1 and "LOCAL_RANK" not in os.environ:
+        for k in range(1, args.relaunch):
+            env = {**os.environ, "LOCAL_RANK": str(k), "WORLD_SIZE": str(args.relaunch)}
+            ranks.append(subprocess.Popen([sys.executable, *sys.argv], env=env))
     ds = coco.build(args.data, args.json)
     loader = DataLoader(
         ds,
@@ -69,3 +80,5 @@ if __name__ == "__main__":
             total += size
             time.sleep(args.step)
         print(f"TREE_EPOCH rank={os.environ.get('RANK', '-')} epoch={epoch} bytes={total}", flush=True)
+    for rank in ranks:
+        rank.wait()

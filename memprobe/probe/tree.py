@@ -31,18 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from memprobe import vocabulary
 from memprobe.probe import procfs
 from memprobe.probe.roles import Role, RoleBook
-from memprobe.vocabulary import (
-    FORK,
-    FORKSERVER,
-    HELPER_ROLES,
-    MAIN,
-    OTHER,
-    RESOURCE_TRACKER,
-    SPAWN,
-    is_resource_tracker,
-)
+from memprobe.vocabulary import FORK, FORKSERVER, HELPER_ROLES, MAIN, OTHER, RESOURCE_TRACKER, SPAWN
 
 LAUNCHER = "launcher"
 RANK = "rank"
@@ -380,7 +372,7 @@ class TreeRoles(RoleBook):
 
     @staticmethod
     def _helper_kind(cmd: str, parent: Node | None) -> str | None:
-        if is_resource_tracker(cmd):
+        if vocabulary.is_resource_tracker(cmd):
             return RESOURCE_TRACKER
         # A forkserver's own children inherit its command line: they are workers.
         if "multiprocessing.forkserver" in cmd and not (parent is not None and parent.kind == FORKSERVER):

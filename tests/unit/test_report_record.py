@@ -10,17 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from treejobs import (
-    fork_job,
-    generations_job,
-    job_meta,
-    levelled_fork_job,
-    lightning_job,
-    proc_info,
-    proc_rows,
-    rank_job,
-    write_results,
-)
+import treejobs
+from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
 from memprobe.analysis import summarize, summarize_all
 from memprobe.report import figures, recorded, write_report
@@ -286,14 +277,14 @@ def test_a_recorded_job_s_total_pss_holds_between_its_exact_rounds() -> None:
 def test_the_stacked_total_names_each_process_by_its_final_role(tmp_path: Path) -> None:
     """Lightning's rank 0 was "launcher" in its rows until its workers started (and its workers
     "worker 0/1"): the stacked PSS chart drew a grey "launcher" beside "rank 0"."""
-    html = page_of(write_results(tmp_path / "pl", *lightning_job()))
+    html = page_of(write_results(tmp_path / "pl", *treejobs.lightning_job()))
     charts = chart_data(html)["charts"]
     names = {t["name"] for c in charts if c["kind"] == "pss_by_role" for t in c["data"]}
     assert {"rank 0", "rank 0 worker 0", "rank 1"} <= names and not names & {"launcher", "worker 0", "main"}
 
 
 def test_the_projection_says_when_the_workers_levelled_off_short_of_a_full_copy(tmp_path: Path) -> None:
-    html = page_of(write_results(tmp_path / "lev", *levelled_fork_job()))
+    html = page_of(write_results(tmp_path / "lev", *treejobs.levelled_fork_job()))
     text = re.sub(r"\s+", " ", html)
     assert "“Full copy” is as measured: all 2 workers measured levelled off" in text
     assert "short of a copy of everything their parent held (300 MB)" in text

@@ -3,10 +3,14 @@
 Names (``comm``, command lines) are only labels; what a process *is* comes from how it relates
 to its parent:
 
-* the root is ``main``, or ``launcher`` when its children are ranks (torchrun);
+* the root is ``main``, or ``launcher`` when its children are ranks (torchrun), or a rank
+  itself when it runs DataLoader workers beside the ranks it started (Lightning's DDP re-runs
+  the script for ranks 1.. and trains as rank 0);
 * a **rank** is a direct child of the root whose environment has ``RANK`` (or ``LOCAL_RANK``)
   different from the root's; when environments cannot be read, the children of a root whose
-  command line is a known launcher are ranks in order of appearance;
+  command line is a known launcher are ranks in order of appearance; a worker of the root that
+  runs DataLoader workers of its own is a rank too (``torch.multiprocessing.spawn``'s ranks
+  carry no RANK), numbered as it was started;
 * a **worker** is any other child of main, a rank or a worker (nested: ``worker K.J``). Its kind:
   ``dataloader`` (comm ``pt_data_worker``, or ``pt_multiprocess`` for torch's upcoming
   ``pt_multiprocess_data_worker`` cut to 15 characters by the kernel), ``fork`` (it shows its
@@ -20,7 +24,8 @@ Workers are numbered per parent: a new worker takes the lowest index not held by
 of that parent (siblings that appear together in order of start time, then pid), so each
 epoch's fresh workers (``persistent_workers=False``) are ``worker 0..N-1`` again and each rank
 numbers its own. A parent's workers form *generations*: a new one starts when a worker appears
-while none of that parent's previous workers is alive.
+while none of that parent's previous workers is alive, or when forked DataLoader workers start
+a second after every live one (the next iterator, started before the last one's workers exit).
 """
 
 from __future__ import annotations

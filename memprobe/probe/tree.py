@@ -330,12 +330,17 @@ class TreeRoles(RoleBook):
         * a worker of the root (not a DataLoader worker): ``torch.multiprocessing.spawn(train,
           nprocs=N)`` starts ranks with no RANK in their environment, numbered in the order
           they start (the index ``spawn`` passes them)."""
-        if not self._runs_loaders(owner):
-            return
+        # The structure first: looking for DataLoader workers walks every node, and a job that
+        # starts thousands of workers over its epochs numbers a batch of them every epoch.
         if owner.pid == self.main_pid:
-            if owner.kind == LAUNCHER and self.ranks:
+            if owner.kind == LAUNCHER and self.ranks and self._runs_loaders(owner):
                 self._root_as_rank()
-        elif owner.is_worker and owner.kind != DATALOADER and owner.owner == self.main_pid:
+        elif (
+            owner.is_worker
+            and owner.kind != DATALOADER
+            and owner.owner == self.main_pid
+            and self._runs_loaders(owner)
+        ):
             taken = set(self.ranks.values())
             rank = owner.worker if owner.worker not in taken else _lowest_free(taken)
             owner.settled = True  # its environment would say "worker" again: keep what it is

@@ -561,7 +561,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         released_mb=split.released_mb,
         shared_mb=split.shared_mb,
         written_mb=split.written_mb if p.is_parent else None,
-        held_mb=_held(readings, built) if p.is_parent else None,
+        held_mb=_held(readings, built) if p.is_parent and _read_before_workers(p, readings, procs) else None,
         growth_mb_per_min=rate,
         judged=p.is_worker or p.is_parent,
     )
@@ -613,6 +613,13 @@ def _with_allocated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
     if len(upto) < 2:
         return g
     return replace(g, allocated_mb=max(0.0, float(upto["anon"].iloc[-1] - rows["anon"].iloc[0])))
+
+
+def _read_before_workers(p: Proc, readings: pd.DataFrame, procs: list[Proc]) -> bool:
+    """Whether a parent was read exactly before its first worker started: where it was not, its
+    first reading holds its pages as shared already, and what it held is not known."""
+    mine = _own_workers(p, procs)
+    return not mine or readings.empty or float(readings["t"].iloc[0]) < min(q.start_t for q in mine)
 
 
 def _held(readings: pd.DataFrame, built: float | None) -> float | None:
@@ -775,9 +782,26 @@ def _parent_window(
     first = float(readings["uss_mb"].iloc[0])
     if pre is not None:
         built: float | None = pre["uss_mb"] - first
+    elif len(before):
+        built = float(before["uss_mb"].iloc[-1]) - first
     else:
-        built = float(before["uss_mb"].iloc[-1]) - first if len(before) else None
+        built = _built_unread(samples, p.pid, since) if mine else None
     return window, origin, built, None
+
+
+def _built_unread(samples: pd.DataFrame, pid: int, since: float) -> float | None:
+    """What a parent never read exactly before its first worker started built from its first
+    tick to then: the rise of its anonymous RSS (read every tick). accelerate's
+    ``debug_launcher`` ranks built their lists of dicts (+230 MB each) before a first exact
+    reading, and the culprit said the workers copied "pages they shared at fork" instead of what
+    each rank built. None when it moved less than a megabyte or was seen only once before."""
+    if "rss_anon_mb" not in samples:
+        return None
+    rows = samples[(samples["pid"] == pid) & (samples["t"] < since)].sort_values("t")
+    anon = pd.to_numeric(rows["rss_anon_mb"], errors="coerce").dropna()
+    if len(anon) < 2 or abs(float(anon.iloc[-1] - anon.iloc[0])) < STILL_MB:
+        return None
+    return float(anon.iloc[-1] - anon.iloc[0])
 
 
 def _own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:

@@ -70,7 +70,7 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
         forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
         # What it held before its fork, not its USS after it: the pages its workers share are
         # counted once, here, and are what a full copy copies.
-        start = parent.held_mb if parent.held_mb is not None else parent.uss_start_mb or 0.0
+        start = held(parent)
         out.append(
             RankShape(
                 start + max(grown(parent) + (parent.built_between_mb or 0.0), 0.0),
@@ -82,6 +82,15 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
             )
         )
     return out
+
+
+def held(parent: Growth) -> float:
+    """What a parent held just before its first worker started: its reading then plus what it
+    built; where it was not read before, at least what it was seen to build (its USS after the
+    fork counts the pages its workers share as theirs)."""
+    if parent.held_mb is not None:
+        return parent.held_mb
+    return max(parent.uss_start_mb or 0.0, parent.built_mb or 0.0)
 
 
 def projected(workers: list[Growth]) -> list[Growth]:
@@ -163,10 +172,9 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
         """A worker's memory with a full copy of what its parent held; as measured where it levelled off."""
         own = (g.uss_start_mb or 0.0) + max(grown(g), 0.0)
         parent = parents.get(g.parent_pid) if g.parent_pid is not None else None
-        held = (parent.held_mb if parent.held_mb is not None else parent.uss_start_mb) if parent else None
-        if g.levelled or held is None:
+        if g.levelled or parent is None:
             return own
-        return max(own, (g.uss_start_mb or 0.0) + held)
+        return max(own, (g.uss_start_mb or 0.0) + held(parent))
 
     return Basis(
         len(shapes),

@@ -1103,3 +1103,21 @@ def test_spawned_dataloader_workers_of_two_epochs_recorded_as_one_generation_are
     procs[4]["start_t"] = 21.0  # started with the first two: one generation whose ends came apart
     kept = {p.pid: (p.role, p.generation) for p in processes(job_meta(procs), pd.DataFrame()) if p.pid > 10}
     assert kept == {pid: (f"rank 0 worker {pid - 11}", 0) for pid in (11, 12, 13, 14)}
+
+
+def test_a_rank_never_read_before_its_workers_started_is_shown_what_it_built() -> None:
+    """accelerate's debug_launcher: both ranks built their lists of dicts before the sampler
+    first read them exactly (after their workers' fork): what each built is the rise of its
+    anonymous RSS, read every tick, and the culprit names it."""
+    meta, samples = rank_job()
+    early = samples["pid"].isin([10, 11]) & (samples["t"] < 5.0)
+    samples.loc[early, "tier"] = "cheap"
+    samples.loc[early, ["uss_mb", "pss_mb", "private_dirty_mb"]] = None
+    s = _summary(meta, samples)
+    ranks = [p for p in s.processes if p["kind"] == "rank"]
+    assert [p["built_mb"] for p in ranks] == [pytest.approx(380), pytest.approx(380)]
+    assert all(p["held_mb"] is None for p in ranks)  # its first reading holds its pages shared already
+    assert "copy-on-access of what rank 0 built (+380 MB before its workers started)" in s.culprit, s.culprit
+    # The projection counts what each rank held at least (380 MB), not its USS once its pages were shared.
+    ran = next(r for r in s.projection if r["as_measured"])
+    assert ran["measured_mb"] == pytest.approx(9 + 2 * (380 + 2 * (150 + 3) / 2), rel=0.03)

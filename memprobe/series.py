@@ -108,9 +108,7 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
     """Exact readings, plus, at every time some process was read exactly, each other live
     process's last exact reading (readings are spent where memory moves, not on every process at
     once; one that was not read has not moved). A live process never read exactly yet counts
-    with the sampler's estimate of its USS (``uss_est_mb``), a lower bound of its PSS: left out,
-    a torchrun job whose 8 DataLoader workers were read once in all had a total of 1,004 MB where
-    psutil summed 1,854 MB. Rows: t, pid, role, pss_mb, uss_mb, held."""
+    with an estimate (:func:`_unread_pss`). Rows: t, pid, role, pss_mb, uss_mb, held."""
     cols = ["t", "pid", "role", "pss_mb", "uss_mb", "held"]
     if samples.empty or not (samples["tier"] == "pss").any():
         return pd.DataFrame(columns=cols)
@@ -123,14 +121,14 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
     ]
     if idle.empty:
         return exact[cols].reset_index(drop=True)
-    last = exact[["t", "pid", "pss_mb", "uss_mb"]].rename(columns={"t": "read_t"}).sort_values("read_t")
+    last = (
+        exact[["t", "pid", "pss_mb", "uss_mb", "rss_mb"]]
+        .rename(columns={"t": "read_t", "rss_mb": "rss_read_mb"})
+        .sort_values("read_t")
+    )
+    keep = ["t", "pid", "role"] + [c for c in (*_ESTIMATE_COLUMNS, *LINEAGE) if c in idle]
     carried = pd.merge_asof(
-        idle[["t", "pid", "role"] + (["uss_est_mb"] if "uss_est_mb" in idle else [])].sort_values("t"),
-        last,
-        left_on="t",
-        right_on="read_t",
-        by="pid",
-        direction="backward",
+        idle[keep].sort_values("t"), last, left_on="t", right_on="read_t", by="pid", direction="backward"
     ).assign(held=True)
     held = carried.dropna(subset=["pss_mb"])
     if "uss_est_mb" in held:
@@ -138,19 +136,73 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
         # is a new page of the machine's, which its estimated USS counts (a parent's USS also
         # rises by pages its workers' copies leave it alone with: no new page, not added). Held
         # at their readings alone, the workers of the copy-on-access demo, read once in 18 s
-        # while they copied 190 MB more, left its total PSS 13 % under psutil's.
+        # while they copied 190 MB more, left its total PSS 13 % under psutil's. What any other
+        # process freed since (its RSS fell) is gone from the total: a Lightning rank held at
+        # its reading from before it freed 135 MB stood that much over psutil's total.
         rise = pd.to_numeric(held["uss_est_mb"], errors="coerce") - held["uss_mb"]
         worker = pd.Series([is_worker_role(str(r)) for r in held["role"]], index=held.index, dtype=bool)
-        held = held.assign(pss_mb=held["pss_mb"] + rise.where(worker & rise.notna(), 0.0))
+        fell = (held["rss_read_mb"] - pd.to_numeric(held["rss_mb"], errors="coerce")).clip(lower=0.0)
+        held = held.assign(
+            pss_mb=held["pss_mb"]
+            + rise.where(worker & rise.notna(), 0.0)
+            - fell.where(~worker, 0.0).fillna(0.0)
+        )
     parts = [exact[cols], held[cols]]
     if "uss_est_mb" in carried:
-        unread = carried[carried["pss_mb"].isna()].assign(
-            pss_mb=lambda d: pd.to_numeric(d["uss_est_mb"], errors="coerce")
+        unread = carried[carried["pss_mb"].isna()].drop(columns=["pss_mb", "uss_mb"])
+        unread = unread.assign(uss_mb=pd.to_numeric(unread["uss_est_mb"], errors="coerce")).dropna(
+            subset=["uss_mb"]
         )
-        unread = unread.dropna(subset=["pss_mb"]).assign(uss_mb=lambda d: d["pss_mb"])
-        parts.append(unread[cols])
+        parts.append(_unread_pss(unread, exact)[cols])
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True).sort_values(["t", "pid"], ignore_index=True)
+
+
+# A process's parent and start (run clock), put on the samples of a recorded job by
+# :func:`memprobe.tree_analysis.with_lineage`: who holds the pages a process never read shares.
+LINEAGE = ("ppid", "start_t")
+_ESTIMATE_COLUMNS = ("uss_est_mb", "rss_mb", "kind", "rank")
+
+
+def _unread_pss(unread: pd.DataFrame, exact: pd.DataFrame) -> pd.DataFrame:
+    """PSS of processes never read exactly (``unread``: t, pid, uss_mb from the sampler's
+    estimate, rss_mb, kind, rank and, where known, LINEAGE): their USS plus their share of the
+    pages they share, RSS - USS times the share (PSS - USS) / (RSS - USS) that the nearest reading
+    of a process like them found (same kind and rank, else same kind, else their parent). Only
+    where their parent was read after they started: before that, the parent's held reading still
+    holds the pages they share. Counted by USS alone, the 8-16 DataLoader workers of torchrun
+    and Lightning jobs, read once or never, left total PSS 10-31 % under psutil's (34 outside
+    jobs: within 7 % of it with the shares; docs/perf/record.md)."""
+    if unread.empty or not set(LINEAGE) <= set(unread.columns) or "rss_mb" not in unread:
+        return unread.assign(pss_mb=unread["uss_mb"])
+    gap = exact["rss_mb"] - exact["uss_mb"]
+    likes = exact.assign(
+        share=((exact["pss_mb"] - exact["uss_mb"]) / gap.where(gap >= 1.0)),
+        kind=exact["kind"].fillna("") if "kind" in exact else "",
+        rank=exact["rank"].fillna(-1).astype(int) if "rank" in exact else -1,
+    ).dropna(subset=["share"])[["t", "pid", "kind", "rank", "share"]]
+    likes = likes.sort_values("t")
+    u = unread.reset_index(names="row").assign(
+        kind=lambda d: d["kind"].fillna("") if "kind" in d else "",
+        rank=lambda d: d["rank"].fillna(-1).astype(int) if "rank" in d else -1,
+        ppid=lambda d: pd.to_numeric(d["ppid"], errors="coerce").fillna(-1).astype(int),
+    )
+    u = u.sort_values("t")
+
+    def nearest(by: list[str], table: pd.DataFrame, value: str, direction: str = "nearest") -> pd.Series:
+        got = pd.merge_asof(u, table, on="t", by=by, direction=direction, suffixes=("", "_r"))
+        return got.set_index("row")[value]
+
+    share = nearest(["kind", "rank"], likes.drop(columns="pid"), "share")
+    share = share.fillna(nearest(["kind"], likes.drop(columns=["pid", "rank"]), "share"))
+    parents = likes.rename(columns={"pid": "ppid"}).drop(columns=["kind", "rank"])
+    share = share.fillna(nearest(["ppid"], parents, "share"))
+    reads = exact[["t", "pid"]].rename(columns={"pid": "ppid"}).assign(parent_t=lambda d: d["t"])
+    parent_t = nearest(["ppid"], reads.sort_values("t"), "parent_t", direction="backward")
+    start = pd.to_numeric(u.set_index("row")["start_t"], errors="coerce")
+    share = share.where(parent_t >= start, 0.0).fillna(0.0).clip(0.0, 1.0).reindex(unread.index)
+    rss = pd.to_numeric(unread["rss_mb"], errors="coerce")
+    return unread.assign(pss_mb=unread["uss_mb"] + share * (rss - unread["uss_mb"]).clip(lower=0.0))
 
 
 def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:

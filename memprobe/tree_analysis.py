@@ -124,6 +124,24 @@ def _old_kind(role: str, worker: int, has_ranks: bool) -> str:
     return OTHER
 
 
+def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
+    """``samples`` with each process's role as the analysis knows it at the end, its parent and
+    its start (:data:`memprobe.series.LINEAGE`: what the total PSS needs for a process never read
+    exactly). A row holds its process's role at that tick: Lightning's rank 0 was "main", then
+    "launcher" once it started rank 1, then "rank 0" once its workers started, and the stacked
+    PSS chart drew three roles for one process (an older meta's spawned ranks stayed "worker K"
+    in every row)."""
+    if samples.empty or "pid" not in samples:
+        return samples
+    by_pid = {p.pid: p for p in procs}
+    roles = samples["pid"].map({pid: p.role for pid, p in by_pid.items()})
+    return samples.assign(
+        role=roles.fillna(samples["role"]) if "role" in samples else roles,
+        ppid=samples["pid"].map({pid: p.ppid for pid, p in by_pid.items()}),
+        start_t=samples["pid"].map({pid: p.start_t for pid, p in by_pid.items()}),
+    )
+
+
 def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
     """Every process of the run, from the meta where it lists them, else from the samples."""
     listed = {int(p["pid"]): p for p in meta.get("processes") or []}

@@ -18,6 +18,7 @@ from memprobe.tree_analysis import (
     WORKER_KINDS,
     Growth,
     Proc,
+    as_analysed,
     estimate_error,
     first,
     last,
@@ -256,7 +257,7 @@ def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress
     per_worker_items = base.items / max(len(workers), 1) / 1000
     # The same totals as the scenario summary and the record page's chart: a round with a process
     # that could not be read is a gap (left out here), never a smaller sum.
-    totals = series.total_pss(samples).dropna()
+    totals = series.total_pss(as_analysed(samples, procs)).dropna()
     summary = replace(
         base,
         verdict=verdict,
@@ -291,12 +292,11 @@ def _explanation(s: RunSummary, words: str) -> str:
     parts = [words]
     unread = len(never_read(s.processes or []))
     if s.rss_overcount_mb is not None and s.total_pss_peak_mb and unread:
-        # Their PSS is unknown: the total holds only their estimated USS, and the real one is higher.
+        # Their PSS was never read: the total holds an estimate of it (series.held_readings).
         parts.append(
             f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak; the real total (PSS) "
-            f"was at least {s.total_pss_peak_mb:,.0f} MB ({unread} process{'es' if unread != 1 else ''} "
-            f"never read exactly count{'' if unread != 1 else 's'} with {'their' if unread != 1 else 'its'} "
-            f"estimated USS only)."
+            f"was about {s.total_pss_peak_mb:,.0f} MB ({unread} process{'es' if unread != 1 else ''} "
+            f"never read exactly count{'' if unread != 1 else 's'} with an estimate)."
         )
     elif s.rss_overcount_mb is not None and s.total_pss_peak_mb:
         parts.append(
@@ -307,8 +307,8 @@ def _explanation(s: RunSummary, words: str) -> str:
 
 
 def never_read(processes: list[dict]) -> list[str]:
-    """Roles of the processes the sampler never read exactly: the total PSS holds only their
-    estimated USS (:func:`memprobe.series.held_readings`), a lower bound of their PSS."""
+    """Roles of the processes the sampler never read exactly: the total PSS holds an estimate of
+    their PSS (:func:`memprobe.series.held_readings`)."""
     return [r["role"] for r in processes if not r.get("pss_samples")]
 
 

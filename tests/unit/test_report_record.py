@@ -207,11 +207,12 @@ def test_total_pss_says_which_processes_it_counts_by_their_estimate(tmp_path: Pa
     samples = samples[~(samples["pid"].eq(12) & samples["tier"].eq("pss"))]
     html = page_of(write_results(tmp_path / "unread", meta, samples))
     assert (
-        "1 process (worker 1) had no exact reading, so total PSS counts it by its estimated private "
-        "memory (USS) alone" in html
+        "1 process (worker 1) had no exact reading, so total PSS counts it with an estimate: its private "
+        "memory (USS) from its page faults, plus its share of the pages it shares" in html
     )
-    assert "at least " in html and "(1 process never read exactly: by estimated USS)" in html
-    assert "over-counts by at most" in html
+    assert "about " in html and "(1 process never read exactly: estimated)" in html
+    assert "over-counts by about" in html
+    assert "--pss-budget" in html  # how to have every process read
 
 
 def test_a_watched_job_counts_time_from_when_memprobe_began_watching(tmp_path: Path) -> None:

@@ -839,9 +839,11 @@ def test_a_spawned_worker_judged_on_its_estimate_alone_grows_no_more_than_its_rs
     assert row["estimated"] and row["growth_mb"] == pytest.approx(0, abs=0.5), row
 
 
-def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss() -> None:
+def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss_and_share() -> None:
     """A torchrun job's 8 DataLoader workers were read exactly once in all: left out of the total,
-    it said 1,004 MB of PSS where psutil summed 1,854 MB, and "Summing RSS over-counts by 2,592 MB"."""
+    it said 1,004 MB of PSS where psutil summed 1,854 MB, and "Summing RSS over-counts by 2,592 MB";
+    counted by their estimated USS alone, 1,465 MB (-21 %): without their share of the pages they
+    share with their rank, which the rank's reading after their fork no longer holds."""
     meta, samples = fork_job()
     unread = samples["pid"].eq(12) & samples["tier"].isin(["pss", "cheap"])
     samples = samples.copy()
@@ -850,14 +852,43 @@ def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss() 
         samples.loc[unread, col] = None
     samples.loc[unread, "tier"] = "cheap"  # worker 1: never read exactly, estimated at every tick
     s = _summary(meta, samples)
-    total = series.total_pss(samples)
-    # At t=20: main 215 + worker 0 205 (exact) + worker 1's estimated USS 200.
-    assert total.loc[20.0] == pytest.approx(215 + 205 + 200)
-    assert s.total_pss_peak_mb == pytest.approx(620)
+    procs = tree.processes(meta, samples)
+    total = series.total_pss(tree.as_analysed(samples, procs))
+    # At t=20: main 215 + worker 0 205 (exact: 5 of its 120 MB shared pages are its share) + worker
+    # 1 its estimated USS 200 and the same share of its own 120 MB: 205, as its twin.
+    assert total.loc[20.0] == pytest.approx(215 + 205 + 205)
+    assert s.total_pss_peak_mb == pytest.approx(625)
     assert (
-        "the real total (PSS) was at least 620 MB (1 process never read exactly counts with its "
-        "estimated USS only)" in s.explanation
+        "the real total (PSS) was about 625 MB (1 process never read exactly counts with an estimate)"
+        in s.explanation
     )
+    # Without who its parent is, only its USS (the samples alone cannot say its parent's reading
+    # no longer holds what they share).
+    assert series.total_pss(samples).loc[20.0] == pytest.approx(215 + 205 + 200)
+
+
+def test_a_parent_held_at_a_reading_from_before_its_fork_keeps_what_its_unread_children_share() -> None:
+    """A Lightning rank read before it forked its workers, and not after, holds every page they
+    share at that reading: the workers, never read, add their USS only (with their share too, the
+    total stood 13 % over psutil's). What it freed since (its RSS fell 135 MB) leaves the total."""
+    meta, samples = fork_job()
+    samples = samples[~samples["pid"].eq(1) | samples["t"].le(4.0)].copy()  # main: read before the fork only
+    later = samples[samples["pid"].eq(11) & samples["t"].ge(5.0)][["t"]].assign(
+        pid=1, role="main", tier="cheap", rss_mb=216.0, uss_est_mb=50.0, missing=False
+    )
+    samples = pd.concat([samples, later], ignore_index=True)
+    for pid in (11, 12):  # the workers: never read
+        rows = samples["pid"].eq(pid) & samples["tier"].isin(["pss", "cheap"])
+        samples.loc[rows, "uss_est_mb"] = samples.loc[rows, "uss_mb"].fillna(50.0)
+        samples.loc[rows, ["pss_mb", "uss_mb"]] = None
+        samples.loc[rows, "tier"] = "cheap"
+    samples.loc[samples["pid"].eq(11) & samples["t"].eq(20.0), "tier"] = "pss"  # one reading, worker 0
+    samples.loc[samples["pid"].eq(11) & samples["t"].eq(20.0), ["pss_mb", "uss_mb"]] = [205.0, 200.0]
+    procs = tree.processes(meta, samples)
+    total = series.total_pss(tree.as_analysed(samples, procs))
+    # main held at its reading at 4.0 (305 MB) less the 100 MB its RSS fell since (316 -> 216);
+    # worker 1 by its USS alone; worker 0 exact.
+    assert total.loc[20.0] == pytest.approx(305 - 99 + 200 + 205)
 
 
 def test_what_a_parent_freed_just_before_its_fork_is_not_what_it_built() -> None:

@@ -397,8 +397,12 @@ def _between(g: Growth) -> str:
     b = g.built_between_mb
     if b is None or abs(b) < BETWEEN_WORTH_MB:
         return ""
-    done = f"built {_mb(b)}" if b > 0 else f"freed {-b:,.0f} MB"
-    return f"{done} between worker generations, while none of its workers lived"
+    return f"{built_or_freed(b)} between worker generations, while none of its workers lived"
+
+
+def built_or_freed(mb: float) -> str:
+    """'built +65 MB', 'freed 13 MB' (a negative build said "built -13 MB")."""
+    return f"built {_mb(mb)}" if mb > 0 else f"freed {-mb:,.0f} MB"
 
 
 def _capital(text: str) -> str:
@@ -432,7 +436,7 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
         # The pace of the figures the sentence gives: a mean of rates over windows of different
         # lengths once said "each grew ~+116 MB in 4 s (3,036 MB/min)".
         rates = [mean / span * 60]
-    each = "each grew ~" if n > 1 else "grew "
+    grew = f"each grew about {mean:,.0f} MB" if n > 1 else f"grew {_mb(mean)}"
     workers = _kind_words(g0.kind, n, g0.start_method, gens)
     if len(parents) > 1:
         names = [p.role for p in parents]
@@ -443,8 +447,10 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     pace = ([f"{np.mean(rates):,.0f} MB/min"] if rates else []) + (
         [f"{np.mean(per_1k):,.2f} MB per 1,000 items"] if len(per_1k) == n else []
     )
-    text = f"{head} {each}{_mb(mean)} in {_duration(span)}" + (f" ({', '.join(pace)})" if pace else "")
-    return _capital(text + _estimate_words(group) + _cause(group, parents)) + "."
+    said = [", ".join(pace)] if pace else []
+    said += [e] if (e := _estimate_words(group)) else []
+    text = f"{head} {grew} in {_duration(span)}" + (f" ({'; '.join(said)})" if said else "")
+    return _capital(text + _cause(group, parents)) + "."
 
 
 def _estimate_words(group: list[Growth]) -> str:
@@ -461,8 +467,8 @@ def _estimate_words(group: list[Growth]) -> str:
         else "it went on growing after its last exact reading"
     )
     if len(guessed) == n:
-        return f" (estimated from {'their' if n > 1 else 'its'} page faults: {why})"
-    return f" ({len(guessed)} of them estimated from page faults: the exact readings missed their growth)"
+        return f"estimated from {'their' if n > 1 else 'its'} page faults: {why}"
+    return f"{len(guessed)} of them estimated from page faults: the exact readings missed their growth"
 
 
 def _cause(group: list[Growth], parents: list[Growth]) -> str:

@@ -5,7 +5,7 @@ the job measured (no items axis without items, no matrix of one cell)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -81,7 +81,24 @@ def process_rows(s: RunSummary) -> list[ProcessRow]:
     rows = s.processes or []
     parents = {r.get("parent_pid") for r in rows if r["kind"] in tree.WORKER_KINDS}
     ranks = any(r["kind"] == RANK for r in rows)
-    return [_process_row(r, s.growth_threshold_mb, r["pid"] in parents, ranks) for r in rows]
+    names = labels(rows)
+    return [
+        replace(_process_row(r, s.growth_threshold_mb, r["pid"] in parents, ranks), role=names[int(r["pid"])])
+        for r in rows
+    ]
+
+
+def labels(rows: list[dict]) -> dict[int, str]:
+    """Each process's name on the page: its role, and its generation where the role comes again
+    in a later one, as the timelines' legends name them (the table listed "rank 0 worker 0"
+    twice, once per epoch)."""
+    again = {r["role"] for r in rows if r.get("generation")}
+    return {
+        int(r["pid"]): f"{r['role']} · gen {r['generation'] + 1}"
+        if r["role"] in again and r.get("generation") is not None
+        else r["role"]
+        for r in rows
+    }
 
 
 def _process_row(r: dict, threshold: float, has_workers: bool, has_ranks: bool = False) -> ProcessRow:
@@ -131,8 +148,8 @@ def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) ->
         notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
     if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
         notes.append(
-            f"built {fmt.signed_mb(r['built_between_mb'])} between worker generations, while none of its "
-            "workers lived (not growth)"
+            f"{verdict.built_or_freed(r['built_between_mb'])} between worker generations, while none of "
+            "its workers lived (not growth)"
         )
     if fmt.is_num(r.get("startup_mb")):
         notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
@@ -473,14 +490,8 @@ def unread_text(s: RunSummary) -> str | None:
     rows = [r for r in s.processes or [] if not r.get("pss_samples")]
     if not rows:
         return None
-    # A role that comes again in the next generation is told apart as the timelines' legends do.
-    again = {r["role"] for r in s.processes or [] if r.get("generation")}
-    roles = [
-        f"{r['role']} · gen {r['generation'] + 1}"
-        if r["role"] in again and r.get("generation") is not None
-        else r["role"]
-        for r in rows
-    ]
+    label = labels(s.processes or [])
+    roles = [label[int(r["pid"])] for r in rows]
     names = ", ".join(roles[:6]) + (", ..." if len(roles) > 6 else "")
     many = len(roles) != 1
     return (

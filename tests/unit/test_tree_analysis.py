@@ -53,7 +53,7 @@ def test_forked_workers_grow_from_zero_at_their_start_and_the_main_process_is_no
     assert s.verdict == "growing" and s.worker_uss_growth_mb == pytest.approx(200, abs=0.5)
     assert s.main_uss_growth_mb == pytest.approx(main["growth_mb"])
     assert s.culprit.startswith(
-        "growing: The main process's 2 DataLoader workers (fork) each grew ~+200 MB in 15 s"
+        "growing: The main process's 2 DataLoader workers (fork) each grew about 200 MB in 15 s"
     )
     assert "copy-on-access of what the main process built (+295 MB before its workers started)" in s.culprit
     assert (
@@ -80,7 +80,7 @@ def test_growth_per_1000_items_uses_the_items_each_worker_served() -> None:
     worker = next(p for p in s.processes if p["pid"] == 11)
     assert worker["growth_per_1k_items_mb"] == pytest.approx(200 / 15, rel=0.01)  # 15,000 items each
     assert s.growth_per_1k_items_per_worker_mb == pytest.approx(200 / 15, rel=0.01)
-    assert "each grew ~+200 MB in 15 s (800 MB/min, 13.33 MB per 1,000 items)" in s.culprit
+    assert "each grew about 200 MB in 15 s (800 MB/min, 13.33 MB per 1,000 items)" in s.culprit
 
 
 def test_summary_json_holds_the_table_the_culprit_and_the_projection() -> None:
@@ -140,7 +140,9 @@ def test_a_rank_s_workers_are_named_and_the_other_rank_is_not() -> None:
     meta, samples = rank_job()
     s = _summary(meta, samples)
     assert s.verdict == "growing"
-    assert s.culprit.startswith("growing: Rank 0's 2 DataLoader workers (fork) each grew ~+150 MB in 15 s")
+    assert s.culprit.startswith(
+        "growing: Rank 0's 2 DataLoader workers (fork) each grew about 150 MB in 15 s"
+    )
     assert "what rank 0 built (+380 MB before its workers started)" in s.culprit
     assert "rank 1's" not in s.culprit.lower()
     order = [p["role"] for p in s.processes]
@@ -159,7 +161,7 @@ def test_every_rank_s_growing_workers_make_one_sentence() -> None:
     meta, samples = rank_job(growth=(150.0, 120.0))
     s = _summary(meta, samples)
     assert s.culprit.startswith(
-        "growing: The 4 DataLoader workers (fork) of rank 0 and rank 1 (2 each) each grew ~+135 MB in 15 s"
+        "growing: The 4 DataLoader workers (fork) of rank 0 and rank 1 (2 each) each grew about 135 MB in 15 s"
     )
     assert "copy-on-access of what each rank built (+380 MB before its workers started)" in s.culprit
 
@@ -445,7 +447,7 @@ def test_a_forked_worker_never_read_exactly_is_judged_on_its_estimate_and_says_s
     s = _summary(meta, samples)
     row = next(p for p in s.processes if p["pid"] == 12)
     assert row["estimated"] and row["judged"] and row["growth_mb"] == 190 and row["pss_samples"] == 0
-    assert "(1 of them estimated from page faults: the exact readings missed their growth)" in s.culprit
+    assert "; 1 of them estimated from page faults: the exact readings missed their growth)" in s.culprit
 
 
 def test_a_worker_with_nothing_to_judge_is_named() -> None:
@@ -558,7 +560,7 @@ def test_a_worker_that_grew_after_its_last_exact_reading_counts_to_its_end_by_th
     s = _summary(meta, samples)
     row = next(p for p in s.processes if p["pid"] == 11)
     assert row["estimated"] and row["pss_samples"] == 1 and row["growth_mb"] == pytest.approx(199, abs=0.5)
-    assert "(1 of them estimated from page faults: the exact readings missed their growth)" in s.culprit
+    assert "; 1 of them estimated from page faults: the exact readings missed their growth)" in s.culprit
     flat = next(p for p in _summary(*fork_job()).processes if p["pid"] == 11)
     assert not flat["estimated"]  # read at its end: exact
 
@@ -747,7 +749,7 @@ def test_what_a_parent_builds_while_none_of_its_workers_lives_is_built_not_growt
     assert main["growth_mb"] == pytest.approx(0, abs=0.5) and s.main_uss_growth_mb < 50
     assert s.verdict == "growing" and "The main process grew" not in s.culprit
     assert s.culprit.startswith(
-        "growing: The main process's 4 forked children (2 generations) each grew ~+200"
+        "growing: The main process's 4 forked children (2 generations) each grew about 200 MB"
     )
     assert (
         "The main process built +100 MB between worker generations, while none of its workers lived: "
@@ -918,7 +920,7 @@ def test_what_a_parent_freed_just_before_its_fork_is_not_what_it_built() -> None
 
 def test_the_workers_pace_is_that_of_the_growth_and_duration_the_sentence_gives() -> None:
     """Three os.fork children copied 116 MB each and were read at 1.9, 4.7 and 6.2 s: the
-    sentence said "each grew ~+116 MB in 4 s (3,036 MB/min)", the mean of their three rates."""
+    sentence said "each grew about 116 MB in 4 s (3,036 MB/min)", the mean of their three rates."""
     meta, samples = fork_job()
     samples = samples[~(samples["pid"].eq(12) & samples["t"].eq(20.0))]  # worker 1 last read at 10.0
     s = _summary(meta, samples)
@@ -926,7 +928,7 @@ def test_the_workers_pace_is_that_of_the_growth_and_duration_the_sentence_gives(
     assert rows[11]["last_t"] == 20.0 and rows[12]["last_t"] == 10.0
     mean = (rows[11]["growth_mb"] + rows[12]["growth_mb"]) / 2
     span = (15.0 + 5.0) / 2
-    assert f"each grew ~+{mean:,.0f} MB in {span:.0f} s ({mean / span * 60:,.0f} MB/min)" in s.culprit
+    assert f"each grew about {mean:,.0f} MB in {span:.0f} s ({mean / span * 60:,.0f} MB/min)" in s.culprit
 
 
 def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_to_build() -> None:

@@ -26,7 +26,9 @@ item, and voluntary context switches per batch (``getrusage``: every thread that
 queue or condition and is woken counts one, a measure of the hand-offs). Each is given as median
 (IQR, min-max) over the rounds, and as the first loader's ratio to each other's, round by round.
 
-Loader names are ``bench_threads.py``'s (thread loaders only), plus ``thread-probe``.
+Loader names are ``bench_threads.py``'s (thread loaders only), plus ``thread-probe`` and
+``thread@REV``: ThreadDataLoader as of git revision REV (a copy of that package, imported beside
+this checkout's), to race a change against the code before it.
 """
 
 from __future__ import annotations
@@ -160,12 +162,52 @@ def _dataset(args: argparse.Namespace) -> tuple[Any, list[list[int]]]:
     return ds, bt._batches(len(ds), w.batch_size)
 
 
+_SNAPSHOTS: dict[str, Any] = {}
+
+
+def _snapshot(rev: str) -> Any:
+    """memprobe's thread loader package as of git revision ``rev``, importable beside this one
+    (as ``_thread_at_<rev>``): ``thread@REV`` races the loader before a change against it after,
+    in the same process."""
+    if rev not in _SNAPSHOTS:
+        import importlib
+        import re
+        import subprocess
+        import tempfile
+
+        pkg = "_thread_at_" + re.sub(r"\W", "_", rev)
+        tmp = Path(tempfile.mkdtemp(prefix="memprobe-thread-snapshot-"))
+        tar = subprocess.run(
+            ["git", "-C", str(HERE.parent), "archive", rev, "memprobe/loaders/thread"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=tar, check=True)
+        (tmp / "memprobe/loaders/thread").rename(tmp / pkg)
+        for f in (tmp / pkg).glob("*.py"):
+            f.write_text(f.read_text().replace("memprobe.loaders.thread", pkg))
+        sys.path.insert(0, str(tmp))
+        _SNAPSHOTS[rev] = importlib.import_module(pkg)
+    return _SNAPSHOTS[rev]
+
+
+def _loader(name: str, ds: Any, batches: list[list[int]], collate: Any) -> Any:
+    if "@" in name:
+        kind, rev = name.split("@", 1)
+        if kind != "thread":
+            raise SystemExit(f"only thread@REV can name a revision, not {name}")
+        return _snapshot(rev).ThreadDataLoader(
+            ds, batch_sampler=batches, num_workers=bt.WORKERS, collate_fn=collate
+        )
+    return bt.build(name.replace("thread-probe", "thread"), ds, batches, collate)
+
+
 def _epoch(name: str, ds: Any, batches: list[list[int]], collate: Any) -> dict[str, float]:
     _EPOCH.update(empty=0, empty_s=0.0, other=0, other_s=0.0)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     cpu0, main0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
     items = n = 0
-    for b in bt.build(name.replace("thread-probe", "thread"), ds, batches, collate):
+    for b in _loader(name, ds, batches, collate):
         items += bt._batch_len(b)
         n += 1
     wall, cpu, main = time.perf_counter() - t0, time.process_time() - cpu0, time.thread_time() - main0
@@ -197,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     if "thread-probe" in names:
         _probe_on()
     for name in names:
-        bt._import_modules(name.replace("thread-probe", "thread"))
+        bt._import_modules(name.replace("thread-probe", "thread").split("@")[0])
+        if "@" in name:
+            _snapshot(name.split("@", 1)[1])
     gc.collect()
     gc.freeze()
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}

@@ -187,7 +187,14 @@ def _snapshot(rev: str) -> Any:
         for f in (tmp / pkg).glob("*.py"):
             f.write_text(f.read_text().replace("memprobe.loaders.thread", pkg))
         sys.path.insert(0, str(tmp))
-        _SNAPSHOTS[rev] = importlib.import_module(pkg)
+        snapshot = importlib.import_module(pkg)
+        # One worker-info thread-local for both copies: the collate hook in torch's table is
+        # whichever copy installed it first, and it must see the other copy's workers as workers
+        # (else their batches go to shared memory). So collate.py itself cannot be raced this way.
+        from memprobe.loaders.thread import info
+
+        importlib.import_module(pkg + ".info")._local = info._local
+        _SNAPSHOTS[rev] = snapshot
     return _SNAPSHOTS[rev]
 
 

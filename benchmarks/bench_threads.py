@@ -166,23 +166,26 @@ def _keep_freed_memory(worker_id: int) -> None:
     libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
 
 
-def _threadpool(ds: Any, batches: list[list[int]]) -> Iterable:
+def _threadpool(ds: Any, batches: list[list[int]], collate: Callable | None = None) -> Iterable:
     from concurrent.futures import ThreadPoolExecutor
 
     from torch.utils.data import default_collate
 
+    collate = collate or default_collate
     with ThreadPoolExecutor(WORKERS) as pool:
-        yield from pool.map(lambda b: default_collate([ds[i] for i in b]), batches)
+        yield from pool.map(lambda b: collate([ds[i] for i in b]), batches)
 
 
-def _threadpool_bounded(ds: Any, batches: list[list[int]]) -> Iterable:
+def _threadpool_bounded(ds: Any, batches: list[list[int]], collate: Callable | None = None) -> Iterable:
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     from torch.utils.data import default_collate
 
+    collate = collate or default_collate
+
     def task(b: list[int]) -> Any:
-        return default_collate([ds[i] for i in b])
+        return collate([ds[i] for i in b])
 
     ahead = 2 * WORKERS
     with ThreadPoolExecutor(WORKERS) as pool:
@@ -197,7 +200,7 @@ def _threadpool_bounded(ds: Any, batches: list[list[int]]) -> Iterable:
             yield pending.popleft().result()
 
 
-def _threadpool_roundrobin(ds: Any, batches: list[list[int]]) -> Iterable:
+def _threadpool_roundrobin(ds: Any, batches: list[list[int]], collate: Callable | None = None) -> Iterable:
     """``_threadpool_bounded`` with batch k always loaded by thread k mod 2 (torch's assignment):
     a thread that finishes early cannot take the other's queued batch."""
     from collections import deque
@@ -205,8 +208,10 @@ def _threadpool_roundrobin(ds: Any, batches: list[list[int]]) -> Iterable:
 
     from torch.utils.data import default_collate
 
+    collate = collate or default_collate
+
     def task(b: list[int]) -> Any:
-        return default_collate([ds[i] for i in b])
+        return collate([ds[i] for i in b])
 
     ahead = 2 * WORKERS
     pools = [ThreadPoolExecutor(1) for _ in range(WORKERS)]
@@ -223,13 +228,14 @@ def _threadpool_roundrobin(ds: Any, batches: list[list[int]]) -> Iterable:
             pool.shutdown()
 
 
-def _torchdata(ds: Any, batches: list[list[int]]) -> Iterable:
+def _torchdata(ds: Any, batches: list[list[int]], collate: Callable | None = None) -> Iterable:
     import torchdata.nodes as tn
     from torch.utils.data import default_collate
 
+    collate = collate or default_collate
     mapped = tn.ParallelMapper(
         tn.IterableWrapper(batches),
-        lambda b: default_collate([ds[i] for i in b]),
+        lambda b: collate([ds[i] for i in b]),
         num_workers=WORKERS,
         method="thread",
         in_order=True,
@@ -245,21 +251,29 @@ def _torchdata_items(ds: Any, batches: list[list[int]]) -> Iterable:
         yield from loader
 
 
-def build(name: str, ds: Any, batches: list[list[int]]) -> Iterable:
+def build(name: str, ds: Any, batches: list[list[int]], collate: Callable | None = None) -> Iterable:
+    """Loader ``name`` over ``batches``; ``collate`` (default: torch's ``default_collate``) is
+    given to the thread loaders that take one (the others collate as they always do)."""
     from torch.utils.data import DataLoader
 
     from memprobe import ThreadDataLoader
 
     builders: dict[str, Callable[[], Iterable]] = {
-        "thread": lambda: ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS),
+        "thread": lambda: ThreadDataLoader(
+            ds, batch_sampler=batches, num_workers=WORKERS, collate_fn=collate
+        ),
         "thread-before": lambda: _thread_before(ds, batches),
         "thread-unbounded": lambda: ThreadDataLoader(
-            ds, batch_sampler=batches, num_workers=WORKERS, prefetch_factor=max(2, len(batches))
+            ds,
+            batch_sampler=batches,
+            num_workers=WORKERS,
+            prefetch_factor=max(2, len(batches)),
+            collate_fn=collate,
         ),
-        "threadpool": lambda: _threadpool(ds, batches),
-        "threadpool-bounded": lambda: _threadpool_bounded(ds, batches),
-        "threadpool-roundrobin": lambda: _threadpool_roundrobin(ds, batches),
-        "torchdata": lambda: _torchdata(ds, batches),
+        "threadpool": lambda: _threadpool(ds, batches, collate),
+        "threadpool-bounded": lambda: _threadpool_bounded(ds, batches, collate),
+        "threadpool-roundrobin": lambda: _threadpool_roundrobin(ds, batches, collate),
+        "torchdata": lambda: _torchdata(ds, batches, collate),
         "torchdata-items": lambda: _torchdata_items(ds, batches),
         "fork": lambda: DataLoader(
             ds, batch_sampler=batches, num_workers=WORKERS, multiprocessing_context="fork"

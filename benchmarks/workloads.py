@@ -3,6 +3,9 @@
 ``list_records`` / ``arrow_records``: memprobe's built-in ``list`` / ``arrow`` records datasets, as
 factories.
 
+``null_items``: items that cost nothing (the index itself, or one shared tiny tensor), for
+measuring a loader's own cost per batch (``threads_inprocess.py``'s overhead probe).
+
 ``pillow_decode_resize``: a CPU-heavy image pipeline, as a torchvision-style training set does it
 with Pillow: decode a 640x408 JPEG (real photographs, from :func:`memprobe.decode.jpeg_table`),
 resize the short side to 256 (bilinear, antialiased), centre-crop 224x224, and return a
@@ -32,7 +35,14 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ["PillowDecodeResize", "arrow_records", "list_records", "pillow_decode_resize"]
+__all__ = [
+    "NullDataset",
+    "PillowDecodeResize",
+    "arrow_records",
+    "list_records",
+    "null_items",
+    "pillow_decode_resize",
+]
 
 
 class PillowDecodeResize(Dataset):
@@ -146,3 +156,25 @@ def arrow_records(records: int = 100_000, floats: int = 4, seed: int = 0) -> Any
     from memprobe.datasets import RecordSpec, build_dataset
 
     return build_dataset("arrow", RecordSpec(records=records, floats=floats, seed=seed))
+
+
+class NullDataset(Dataset):
+    """Item ``i``: ``i`` itself (``kind="int"``) or one shared 1-element tensor (``"tensor"``):
+    nothing to load, so what a loader costs per batch is all there is to measure."""
+
+    def __init__(self, length: int, kind: str = "int") -> None:
+        if kind not in ("int", "tensor"):
+            raise ValueError(f"kind must be 'int' or 'tensor', not {kind!r}")
+        self.length = length
+        self.kind = kind
+        self._tensor = torch.zeros(1)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int) -> Any:
+        return i if self.kind == "int" else self._tensor
+
+
+def null_items(length: int = 100_000, kind: str = "int") -> NullDataset:
+    return NullDataset(length, kind)

@@ -45,10 +45,15 @@ _torch_collate_tensor: Callable[..., Any] | None = None
 def collate_tensor(batch: Any, *, collate_fn_map: Any = None) -> Any:
     """torch's ``collate_tensor_fn``, with the batch in ordinary memory in worker threads."""
     assert _torch_collate_tensor is not None  # installed before it can be reached
-    if info.current() is None:
+    tls = info.torch_thread_local()
+    if tls is None or info.current() is None:
         return _torch_collate_tensor(batch, collate_fn_map=collate_fn_map)
-    with info.hidden_from_torch():
+    # info.hidden_from_torch(), written out: this runs for every tensor field of every batch.
+    saved, tls.worker_info = getattr(tls, "worker_info", None), None
+    try:
         return _torch_collate_tensor(batch, collate_fn_map=collate_fn_map)
+    finally:
+        tls.worker_info = saved
 
 
 def install() -> None:

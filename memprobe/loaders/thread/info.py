@@ -42,6 +42,7 @@ __all__ = [
     "hidden_from_torch",
     "make_worker_info",
     "set_worker_info",
+    "torch_thread_local",
 ]
 
 #: torch's own WorkerInfo, so code that type-checks it keeps working.
@@ -127,6 +128,12 @@ def set_worker_info(info: WorkerInfo | None) -> None:
     tls = _torch_thread_local()
     if tls is not None:
         tls.worker_info = info
+
+
+def torch_thread_local() -> threading.local | None:
+    """The thread-local torch's get_worker_info() consults (``worker_info``), once a worker thread
+    has started; ``None`` before, or where torch's function could not be given one."""
+    return _torch_tls
 
 
 @contextmanager

@@ -166,6 +166,7 @@ class ThreadPoolIter(_BaseIter):
         self._slots: dict[int, int] = {}  # slot -> worker, task sent but result not received
         self._ready: dict[int, Any] = {}  # slot -> result received ahead of its turn
         self._active = [True] * self._n
+        self._all_active = True  # no worker's IterableDataset ended: the next worker is the cycle's
         self._cycle = itertools.cycle(range(self._n))
         if not first:
             self._resume_workers()
@@ -197,12 +198,17 @@ class ThreadPoolIter(_BaseIter):
             index = next(self._sampler_iter)
         except StopIteration:
             return
-        worker = self._pick_worker()
-        if worker is None:
-            return  # every worker's IterableDataset ended; index is a dummy
-        self._group.tasks[worker].put((self._send_idx, index))
-        self._slots[self._send_idx] = worker
-        self._send_idx += 1
+        if self._all_active and self._in_order:
+            worker = next(self._cycle)  # what _pick_worker returns then, without its lists
+        else:
+            picked = self._pick_worker()
+            if picked is None:
+                return  # every worker's IterableDataset ended; index is a dummy
+            worker = picked
+        send_idx = self._send_idx
+        self._group.tasks[worker].put((send_idx, index))
+        self._slots[send_idx] = worker
+        self._send_idx = send_idx + 1
 
     def _pick_worker(self) -> int | None:
         active = [k for k in range(self._n) if self._active[k]]
@@ -228,15 +234,19 @@ class ThreadPoolIter(_BaseIter):
         except KeyboardInterrupt:
             self.shutdown(wait=False)
             raise
-        self._notice_rng_seeding()
-        self._count()
+        if not self._rng_noticed:
+            self._notice_rng_seeding()
+        if self._iterable:
+            self._count()  # only an IterableDataset's count can warn
         return data
 
     def _notice_rng_seeding(self) -> None:
-        changed = self._group.gate.rng_changed
-        if self._rng_noticed or not changed:
-            return
+        # Called until a batch has been delivered: every worker has then passed the gate, which
+        # decides rng_changed before it opens, so there is nothing more to notice after that.
         self._rng_noticed = True
+        changed = self._group.gate.rng_changed
+        if not changed:
+            return
         warnings.warn(
             f"ThreadDataLoader: worker_init_fn changed the process-wide {' / '.join(changed)} random "
             "generator(s). Worker threads share these generators (torch's worker processes each have "
@@ -248,15 +258,19 @@ class ThreadPoolIter(_BaseIter):
         )
 
     def _next_data(self) -> Any:
+        slots = self._slots
         while True:
-            self._skip_empty_slots()
-            if self._rcvd_idx >= self._send_idx:
-                self._end_epoch()
-                raise StopIteration
-            if self._rcvd_idx in self._ready:
-                return self._deliver(self._rcvd_idx, self._ready.pop(self._rcvd_idx))
+            owner = slots.get(self._rcvd_idx)
+            if owner is None:  # the next slot is not out at a worker: ready, empty, or the end
+                self._skip_empty_slots()
+                if self._rcvd_idx >= self._send_idx:
+                    self._end_epoch()
+                    raise StopIteration
+                if self._rcvd_idx in self._ready:
+                    return self._deliver(self._rcvd_idx, self._ready.pop(self._rcvd_idx))
+                owner = slots[self._rcvd_idx]
             # In order, wait on the queue of the worker owing the next batch (see worker.py).
-            idx, worker, payload = self._get_result(self._group.results[self._slots[self._rcvd_idx]])
+            idx, worker, payload = self._get_result(self._group.results[owner])
             if idx not in self._slots:
                 continue  # late resume ack; nothing to deliver
             if payload is EXHAUSTED:
@@ -277,6 +291,7 @@ class ThreadPoolIter(_BaseIter):
     def _retire(self, worker: int) -> None:
         """An IterableDataset shard ended: drop its slots, keep the pipeline full."""
         self._active[worker] = False
+        self._all_active = False
         # Results are FIFO per worker, so its remaining slots will never be filled.
         for idx in [i for i, w in self._slots.items() if w == worker]:
             del self._slots[idx]
@@ -291,15 +306,21 @@ class ThreadPoolIter(_BaseIter):
         return payload
 
     def _get_result(self, results: queue.SimpleQueue) -> tuple[int | None, int, Any]:
-        deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
+        if self._timeout <= 0:  # no deadline: only a dead worker ends the wait
+            while True:
+                try:
+                    return results.get(timeout=POLL_S)
+                except queue.Empty:
+                    self._check_alive()
+        deadline = time.monotonic() + self._timeout
         while True:
-            wait = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic()))
+            wait = max(0.0, min(POLL_S, deadline - time.monotonic()))
             try:
                 return results.get(timeout=wait)
             except queue.Empty:
                 pass
             self._check_alive()
-            if deadline is not None and time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 self.shutdown(wait=False)  # don't block on a stuck item
                 raise RuntimeError(f"ThreadDataLoader timed out after {self._timeout} seconds")
 

@@ -559,6 +559,23 @@ def test_a_process_that_went_quiet_after_moving_is_read_before_one_still_moving(
     assert plan.choose(6.0, PLENTY)[0] == 1
 
 
+def test_a_process_whose_census_moved_and_then_held_still_is_read_before_one_still_moving() -> None:
+    """A torchrun launcher moves no counter of its own when its ranks' torch import shares its
+    file pages (its census sees them go); it then holds still. Its reading is the one that
+    lasts: without the quiet boost it lost every reading to a rank still moving, and stood 9.5 %
+    under its USS for the rest of the run."""
+    plan = _censused()  # process 1: main, read at 0 (USS 430 MB), its census from then
+    plan.observe(0.0, {1: (0, 500 * MB), 2: (0, 500 * MB)}, {1: 1, 2: 2})
+    plan.exact(2, 0.0, 50 * MB, 500 * MB, 0.001)
+    step = 10 * MB // PAGE
+    for k in range(1, 6):  # 2 moves 10 MB a tick; 1's file pages become shared at tick 2
+        plan.observe(float(k), {1: (0, 500 * MB), 2: (k * step, 500 * MB)}, {1: 1, 2: 2})
+        plan.census(1, (380 if k >= 2 else 420) * MB, 490 * MB)
+    assert plan.tracks[1].went_quiet() and not plan.tracks[2].went_quiet()
+    assert plan.needs_reading(1) and plan.needs_reading(2)
+    assert plan.choose(5.0, plan.predicted_cost(1))[0] == 1
+
+
 def test_the_cost_of_a_reading_is_learned_from_big_processes_only() -> None:
     plan = _planner(1, 2, rss=400 * MB)
     before = plan.s_per_byte

@@ -40,7 +40,12 @@ OWN_PROCESS_GROUP: dict[str, Any] = (
     {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 )
 FINAL_PSS_WAIT_S = 30.0
+# After its last event the run's process exits by itself: within EXIT_GRACE_S, or later while it
+# still uses CPU (freeing a dataset of millions of Python objects at exit, on a machine whose
+# cores others hold, took longer than 10 s: the CI's first run was ended by SIGTERM, "failed",
+# after it had finished), up to EXIT_BUSY_S.
 EXIT_GRACE_S = 10.0
+EXIT_BUSY_S = 120.0
 # The loader process waits at these for a PSS round: growth window start and end (warm, done),
 # and the birth and end of each later generation of workers (epoch_warm, epoch_end).
 SYNC_EVENTS = ("warm", "done", "epoch_warm", "epoch_end")
@@ -315,7 +320,7 @@ class _Supervisor:
         if self.state.status == "running":
             # The event pipe closes a moment before the process exits: let it exit by itself
             # (not reaped yet: end_group reaps it once its group is empty).
-            wait_exited(self.proc, EXIT_GRACE_S)
+            wait_exiting(self.proc, EXIT_GRACE_S, EXIT_BUSY_S)
         end_group(self.proc)
         self.sampler.stop(final_pss=False)
         self.state.exit_code = self.proc.returncode
@@ -410,6 +415,23 @@ def wait_exited(proc: subprocess.Popen, timeout_s: float) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def wait_exiting(proc: subprocess.Popen, grace_s: float, busy_s: float) -> bool:
+    """Wait for the child to exit (without reaping it) up to ``grace_s``, and on up to ``busy_s``
+    while it uses CPU: a process tearing down a large heap is working, a hung one is not."""
+    start = time.monotonic()
+    if wait_exited(proc, grace_s):
+        return True
+    last = procfs.read_stat(proc.pid)
+    while time.monotonic() - start < busy_s:
+        if wait_exited(proc, 1.0):
+            return True
+        now = procfs.read_stat(proc.pid)
+        if now is None or last is None or now.cpu_s <= last.cpu_s:
+            return exited(proc)  # no CPU used in the last second: not exiting by itself
+        last = now
+    return exited(proc)
 
 
 class _EscapedDescendants:

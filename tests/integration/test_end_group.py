@@ -97,3 +97,29 @@ def test_a_group_whose_leader_was_reaped_elsewhere_is_signalled_only_while_it_ha
     before = len(group_signals)
     runner.end_group(proc2, grace_s=0.5)  # reaped and empty: its id may be anyone's now
     assert len(group_signals) == before
+
+
+def test_a_run_process_still_working_at_its_exit_is_waited_for_and_a_hung_one_is_not() -> None:
+    """A run's process that frees a large heap at exit works past the grace on a busy machine
+    (the CI's first run was ended by SIGTERM and marked failed after it had finished); one that
+    uses no CPU is not waited for beyond the grace."""
+    busy = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nend = time.process_time() + 1.5\nwhile time.process_time() < end: pass",
+        ]
+    )
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        t = time.monotonic()
+        assert runner.wait_exiting(busy, 0.2, 30.0)  # past the grace, while it computes
+        assert busy.wait() == 0 and time.monotonic() - t < 30.0
+        t = time.monotonic()
+        assert not runner.wait_exiting(idle, 0.5, 30.0)
+        assert time.monotonic() - t < 5.0  # the grace, and a second without CPU
+    finally:
+        for p in (busy, idle):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

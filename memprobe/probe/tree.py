@@ -259,6 +259,11 @@ class TreeRoles(RoleBook):
         return node
 
     def _reclassify(self, node: Node, st: procfs.StatInfo) -> None:
+        if st.state in ("Z", "X") or not any(st.layout):
+            # Exiting (its address space is gone: no layout, no command line) or hidden: that
+            # says nothing of how it started. Judged again, a forked worker that ended within
+            # its first second became an exec'd one ("start-up +88 MB", its copy not growth).
+            return
         self._layouts[node.pid] = st.layout  # a new one if it exec'd since
         was_worker, method = node.is_worker, node.start_method
         parent = self.nodes.get(node.ppid)

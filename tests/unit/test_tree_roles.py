@@ -116,6 +116,19 @@ def _settle(fake: FakeProc) -> None:
     fake.now += SETTLE_AGE_S + 0.1
 
 
+def test_a_forked_worker_seen_exiting_while_young_stays_a_forked_worker(fake: FakeProc) -> None:
+    """A zombie's stat has no layout and no command line: judged again from them, a forked
+    worker that ended within its first second was called exec'd, and the analysis booked its
+    copy-on-access as its start-up."""
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)
+    assert _see(roles, fake)[101] == "worker 0" and roles.nodes[101].kind == "fork"
+    fake.procs[101].state, fake.procs[101].layout, fake.procs[101].cmd = "Z", (0, 0, 0), []
+    fake.now += 0.3  # still young
+    roles.role(101, "python")
+    assert roles.nodes[101].kind == "fork" and roles.nodes[101].start_method == "fork"
+
+
 def test_dataloader_workers_under_both_torch_names_are_forked_workers(fake: FakeProc) -> None:
     fake.add(101, 100, comm="pt_data_worker")
     fake.add(

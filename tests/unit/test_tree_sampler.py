@@ -574,6 +574,17 @@ def test_a_process_whose_census_moved_and_then_held_still_is_read_before_one_sti
     assert plan.tracks[1].went_quiet() and not plan.tracks[2].went_quiet()
     assert plan.needs_reading(1) and plan.needs_reading(2)
     assert plan.choose(5.0, plan.predicted_cost(1))[0] == 1
+    # Before a forked child never read too (those come first among the rest): its estimate from
+    # an exact start holds; the quiet one's, 10 % off or more, is what the target needs.
+    counters = {1: (0, 500 * MB), 2: (5 * step, 500 * MB), 4: (0, 500 * MB)}
+    groups = {1: 1, 2: 2, 4: 4}
+    plan.observe(5.5, counters, groups)
+    plan.exact(4, 5.5, 50 * MB, 500 * MB, 0.001)
+    plan.observe(6.0, {**counters, 3: (0, 500 * MB)}, {**groups, 3: 4}, {3: 4})  # 4 forks 3
+    plan.census(1, 380 * MB, 490 * MB)
+    plan.tracks[4].forced = False  # its reading at the fork aside: the order of the others
+    assert not plan.tracks[3].attempted and plan.tracks[3].uss is not None
+    assert plan.choose(6.0, 0.0, reserve_s=plan.predicted_cost(1))[:1] == [1]
 
 
 def test_the_cost_of_a_reading_is_learned_from_big_processes_only() -> None:

@@ -669,6 +669,11 @@ class ExactPlanner:
         tr = self.tracks[pid]
         if tr.uss is None or not tr.attempted or tr.forced or not tr.went_quiet():
             return False
+        if -tr.drops > tr.own + SHARED_WEIGHT * tr.shared:
+            # It fell more than it rose: a process freeing its data as it ends. A reading then
+            # is of its teardown, not of what it grew to (spawned workers read while they freed
+            # their copy at exit had "start-up 97 MB" of 139, and growth -80 MB).
+            return False
         return tr.expected_error() >= max(MOVED_BYTES, QUIET_OFF_SHARE * (self.estimate(pid) or 0.0))
 
     # -- an exact reading ----------------------------------------------------------------

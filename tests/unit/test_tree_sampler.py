@@ -587,6 +587,20 @@ def test_a_process_whose_census_moved_and_then_held_still_is_read_before_one_sti
     assert plan.choose(6.0, 0.0, reserve_s=plan.predicted_cost(1))[:1] == [1]
 
 
+def test_a_process_that_fell_and_held_still_is_not_rushed_before_the_children_never_read() -> None:
+    """A worker freeing its data as it ends falls, then holds still: a reading then is of its
+    teardown (spawned workers so read had "start-up 97 MB" of 139 and growth -80 MB). It waits
+    its turn among the moved; a forked child never read comes first."""
+    plan = _planner(1, 4, rss=500 * MB)
+    for k in range(1, 4):  # 1 frees 50 MB a tick, then holds still
+        plan.observe(float(k), {1: (0, (500 - 50 * k) * MB), 4: (0, 500 * MB)}, {1: 1, 4: 4})
+    plan.observe(4.0, {1: (0, 350 * MB), 4: (0, 500 * MB)}, {1: 1, 4: 4})
+    assert plan.tracks[1].went_quiet() and not plan._quiet_and_off(1)
+    plan.observe(5.0, {1: (0, 350 * MB), 4: (0, 500 * MB), 3: (0, 500 * MB)}, {1: 1, 4: 4, 3: 4}, {3: 4})
+    plan.tracks[4].forced = False  # its reading at the fork aside: the order of the others
+    assert plan.choose(5.0, 0.0, reserve_s=plan.predicted_cost(3))[:1] == [3]
+
+
 def test_the_cost_of_a_reading_is_learned_from_big_processes_only() -> None:
     plan = _planner(1, 2, rss=400 * MB)
     before = plan.s_per_byte

@@ -56,6 +56,9 @@ from memprobe.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
 
 PAGE_MB = 4096 / 2**20
 STILL_MB = 1.0  # a parent's anonymous memory moved less than this before its first worker: nothing built
+# A worker's final fall of RSS by this much (or a tenth of its peak), ending with it within
+# TEARDOWN_S, is its teardown (see _before_teardown).
+TEARDOWN_MB, TEARDOWN_S = 16.0, 3.0
 FORK_MARGIN_S = 0.5  # a parent's readings this close before its first fork may already follow it
 STARTUP_MAX_S, STARTUP_LIFE_SHARE = 10.0, 0.5  # a spawned worker's start-up ends by then at the latest
 ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
@@ -523,6 +526,8 @@ class Growth:
 
 def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones: dict) -> Growth:
     """A process's own growth over its window (see the module doc); ``samples`` may hold only its rows."""
+    if p.is_worker:
+        samples = _before_teardown(samples, p.pid)
     readings = exact_readings(samples, p.pid)
     by_pid = {q.pid: q for q in procs}
     base = _baseline(p, readings, samples, procs, milestones)
@@ -889,6 +894,30 @@ def _tick_at(samples: pd.DataFrame, pid: int, t: float) -> dict | None:
         "minflt": row.get("minflt"),
         "anon_huge_mb": row.get("anon_huge_mb") if exact else None,
     }
+
+
+def _before_teardown(samples: pd.DataFrame, pid: int) -> pd.DataFrame:
+    """``samples`` without a worker's rows taken while it freed its data as it ended: after its
+    last tick at its peak RSS, when its RSS then fell by ``TEARDOWN_MB`` or a tenth of that peak
+    and it ended within ``TEARDOWN_S``. A spawned worker exits through the interpreter's
+    teardown, which frees its copy of the dataset: read then, one had "start-up 97 MB" of its
+    139 and a growth of -80 MB. Kept whole where no exact reading of it would be left."""
+    mine = samples["pid"] == pid
+    rows = samples[mine & ~samples["missing"].fillna(False).astype(bool)]
+    rows = (
+        rows.assign(rss=pd.to_numeric(rows["rss_mb"], errors="coerce"))
+        .dropna(subset=["rss"])
+        .sort_values("t")
+    )
+    if len(rows) < 2:
+        return samples
+    peak = float(rows["rss"].max())
+    at_peak = float(rows.loc[rows["rss"] >= peak - STILL_MB, "t"].iloc[-1])
+    fell = peak - float(rows["rss"].iloc[-1])
+    if fell < max(TEARDOWN_MB, 0.1 * peak) or float(rows["t"].iloc[-1]) - at_peak > TEARDOWN_S:
+        return samples
+    kept = samples[~mine | (samples["t"] <= at_peak + 1e-9)]
+    return kept if ((kept["pid"] == pid) & (kept["tier"] == "pss")).any() else samples
 
 
 def _to_last_tick(

@@ -200,25 +200,26 @@ def test_the_projection_counts_what_the_parent_held_before_its_fork_once() -> No
 # -- a spawn child, and a parent whose pages become private ------------------------------------------
 
 
-def test_a_spawn_child_counts_from_the_end_of_its_start_up() -> None:
+def _spawn_job(child_points: list[tuple], last_t: float) -> tuple[dict, list[dict], list[dict]]:
+    """main, and a spawned worker 0 whose RSS rises 60 MB a second from its start at 1.0 to 150 MB
+    (its start-up: unpickling its copy) and then follows ``child_points``; (meta, main, child)."""
     main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (12.0, "pss", 51, 61, 51)], kind="main")
     cheap = [
         (t, "cheap", None, min(150.0, 30 + 60 * (t - 1.0)), 0)
         for t in (1.2, 1.6, 2.0, 2.4, 2.8, 3.2, 3.4, 3.6)
     ]
-    # Its RSS holds still from 3.2 on while it runs (1 CPU second a second here): settled at 3.8.
-    child = proc_rows(
-        2,
-        "worker 0",
-        0,
-        [(1.1, "pss", 20, 30, 20), *cheap, (3.8, "pss", 150, 150, 150), (12.0, "pss", 156, 156, 156)],
-        kind="spawn",
-    )
+    child = proc_rows(2, "worker 0", 0, [(1.1, "pss", 20, 30, 20), *cheap, *child_points], kind="spawn")
     procs = [
         proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=12.0),
-        proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=12.0, worker=0, start_method="spawn"),
+        proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=last_t, worker=0, start_method="spawn"),
     ]
-    s = _summary(job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child))
+    return job_meta(procs, workers=1, mode="spawn"), main, child
+
+
+def test_a_spawn_child_counts_from_the_end_of_its_start_up() -> None:
+    # Its RSS holds still from 3.2 on while it runs (1 CPU second a second here): settled at 3.8.
+    meta, main, child = _spawn_job([(3.8, "pss", 150, 150, 150), (12.0, "pss", 156, 156, 156)], 12.0)
+    s = _summary(meta, pd.DataFrame(main + child))
     row = next(p for p in s.processes if p["pid"] == 2)
     assert row["startup_mb"] == 150 and row["baseline_t"] == 3.8 and row["growth_mb"] == pytest.approx(6)
     assert s.verdict == "flat" and s.worker_uss_start_mb == 150
@@ -232,37 +233,16 @@ def test_a_spawn_child_read_while_it_frees_its_copy_at_exit_keeps_what_it_grew_t
     """A spawned worker exits through the interpreter's teardown, which frees its copy of the
     dataset: read then (its RSS fell 60 MB in its last second), it had "start-up 97 MB" of its
     150 and a growth of -50 MB."""
-    main = proc_rows(1, "main", -1, [(0.1, "pss", 50, 60, 50), (12.0, "pss", 51, 61, 51)], kind="main")
-    cheap = [
-        (t, "cheap", None, min(150.0, 30 + 60 * (t - 1.0)), 0)
-        for t in (1.2, 1.6, 2.0, 2.4, 2.8, 3.2, 3.4, 3.6)
-    ]
     steady = [(t, "cheap", None, 150.0, 0, 150.0) for t in (4.5, 6.0, 8.0, 10.0, 11.0)]
-    child = proc_rows(
-        2,
-        "worker 0",
-        0,
-        [
-            (1.1, "pss", 20, 30, 20),
-            *cheap,
-            (3.8, "pss", 150, 150, 150),
-            *steady,
-            (11.5, "cheap", None, 120.0, 0, 120.0),
-            (11.8, "pss", 97, 100, 97),  # tearing down
-        ],
-        kind="spawn",
-    )
-    procs = [
-        proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=12.0),
-        proc_info(2, "worker 0", "spawn", ppid=1, start_t=1.0, last_t=11.8, worker=0, start_method="spawn"),
-    ]
-    s = _summary(job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child))
+    end = [(11.5, "cheap", None, 120.0, 0, 120.0), (11.8, "pss", 97, 100, 97)]  # tearing down
+    meta, main, child = _spawn_job([(3.8, "pss", 150, 150, 150), *steady, *end], 11.8)
+    s = _summary(meta, pd.DataFrame(main + child))
     row = next(p for p in s.processes if p["pid"] == 2)
     assert row["startup_mb"] == 150 and row["growth_mb"] == pytest.approx(0.0, abs=1.0)
     # Freed earlier and held to its end, it is what it is: a fall 3 s or more before its end.
     early = [r if r["t"] < 5.0 else {**r, "rss_mb": 100.0} for r in child if r["t"] < 11.5]
     early.append({**child[-1], "t": 11.8})
-    s = _summary(job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + early))
+    s = _summary(meta, pd.DataFrame(main + early))
     row = next(p for p in s.processes if p["pid"] == 2)
     assert row["growth_mb"] < -40  # what it freed long before its end counts (its RSS fell 50 MB)
 

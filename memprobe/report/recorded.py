@@ -89,13 +89,16 @@ def process_rows(s: RunSummary) -> list[ProcessRow]:
 
 
 def labels(rows: list[dict]) -> dict[int, str]:
-    """Each process's name on the page: its role, and its generation where the role comes again
-    in a later one, as the timelines' legends name them (the table listed "rank 0 worker 0"
+    """Each process's name on the page (table, timelines' legends, the unread list): its role,
+    and its generation where its parent had more than one (the table listed "rank 0 worker 0"
     twice, once per epoch)."""
-    again = {r["role"] for r in rows if r.get("generation")}
+    gens: dict[object, set] = {}
+    for r in rows:
+        if r.get("generation") is not None:
+            gens.setdefault(r.get("parent_pid"), set()).add(r["generation"])
     return {
         int(r["pid"]): f"{r['role']} · gen {r['generation'] + 1}"
-        if r["role"] in again and r.get("generation") is not None
+        if r.get("generation") is not None and len(gens.get(r.get("parent_pid"), ())) > 1
         else r["role"]
         for r in rows
     }
@@ -340,20 +343,13 @@ def sampling_text(s: RunSummary, meta: dict) -> str:
 
 def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline]:
     """Every process that can hold the job's memory (helpers left to the table), named for its line."""
-    gens: dict[int | None, set] = {}
-    for p in procs:
-        if p.is_worker:
-            gens.setdefault(p.ppid, set()).add(p.generation)
+    label = labels(rows)
     order = {r["pid"]: i for i, r in enumerate(rows)}
     out = []
     for p in sorted(procs, key=lambda p: order.get(p.pid, len(order))):
         if p.kind in HELPER_ROLES:
             continue
-        name = p.role + (
-            f" · gen {p.generation + 1}"
-            if p.is_worker and len(gens.get(p.ppid, ())) > 1 and p.generation is not None
-            else ""
-        )
+        name = label.get(p.pid, p.role)
         out.append(
             figures.Lifeline(
                 p.pid,

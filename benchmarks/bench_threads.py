@@ -8,9 +8,13 @@ Loaders, 2 workers each, all given the same index batches (a fixed shuffled orde
                    shared-memory file (torch's default_collate does that in any thread that
                    get_worker_info() says is a worker) and glibc's heap thresholds left alone
                    (``keep_freed_memory(False)``): the fix, measured;
+* ``thread-unprimed`` ThreadDataLoader with glibc's heap thresholds left alone
+                   (``keep_freed_memory(False)``), batches in ordinary memory: the priming alone;
 * ``threadpool``   ``concurrent.futures.ThreadPoolExecutor(2).map`` over the batches, each task
                    ``default_collate([ds[i] for i in batch])`` (ten lines a user could write); it
                    submits every batch at once: no bound on the batches loaded ahead;
+* ``threadpool-primed`` the same pool, glibc's heap primed first as ThreadDataLoader primes it
+                   (``memprobe.loaders.thread.heap.prime``): the priming alone, on the pool;
 * ``threadpool-bounded`` the same pool and task, with at most 2 batches per worker submitted and not
                    yet returned (torch's ``prefetch_factor`` bound, which ThreadDataLoader keeps): the
                    cost of that bound, measured on the plain pool;
@@ -61,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -83,7 +88,9 @@ THREAD_LOADERS = (
     "thread",
     "thread-before",
     "thread-unbounded",
+    "thread-unprimed",
     "threadpool",
+    "threadpool-primed",
     "threadpool-bounded",
     "threadpool-roundrobin",
     "torchdata",
@@ -96,13 +103,23 @@ ONLY_ON = {"fork-malloc": ("pillow",)}
 #: The other thread loaders a user could pick instead of ThreadDataLoader.
 RIVALS = ("threadpool", "torchdata", "torchdata-items")
 #: Variants that measure one cause (a bound, a fix): compared with thread, never its target.
-PROBES = ("threadpool-bounded", "threadpool-roundrobin", "thread-unbounded", "thread-before")
+PROBES = (
+    "threadpool-bounded",
+    "threadpool-roundrobin",
+    "threadpool-primed",
+    "thread-unbounded",
+    "thread-unprimed",
+    "thread-before",
+)
+#: Issue 12's targets: thread's items/s over the best other thread loader's, per workload.
+TARGETS = {"pillow": 1.0, "arrow": 1.0, "list": 0.95}
 MARK = "@bench "
 #: Modules only some loaders' builders import (see _import_modules).
 IMPORTS = {
     "torchdata": ("torchdata.nodes",),
     "torchdata-items": ("torchdata.nodes", "memprobe.loaders.extra"),
     "threadpool": ("concurrent.futures",),
+    "threadpool-primed": ("concurrent.futures",),
     "threadpool-bounded": ("concurrent.futures",),
     "threadpool-roundrobin": ("concurrent.futures",),
 }
@@ -152,6 +169,20 @@ def _thread_before(ds: Any, batches: list[list[int]]) -> Iterable:
 
     keep_freed_memory(False)  # a fresh process: nothing primed yet
     return ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS, collate_fn=_shared_memory_collate)
+
+
+def _thread_unprimed(ds: Any, batches: list[list[int]], collate: Callable | None) -> Iterable:
+    from memprobe.loaders.thread import ThreadDataLoader, keep_freed_memory
+
+    keep_freed_memory(False)  # a fresh process: nothing primed yet
+    return ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS, collate_fn=collate)
+
+
+def _threadpool_primed(ds: Any, batches: list[list[int]], collate: Callable | None) -> Iterable:
+    from memprobe.loaders.thread import heap
+
+    heap.prime()
+    return _threadpool(ds, batches, collate)
 
 
 def _keep_freed_memory(worker_id: int) -> None:
@@ -270,7 +301,9 @@ def build(name: str, ds: Any, batches: list[list[int]], collate: Callable | None
             prefetch_factor=max(2, len(batches)),
             collate_fn=collate,
         ),
+        "thread-unprimed": lambda: _thread_unprimed(ds, batches, collate),
         "threadpool": lambda: _threadpool(ds, batches, collate),
+        "threadpool-primed": lambda: _threadpool_primed(ds, batches, collate),
         "threadpool-bounded": lambda: _threadpool_bounded(ds, batches, collate),
         "threadpool-roundrobin": lambda: _threadpool_roundrobin(ds, batches, collate),
         "torchdata": lambda: _torchdata(ds, batches, collate),
@@ -550,6 +583,63 @@ def _best_rival(results: dict, workload: str) -> str | None:
     return max(medians, key=medians.get) if medians else None
 
 
+def geometric_mean(ratios: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of ``ratios`` and its 95% interval (two standard errors of the mean log
+    ratio); the interval is NaN for fewer than two ratios."""
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.nan
+    return math.exp(mean), math.exp(mean - 2 * se), math.exp(mean + 2 * se)
+
+
+def target_verdict(ratios: list[float], target: float) -> str:
+    """Whether per-round ratios meet ``target``: met when the 95% interval of their geometric mean
+    lies at or above it, missed when it lies below, otherwise within the noise (the rounds cannot
+    tell), with the side the mean falls on."""
+    gm, lo, hi = geometric_mean(ratios)
+    if lo >= target:
+        return "met"
+    if hi < target:
+        return "missed"
+    side = "at or above" if gm >= target else "below"
+    return f"within the noise (mean {side} the target; the interval holds it)"
+
+
+def _targets(results: dict) -> list[str]:
+    """Issue 12's targets, thread against each other thread loader in turn: the target holds
+    against the best other loader when it holds against every one. (Not against the fastest rival
+    of each round: the larger of two equally fast loaders' noisy rounds is above both of them on
+    average, by about half a round's spread, so that measure finds a loss in a tie.)"""
+    rows = []
+    for workload in dict.fromkeys(r["workload"] for r in results["runs"]):
+        if workload not in TARGETS:
+            continue
+        target = TARGETS[workload]
+        for rival in RIVALS:
+            ratios = _per_round(results, workload, "items_per_s", rival)
+            if not ratios:
+                continue
+            gm, lo, hi = geometric_mean(ratios)
+            rows.append(
+                f"| {workload} | {rival} | ≥ {target:.2f} | {_spread(ratios, '.2f')} | {gm:.3f} "
+                f"[{lo:.3f}-{hi:.3f}] | {sum(r >= target for r in ratios)} of {len(ratios)} | "
+                f"{target_verdict(ratios, target)} |"
+            )
+    if not rows:
+        return []
+    return [
+        "### Targets: thread's items/s ÷ each other thread loader's, round by round",
+        "",
+        (
+            "| workload | other loader | target | per round: median (min-max) | geometric mean [95%] | "
+            "rounds at or above the target | verdict |"
+        ),
+        "|---|---|---:|---:|---:|---:|---|",
+        *rows,
+        "",
+    ]
+
+
 def report(results: dict[str, Any]) -> str:
     m = results["machine"]
     rounds = len({r["round"] for r in results["runs"]})
@@ -605,6 +695,7 @@ def report(results: dict[str, Any]) -> str:
                 name = f"**{rival}** (best median items/s)" if rival == best else rival
                 lines.append(f"| {name} | {_spread(speed, '.2f')} | {_spread(cpu, '.2f')} |")
         lines.append("")
+    lines += _targets(results)
     failed = [r for r in results["runs"] if r["status"] != "ok"]
     if failed:
         lines += (

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import queue
 import resource
 import statistics
@@ -94,13 +93,10 @@ def _probe_on() -> None:
 
 
 def _ratio_line(rs: list[float]) -> str:
-    logs = [math.log(r) for r in rs]
-    mean = statistics.fmean(logs)
-    se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else float("nan")
+    gm, lo, hi = bt.geometric_mean(rs)
     return (
         f"median {statistics.median(rs):.3f} ({min(rs):.2f}-{max(rs):.2f}), geometric mean "
-        f"{math.exp(mean):.3f} [95%: {math.exp(mean - 2 * se):.3f}-{math.exp(mean + 2 * se):.3f}], "
-        f"above 1 in {sum(r > 1 for r in rs)} of {len(rs)}"
+        f"{gm:.3f} [95%: {lo:.3f}-{hi:.3f}], above 1 in {sum(r > 1 for r in rs)} of {len(rs)}"
     )
 
 

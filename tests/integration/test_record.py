@@ -206,6 +206,17 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
     assert (out / "samples.parquet").exists() and (out / "summary.json").exists()
 
 
+def _saved_pss_at_least(out: Path, pid: int, mb: float) -> bool:
+    """Whether a saved sample row of ``pid`` has a PSS reading of ``mb`` or more."""
+    for path in (out / "runs").glob("*/samples.jsonl"):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):  # a line being written
+                row = json.loads(line)
+                if row.get("pid") == pid and (row.get("pss_mb") or 0) >= mb:
+                    return True
+    return False
+
+
 def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tmp_path: Path) -> None:
     """SIGKILL (or the OOM killer) gives memprobe no time to save: its run's meta, saved while
     recording, lets `memprobe report DIR` finish the folder with the samples taken until then
@@ -227,7 +238,11 @@ def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tm
             assert time.monotonic() < deadline, "no run meta saved while recording"
             time.sleep(0.1)
         command = root = _run_meta(out)["root_pid"]
-        time.sleep(1.0)
+        # Killed once the saved samples hold an exact reading of the list (under load the first
+        # reading after it can take more than a second).
+        while not _saved_pss_at_least(out, root, 80):
+            assert time.monotonic() < deadline, "no exact reading of the command's list saved"
+            time.sleep(0.1)
         proc.kill()  # memprobe itself; the command (the user's job) runs on
         proc.wait(timeout=30)
         assert procfs.read_stat(command) is not None

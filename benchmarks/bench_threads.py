@@ -165,10 +165,7 @@ def _shared_memory_collate(batch: list) -> Any:
 
 
 def _thread_before(ds: Any, batches: list[list[int]]) -> Iterable:
-    from memprobe.loaders.thread import ThreadDataLoader, keep_freed_memory
-
-    keep_freed_memory(False)  # a fresh process: nothing primed yet
-    return ThreadDataLoader(ds, batch_sampler=batches, num_workers=WORKERS, collate_fn=_shared_memory_collate)
+    return _thread_unprimed(ds, batches, _shared_memory_collate)
 
 
 def _thread_unprimed(ds: Any, batches: list[list[int]], collate: Callable | None) -> Iterable:

@@ -27,10 +27,12 @@ thread starts; a ``torch.Tensor`` entry the user put there is left alone.
 It also replaces torch's ``collate_numpy_array_fn`` with :func:`collate_numpy_array`. torch turns
 each numpy array of a batch into a tensor (``torch.as_tensor``) and stacks those: for a batch of 256
 small arrays (a box of 4 floats per record) that is 256 calls into torch, each releasing the GIL,
-about 1.2 ms of the 2 ms the whole record batch takes to collate on this project's machine. In a
-worker thread, where arrays of one shape and one plain numeric dtype are the common case, the batch
-is written by ``numpy.stack`` straight into a new tensor of torch's result shape and dtype (0.14
-ms): the same tensor torch builds, values, dtype, shape and strides, in memory torch allocated.
+58-77% of the time the whole record batch takes to collate in one thread, and with two worker
+threads each release hands the GIL to the other (``benchmarks/collate_cost.py``,
+``docs/perf/threads.md``). In a worker thread, where arrays of one shape and one plain numeric
+dtype are the common case, the batch is written by ``numpy.stack`` straight into a new tensor of
+torch's result shape and dtype (4-6 times cheaper alone): the same tensor torch builds, values,
+dtype, shape and strides, in memory torch allocated.
 Everything else goes to torch's function, which keeps its errors and warnings: arrays of different
 shapes or dtypes, string, object or unsigned 16/32/64-bit dtypes, read-only, non-native byte
 order or not C-contiguous arrays, ndarray subclasses, and a ``collate_fn_map`` whose
@@ -57,7 +59,8 @@ _lock = threading.Lock()
 _torch_collate_tensor: Callable[..., Any] | None = None
 _torch_collate_numpy_array: Callable[..., Any] | None = None
 
-#: numpy dtypes (native byte order) whose arrays torch stacks as they are, and torch's dtype for each.
+#: numpy dtypes whose arrays torch stacks as they are, and torch's dtype for each. The keys are of
+#: native byte order, and a dtype of the other order is not equal to them: it is not found here.
 _STACKED_DTYPES = {
     np.dtype(np_type): torch_type
     for np_type, torch_type in (
@@ -111,7 +114,7 @@ def _stacked(batch: Any) -> torch.Tensor | None:
     same-shape, same-dtype, writable, C-contiguous plain arrays; ``None`` for anything else."""
     first = batch[0]
     dtype = _STACKED_DTYPES.get(first.dtype)
-    if dtype is None or not first.dtype.isnative:
+    if dtype is None or first.size == 0:
         return None
     shape = first.shape
     for a in batch:
@@ -121,8 +124,6 @@ def _stacked(batch: Any) -> torch.Tensor | None:
         if not (flags.c_contiguous and flags.writeable):
             return None
     out = torch.empty((len(batch), *shape), dtype=dtype)
-    if out.numel() == 0:
-        return None
     # A numpy view of the new tensor's memory, made without ``Tensor.numpy()``: that would mark
     # the storage as not resizable, which torch's stacked batch is. The view dies here.
     memory = (ctypes.c_char * out.nbytes).from_address(out.data_ptr())

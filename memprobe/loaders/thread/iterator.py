@@ -35,7 +35,35 @@ from memprobe.loaders.thread.worker import (
 if TYPE_CHECKING:
     from memprobe.loaders.thread.loader import ThreadDataLoader
 
-__all__ = ["SingleThreadIter", "ThreadPoolIter"]
+__all__ = ["SingleThreadIter", "ThreadPoolIter", "accelerator_available", "warn_pinning"]
+
+
+def accelerator_available() -> bool:
+    """Whether pinning means anything here: an accelerator (CUDA, or any torch.accelerator on
+    the torch versions that have it, as torch's DataLoader decides) is available."""
+    accelerator = getattr(torch, "accelerator", None)
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+
+
+def warn_pinning(loader: ThreadDataLoader) -> None:
+    """torch's warnings about pinning, in its words and at its moment: each new iterator (a
+    persistent one once), and only when ``pin_memory`` is set. Users silence them by message
+    (``filterwarnings("ignore", message="'pin_memory' argument is set as true")``), so the
+    wording is torch's; tests compare it with torch's own DataLoader."""
+    if not loader.pin_memory:
+        return
+    if loader.pin_memory_device:
+        warnings.warn(
+            "pin_memory_device is deprecated, the current accelerator will be used as the device,"
+            f"ignore pin_memory_device='{loader.pin_memory_device}'.",
+            stacklevel=3,
+        )
+    if not accelerator_available():
+        warnings.warn(
+            "'pin_memory' argument is set as true but no accelerator is found, "
+            "then device pinned memory won't be used.",
+            stacklevel=3,
+        )
 
 
 def _draw_base_seed(generator: torch.Generator | None) -> int:
@@ -60,6 +88,7 @@ class _BaseIter(Iterator[Any]):
         self._index_sampler = loader._index_sampler
         self._num_workers = loader.num_workers
         self._pin = loader._pin
+        warn_pinning(loader)
         self._reset_counters(loader)
 
     def _new_shared_seed(self, loader: ThreadDataLoader) -> None:

@@ -23,7 +23,7 @@ from torch.utils.data import (
 )
 
 from memprobe.loaders.thread import replicas
-from memprobe.loaders.thread.iterator import SingleThreadIter, ThreadPoolIter
+from memprobe.loaders.thread.iterator import SingleThreadIter, ThreadPoolIter, accelerator_available
 
 __all__ = ["ThreadDataLoader"]
 
@@ -120,9 +120,9 @@ class ThreadDataLoader(Generic[T]):
     """Drop-in for :class:`torch.utils.data.DataLoader` whose workers are threads.
 
     Arguments mean what they mean for torch's DataLoader (positions included).
-    ``multiprocessing_context`` and ``pin_memory_device`` are accepted only so call sites can
-    switch classes; both are ignored with a warning. Pinning happens only if an accelerator is
-    available. ``timeout`` needs ``num_workers > 0``.
+    ``multiprocessing_context`` is accepted only so call sites can switch classes, and ignored
+    with a warning. ``pin_memory_device`` is ignored as torch ignores it, with torch's warning;
+    pinning happens only if an accelerator is available (torch's warning again otherwise). ``timeout`` needs ``num_workers > 0``.
 
     For the same dataset, sampler and generator state, iteration yields the same batches in the
     same order as torch (``in_order=True``), with ``num_workers`` 0 or more, datapipes included
@@ -165,7 +165,10 @@ class ThreadDataLoader(Generic[T]):
         shuffle, batch_size, drop_last = _checked_sampling(
             dataset, shuffle, sampler, batch_sampler, batch_size, drop_last
         )
-        _warn_ignored(multiprocessing_context, pin_memory_device)
+        if multiprocessing_context is not None:
+            warnings.warn(
+                "ThreadDataLoader ignores multiprocessing_context: workers are threads", stacklevel=2
+            )
         if sampler is None:
             sampler = self._default_sampler(dataset, shuffle, generator)
         if batch_size is not None and batch_sampler is None:
@@ -186,7 +189,7 @@ class ThreadDataLoader(Generic[T]):
         self.multiprocessing_context = multiprocessing_context
         self.persistent_workers = persistent_workers
         self.in_order = in_order
-        self._pin = pin_memory and _accelerator_for_pinning()
+        self._pin = pin_memory and accelerator_available()
         self._iterable_len_called: int | None = None
         self._iterator: ThreadPoolIter | None = None
         self._live: weakref.WeakSet[ThreadPoolIter] = weakref.WeakSet()
@@ -252,23 +255,3 @@ class ThreadDataLoader(Generic[T]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _warn_ignored(multiprocessing_context: Any, pin_memory_device: str) -> None:
-    if multiprocessing_context is not None:
-        warnings.warn("ThreadDataLoader ignores multiprocessing_context: workers are threads", stacklevel=3)
-    if pin_memory_device:
-        warnings.warn("ThreadDataLoader ignores pin_memory_device (deprecated in torch too)", stacklevel=3)
-
-
-def _accelerator_for_pinning() -> bool:
-    """Whether pinning means anything here: an accelerator (CUDA, or any torch.accelerator on
-    the torch versions that have it, as torch's DataLoader decides) is available."""
-    accelerator = getattr(torch, "accelerator", None)
-    available = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
-    if available:
-        return True
-    warnings.warn(
-        "'pin_memory' is set but no accelerator is available; pinned memory won't be used.", stacklevel=3
-    )
-    return False

@@ -119,12 +119,35 @@ def test_ignored_torch_only_arguments_warn() -> None:
     assert len(list(loader)) == 4
 
 
-def test_pin_memory_without_cuda_warns_and_still_loads() -> None:
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"pin_memory": True},
+        {"pin_memory": True, "num_workers": 0},
+        {"pin_memory": True, "pin_memory_device": "cuda"},
+        {"pin_memory": True, "persistent_workers": True},
+        {"pin_memory_device": "cuda"},  # nothing to pin: torch says nothing
+    ],
+)
+def test_pinning_warns_as_torch_does_and_still_loads(kwargs: dict) -> None:
+    """torch's words (users silence "'pin_memory' argument is set as true" by message on CPU
+    machines), at its moments: each new iterator, a persistent one once."""
     if torch.cuda.is_available():
         pytest.skip("needs a CPU-only machine")
-    with pytest.warns(UserWarning, match="pin_memory"):
-        loader = ThreadDataLoader(Squares(4), batch_size=2, num_workers=1, pin_memory=True)
-    assert_same(list(loader), list(DataLoader(Squares(4), batch_size=2)))
+
+    def run(make: Any) -> tuple[list, list]:
+        def go() -> list:
+            loader = make(Squares(4), batch_size=2, **{"num_workers": 1, **kwargs})
+            batches = [list(loader) for _ in range(2)]
+            getattr(loader, "close", lambda: None)()
+            return batches
+
+        return recorded(go)
+
+    (theirs, their_warnings), (ours, our_warnings) = run(torch_loader), run(ThreadDataLoader)
+    assert our_warnings == their_warnings
+    assert_same(ours, theirs)
+    assert bool(our_warnings) == bool(kwargs.get("pin_memory"))
 
 
 class _Pinnable:

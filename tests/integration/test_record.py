@@ -208,15 +208,16 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
     assert (out / "samples.parquet").exists() and (out / "summary.json").exists()
 
 
-def _saved_pss_at_least(out: Path, pid: int, mb: float) -> bool:
-    """Whether a saved sample row of ``pid`` has a PSS reading of ``mb`` or more."""
+def _saved_rows(out: Path, pid: int) -> list[dict]:
+    """The sample rows of ``pid`` saved so far (while recording)."""
+    rows = []
     for path in (out / "runs").glob("*/samples.jsonl"):
         for line in path.read_text().splitlines():
             with contextlib.suppress(ValueError):  # a line being written
                 row = json.loads(line)
-                if row.get("pid") == pid and (row.get("pss_mb") or 0) >= mb:
-                    return True
-    return False
+                if row.get("pid") == pid:
+                    rows.append(row)
+    return rows
 
 
 def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tmp_path: Path) -> None:
@@ -242,9 +243,11 @@ def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tm
         command = root = _run_meta(out)["root_pid"]
         # Killed once the saved samples hold an exact reading of the list (under load the first
         # reading after it can take more than a second).
-        while not _saved_pss_at_least(out, root, 80):
+        saved = _saved_rows(out, root)
+        while not any((r.get("pss_mb") or 0) >= 80 for r in saved):
             assert time.monotonic() < deadline, "no exact reading of the command's list saved"
             time.sleep(0.1)
+            saved = _saved_rows(out, root)
         proc.kill()  # memprobe itself; the command (the user's job) runs on
         proc.wait(timeout=30)
         assert procfs.read_stat(command) is not None
@@ -268,7 +271,7 @@ def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tm
     (run,) = summary["runs"]
     assert run["status"] == "interrupted" and run["total_pss_peak_mb"] >= 80  # the 80 MB list it built
     samples = pd.read_parquet(out / "samples.parquet")
-    assert len(samples[samples["pid"] == root]) >= 5
+    assert len(samples[samples["pid"] == root]) >= len(saved) >= 2  # none lost
     assert "interrupted" in (out / "report.html").read_text(encoding="utf-8").lower()
 
 

@@ -149,15 +149,9 @@ def run_groups(out: Path) -> list[int]:
 
 
 def events(run_dir: Path) -> list[dict]:
-    try:
-        lines = (run_dir / "events.jsonl").read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in lines:
-        with contextlib.suppress(json.JSONDecodeError):  # a torn last line
-            out.append(json.loads(line))
-    return out
+    from memprobe.results import read_jsonl
+
+    return read_jsonl(run_dir / "events.jsonl")  # a torn last line is skipped
 
 
 # -- memprobe as a user runs it ----------------------------------------------------------------
@@ -235,10 +229,12 @@ def scenario(folder: Path, text: str, name: str = "s.yaml") -> Path:
     return d / name
 
 
-def wait_for(results: Path, event: str, proc: subprocess.Popen, within: float = 90) -> None:
-    """Until some run of ``results`` sent ``event``."""
+def wait_for(results: Path, event: str, proc: subprocess.Popen, within: float = 90) -> dict:
+    """Until some run of ``results`` sent ``event``; that event."""
     deadline = time.monotonic() + within
-    while not any(e["event"] == event for d in (results / "runs").glob("*") for e in events(d)):
+    while True:
+        for e in (e for d in (results / "runs").glob("*") for e in events(d) if e["event"] == event):
+            return e
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, f"no {event!r} event within {within} s"
         time.sleep(0.02)
@@ -544,11 +540,10 @@ def case_stopped(memprobe: Memprobe, tmp: Path) -> Done:
     out = tmp / "results"
     text = with_factory("slow", timeout_s=STOPPED_TIMEOUT_S).replace("'}", "', kwargs: {n: 1500}}")
     proc = memprobe.start("run", scenario(tmp, text), "-o", out, "--no-report")
-    wait_for(out, "first_batch", proc)
+    first = wait_for(out, "first_batch", proc)
     os.kill(proc.pid, signal.SIGSTOP)
     # Longer than what was left of the timeout: the run's clock read ``t`` at its first batch.
-    (t,) = [e["t"] for d in (out / "runs").glob("*") for e in events(d) if e["event"] == "first_batch"]
-    time.sleep(STOPPED_TIMEOUT_S - t + 1)
+    time.sleep(STOPPED_TIMEOUT_S - first["t"] + 1)
     os.kill(proc.pid, signal.SIGCONT)
     return memprobe.finish(proc, out)
 

@@ -209,15 +209,12 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
 
 
 def _saved_rows(out: Path, pid: int) -> list[dict]:
-    """The sample rows of ``pid`` saved so far (while recording)."""
-    rows = []
-    for path in (out / "runs").glob("*/samples.jsonl"):
-        for line in path.read_text().splitlines():
-            with contextlib.suppress(ValueError):  # a line being written
-                row = json.loads(line)
-                if row.get("pid") == pid:
-                    rows.append(row)
-    return rows
+    """The sample rows of ``pid`` saved so far (while recording; a line being written is skipped)."""
+    from memprobe.results import read_jsonl
+
+    return [
+        r for path in (out / "runs").glob("*/samples.jsonl") for r in read_jsonl(path) if r.get("pid") == pid
+    ]
 
 
 def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tmp_path: Path) -> None:

@@ -122,7 +122,8 @@ class ThreadDataLoader(Generic[T]):
     Arguments mean what they mean for torch's DataLoader (positions included).
     ``multiprocessing_context`` is accepted only so call sites can switch classes, and ignored
     with a warning. ``pin_memory_device`` is ignored as torch ignores it, with torch's warning;
-    pinning happens only if an accelerator is available (torch's warning again otherwise). ``timeout`` needs ``num_workers > 0``.
+    pinning happens only if an accelerator is available (torch's warning again otherwise).
+    ``timeout`` needs ``num_workers > 0``.
 
     For the same dataset, sampler and generator state, iteration yields the same batches in the
     same order as torch (``in_order=True``), with ``num_workers`` 0 or more, datapipes included

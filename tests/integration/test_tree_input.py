@@ -4,8 +4,12 @@ values that are no rank, processes memprobe may not read (issue 23, items 4 and 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -42,3 +46,66 @@ def test_rank_variables_that_are_no_rank_leave_the_results_whole(tmp_path: Path)
     assert roles == {"main", "worker 0", "worker 1", "worker 2", "worker 3"}
     again = _memprobe("report", str(out))
     assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+
+
+NOBODY, OTHER_UID = 65534, 1234
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder the unprivileged user may write (pytest's tmp_path is root's alone), holding a
+    set-user-ID copy of sleep owned by OTHER_UID: a process of another user in that user's job."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv(1) to record as an unprivileged user")
+    d = Path(tempfile.mkdtemp(prefix="memprobe-denied-"))
+    try:
+        if os.statvfs(d).f_flag & os.ST_NOSUID:
+            pytest.skip(f"{d} is on a nosuid file system")
+        suid = d / "suid_sleep"
+        shutil.copy(shutil.which("sleep") or "/bin/sleep", suid)
+        os.chown(suid, OTHER_UID, OTHER_UID)
+        suid.chmod(0o4755)
+        os.chown(d, NOBODY, NOBODY)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_another_users_process_is_named_left_out_of_the_total_and_the_advice_fits(shared_dir: Path) -> None:
+    """memprobe as an unprivileged user recording a job with a set-user-ID child: the kernel
+    refuses its smaps_rollup (EACCES). Before: the reason said "smaps_rollup unreadable (process
+    exiting?)", the page advised a larger --pss-budget and said the total counted it with an
+    estimate, and total PSS was "-" for the whole run."""
+    out = shared_dir / "out"
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    job = ["sh", "-c", f"{shared_dir / 'suid_sleep'} 2 & wait"]
+    done = subprocess.run(
+        [*as_nobody, sys.executable, "-m", "memprobe", "record", "-o", str(out), "--", *job],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=shared_dir,
+        env={**os.environ, "HOME": str(shared_dir)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    for name in ("samples.parquet", "summary.json", "report.html"):
+        assert (out / name).is_file(), name
+    samples = pd.read_parquet(out / "samples.parquet")
+    suid = samples[samples["kind"] == "exec"]
+    assert suid["pid"].nunique() == 1
+    reasons = set(suid["reason"].dropna()) - {"exited", "zombie (exited, not yet reaped)"}
+    said = (
+        f"smaps_rollup: permission denied: another user's process (uid {OTHER_UID}, started by uid "
+        f"{NOBODY}: a set-user-ID program); memprobe runs as uid {NOBODY}"
+    )
+    assert reasons == {said}
+    run = json.loads((out / "summary.json").read_text())["runs"][0]
+    assert isinstance(run["total_pss_peak_mb"], float)  # counted without it, not unknown
+    denied = [p for p in run["processes"] if p.get("denied")]
+    assert [p["pid"] for p in denied] == [int(suid["pid"].iloc[0])]
+    assert "Total PSS leaves out 1 process memprobe may not read (permission denied)" in done.stderr
+    html = (out / "report.html").read_text()
+    assert "memprobe may not read the memory of 1 process: worker 0" in html
+    assert "record as the user it runs as, or as root" in html
+    assert "process exiting?" not in html and "larger --pss-budget" not in html

@@ -282,16 +282,22 @@ def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress
 
 
 def _explanation(s: RunSummary, words: str) -> str:
+    left_out = len(denied(s.processes or []))
     if s.verdict is None:
         why = (
             "no verdict: no worker or parent process has two exact readings in its window"
             if s.status == "ok"
             else f"no verdict: the command ended {s.status} before enough was measured"
         )
-        return why + (f" ({s.error})" if s.error else "")
+        why += f" ({s.error})" if s.error else ""
+        if left_out:
+            why += (
+                f"; memprobe may not read {left_out} process{'es' if left_out != 1 else ''} of it "
+                "(permission denied)"
+            )
+        return why
     parts = [words]
     unread = len(never_read(s.processes or []))
-    left_out = len(denied(s.processes or []))
     if s.rss_overcount_mb is not None and s.total_pss_peak_mb and unread:
         # Their PSS was never read: the total holds an estimate of it (series.held_readings).
         parts.append(

@@ -135,6 +135,9 @@ def ended(reason: str | None) -> bool:
 # (another user's process, one not dumpable): never readable, so its PSS is left out of the
 # totals, not a gap in them (probe.sampler.denied_reason, series.readable).
 DENIED_REASON = "smaps_rollup: permission denied"
+# ... and goes on so when the process runs as another user than memprobe (else it is one of
+# memprobe's own user that is not dumpable: only root reads it).
+DENIED_OTHER_USER = f"{DENIED_REASON}: another user's process"
 
 
 def denied(reason: object) -> bool:

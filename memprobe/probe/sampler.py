@@ -16,7 +16,7 @@ from typing import Any
 
 from memprobe.probe import procfs
 from memprobe.probe.roles import RoleBook
-from memprobe.vocabulary import DENIED_REASON
+from memprobe.vocabulary import DENIED_OTHER_USER, DENIED_REASON
 
 MB = procfs.MB
 Row = dict[str, Any]  # one JSON line of samples: numbers, strings, booleans, None by column
@@ -372,7 +372,7 @@ def denied_reason(denied: procfs.Denied, own_uid: int) -> str:
     real, effective = denied.uids
     if effective != own_uid:
         setuid = f", started by uid {real}: a set-user-ID program" if real != effective else ""
-        return f"{DENIED_REASON}: another user's process (uid {effective}{setuid}); {me}"
+        return f"{DENIED_OTHER_USER} (uid {effective}{setuid}); {me}"
     return (
         f"{DENIED_REASON}: the process is not dumpable (it changed its uids or called "
         f"prctl(PR_SET_DUMPABLE, 0)); {me}"

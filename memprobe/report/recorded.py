@@ -21,6 +21,7 @@ from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet
 from memprobe.series import Clock
 from memprobe.vocabulary import (
+    DENIED_OTHER_USER,
     FORK,
     FORKSERVER,
     HELPER_ROLES,
@@ -533,7 +534,12 @@ def denied_text(s: RunSummary, rss_mb: float) -> str | None:
         f"PSS or USS: total PSS leaves {'them' if many else 'it'} out, so the whole tree held up to "
         f"{fmt.mb(rss_mb)} more than it shows ({'their' if many else 'its'} RSS at its peak), and the sum "
         f"of RSS beside it includes {'them' if many else 'it'}. No --pss-budget reads "
-        f"{'them' if many else 'it'}: record as the user {'they run' if many else 'it runs'} as, or as root."
+        f"{'them' if many else 'it'}: "
+        + (
+            f"record as the user {'they run' if many else 'it runs'} as, or as root."
+            if all(str(r["denied"]).startswith(DENIED_OTHER_USER) for r in rows)
+            else "record as root (a process that is not dumpable is root's alone to read)."
+        )
     )
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import pandas as pd
@@ -71,22 +72,26 @@ def shared_dir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_another_users_process_is_named_left_out_of_the_total_and_the_advice_fits(shared_dir: Path) -> None:
-    """memprobe as an unprivileged user recording a job with a set-user-ID child: the kernel
-    refuses its smaps_rollup (EACCES). Before: the reason said "smaps_rollup unreadable (process
-    exiting?)", the page advised a larger --pss-budget and said the total counted it with an
-    estimate, and total PSS was "-" for the whole run."""
-    out = shared_dir / "out"
+def _record_as_nobody(shared_dir: Path, out: Path, job: str) -> subprocess.CompletedProcess:
+    """``memprobe record -o OUT -- sh -c JOB`` as the unprivileged user."""
     as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    job = ["sh", "-c", f"{shared_dir / 'suid_sleep'} 2 & wait"]
-    done = subprocess.run(
-        [*as_nobody, sys.executable, "-m", "memprobe", "record", "-o", str(out), "--", *job],
+    return subprocess.run(
+        [*as_nobody, sys.executable, "-m", "memprobe", "record", "-o", str(out), "--", "sh", "-c", job],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=shared_dir,
         env={**os.environ, "HOME": str(shared_dir)},
     )
+
+
+def test_another_users_process_is_named_left_out_of_the_total_and_the_advice_fits(shared_dir: Path) -> None:
+    """memprobe as an unprivileged user recording a job with a set-user-ID child: the kernel
+    refuses its smaps_rollup (EACCES). Before: the reason said "smaps_rollup unreadable (process
+    exiting?)", the page advised a larger --pss-budget and said the total counted it with an
+    estimate, and total PSS was "-" for the whole run."""
+    out = shared_dir / "out"
+    done = _record_as_nobody(shared_dir, out, f"{shared_dir / 'suid_sleep'} 2 & wait")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     for name in ("samples.parquet", "summary.json", "report.html"):
@@ -109,3 +114,27 @@ def test_another_users_process_is_named_left_out_of_the_total_and_the_advice_fit
     assert "memprobe may not read the memory of 1 process: worker 0" in html
     assert "record as the user it runs as, or as root" in html
     assert "process exiting?" not in html and "larger --pss-budget" not in html
+
+
+def test_a_process_of_memprobes_own_user_that_is_not_dumpable_is_named_with_root_as_the_advice(
+    shared_dir: Path,
+) -> None:
+    """A child that calls prctl(PR_SET_DUMPABLE, 0) is root's alone to read, whoever it runs as:
+    recording again as its user would not help."""
+    if not Path("/usr/bin/python3").is_file():
+        pytest.skip("needs the system's /usr/bin/python3 (any user may run it)")
+    out = shared_dir / "out"
+    child = "/usr/bin/python3 -c 'import ctypes, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); time.sleep(2)'"
+    done = _record_as_nobody(shared_dir, out, f"{child} & wait")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    samples = pd.read_parquet(out / "samples.parquet")
+    said = (
+        "smaps_rollup: permission denied: the process is not dumpable (it changed its uids or called "
+        f"prctl(PR_SET_DUMPABLE, 0)); memprobe runs as uid {NOBODY}"
+    )
+    assert said in set(samples["reason"].dropna())
+    assert "process exiting?" not in set(samples["reason"].dropna())
+    html = unescape((out / "report.html").read_text())
+    assert "record as root (a process that is not dumpable is root's alone to read)" in html
+    assert "record as the user" not in html and "larger --pss-budget" not in html

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import unescape
 from pathlib import Path
 
 import pandas as pd
@@ -334,3 +335,34 @@ def test_a_process_memprobe_may_not_read_is_left_out_of_the_total_and_the_page_s
     assert "had no exact reading, so total PSS counts" not in html and "larger --pss-budget" not in html
     assert "process exiting?" not in html
     assert "Total PSS leaves out 1 process memprobe may not read (permission denied)" in (s.explanation or "")
+
+
+def test_a_process_of_memprobes_own_user_that_is_not_dumpable_gets_root_as_the_advice(tmp_path: Path) -> None:
+    """Recording as its own user does not read a process that made itself non-dumpable: only root does."""
+    meta, samples = _denied_job()
+    own = (
+        "smaps_rollup: permission denied: the process is not dumpable (it changed its uids or called "
+        "prctl(PR_SET_DUMPABLE, 0)); memprobe runs as uid 1000"
+    )
+    samples["reason"] = samples["reason"].replace(DENIED, own)
+    html = unescape(page_of(write_results(tmp_path / "undumpable", meta, samples)))
+    assert (
+        "No --pss-budget reads it: record as root (a process that is not dumpable is root's alone to read)."
+        in html
+    )
+    assert "record as the user" not in html
+
+
+def test_no_verdict_says_which_processes_memprobe_may_not_read(tmp_path: Path) -> None:
+    """Every process refused: "no verdict: no worker or parent process has two exact readings" said
+    nothing of why."""
+    meta, samples = fork_job()
+    refused = samples["tier"].eq("pss")
+    samples.loc[refused, ["pss_mb", "uss_mb", "private_dirty_mb", "anon_huge_mb"]] = None
+    samples.loc[refused, ["tier", "reason"]] = ("cheap", DENIED)
+    s = summarize_all(ResultSet.load(write_results(tmp_path / "all", meta, samples)))[0]
+    assert s.verdict is None and s.total_pss_peak_mb is None
+    assert s.explanation == (
+        "no verdict: no worker or parent process has two exact readings in its window; memprobe may not "
+        "read 3 processes of it (permission denied)"
+    )

@@ -119,12 +119,16 @@ def test_another_users_process_is_named_left_out_of_the_total_and_the_advice_fit
 def test_a_process_of_memprobes_own_user_that_is_not_dumpable_is_named_with_root_as_the_advice(
     shared_dir: Path,
 ) -> None:
-    """A child that calls prctl(PR_SET_DUMPABLE, 0) is root's alone to read, whoever it runs as:
-    recording again as its user would not help."""
+    """A process that called prctl(PR_SET_DUMPABLE, 0) is root's alone to read, whoever it runs
+    as: recording again as its user would not help. Its forked child is born non-dumpable (the
+    flag survives fork), so no reading of it can come first, however slow the machine."""
     if not Path("/usr/bin/python3").is_file():
         pytest.skip("needs the system's /usr/bin/python3 (any user may run it)")
     out = shared_dir / "out"
-    child = "/usr/bin/python3 -c 'import ctypes, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); time.sleep(2)'"
+    child = (
+        "/usr/bin/python3 -c 'import ctypes, os, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+        "os.fork() or (time.sleep(2), os._exit(0)); os.wait()'"
+    )
     done = _record_as_nobody(shared_dir, out, f"{child} & wait")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr

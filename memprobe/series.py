@@ -8,6 +8,9 @@ Pure functions, tables in, series out. How unreadable processes count, everywher
 * a process that was there but could not be read (``missing`` for another reason, or a PSS read
   that failed: a ``cheap`` row with a reason at a PSS round) makes every total it belongs to at
   that time unknown (NaN), never smaller: missing is not zero;
+* a process whose memory map the kernel refused memprobe (another user's process: its reason
+  starts with :data:`memprobe.vocabulary.DENIED_REASON`) would never be readable: the PSS totals
+  leave it out for its whole life (:func:`readable`), and the report says so;
 * a recorded job's sampler reads exactly only the processes whose memory moved, so at a PSS round
   each other live process counts with its last exact reading, a worker plus what its estimated
   USS gained since (:func:`held_readings`).
@@ -21,7 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from memprobe.vocabulary import ENDED_REASONS, THREAD_NAME_PREFIX, is_loader_role, is_worker_role, role_order
+from memprobe.vocabulary import (
+    DENIED_REASON,
+    ENDED_REASONS,
+    THREAD_NAME_PREFIX,
+    is_loader_role,
+    is_worker_role,
+    role_order,
+)
 
 CPU_MIN_WINDOW_S = 0.5  # CPU times count in 1/100 s: over 0.5 s a rate is good to 0.02 cores
 
@@ -101,6 +111,14 @@ def failed_reads(rows: pd.DataFrame) -> pd.Series:
     return (missing & ~ended(rows)) | pss_failed
 
 
+def readable(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the processes memprobe may read: those of a process whose memory map the
+    kernel refused (a failed PSS read's reason says permission denied) are left out, all of them:
+    a gap at every round it lived made the total unknown for the whole run."""
+    denied = rows["reason"].fillna("").astype(str).str.startswith(DENIED_REASON) & (rows["tier"] == "cheap")
+    return rows[~rows["pid"].isin(rows.loc[denied, "pid"].unique())] if denied.any() else rows
+
+
 # -- memory totals ----------------------------------------------------------------------------
 
 
@@ -110,6 +128,7 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
     once; one that was not read has not moved). A live process never read exactly yet counts
     with an estimate (:func:`_unread_pss`). Rows: t, pid, role, pss_mb, uss_mb, held."""
     cols = ["t", "pid", "role", "pss_mb", "uss_mb", "held"]
+    samples = readable(samples) if not samples.empty else samples
     if samples.empty or not (samples["tier"] == "pss").any():
         return pd.DataFrame(columns=cols)
     missing = samples["missing"].fillna(False).astype(bool)
@@ -220,6 +239,7 @@ def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
     if samples.empty or "tier" not in samples or not (samples["tier"] == "pss").any():
         return pd.DataFrame()
     rounds = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique())
+    samples = readable(samples)
     at = samples[samples["t"].isin(rounds)]
     # A recorded job's sampler reads only the processes whose memory moved: the others count
     # with their last reading.

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memprobe import vocabulary
 from memprobe.probe.tree import DATALOADER, LAUNCHER, PARENT_KINDS, RANK, WORKER_KINDS, startup_end
 from memprobe.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
 
@@ -519,6 +520,9 @@ class Growth:
     threads_first_t: float | None = None
     # A worker's USS stopped rising before its window ended (None: its window is too short to say).
     levelled: bool | None = None
+    # Why the kernel refused memprobe its memory map (the sampler's reason: another user's
+    # process); None when it was readable. Such a process is left out of total PSS.
+    denied: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -1110,7 +1114,16 @@ def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Gro
     # Each process's own rows once: an hour-long job has hundreds of thousands of rows.
     own = dict(tuple(samples.groupby("pid", sort=False))) if not samples.empty else {}
     rows = [process_growth(p, own.get(p.pid, samples.iloc[0:0]), procs, milestones) for p in procs]
+    rows = [replace(g, denied=denied_reason(own.get(g.pid))) for g in rows]
     return sorted(with_items(rows, progress), key=_order)
+
+
+def denied_reason(rows: pd.DataFrame | None) -> str | None:
+    """The first reason among a process's rows that says memprobe may not read its memory map."""
+    if rows is None or rows.empty or "reason" not in rows:
+        return None
+    said = [r for r in rows["reason"].dropna() if vocabulary.denied(r)]
+    return str(said[0]) if said else None
 
 
 def _order(g: Growth) -> tuple:

@@ -282,13 +282,20 @@ def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress
 
 
 def _explanation(s: RunSummary, words: str) -> str:
+    left_out = len(denied(s.processes or []))
     if s.verdict is None:
         why = (
             "no verdict: no worker or parent process has two exact readings in its window"
             if s.status == "ok"
             else f"no verdict: the command ended {s.status} before enough was measured"
         )
-        return why + (f" ({s.error})" if s.error else "")
+        why += f" ({s.error})" if s.error else ""
+        if left_out:
+            why += (
+                f"; memprobe may not read {left_out} process{'es' if left_out != 1 else ''} of it "
+                "(permission denied)"
+            )
+        return why
     parts = [words]
     unread = len(never_read(s.processes or []))
     if s.rss_overcount_mb is not None and s.total_pss_peak_mb and unread:
@@ -298,18 +305,31 @@ def _explanation(s: RunSummary, words: str) -> str:
             f"was about {s.total_pss_peak_mb:,.0f} MB ({unread} process{'es' if unread != 1 else ''} "
             f"never read exactly count{'' if unread != 1 else 's'} with an estimate)."
         )
-    elif s.rss_overcount_mb is not None and s.total_pss_peak_mb:
+    elif s.rss_overcount_mb is not None and s.total_pss_peak_mb and not left_out:
         parts.append(
             f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
             f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB."
+        )
+    if left_out:
+        # Their memory map is not memprobe's to read: left out of the total (series.readable).
+        parts.append(
+            f"Total PSS leaves out {left_out} process{'es' if left_out != 1 else ''} memprobe may not "
+            "read (permission denied); summing RSS, which counts "
+            f"{'them' if left_out != 1 else 'it'}, would have reported {s.sum_rss_peak_mb or 0:,.0f} MB at peak."
         )
     return " ".join(parts)
 
 
 def never_read(processes: list[dict]) -> list[str]:
-    """Roles of the processes the sampler never read exactly: the total PSS holds an estimate of
-    their PSS (:func:`memprobe.series.held_readings`)."""
-    return [r["role"] for r in processes if not r.get("pss_samples")]
+    """Roles of the processes the sampler never read exactly though it may: the total PSS holds
+    an estimate of their PSS (:func:`memprobe.series.held_readings`)."""
+    return [r["role"] for r in processes if not r.get("pss_samples") and not r.get("denied")]
+
+
+def denied(processes: list[dict]) -> list[dict]:
+    """The processes whose memory map the kernel refused memprobe: total PSS leaves them out
+    (:func:`memprobe.series.readable`)."""
+    return [r for r in processes if r.get("denied")]
 
 
 # -- the culprit in words ------------------------------------------------------------------------------

@@ -131,6 +131,20 @@ def ended(reason: str | None) -> bool:
     return bool(reason) and str(reason).startswith(ENDED_REASONS)
 
 
+# A PSS read's reason starts with this when the kernel refused memprobe the process's memory map
+# (another user's process, one not dumpable): never readable, so its PSS is left out of the
+# totals, not a gap in them (probe.sampler.denied_reason, series.readable).
+DENIED_REASON = "smaps_rollup: permission denied"
+# ... and goes on so when the process runs as another user than memprobe (else it is one of
+# memprobe's own user that is not dumpable: only root reads it).
+DENIED_OTHER_USER = f"{DENIED_REASON}: another user's process"
+
+
+def denied(reason: object) -> bool:
+    """Whether a row's ``reason`` says memprobe may not read the process's memory map."""
+    return isinstance(reason, str) and reason.startswith(DENIED_REASON)
+
+
 # -- threads --------------------------------------------------------------------------------------
 
 # The thread loader names its worker threads this way in the OS (/proc/PID/task/TID/comm, at most

@@ -7,6 +7,7 @@ touch the very pages being measured.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import Any
 
 from memprobe.probe import procfs
 from memprobe.probe.roles import RoleBook
+from memprobe.vocabulary import DENIED_OTHER_USER, DENIED_REASON
 
 MB = procfs.MB
 Row = dict[str, Any]  # one JSON line of samples: numbers, strings, booleans, None by column
@@ -277,7 +279,10 @@ class Sampler:
 
     @staticmethod
     def _add_pss(row: Row, pid: int) -> None:
-        pss = procfs.read_pss(pid)
+        pss = procfs.read_pss_or_denied(pid)
+        if isinstance(pss, procfs.Denied):
+            row["reason"] = denied_reason(pss, os.geteuid())
+            return
         if pss is None:
             row["reason"] = "smaps_rollup unreadable (process exiting?)"
             return
@@ -356,3 +361,19 @@ class Sampler:
             "sampler_cpu_s": self.cpu_s,
             "processes": len(self._alive),
         }
+
+
+def denied_reason(denied: procfs.Denied, own_uid: int) -> str:
+    """A row's reason for a process whose memory map the kernel refused memprobe (running as
+    ``own_uid``): whose process it is. Starts with :data:`memprobe.vocabulary.DENIED_REASON`."""
+    me = f"memprobe runs as uid {own_uid}"
+    if denied.uids is None:
+        return f"{DENIED_REASON} ({me})"
+    real, effective = denied.uids
+    if effective != own_uid:
+        setuid = f", started by uid {real}: a set-user-ID program" if real != effective else ""
+        return f"{DENIED_OTHER_USER} (uid {effective}{setuid}); {me}"
+    return (
+        f"{DENIED_REASON}: the process is not dumpable (it changed its uids or called "
+        f"prctl(PR_SET_DUMPABLE, 0)); {me}"
+    )

@@ -137,10 +137,33 @@ class _Family:
     generation: int = -1
 
 
-def env_rank(env: dict[str, str] | None) -> str | None:
+# The environment variables that name a process's rank, first found first: torchrun sets both,
+# Lightning's DDP LOCAL_RANK alone for the ranks it re-runs.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK")
+# Above any job's ranks, and what a Parquet int32 column holds: anything larger is no rank.
+MAX_RANK = 2**31 - 1
+
+
+def parse_rank(value: object) -> int | None:
+    """A rank from an environment value, as launchers write one (``str(int)``): ASCII digits
+    only, at most ``MAX_RANK``; ``None`` (not a rank) for anything else. Python's ``int()``
+    would take ``" 2"``, ``"1_0"`` and digits of other scripts (Arabic-Indic three: 3), and an
+    unbounded number made the results' Parquet overflow (``RANK=99999999999999999999``)."""
+    if not isinstance(value, str) or not 0 < len(value) <= len(str(MAX_RANK)):
+        return None
+    if not (value.isascii() and value.isdigit()):
+        return None
+    rank = int(value)
+    return rank if rank <= MAX_RANK else None
+
+
+def env_rank(env: dict[str, str] | None) -> int | None:
+    """The rank a process's environment names (:func:`parse_rank` of the first of
+    ``RANK_VARIABLES`` it holds), or ``None``."""
     if not env:
         return None
-    return env.get("RANK", env.get("LOCAL_RANK"))
+    name = next((n for n in RANK_VARIABLES if n in env), None)
+    return None if name is None else parse_rank(env[name])
 
 
 class TreeRoles(RoleBook):
@@ -356,10 +379,7 @@ class TreeRoles(RoleBook):
         environment, else the lowest one its children do not hold)."""
         root = self.nodes[self.main_pid]
         taken = set(self.ranks.values())
-        try:
-            rank = int(self._root_rank) if self._root_rank is not None else _lowest_free(taken)
-        except ValueError:
-            rank = _lowest_free(taken)
+        rank = self._root_rank if self._root_rank is not None else _lowest_free(taken)
         root.kind, root.rank, root.role = RANK, rank, f"rank {rank}"
         self.ranks[root.pid] = rank
         self._rename_below(root)
@@ -420,12 +440,9 @@ class TreeRoles(RoleBook):
         if st.comm in DATALOADER_COMMS:
             return -1
         env = self.reader.environ(st.pid)
-        value = env_rank(env)
-        if value is not None and value != self._root_rank:
-            try:
-                return int(value)
-            except ValueError:
-                return -1
+        rank = env_rank(env)
+        if rank is not None and rank != self._root_rank:
+            return rank
         if (
             env is None
             and self._launcher_cmd

@@ -21,6 +21,7 @@ from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet
 from memprobe.series import Clock
 from memprobe.vocabulary import (
+    DENIED_OTHER_USER,
     FORK,
     FORKSERVER,
     HELPER_ROLES,
@@ -177,10 +178,14 @@ def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) ->
             f"{fmt.signed_mb(r['written_mb'])} made private by its own writes to pages its workers "
             "share (not growth)"
         )
+    if r.get("denied"):
+        notes.append(str(r["denied"]))  # the sampler's reason: permission denied, whose process
     if not judged:
         notes.append(
             "helper: shown, not judged"
             if r["kind"] in HELPER_ROLES
+            else "not readable: no growth"
+            if r.get("denied")
             else "too few exact readings for a growth"
             if r["kind"] in tree.WORKER_KINDS + tree.PARENT_KINDS
             else "not judged"
@@ -483,7 +488,7 @@ def never_read(s: RunSummary) -> list[str]:
 
 
 def unread_text(s: RunSummary) -> str | None:
-    rows = [r for r in s.processes or [] if not r.get("pss_samples")]
+    rows = [r for r in s.processes or [] if not r.get("pss_samples") and not r.get("denied")]
     if not rows:
         return None
     label = labels(s.processes or [])
@@ -501,6 +506,43 @@ def unread_text(s: RunSummary) -> str | None:
     )
 
 
+def denied_rss_mb(s: RunSummary, samples: pd.DataFrame) -> float:
+    """The most the processes memprobe may not read held at once: their RSS summed per tick, at
+    its peak (their PSS is at most that: what total PSS may miss)."""
+    pids = {int(r["pid"]) for r in verdict.denied(s.processes or [])}
+    if not pids or samples.empty:
+        return 0.0
+    rows = samples[samples["pid"].isin(pids) & ~samples["missing"].fillna(False).astype(bool)]
+    peak = rows.groupby("t")["rss_mb"].sum().max() if not rows.empty else 0.0
+    return float(peak) if pd.notna(peak) else 0.0
+
+
+def denied_text(s: RunSummary, rss_mb: float) -> str | None:
+    """What the page says of processes whose memory map the kernel refused memprobe: why, what
+    the total leaves out, and how to read them (not a larger budget: no budget reads them)."""
+    rows = verdict.denied(s.processes or [])
+    if not rows:
+        return None
+    label = labels(s.processes or [])
+    named = [f"{label[int(r['pid'])]} (pid {int(r['pid'])}: {r['denied']})" for r in rows]
+    many = len(rows) != 1
+    return (
+        f"memprobe may not read the memory of {len(rows)} process{'es' if many else ''}: "
+        + "; ".join(named[:4])
+        + ("; ..." if len(named) > 4 else "")
+        + f". The kernel gives {'their' if many else 'its'} RSS but not {'their' if many else 'its'} "
+        f"PSS or USS: total PSS leaves {'them' if many else 'it'} out, so the whole tree held up to "
+        f"{fmt.mb(rss_mb)} more than it shows ({'their' if many else 'its'} RSS at its peak), and the sum "
+        f"of RSS beside it includes {'them' if many else 'it'}. No --pss-budget reads "
+        f"{'them' if many else 'it'}: "
+        + (
+            f"record as the user {'they run' if many else 'it runs'} as, or as root."
+            if all(str(r["denied"]).startswith(DENIED_OTHER_USER) for r in rows)
+            else "record as root (a process that is not dumpable is root's alone to read)."
+        )
+    )
+
+
 def exit_code_text(code: int) -> str:
     """The command's exit code as a shell (and memprobe's own exit) gives it: 128+N for a command
     killed by signal N, which the meta holds as -N (Ctrl-C's job showed "exit code -2")."""
@@ -509,22 +551,26 @@ def exit_code_text(code: int) -> str:
     return f"{shell_exit_code(code)} (killed by {signal_name(-code)})"
 
 
-def facts(s: RunSummary, meta: dict) -> list[tuple[str, str]]:
+def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, str]]:
     unread = len(never_read(s))
+    left_out = len(verdict.denied(s.processes or []))
+    notes = []
+    if unread:
+        notes.append(f"{unread} process{'es' if unread != 1 else ''} never read exactly: estimated")
+    if left_out:
+        who = f"{left_out} process{'es' if left_out != 1 else ''}"
+        notes.append(f"leaves out {who} memprobe may not read: up to {fmt.mb(denied_mb)} more")
+    about = "about " if unread or left_out else ""
     rows = [
         (
             "peak total PSS",
             ("about " if unread else "")
             + fmt.mb(s.total_pss_peak_mb)
-            + (
-                f" ({unread} process{'es' if unread != 1 else ''} never read exactly: estimated)"
-                if unread
-                else ""
-            ),
+            + (f" ({'; '.join(notes)})" if notes else ""),
         ),
         (
             "sum of RSS at its peak",
-            f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {'about ' * bool(unread)}{fmt.mb(s.rss_overcount_mb)})",
+            f"{fmt.mb(s.sum_rss_peak_mb)} (over-counts by {about}{fmt.mb(s.rss_overcount_mb)})",
         ),
         ("duration", fmt.seconds(s.duration_s)),
         ("status", s.status),
@@ -546,6 +592,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     s = summarize_all(results)[0]
     samples, progress = results.run_table("samples", s.run_id), results.run_table("progress", s.run_id)
     procs = tree.processes(meta, samples)
+    denied_mb = denied_rss_mb(s, samples)
     basis = verdict.projection_basis([tree.Growth(**row) for row in s.processes or []], procs)
     clock = Clock.from_progress(progress)
     items = bool(s.items) and not progress.empty
@@ -567,7 +614,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "tone": content.tone(s),
         "badge": content.badge_text(s),
         "culprit": culprit_text(s),
-        "facts": facts(s, meta),
+        "facts": facts(s, meta, denied_mb),
         "timelines": timelines,
         "memory_charts": memory,
         "items": items,
@@ -578,6 +625,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "estimate": estimate_text(s),
         "sampling": sampling_text(s, meta),
         "unread": unread_text(s),
+        "denied": denied_text(s, denied_mb),
         "banner": content.banner(manifest, [s]),
         "manifest": manifest,
         "env": env,

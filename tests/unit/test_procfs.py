@@ -3,12 +3,15 @@ and go are in tests/integration/test_procfs_processes.py)."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
 
+from memprobe import vocabulary
 from memprobe.probe import procfs
 from memprobe.probe.roles import RoleBook
+from memprobe.probe.sampler import denied_reason
 
 # A real /proc/PID/stat line, with a comm that holds spaces and a ')' (comm is at most 15
 # characters in the kernel, but the parser must not care).
@@ -104,3 +107,40 @@ def test_system_figures() -> None:
     assert avail is not None and avail > 0
     shm = procfs.dev_shm_used()
     assert shm is None or shm >= 0
+
+
+def test_a_refused_memory_map_is_told_from_a_process_that_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EACCES/EPERM on smaps_rollup: another user's process (its owner from status); any other
+    error, or nothing read: gone or exiting. Both read as "unreadable (process exiting?)" before."""
+    real = procfs._read_or_errno
+    for code in (errno.EACCES, errno.EPERM):
+        monkeypatch.setattr(
+            procfs,
+            "_read_or_errno",
+            lambda path, code=code: code if path.endswith("smaps_rollup") else real(path),
+        )
+        assert procfs.read_pss_or_denied(os.getpid()) == procfs.Denied((os.getuid(), os.geteuid()))
+        assert procfs.read_pss(os.getpid()) is None
+    for got in (errno.ENOENT, errno.ESRCH, ""):
+        monkeypatch.setattr(procfs, "_read_or_errno", lambda path, got=got: got)
+        assert procfs.read_pss_or_denied(os.getpid()) is None
+
+
+def test_the_reason_of_a_refused_read_names_whose_process_it_is() -> None:
+    setuid = denied_reason(procfs.Denied((1000, 0)), 1000)
+    assert setuid == (
+        "smaps_rollup: permission denied: another user's process (uid 0, started by uid 1000: a "
+        "set-user-ID program); memprobe runs as uid 1000"
+    )
+    other = denied_reason(procfs.Denied((1234, 1234)), 1000)
+    assert (
+        other
+        == "smaps_rollup: permission denied: another user's process (uid 1234); memprobe runs as uid 1000"
+    )
+    assert "not dumpable" in denied_reason(procfs.Denied((1000, 1000)), 1000)
+    assert (
+        denied_reason(procfs.Denied(None), 1000)
+        == "smaps_rollup: permission denied (memprobe runs as uid 1000)"
+    )
+    for reason in (setuid, other):
+        assert vocabulary.denied(reason) and not vocabulary.ended(reason)

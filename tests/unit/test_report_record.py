@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import unescape
 from pathlib import Path
 
 import pandas as pd
@@ -291,3 +292,77 @@ def test_the_projection_says_when_the_workers_levelled_off_short_of_a_full_copy(
     assert "short of a copy of everything their parent held (300 MB)" in text
     going = re.sub(r"\s+", " ", page_of(write_results(tmp_path / "going", *fork_job(worker_growth=120.0))))
     assert "levelled off" not in going and "“Full copy”: every forked worker ends with" in going
+
+
+DENIED = (
+    "smaps_rollup: permission denied: another user's process (uid 1234, started by uid 1000: a "
+    "set-user-ID program); memprobe runs as uid 1000"
+)
+
+
+def _denied_job() -> tuple[dict, pd.DataFrame]:
+    """fork_job's worker 1 runs as another user: every PSS read of it was refused (its RSS, from
+    stat and status, is known)."""
+    meta, samples = fork_job()
+    samples = samples.copy()
+    refused = samples["pid"].eq(12) & samples["tier"].eq("pss")
+    samples.loc[refused, ["pss_mb", "uss_mb", "private_dirty_mb", "anon_huge_mb"]] = None
+    samples.loc[refused, ["tier", "reason"]] = ("cheap", DENIED)
+    return meta, samples
+
+
+def test_a_process_memprobe_may_not_read_is_left_out_of_the_total_and_the_page_says_why(
+    tmp_path: Path,
+) -> None:
+    """Recorded as an unprivileged user, a job's set-user-ID child read as "smaps_rollup unreadable
+    (process exiting?)"; the page advised a larger --pss-budget and said the total counted it with
+    an estimate, while total PSS showed "-" for the whole run."""
+    meta, samples = _denied_job()
+    root = write_results(tmp_path / "denied", meta, samples)
+    html = page_of(root)
+    s = summarize_all(ResultSet.load(root))[0]
+    row = next(r for r in s.processes or [] if r["pid"] == 12)
+    assert row["denied"] == DENIED
+    # The total leaves worker 1 out: main and worker 0 alone, at every round.
+    assert s.total_pss_peak_mb == pytest.approx((10 + 200 + 5) + (200 + 5))
+    assert (
+        "memprobe may not read the memory of 1 process: worker 1 (pid 12: smaps_rollup: permission denied: another"
+        in html
+    )
+    assert "total PSS leaves it out, so the whole tree held up to 320 MB more than it shows" in html
+    assert "No --pss-budget reads it: record as the user it runs as, or as root." in html
+    assert "(leaves out 1 process memprobe may not read: up to 320 MB more)" in html
+    assert "had no exact reading, so total PSS counts" not in html and "larger --pss-budget" not in html
+    assert "process exiting?" not in html
+    assert "Total PSS leaves out 1 process memprobe may not read (permission denied)" in (s.explanation or "")
+
+
+def test_a_process_of_memprobes_own_user_that_is_not_dumpable_gets_root_as_the_advice(tmp_path: Path) -> None:
+    """Recording as its own user does not read a process that made itself non-dumpable: only root does."""
+    meta, samples = _denied_job()
+    own = (
+        "smaps_rollup: permission denied: the process is not dumpable (it changed its uids or called "
+        "prctl(PR_SET_DUMPABLE, 0)); memprobe runs as uid 1000"
+    )
+    samples["reason"] = samples["reason"].replace(DENIED, own)
+    html = unescape(page_of(write_results(tmp_path / "undumpable", meta, samples)))
+    assert (
+        "No --pss-budget reads it: record as root (a process that is not dumpable is root's alone to read)."
+        in html
+    )
+    assert "record as the user" not in html
+
+
+def test_no_verdict_says_which_processes_memprobe_may_not_read(tmp_path: Path) -> None:
+    """Every process refused: "no verdict: no worker or parent process has two exact readings" said
+    nothing of why."""
+    meta, samples = fork_job()
+    refused = samples["tier"].eq("pss")
+    samples.loc[refused, ["pss_mb", "uss_mb", "private_dirty_mb", "anon_huge_mb"]] = None
+    samples.loc[refused, ["tier", "reason"]] = ("cheap", DENIED)
+    s = summarize_all(ResultSet.load(write_results(tmp_path / "all", meta, samples)))[0]
+    assert s.verdict is None and s.total_pss_peak_mb is None
+    assert s.explanation == (
+        "no verdict: no worker or parent process has two exact readings in its window; memprobe may not "
+        "read 3 processes of it (permission denied)"
+    )

@@ -150,3 +150,20 @@ def test_cores_used_is_unknown_where_the_chart_is() -> None:
     mids, bands = series.cpu_bands(series.process_counters(samples), min_dt=0.5)
     assert pd.isna(bands["worker 0"][mids > 2.5]).all()
     assert summarize(_meta(), samples, PROGRESS, pd.DataFrame()).cpu_cores_used is None
+
+
+def test_a_process_memprobe_may_not_read_is_left_out_of_total_pss_not_a_gap() -> None:
+    """A process whose memory map the kernel refuses (another user's) stays unreadable: as a gap at
+    each round it was tried, it made total PSS unknown for the whole run. It is left out, at
+    every round alike; a read that failed for another reason is still a gap."""
+    denied = "smaps_rollup: permission denied: another user's process (uid 1234); memprobe runs as uid 1000"
+    rows = [r for r in _samples().to_dict("records") if r["pid"] == MAIN or r["t"] in (1.5, 2.5)]
+    rows = [r for r in rows if not (r["pid"] == W0 and r["t"] == 2.5)]
+    for t in (1.0, 2.0, 3.0):
+        rows.append(_row(t, W0, "cheap", 120.0, reason=denied, cpu=t))
+    samples = pd.DataFrame(rows)
+    main = samples[(samples["pid"] == MAIN) & (samples["tier"] == "pss")].set_index("t")["pss_mb"]
+    assert series.total_pss(samples).to_dict() == main.to_dict() == {1.0: 100.0, 2.0: 300.0, 3.0: 120.0}
+    assert summarize(_meta(), samples, PROGRESS, pd.DataFrame()).total_pss_peak_mb == 300.0
+    gap = samples.assign(reason=samples["reason"].replace(denied, UNREADABLE))
+    assert series.total_pss(gap).isna().all()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from memprobe.probe import procfs
-from memprobe.probe.tree import SETTLE_AGE_S, TreeRoles, process_order
+from memprobe.probe.tree import MAX_RANK, SETTLE_AGE_S, TreeRoles, env_rank, parse_rank, process_order
 
 HZ = procfs.CLOCK_TICKS
 PY = "/usr/bin/python3"
@@ -189,6 +189,55 @@ def test_torchrun_launcher_ranks_and_each_ranks_workers(fake: FakeProc) -> None:
     assert roles.nodes[100].kind == "launcher" and roles.nodes[110].kind == "rank"
     assert roles.ranks == {110: 0, 120: 1} and roles.rank_of(122) == 1
     assert roles.parent_role(121) == "rank 1"
+
+
+@pytest.mark.parametrize(
+    ("value", "rank"),
+    [
+        ("0", 0),
+        ("7", 7),
+        ("007", 7),
+        (str(MAX_RANK), MAX_RANK),
+        (str(MAX_RANK + 1), None),
+        ("99999999999999999999", None),  # made the results' Parquet overflow
+        ("9" * 5000, None),  # beyond what int() parses at all
+        (" 2", None),
+        ("2 ", None),
+        ("\u0663", None),  # ARABIC-INDIC DIGIT THREE: int() gives 3
+        ("\uff11", None),  # FULLWIDTH DIGIT ONE
+        ("\u00b2", None),  # SUPERSCRIPT TWO: isdigit() says yes
+        ("1_0", None),
+        ("+1", None),
+        ("-1", None),
+        ("", None),
+        ("abc", None),
+        ("0x1", None),
+        ("1\n", None),
+        (None, None),
+        (3, None),  # only text comes from an environment
+    ],
+)
+def test_a_rank_in_the_environment_is_ascii_digits_within_range(value: object, rank: int | None) -> None:
+    assert parse_rank(value) == rank
+
+
+def test_the_environments_rank_is_the_first_rank_variable_it_holds() -> None:
+    assert env_rank({"RANK": "3", "LOCAL_RANK": "1"}) == 3
+    assert env_rank({"LOCAL_RANK": "1", "WORLD_SIZE": "2"}) == 1
+    assert env_rank({"RANK": "x", "LOCAL_RANK": "1"}) is None  # RANK is there and says no rank
+    assert env_rank({"PATH": "/bin"}) is None and env_rank({}) is None and env_rank(None) is None
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999", " 2", "\u0663", "1_0", "2147483648"])
+def test_a_child_whose_rank_variable_is_no_rank_is_a_worker(fake: FakeProc, value: str) -> None:
+    """RANK=99999999999999999999 made the rank column overflow when the results were saved (no
+    Parquet, no report); " 2", an Arabic-Indic 3 and "1_0" became ranks 2, 3 and 10."""
+    roles = TreeRoles(100, fake)
+    fake.add(110, 100)
+    fake.exec(110, ["/usr/bin/sleep", "5"], env={"PATH": "/bin", "RANK": value}, comm="sleep")
+    _settle(fake)
+    assert _see(roles, fake) == {100: "main", 110: "worker 0"}
+    assert roles.nodes[110].kind == "exec" and roles.rank_of(110) == -1 and roles.ranks == {}
 
 
 @pytest.mark.parametrize("root_workers_first", [False, True])

@@ -1,0 +1,144 @@
+"""``memprobe record`` on trees whose processes say odd things about themselves: environment
+values that are no rank, processes memprobe may not read (issue 23, items 4 and 5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from html import unescape
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _memprobe(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "memprobe", *args], capture_output=True, text=True, timeout=120, **kwargs
+    )
+
+
+def test_rank_variables_that_are_no_rank_leave_the_results_whole(tmp_path: Path) -> None:
+    """RANK=99999999999999999999 in a child's environment made pyarrow raise OverflowError while
+    the results were gathered: a traceback, exit 1, the manifest ``complete`` but no Parquet and no
+    report, and ``memprobe report`` failed the same way. " 2", an Arabic-Indic 3 and "1_0" became
+    ranks 2, 3 and 10. None is a rank: each child is a worker of the shell."""
+    out = tmp_path / "out"
+    values = ["99999999999999999999", " 2", "\u0663", "1_0"]
+    job = " ".join(f"RANK='{v}' sleep 2 &" for v in values) + " wait"
+    done = _memprobe("record", "-o", str(out), "--", "sh", "-c", job)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    for name in ("samples.parquet", "summary.json", "report.html"):
+        assert (out / name).is_file(), name
+    samples = pd.read_parquet(out / "samples.parquet")
+    sleeps = samples[samples["kind"] == "exec"]
+    assert sleeps["pid"].nunique() == len(values)
+    assert set(sleeps["rank"].dropna().astype(int)) == {-1}
+    roles = {r["role"] for r in json.loads((out / "summary.json").read_text())["runs"][0]["processes"]}
+    assert roles == {"main", "worker 0", "worker 1", "worker 2", "worker 3"}
+    again = _memprobe("report", str(out))
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+
+
+NOBODY, OTHER_UID = 65534, 1234
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder the unprivileged user may write (pytest's tmp_path is root's alone), holding a
+    set-user-ID copy of sleep owned by OTHER_UID: a process of another user in that user's job."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv(1) to record as an unprivileged user")
+    d = Path(tempfile.mkdtemp(prefix="memprobe-denied-"))
+    try:
+        if os.statvfs(d).f_flag & os.ST_NOSUID:
+            pytest.skip(f"{d} is on a nosuid file system")
+        suid = d / "suid_sleep"
+        shutil.copy(shutil.which("sleep") or "/bin/sleep", suid)
+        os.chown(suid, OTHER_UID, OTHER_UID)
+        suid.chmod(0o4755)
+        os.chown(d, NOBODY, NOBODY)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _record_as_nobody(shared_dir: Path, out: Path, job: str) -> subprocess.CompletedProcess:
+    """``memprobe record -o OUT -- sh -c JOB`` as the unprivileged user."""
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    return subprocess.run(
+        [*as_nobody, sys.executable, "-m", "memprobe", "record", "-o", str(out), "--", "sh", "-c", job],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=shared_dir,
+        env={**os.environ, "HOME": str(shared_dir)},
+    )
+
+
+def test_another_users_process_is_named_left_out_of_the_total_and_the_advice_fits(shared_dir: Path) -> None:
+    """memprobe as an unprivileged user recording a job with a set-user-ID child: the kernel
+    refuses its smaps_rollup (EACCES). Before: the reason said "smaps_rollup unreadable (process
+    exiting?)", the page advised a larger --pss-budget and said the total counted it with an
+    estimate, and total PSS was "-" for the whole run."""
+    out = shared_dir / "out"
+    done = _record_as_nobody(shared_dir, out, f"{shared_dir / 'suid_sleep'} 2 & wait")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    for name in ("samples.parquet", "summary.json", "report.html"):
+        assert (out / name).is_file(), name
+    samples = pd.read_parquet(out / "samples.parquet")
+    suid = samples[samples["kind"] == "exec"]
+    assert suid["pid"].nunique() == 1
+    reasons = set(suid["reason"].dropna()) - {"exited", "zombie (exited, not yet reaped)"}
+    said = (
+        f"smaps_rollup: permission denied: another user's process (uid {OTHER_UID}, started by uid "
+        f"{NOBODY}: a set-user-ID program); memprobe runs as uid {NOBODY}"
+    )
+    assert reasons == {said}
+    run = json.loads((out / "summary.json").read_text())["runs"][0]
+    assert isinstance(run["total_pss_peak_mb"], float)  # counted without it, not unknown
+    denied = [p for p in run["processes"] if p.get("denied")]
+    assert [p["pid"] for p in denied] == [int(suid["pid"].iloc[0])]
+    assert "Total PSS leaves out 1 process memprobe may not read (permission denied)" in done.stderr
+    html = (out / "report.html").read_text()
+    assert "memprobe may not read the memory of 1 process: worker 0" in html
+    assert "record as the user it runs as, or as root" in html
+    assert "process exiting?" not in html and "larger --pss-budget" not in html
+
+
+def test_a_process_of_memprobes_own_user_that_is_not_dumpable_is_named_with_root_as_the_advice(
+    shared_dir: Path,
+) -> None:
+    """A process that called prctl(PR_SET_DUMPABLE, 0) is root's alone to read, whoever it runs
+    as: recording again as its user would not help. Its forked child is born non-dumpable (the
+    flag survives fork), so no reading of it can come first, however slow the machine."""
+    if not Path("/usr/bin/python3").is_file():
+        pytest.skip("needs the system's /usr/bin/python3 (any user may run it)")
+    out = shared_dir / "out"
+    child = (
+        "/usr/bin/python3 -c 'import ctypes, os, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+        "os.fork() or (time.sleep(2), os._exit(0)); os.wait()'"
+    )
+    done = _record_as_nobody(shared_dir, out, f"{child} & wait")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    samples = pd.read_parquet(out / "samples.parquet")
+    said = (
+        "smaps_rollup: permission denied: the process is not dumpable (it changed its uids or called "
+        f"prctl(PR_SET_DUMPABLE, 0)); memprobe runs as uid {NOBODY}"
+    )
+    assert said in set(samples["reason"].dropna())
+    assert "process exiting?" not in set(samples["reason"].dropna())
+    html = unescape((out / "report.html").read_text())
+    assert "record as root (a process that is not dumpable is root's alone to read)" in html
+    assert "record as the user" not in html and "larger --pss-budget" not in html

@@ -50,16 +50,15 @@ def _list() -> int:
     from memprobe.scenario_file import SHIPPED_DIR, shipped_scenarios
 
     shipped = shipped_scenarios()
-    width = max((len(n) for n in shipped), default=0)
-    indent = width + 13  # "  NAME  NN runs  "
-    text_width = max(40, shutil.get_terminal_size().columns - indent - 1)
-    lines = ["shipped scenarios (run one: memprobe run NAME [--quick]):", ""]
+    text_width = max(40, min(100, shutil.get_terminal_size().columns - 7))
+    lines = ["shipped scenarios (run one: memprobe run NAME [--quick]):"]
     for name, path in shipped.items():
         scenario = load_scenario(path)
         runs = len(scenario.runs())
-        described = textwrap.wrap(" ".join(scenario.description.split()), text_width) or [""]
-        lines.append(f"  {name:<{width}}  {runs:>2} run{'s' if runs != 1 else ' '}  {described[0]}")
-        lines += [" " * indent + more for more in described[1:]]
+        lines += ["", f"  {name} ({runs} run{'s' if runs != 1 else ''})"]
+        lines += [
+            "      " + line for line in textwrap.wrap(" ".join(scenario.description.split()), text_width)
+        ]
     lines += [
         "",
         f"files: {SHIPPED_DIR.resolve()}",

@@ -99,7 +99,7 @@ def test_the_wheel_lists_copies_and_imports_every_shipped_scenario(installed: Pa
     shipped = sorted(p.stem for p in (REPO / "scenarios").glob("*.yaml"))
     listed = run(installed, "memprobe", "scenarios", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    assert re.findall(r"^  (\S+) +\d+ runs? ", listed.stdout, re.MULTILINE) == shipped
+    assert re.findall(r"^  (\S+) \(\d+ runs?\)$", listed.stdout, re.MULTILINE) == shipped
 
     # Every shipped scenario's factories import from the wheel, as `memprobe run NAME` imports
     # them before its first run (user_datasets: from the module next to it).

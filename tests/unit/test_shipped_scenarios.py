@@ -64,8 +64,8 @@ def test_scenarios_lists_each_with_its_runs_and_description(capsys: pytest.Captu
     out = capsys.readouterr().out
     for name in NAMES:
         scenario = load_scenario(SHIPPED_DIR / f"{name}.yaml")
-        (line,) = [line for line in out.splitlines() if line.startswith(f"  {name} ")]
-        assert f" {len(scenario.runs())} run" in line
+        runs = len(scenario.runs())
+        assert f"\n  {name} ({runs} run{'s' if runs > 1 else ''})\n" in out
         assert " ".join(scenario.description.split())[:20] in " ".join(out.split())
     assert "memprobe scenarios copy" in out
 

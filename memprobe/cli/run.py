@@ -158,7 +158,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-limits",
         action="store_true",
-        help="run even above this machine's limits on workers and dataset size (README, Limits)",
+        help="run even above this machine's limits on workers and dataset size (docs/limits.md)",
     )
 
 

@@ -213,6 +213,13 @@ def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
 SHIPPED_DIR = Path(__file__).parent / "scenarios"
 
 
+def shown_path(path: str | Path) -> str:
+    """``path`` for a message: as it is when printable (see :func:`display_path`), quoted with
+    its control characters escaped otherwise (a name from argv cannot clear the terminal)."""
+    text = display_path(path)
+    return text if text.isprintable() else shown(text)
+
+
 def shipped_scenarios() -> dict[str, Path]:
     """The shipped scenario files by name (the file name without ``.yaml``), sorted by name."""
     return {p.stem: p for p in sorted(SHIPPED_DIR.glob("*.yaml"))}
@@ -224,10 +231,9 @@ def shipped_scenario(name: str, *, also: str = "") -> Path:
     shipped = shipped_scenarios()
     if name in shipped:
         return shipped[name]
-    shown_name = display_path(name)
     raise UsageError(
-        f"{shown_name if shown_name.isprintable() else shown(shown_name)}: {also}not a shipped "
-        f"scenario; shipped: {', '.join(shipped) or 'none'} (memprobe scenarios describes them)"
+        f"{shown_path(name)}: {also}not a shipped scenario; shipped: {', '.join(shipped) or 'none'} "
+        "(memprobe scenarios describes them)"
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import textwrap
 from pathlib import Path
@@ -71,40 +72,46 @@ def _list() -> int:
 def _copy(name: str, dest: str | None) -> int:
     from memprobe.cli.console import say
     from memprobe.scenario import load_scenario
-    from memprobe.scenario_file import display_path, shipped_scenario
+    from memprobe.scenario_file import display_path, shipped_scenario, shown_path
 
     source = shipped_scenario(name)
     target = Path(dest) if dest else Path(f"{name}.yaml")
     if target.is_dir():
         target = target / f"{name}.yaml"
     elif dest and dest.endswith(os.sep):
-        raise UsageError(f"scenarios copy: {display_path(dest)}: no such folder; nothing was written")
+        raise UsageError(f"scenarios copy: {shown_path(dest)}: no such folder; nothing was written")
     # The factory modules the scenario imports by name from its own folder go next to the copy,
     # where the copy looks for them (its folder is on the import path).
     files = [(source, target)]
     for factory in load_scenario(source).factories:
-        module = factory.factory.split(":", 1)[0].split(".", 1)[0]
-        if (source.parent / f"{module}.py").is_file():
-            pair = (source.parent / f"{module}.py", target.parent / f"{module}.py")
-            if pair not in files:
-                files.append(pair)
+        module = source.parent / f"{factory.factory.split(':', 1)[0].split('.', 1)[0]}.py"
+        if module.is_file() and (module, target.parent / module.name) not in files:
+            files.append((module, target.parent / module.name))
     todo = []
     for src, dst in files:
         if os.path.lexists(dst):
-            if dst.is_file() and src.read_bytes() == dst.read_bytes() and src != source:
+            if src != source and dst.is_file() and src.read_bytes() == dst.read_bytes():
                 continue  # the same module is already there: nothing to write
             raise UsageError(
-                f"scenarios copy: {display_path(dst)}: exists; nothing was written (never overwritten)"
+                f"scenarios copy: {shown_path(dst)}: exists; nothing was written (never overwritten)"
             )
         todo.append((src, dst))
-    for src, dst in todo:
-        try:
-            with open(dst, "xb") as f:
+    written: list[Path] = []
+    try:
+        for src, dst in todo:
+            with open(dst, "xb") as f:  # x: fails rather than overwrite what appeared meanwhile
+                written.append(dst)
                 f.write(src.read_bytes())
-        except OSError as exc:
-            raise UsageError(f"scenarios copy: {display_path(dst)}: cannot write: {exc.strerror}") from None
-    written = ", ".join(display_path(dst) for _, dst in todo)
+    except OSError as exc:
+        for path in written:  # ours: created by this copy
+            path.unlink(missing_ok=True)
+        raise UsageError(
+            f"scenarios copy: {shown_path(exc.filename or dst)}: cannot write: {exc.strerror}; nothing was written"
+        ) from None
+    shown_target = shown_path(target)  # quoted for the shell when printable, else escaped
     say(
-        f"memprobe: wrote {written}\nedit it (its name: names the results folder), then: memprobe run {display_path(target)}"
+        f"memprobe: wrote {', '.join(shown_path(p) for p in written)}\n"
+        "edit it (its name: names the results folder), then: memprobe run "
+        + (shlex.quote(shown_target) if shown_target == display_path(target) else shown_target)
     )
     return 0

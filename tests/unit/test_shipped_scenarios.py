@@ -106,3 +106,28 @@ def test_copy_never_overwrites(
     assert len(err) == 3 and all(line.startswith("memprobe: error: ") for line in err), err
     assert "exists" in err[0] and "user_datasets.py: exists" in err[1] and "quick" in err[2]
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_copy_into_a_missing_folder_writes_nothing_and_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenarios", "copy", "user_datasets", "nodir/mine.yaml"]) == 2
+    assert main(["scenarios", "copy", "quick", "nodir/"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "memprobe: error: scenarios copy: nodir/mine.yaml: cannot write: No such file or directory; "
+        "nothing was written"
+    )
+    assert err[1] == "memprobe: error: scenarios copy: nodir/: no such folder; nothing was written"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_copy_shows_a_strange_file_name_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenarios", "copy", "quick", "\x1b[2J.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[2J.yaml" in out
+    assert (tmp_path / "\x1b[2J.yaml").read_bytes() == (REPO / "scenarios" / "quick.yaml").read_bytes()

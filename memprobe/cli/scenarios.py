@@ -111,7 +111,7 @@ def _copy(name: str, dest: str | None) -> int:
     shown_target = shown_path(target)  # quoted for the shell when printable, else escaped
     say(
         f"memprobe: wrote {', '.join(shown_path(p) for p in written)}\n"
-        "edit it (its name: names the results folder), then: memprobe run "
+        "edit it (its name: names the results folder), then run it: memprobe run "
         + (shlex.quote(shown_target) if shown_target == display_path(target) else shown_target)
     )
     return 0

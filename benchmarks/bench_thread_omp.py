@@ -22,11 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # memprobe from this checkout
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "scenarios"))  # workloads by name
 
 import torch
+from workloads import pillow_decode_resize
 
-from benchmarks.workloads import pillow_decode_resize
 from memprobe import ThreadDataLoader
 
 

@@ -32,7 +32,7 @@ Loaders, 2 workers each, all given the same index batches (a fixed shuffled orde
                    (``mallopt`` in ``worker_init_fn``): what the process workers' page-fault churn
                    costs, measured.
 
-Workloads (``benchmarks/workloads.py``):
+Workloads (``scenarios/workloads.py``):
 
 * ``pillow``  decode a 640x408 JPEG (64 distinct real photographs), resize (short side 256),
               centre-crop 224, to a uint8 tensor; batch 64; CPU-heavy, the GIL released in Pillow;
@@ -81,7 +81,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT), str(HERE)]  # memprobe from this checkout; workloads by name
+# memprobe from this checkout; workloads (scenarios/workloads.py) by name
+sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "scenarios")]
 
 WORKERS = 2
 THREAD_LOADERS = (

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]
+sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "scenarios")]  # scenarios: workloads
 
 import bench_threads as bt  # noqa: E402  (after the path set-up)
 

@@ -206,3 +206,42 @@ def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
     where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
     problem = getattr(exc, "problem", None) or str(exc)
     return f"{path}:{where} not valid YAML: {problem}"
+
+
+# The scenarios that come with memprobe: the repository's scenarios/ folder, shipped in the wheel
+# as memprobe/scenarios/ (in a checkout, memprobe/scenarios is a link to it).
+SHIPPED_DIR = Path(__file__).parent / "scenarios"
+
+
+def shown_path(path: str | Path) -> str:
+    """``path`` for a message: as it is when printable (see :func:`display_path`), quoted with
+    its control characters escaped otherwise (a name from argv cannot clear the terminal)."""
+    text = display_path(path)
+    return text if text.isprintable() else shown(text)
+
+
+def shipped_scenarios() -> dict[str, Path]:
+    """The shipped scenario files by name (the file name without ``.yaml``), sorted by name."""
+    return {p.stem: p for p in sorted(SHIPPED_DIR.glob("*.yaml"))}
+
+
+def shipped_scenario(name: str, *, also: str = "") -> Path:
+    """The shipped scenario file called ``name``, or a :class:`UsageError` that lists the shipped
+    names (``also``: what else ``name`` was tried as, e.g. "no such scenario file, and ")."""
+    shipped = shipped_scenarios()
+    if name in shipped:
+        return shipped[name]
+    raise UsageError(
+        f"{shown_path(name)}: {also}not a shipped scenario; shipped: {', '.join(shipped) or 'none'} "
+        "(memprobe scenarios describes them)"
+    )
+
+
+def find_scenario(arg: str | Path) -> Path:
+    """The scenario file that ``memprobe run ARG`` means: the path ``arg`` when anything exists
+    there (whatever it is: :func:`read_scenario_text` then names what is wrong with it), else the
+    shipped scenario named ``arg`` (``memprobe run quick``), else a :class:`UsageError` that lists
+    the shipped names."""
+    if os.path.lexists(arg):
+        return Path(arg)
+    return shipped_scenario(str(arg), also="no such scenario file, and ")

@@ -11,9 +11,11 @@ from memprobe import __version__
 from memprobe.errors import MemprobeError
 
 EPILOG = """examples:
-  memprobe run scenarios/lists_vs_arrays.yaml          # the full matrix (~3.5 min on 2 cores)
-  memprobe run scenarios/quick.yaml                    # a 30-second look
-  memprobe run scenarios/lists_vs_arrays.yaml --quick  # same matrix, small dataset
+  memprobe run lists_vs_arrays                         # the full matrix (~3.5 min on 2 cores)
+  memprobe run quick                                   # a 30-second look
+  memprobe run lists_vs_arrays --quick                 # same matrix, small dataset
+  memprobe scenarios                                   # the shipped scenarios, with what each shows
+  memprobe scenarios copy quick my.yaml                # a start for your own: memprobe run my.yaml
   memprobe report reports/lists_vs_arrays-20261122T101500Z
   memprobe compare reports/before reports/after -o compare.html
   memprobe record -- python train.py --epochs 2        # profile your own training command
@@ -22,7 +24,7 @@ EPILOG = """examples:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from memprobe.cli import compare, record, report, run, watch
+    from memprobe.cli import compare, record, report, run, scenarios, watch
 
     parser = argparse.ArgumentParser(
         prog="memprobe",
@@ -33,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memprobe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, report, compare, record, watch):
+    for module in (run, scenarios, report, compare, record, watch):
         p = sub.add_parser(
             module.NAME,
             help=module.HELP,

@@ -25,11 +25,12 @@ import yaml
 from memprobe.errors import UsageError
 
 NAME = "run"
-HELP = "run a scenario file and write results + report"
+HELP = "run a scenario (a shipped one by name, or a YAML file) and write results + report"
 EPILOG = """examples:
-  memprobe run scenarios/lists_vs_arrays.yaml
-  memprobe run scenarios/quick.yaml -o /tmp/look
-  memprobe run scenarios/lists_vs_arrays.yaml --quick --strict
+  memprobe run lists_vs_arrays                 # a shipped scenario by name (memprobe scenarios lists them)
+  memprobe run quick -o /tmp/look
+  memprobe run lists_vs_arrays --quick --strict
+  memprobe run my.yaml                         # a file of your own (memprobe scenarios copy NAME my.yaml)
   memprobe run --dataset mypkg.data:build_dataset --kwargs '{"split": "train"}' --modes fork,spawn,thread
 """
 QUICK_RECORDS = 100_000
@@ -42,14 +43,16 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def _scenario(args: argparse.Namespace) -> Any:
     """The scenario file, or one made from --dataset and its flags."""
     from memprobe.scenario import load_scenario, parse_scenario
+    from memprobe.scenario_file import find_scenario
 
     if args.scenario and args.dataset:
         raise UsageError("give a scenario file or --dataset, not both")
     if args.scenario:
-        return load_scenario(args.scenario)
+        return load_scenario(find_scenario(args.scenario))
     if not args.dataset:
         raise UsageError(
-            "no scenario: give a scenario file (e.g. scenarios/quick.yaml) or --dataset MODULE:CALLABLE"
+            "no scenario: give a shipped scenario's name (memprobe scenarios lists them), a scenario "
+            "file, or --dataset MODULE:CALLABLE"
         )
     try:
         kwargs = json.loads(args.kwargs)
@@ -116,7 +119,13 @@ def _int(flag: str, text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", nargs="?", help="scenario YAML file (see scenarios/); or use --dataset")
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        metavar="SCENARIO",
+        help="a shipped scenario's name (memprobe scenarios lists them) or a scenario YAML file "
+        "(a path wins when the file exists); or use --dataset",
+    )
     one = p.add_argument_group("a one-off run of your own dataset, without a scenario file")
     one.add_argument(
         "--dataset",
@@ -149,7 +158,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-limits",
         action="store_true",
-        help="run even above this machine's limits on workers and dataset size (README, Limits)",
+        help="run even above this machine's limits on workers and dataset size (docs/limits.md)",
     )
 
 

@@ -37,15 +37,17 @@ def memprobe(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 def test_help_shows_examples() -> None:
     r = memprobe("--help")
     assert r.returncode == 0
-    assert "examples:" in r.stdout and "memprobe run scenarios/" in r.stdout
-    for command in ("run", "report"):
+    assert "examples:" in r.stdout and "memprobe run lists_vs_arrays" in r.stdout
+    assert "memprobe scenarios copy" in r.stdout
+    for command in ("run", "scenarios", "report"):
         assert command in r.stdout
 
 
 def test_run_help_shows_examples_and_flags() -> None:
     r = memprobe("run", "--help")
     assert r.returncode == 0
-    assert "examples:" in r.stdout and "memprobe run scenarios/" in r.stdout
+    assert "examples:" in r.stdout and "memprobe run lists_vs_arrays" in r.stdout
+    assert "memprobe run my.yaml" in r.stdout
     for flag in ("--quick", "-o", "--no-report", "--strict", "--timeout"):
         assert flag in r.stdout
 

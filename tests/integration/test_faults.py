@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 5.0  # end_group's grace (3 s) plus a margin for a loaded machine
 
 # The user's datasets, in the current directory of every memprobe started here (not next to
-# the scenarios): the factory import path includes the current directory (README).
+# the scenarios): the factory import path includes the current directory (docs/scenarios.md).
 FAULTSETS = '''\
 import ctypes, os, signal, time
 

@@ -14,12 +14,17 @@ can run it in parallel; the Python glue around it (~0.2 ms of the ~5 ms an item 
 machine: header parsing, crop, the numpy copy) holds the GIL.
 
 Use it from a scenario (the factory is imported in the run process; spawn/forkserver workers
-unpickle the dataset and import this module by name too)::
+unpickle the dataset and import this module by name too). This module sits next to the shipped
+scenarios (scenarios/, in the wheel memprobe/scenarios/), so a scenario there, or a copy made with
+``memprobe scenarios copy threads_vs_processes``, finds it by name::
 
     datasets:
       - name: pillow
-        factory: "benchmarks.workloads:pillow_decode_resize"   # from the repo root
+        factory: "workloads:pillow_decode_resize"
         kwargs: {images: 256, length: 2048}
+
+The benchmarks import it from there too (``benchmarks/bench_threads.py`` puts scenarios/ on
+``sys.path``).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from memprobe.cli.run import QUICK_RECORDS
 from memprobe.probe import procfs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,7 +140,7 @@ def test_report_of_a_folder_that_is_not_results_exits_2(tmp_path: Path) -> None:
 
 SMALL = """\
 name: cli-small
-dataset: {records: 150000}
+dataset: {records: 250000}
 backends: [arrow]
 modes: [fork, thread]
 workers: [2]
@@ -183,7 +184,7 @@ def test_run_prints_a_summary_row_per_run_and_the_results_path(cli_run) -> None:
 def test_quick_caps_the_dataset_and_no_report_skips_the_html(cli_run) -> None:
     _, out = cli_run
     summary = json.loads((out / "summary.json").read_text())
-    assert [r["items"] for r in summary["runs"]] == [100_000, 100_000]  # 150k capped by --quick
+    assert [r["items"] for r in summary["runs"]] == [QUICK_RECORDS] * 2  # 250k capped by --quick
     assert not (out / "report.html").exists()
     assert (out / "samples.parquet").exists() and (out / "manifest.json").exists()
 

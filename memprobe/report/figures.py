@@ -11,12 +11,14 @@ share is in ``chart`` and the reductions in ``series``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from memprobe.report import format as fmt
 from memprobe.report.chart import (
     AXES,
     MAX_POINTS,
@@ -28,6 +30,8 @@ from memprobe.report.chart import (
     name_items_axis,
     role_color,
     share_x,
+    spare_colors,
+    with_alpha,
 )
 from memprobe.series import (
     CPU_MIN_WINDOW_S,
@@ -63,12 +67,25 @@ def chart_pss_by_role(
     *,
     max_points: int,
     held: bool = False,
+    groups: dict[str, str] | None = None,
 ) -> dict | None:
     """``held``: a recorded job's totals, known only at its sparse exact rounds and held between
-    them (:func:`memprobe.series.held_readings`): drawn as steps, not as slopes between rounds."""
+    them (:func:`memprobe.series.held_readings`): drawn as steps, not as slopes between rounds.
+    ``groups``: role -> its band, in the bands' order (a job of many processes: a band per rank
+    or kind, not 65 bands); a band is a gap where one of its processes could not be read."""
     table = pss_by_role(samples)
     if table.empty:
         return None
+    colors = {role: role_color(role) for role in table.columns}
+    if groups:
+        bands = list(dict.fromkeys([*groups.values(), *(r for r in table.columns if r not in groups)]))
+        members = {b: [r for r in table.columns if groups.get(r, r) == b] for b in bands}
+        table = pd.DataFrame(
+            {b: table[m].sum(axis=1, skipna=False) for b, m in members.items() if m}, index=table.index
+        )
+        own = {b: role_color(b) for b in table.columns if b in colors and groups.get(b, b) == b}
+        spare = spare_colors(own.values())
+        colors = {b: own.get(b) or next(spare) for b in table.columns}
     t = table.index.to_numpy(float)
     # A process that could not be read at a round is interpolated across (stackgaps), never stacked
     # as zero; the total PSS line of the RSS chart shows that round as a gap.
@@ -80,8 +97,8 @@ def chart_pss_by_role(
                 "name": role,
                 "stackgroup": "pss",
                 "stackgaps": "interpolate",
-                "line": {"width": 0.5, "color": role_color(role), **(_STEPS if held else {})},
-                "fillcolor": role_color(role),
+                "line": {"width": 0.5, "color": colors[role], **(_STEPS if held else {})},
+                "fillcolor": colors[role],
                 "hovertemplate": "%{y:,.1f} MB",
             },
             t,
@@ -92,7 +109,7 @@ def chart_pss_by_role(
     return build_chart(
         chart_id,
         "pss_by_role",
-        "Total PSS, stacked by process role",
+        "Total PSS, stacked by process group" if groups else "Total PSS, stacked by process role",
         series,
         clock,
         "PSS (MB)",
@@ -169,28 +186,51 @@ class Lifeline:
     start_t: float | None
     end_t: float | None
     worker: bool
+    # Its group on a chart of many processes, finest first (kind and generation, then kind).
+    groups: tuple[str, ...] = ()
+    growth_mb: float | None = None  # its own growth (judged), for the lines drawn by name
 
 
 ESTIMATE_DASH = "dot"
+# A chart of more processes draws them by group (median and range), with the top growers by name:
+# eleven legend entries filled the legend's box; 65 lines of eight colours could not be told apart.
+MAX_LINES = 10
+TOP_GROWERS = 6
+STANDS_OUT_MB = 1.0  # a grower is drawn by name above its group's median growth plus this, or 10 % of it
+MAX_GROUPS = 4  # finer groups than that (one per generation of many): the coarser grouping
+GROUP_POINTS = 400  # a group's median and range, at this many moments
 BAND_FILLS = ("rgba(232,89,12,0.07)", "rgba(31,95,168,0.07)")
 
 
-def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
+def _uss_readings(samples: pd.DataFrame, pid: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series | None]:
+    """A process's rows, its exact USS readings, and its USS at every tick (exact where read, the
+    sampler's estimate between: None without estimates)."""
+    rows = samples[(samples["pid"] == pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    exact = rows[(rows["tier"] == "pss") & rows["uss_mb"].notna()]
+    if "uss_est_mb" not in rows or not rows["uss_est_mb"].notna().any():
+        return rows, exact, None
+    best = (
+        rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
+    )
+    return rows, exact, best
+
+
+def timeline_series(
+    samples: pd.DataFrame, line: Lifeline, color: str | None = None, name: str | None = None
+) -> list[Series]:
     """A process's exact USS readings as markers and, where the sampler estimated its USS between
     them, the estimate as a dotted line through them (same colour, one legend entry); without
     estimates, a solid line from reading to reading."""
-    rows = samples[(samples["pid"] == line.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values(
-        "t"
-    )
-    exact = rows[(rows["tier"] == "pss") & rows["uss_mb"].notna()]
-    has_est = "uss_est_mb" in rows and rows["uss_est_mb"].notna().any()
+    rows, exact, best = _uss_readings(samples, line.pid)
+    has_est = best is not None
     if exact.empty and not has_est:
         return []
-    color = role_color(line.role)
+    color = color or role_color(line.role)
+    name = name or line.name
     marker = {
         "type": "scatter",
         "mode": "markers",
-        "name": line.name,
+        "name": name,
         "legendgroup": str(line.pid),
         "marker": {"size": 6, "color": color},
         "hovertemplate": "%{y:,.1f} MB (exact)",
@@ -203,14 +243,12 @@ def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
             "connectgaps": False,
         }
         return [Series(solid, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
-    best = (
-        rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
-    )
+    assert best is not None
     keep = best.notna()
     dotted = {
         "type": "scatter",
         "mode": "lines",
-        "name": f"{line.name} (estimate)",
+        "name": f"{name} (estimate)",
         "legendgroup": str(line.pid),
         "showlegend": False,
         "connectgaps": False,
@@ -218,11 +256,128 @@ def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
         "line": {"color": color, "width": 1.5, "dash": ESTIMATE_DASH},
     }
     if exact.empty:  # never read exactly: its estimate alone, named in the legend
-        dotted.update(name=f"{line.name} (estimated)", showlegend=True)
+        dotted.update(name=f"{name} (estimated)", showlegend=True)
     return [
         Series(dotted, rows.loc[keep, "t"].to_numpy(float), best[keep].to_numpy(float)),
         Series(marker, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float)),
     ]
+
+
+def _held(t: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """``y`` at each moment of ``grid``: its last value by then; NaN before its first and after its last."""
+    idx = np.searchsorted(t, grid, side="right") - 1
+    out = np.where(idx >= 0, y[np.clip(idx, 0, None)], np.nan)
+    out[(grid < t[0]) | (grid > t[-1])] = np.nan
+    return out
+
+
+def group_series(
+    samples: pd.DataFrame, lines: Sequence[Lifeline], name: str, color: str, points: int
+) -> list[Series]:
+    """A group of processes as its median USS (a line) and its range from the lowest to the
+    highest (shaded in the line's colour), over the processes alive at each moment."""
+    curves = []
+    for ln in lines:
+        rows, exact, best = _uss_readings(samples, ln.pid)
+        t, y = (rows["t"], best) if best is not None else (exact["t"], exact["uss_mb"])
+        keep = y.notna().to_numpy()
+        if keep.any():
+            curves.append((t.to_numpy(float)[keep], y.to_numpy(float)[keep]))
+    if not curves:
+        return []
+    grid = np.linspace(min(c[0][0] for c in curves), max(c[0][-1] for c in curves), max(2, points))
+    table = np.vstack([_held(t, y, grid) for t, y in curves])
+    with warnings.catch_warnings():  # a moment no process of the group was alive: a gap
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, mid, high = np.nanmin(table, axis=0), np.nanmedian(table, axis=0), np.nanmax(table, axis=0)
+    edge = {
+        "type": "scatter",
+        "mode": "lines",
+        "legendgroup": name,
+        "showlegend": False,
+        "connectgaps": False,
+        "line": {"color": color, "width": 0},
+    }
+    return [
+        Series({**edge, "name": f"{name}: lowest", "hovertemplate": "%{y:,.1f} MB (lowest)"}, grid, low),
+        Series(
+            {
+                **edge,
+                "name": f"{name}: highest",
+                "fill": "tonexty",
+                "fillcolor": with_alpha(color, 0.22),
+                "hovertemplate": "%{y:,.1f} MB (highest)",
+            },
+            grid,
+            high,
+        ),
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{name}: median, range",
+                "legendgroup": name,
+                "connectgaps": False,
+                "line": {"color": color, "width": 2.5},
+                "hovertemplate": "%{y:,.1f} MB (median)",
+            },
+            grid,
+            mid,
+        ),
+    ]
+
+
+def grouping(lines: Sequence[Lifeline]) -> dict[str, list[Lifeline]]:
+    """The chart's processes by group: the finest grouping with at most ``MAX_GROUPS`` groups of
+    two or more (a process alone in its group is its own line)."""
+    levels = max((len(ln.groups) for ln in lines), default=0)
+    by: dict[str, list[Lifeline]] = {}
+    for level in range(levels):
+        by = {}
+        for ln in lines:
+            by.setdefault(ln.groups[min(level, len(ln.groups) - 1)] if ln.groups else ln.name, []).append(ln)
+        if sum(len(m) > 1 for m in by.values()) <= MAX_GROUPS:
+            break
+    return by or {ln.name: [ln] for ln in lines}
+
+
+def wide_series(samples: pd.DataFrame, lines: Sequence[Lifeline], points: int) -> tuple[list[Series], str]:
+    """Many processes on one chart: each group's median and range, a process alone in its group
+    as its own line, and the top growers by name, no two in one colour; and the note that says so."""
+    groups = grouping(lines)
+    alone = [m[0] for m in groups.values() if len(m) == 1]
+    grouped = {g: m for g, m in groups.items() if len(m) > 1}
+    typical = {g: float(np.median([ln.growth_mb or 0.0 for ln in m])) for g, m in grouped.items()}
+    growers = sorted(
+        (
+            ln
+            for g, m in grouped.items()
+            for ln in m
+            if ln.growth_mb is not None
+            and ln.growth_mb > typical[g] + max(STANDS_OUT_MB, 0.1 * abs(typical[g]))
+        ),
+        key=lambda ln: -(ln.growth_mb or 0.0),
+    )[:TOP_GROWERS]
+    spare = spare_colors(role_color(ln.role) for ln in alone)
+    series = [s for ln in alone for s in timeline_series(samples, ln)]
+    for g, members in grouped.items():
+        series += group_series(samples, members, f"{g} ({len(members)})", next(spare), points)
+    for ln in growers:
+        series += timeline_series(samples, ln, next(spare), f"{ln.name} ({fmt.signed_mb(ln.growth_mb)})")
+    medians = "; ".join(f"{g} {fmt.signed_mb(v)}" for g, v in typical.items())
+    named = (
+        f" Drawn by name, the {len(growers)} that grew most beyond their group's median growth ({medians}): "
+        + ", ".join(f"{ln.name} {fmt.signed_mb(ln.growth_mb)}" for ln in growers)
+        + "."
+        if growers
+        else f" None grew much beyond its group's median growth ({medians})."
+    )
+    note = (
+        f"{len(lines)} processes, drawn by group: each group's line is its median USS, the shade its range "
+        f"from the lowest to the highest of its processes alive at that moment.{named} The table below lists "
+        "every process."
+    )
+    return series, note
 
 
 def generation_bands(lines: Sequence[Lifeline]) -> tuple[list[dict], list[dict]]:
@@ -276,8 +431,14 @@ def chart_timeline(
     max_points: int,
     axes: Sequence[str] = ("time",),
 ) -> dict | None:
-    """USS per process of one rank (or of a job without ranks) over time, worker generations banded."""
-    series = [s for ln in lines for s in timeline_series(samples, ln)]
+    """USS per process of one rank (or of a job without ranks) over time, worker generations banded;
+    more than ``MAX_LINES`` processes by group, with their top growers by name."""
+    wide = len(lines) > MAX_LINES
+    if wide:
+        parts = samples[samples["pid"].isin([ln.pid for ln in lines])]
+        series, note = wide_series(parts, lines, min(GROUP_POINTS, max_points))
+    else:
+        series = [s for ln in lines for s in timeline_series(samples, ln)]
     chart = build_chart(
         chart_id,
         "timeline",
@@ -298,7 +459,9 @@ def chart_timeline(
         ]
         layout["annotations"] += [{**n, "x": _at(clock, axis, n["x"])} for n in notes]
         layout["hovermode"] = "closest"
-        layout["margin"]["r"] = 170
+        layout["margin"]["r"] = 250 if wide else 170
+    if wide:
+        chart["note"] = note
     return chart
 
 

@@ -423,19 +423,24 @@ for pid in children:
 """
 
 
-@pytest.fixture(scope="module")
-def record_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real `memprobe record` of a small job whose two forked children copy its list of dicts."""
+def recorded(tmp_path_factory: pytest.TempPathFactory, name: str, job: str) -> Path:
+    """The results folder of a real `memprobe record` of the Python program ``job``."""
     import sys
 
     from memprobe.record import record
 
-    out = tmp_path_factory.mktemp("browser-record") / "results"
+    out = tmp_path_factory.mktemp(name) / "results"
     script = out.parent / "job.py"
-    script.write_text(FORKING_JOB)
+    script.write_text(job)
     result = record([sys.executable, str(script)], out, render=False, log=lambda s: None)
     assert result.exit_code == 0, result.status
     return out
+
+
+@pytest.fixture(scope="module")
+def record_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real `memprobe record` of a small job whose two forked children copy its list of dicts."""
+    return recorded(tmp_path_factory, "browser-record", FORKING_JOB)
 
 
 RECORD_STATE = """(() => ({
@@ -481,16 +486,7 @@ for pid in children:
 @pytest.fixture(scope="module")
 def wide_record_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real `memprobe record` of a job that forks 64 children over its list of dicts."""
-    import sys
-
-    from memprobe.record import record
-
-    out = tmp_path_factory.mktemp("browser-wide") / "results"
-    script = out.parent / "job.py"
-    script.write_text(WIDE_JOB)
-    result = record([sys.executable, str(script)], out, render=False, log=lambda s: None)
-    assert result.exit_code == 0, result.status
-    return out
+    return recorded(tmp_path_factory, "browser-wide", WIDE_JOB)
 
 
 LEGENDS = """Array.from(document.querySelectorAll('.chart[data-kind]')).map(p => ({

@@ -11,7 +11,17 @@ import pandas as pd
 import pytest
 from test_report import summary
 from test_report_record import chart_data
-from treejobs import MAIN_BUILDS, fork_job, gone_row, job_meta, proc_info, proc_rows, rank_job, write_results
+from treejobs import (
+    MAIN_BUILDS,
+    fork_job,
+    gone_row,
+    job_meta,
+    proc_info,
+    proc_rows,
+    rank_job,
+    rank_worker,
+    write_results,
+)
 
 from memprobe.report import figures, write_report
 from memprobe.report.render import all_runs_chart, bar_charts
@@ -91,31 +101,9 @@ def wide_rank_job(ranks: int = 8, workers: int = 7) -> tuple[dict, pd.DataFrame]
         rows += proc_rows(rp, f"rank {r}", -1, [(20.0, "pss", 31, 421, 402)], rank=r, kind="rank")
         procs.append(proc_info(rp, f"rank {r}", "rank", ppid=1, start_t=0.5, last_t=20.0, rank=r))
         for w in range(workers):
-            wp, role = 1000 + 10 * r + w, f"rank {r} worker {w}"
             g = 90.0 if (r, w) == (3, 5) else 20.0
-            rows += proc_rows(
-                wp,
-                role,
-                w,
-                [(5.3, "pss", 1, 400, 1), (12.0, "pss", g / 2, 405, g / 2), (20.0, "pss", g, 410, g)],
-                rank=r,
-                kind="dataloader",
-            )
-            procs.append(
-                proc_info(
-                    wp,
-                    role,
-                    "dataloader",
-                    ppid=rp,
-                    start_t=5.0,
-                    last_t=20.0,
-                    worker=w,
-                    rank=r,
-                    forked=True,
-                    start_method="fork",
-                    generation=0,
-                )
-            )
+            points = [(5.3, "pss", 1, 400, 1), (12.0, "pss", g / 2, 405, g / 2), (20.0, "pss", g, 410, g)]
+            rows += rank_worker(procs, 1000 + 10 * r + w, rp, r, w, points)
     return job_meta(procs, ranks={str(r): 10 + r for r in range(ranks)}, workers=workers), pd.DataFrame(rows)
 
 

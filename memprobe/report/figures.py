@@ -153,14 +153,21 @@ def chart_uss(
     if samples.empty or not (samples["tier"] == "pss").any():
         return None
     rows = samples[(samples["tier"] == "pss") | failed_reads(samples) | samples["missing"].astype(bool)]
-    series = []
-    for pid, name, role in _process_lines(rows, is_loader_role):
-        g = rows[rows["pid"] == pid].sort_values("t")
-        y = np.where(g["tier"] == "pss", g["uss_mb"].to_numpy(float), np.nan)
-        series.append(
-            Series({**_process_trace(name, role), "hovertemplate": "%{y:,.1f} MB"}, g["t"].to_numpy(float), y)
-        )
-    return build_chart(
+    lines = _process_lines(rows, is_loader_role)
+    note = None
+    if len(lines) > MAX_LINES:
+        series, note = _wide_uss(rows, lines, max_points)
+    else:
+        series = []
+        for pid, name, role in lines:
+            g = rows[rows["pid"] == pid].sort_values("t")
+            y = np.where(g["tier"] == "pss", g["uss_mb"].to_numpy(float), np.nan)
+            series.append(
+                Series(
+                    {**_process_trace(name, role), "hovertemplate": "%{y:,.1f} MB"}, g["t"].to_numpy(float), y
+                )
+            )
+    chart = build_chart(
         chart_id,
         "uss",
         "USS (private memory) per process",
@@ -170,6 +177,50 @@ def chart_uss(
         milestones,
         max_points=max_points,
     )
+    if chart is not None and note:
+        chart["note"] = note
+    return chart
+
+
+def _wide_uss(
+    rows: pd.DataFrame, lines: list[tuple[int, str, str]], max_points: int
+) -> tuple[list[Series], str]:
+    """USS of a run of more than ``MAX_LINES`` processes: its workers as a group, those whose
+    USS rose most beyond the group's median by name."""
+
+    def rise(pid: int) -> float | None:
+        uss = (
+            rows.loc[(rows["pid"] == pid) & (rows["tier"] == "pss"), ["t", "uss_mb"]]
+            .dropna()
+            .sort_values("t")
+        )
+        return float(uss["uss_mb"].iloc[-1] - uss["uss_mb"].iloc[0]) if len(uss) > 1 else None
+
+    lifelines = [
+        Lifeline(
+            pid,
+            name,
+            role,
+            None,
+            None,
+            None,
+            is_worker_role(role),
+            ("workers",) if is_worker_role(role) else (),
+            rise(pid) if is_worker_role(role) else None,
+        )
+        for pid, name, role in lines
+    ]
+    return wide_series(rows, lifelines, min(GROUP_POINTS, max_points), ("rose", "rise"))
+
+
+def worker_bands(samples: pd.DataFrame) -> dict[str, str] | None:
+    """Role -> band of a run's total PSS chart where one band per process would be more than
+    ``MAX_LINES``: its workers as one band; None: a band per role."""
+    roles = list(samples["role"].dropna().unique()) if not samples.empty else []
+    workers = [r for r in roles if is_worker_role(r)]
+    if len(roles) <= MAX_LINES or len(workers) < 2:
+        return None
+    return {r: f"workers ({len(workers)})" if is_worker_role(r) else r for r in role_order(roles)}
 
 
 # -- a recorded job's timeline -------------------------------------------------------------------
@@ -280,13 +331,22 @@ def group_series(
     for ln in lines:
         rows, exact, best = _uss_readings(samples, ln.pid)
         t, y = (rows["t"], best) if best is not None else (exact["t"], exact["uss_mb"])
-        keep = y.notna().to_numpy()
-        if keep.any():
-            curves.append((t.to_numpy(float)[keep], y.to_numpy(float)[keep]))
-    if not curves:
+        curves.append((t.to_numpy(float), y.to_numpy(float)))
+    return band_series(curves, name, color, points, "%{y:,.1f} MB")
+
+
+def band_series(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]], name: str, color: str, points: int, hover: str
+) -> list[Series]:
+    """Curves (t, y; NaN: no value) of one group as their median (a line) and their range from
+    the lowest to the highest (shaded in the line's colour), over the curves that have a value at
+    each moment; ``hover`` formats a value ('%{y:,.1f} MB')."""
+    kept = [(t[~np.isnan(y)], y[~np.isnan(y)]) for t, y in curves]
+    kept = [(t, y) for t, y in kept if len(t)]
+    if not kept:
         return []
-    grid = np.linspace(min(c[0][0] for c in curves), max(c[0][-1] for c in curves), max(2, points))
-    table = np.vstack([_held(t, y, grid) for t, y in curves])
+    grid = np.linspace(min(t[0] for t, _ in kept), max(t[-1] for t, _ in kept), max(2, points))
+    table = np.vstack([_held(t, y, grid) for t, y in kept])
     with warnings.catch_warnings():  # a moment no process of the group was alive: a gap
         warnings.simplefilter("ignore", RuntimeWarning)
         low, mid, high = np.nanmin(table, axis=0), np.nanmedian(table, axis=0), np.nanmax(table, axis=0)
@@ -299,14 +359,14 @@ def group_series(
         "line": {"color": color, "width": 0},
     }
     return [
-        Series({**edge, "name": f"{name}: lowest", "hovertemplate": "%{y:,.1f} MB (lowest)"}, grid, low),
+        Series({**edge, "name": f"{name}: lowest", "hovertemplate": f"{hover} (lowest)"}, grid, low),
         Series(
             {
                 **edge,
                 "name": f"{name}: highest",
                 "fill": "tonexty",
                 "fillcolor": with_alpha(color, 0.22),
-                "hovertemplate": "%{y:,.1f} MB (highest)",
+                "hovertemplate": f"{hover} (highest)",
             },
             grid,
             high,
@@ -319,7 +379,7 @@ def group_series(
                 "legendgroup": name,
                 "connectgaps": False,
                 "line": {"color": color, "width": 2.5},
-                "hovertemplate": "%{y:,.1f} MB (median)",
+                "hovertemplate": f"{hover} (median)",
             },
             grid,
             mid,
@@ -341,7 +401,9 @@ def grouping(lines: Sequence[Lifeline]) -> dict[str, list[Lifeline]]:
     return by or {ln.name: [ln] for ln in lines}
 
 
-def wide_series(samples: pd.DataFrame, lines: Sequence[Lifeline], points: int) -> tuple[list[Series], str]:
+def wide_series(
+    samples: pd.DataFrame, lines: Sequence[Lifeline], points: int, grew: tuple[str, str] = ("grew", "growth")
+) -> tuple[list[Series], str]:
     """Many processes on one chart: each group's median and range, a process alone in its group
     as its own line, and the top growers by name, no two in one colour; and the note that says so."""
     groups = grouping(lines)
@@ -365,17 +427,17 @@ def wide_series(samples: pd.DataFrame, lines: Sequence[Lifeline], points: int) -
     for ln in growers:
         series += timeline_series(samples, ln, next(spare), f"{ln.name} ({fmt.signed_mb(ln.growth_mb)})")
     medians = "; ".join(f"{g} {fmt.signed_mb(v)}" for g, v in typical.items())
+    verb, noun = grew
     named = (
-        f" Drawn by name, the {len(growers)} that grew most beyond their group's median growth ({medians}): "
+        f" Drawn by name, the {len(growers)} that {verb} most beyond their group's median {noun} ({medians}): "
         + ", ".join(f"{ln.name} {fmt.signed_mb(ln.growth_mb)}" for ln in growers)
         + "."
         if growers
-        else f" None grew much beyond its group's median growth ({medians})."
+        else f" None {verb} much beyond its group's median {noun} ({medians})."
     )
     note = (
         f"{len(lines)} processes, drawn by group: each group's line is its median USS, the shade its range "
-        f"from the lowest to the highest of its processes alive at that moment.{named} The table below lists "
-        "every process."
+        f"from the lowest to the highest of its processes alive at that moment.{named}"
     )
     return series, note
 
@@ -461,7 +523,7 @@ def chart_timeline(
         layout["hovermode"] = "closest"
         layout["margin"]["r"] = 250 if wide else 170
     if wide:
-        chart["note"] = note
+        chart["note"] = f"{note} The table below lists every process."
     return chart
 
 
@@ -492,16 +554,25 @@ def chart_faults(
         return None
     workers = _process_lines(rows, is_worker_role)
     lines = workers or _process_lines(rows, is_loader_role)
-    series = []
-    for pid, name, role in lines:
-        g = rows[rows["pid"] == pid].sort_values("t")
-        series.append(
+    curves = {pid: rows[rows["pid"] == pid].sort_values("t") for pid, _, _ in lines}
+    wide = len(lines) > MAX_LINES
+    if wide:  # one band: their median and their range
+        series = band_series(
+            [(g["t"].to_numpy(float), g["minflt"].to_numpy(float)) for g in curves.values()],
+            f"{'workers' if workers else 'processes'} ({len(lines)})",
+            WORKER_COLORS[0],
+            min(GROUP_POINTS, max_points),
+            "%{y:,.0f} faults",
+        )
+    else:
+        series = [
             Series(
                 {**_process_trace(name, role), "mode": "lines", "hovertemplate": "%{y:,.0f} faults"},
-                g["t"].to_numpy(float),
-                g["minflt"].to_numpy(float),
+                curves[pid]["t"].to_numpy(float),
+                curves[pid]["minflt"].to_numpy(float),
             )
-        )
+            for pid, name, role in lines
+        ]
     title = (
         "Minor page faults per worker (cumulative)"
         if workers
@@ -519,6 +590,11 @@ def chart_faults(
     )
     if chart is not None:
         chart["note"] = FAULTS_NOTE_ONE_PROCESS if len(lines) == 1 and not workers else FAULTS_NOTE
+        if wide:
+            chart["note"] += (
+                f" {len(lines)} {'workers' if workers else 'processes'}, drawn as one: the line is their median, "
+                "the shade their range from the lowest to the highest."
+            )
     return chart
 
 
@@ -765,6 +841,14 @@ def chart_cpu(
         for b in _band_order(list(bands))
         if not b.startswith("other") or np.nanmax(bands[b], initial=0) >= 0.01
     ]
+    every = dict(bands)  # every process and thread, for the total
+    colors = {b: _band_color(b) for b in shown}
+    many = [b for b in shown if is_worker_role(b)] or [b for b in shown if b.startswith("worker thread ")]
+    if len(shown) > MAX_LINES and len(many) > 1:  # the workers (or worker threads) as one band
+        merged = f"{'workers' if is_worker_role(many[0]) else 'worker threads'} ({len(many)})"
+        bands = {**bands, merged: np.sum([bands[b] for b in many], axis=0)}
+        colors[merged] = WORKER_COLORS[0]
+        shown = [merged if b == many[0] else b for b in shown if b == many[0] or b not in many]
     series = [
         Series(
             {
@@ -773,8 +857,8 @@ def chart_cpu(
                 "name": band,
                 "stackgroup": "cpu",
                 "stackgaps": "interpolate",
-                "line": {"width": 0.5, "color": _band_color(band)},
-                "fillcolor": _band_color(band),
+                "line": {"width": 0.5, "color": colors[band]},
+                "fillcolor": colors[band],
                 "hovertemplate": "%{y:.2f} cores",
             },
             mids,
@@ -782,7 +866,7 @@ def chart_cpu(
         )
         for band in shown
     ]
-    total = np.sum([bands[b] for b in bands], axis=0)
+    total = np.sum(list(every.values()), axis=0)
     series.append(
         Series(
             {
@@ -934,7 +1018,9 @@ def run_charts(
     threads = threads if threads is not None else pd.DataFrame()
     # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
     charts = [
-        chart_pss_by_role(f"{prefix}-pss", samples, clock, milestones, max_points=max_points),
+        chart_pss_by_role(
+            f"{prefix}-pss", samples, clock, milestones, max_points=max_points, groups=worker_bands(samples)
+        ),
         chart_rss_vs_pss(f"{prefix}-rss", samples, clock, milestones, max_points=max_points),
         chart_uss(f"{prefix}-uss", samples, clock, milestones, max_points=max_points),
         chart_faults(f"{prefix}-faults", samples, clock, milestones, max_points=max_points),

@@ -210,6 +210,37 @@ def test_no_two_lines_of_one_chart_of_a_run_share_a_colour(workers: int) -> None
     assert [clash for c in charts for clash in shared_colors(c)] == []
 
 
+def test_a_run_of_16_workers_draws_them_as_one_group_with_the_top_risers_by_name() -> None:
+    progress = pd.DataFrame({"t": [1.0, 10.0], "items": [0, 5000], "batches": [0, 50], "epoch": [0, 0]})
+    charts = {
+        c["kind"]: c
+        for c in figures.run_charts(
+            "c0", run_samples(16), progress, pd.DataFrame(), figures.Milestones({}), max_points=100
+        )
+    }
+    assert legend(charts["pss_by_role"]) == ["main", "workers (16)"]
+    # worker w's USS rises (w + 2) MB a second: the median +95 MB; above +104.5 MB (7 workers), the top 6 by name
+    assert legend(charts["uss"]) == [
+        "main",
+        "workers (16): median, range",
+        *(f"worker {w} (+{(w + 2) * 10} MB)" for w in (15, 14, 13, 12, 11, 10)),
+    ]
+    assert "the 6 that rose most beyond their group's median rise (workers +95 MB)" in charts["uss"]["note"]
+    assert legend(charts["faults"]) == ["workers (16): median, range"]
+    assert "16 workers, drawn as one" in charts["faults"]["note"]
+    cpu = charts["cpu"]
+    assert legend(cpu) == ["main", "workers (16)", "total"]
+    bands = {t["name"]: t["y"] for t in cpu["data"]}
+    assert all(
+        abs(w + m - t) < 1e-6
+        for w, m, t in zip(bands["workers (16)"], bands["main"], bands["total"], strict=True)
+    )
+    few = figures.run_charts(
+        "c0", run_samples(8), progress, pd.DataFrame(), figures.Milestones({}), max_points=100
+    )
+    assert all(len(legend(c)) >= 8 for c in few if c["kind"] in ("pss_by_role", "uss", "faults", "cpu"))
+
+
 def test_no_two_runs_of_a_scenario_report_share_a_colour(tmp_path: Path) -> None:
     """Twelve runs of one backend (modes x worker counts): each run its own colour on the chart of
     every run, and each mode x workers its own on the bars (ten colours went round)."""

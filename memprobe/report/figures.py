@@ -249,7 +249,7 @@ MAX_LINES = 10
 TOP_GROWERS = 6
 STANDS_OUT_MB = 1.0  # a grower is drawn by name above its group's median growth plus this, or 10 % of it
 MAX_GROUPS = 4  # finer groups than that (one per generation of many): the coarser grouping
-GROUP_POINTS = 400  # a group's median and range, at this many moments
+GROUP_POINTS = 400  # a group's median and range, at its readings' moments or at most this many
 BAND_FILLS = ("rgba(232,89,12,0.07)", "rgba(31,95,168,0.07)")
 
 
@@ -345,7 +345,8 @@ def band_series(
     kept = [(t, y) for t, y in kept if len(t)]
     if not kept:
         return []
-    grid = np.linspace(min(t[0] for t, _ in kept), max(t[-1] for t, _ in kept), max(2, points))
+    moments = np.unique(np.concatenate([t for t, _ in kept]))  # where some curve has a reading
+    grid = moments if len(moments) <= points else np.linspace(moments[0], moments[-1], max(2, points))
     table = np.vstack([_held(t, y, grid) for t, y in kept])
     with warnings.catch_warnings():  # a moment no process of the group was alive: a gap
         warnings.simplefilter("ignore", RuntimeWarning)

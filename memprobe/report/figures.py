@@ -11,7 +11,6 @@ share is in ``chart`` and the reductions in ``series``.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from memprobe.report import format as fmt
+from memprobe.report import groups
 from memprobe.report.chart import (
     AXES,
     MAX_POINTS,
@@ -31,8 +31,8 @@ from memprobe.report.chart import (
     role_color,
     share_x,
     spare_colors,
-    with_alpha,
 )
+from memprobe.report.groups import Lifeline
 from memprobe.series import (
     CPU_MIN_WINDOW_S,
     Clock,
@@ -67,23 +67,23 @@ def chart_pss_by_role(
     *,
     max_points: int,
     held: bool = False,
-    groups: dict[str, str] | None = None,
+    band_of: dict[str, str] | None = None,
 ) -> dict | None:
     """``held``: a recorded job's totals, known only at its sparse exact rounds and held between
     them (:func:`memprobe.series.held_readings`): drawn as steps, not as slopes between rounds.
-    ``groups``: role -> its band, in the bands' order (a job of many processes: a band per rank
+    ``band_of``: role -> its band, in the bands' order (a job of many processes: a band per rank
     or kind, not 65 bands); a band is a gap where one of its processes could not be read."""
     table = pss_by_role(samples)
     if table.empty:
         return None
     colors = {role: role_color(role) for role in table.columns}
-    if groups:
-        bands = list(dict.fromkeys([*groups.values(), *(r for r in table.columns if r not in groups)]))
-        members = {b: [r for r in table.columns if groups.get(r, r) == b] for b in bands}
+    if band_of:
+        bands = list(dict.fromkeys([*band_of.values(), *(r for r in table.columns if r not in band_of)]))
+        members = {b: [r for r in table.columns if band_of.get(r, r) == b] for b in bands}
         table = pd.DataFrame(
             {b: table[m].sum(axis=1, skipna=False) for b, m in members.items() if m}, index=table.index
         )
-        own = {b: role_color(b) for b in table.columns if b in colors and groups.get(b, b) == b}
+        own = {b: role_color(b) for b in table.columns if b in colors and band_of.get(b, b) == b}
         spare = spare_colors(own.values())
         colors = {b: own.get(b) or next(spare) for b in table.columns}
     t = table.index.to_numpy(float)
@@ -109,7 +109,7 @@ def chart_pss_by_role(
     return build_chart(
         chart_id,
         "pss_by_role",
-        "Total PSS, stacked by process group" if groups else "Total PSS, stacked by process role",
+        "Total PSS, stacked by process group" if band_of else "Total PSS, stacked by process role",
         series,
         clock,
         "PSS (MB)",
@@ -155,7 +155,7 @@ def chart_uss(
     rows = samples[(samples["tier"] == "pss") | failed_reads(samples) | samples["missing"].astype(bool)]
     lines = _process_lines(rows, is_loader_role)
     note = None
-    if len(lines) > MAX_LINES:
+    if len(lines) > groups.MAX_LINES:
         series, note = _wide_uss(rows, lines, max_points)
     else:
         series = []
@@ -185,7 +185,7 @@ def chart_uss(
 def _wide_uss(
     rows: pd.DataFrame, lines: list[tuple[int, str, str]], max_points: int
 ) -> tuple[list[Series], str]:
-    """USS of a run of more than ``MAX_LINES`` processes: its workers as a group, those whose
+    """USS of a run of more than ``groups.MAX_LINES`` processes: its workers as a group, those whose
     USS rose most beyond the group's median by name."""
 
     def rise(pid: int) -> float | None:
@@ -210,15 +210,15 @@ def _wide_uss(
         )
         for pid, name, role in lines
     ]
-    return wide_series(rows, lifelines, min(GROUP_POINTS, max_points), ("rose", "rise"))
+    return wide_series(rows, lifelines, min(groups.GROUP_POINTS, max_points), ("rose", "rise"))
 
 
 def worker_bands(samples: pd.DataFrame) -> dict[str, str] | None:
     """Role -> band of a run's total PSS chart where one band per process would be more than
-    ``MAX_LINES``: its workers as one band; None: a band per role."""
+    ``groups.MAX_LINES``: its workers as one band; None: a band per role."""
     roles = list(samples["role"].dropna().unique()) if not samples.empty else []
     workers = [r for r in roles if is_worker_role(r)]
-    if len(roles) <= MAX_LINES or len(workers) < 2:
+    if len(roles) <= groups.MAX_LINES or len(workers) < 2:
         return None
     return {r: f"workers ({len(workers)})" if is_worker_role(r) else r for r in role_order(roles)}
 
@@ -226,30 +226,7 @@ def worker_bands(samples: pd.DataFrame) -> dict[str, str] | None:
 # -- a recorded job's timeline -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Lifeline:
-    """One process of a recorded job on its rank's timeline: its line's name and colour group."""
-
-    pid: int
-    name: str
-    role: str
-    generation: int | None
-    start_t: float | None
-    end_t: float | None
-    worker: bool
-    # Its group on a chart of many processes, finest first (kind and generation, then kind).
-    groups: tuple[str, ...] = ()
-    growth_mb: float | None = None  # its own growth (judged), for the lines drawn by name
-
-
 ESTIMATE_DASH = "dot"
-# A chart of more processes draws them by group (median and range), with the top growers by name:
-# eleven legend entries filled the legend's box; 65 lines of eight colours could not be told apart.
-MAX_LINES = 10
-TOP_GROWERS = 6
-STANDS_OUT_MB = 1.0  # a grower is drawn by name above its group's median growth plus this, or 10 % of it
-MAX_GROUPS = 4  # finer groups than that (one per generation of many): the coarser grouping
-GROUP_POINTS = 400  # a group's median and range, at its readings' moments or at most this many
 BAND_FILLS = ("rgba(232,89,12,0.07)", "rgba(31,95,168,0.07)")
 
 
@@ -314,14 +291,6 @@ def timeline_series(
     ]
 
 
-def _held(t: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """``y`` at each moment of ``grid``: its last value by then; NaN before its first and after its last."""
-    idx = np.searchsorted(t, grid, side="right") - 1
-    out = np.where(idx >= 0, y[np.clip(idx, 0, None)], np.nan)
-    out[(grid < t[0]) | (grid > t[-1])] = np.nan
-    return out
-
-
 def group_series(
     samples: pd.DataFrame, lines: Sequence[Lifeline], name: str, color: str, points: int
 ) -> list[Series]:
@@ -332,74 +301,7 @@ def group_series(
         rows, exact, best = _uss_readings(samples, ln.pid)
         t, y = (rows["t"], best) if best is not None else (exact["t"], exact["uss_mb"])
         curves.append((t.to_numpy(float), y.to_numpy(float)))
-    return band_series(curves, name, color, points, "%{y:,.1f} MB")
-
-
-def band_series(
-    curves: Sequence[tuple[np.ndarray, np.ndarray]], name: str, color: str, points: int, hover: str
-) -> list[Series]:
-    """Curves (t, y; NaN: no value) of one group as their median (a line) and their range from
-    the lowest to the highest (shaded in the line's colour), over the curves that have a value at
-    each moment; ``hover`` formats a value ('%{y:,.1f} MB')."""
-    kept = [(t[~np.isnan(y)], y[~np.isnan(y)]) for t, y in curves]
-    kept = [(t, y) for t, y in kept if len(t)]
-    if not kept:
-        return []
-    moments = np.unique(np.concatenate([t for t, _ in kept]))  # where some curve has a reading
-    grid = moments if len(moments) <= points else np.linspace(moments[0], moments[-1], max(2, points))
-    table = np.vstack([_held(t, y, grid) for t, y in kept])
-    with warnings.catch_warnings():  # a moment no process of the group was alive: a gap
-        warnings.simplefilter("ignore", RuntimeWarning)
-        low, mid, high = np.nanmin(table, axis=0), np.nanmedian(table, axis=0), np.nanmax(table, axis=0)
-    edge = {
-        "type": "scatter",
-        "mode": "lines",
-        "legendgroup": name,
-        "showlegend": False,
-        "connectgaps": False,
-        "line": {"color": color, "width": 0},
-    }
-    return [
-        Series({**edge, "name": f"{name}: lowest", "hovertemplate": f"{hover} (lowest)"}, grid, low),
-        Series(
-            {
-                **edge,
-                "name": f"{name}: highest",
-                "fill": "tonexty",
-                "fillcolor": with_alpha(color, 0.22),
-                "hovertemplate": f"{hover} (highest)",
-            },
-            grid,
-            high,
-        ),
-        Series(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": f"{name}: median, range",
-                "legendgroup": name,
-                "connectgaps": False,
-                "line": {"color": color, "width": 2.5},
-                "hovertemplate": f"{hover} (median)",
-            },
-            grid,
-            mid,
-        ),
-    ]
-
-
-def grouping(lines: Sequence[Lifeline]) -> dict[str, list[Lifeline]]:
-    """The chart's processes by group: the finest grouping with at most ``MAX_GROUPS`` groups of
-    two or more (a process alone in its group is its own line)."""
-    levels = max((len(ln.groups) for ln in lines), default=0)
-    by: dict[str, list[Lifeline]] = {}
-    for level in range(levels):
-        by = {}
-        for ln in lines:
-            by.setdefault(ln.groups[min(level, len(ln.groups) - 1)] if ln.groups else ln.name, []).append(ln)
-        if sum(len(m) > 1 for m in by.values()) <= MAX_GROUPS:
-            break
-    return by or {ln.name: [ln] for ln in lines}
+    return groups.band_series(curves, name, color, points, "%{y:,.1f} MB")
 
 
 def wide_series(
@@ -407,20 +309,10 @@ def wide_series(
 ) -> tuple[list[Series], str]:
     """Many processes on one chart: each group's median and range, a process alone in its group
     as its own line, and the top growers by name, no two in one colour; and the note that says so."""
-    groups = grouping(lines)
-    alone = [m[0] for m in groups.values() if len(m) == 1]
-    grouped = {g: m for g, m in groups.items() if len(m) > 1}
-    typical = {g: float(np.median([ln.growth_mb or 0.0 for ln in m])) for g, m in grouped.items()}
-    growers = sorted(
-        (
-            ln
-            for g, m in grouped.items()
-            for ln in m
-            if ln.growth_mb is not None
-            and ln.growth_mb > typical[g] + max(STANDS_OUT_MB, 0.1 * abs(typical[g]))
-        ),
-        key=lambda ln: -(ln.growth_mb or 0.0),
-    )[:TOP_GROWERS]
+    by_group = groups.grouping(lines)
+    alone = [m[0] for m in by_group.values() if len(m) == 1]
+    grouped = {g: m for g, m in by_group.items() if len(m) > 1}
+    typical, growers = groups.standouts(grouped)
     spare = spare_colors(role_color(ln.role) for ln in alone)
     series = [s for ln in alone for s in timeline_series(samples, ln)]
     for g, members in grouped.items():
@@ -495,11 +387,11 @@ def chart_timeline(
     axes: Sequence[str] = ("time",),
 ) -> dict | None:
     """USS per process of one rank (or of a job without ranks) over time, worker generations banded;
-    more than ``MAX_LINES`` processes by group, with their top growers by name."""
-    wide = len(lines) > MAX_LINES
+    more than ``groups.MAX_LINES`` processes by group, with their top growers by name."""
+    wide = len(lines) > groups.MAX_LINES
     if wide:
         parts = samples[samples["pid"].isin([ln.pid for ln in lines])]
-        series, note = wide_series(parts, lines, min(GROUP_POINTS, max_points))
+        series, note = wide_series(parts, lines, min(groups.GROUP_POINTS, max_points))
     else:
         series = [s for ln in lines for s in timeline_series(samples, ln)]
     chart = build_chart(
@@ -556,13 +448,13 @@ def chart_faults(
     workers = _process_lines(rows, is_worker_role)
     lines = workers or _process_lines(rows, is_loader_role)
     curves = {pid: rows[rows["pid"] == pid].sort_values("t") for pid, _, _ in lines}
-    wide = len(lines) > MAX_LINES
+    wide = len(lines) > groups.MAX_LINES
     if wide:  # one band: their median and their range
-        series = band_series(
+        series = groups.band_series(
             [(g["t"].to_numpy(float), g["minflt"].to_numpy(float)) for g in curves.values()],
             f"{'workers' if workers else 'processes'} ({len(lines)})",
             WORKER_COLORS[0],
-            min(GROUP_POINTS, max_points),
+            min(groups.GROUP_POINTS, max_points),
             "%{y:,.0f} faults",
         )
     else:
@@ -845,7 +737,7 @@ def chart_cpu(
     every = dict(bands)  # every process and thread, for the total
     colors = {b: _band_color(b) for b in shown}
     many = [b for b in shown if is_worker_role(b)] or [b for b in shown if b.startswith("worker thread ")]
-    if len(shown) > MAX_LINES and len(many) > 1:  # the workers (or worker threads) as one band
+    if len(shown) > groups.MAX_LINES and len(many) > 1:  # the workers (or worker threads) as one band
         merged = f"{'workers' if is_worker_role(many[0]) else 'worker threads'} ({len(many)})"
         bands = {**bands, merged: np.sum([bands[b] for b in many], axis=0)}
         colors[merged] = WORKER_COLORS[0]
@@ -1020,7 +912,7 @@ def run_charts(
     # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
     charts = [
         chart_pss_by_role(
-            f"{prefix}-pss", samples, clock, milestones, max_points=max_points, groups=worker_bands(samples)
+            f"{prefix}-pss", samples, clock, milestones, max_points=max_points, band_of=worker_bands(samples)
         ),
         chart_rss_vs_pss(f"{prefix}-rss", samples, clock, milestones, max_points=max_points),
         chart_uss(f"{prefix}-uss", samples, clock, milestones, max_points=max_points),

@@ -14,7 +14,7 @@ from memprobe import tree_analysis as tree
 from memprobe import tree_verdict as verdict
 from memprobe.analysis import RunSummary, summarize_all
 from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
-from memprobe.report import content, figures
+from memprobe.report import content, figures, groups
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
@@ -360,7 +360,7 @@ def group_names(p: tree.Proc, generations: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys((f"{rank}{kind}{gen}", f"{rank}{kind}", f"{kind}{gen}", kind)))
 
 
-def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline]:
+def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[groups.Lifeline]:
     """Every process that can hold the job's memory (helpers left to the table), named for its
     line, with its groups and its own growth (a chart of many processes draws groups and growers)."""
     label = labels(rows)
@@ -376,7 +376,7 @@ def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline
             continue
         name = label.get(p.pid, p.role)
         out.append(
-            figures.Lifeline(
+            groups.Lifeline(
                 p.pid,
                 name,
                 p.role,
@@ -394,12 +394,12 @@ def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline
 
 def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
     """Role -> band of the total PSS chart where one band per process would be more than
-    ``figures.MAX_LINES``: a rank with every process under it (up to that many ranks), else by kind
+    ``groups.MAX_LINES``: a rank with every process under it (up to that many ranks), else by kind
     (a role, 'worker 0', is one column for all its generations); None: a band per role."""
-    if len({p.role for p in procs}) <= figures.MAX_LINES:
+    if len({p.role for p in procs}) <= groups.MAX_LINES:
         return None
     ranks = {p.rank for p in procs if p.rank >= 0}
-    by_rank = 0 < len(ranks) <= figures.MAX_LINES - 2
+    by_rank = 0 < len(ranks) <= groups.MAX_LINES - 2
 
     def band(p: tree.Proc) -> str:
         if p.kind in HELPER_ROLES:
@@ -481,7 +481,7 @@ def memory_charts(
     milestones = figures.Milestones({})
     charts = [
         figures.chart_pss_by_role(
-            "mem-pss", samples, clock, milestones, max_points=max_points, held=True, groups=groups
+            "mem-pss", samples, clock, milestones, max_points=max_points, held=True, band_of=groups
         ),
         figures.chart_rss_vs_pss("mem-rss", samples, clock, milestones, max_points=max_points, held=True),
     ]

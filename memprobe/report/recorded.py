@@ -406,7 +406,9 @@ def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
             return "helpers"
         if by_rank and p.rank >= 0:
             return f"rank {p.rank}"
-        return p.role if p.is_parent else GROUP_TEXT.get(p.kind, KIND_TEXT.get(p.kind, p.kind))
+        if p.kind in (MAIN, LAUNCHER):
+            return p.role
+        return GROUP_TEXT.get(p.kind, KIND_TEXT.get(p.kind, p.kind))
 
     ordered = sorted(procs, key=lambda p: (p.rank < 0, p.rank, not p.is_parent))
     count: dict[str, int] = {}
@@ -419,7 +421,7 @@ def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
             b
             if n == 1
             else f"{b} and its {n - 1} {'child' if n == 2 else 'children'}"
-            if b.startswith("rank ")
+            if b.removeprefix("rank ").isdigit()
             else f"{b} ({n})"
         )
         out.setdefault(p.role, name)

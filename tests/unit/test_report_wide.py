@@ -140,6 +140,7 @@ JOBS = {
     "two generations of 12": lambda: wide_fork_job(children=24, generations=2),
     "six generations of 4": lambda: wide_fork_job(children=24, generations=6, growers={}),
     "8 ranks of 7 workers": wide_rank_job,
+    "12 ranks without workers": lambda: wide_rank_job(ranks=12, workers=0),
     "2 ranks of 4 workers": lambda: wide_rank_job(ranks=2, workers=4),
     "9 children": lambda: wide_fork_job(children=9, growers={}),
     "2 children": fork_job,
@@ -354,6 +355,14 @@ def test_ranks_stack_each_with_its_workers_and_share_one_timeline_of_groups(page
     ]
     (stacked,) = [c for c in charts if c["kind"] == "pss_by_role"]
     assert legend(stacked) == [*(f"rank {r} and its 7 children" for r in range(8)), "main"]
+
+
+def test_many_ranks_without_workers_are_one_group_on_both_charts(pages: dict[str, str]) -> None:
+    charts = chart_data(pages["12 ranks without workers"])["charts"]
+    (timeline,) = [c for c in charts if c["kind"] == "timeline"]
+    assert legend(timeline) == ["main", "rank processes (12): median, range"]
+    (stacked,) = [c for c in charts if c["kind"] == "pss_by_role"]
+    assert legend(stacked) == ["rank processes (12)", "main"]  # before: a band per rank
 
 
 def test_generations_are_groups_of_their_own(pages: dict[str, str]) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from memprobe.report.chart import MAX_POINTS, SERIES_COLORS, Milestones, Series, build_chart, num, styles
+from memprobe.report.chart import MAX_POINTS, Milestones, Series, build_chart, color_styles, num
 from memprobe.series import Clock, total_pss
 
 
@@ -99,7 +99,7 @@ def chart_bars(
         return None
     groups = list(dict.fromkeys(f"{r['mode']} · {r['workers']}w" for r in rows))
     labels = list(dict.fromkeys(r["label"] for r in rows))
-    colors = styles(groups, SERIES_COLORS)
+    colors = color_styles(groups)
     data, xs = [], []
     for g in groups:
         mine = {r["label"]: r for r in rows if f"{r['mode']} · {r['workers']}w" == g}

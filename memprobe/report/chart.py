@@ -15,8 +15,10 @@ run) and :mod:`memprobe.report.across` (runs side by side).
 
 from __future__ import annotations
 
+import colorsys
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +51,29 @@ SERIES_COLORS = (
     "#5c940d",
     "#e67700",
     "#495057",
+)
+# Colours for lines beyond the role palettes (groups, growers, a colour a chart already drew): the
+# workers' and others, ordered so that neighbours differ most.
+DISTINCT_COLORS = (
+    "#0c8599",
+    "#e8590c",
+    "#7048e8",
+    "#2b8a3e",
+    "#c2255c",
+    "#795548",
+    "#1c7ed6",
+    "#fab005",
+    "#862e9c",
+    "#82c91e",
+    "#495057",
+    "#f06595",
+    "#15aabf",
+    "#e67700",
+    "#364fc7",
+    "#a61e4d",
+    "#5c940d",
+    "#20c997",
+    "#ff8787",
 )
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 MILESTONES = ("dataset_built", "first_batch", "done")  # drawn as dotted lines
@@ -105,9 +130,93 @@ def role_color(role: str) -> str:
     return WORKER_COLORS[(worker + 3 * rank) % len(WORKER_COLORS)]
 
 
+def spare_colors(taken: Iterable[str]) -> Iterator[str]:
+    """Colours not in ``taken``, in order: ``DISTINCT_COLORS``, then as many more as asked for
+    (hues a golden angle apart)."""
+    used = {c.lower() for c in taken}
+    for c in DISTINCT_COLORS:
+        if c.lower() not in used:
+            used.add(c.lower())
+            yield c
+    for i in itertools.count():
+        r, g, b = colorsys.hls_to_rgb((i * 0.381966) % 1.0, 0.42 + 0.12 * (i % 2), 0.65)
+        c = f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+        if c not in used:
+            used.add(c)
+            yield c
+
+
+def with_alpha(color: str, alpha: float) -> str:
+    """'#rrggbb' as 'rgba(r,g,b,alpha)' (a shaded range in its line's colour)."""
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha:g})"
+
+
+def line_key(trace: dict) -> str:
+    """What one line of a chart is in its legend: the traces of one process (its exact readings
+    and its estimate) or of one group (median and range) share a legend group."""
+    return str(trace.get("legendgroup") or trace.get("name") or "")
+
+
+def trace_color(trace: dict) -> str | None:
+    for part in ("line", "marker"):
+        color = (trace.get(part) or {}).get("color")
+        if isinstance(color, str):
+            return color
+    return None
+
+
+def _drawn(trace: dict) -> bool:
+    """Whether a trace is seen: not an invisible twin drawn for a second axis or for hovering."""
+    return (trace.get("line") or {}).get("width") != 0 or bool(trace.get("fill") or trace.get("stackgroup"))
+
+
+def unique_colors(data: list[dict]) -> list[dict]:
+    """No two lines of one chart share a colour: a line whose colour an earlier line has gets a
+    spare one (its markers, and its fill at the same opacity, with it). A chart of 65 processes
+    drew eight worker colours over and over."""
+    owner: dict[str, str] = {}  # colour -> the line that has it
+    renamed: dict[str, str] = {}  # line -> its new colour
+    for trace in data:
+        key, color = line_key(trace), trace_color(trace)
+        if color is None or not _drawn(trace) or key in renamed:
+            continue
+        if owner.setdefault(color.lower(), key) != key:
+            renamed[key] = ""
+    if not renamed:
+        return data
+    spare = spare_colors(owner)
+    for key in renamed:
+        renamed[key] = next(spare)
+    for trace in data:
+        new = renamed.get(line_key(trace))
+        if new:
+            _recolor(trace, new)
+    return data
+
+
+def _recolor(trace: dict, new: str) -> None:
+    old = trace_color(trace)
+    for part in ("line", "marker"):
+        if isinstance((trace.get(part) or {}).get("color"), str):
+            trace[part] = {**trace[part], "color": new}
+    fill = trace.get("fillcolor")
+    if isinstance(fill, str) and old is not None:
+        if fill.lower() == old.lower():
+            trace["fillcolor"] = new
+        elif fill.startswith("rgba("):
+            trace["fillcolor"] = with_alpha(new, float(fill.rstrip(")").split(",")[-1]))
+
+
 def styles(keys: Sequence[str], palette: Sequence[str]) -> dict[str, str]:
     """A stable style per distinct key, in order of first appearance."""
     return {k: palette[i % len(palette)] for i, k in enumerate(dict.fromkeys(keys))}
+
+
+def color_styles(keys: Sequence[str], palette: Sequence[str] = SERIES_COLORS) -> dict[str, str]:
+    """A colour per distinct key, in order of first appearance, never one twice: ``palette``
+    first, then spare colours."""
+    return dict(zip(dict.fromkeys(keys), itertools.chain(palette, spare_colors(palette)), strict=False))
 
 
 # -- chart assembly -----------------------------------------------------------------------
@@ -226,7 +335,7 @@ def build_chart(
             nums(s.t if clock is None else clock.convert(axis, s.t), 4 if axis == "time" else 0)
             for s in series
         ]
-    data = [{**s.trace, "y": nums(s.y)} for s in series]
+    data = unique_colors([{**s.trace, "y": nums(s.y)} for s in series])
     return {
         "id": chart_id,
         "kind": kind,

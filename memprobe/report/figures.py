@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from memprobe.report import format as fmt
+from memprobe.report import groups
 from memprobe.report.chart import (
     AXES,
     MAX_POINTS,
@@ -28,7 +30,9 @@ from memprobe.report.chart import (
     name_items_axis,
     role_color,
     share_x,
+    spare_colors,
 )
+from memprobe.report.groups import Lifeline
 from memprobe.series import (
     CPU_MIN_WINDOW_S,
     Clock,
@@ -63,12 +67,25 @@ def chart_pss_by_role(
     *,
     max_points: int,
     held: bool = False,
+    band_of: dict[str, str] | None = None,
 ) -> dict | None:
     """``held``: a recorded job's totals, known only at its sparse exact rounds and held between
-    them (:func:`memprobe.series.held_readings`): drawn as steps, not as slopes between rounds."""
+    them (:func:`memprobe.series.held_readings`): drawn as steps, not as slopes between rounds.
+    ``band_of``: role -> its band, in the bands' order (a job of many processes: a band per rank
+    or kind, not 65 bands); a band is a gap where one of its processes could not be read."""
     table = pss_by_role(samples)
     if table.empty:
         return None
+    colors = {role: role_color(role) for role in table.columns}
+    if band_of:
+        bands = list(dict.fromkeys([*band_of.values(), *(r for r in table.columns if r not in band_of)]))
+        members = {b: [r for r in table.columns if band_of.get(r, r) == b] for b in bands}
+        table = pd.DataFrame(
+            {b: table[m].sum(axis=1, skipna=False) for b, m in members.items() if m}, index=table.index
+        )
+        own = {b: role_color(b) for b in table.columns if b in colors and band_of.get(b, b) == b}
+        spare = spare_colors(own.values())
+        colors = {b: own.get(b) or next(spare) for b in table.columns}
     t = table.index.to_numpy(float)
     # A process that could not be read at a round is interpolated across (stackgaps), never stacked
     # as zero; the total PSS line of the RSS chart shows that round as a gap.
@@ -80,8 +97,8 @@ def chart_pss_by_role(
                 "name": role,
                 "stackgroup": "pss",
                 "stackgaps": "interpolate",
-                "line": {"width": 0.5, "color": role_color(role), **(_STEPS if held else {})},
-                "fillcolor": role_color(role),
+                "line": {"width": 0.5, "color": colors[role], **(_STEPS if held else {})},
+                "fillcolor": colors[role],
                 "hovertemplate": "%{y:,.1f} MB",
             },
             t,
@@ -92,7 +109,7 @@ def chart_pss_by_role(
     return build_chart(
         chart_id,
         "pss_by_role",
-        "Total PSS, stacked by process role",
+        "Total PSS, stacked by process group" if band_of else "Total PSS, stacked by process role",
         series,
         clock,
         "PSS (MB)",
@@ -136,14 +153,21 @@ def chart_uss(
     if samples.empty or not (samples["tier"] == "pss").any():
         return None
     rows = samples[(samples["tier"] == "pss") | failed_reads(samples) | samples["missing"].astype(bool)]
-    series = []
-    for pid, name, role in _process_lines(rows, is_loader_role):
-        g = rows[rows["pid"] == pid].sort_values("t")
-        y = np.where(g["tier"] == "pss", g["uss_mb"].to_numpy(float), np.nan)
-        series.append(
-            Series({**_process_trace(name, role), "hovertemplate": "%{y:,.1f} MB"}, g["t"].to_numpy(float), y)
-        )
-    return build_chart(
+    lines = _process_lines(rows, is_loader_role)
+    note = None
+    if len(lines) > groups.MAX_LINES:
+        series, note = _wide_uss(rows, lines, max_points)
+    else:
+        series = []
+        for pid, name, role in lines:
+            g = rows[rows["pid"] == pid].sort_values("t")
+            y = np.where(g["tier"] == "pss", g["uss_mb"].to_numpy(float), np.nan)
+            series.append(
+                Series(
+                    {**_process_trace(name, role), "hovertemplate": "%{y:,.1f} MB"}, g["t"].to_numpy(float), y
+                )
+            )
+    chart = build_chart(
         chart_id,
         "uss",
         "USS (private memory) per process",
@@ -153,44 +177,88 @@ def chart_uss(
         milestones,
         max_points=max_points,
     )
+    if chart is not None and note:
+        chart["note"] = note
+    return chart
+
+
+def _wide_uss(
+    rows: pd.DataFrame, lines: list[tuple[int, str, str]], max_points: int
+) -> tuple[list[Series], str]:
+    """USS of a run of more than ``groups.MAX_LINES`` processes: its workers as a group, those whose
+    USS rose most beyond the group's median by name."""
+
+    def rise(pid: int) -> float | None:
+        uss = (
+            rows.loc[(rows["pid"] == pid) & (rows["tier"] == "pss"), ["t", "uss_mb"]]
+            .dropna()
+            .sort_values("t")
+        )
+        return float(uss["uss_mb"].iloc[-1] - uss["uss_mb"].iloc[0]) if len(uss) > 1 else None
+
+    lifelines = [
+        Lifeline(
+            pid,
+            name,
+            role,
+            None,
+            None,
+            None,
+            is_worker_role(role),
+            ("workers",) if is_worker_role(role) else (),
+            rise(pid) if is_worker_role(role) else None,
+        )
+        for pid, name, role in lines
+    ]
+    return wide_series(rows, lifelines, min(groups.GROUP_POINTS, max_points), ("rose", "rise"))
+
+
+def worker_bands(samples: pd.DataFrame) -> dict[str, str] | None:
+    """Role -> band of a run's total PSS chart where one band per process would be more than
+    ``groups.MAX_LINES``: its workers as one band; None: a band per role."""
+    roles = list(samples["role"].dropna().unique()) if not samples.empty else []
+    workers = [r for r in roles if is_worker_role(r)]
+    if len(roles) <= groups.MAX_LINES or len(workers) < 2:
+        return None
+    return {r: f"workers ({len(workers)})" if is_worker_role(r) else r for r in role_order(roles)}
 
 
 # -- a recorded job's timeline -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Lifeline:
-    """One process of a recorded job on its rank's timeline: its line's name and colour group."""
-
-    pid: int
-    name: str
-    role: str
-    generation: int | None
-    start_t: float | None
-    end_t: float | None
-    worker: bool
 
 
 ESTIMATE_DASH = "dot"
 BAND_FILLS = ("rgba(232,89,12,0.07)", "rgba(31,95,168,0.07)")
 
 
-def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
+def _uss_readings(samples: pd.DataFrame, pid: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series | None]:
+    """A process's rows, its exact USS readings, and its USS at every tick (exact where read, the
+    sampler's estimate between: None without estimates)."""
+    rows = samples[(samples["pid"] == pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
+    exact = rows[(rows["tier"] == "pss") & rows["uss_mb"].notna()]
+    if "uss_est_mb" not in rows or not rows["uss_est_mb"].notna().any():
+        return rows, exact, None
+    best = (
+        rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
+    )
+    return rows, exact, best
+
+
+def timeline_series(
+    samples: pd.DataFrame, line: Lifeline, color: str | None = None, name: str | None = None
+) -> list[Series]:
     """A process's exact USS readings as markers and, where the sampler estimated its USS between
     them, the estimate as a dotted line through them (same colour, one legend entry); without
     estimates, a solid line from reading to reading."""
-    rows = samples[(samples["pid"] == line.pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values(
-        "t"
-    )
-    exact = rows[(rows["tier"] == "pss") & rows["uss_mb"].notna()]
-    has_est = "uss_est_mb" in rows and rows["uss_est_mb"].notna().any()
+    rows, exact, best = _uss_readings(samples, line.pid)
+    has_est = best is not None
     if exact.empty and not has_est:
         return []
-    color = role_color(line.role)
+    color = color or role_color(line.role)
+    name = name or line.name
     marker = {
         "type": "scatter",
         "mode": "markers",
-        "name": line.name,
+        "name": name,
         "legendgroup": str(line.pid),
         "marker": {"size": 6, "color": color},
         "hovertemplate": "%{y:,.1f} MB (exact)",
@@ -203,14 +271,12 @@ def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
             "connectgaps": False,
         }
         return [Series(solid, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float))]
-    best = (
-        rows["uss_mb"].where(rows["tier"] == "pss").fillna(pd.to_numeric(rows["uss_est_mb"], errors="coerce"))
-    )
+    assert best is not None
     keep = best.notna()
     dotted = {
         "type": "scatter",
         "mode": "lines",
-        "name": f"{line.name} (estimate)",
+        "name": f"{name} (estimate)",
         "legendgroup": str(line.pid),
         "showlegend": False,
         "connectgaps": False,
@@ -218,11 +284,55 @@ def timeline_series(samples: pd.DataFrame, line: Lifeline) -> list[Series]:
         "line": {"color": color, "width": 1.5, "dash": ESTIMATE_DASH},
     }
     if exact.empty:  # never read exactly: its estimate alone, named in the legend
-        dotted.update(name=f"{line.name} (estimated)", showlegend=True)
+        dotted.update(name=f"{name} (estimated)", showlegend=True)
     return [
         Series(dotted, rows.loc[keep, "t"].to_numpy(float), best[keep].to_numpy(float)),
         Series(marker, exact["t"].to_numpy(float), exact["uss_mb"].to_numpy(float)),
     ]
+
+
+def group_series(
+    samples: pd.DataFrame, lines: Sequence[Lifeline], name: str, color: str, points: int
+) -> list[Series]:
+    """A group of processes as its median USS (a line) and its range from the lowest to the
+    highest (shaded in the line's colour), over the processes alive at each moment."""
+    curves = []
+    for ln in lines:
+        rows, exact, best = _uss_readings(samples, ln.pid)
+        t, y = (rows["t"], best) if best is not None else (exact["t"], exact["uss_mb"])
+        curves.append((t.to_numpy(float), y.to_numpy(float)))
+    return groups.band_series(curves, name, color, points, "%{y:,.1f} MB")
+
+
+def wide_series(
+    samples: pd.DataFrame, lines: Sequence[Lifeline], points: int, grew: tuple[str, str] = ("grew", "growth")
+) -> tuple[list[Series], str]:
+    """Many processes on one chart: each group's median and range, a process alone in its group
+    as its own line, and the top growers by name, no two in one colour; and the note that says so."""
+    by_group = groups.grouping(lines)
+    alone = [m[0] for m in by_group.values() if len(m) == 1]
+    grouped = {g: m for g, m in by_group.items() if len(m) > 1}
+    typical, growers = groups.standouts(grouped)
+    spare = spare_colors(role_color(ln.role) for ln in alone)
+    series = [s for ln in alone for s in timeline_series(samples, ln)]
+    for g, members in grouped.items():
+        series += group_series(samples, members, f"{g} ({len(members)})", next(spare), points)
+    for ln in growers:
+        series += timeline_series(samples, ln, next(spare), f"{ln.name} ({fmt.signed_mb(ln.growth_mb)})")
+    medians = "; ".join(f"{g} {fmt.signed_mb(v)}" for g, v in typical.items())
+    verb, noun = grew
+    named = (
+        f" Drawn by name, the {len(growers)} that {verb} most beyond their group's median {noun} ({medians}): "
+        + ", ".join(f"{ln.name} {fmt.signed_mb(ln.growth_mb)}" for ln in growers)
+        + "."
+        if growers
+        else f" None {verb} much beyond its group's median {noun} ({medians})."
+    )
+    note = (
+        f"{len(lines)} processes, drawn by group: each group's line is its median USS, the shade its range "
+        f"from the lowest to the highest of its processes alive at that moment.{named}"
+    )
+    return series, note
 
 
 def generation_bands(lines: Sequence[Lifeline]) -> tuple[list[dict], list[dict]]:
@@ -276,8 +386,14 @@ def chart_timeline(
     max_points: int,
     axes: Sequence[str] = ("time",),
 ) -> dict | None:
-    """USS per process of one rank (or of a job without ranks) over time, worker generations banded."""
-    series = [s for ln in lines for s in timeline_series(samples, ln)]
+    """USS per process of one rank (or of a job without ranks) over time, worker generations banded;
+    more than ``groups.MAX_LINES`` processes by group, with their top growers by name."""
+    wide = len(lines) > groups.MAX_LINES
+    if wide:
+        parts = samples[samples["pid"].isin([ln.pid for ln in lines])]
+        series, note = wide_series(parts, lines, min(groups.GROUP_POINTS, max_points))
+    else:
+        series = [s for ln in lines for s in timeline_series(samples, ln)]
     chart = build_chart(
         chart_id,
         "timeline",
@@ -298,7 +414,9 @@ def chart_timeline(
         ]
         layout["annotations"] += [{**n, "x": _at(clock, axis, n["x"])} for n in notes]
         layout["hovermode"] = "closest"
-        layout["margin"]["r"] = 170
+        layout["margin"]["r"] = 250 if wide else 170
+    if wide:
+        chart["note"] = f"{note} The table below lists every process."
     return chart
 
 
@@ -329,16 +447,25 @@ def chart_faults(
         return None
     workers = _process_lines(rows, is_worker_role)
     lines = workers or _process_lines(rows, is_loader_role)
-    series = []
-    for pid, name, role in lines:
-        g = rows[rows["pid"] == pid].sort_values("t")
-        series.append(
+    curves = {pid: rows[rows["pid"] == pid].sort_values("t") for pid, _, _ in lines}
+    wide = len(lines) > groups.MAX_LINES
+    if wide:  # one band: their median and their range
+        series = groups.band_series(
+            [(g["t"].to_numpy(float), g["minflt"].to_numpy(float)) for g in curves.values()],
+            f"{'workers' if workers else 'processes'} ({len(lines)})",
+            WORKER_COLORS[0],
+            min(groups.GROUP_POINTS, max_points),
+            "%{y:,.0f} faults",
+        )
+    else:
+        series = [
             Series(
                 {**_process_trace(name, role), "mode": "lines", "hovertemplate": "%{y:,.0f} faults"},
-                g["t"].to_numpy(float),
-                g["minflt"].to_numpy(float),
+                curves[pid]["t"].to_numpy(float),
+                curves[pid]["minflt"].to_numpy(float),
             )
-        )
+            for pid, name, role in lines
+        ]
     title = (
         "Minor page faults per worker (cumulative)"
         if workers
@@ -356,6 +483,11 @@ def chart_faults(
     )
     if chart is not None:
         chart["note"] = FAULTS_NOTE_ONE_PROCESS if len(lines) == 1 and not workers else FAULTS_NOTE
+        if wide:
+            chart["note"] += (
+                f" {len(lines)} {'workers' if workers else 'processes'}, drawn as one: the line is their median, "
+                "the shade their range from the lowest to the highest."
+            )
     return chart
 
 
@@ -602,6 +734,14 @@ def chart_cpu(
         for b in _band_order(list(bands))
         if not b.startswith("other") or np.nanmax(bands[b], initial=0) >= 0.01
     ]
+    every = dict(bands)  # every process and thread, for the total
+    colors = {b: _band_color(b) for b in shown}
+    many = [b for b in shown if is_worker_role(b)] or [b for b in shown if b.startswith("worker thread ")]
+    if len(shown) > groups.MAX_LINES and len(many) > 1:  # the workers (or worker threads) as one band
+        merged = f"{'workers' if is_worker_role(many[0]) else 'worker threads'} ({len(many)})"
+        bands = {**bands, merged: np.sum([bands[b] for b in many], axis=0)}
+        colors[merged] = WORKER_COLORS[0]
+        shown = [merged if b == many[0] else b for b in shown if b == many[0] or b not in many]
     series = [
         Series(
             {
@@ -610,8 +750,8 @@ def chart_cpu(
                 "name": band,
                 "stackgroup": "cpu",
                 "stackgaps": "interpolate",
-                "line": {"width": 0.5, "color": _band_color(band)},
-                "fillcolor": _band_color(band),
+                "line": {"width": 0.5, "color": colors[band]},
+                "fillcolor": colors[band],
                 "hovertemplate": "%{y:.2f} cores",
             },
             mids,
@@ -619,7 +759,7 @@ def chart_cpu(
         )
         for band in shown
     ]
-    total = np.sum([bands[b] for b in bands], axis=0)
+    total = np.sum(list(every.values()), axis=0)
     series.append(
         Series(
             {
@@ -771,7 +911,9 @@ def run_charts(
     threads = threads if threads is not None else pd.DataFrame()
     # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
     charts = [
-        chart_pss_by_role(f"{prefix}-pss", samples, clock, milestones, max_points=max_points),
+        chart_pss_by_role(
+            f"{prefix}-pss", samples, clock, milestones, max_points=max_points, band_of=worker_bands(samples)
+        ),
         chart_rss_vs_pss(f"{prefix}-rss", samples, clock, milestones, max_points=max_points),
         chart_uss(f"{prefix}-uss", samples, clock, milestones, max_points=max_points),
         chart_faults(f"{prefix}-faults", samples, clock, milestones, max_points=max_points),

@@ -14,7 +14,7 @@ from memprobe import tree_analysis as tree
 from memprobe import tree_verdict as verdict
 from memprobe.analysis import RunSummary, summarize_all
 from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
-from memprobe.report import content, figures
+from memprobe.report import content, figures, groups
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
@@ -346,17 +346,42 @@ def sampling_text(s: RunSummary, meta: dict) -> str:
 # -- the page -------------------------------------------------------------------------------------
 
 
-def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline]:
-    """Every process that can hold the job's memory (helpers left to the table), named for its line."""
+GROUP_TEXT = {
+    DATALOADER: "DataLoader workers",
+    FORK: "forked children",
+    SPAWN: "spawned children",
+    EXEC: "child programs",
+    RANK: "rank processes",
+}
+
+
+def group_names(p: tree.Proc, generations: int) -> tuple[str, ...]:
+    """A process's groups on a chart of many processes, finest first: its rank, kind and
+    generation ('rank 3 DataLoader workers · gen 2'), then coarser ones down to its kind alone;
+    ``generations``: how many its parent had (no 'gen 1' where there was only one)."""
+    kind = GROUP_TEXT.get(p.kind, KIND_TEXT.get(p.kind, p.kind))
+    rank = f"rank {p.rank} " if p.rank >= 0 and p.kind != RANK else ""
+    gen = f" · gen {p.generation + 1}" if p.generation is not None and generations > 1 else ""
+    return tuple(dict.fromkeys((f"{rank}{kind}{gen}", f"{rank}{kind}", f"{kind}{gen}", kind)))
+
+
+def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[groups.Lifeline]:
+    """Every process that can hold the job's memory (helpers left to the table), named for its
+    line, with its groups and its own growth (a chart of many processes draws groups and growers)."""
     label = labels(rows)
     order = {r["pid"]: i for i, r in enumerate(rows)}
+    growth = {int(r["pid"]): r.get("growth_mb") for r in rows if r.get("judged")}
+    gens: dict[int | None, set] = {}
+    for p in procs:
+        if p.generation is not None:
+            gens.setdefault(p.ppid, set()).add(p.generation)
     out = []
     for p in sorted(procs, key=lambda p: order.get(p.pid, len(order))):
         if p.kind in HELPER_ROLES:
             continue
         name = label.get(p.pid, p.role)
         out.append(
-            figures.Lifeline(
+            groups.Lifeline(
                 p.pid,
                 name,
                 p.role,
@@ -364,17 +389,51 @@ def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[figures.Lifeline
                 p.start_t,
                 p.end_t if p.end_t is not None else p.last_t,
                 p.is_worker,
+                group_names(p, len(gens.get(p.ppid, ()))),
+                growth.get(p.pid) if fmt.is_num(growth.get(p.pid)) else None,
             )
         )
     names = [ln.name for ln in out]
-    return [
-        ln
-        if names.count(ln.name) == 1
-        else figures.Lifeline(
-            ln.pid, f"{ln.name} (pid {ln.pid})", ln.role, ln.generation, ln.start_t, ln.end_t, ln.worker
+    return [ln if names.count(ln.name) == 1 else replace(ln, name=f"{ln.name} (pid {ln.pid})") for ln in out]
+
+
+def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
+    """Role -> band of the total PSS chart where one band per process would be more than
+    ``groups.MAX_LINES``: a rank with every process under it (up to that many ranks), else by kind
+    (a role, 'worker 0', is one column for all its generations); None: a band per role."""
+    if len({p.role for p in procs}) <= groups.MAX_LINES:
+        return None
+    ranks = {p.rank for p in procs if p.rank >= 0}
+    by_rank = 0 < len(ranks) <= groups.MAX_LINES - 2
+
+    def band(p: tree.Proc) -> str:
+        if p.kind in HELPER_ROLES:
+            return "helpers"
+        if by_rank and p.rank >= 0:
+            return f"rank {p.rank}"
+        if p.kind in (MAIN, LAUNCHER):
+            return p.role
+        return GROUP_TEXT.get(p.kind, KIND_TEXT.get(p.kind, p.kind))
+
+    ordered = sorted(procs, key=lambda p: (p.rank < 0, p.rank, not p.is_parent))
+    count: dict[str, int] = {}
+    for p in ordered:
+        count[band(p)] = count.get(band(p), 0) + 1
+    out: dict[str, str] = {}
+    for p in ordered:
+        b, n = band(p), count[band(p)]
+        name = (
+            b
+            if n == 1
+            else f"{b} and its {n - 1} {'child' if n == 2 else 'children'}"
+            if b.removeprefix("rank ").isdigit()
+            else f"{b} ({n})"
         )
-        for ln in out
-    ]
+        out.setdefault(p.role, name)
+    return out
+
+
+MAX_RANK_CHARTS = 4  # more ranks: one timeline of them all, by group (not a long column of charts)
 
 
 def timeline_charts(
@@ -391,6 +450,11 @@ def timeline_charts(
     rank_of = {p.pid: p.rank for p in procs}
     ranks = sorted({rank_of[ln.pid] for ln in lines})
     has_ranks = any(r >= 0 for r in ranks)
+    if sum(r >= 0 for r in ranks) > MAX_RANK_CHARTS:
+        chart = figures.chart_timeline(
+            "tl-all", "All ranks: USS per process", samples, lines, clock, max_points=max_points, axes=axes
+        )
+        return [chart] if chart is not None and has_a_line(chart) else []
     charts = []
     for r in ranks:
         mine = [ln for ln in lines if rank_of[ln.pid] == r]
@@ -412,12 +476,20 @@ def timeline_charts(
 
 
 def memory_charts(
-    samples: pd.DataFrame, progress: pd.DataFrame, clock: Clock, max_points: int, items: bool
+    samples: pd.DataFrame,
+    progress: pd.DataFrame,
+    clock: Clock,
+    max_points: int,
+    items: bool,
+    groups: dict[str, str] | None = None,
 ) -> list[dict]:
-    """Total PSS stacked by process, sum of RSS next to it, and items/s where the job counted items."""
+    """Total PSS stacked by process (by group: ``stack_groups``), sum of RSS next to it, and
+    items/s where the job counted items."""
     milestones = figures.Milestones({})
     charts = [
-        figures.chart_pss_by_role("mem-pss", samples, clock, milestones, max_points=max_points, held=True),
+        figures.chart_pss_by_role(
+            "mem-pss", samples, clock, milestones, max_points=max_points, held=True, band_of=groups
+        ),
         figures.chart_rss_vs_pss("mem-rss", samples, clock, milestones, max_points=max_points, held=True),
     ]
     if items:
@@ -598,7 +670,9 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
-    memory = memory_charts(tree.as_analysed(samples, procs), progress, clock, max_points, items)
+    memory = memory_charts(
+        tree.as_analysed(samples, procs), progress, clock, max_points, items, stack_groups(procs)
+    )
     kind = meta.get("kind") or "record"
     charts = _retitle(share_x(timelines + memory), kind)
     manifest = results.manifest

@@ -17,7 +17,7 @@ import jinja2
 from memprobe.analysis import RunSummary, summarize_all, window_bounds
 from memprobe.report import across, advice, content, figures, recorded
 from memprobe.report import format as fmt
-from memprobe.report.chart import DASHES, MAX_POINTS, SERIES_COLORS, name_items_axis, styles
+from memprobe.report.chart import DASHES, MAX_POINTS, color_styles, name_items_axis, styles
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results import ResultSet, write_text_atomic
 from memprobe.vocabulary import THREAD_NAME_PREFIX
@@ -106,14 +106,15 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
 
 
 def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: int) -> dict | None:
-    colors = styles([s.backend for s in summaries], SERIES_COLORS)
+    # A colour per run (runs of one backend at several worker counts drew the same line), a dash per mode.
+    colors = color_styles([s.run_id for s in summaries])
     dashes = styles([s.mode for s in summaries], DASHES)
     lines = [
         across.RunLine(
             content.run_label(s),
             results.run_table("samples", s.run_id),
             results.run_table("progress", s.run_id),
-            colors[s.backend],
+            colors[s.run_id],
             dashes[s.mode],
         )
         for s in summaries

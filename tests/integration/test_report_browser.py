@@ -423,19 +423,24 @@ for pid in children:
 """
 
 
-@pytest.fixture(scope="module")
-def record_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real `memprobe record` of a small job whose two forked children copy its list of dicts."""
+def recorded(tmp_path_factory: pytest.TempPathFactory, name: str, job: str) -> Path:
+    """The results folder of a real `memprobe record` of the Python program ``job``."""
     import sys
 
     from memprobe.record import record
 
-    out = tmp_path_factory.mktemp("browser-record") / "results"
+    out = tmp_path_factory.mktemp(name) / "results"
     script = out.parent / "job.py"
-    script.write_text(FORKING_JOB)
+    script.write_text(job)
     result = record([sys.executable, str(script)], out, render=False, log=lambda s: None)
     assert result.exit_code == 0, result.status
     return out
+
+
+@pytest.fixture(scope="module")
+def record_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real `memprobe record` of a small job whose two forked children copy its list of dicts."""
+    return recorded(tmp_path_factory, "browser-record", FORKING_JOB)
 
 
 RECORD_STATE = """(() => ({
@@ -457,3 +462,48 @@ def test_record_report_draws_its_own_page(browser: Chromium, record_results: Pat
     assert page["timelines"] and all(t["drawn"] for t in page["timelines"])
     assert page["toggle"] is False  # no items counted: no items axis to offer
     assert page["rows"] == 3  # main and its two children
+
+
+WIDE_JOB = """
+import os, time
+rows = [{"id": i, "name": f"r{i}"} for i in range(100_000)]  # a list of dicts, built before the forks
+children = []
+for k in range(64):
+    pid = os.fork()
+    if pid == 0:
+        keep = [bytes(1 << 20) for _ in range(20)] if k == 17 else []  # one child grows 20 MB more
+        end = time.time() + 2
+        while time.time() < end:
+            total = sum(r["id"] for r in rows[(k % 4) * 25_000 :][:25_000])  # copy-on-access
+            time.sleep(0.2)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def wide_record_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real `memprobe record` of a job that forks 64 children over its list of dicts."""
+    return recorded(tmp_path_factory, "browser-wide", WIDE_JOB)
+
+
+LEGENDS = """Array.from(document.querySelectorAll('.chart[data-kind]')).map(p => ({
+  kind: p.dataset.kind, entries: p.querySelectorAll('.legend .traces').length}))"""
+
+
+def test_a_record_page_of_65_processes_draws_groups_and_lists_every_process(
+    browser: Chromium, wide_record_results: Path
+) -> None:
+    state = load(browser, write_report(wide_record_results))
+    browser.screenshot(ARTIFACTS / "report-record-wide.png", full_page=True)
+    assert browser.problems == []
+    assert state["plots"] == state["expected"] == state["drawn"] == state["withData"]
+    page = browser.evaluate(RECORD_STATE)
+    assert page["rows"] == 65  # the table still lists every process
+    (timeline,) = page["timelines"]
+    assert timeline["drawn"] and "forked children (64): median, range" in timeline["names"]
+    legends = browser.evaluate(LEGENDS)
+    # Every legend shows all its entries: none in a scroll box (before: 11 of 65 in one).
+    assert legends and all(0 < c["entries"] <= 10 for c in legends), legends

@@ -259,7 +259,6 @@ def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataF
         procs.append(proc_info(rp, f"rank {rank}", "rank", ppid=1, start_t=0.5, last_t=20.0, rank=rank))
         for w in (0, 1):
             wp = 100 + 10 * rank + w
-            role = f"rank {rank} worker {w}"
             # Between the two exact readings, the sampler's estimate (5% short of the next reading).
             est = [
                 (
@@ -272,30 +271,34 @@ def rank_job(growth: tuple[float, float] = (150.0, 3.0)) -> tuple[dict, pd.DataF
                 )
                 for t in (8.0, 11.0, 14.0, 17.0, 19.8)
             ]
-            rows += proc_rows(
-                wp,
-                role,
-                w,
-                [(5.3, "pss", 1, 400, 1), *est, (20.0, "pss", grow, 410, grow)],
-                rank=rank,
-                kind="dataloader",
-            )
-            procs.append(
-                proc_info(
-                    wp,
-                    role,
-                    "dataloader",
-                    ppid=rp,
-                    start_t=5.0,
-                    last_t=20.0,
-                    worker=w,
-                    rank=rank,
-                    forked=True,
-                    start_method="fork",
-                    generation=0,
-                )
+            rows += rank_worker(
+                procs, wp, rp, rank, w, [(5.3, "pss", 1, 400, 1), *est, (20.0, "pss", grow, 410, grow)]
             )
     return job_meta(procs, ranks={"0": 10, "1": 11}, workers=4), pd.DataFrame(rows)
+
+
+def rank_worker(
+    procs: list[dict], pid: int, rank_pid: int, rank: int, w: int, points: list[tuple]
+) -> list[dict]:
+    """The rows of rank ``rank``'s fork DataLoader worker ``w`` (started at 5, last read at 20);
+    its process info goes to ``procs``."""
+    role = f"rank {rank} worker {w}"
+    procs.append(
+        proc_info(
+            pid,
+            role,
+            "dataloader",
+            ppid=rank_pid,
+            start_t=5.0,
+            last_t=20.0,
+            worker=w,
+            rank=rank,
+            forked=True,
+            start_method="fork",
+            generation=0,
+        )
+    )
+    return proc_rows(pid, role, w, points, rank=rank, kind="dataloader")
 
 
 def levelled_fork_job() -> tuple[dict, pd.DataFrame]:

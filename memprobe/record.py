@@ -282,10 +282,10 @@ class _Recording:
         """Sampling ends here, once, with one line saying why; the job is not touched."""
         if self.stopped is not None:
             return
-        self.stopped_t = round(time.monotonic() - self.t0, 3)
         self.stopped = why = self._why(exc)
         if self.sampler is not None:
-            self.sampler.stop(final_pss=False)
+            self.sampler.stop(final_pss=False)  # its last round (if it still runs) comes before this
+        self.stopped_t = round(time.monotonic() - self.t0, 3)
         self.writer.close()
         goes_on = (
             "the command runs on; memprobe waits for it and exits with its exit code"

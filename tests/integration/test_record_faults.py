@@ -285,11 +285,11 @@ LEAVES = {
         (
             "import subprocess, sys, time\n"
             "p = subprocess.Popen(['sleep', '301'], start_new_session=True)\n"
-            "open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(0.5)"
+            "open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(1.0)"
         ),
     ),
-    "setsid": ("sh", "-c", 'setsid sleep 302 & echo $! > "$0"; sleep 0.5'),
-    "job control": ("bash", "-c", 'set -m; sleep 303 & echo $! > "$0"; sleep 0.5'),
+    "setsid": ("sh", "-c", 'setsid sleep 302 & echo $! > "$0"; sleep 1'),
+    "job control": ("bash", "-c", 'set -m; sleep 303 & echo $! > "$0"; sleep 1'),
 }
 
 

@@ -325,6 +325,27 @@ class _Recording:
                 out.append({"pid": pid, "comm": st.comm, "command": command, "role": p["role"]})
         return out
 
+    def _outside_tree(self) -> str | None:
+        """The processes first seen outside the tree (found in the job's process group, their
+        parent gone: a daemon's double fork, an orphan), in words, or None."""
+        s = self.sampler
+        if s is None:
+            return None
+        procs = s.process_list()
+        seen = {p["pid"] for p in procs}
+        outside = [p for p in procs if p["pid"] != self.root and p["ppid"] not in seen]
+        if not outside:
+            return None
+        listed = ", ".join(
+            f"pid {p['pid']} ({printable(p['command'] or p['role'])[:60]})" for p in outside[:5]
+        )
+        more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
+        return (
+            f"memprobe: {len(outside)} process(es) found outside the process tree of pid {self.root}, "
+            f"in its process group (their parent had exited: a daemon's double fork, an orphan), "
+            f"measured as part of the job: {listed}{more}"
+        )
+
     def kept(self) -> str:
         """What a stopped recording left on disk, in words."""
         if self.folder_gone:
@@ -356,7 +377,7 @@ class _Recording:
         """Save the run and finish the folder (summary, report). When sampling stopped early or
         saving fails now, the result says what was kept instead of raising."""
         assert self.sampler is not None
-        notes = [n for n in (self.marks.note() if self.marks else None,) if n]
+        notes = [n for n in (self.marks.note() if self.marks else None, self._outside_tree()) if n]
         if self.stopped is None:
             self.sampler.stop(final_pss=final_pss)
             try:

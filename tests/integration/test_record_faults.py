@@ -476,6 +476,8 @@ def test_watch_follows_a_child_that_daemonized_within_the_process_group(tmp_path
         samples = pd.read_parquet(out / "samples.parquet")
         mine = samples[(samples["pid"] == daemon) & ~samples["missing"].astype(bool)]
         assert len(mine) >= 2 and mine["rss_mb"].max() >= 40, samples["pid"].unique()
+        assert f"found outside the process tree of pid {job.pid}" in done.out, done.out
+        assert f"pid {daemon} (" in done.out
         assert alive(daemon) and job.poll() is None
     finally:
         if daemon is not None:

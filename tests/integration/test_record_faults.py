@@ -80,6 +80,8 @@ def no_traceback(done: Done) -> None:
 FILLS_THE_DISK = textwrap.dedent("""
     import os, sys, time
     blob = sys.argv[1]
+    while len(sys.argv) > 3 and not os.path.exists(sys.argv[3]):  # watch: until it samples
+        time.sleep(0.02)
     time.sleep(1.0)  # a few ticks written first
     try:
         with open(blob, "wb") as f:
@@ -144,6 +146,34 @@ def test_a_full_disk_stops_the_sampling_never_the_job(tmp_path: Path, small_disk
 
         t = pd.read_parquet(out / "samples.parquet")["t"]
         assert len(t) >= 1 and t.max() <= meta["sampling_stopped"]["t"]
+
+
+def test_a_full_disk_stops_watch_and_never_the_watched_job(tmp_path: Path, small_disk: Path) -> None:
+    """watch's results on the disk the job fills: watch stops, exit 1, names what was kept; the
+    job is never signalled. Before: exit 1 with "What was saved before is intact" and no word of
+    what that was."""
+    script = tmp_path / "fills.py"
+    script.write_text(FILLS_THE_DISK)
+    out = small_disk / "out"
+    job = subprocess.Popen(
+        [sys.executable, str(script), str(small_disk / "blob"), "stays", str(out / "runs")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        done = memprobe("watch", job.pid, "--no-report", "-o", out)
+        no_traceback(done)
+        assert done.code == 1, done.err
+        assert "No space left on device: sampling stopped at" in done.err, done.err
+        assert "the watched process was not touched" in done.err
+        assert "the results could not be finished; kept in" in done.out, done.out
+        stdout, _ = job.communicate(timeout=60)
+        assert job.returncode == 7 and "job: done" in stdout
+        assert done.left == []
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
 
 
 DELETES_ITS_RESULTS = textwrap.dedent("""

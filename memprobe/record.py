@@ -545,7 +545,11 @@ def record(
     )
     out = rec.out
     mark_path = rec.run_dir / "marks.txt"
-    mark_path.touch()
+    try:
+        mark_path.touch()
+    except OSError as exc:  # the command has not started: a plain error (a full disk)
+        rec.writer.close()
+        raise ResultsWriteError(mark_path, exc) from None
     rec.marks = MarkReader(mark_path, rec.t0)
     rec.info = {"command": command}
     env = {**os.environ, MARK_ENV: str(mark_path.resolve())}

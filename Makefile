@@ -57,7 +57,8 @@ run: install
 quick: install
 	$(VENV)/bin/memprobe run scenarios/quick.yaml
 
-# Formatting, lint and types; all three run, and any finding fails the target.
+# Formatting, lint, types, and that every test the documentation names exists; all four run,
+# and any finding fails the target.
 lint: install-test
 	@$(MAKE) --no-print-directory check-code
 
@@ -66,6 +67,7 @@ check-code:
 	$(VENV)/bin/ruff format --check . || fail=1; \
 	$(VENV)/bin/ruff check . || fail=1; \
 	$(VENV)/bin/mypy memprobe || fail=1; \
+	$(PY) tools/check_doc_tests.py || fail=1; \
 	exit $$fail
 
 # The code checks run beside pytest (mypy's ~15 s of one core overlap the suite's start-up); either

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from memprobe import __version__
 from memprobe.errors import MemprobeError
+from memprobe.text import printable
 
 EPILOG = """examples:
   memprobe run lists_vs_arrays                         # the full matrix (~3.5 min on 2 cores)
@@ -58,11 +62,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except MemprobeError as exc:
-        print(f"memprobe: error: {exc}", file=sys.stderr)
+        _error(f"memprobe: error: {printable(str(exc))}")
         return exc.exit_code
     except KeyboardInterrupt:
-        print("memprobe: interrupted", file=sys.stderr)
+        _error("memprobe: interrupted")
         return 130
+    except BrokenPipeError:
+        # The reader of memprobe's output went away (`memprobe compare A B | head -0`): the
+        # output stops, without a traceback; the exit code is a program's ended by SIGPIPE, as
+        # the shell expects of `... | head`. (Output that goes through console.say never gets
+        # here: it stops and the command goes on.)
+        _quiet(sys.stdout)
+        return 128 + signal.SIGPIPE
+
+
+def _error(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:  # stderr a closed pipe or a terminal gone: nothing more can be said
+        _quiet(sys.stderr)
+
+
+def _quiet(stream: TextIO) -> None:
+    """Point ``stream``'s descriptor at /dev/null: the interpreter's final flush of what is
+    still buffered then finds a harmless descriptor, not a closed pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
 
 
 def entry() -> None:
@@ -70,5 +95,5 @@ def entry() -> None:
     try:
         sys.stdout.flush()
     except OSError:  # a closed pipe (memprobe ... | head): nothing more to say, and no traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet(sys.stdout)
     sys.exit(code)

@@ -12,6 +12,7 @@ from memprobe.analysis import RunSummary
 from memprobe.runner import RunState, signal_name
 from memprobe.scenario import RunSpec
 from memprobe.session import Console
+from memprobe.text import printable, printable_lines
 
 MARK = {True: "met", False: "NOT MET", None: ""}
 
@@ -56,7 +57,7 @@ class TerminalConsole(Console):
         )
         line = f"{self._prefix}: {state.items:,}{of} items, {state.elapsed_s:5.1f} s, {phase}"
         if self.live:
-            self._write("\r\033[K" + line)
+            self._write("\r\033[K" + printable(line))
         else:
             self._print(line)
 
@@ -83,7 +84,7 @@ class TerminalConsole(Console):
             os.write(self.stream.fileno(), text.encode())
 
     def _print(self, line: str) -> None:
-        self._write(line + "\n")
+        self._write(printable_lines(line) + "\n")  # a dataset's error message is foreign text
 
     def _write(self, text: str) -> None:
         """Progress is a courtesy: a terminal that went away (SIGHUP) or a closed pipe must not
@@ -109,8 +110,10 @@ def short_error(text: str) -> str:
 
 def say(text: str, stream: TextIO | None = None) -> None:
     """print(), except that a closed pipe (``memprobe run ... | head``) or a terminal that went
-    away ends the output, not memprobe: the results are what matters, and they are saved."""
+    away ends the output, not memprobe: the results are what matters, and they are saved. Each
+    line is shown :func:`~memprobe.text.printable`: control characters escaped."""
     stream = stream or sys.stdout
+    text = printable_lines(text)  # a foreign string's control characters never reach the terminal
     try:
         try:
             print(text, file=stream, flush=True)

@@ -18,14 +18,26 @@ DataLoader workers and threads. Without it, the report shows memory and CPU only
 memprobe exits with the command's exit code (128+N if the command was killed by signal N). A
 SIGINT/SIGTERM sent to memprobe itself is forwarded to the command's process group (a second
 Ctrl-C sends SIGTERM, a third SIGKILL); what was sampled is saved and memprobe exits 128+N
-(130 for Ctrl-C). Processes the command leaves behind are ended after 3 s.
+(130 for Ctrl-C). Processes the command leaves behind in its process group are ended after 3 s.
+Processes that left its process group (setsid, start_new_session=True, a shell's job control) and
+still run when it ends are not ended, as a shell would not end them: memprobe names them (pid and
+command line), marks them "runs on" in the table and lists them in the run's meta.json.
+
+memprobe's own trouble never ends the command: on a full disk or a results folder deleted
+under it, memprobe stops sampling and says so, the command runs to its end, memprobe exits with
+its exit code and says what was kept (`memprobe report DIR` finishes a folder once there is space).
+A process that leaves the tree and the process group before memprobe first sees it (a daemon's
+double fork within one tick, 0.2 s) is not seen.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Collection
 from pathlib import Path
+
+from memprobe.cli.flags import bounded
 
 NAME = "record"
 HELP = "run your command (e.g. python train.py) and profile its workers' memory"
@@ -85,14 +97,20 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace):
-    from memprobe.errors import UsageError
+    """The sampler's settings and the verdict's threshold from the flags, each checked: finite
+    and within the range a scenario file allows for the same setting (NaN as --interval made the
+    sampler spin a core, 60,000 rows in 4 s)."""
     from memprobe.probe.sampler import SamplerSettings
     from memprobe.scenario import VerdictSpec
 
-    if args.interval <= 0 or not 0 < args.pss_budget <= 1:
-        raise UsageError("--interval must be > 0 and --pss-budget in (0, 1]")
-    verdict = VerdictSpec() if args.threshold is None else VerdictSpec(growth_threshold_mb=args.threshold)
-    return SamplerSettings(interval_s=args.interval, pss_cpu_budget=args.pss_budget), verdict
+    interval = bounded("--interval", args.interval, 0.01, 60, unit="seconds")
+    budget = bounded("--pss-budget", args.pss_budget, 0.001, 1)
+    verdict = (
+        VerdictSpec()
+        if args.threshold is None
+        else VerdictSpec(growth_threshold_mb=bounded("--threshold", args.threshold, 0, unit="MB"))
+    )
+    return SamplerSettings(interval_s=interval, pss_cpu_budget=budget), verdict
 
 
 def main(args: argparse.Namespace) -> int:
@@ -104,6 +122,7 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
     settings, verdict = settings_from(args)
+    from memprobe.cli.console import say
     from memprobe.record import record  # pandas and the rest, once the arguments are good
 
     result = record(
@@ -112,38 +131,51 @@ def main(args: argparse.Namespace) -> int:
         settings=settings,
         verdict=verdict,
         render=not args.no_report,
+        log=lambda line: say(line, sys.stderr),
     )
     print_result(result, sys.stderr)
     return result.exit_code
 
 
 def print_result(result, stream) -> None:
-    """The summary table, each worker's lifetime growth, and where the results are."""
-    from memprobe.cli.console import summary_table
+    """The summary table, each worker's lifetime growth, what the user must know besides
+    (marks ignored, sampling stopped, processes still running) and where the results are.
+    Through ``say``: a closed pipe or a terminal gone (SIGHUP) stops the output, nothing else."""
+    from memprobe.cli.console import say, summary_table
+    from memprobe.text import printable
 
-    p = lambda *a: print(*a, file=stream)  # noqa: E731
-    p("")
-    p(summary_table(result.summaries))
+    p = lambda text: say(text, stream)  # noqa: E731
+    if result.summaries:
+        p("")
+        p(summary_table(result.summaries))
     for s in result.summaries:
         p(f"\n{s.explanation}")
         if s.items_per_s is None:
             p(NO_ITEMS.get(result.kind, NO_ITEMS["record"]))
-    rows = process_rows(result.processes)
+    rows = process_rows(result.processes, outlived={o["pid"] for o in result.outlived})
     if rows:
         p(
             "\nper process (own growth: from its start for a forked worker, after start-up for a spawned one, from its\n"
             "first worker for a parent; not growth: pages made private or shared by other processes):"
         )
         p(rows)
-    if result.status == "interrupted":
+    for note in result.notes:
+        p(f"\n{note}")
+    if result.status == "interrupted" and result.saved:
         p("\nmemprobe: interrupted: what was sampled has been saved")
-    p(f"\nresults: {result.root}" + (f"\nreport:  {result.report}" if result.report else ""))
+    if not result.saved and not result.root.exists():  # deleted or moved: said in the notes
+        return
+    p(
+        f"\nresults: {printable(str(result.root))}"
+        + (f"\nreport:  {printable(str(result.report))}" if result.report else "")
+    )
 
 
-def process_rows(processes: list[dict], limit: int = 24) -> str:
-    """The per-process table: each process's life (its own start to its end), what it held when
-    its growth window opened (and built between its worker generations), its own growth, and
-    what moved without being its growth."""
+def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[int] = ()) -> str:
+    """The per-process table: each process's life (its own start to its end, "runs on" for one
+    still running when the command ended, ``outlived``), what it held when its growth window
+    opened (and built between its worker generations), its own growth, and what moved without
+    being its growth."""
     # Here, not at the top: this module's top imports the standard library only, so that
     # `memprobe record --help` and a bad argument answer at once (the recording loaded these).
     from memprobe.probe.tree import PARENT_KINDS
@@ -155,6 +187,8 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
     def life(r: dict) -> str:
         start = r.get("start_t", r["first_t"])
         end = r.get("end_t") or r["last_t"]
+        if r["pid"] in outlived and start is not None:
+            return f"{max(start, 0.0) + 0.0:.1f}-, runs on"
         return "-" if start is None or end is None else f"{max(start, 0.0) + 0.0:.1f}-{end:.1f}"
 
     head = (
@@ -176,6 +210,7 @@ def process_rows(processes: list[dict], limit: int = 24) -> str:
         or r.get("kind") in PARENT_KINDS
         or r["role"] == MAIN
         or r["role"].startswith("rank ")
+        or r["pid"] in outlived
     ]
     for r in shown[:limit]:
         before = num(r.get("built_mb") if r.get("built_mb") is not None else r.get("startup_mb"))

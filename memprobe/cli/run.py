@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from memprobe.cli.flags import bounded
 from memprobe.errors import UsageError
 
 NAME = "run"
@@ -173,9 +173,7 @@ def main(args: argparse.Namespace) -> int:
     if args.quick:
         scenario = _quick(scenario)
     if args.timeout is not None:
-        if not (math.isfinite(args.timeout) and args.timeout >= 1):
-            raise UsageError(f"--timeout: got {args.timeout:g}; allowed: a number of seconds >= 1")
-        scenario = with_overrides(scenario, timeout_s=args.timeout)
+        scenario = with_overrides(scenario, timeout_s=bounded("--timeout", args.timeout, 1, unit="seconds"))
     check_limits(scenario, lifted=args.no_limits)
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.

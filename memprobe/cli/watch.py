@@ -12,7 +12,14 @@ its environment and calls memprobe.mark(n_items): watch then reads that file (fo
 process's environment, or given with --marks). To get items/s without that, use
 `memprobe record -- COMMAND`, which sets it for you.
 
-Exit codes: 0 done, 2 bad input (no such process, not readable), 130 interrupted.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the watch and keep what was sampled: the results, summary
+and report are written, marked interrupted. When PID leads its process group, processes that left
+its tree but not the group (a child's child whose parent exited) are found and sampled too; one
+that also left the group (a daemon's double fork with setsid) before memprobe saw it is not seen.
+
+Exit codes: 0 done, 1 the results could not be written (a full disk: what was kept is named),
+2 bad input (no such process, a thread id, not readable), 128+N stopped by signal N (130 Ctrl-C,
+143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from memprobe.cli.flags import bounded
 from memprobe.cli.record import add_common_arguments, print_result, settings_from
 
 NAME = "watch"
@@ -50,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     settings, verdict = settings_from(args)
+    if args.duration is not None:
+        bounded("--duration", args.duration, 0, above=True, unit="seconds")
+    from memprobe.cli.console import say
     from memprobe.record import watch  # pandas and the rest, once the arguments are good
 
     result = watch(
@@ -60,6 +71,7 @@ def main(args: argparse.Namespace) -> int:
         settings=settings,
         verdict=verdict,
         render=not args.no_report,
+        log=lambda line: say(line, sys.stderr),
     )
     print_result(result, sys.stdout)
     return result.exit_code

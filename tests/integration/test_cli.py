@@ -114,7 +114,9 @@ print(code, *heavy, file=sys.__stdout__)
         ["run", "{tmp}/nope.yaml"],
         ["run", "{repo}/scenarios/quick.yaml", "--timeout", "0"],
         ["record", "--interval", "0", "--", "true"],
+        ["record", "--interval", "nan", "--", "true"],
         ["watch", "1", "--pss-budget", "2"],
+        ["watch", "1", "--duration", "nan"],
     ],
 )
 def test_bad_input_is_refused_before_the_heavy_imports(tmp_path: Path, args: list[str]) -> None:

@@ -77,3 +77,20 @@ def test_mark_reader_sums_marks_and_keeps_a_torn_line(tmp_path: Path) -> None:
     assert reader.poll() == []
     late = MarkReader(path, t0, from_end=True)  # watch: only marks written from now on
     assert late.poll() == []
+
+
+def test_mark_reader_counts_and_names_lines_that_are_not_marks(tmp_path: Path) -> None:
+    """Garbage, a count that is not a whole number >= 0, a time that is not finite (NaN would
+    become a time no table joins on): ignored, counted and named; the marks around them count."""
+    path = tmp_path / "marks.txt"
+    t0 = time.monotonic()
+    path.write_text(
+        f"{t0 + 1:.6f} 10 1\nnot a mark\n1.0 lots 1\nnan 3 1\ninf 3 1\n1.0 -4 1\n\n{t0 + 2:.6f} 5 1\n"
+    )
+    reader = MarkReader(path, t0)
+    (row,) = reader.poll()
+    assert row["items"] == 15 and row["batches"] == 2 and row["t"] == pytest.approx(2.0)
+    assert reader.ignored == 5
+    note = reader.note()
+    assert note is not None and "5 line(s) ignored that are not marks" in note and "'not a mark'" in note
+    assert MarkReader(tmp_path / "none.txt", t0).note() is None

@@ -86,3 +86,21 @@ def test_the_items_hint_fits_record_and_watch(tmp_path: Path) -> None:
         out = io.StringIO()
         print_result(RecordResult(tmp_path, [summary], None, 0, "ok", [], kind), out)
         assert hint in out.getvalue(), out.getvalue()
+
+
+def test_a_process_still_running_at_the_end_runs_on_and_notes_are_printed_escaped(tmp_path: Path) -> None:
+    """A process that left the command's group and outlived it is shown (whatever its role) as
+    running on, not as ended at the last sample; notes come after the table, control characters
+    escaped; a folder that could not be finished still names where it is."""
+    rows = [_row(1, "main", -1, -1, 0.0), {**_row(9, "other", -1, -1, 0.3), "kind": "exec"}]
+    table = process_rows(rows, outlived={9}).splitlines()
+    assert [line.split()[0] for line in table[1:]] == ["1", "9"]
+    assert "0.3-, runs on" in table[2] and "0.0-2.0" in table[1]
+    out = io.StringIO()
+    result = RecordResult(
+        tmp_path, [], None, 0, "failed", [], "record", ["memprobe: kept \x1b[2J"], saved=False
+    )
+    print_result(result, out)
+    text = out.getvalue()
+    assert "memprobe: kept \\x1b[2J" in text and "\x1b" not in text
+    assert f"results: {tmp_path}" in text

@@ -38,6 +38,7 @@ import pandas as pd
 
 from memprobe.errors import ResultsWriteError, SchemaVersionError, UsageError
 from memprobe.probe import procfs
+from memprobe.results_schema import check_manifest, check_meta, check_table
 from memprobe.safe_read import display_path, escape_surrogates, open_regular, read_regular
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
@@ -233,19 +234,11 @@ def read_json(path: Path, root: Path) -> dict:
 
 
 def check_run_records(root: Path) -> None:
-    """Every run record of ``root`` has what a summary needs, or a :class:`UsageError` names the
-    record (a meta.json edited by hand): for `memprobe report` and `compare`."""
+    """Every run record of ``root`` holds what a summary needs, of its type and range, or a
+    :class:`UsageError` names the record and the field (a meta.json edited by hand): for
+    `memprobe report` and `compare` (see :mod:`memprobe.results_schema`)."""
     for d in run_dirs(root):
-        meta = read_json(d / "meta.json", root)
-        spec = meta.get("spec")
-        missing = [k for k in ("run_id", "status") if not isinstance(meta.get(k), str)]
-        missing += [
-            f"spec.{k}"
-            for k in ("backend", "mode", "workers", "verdict")
-            if not isinstance(spec, dict) or k not in spec
-        ]
-        if missing:
-            raise UsageError(f"{d / 'meta.json'}: not a memprobe run record (no {', '.join(missing)})")
+        check_meta(d / "meta.json", read_json(d / "meta.json", root))
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -296,7 +289,7 @@ def _read_parquet(path: Path, root: Path) -> pd.DataFrame:
     missing = [c for c in ("run_id", "t") if c not in df.columns] if len(df.columns) else []
     if missing:
         raise UsageError(f"{display_path(path)}: not a memprobe table (no {', '.join(missing)} column)")
-    return df
+    return check_table(path, df, path.name.removesuffix(".parquet"))
 
 
 def unconsolidated(root: Path) -> bool:
@@ -484,6 +477,7 @@ class ResultsFolder:
             raise UsageError(f"{display_path(root)}: not a memprobe results folder (no manifest.json)")
         manifest = read_json(path, root)
         check_schema(path, manifest)
+        check_manifest(path, manifest)
         return cls(root, manifest)
 
     @property
@@ -501,11 +495,14 @@ class ResultsFolder:
         consolidate(self.root)
 
     def metas(self) -> list[dict]:
-        """Every run's record, in run order, in the current schema's shape."""
-        return [
-            upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version)
-            for d in run_dirs(self.root)
-        ]
+        """Every run's record, in run order, in the current schema's shape, its values checked
+        (see :mod:`memprobe.results_schema`)."""
+        metas = []
+        for d in run_dirs(self.root):
+            meta = upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version)
+            check_meta(d / "meta.json", meta)
+            metas.append(meta)
+        return metas
 
     def load(self) -> ResultSet:
         return ResultSet.of(self)
@@ -630,7 +627,11 @@ class ResultSet:
                 done = set(frames[0]["run_id"].unique())
         # Rows not yet consolidated (a crash, or a run still going) live in JSON lines; a run
         # already in the Parquet file (consolidation stopped between the two) is not read twice.
-        frames += [_run_frame(d, table) for d in run_dirs(root) if d.name not in done]
+        frames += [
+            check_table(d / f"{table}.jsonl", _run_frame(d, table), table)
+            for d in run_dirs(root)
+            if d.name not in done
+        ]
         frames = [f for f in frames if not f.empty]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -12,9 +12,19 @@ import pytest
 
 from memprobe import results
 from memprobe.errors import ResultsWriteError
+from memprobe.probe.sampler import SAMPLE_COLUMNS
 from memprobe.results import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
 
 # -- crash safety ------------------------------------------------------------------------------
+
+
+ROW = {**dict.fromkeys(SAMPLE_COLUMNS), "role": "main", "worker": -1, "tier": "cheap", "missing": False}
+
+
+def run_record(run_id: str, **changes: object) -> dict:
+    """The smallest run record (meta.json) a summary can be made of."""
+    spec = {"backend": "list", "mode": "fork", "workers": 2, "verdict": {"growth_threshold_mb": 50.0}}
+    return {"run_id": run_id, "index": 0, "status": "ok", "milestones": {}, "spec": spec, **changes}
 
 
 def test_read_jsonl_skips_a_torn_last_line(tmp_path: Path) -> None:
@@ -73,13 +83,13 @@ def test_consolidation_stopped_part_way_does_not_count_rows_twice(tmp_path: Path
     write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION, "runs": ["a", "b"]})
     for run in ("a", "b"):
         w = RunWriter(tmp_path / "runs" / run)
-        w.append("samples", [{"t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)])
-        w.write_meta({"run_id": run, "index": 0 if run == "a" else 1, "spec": {}})
+        w.append("samples", [{**ROW, "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)])
+        w.write_meta({**run_record(run), "index": 0 if run == "a" else 1})
         w.close()
     # As if consolidation wrote samples.parquet with run "a" only, then stopped.
-    pd.DataFrame([{"run_id": "a", "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)]).to_parquet(
-        tmp_path / "samples.parquet", index=False
-    )
+    pd.DataFrame(
+        [{"run_id": "a", **ROW, "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)]
+    ).to_parquet(tmp_path / "samples.parquet", index=False)
     loaded = ResultSet.load(tmp_path).tables["samples"]
     assert loaded.groupby("run_id").size().to_dict() == {"a": 3, "b": 3}
     results.consolidate(tmp_path)
@@ -167,8 +177,8 @@ def test_tables_consolidate_into_a_folder_whose_name_is_not_utf8(tmp_path: Path)
 
     root = Path(os.fsdecode(os.fsencode(tmp_path) + b"/r\xff"))
     w = RunWriter(root / "runs" / "a")
-    w.append("samples", [{"t": 0.1, "pid": 7, "rss_mb": 1.0}])
-    w.write_meta({"run_id": "a", "index": 0, "status": "ok", "spec": {}})
+    w.append("samples", [{**ROW, "t": 0.1, "pid": 7, "rss_mb": 1.0}])
+    w.write_meta(run_record("a"))
     w.close()
     write_json_atomic(root / "manifest.json", {"schema_version": SCHEMA_VERSION})
     results.consolidate(root)
@@ -410,3 +420,97 @@ def test_memprobe_report_finishes_a_folder_whose_memprobe_was_killed(tmp_path: P
     assert len(pd.read_parquet(folder.root / "samples.parquet")) == 3  # the rows saved before are kept
     assert not (folder.root / "runs" / "a" / "samples.jsonl").exists()
     assert (folder.root / "report.html").exists()
+
+
+# -- values from someone else: checked when loading, one line naming file and field (issue 23) --
+
+
+def _edit_json(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))  # NaN and Infinity as Python's json writes them
+
+
+def _edit_table(path: Path, change) -> None:
+    df = pd.read_parquet(path)
+    change(df)
+    df.to_parquet(path, index=False)
+
+
+RUN_META = "runs/list-fork-w2/meta.json"
+HAND_EDITS = {  # the issue's cases: each was a traceback (OverflowError, TypeError, KeyError, ...)
+    "items Infinity": (RUN_META, lambda m: m.update(items=float("inf")), "items: inf is out of range"),
+    "workers as text": (
+        RUN_META,
+        lambda m: m["spec"].update(workers="2"),
+        "spec.workers: '2' is not a whole number",
+    ),
+    "verdict empty": (
+        RUN_META,
+        lambda m: m["spec"].update(verdict={}),
+        "spec.verdict.growth_threshold_mb: missing",
+    ),
+    "milestone as text": (
+        RUN_META,
+        lambda m: m["marks"].update(warm="2"),
+        "milestones.warm: '2' is not a number",
+    ),
+    "environment as text": (
+        "manifest.json",
+        lambda m: m.update(environment="x"),
+        "environment: 'x' is not an object",
+    ),
+    "rss_mb as text": (
+        "samples.parquet",
+        lambda df: df.__setitem__("rss_mb", df["rss_mb"].astype(str)),
+        "column 'rss_mb': holds '",
+    ),
+    "NaN in t": (
+        "samples.parquet",
+        lambda df: df.__setitem__("t", df["t"].where(df.index != 3)),
+        "column 't': 1 rows without a value",
+    ),
+    "items column dropped": (
+        "progress.parquet",
+        lambda df: df.pop("items"),
+        "column 'items': missing",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(HAND_EDITS))
+def test_a_hand_edited_value_is_refused_naming_file_and_field(tmp_path: Path, capsys, case: str) -> None:
+    from memprobe.cli import main
+
+    root = _copy_v1("scenario", tmp_path)
+    name, change, words = HAND_EDITS[case]
+    (_edit_table if name.endswith(".parquet") else _edit_json)(root / name, change)
+    assert main(["report", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"memprobe: error: {root / name}: ") and words in err, err
+    assert not (root / "report.html").exists()
+    assert (root / "summary.json").read_bytes() == (V1 / "scenario" / "summary.json").read_bytes()
+    assert main(["compare", str(V1 / "scenario"), str(root), "-o", str(tmp_path / "c.html")]) == 2
+    assert words in capsys.readouterr().err and not (tmp_path / "c.html").exists()
+
+
+def test_bytes_that_are_not_utf8_are_shown_escaped(tmp_path: Path, capsys) -> None:
+    """A command line saved with a byte that is not UTF-8 (``true $'\\xff'``: JSON keeps it as
+    \\udcff) and a folder named with one: the report and the terminal show ``\\xff``."""
+    import os
+    import shutil
+
+    from memprobe.cli import main
+
+    root = Path(shutil.copytree(V1 / "record", os.fsdecode(os.fsencode(tmp_path) + b"/rec\xff")))
+    _edit_json(root / "runs/job/meta.json", lambda m: m["spec"].update(command=["true", "\udcff"]))
+    _edit_json(root / "runs/job/meta.json", lambda m: m["processes"][0].update(command="true \udcff"))
+    assert main(["report", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "rec\\xff/report.html" in out
+    page = (root / "report.html").read_text(encoding="utf-8")  # strict: no lone surrogate written
+    assert "true \\xff" in page
+    b = _copy_v1("scenario", tmp_path)
+    assert main(["compare", str(root), str(b)]) == 0
+    assert "rec\\xff" in (b / "compare.html").read_text(encoding="utf-8")

@@ -771,6 +771,41 @@ def test_report_writes_no_file_through_a_link_left_in_the_folder(memprobe: Mempr
     assert json.loads((root / "summary.json").read_text())["runs"][0]["run_id"] == "list-fork-w2"
 
 
+def test_a_command_line_with_bytes_that_are_not_utf8_is_recorded_and_shown_escaped(
+    memprobe: Memprobe, tmp_path: Path
+) -> None:
+    """`memprobe record -o d -- true $'\\xff'`: before, UnicodeEncodeError and no report, and
+    `memprobe report d` failed the same way."""
+    out = tmp_path / "d"
+    proc = subprocess.Popen(
+        [
+            os.fsencode(sys.executable),
+            b"-m",
+            b"memprobe",
+            b"record",
+            b"-o",
+            os.fsencode(out),
+            b"--",
+            b"true",
+            b"\xff",
+        ],
+        cwd=memprobe.cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    done = memprobe.finish(proc, out)
+    assert done.code == 0 and "Traceback" not in done.err, done.err[-2000:]
+    assert done.left == []
+    assert "true \\xff" in (out / "report.html").read_text(encoding="utf-8")  # strict: no surrogate
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    (out / "report.html").unlink()
+    again = memprobe("report", out)
+    assert again.code == 0 and "Traceback" not in again.err, again.err[-2000:]
+    assert "true \\xff" in (out / "report.html").read_text(encoding="utf-8")
+
+
 @pytest.mark.slow
 def test_a_hanging_factory_times_out_and_leaves_nothing(runs: dict) -> None:
     done = outcome(runs, "hang")

@@ -28,8 +28,8 @@ from memprobe.report.render import render
 from memprobe.results import ResultSet, check_run_records
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results-v1"
-CASES = int(os.environ.get("FUZZ_CASES", 300))
-SEED = int(os.environ.get("FUZZ_SEED", 23))
+CASES = int(os.environ.get("FUZZ_CASES", "300"))
+SEED = int(os.environ.get("FUZZ_SEED", "23"))
 RENDER_EVERY = 10  # rendering the page costs ~0.2 s: every 10th accepted case is rendered too
 PER_CASE_S = 20  # far above what a case takes (~20 ms); only a hang reaches it
 

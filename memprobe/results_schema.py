@@ -20,7 +20,7 @@ import pandas as pd
 
 from memprobe.errors import UsageError
 from memprobe.probe.sampler import SAMPLE_COLUMNS
-from memprobe.safe_read import display_path
+from memprobe.safe_read import display_path, has_control
 
 MAX_NUMBER = 1e15
 
@@ -60,6 +60,19 @@ def _text(*, optional: bool = True) -> Rule:
     def check(v: Any, field: str) -> None:
         if not (isinstance(v, str) or (v is None and optional)):
             raise _Bad(field, f"{_shown(v)} is not text; allowed: a string{' or null' if optional else ''}")
+
+    return check
+
+
+def _name(*, optional: bool = True) -> Rule:
+    """Text printed in the terminal's summary table (a run id, a status, a backend): no
+    character a terminal would act on (an escape sequence could clear it or retitle it)."""
+    text = _text(optional=optional)
+
+    def check(v: Any, field: str) -> None:
+        text(v, field)
+        if isinstance(v, str) and has_control(v):
+            raise _Bad(field, f"{_shown(v)} holds control characters; allowed: printable text")
 
     return check
 
@@ -197,8 +210,8 @@ PROCESS = _object(
 
 META = _object(
     {
-        "run_id": _required(_TEXT, "the run's id"),
-        "status": _required(_TEXT, "the run's status (ok, failed, ...)"),
+        "run_id": _required(_name(), "the run's id"),
+        "status": _required(_name(), "the run's status (ok, failed, ...)"),
         "index": _INT,
         "kind": _TEXT,
         "error": _object({"type": _TEXT, "message": _TEXT, "traceback": _TEXT}),
@@ -223,7 +236,7 @@ META = _object(
                 "bytes_per_item": _SECONDS,
                 "pixels_per_item": _SECONDS,
                 "gil_enabled": _flag,
-                "decoder_backend": _TEXT,
+                "decoder_backend": _name(),
             }
         ),
         "root_pid": _COUNT,
@@ -233,8 +246,8 @@ META = _object(
         "spec": _required(
             _object(
                 {
-                    "backend": _required(_TEXT, "the backend's name"),
-                    "mode": _required(_TEXT, "fork, spawn, forkserver, threads or a recorded kind"),
+                    "backend": _required(_name(), "the backend's name"),
+                    "mode": _required(_name(), "fork, spawn, forkserver, threads or a recorded kind"),
                     "workers": _required(_COUNT, "a whole number of workers"),
                     "verdict": _required(
                         _object(
@@ -243,7 +256,7 @@ META = _object(
                         ),
                         "an object with growth_threshold_mb",
                     ),
-                    "expect": _TEXT,
+                    "expect": _name(),
                     "workload": _TEXT,
                     "dataset": _object(),
                     "loader": _object({"epochs": _COUNT, "items": _COUNT}),

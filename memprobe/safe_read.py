@@ -36,9 +36,21 @@ def escape_surrogates(text: str) -> str:
     )
 
 
+# Characters that move a terminal's cursor, change its title or clear it (C0, DEL, C1), or
+# reorder the text around them (bidirectional overrides): never printed as they are.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a character a terminal would act on rather than show."""
+    return bool(_CONTROL.search(text))
+
+
 def display_path(path: str | Path) -> str:
-    """``path`` as printable text, bytes that are not UTF-8 escaped (``\\xff``)."""
-    return escape_surrogates(os.fspath(path))
+    """``path`` as printable text: bytes that are not UTF-8 escaped (``\\xff``), and control
+    characters too (``\\x1b``): a folder from someone else names its own files."""
+    text = escape_surrogates(os.fspath(path))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 def file_kind(mode: int) -> str | None:

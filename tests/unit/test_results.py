@@ -455,6 +455,11 @@ HAND_EDITS = {  # the issue's cases: each was a traceback (OverflowError, TypeEr
         lambda m: m["marks"].update(warm="2"),
         "milestones.warm: '2' is not a number",
     ),
+    "run id that retitles the terminal": (
+        RUN_META,
+        lambda m: m.update(run_id="a\x1b]0;HACKED\x07\x1b[2J"),
+        "run_id: 'a\\x1b]0;HACKED\\x07\\x1b[2J' holds control characters; allowed: printable text",
+    ),
     "environment as text": (
         "manifest.json",
         lambda m: m.update(environment="x"),
@@ -514,3 +519,20 @@ def test_bytes_that_are_not_utf8_are_shown_escaped(tmp_path: Path, capsys) -> No
     b = _copy_v1("scenario", tmp_path)
     assert main(["compare", str(root), str(b)]) == 0
     assert "rec\\xff" in (b / "compare.html").read_text(encoding="utf-8")
+
+
+def test_a_file_name_from_the_folder_is_shown_with_its_control_characters_escaped(
+    tmp_path: Path, capsys
+) -> None:
+    """A run folder named with an escape sequence (clear the screen, retitle the terminal): the
+    one-line error names it escaped, so the terminal shows it rather than obeys it."""
+    from memprobe.cli import main
+
+    root = _copy_v1("scenario", tmp_path)
+    odd = root / "runs" / "x\x1b]0;HACKED\x07\x1b[2J"
+    odd.mkdir()
+    (odd / "meta.json").write_text("{")
+    assert main(["report", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and err.count("\n") == 1
+    assert "runs/x\\x1b]0;HACKED\\x07\\x1b[2J/meta.json: not a memprobe JSON file" in err

@@ -314,7 +314,9 @@ COLUMNS = {
     "progress": ("run_id", "t", "items", "batches"),
     "threads": ("run_id", "t", "tid", "name", "cpu_s"),
 }
-NEEDED = frozenset({"run_id", "t", "pid", "tid"})  # never null: what every row is joined and ordered by
+NEEDED = frozenset(
+    {"run_id", "t", "pid", "tid", "role", "tier", "items", "batches"}
+)  # never null: what every row is joined and ordered by
 
 
 def check_table(path: Path, df: pd.DataFrame, table: str) -> pd.DataFrame:

@@ -3,8 +3,9 @@ one :class:`UsageError` naming the file: never a traceback, never a hang (issue 
 
 Two small folders written by real runs (tests/data/results-v1: a scenario run and a recorded
 job) are copied, then one value is changed in a copy: a JSON value of manifest.json or a run
-record (meta.json) replaced by a value of another type or out of range, or a column of a
-Parquet table replaced, nulled, made non-finite or dropped. Seeded: a failure names its case,
+record (meta.json) replaced by a value of another type or out of range, a column of a Parquet
+table replaced, nulled, made non-finite or dropped, or one value of one row of a table left in
+JSON lines (as a killed memprobe leaves it). Seeded: a failure names its case,
 and ``FUZZ_CASE=<n>`` re-runs that one alone.
 """
 
@@ -131,11 +132,30 @@ def _mutate_table(rng: random.Random, path: Path) -> str:
     return f"{path.name}:{col} {how}"
 
 
+def _mutate_lines(rng: random.Random, root: Path) -> str:
+    """The folder as a killed memprobe leaves it (rows still in JSON lines), one value of one row
+    changed: JSON lines hold any type in any row."""
+    table = rng.choice(["samples", "system", "progress"])
+    df = pd.read_parquet(root / f"{table}.parquet")
+    (root / f"{table}.parquet").unlink()
+    rows = json.loads(df.drop(columns=["run_id"]).to_json(orient="records"))
+    i = rng.randrange(len(rows))
+    col = rng.choice(list(rows[i]))
+    value = rng.choice(ODD_VALUES)
+    rows[i][col] = value
+    (run,) = root.glob("runs/*")
+    (run / f"{table}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return f"{table}.jsonl row {i}:{col} {repr(value)[:40]}"
+
+
 def _mutate(rng: random.Random, root: Path) -> str:
     json_files = [root / "manifest.json", *sorted(root.glob("runs/*/meta.json"))]
     tables = [p for p in sorted(root.glob("*.parquet")) if p.stat().st_size > 1000]
-    if rng.random() < 0.6:
+    draw = rng.random()
+    if draw < 0.55:
         return _mutate_json(rng, rng.choice(json_files))
+    if draw < 0.7:
+        return _mutate_lines(rng, root)
     return _mutate_table(rng, rng.choice(tables))
 
 

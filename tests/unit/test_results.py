@@ -475,6 +475,16 @@ HAND_EDITS = {  # the issue's cases: each was a traceback (OverflowError, TypeEr
         lambda df: df.__setitem__("t", df["t"].where(df.index != 3)),
         "column 't': 1 rows without a value",
     ),
+    "null items (found by the fuzz test: NaN in the page's chart data)": (
+        "progress.parquet",
+        lambda df: df.__setitem__("items", df["items"].where(df.index != 1)),
+        "column 'items': 1 rows without a value",
+    ),
+    "null role (found by the fuzz test: TypeError in a recorded job)": (
+        "samples.parquet",
+        lambda df: df.__setitem__("role", df["role"].where(df.index != 2)),
+        "column 'role': 1 rows without a value",
+    ),
     "items column dropped": (
         "progress.parquet",
         lambda df: df.pop("items"),

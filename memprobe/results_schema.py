@@ -179,7 +179,7 @@ MANIFEST = _object(
 
 PROCESS = _object(
     {
-        "pid": _required(_COUNT, "a process id"),
+        "pid": _required(_number(whole=True, low=0, optional=False), "a process id"),
         "ppid": _COUNT,
         "role": _TEXT,
         "kind": _TEXT,
@@ -210,8 +210,8 @@ PROCESS = _object(
 
 META = _object(
     {
-        "run_id": _required(_name(), "the run's id"),
-        "status": _required(_name(), "the run's status (ok, failed, ...)"),
+        "run_id": _required(_name(optional=False), "the run's id"),
+        "status": _required(_name(optional=False), "the run's status (ok, failed, ...)"),
         "index": _INT,
         "kind": _TEXT,
         "error": _object({"type": _TEXT, "message": _TEXT, "traceback": _TEXT}),
@@ -246,12 +246,20 @@ META = _object(
         "spec": _required(
             _object(
                 {
-                    "backend": _required(_name(), "the backend's name"),
-                    "mode": _required(_name(), "fork, spawn, forkserver, threads or a recorded kind"),
-                    "workers": _required(_COUNT, "a whole number of workers"),
+                    "backend": _required(_name(optional=False), "the backend's name"),
+                    "mode": _required(
+                        _name(optional=False), "fork, spawn, forkserver, threads or a recorded kind"
+                    ),
+                    "workers": _required(
+                        _number(whole=True, low=0, optional=False), "a whole number of workers"
+                    ),
                     "verdict": _required(
                         _object(
-                            {"growth_threshold_mb": _required(_SECONDS, "a threshold in MB")},
+                            {
+                                "growth_threshold_mb": _required(
+                                    _number(low=0, optional=False), "a threshold in MB"
+                                )
+                            },
                             optional=False,
                         ),
                         "an object with growth_threshold_mb",

@@ -33,6 +33,15 @@ def test_read_jsonl_skips_a_torn_last_line(tmp_path: Path) -> None:
     assert read_jsonl(f) == [{"t": 0.1, "pid": 1}, {"t": 0.2, "pid": 1}]
 
 
+def test_read_jsonl_skips_lines_that_are_not_rows(tmp_path: Path) -> None:
+    """A line that is JSON but not an object, or longer than MAX_LINE_BYTES (read in bounded
+    pieces, never whole), is skipped like a torn one; the rows after it are kept."""
+    f = tmp_path / "samples.jsonl"
+    huge = b'{"t": "' + b"x" * (results.MAX_LINE_BYTES + 10) + b'"}\n'
+    f.write_bytes(b'{"t": 0.1}\n[1, 2]\n3\n' + huge + b'{"t": 0.2, "who": "\\udcff"}\n')
+    assert read_jsonl(f) == [{"t": 0.1}, {"t": 0.2, "who": "\\xff"}]
+
+
 def test_read_jsonl_of_a_missing_file_is_empty(tmp_path: Path) -> None:
     assert read_jsonl(tmp_path / "nope.jsonl") == []
 

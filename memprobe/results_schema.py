@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 
 from memprobe.errors import UsageError
-from memprobe.probe.sampler import SAMPLE_COLUMNS
 from memprobe.safe_read import display_path, has_control
 
 MAX_NUMBER = 1e15
@@ -82,24 +81,42 @@ def _flag(v: Any, field: str) -> None:
         raise _Bad(field, f"{_shown(v)} is not true or false; allowed: true, false or null")
 
 
+class _Absent:
+    """What a rule of :func:`_object` gets for a key that is not there, if it asks (``null=False``)."""
+
+
+ABSENT = _Absent()
+
+
 def _object(
-    fields: dict[str, Rule] | None = None, *, each: Rule | None = None, optional: bool = True
+    fields: dict[str, Rule] | None = None,
+    *,
+    each: Rule | None = None,
+    optional: bool = True,
+    null: bool = True,
 ) -> Rule:
-    """A JSON object (or null if ``optional``): the listed ``fields`` checked, or ``each`` value."""
+    """A JSON object: the listed ``fields`` checked, or ``each`` value. If ``optional`` it may be
+    absent, and null too if ``null`` (some readers take a key that is there for an object)."""
 
     def check(v: Any, field: str) -> None:
-        if v is None and optional:
+        if optional and (v is ABSENT or (v is None and null)):
             return
         if not isinstance(v, dict):
-            raise _Bad(
-                field, f"{_shown(v)} is not an object; allowed: an object{' or null' if optional else ''}"
+            allowed = "an object" + (
+                " or null" if optional and null else " (or no such key)" if optional else ""
             )
+            raise _Bad(field, f"{_shown(None if v is ABSENT else v)} is not an object; allowed: {allowed}")
         for key, rule in (fields or {}).items():
-            rule(v.get(key), f"{field}.{key}" if field else key)
+            value = v.get(key, ABSENT)
+            rule(
+                None if value is ABSENT and not getattr(rule, "tells_absent", False) else value,
+                f"{field}.{key}" if field else key,
+            )
         if each is not None:
             for key, value in v.items():
                 each(value, f"{field}.{key}" if field else str(key))
 
+    check.tells_absent = True  # type: ignore[attr-defined]
     return check
 
 
@@ -168,7 +185,8 @@ MANIFEST = _object(
         "finished": _NUM,
         "ended": _TEXT,
         "environment": _object(
-            {"cpu_count": _number(whole=True, low=1), "gil_enabled": _flag, "mem_total_mb": _SECONDS}
+            {"cpu_count": _number(whole=True, low=1), "gil_enabled": _flag, "mem_total_mb": _SECONDS},
+            null=False,
         ),
         "runs": _list(_text(optional=False)),
         "writer": _object({"pid": _INT, "start_ticks": _INT, "boot_id": _TEXT}),
@@ -217,7 +235,7 @@ META = _object(
         "error": _object({"type": _TEXT, "message": _TEXT, "traceback": _TEXT}),
         "items": _COUNT,
         "batches": _COUNT,
-        "milestones": _object(each=_number(optional=False)),
+        "milestones": _object(each=_number(optional=False), null=False),
         "marks_recorded": _flag,
         "started": _NUM,
         "elapsed_s": _SECONDS,
@@ -228,7 +246,8 @@ META = _object(
                 "cpu_share": _SECONDS,
                 "exact_readings": _COUNT,
                 "estimate_error": _estimate_error,
-            }
+            },
+            null=False,
         ),
         "dataset_info": _object(
             {
@@ -267,7 +286,7 @@ META = _object(
                     "expect": _name(),
                     "workload": _TEXT,
                     "dataset": _object(),
-                    "loader": _object({"epochs": _COUNT, "items": _COUNT}),
+                    "loader": _object({"epochs": _COUNT, "items": _COUNT}, null=False),
                     "decode": _object(),
                     "command": _list(_TEXT),
                 },
@@ -315,11 +334,25 @@ def _check(path: Path, value: dict, rule: Rule) -> None:
 
 TEXT_COLUMNS = frozenset({"run_id", "role", "state", "tier", "reason", "kind", "name", "start_method"})
 BOOL_COLUMNS = frozenset({"missing"})
-# The columns every row of a table has, as memprobe writes it (a table with no rows has none).
+# The columns the analysis and the report cannot do without (found by dropping each column of
+# the two schema-1 folders in turn: each of these gave a KeyError); a table with no rows has none.
 COLUMNS = {
-    "samples": ("run_id", *SAMPLE_COLUMNS),
-    "system": ("run_id", "t", "dev_shm_mb", "mem_available_mb", "sampler_cpu_s", "processes"),
-    "progress": ("run_id", "t", "items", "batches"),
+    "samples": (
+        "run_id",
+        "t",
+        "pid",
+        "role",
+        "worker",
+        "tier",
+        "missing",
+        "reason",
+        "rss_mb",
+        "cpu_s",
+        "pss_mb",
+        "uss_mb",
+    ),
+    "system": ("run_id", "t"),
+    "progress": ("run_id", "t", "items"),
     "threads": ("run_id", "t", "tid", "name", "cpu_s"),
 }
 NEEDED = frozenset(

@@ -494,6 +494,11 @@ HAND_EDITS = {  # the issue's cases: each was a traceback (OverflowError, TypeEr
         lambda df: df.__setitem__("role", df["role"].where(df.index != 2)),
         "column 'role': 1 rows without a value",
     ),
+    "milestones null (found by the fuzz test: AttributeError)": (
+        RUN_META,
+        lambda m: m.update(marks=None),
+        "milestones: None is not an object; allowed: an object (or no such key)",
+    ),
     "items column dropped": (
         "progress.parquet",
         lambda df: df.pop("items"),

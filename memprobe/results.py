@@ -59,7 +59,7 @@ PARQUET_TABLES = ("samples", "system", "progress", "threads")
 # inside it, reached without following a symbolic link (see memprobe.safe_read), at most:
 MAX_JSON_BYTES = 64 << 20  # manifest.json, meta.json, summary.json (a record of 100,000 processes: ~50 MB)
 MAX_TABLE_BYTES = 16 << 30  # a Parquet table or a run's JSON-lines file
-MAX_LINE_BYTES = 1 << 20  # one JSON line (a row is a few hundred bytes); a longer one is skipped as damaged
+MAX_LINE_BYTES = 1 << 20  # one JSON line (a row is a few hundred bytes)
 IN_FOLDER = "a regular file inside the results folder"
 
 
@@ -156,18 +156,23 @@ def _parse_json(data: bytes) -> Any:
 
 def iter_jsonl(path: Path, root: Path | None = None) -> Iterator[dict]:
     """Rows of a JSON-lines file of the results folder ``root`` (by default the file's own
-    folder), one at a time; a torn or corrupt line (a crash mid-write), a line that is not an
-    object, or one longer than :data:`MAX_LINE_BYTES` is skipped. A missing file has no rows."""
+    folder), one at a time; a torn or corrupt line (a crash mid-write) or a line that is not an
+    object is skipped. A line longer than :data:`MAX_LINE_BYTES` (a row is a few hundred bytes)
+    is no torn row but a file that is not memprobe's, say gigabytes of zeros: a
+    :class:`UsageError`, at once. A missing file has no rows."""
     try:
         f = open_in_folder(root or path.parent, path)
     except FileNotFoundError:
         return
     with f:
+        number = 0
         while line := f.readline(MAX_LINE_BYTES + 1):
-            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                while (rest := f.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
-                    pass  # the rest of an over-long line
-                continue
+            number += 1
+            if len(line) > MAX_LINE_BYTES:
+                raise UsageError(
+                    f"{display_path(path)}: line {number:,}: longer than {MAX_LINE_BYTES:,} bytes; allowed: "
+                    "JSON lines of at most that (memprobe's rows are a few hundred bytes)"
+                )
             try:
                 row = _parse_json(line)
             except (ValueError, RecursionError):

@@ -33,13 +33,18 @@ def test_read_jsonl_skips_a_torn_last_line(tmp_path: Path) -> None:
     assert read_jsonl(f) == [{"t": 0.1, "pid": 1}, {"t": 0.2, "pid": 1}]
 
 
-def test_read_jsonl_skips_lines_that_are_not_rows(tmp_path: Path) -> None:
-    """A line that is JSON but not an object, or longer than MAX_LINE_BYTES (read in bounded
-    pieces, never whole), is skipped like a torn one; the rows after it are kept."""
+def test_read_jsonl_skips_lines_that_are_not_rows_and_refuses_a_line_over_1_mb(tmp_path: Path) -> None:
+    """A line that is JSON but not an object is skipped like a torn one; one longer than
+    MAX_LINE_BYTES (read in bounded pieces, never whole) means the file is not memprobe's."""
+    from memprobe.errors import UsageError
+
     f = tmp_path / "samples.jsonl"
-    huge = b'{"t": "' + b"x" * (results.MAX_LINE_BYTES + 10) + b'"}\n'
-    f.write_bytes(b'{"t": 0.1}\n[1, 2]\n3\n' + huge + b'{"t": 0.2, "who": "\\udcff"}\n')
+    f.write_bytes(b'{"t": 0.1}\n[1, 2]\n3\n{"t": 0.2, "who": "\\udcff"}\n')
     assert read_jsonl(f) == [{"t": 0.1}, {"t": 0.2, "who": "\\xff"}]
+    with open(f, "ab") as out:
+        out.truncate(1 << 30)  # a gigabyte of zeros, on no disk
+    with pytest.raises(UsageError, match=r"samples\.jsonl: line 5: longer than 1,048,576 bytes"):
+        read_jsonl(f)
 
 
 def test_read_jsonl_of_a_missing_file_is_empty(tmp_path: Path) -> None:

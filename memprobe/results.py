@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -579,13 +580,15 @@ def read_scenario_copy(root: Path) -> str | None:
 
 
 def _last_write(root: Path) -> float | None:
-    """When a file of ``root`` was last written (following no link, reading no file)."""
-    times = [
-        os.lstat(os.path.join(d, name)).st_mtime
-        for d, _, names in os.walk(root)
-        for name in names
-        if not os.path.islink(os.path.join(d, name))
-    ]
+    """When a file of ``root`` was last written (following no link, reading no file; one that
+    goes away meanwhile is passed over)."""
+    times = []
+    for d, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(d, name))
+                if stat.S_ISREG(st.st_mode):
+                    times.append(st.st_mtime)
     return max(times, default=None)
 
 

@@ -26,17 +26,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import stat
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pandas as pd
 
 from memprobe.errors import ResultsWriteError, SchemaVersionError, UsageError
 from memprobe.probe import procfs
+from memprobe.results_schema import check_manifest, check_meta, check_table
+from memprobe.safe_read import display_path, escape_surrogates, open_regular, read_regular
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
     from memprobe.analysis import RunSummary
@@ -52,6 +56,12 @@ KINDS = ("scenario", "record", "watch", "profile")  # what wrote a folder: run, 
 DEFAULT_BASE = Path("reports")
 TABLES = ("samples", "system", "progress", "events", "threads")
 PARQUET_TABLES = ("samples", "system", "progress", "threads")
+# What memprobe reads of a results folder, which may come from someone else: regular files
+# inside it, reached without following a symbolic link (see memprobe.safe_read), at most:
+MAX_JSON_BYTES = 64 << 20  # manifest.json, meta.json, summary.json (a record of 100,000 processes: ~50 MB)
+MAX_TABLE_BYTES = 16 << 30  # a Parquet table or a run's JSON-lines file
+MAX_LINE_BYTES = 1 << 20  # one JSON line (a row is a few hundred bytes)
+IN_FOLDER = "a regular file inside the results folder"
 
 
 def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
@@ -60,6 +70,9 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     (a full disk, say) names the file."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
+        # A name left there (a killed memprobe, or a folder from someone else whose temporary
+        # name is a symbolic link to ~/.bashrc) is removed, not written through.
+        tmp.unlink(missing_ok=True)
         write(tmp)
         os.replace(tmp, path)
     except OSError as exc:
@@ -72,8 +85,9 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (see :func:`write_atomic`): the report pages."""
-    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    """Write ``text`` to ``path`` atomically (see :func:`write_atomic`): the report pages. A lone
+    surrogate left in it (see :func:`_escaped`) is written as an escape, never a traceback."""
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
 
 
 def _json_writer(data: Any) -> Callable[[Path], None]:
@@ -113,19 +127,64 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSON-lines file; a torn or corrupt line (a crash mid-write) is skipped."""
-    rows = []
+def open_in_folder(root: Path, path: Path, limit: int = MAX_TABLE_BYTES) -> BinaryIO:
+    """``path``, a file of the results folder ``root``, opened for reading in binary: the one
+    way memprobe opens what is in a results folder. A regular file inside ``root`` of at most
+    ``limit`` bytes, reached without following a symbolic link, or a :class:`UsageError` naming
+    it; a FIFO or device is refused without waiting. A missing file raises FileNotFoundError."""
+    return open_regular(path, limit=limit, root=root, allowed=IN_FOLDER)
+
+
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` (parsed JSON) with every lone surrogate in its strings escaped: a command line
+    or path with bytes that are not UTF-8 is saved as ``"\\udcff"``, and shown as ``\\xff``."""
+    if isinstance(value, str):
+        return escape_surrogates(value)
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {escape_surrogates(k): _escaped(v) for k, v in value.items()}
+    return value
+
+
+def _parse_json(data: bytes) -> Any:
+    value = json.loads(data)
+    return _escaped(value) if _ESCAPED_SURROGATE.search(data) else value
+
+
+def iter_jsonl(path: Path, root: Path | None = None) -> Iterator[dict]:
+    """Rows of a JSON-lines file of the results folder ``root`` (by default the file's own
+    folder), one at a time; a torn or corrupt line (a crash mid-write) or a line that is not an
+    object is skipped. A line longer than :data:`MAX_LINE_BYTES` (a row is a few hundred bytes)
+    is no torn row but a file that is not memprobe's, say gigabytes of zeros: a
+    :class:`UsageError`, at once. A missing file has no rows."""
     try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
+        f = open_in_folder(root or path.parent, path)
     except FileNotFoundError:
-        pass
-    return rows
+        return
+    with f:
+        number = 0
+        while line := f.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(line) > MAX_LINE_BYTES:
+                raise UsageError(
+                    f"{display_path(path)}: line {number:,}: longer than {MAX_LINE_BYTES:,} bytes; allowed: "
+                    "JSON lines of at most that (memprobe's rows are a few hundred bytes)"
+                )
+            try:
+                row = _parse_json(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(row, dict):
+                yield row
+
+
+def read_jsonl(path: Path, root: Path | None = None) -> list[dict]:
+    """Every row of a JSON-lines file (see :func:`iter_jsonl`)."""
+    return list(iter_jsonl(path, root))
 
 
 class RunWriter:
@@ -161,36 +220,31 @@ class RunWriter:
                     f.close()
 
 
-def read_json(path: Path) -> dict:
-    """A JSON object memprobe wrote, or a :class:`UsageError` naming the file (a hand-edited,
-    truncated or foreign file): never a traceback."""
+def read_json(path: Path, root: Path) -> dict:
+    """A JSON object memprobe wrote in the results folder ``root``, or a :class:`UsageError`
+    naming the file (a hand-edited, truncated, foreign or special file, a link): never a
+    traceback. Lone surrogates in its strings are escaped (see :func:`_escaped`)."""
+    name = display_path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not a memprobe JSON file (damaged or truncated: {exc})") from None
+        data = _parse_json(read_regular(path, limit=MAX_JSON_BYTES, root=root, allowed=IN_FOLDER))
+    except FileNotFoundError:
+        raise UsageError(f"{name}: cannot read: no such file") from None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        reason = escape_surrogates(str(exc) or type(exc).__name__)[:200]
+        raise UsageError(f"{name}: not a memprobe JSON file (damaged or truncated: {reason})") from None
     if not isinstance(data, dict):
         raise UsageError(
-            f"{path}: not a memprobe JSON file (expected an object, found {type(data).__name__})"
+            f"{name}: not a memprobe JSON file (expected an object, found {type(data).__name__})"
         )
     return data
 
 
 def check_run_records(root: Path) -> None:
-    """Every run record of ``root`` has what a summary needs, or a :class:`UsageError` names the
-    record (a meta.json edited by hand): for `memprobe report` and `compare`."""
+    """Every run record of ``root`` holds what a summary needs, of its type and range, or a
+    :class:`UsageError` names the record and the field (a meta.json edited by hand): for
+    `memprobe report` and `compare` (see :mod:`memprobe.results_schema`)."""
     for d in run_dirs(root):
-        meta = read_json(d / "meta.json")
-        spec = meta.get("spec")
-        missing = [k for k in ("run_id", "status") if not isinstance(meta.get(k), str)]
-        missing += [
-            f"spec.{k}"
-            for k in ("backend", "mode", "workers", "verdict")
-            if not isinstance(spec, dict) or k not in spec
-        ]
-        if missing:
-            raise UsageError(f"{d / 'meta.json'}: not a memprobe run record (no {', '.join(missing)})")
+        check_meta(d / "meta.json", read_json(d / "meta.json", root))
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -198,7 +252,7 @@ def run_dirs(root: Path) -> list[Path]:
     if not base.is_dir():
         return []
     dirs = [d for d in base.iterdir() if (d / "meta.json").exists()]
-    index = {d: read_json(d / "meta.json").get("index", 0) for d in dirs}
+    index = {d: read_json(d / "meta.json", root).get("index", 0) for d in dirs}
     return sorted(dirs, key=lambda d: (index[d] if isinstance(index[d], int) else 0, d.name))
 
 
@@ -217,7 +271,7 @@ def consolidate(root: Path) -> None:
 
     Safe to repeat after a failure part-way (a full disk): a run whose rows are already in a
     table's Parquet file is not read again from its JSON lines."""
-    metas = [read_json(d / "meta.json") for d in run_dirs(root)]
+    metas = [read_json(d / "meta.json", root) for d in run_dirs(root)]
     for table in PARQUET_TABLES:
         _write_parquet_atomic(ResultSet._load_table(root, table), root / f"{table}.parquet")
     _write_parquet_atomic(pd.DataFrame([_flat_meta(m) for m in metas]), root / "runs.parquet")
@@ -226,23 +280,22 @@ def consolidate(root: Path) -> None:
             (d / f"{table}.jsonl").unlink(missing_ok=True)
 
 
-def _read_parquet(path: Path) -> pd.DataFrame:
+def _read_parquet(path: Path, root: Path) -> pd.DataFrame:
     """A table memprobe consolidated, or a :class:`UsageError` naming it (truncated, damaged, or
     not memprobe's: every table of a results folder has a run_id and a t column)."""
-    import pyarrow as pa  # only where a Parquet file is read: a running session writes JSON lines
-
-    try:
-        with open(path, "rb") as f:  # see _write_parquet_atomic
+    with open_in_folder(root, path) as f:  # an open file: see _write_parquet_atomic
+        try:
             df = pd.read_parquet(f)
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise UsageError(
-            f"{path}: cannot be read (truncated or damaged: {reason}); what is in the other files is intact"
-        ) from None
+        except Exception as exc:  # noqa: BLE001  (Arrow raises many types on a damaged file; all mean the same)
+            reason = escape_surrogates((str(exc).strip().splitlines() or [type(exc).__name__])[0])[:200]
+            raise UsageError(
+                f"{display_path(path)}: cannot be read (truncated or damaged: {reason}); what is in "
+                "the other files is intact"
+            ) from None
     missing = [c for c in ("run_id", "t") if c not in df.columns] if len(df.columns) else []
     if missing:
-        raise UsageError(f"{path}: not a memprobe table (no {', '.join(missing)} column)")
-    return df
+        raise UsageError(f"{display_path(path)}: not a memprobe table (no {', '.join(missing)} column)")
+    return check_table(path, df, path.name.removesuffix(".parquet"))
 
 
 def unconsolidated(root: Path) -> bool:
@@ -252,10 +305,10 @@ def unconsolidated(root: Path) -> bool:
 
 
 def _run_frame(run_dir: Path, table: str) -> pd.DataFrame:
-    rows = read_jsonl(run_dir / f"{table}.jsonl")
+    rows = read_jsonl(run_dir / f"{table}.jsonl", run_dir.parents[1])
     df = pd.DataFrame(rows)
     if not df.empty:
-        df.insert(0, "run_id", run_dir.name)
+        df.insert(0, "run_id", escape_surrogates(run_dir.name))
     return df
 
 
@@ -360,7 +413,7 @@ def check_schema(path: Path, manifest: dict) -> int:
         what = f"schema version {version}, written by a newer memprobe (upgrade memprobe to read it)"
     else:
         what = f"schema version {found!r}, which no memprobe writes"
-    raise SchemaVersionError(f"{path}: {what}; this memprobe reads schema versions {readable}")
+    raise SchemaVersionError(f"{display_path(path)}: {what}; this memprobe reads schema versions {readable}")
 
 
 def upgrade_meta(meta: dict, version: int) -> dict:
@@ -427,9 +480,10 @@ class ResultsFolder:
         root = Path(root)
         path = root / "manifest.json"
         if not path.exists():
-            raise UsageError(f"{root}: not a memprobe results folder (no manifest.json)")
-        manifest = read_json(path)
+            raise UsageError(f"{display_path(root)}: not a memprobe results folder (no manifest.json)")
+        manifest = read_json(path, root)
         check_schema(path, manifest)
+        check_manifest(path, manifest)
         return cls(root, manifest)
 
     @property
@@ -447,8 +501,14 @@ class ResultsFolder:
         consolidate(self.root)
 
     def metas(self) -> list[dict]:
-        """Every run's record, in run order, in the current schema's shape."""
-        return [upgrade_meta(read_json(d / "meta.json"), self.schema_version) for d in run_dirs(self.root)]
+        """Every run's record, in run order, in the current schema's shape, its values checked
+        (see :mod:`memprobe.results_schema`)."""
+        metas = []
+        for d in run_dirs(self.root):
+            meta = upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version)
+            check_meta(d / "meta.json", meta)
+            metas.append(meta)
+        return metas
 
     def load(self) -> ResultSet:
         return ResultSet.of(self)
@@ -478,10 +538,10 @@ class ResultsFolder:
         root, manifest = self.root, self.manifest
         if manifest.get("status") != "running" or writer_alive(manifest):
             return False
-        ended = max((f.stat().st_mtime for f in root.rglob("*") if f.is_file()), default=time.time())
+        ended = _last_write(root) or time.time()
         finished = []
         for d in run_dirs(root):
-            meta = read_json(d / "meta.json")
+            meta = read_json(d / "meta.json", root)
             if meta.get("status") == "running":
                 meta.update(
                     status="interrupted",
@@ -507,16 +567,47 @@ class ResultsFolder:
         return True
 
 
+def read_scenario_copy(root: Path) -> str | None:
+    """The scenario file as run, copied into the folder (``memprobe run`` only), else None.
+    Shown as it is: a byte that is not UTF-8 becomes U+FFFD."""
+    from memprobe.scenario_file import MAX_SCENARIO_CHARS
+
+    try:
+        data = read_regular(root / "scenario.yaml", limit=MAX_SCENARIO_CHARS, root=root, allowed=IN_FOLDER)
+    except FileNotFoundError:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _last_write(root: Path) -> float | None:
+    """When a file of ``root`` was last written (following no link, reading no file; one that
+    goes away meanwhile is passed over)."""
+    times = []
+    for d, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(d, name))
+                if stat.S_ISREG(st.st_mode):
+                    times.append(st.st_mtime)
+    return max(times, default=None)
+
+
 class ResultSet:
     """A results folder loaded back: everything the analysis and the report need."""
 
     def __init__(
-        self, root: Path, manifest: dict, metas: list[dict], tables: dict[str, pd.DataFrame]
+        self,
+        root: Path,
+        manifest: dict,
+        metas: list[dict],
+        tables: dict[str, pd.DataFrame],
+        scenario_text: str | None = None,
     ) -> None:
         self.root = root
         self.manifest = manifest
         self.metas = metas
         self.tables = tables
+        self.scenario_text = scenario_text  # scenario.yaml as run (`memprobe run` only)
 
     @classmethod
     def load(cls, root: str | Path) -> ResultSet:
@@ -531,7 +622,7 @@ class ResultSet:
         tables["events"] = pd.concat(
             [_run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()], ignore_index=True
         )
-        return cls(root, folder.manifest, folder.metas(), tables)
+        return cls(root, folder.manifest, folder.metas(), tables, read_scenario_copy(root))
 
     @staticmethod
     def _load_table(root: Path, table: str) -> pd.DataFrame:
@@ -539,12 +630,16 @@ class ResultSet:
         path = root / f"{table}.parquet"
         done: set[str] = set()
         if path.exists():
-            frames.append(_read_parquet(path))
+            frames.append(_read_parquet(path, root))
             if "run_id" in frames[0]:  # a table with no rows has no columns either
                 done = set(frames[0]["run_id"].unique())
         # Rows not yet consolidated (a crash, or a run still going) live in JSON lines; a run
         # already in the Parquet file (consolidation stopped between the two) is not read twice.
-        frames += [_run_frame(d, table) for d in run_dirs(root) if d.name not in done]
+        frames += [
+            check_table(d / f"{table}.jsonl", _run_frame(d, table), table)
+            for d in run_dirs(root)
+            if d.name not in done
+        ]
         frames = [f for f in frames if not f.empty]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

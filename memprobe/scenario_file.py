@@ -6,14 +6,13 @@ or a :class:`~memprobe.errors.UsageError` that names the file, the line and what
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from memprobe.errors import UsageError
+from memprobe.safe_read import display_path, read_regular
 
 # A scenario is a few hundred bytes (the largest shipped one is under 3 KB). It is copied into
 # its results folder and its report, so a file, or what its YAML aliases expand to, is refused
@@ -29,73 +28,35 @@ def shown(value: Any, *, limit: int = 80, quote: bool = True) -> str:
     return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text):,} characters)"
 
 
-def display_path(path: str | Path) -> str:
-    """``path`` as printable text: bytes that are not UTF-8 (kept by Python as surrogates, which
-    no UTF-8 file or terminal can take) are shown as U+FFFD."""
-    return os.fsencode(path).decode("utf-8", "replace")
-
-
 def read_scenario_text(path: str | Path) -> tuple[str, str]:
     """The text of the scenario file at ``path`` and its name as messages show it.
 
     Whatever ``path`` is (a folder, a FIFO, a device, a huge or binary file), the answer is a
     text or a :class:`UsageError` naming it; nothing is read past the size limit and
-    nothing blocks (a FIFO is opened without waiting for a writer)."""
-    p = Path(path)
-    name = display_path(p)
+    nothing blocks (a FIFO is opened without waiting for a writer): see
+    :func:`memprobe.safe_read.open_regular`."""
+    name = display_path(path)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_regular(
+            path,
+            limit=MAX_SCENARIO_CHARS,
+            allowed="a scenario YAML file (e.g. scenarios/quick.yaml; see README, Limits)",
+        )
     except FileNotFoundError:
         raise UsageError(f"{name}: no such scenario file") from None
-    except OSError as exc:
-        raise UsageError(f"{name}: cannot read: {exc.strerror}") from None
+    return decode_text(data, name, "a YAML scenario in UTF-8"), name
+
+
+def decode_text(data: bytes, name: str, allowed: str) -> str:
+    """``data`` as UTF-8 text (a byte-order mark is dropped), or a :class:`UsageError` naming
+    the first byte that is not UTF-8."""
     try:
-        kind = _file_kind(os.fstat(fd).st_mode)
-        if kind:
-            raise UsageError(f"{name}: is {kind}; give a scenario YAML file (e.g. scenarios/quick.yaml)")
-        data = _read_at_most(fd, MAX_SCENARIO_CHARS + 1)
-    except OSError as exc:
-        raise UsageError(f"{name}: cannot read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_SCENARIO_CHARS:
-        raise UsageError(
-            f"{name}: larger than {MAX_SCENARIO_CHARS:,} bytes; allowed: a scenario file of at most "
-            f"{MAX_SCENARIO_CHARS:,} bytes (see README, Limits)"
-        )
-    try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UsageError(
             f"{name}: not a text file (byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
-            "UTF-8); allowed: a YAML scenario in UTF-8"
+            f"UTF-8); allowed: {allowed}"
         ) from None
-    return text, name
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks, size = [], 0
-    while size < limit:
-        chunk = os.read(fd, min(1 << 16, limit - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-def _file_kind(mode: int) -> str | None:
-    """What a path that is not a regular file is, in words."""
-    for test, kind in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return kind
-    return None
 
 
 def load_yaml(text: str, path: str) -> Any:

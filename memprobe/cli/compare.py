@@ -20,9 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from memprobe.cli.console import say
     from memprobe.errors import UsageError
     from memprobe.report.compare import write_compare
     from memprobe.results import ResultsFolder, check_run_records
+    from memprobe.safe_read import display_path
 
     a, b = Path(args.a), Path(args.b)
     for d in (a, b):
@@ -30,10 +32,12 @@ def main(args: argparse.Namespace) -> int:
         check_run_records(d)
     out = Path(args.output) if args.output else b / "compare.html"
     if out.is_dir():
-        raise UsageError(f"-o {out}: is a folder; allowed: the path of an HTML file to write")
+        raise UsageError(f"-o {display_path(out)}: is a folder; allowed: the path of an HTML file to write")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"-o {out}: cannot create the folder {out.parent}: {exc.strerror}") from None
-    print(f"compare: {write_compare(a, b, out)}")
+        raise UsageError(
+            f"-o {display_path(out)}: cannot create the folder {display_path(out.parent)}: {exc.strerror}"
+        ) from None
+    say(f"compare: {display_path(write_compare(a, b, out))}")
     return 0

@@ -26,23 +26,25 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.errors import UsageError
     from memprobe.report import write_report
     from memprobe.results import ResultsFolder, check_run_records, consolidate, unconsolidated, writer_alive
+    from memprobe.safe_read import display_path
 
     root = Path(args.results)
+    name = display_path(root)
     if not root.is_dir():
-        raise UsageError(f"{root}: no such results folder")
+        raise UsageError(f"{name}: no such results folder")
     folder = ResultsFolder.open(root)
     results = folder.load()
     check_run_records(root)
     if folder.manifest.get("status") == "running" and writer_alive(folder.manifest):
         # Its rows are still being written: read them, move nothing.
         say(
-            f"memprobe: {root} is still being written by memprobe (pid {folder.manifest['writer']['pid']}): "
+            f"memprobe: {name} is still being written by memprobe (pid {folder.manifest['writer']['pid']}): "
             "this report shows what was saved so far",
             sys.stderr,
         )
     elif folder.finish_abandoned():
         say(
-            f"memprobe: the memprobe that wrote {root} ended before finishing (killed?): marked interrupted",
+            f"memprobe: the memprobe that wrote {name} ended before finishing (killed?): marked interrupted",
             sys.stderr,
         )
         results = folder.load()
@@ -51,5 +53,5 @@ def main(args: argparse.Namespace) -> int:
     summaries = summarize_all(results)
     folder.write_summary(summaries)
     say(summary_table(summaries))
-    say(f"\nreport: {write_report(root)}")
+    say(f"\nreport: {display_path(write_report(root))}")
     return 0

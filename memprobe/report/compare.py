@@ -17,8 +17,9 @@ from memprobe.analysis import RunSummary, summarize_all
 from memprobe.report import across, content
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS, styles
-from memprobe.report.render import environment, plotly_js, scenario_text, script_json
+from memprobe.report.render import environment, plotly_js, script_json
 from memprobe.results import ResultSet, write_text_atomic
+from memprobe.safe_read import display_path
 
 Key = tuple[str, str, int]
 VERDICT_RANK = {"flat": 0, "growing": 1}  # no verdict (failed, cut short) ranks worst
@@ -194,7 +195,7 @@ def context(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict[str, A
         "sentences": [(p, pair_sentence(p)) for p in pairs],
         "banners": [(side, b) for side, b in banners if b],
         "env_rows": env_rows(ra.manifest, rb.manifest),
-        "scenarios": (scenario_text(ra), scenario_text(rb)),
+        "scenarios": (ra.scenario_text, rb.scenario_text),
         "scenario_diff": scenario_diff(ra, rb, names),
         "chart": chart,
         "chart_count": len(charts),
@@ -207,7 +208,7 @@ def context(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict[str, A
 
 def scenario_diff(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> str | None:
     """A unified diff of the two scenario files, or None when they are the same."""
-    a, b = scenario_text(ra) or "", scenario_text(rb) or ""
+    a, b = ra.scenario_text or "", rb.scenario_text or ""
     if a == b:
         return None
     lines = difflib.unified_diff(
@@ -227,7 +228,7 @@ def write_compare(a: Path, b: Path, out: Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     ra, rb = ResultSet.load(a), ResultSet.load(b)
-    names = (Path(a).resolve().name, Path(b).resolve().name)
+    names = (display_path(Path(a).resolve().name), display_path(Path(b).resolve().name))
     if names[0] == names[1]:
         names = (f"{names[0]} (A)", f"{names[1]} (B)")
     return write_text_atomic(out, render_compare(ra, rb, names))

@@ -176,11 +176,6 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
     return [c for c in charts if c is not None]
 
 
-def scenario_text(results: ResultSet) -> str | None:
-    path = results.root / "scenario.yaml"
-    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
-
-
 def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     summaries = summarize_all(results)
     views = run_views(results, summaries, max_points)
@@ -209,7 +204,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "noun": page_noun(summaries),
         "decode": any(s.workload == "decode" for s in summaries),
         "env_rows": content.environment_rows(manifest),
-        "scenario_text": scenario_text(results),
+        "scenario_text": results.scenario_text,
         "failed": [v for v in views if v.summary.status != "ok"],
         "threshold": max((s.growth_threshold_mb for s in summaries), default=50.0),
         "downsampled": any(c["downsampled"] for c in charts),

@@ -328,7 +328,7 @@ def _special_files(tmp: Path) -> dict[str, tuple[Path, list[str]]]:
         "FIFO": (fifo, ["fifo.yaml", "a FIFO"]),  # opened without waiting for a writer
         "folder": (folder, ["folder.yaml", "is a folder"]),
         "unreadable file": (Path("/proc/self/mem"), ["/proc/self/mem", "cannot read"]),
-        "missing file, name not UTF-8": (not_utf8, ["\ufffd\ufffd.yaml", "no such scenario file"]),
+        "missing file, name not UTF-8": (not_utf8, ["\\xff\\xfe.yaml", "no such scenario file"]),
     }
 
 
@@ -658,6 +658,152 @@ def test_damaged_results_get_one_line_from_report(memprobe: Memprobe, runs: dict
     done = memprobe("report", copy)
     assert done.code == 2 and "manifest.json" in done.one_line_error()
     assert (copy / "report.html").read_bytes() == (original / "report.html").read_bytes()  # untouched
+
+
+# -- a results folder from someone else: data, never a way to read or write other files (issue 23)
+
+V1 = REPO / "tests" / "data" / "results-v1" / "scenario"  # a results folder written by a real run
+SECRET = "SECRET-23 root:$6$hash"
+
+
+def _hostile_folders(tmp: Path) -> dict[str, tuple[Callable[[Path], None], list[str]]]:
+    """Case -> (how a copy of V1 is made hostile, words of the one-line refusal)."""
+    secret = tmp / "secret.txt"
+    secret.write_text(SECRET)
+    run = "runs/list-fork-w2"
+
+    def link(name: str, target: str | Path) -> Callable[[Path], None]:
+        def make(root: Path) -> None:
+            (root / name).unlink(missing_ok=True)
+            (root / name).symlink_to(target)
+
+        return make
+
+    def fifo(name: str) -> Callable[[Path], None]:
+        def make(root: Path) -> None:
+            (root / name).unlink(missing_ok=True)
+            os.mkfifo(root / name)
+
+        return make
+
+    def run_elsewhere(root: Path) -> None:
+        os.rename(root / run, tmp / "elsewhere")
+        (root / run).symlink_to(tmp / "elsewhere")
+
+    def sparse_scenario(root: Path) -> None:
+        os.truncate(root / "scenario.yaml", 10 << 30)  # 10 GB of holes: nothing on disk
+
+    return {
+        "scenario.yaml -> a secret file": (link("scenario.yaml", secret), ["scenario.yaml", "symbolic link"]),
+        "scenario.yaml -> /dev/zero": (
+            link("scenario.yaml", "/dev/zero"),
+            ["scenario.yaml", "symbolic link"],
+        ),
+        "scenario.yaml a FIFO": (fifo("scenario.yaml"), ["scenario.yaml", "a FIFO"]),
+        "scenario.yaml of 10 GB": (sparse_scenario, ["scenario.yaml", "larger than 1,000,000 bytes"]),
+        "events.jsonl -> /dev/zero": (
+            link(f"{run}/events.jsonl", "/dev/zero"),
+            ["events.jsonl", "symbolic link"],
+        ),
+        "events.jsonl a FIFO": (fifo(f"{run}/events.jsonl"), ["events.jsonl", "a FIFO"]),
+        "samples.parquet -> a file outside": (
+            link("samples.parquet", V1 / "samples.parquet"),
+            ["samples.parquet", "symbolic link"],
+        ),
+        "a run's folder -> a folder outside": (run_elsewhere, ["meta.json", "symbolic link"]),
+        "manifest.json -> a file inside": (
+            link("manifest.json", "summary.json"),
+            ["manifest.json", "symbolic link"],
+        ),
+    }
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_a_results_folder_from_someone_else_reads_nothing_outside_it(
+    memprobe: Memprobe, tmp_path: Path, command: str
+) -> None:
+    """Before: a link to /etc/shadow as scenario.yaml copied it into report.html, /dev/zero ended
+    in MemoryError and a FIFO hung report and compare until killed."""
+    import shutil
+
+    failures = {}
+    for i, (case, (make, words)) in enumerate(_hostile_folders(tmp_path).items()):
+        root = Path(shutil.copytree(V1, tmp_path / f"folder-{i}", symlinks=True))
+        make(root)
+        started = time.monotonic()
+        args = (
+            ("report", root) if command == "report" else ("compare", V1, root, "-o", tmp_path / f"c{i}.html")
+        )
+        done = memprobe(*args, timeout=60)
+        lines = done.err.strip().splitlines()
+        written = [
+            p
+            for p in root.rglob("*")
+            if p.is_file() and not p.is_symlink() and SECRET in p.read_text("latin-1")
+        ]
+        if (
+            done.code != 2
+            or "Traceback" in done.err
+            or len(lines) != 1
+            or not all(w in lines[0] for w in words)
+            or (root / "report.html").exists()
+            or (tmp_path / f"c{i}.html").exists()
+            or written
+        ):
+            failures[case] = (done.code, done.err[-500:], round(time.monotonic() - started, 1), written)
+    assert not failures, failures
+
+
+def test_report_writes_no_file_through_a_link_left_in_the_folder(memprobe: Memprobe, tmp_path: Path) -> None:
+    """A folder whose temporary name for report.html is a link to a file of the user's: the page
+    is written to the folder, the file is untouched (before: report.html was written into it)."""
+    import shutil
+
+    root = Path(shutil.copytree(V1, tmp_path / "folder"))
+    precious = tmp_path / "bashrc"
+    precious.write_text("export KEEP=1\n")
+    (root / ".report.html.tmp").symlink_to(precious)
+    (root / ".summary.json.tmp").symlink_to(precious)
+    done = memprobe("report", root)
+    assert done.code == 0, done.err
+    assert precious.read_text() == "export KEEP=1\n"
+    assert (root / "report.html").is_file() and not (root / "report.html").is_symlink()
+    assert json.loads((root / "summary.json").read_text())["runs"][0]["run_id"] == "list-fork-w2"
+
+
+def test_a_command_line_with_bytes_that_are_not_utf8_is_recorded_and_shown_escaped(
+    memprobe: Memprobe, tmp_path: Path
+) -> None:
+    """`memprobe record -o d -- true $'\\xff'`: before, UnicodeEncodeError and no report, and
+    `memprobe report d` failed the same way."""
+    out = tmp_path / "d"
+    proc = subprocess.Popen(
+        [
+            os.fsencode(sys.executable),
+            b"-m",
+            b"memprobe",
+            b"record",
+            b"-o",
+            os.fsencode(out),
+            b"--",
+            b"true",
+            b"\xff",
+        ],
+        cwd=memprobe.cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    done = memprobe.finish(proc, out)
+    assert done.code == 0 and "Traceback" not in done.err, done.err[-2000:]
+    assert done.left == []
+    assert "true \\xff" in (out / "report.html").read_text(encoding="utf-8")  # strict: no surrogate
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    (out / "report.html").unlink()
+    again = memprobe("report", out)
+    assert again.code == 0 and "Traceback" not in again.err, again.err[-2000:]
+    assert "true \\xff" in (out / "report.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow

@@ -62,3 +62,24 @@ def test_compare_of_a_folder_that_is_not_results_exits_2(tmp_path: Path) -> None
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{tmp_path / 'typo'}: not a memprobe results folder (no manifest.json)" in r.stderr
     assert not (tmp_path / "typo").exists()
+
+
+def test_compare_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`memprobe compare A B | head -0`: the page is written and memprobe ends with 0, no
+    BrokenPipeError (issue 23 item 11)."""
+    import shutil
+
+    v1 = REPO / "tests" / "data" / "results-v1" / "scenario"
+    b = Path(shutil.copytree(v1, tmp_path / "b"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memprobe", "compare", str(v1), str(b)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # what head -0 does: nothing will read what memprobe prints
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert (b / "compare.html").is_file()

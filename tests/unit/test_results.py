@@ -12,15 +12,39 @@ import pytest
 
 from memprobe import results
 from memprobe.errors import ResultsWriteError
+from memprobe.probe.sampler import SAMPLE_COLUMNS
 from memprobe.results import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
 
 # -- crash safety ------------------------------------------------------------------------------
+
+
+ROW = {**dict.fromkeys(SAMPLE_COLUMNS), "role": "main", "worker": -1, "tier": "cheap", "missing": False}
+
+
+def run_record(run_id: str, **changes: object) -> dict:
+    """The smallest run record (meta.json) a summary can be made of."""
+    spec = {"backend": "list", "mode": "fork", "workers": 2, "verdict": {"growth_threshold_mb": 50.0}}
+    return {"run_id": run_id, "index": 0, "status": "ok", "milestones": {}, "spec": spec, **changes}
 
 
 def test_read_jsonl_skips_a_torn_last_line(tmp_path: Path) -> None:
     f = tmp_path / "samples.jsonl"
     f.write_text('{"t": 0.1, "pid": 1}\n{"t": 0.2, "pid": 1}\n{"t": 0.3, "pi')
     assert read_jsonl(f) == [{"t": 0.1, "pid": 1}, {"t": 0.2, "pid": 1}]
+
+
+def test_read_jsonl_skips_lines_that_are_not_rows_and_refuses_a_line_over_1_mb(tmp_path: Path) -> None:
+    """A line that is JSON but not an object is skipped like a torn one; one longer than
+    MAX_LINE_BYTES (read in bounded pieces, never whole) means the file is not memprobe's."""
+    from memprobe.errors import UsageError
+
+    f = tmp_path / "samples.jsonl"
+    f.write_bytes(b'{"t": 0.1}\n[1, 2]\n3\n{"t": 0.2, "who": "\\udcff"}\n')
+    assert read_jsonl(f) == [{"t": 0.1}, {"t": 0.2, "who": "\\xff"}]
+    with open(f, "ab") as out:
+        out.truncate(1 << 30)  # a gigabyte of zeros, on no disk
+    with pytest.raises(UsageError, match=r"samples\.jsonl: line 5: longer than 1,048,576 bytes"):
+        read_jsonl(f)
 
 
 def test_read_jsonl_of_a_missing_file_is_empty(tmp_path: Path) -> None:
@@ -73,13 +97,13 @@ def test_consolidation_stopped_part_way_does_not_count_rows_twice(tmp_path: Path
     write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION, "runs": ["a", "b"]})
     for run in ("a", "b"):
         w = RunWriter(tmp_path / "runs" / run)
-        w.append("samples", [{"t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)])
-        w.write_meta({"run_id": run, "index": 0 if run == "a" else 1, "spec": {}})
+        w.append("samples", [{**ROW, "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)])
+        w.write_meta({**run_record(run), "index": 0 if run == "a" else 1})
         w.close()
     # As if consolidation wrote samples.parquet with run "a" only, then stopped.
-    pd.DataFrame([{"run_id": "a", "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)]).to_parquet(
-        tmp_path / "samples.parquet", index=False
-    )
+    pd.DataFrame(
+        [{"run_id": "a", **ROW, "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)]
+    ).to_parquet(tmp_path / "samples.parquet", index=False)
     loaded = ResultSet.load(tmp_path).tables["samples"]
     assert loaded.groupby("run_id").size().to_dict() == {"a": 3, "b": 3}
     results.consolidate(tmp_path)
@@ -167,8 +191,8 @@ def test_tables_consolidate_into_a_folder_whose_name_is_not_utf8(tmp_path: Path)
 
     root = Path(os.fsdecode(os.fsencode(tmp_path) + b"/r\xff"))
     w = RunWriter(root / "runs" / "a")
-    w.append("samples", [{"t": 0.1, "pid": 7, "rss_mb": 1.0}])
-    w.write_meta({"run_id": "a", "index": 0, "status": "ok", "spec": {}})
+    w.append("samples", [{**ROW, "t": 0.1, "pid": 7, "rss_mb": 1.0}])
+    w.write_meta(run_record("a"))
     w.close()
     write_json_atomic(root / "manifest.json", {"schema_version": SCHEMA_VERSION})
     results.consolidate(root)
@@ -410,3 +434,134 @@ def test_memprobe_report_finishes_a_folder_whose_memprobe_was_killed(tmp_path: P
     assert len(pd.read_parquet(folder.root / "samples.parquet")) == 3  # the rows saved before are kept
     assert not (folder.root / "runs" / "a" / "samples.jsonl").exists()
     assert (folder.root / "report.html").exists()
+
+
+# -- values from someone else: checked when loading, one line naming file and field (issue 23) --
+
+
+def _edit_json(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))  # NaN and Infinity as Python's json writes them
+
+
+def _edit_table(path: Path, change) -> None:
+    df = pd.read_parquet(path)
+    change(df)
+    df.to_parquet(path, index=False)
+
+
+RUN_META = "runs/list-fork-w2/meta.json"
+HAND_EDITS = {  # the issue's cases: each was a traceback (OverflowError, TypeError, KeyError, ...)
+    "items Infinity": (RUN_META, lambda m: m.update(items=float("inf")), "items: inf is out of range"),
+    "workers as text": (
+        RUN_META,
+        lambda m: m["spec"].update(workers="2"),
+        "spec.workers: '2' is not a whole number",
+    ),
+    "verdict empty": (
+        RUN_META,
+        lambda m: m["spec"].update(verdict={}),
+        "spec.verdict.growth_threshold_mb: missing",
+    ),
+    "milestone as text": (
+        RUN_META,
+        lambda m: m["marks"].update(warm="2"),
+        "milestones.warm: '2' is not a number",
+    ),
+    "run id that retitles the terminal": (
+        RUN_META,
+        lambda m: m.update(run_id="a\x1b]0;HACKED\x07\x1b[2J"),
+        "run_id: 'a\\x1b]0;HACKED\\x07\\x1b[2J' holds control characters; allowed: printable text",
+    ),
+    "environment as text": (
+        "manifest.json",
+        lambda m: m.update(environment="x"),
+        "environment: 'x' is not an object",
+    ),
+    "rss_mb as text": (
+        "samples.parquet",
+        lambda df: df.__setitem__("rss_mb", df["rss_mb"].astype(str)),
+        "column 'rss_mb': holds '",
+    ),
+    "NaN in t": (
+        "samples.parquet",
+        lambda df: df.__setitem__("t", df["t"].where(df.index != 3)),
+        "column 't': 1 rows without a value",
+    ),
+    "null items (found by the fuzz test: NaN in the page's chart data)": (
+        "progress.parquet",
+        lambda df: df.__setitem__("items", df["items"].where(df.index != 1)),
+        "column 'items': 1 rows without a value",
+    ),
+    "null role (found by the fuzz test: TypeError in a recorded job)": (
+        "samples.parquet",
+        lambda df: df.__setitem__("role", df["role"].where(df.index != 2)),
+        "column 'role': 1 rows without a value",
+    ),
+    "milestones null (found by the fuzz test: AttributeError)": (
+        RUN_META,
+        lambda m: m.update(marks=None),
+        "milestones: None is not an object; allowed: an object (or no such key)",
+    ),
+    "items column dropped": (
+        "progress.parquet",
+        lambda df: df.pop("items"),
+        "column 'items': missing",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(HAND_EDITS))
+def test_a_hand_edited_value_is_refused_naming_file_and_field(tmp_path: Path, capsys, case: str) -> None:
+    from memprobe.cli import main
+
+    root = _copy_v1("scenario", tmp_path)
+    name, change, words = HAND_EDITS[case]
+    (_edit_table if name.endswith(".parquet") else _edit_json)(root / name, change)
+    assert main(["report", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"memprobe: error: {root / name}: ") and words in err, err
+    assert not (root / "report.html").exists()
+    assert (root / "summary.json").read_bytes() == (V1 / "scenario" / "summary.json").read_bytes()
+    assert main(["compare", str(V1 / "scenario"), str(root), "-o", str(tmp_path / "c.html")]) == 2
+    assert words in capsys.readouterr().err and not (tmp_path / "c.html").exists()
+
+
+def test_bytes_that_are_not_utf8_are_shown_escaped(tmp_path: Path, capsys) -> None:
+    """A command line saved with a byte that is not UTF-8 (``true $'\\xff'``: JSON keeps it as
+    \\udcff) and a folder named with one: the report and the terminal show ``\\xff``."""
+    import os
+    import shutil
+
+    from memprobe.cli import main
+
+    root = Path(shutil.copytree(V1 / "record", os.fsdecode(os.fsencode(tmp_path) + b"/rec\xff")))
+    _edit_json(root / "runs/job/meta.json", lambda m: m["spec"].update(command=["true", "\udcff"]))
+    _edit_json(root / "runs/job/meta.json", lambda m: m["processes"][0].update(command="true \udcff"))
+    assert main(["report", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "rec\\xff/report.html" in out
+    page = (root / "report.html").read_text(encoding="utf-8")  # strict: no lone surrogate written
+    assert "true \\xff" in page
+    b = _copy_v1("scenario", tmp_path)
+    assert main(["compare", str(root), str(b)]) == 0
+    assert "rec\\xff" in (b / "compare.html").read_text(encoding="utf-8")
+
+
+def test_a_file_name_from_the_folder_is_shown_with_its_control_characters_escaped(
+    tmp_path: Path, capsys
+) -> None:
+    """A run folder named with an escape sequence (clear the screen, retitle the terminal): the
+    one-line error names it escaped, so the terminal shows it rather than obeys it."""
+    from memprobe.cli import main
+
+    root = _copy_v1("scenario", tmp_path)
+    odd = root / "runs" / "x\x1b]0;HACKED\x07\x1b[2J"
+    odd.mkdir()
+    (odd / "meta.json").write_text("{")
+    assert main(["report", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and err.count("\n") == 1
+    assert "runs/x\\x1b]0;HACKED\\x07\\x1b[2J/meta.json: not a memprobe JSON file" in err

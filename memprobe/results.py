@@ -40,7 +40,8 @@ import pandas as pd
 from memprobe.errors import ResultsWriteError, SchemaVersionError, UsageError
 from memprobe.probe import procfs
 from memprobe.results_schema import check_manifest, check_meta, check_table
-from memprobe.safe_read import display_path, escape_surrogates, open_regular, read_regular
+from memprobe.safe_read import display_path, open_regular, read_regular
+from memprobe.text import escape_surrogates
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
     from memprobe.analysis import RunSummary

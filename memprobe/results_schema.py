@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from memprobe.errors import UsageError
-from memprobe.safe_read import display_path, has_control
+from memprobe.safe_read import display_path
+from memprobe.text import has_control
 
 MAX_NUMBER = 1e15
 

@@ -14,43 +14,18 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from pathlib import Path
 from typing import BinaryIO
 
 from memprobe.errors import UsageError
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def escape_surrogates(text: str) -> str:
-    """``text`` with every lone surrogate written as an escape: ``\\xff`` for a byte that was not
-    UTF-8 (Python keeps such bytes of argv, paths and environment as surrogates), ``\\udXXX``
-    for one a JSON file spelled out. No UTF-8 file or terminal can take a lone surrogate."""
-    if not _SURROGATE.search(text):
-        return text
-    return _SURROGATE.sub(
-        lambda m: f"\\x{ord(m[0]) - 0xDC00:02x}" if "\udc80" <= m[0] <= "\udcff" else f"\\u{ord(m[0]):04x}",
-        text,
-    )
-
-
-# Characters that move a terminal's cursor, change its title or clear it (C0, DEL, C1), or
-# reorder the text around them (bidirectional overrides): never printed as they are.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def has_control(text: str) -> bool:
-    """Whether ``text`` holds a character a terminal would act on rather than show."""
-    return bool(_CONTROL.search(text))
+from memprobe.text import printable
 
 
 def display_path(path: str | Path) -> str:
     """``path`` as printable text: bytes that are not UTF-8 escaped (``\\xff``), and control
     characters too (``\\x1b``): a folder from someone else names its own files."""
-    text = escape_surrogates(os.fspath(path))
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+    return printable(os.fspath(path))
 
 
 def file_kind(mode: int) -> str | None:

@@ -6,6 +6,7 @@ or a :class:`~memprobe.errors.UsageError` that names the file, the line and what
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 

@@ -29,6 +29,21 @@ def printable_lines(text: str) -> str:
     return "\n".join(printable(line) for line in text.split("\n"))
 
 
+def escape_surrogates(text: str) -> str:
+    """``text`` with only its lone surrogates escaped (``\\xff`` for a byte that was not UTF-8,
+    ``\\udXXX`` for one a JSON file spelled out): what no UTF-8 file can hold. For the terminal,
+    :func:`printable` escapes these and the control characters too."""
+    if not any("\ud800" <= c <= "\udfff" for c in text):
+        return text
+    return "".join(_escape(c) if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`printable` would escape (one a terminal would
+    act on rather than show: C0, DEL, C1, bidirectional overrides, lone surrogates)."""
+    return not text.isprintable()
+
+
 def _escape(c: str) -> str:
     o = ord(c)
     if 0xDC80 <= o <= 0xDCFF:  # os.fsdecode's stand-in for the byte o - 0xDC00

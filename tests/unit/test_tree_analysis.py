@@ -337,8 +337,10 @@ def test_total_pss_carries_each_process_s_last_reading_while_it_is_alive() -> No
     rows += proc_rows(2, "worker 0", 0, [])  # nothing more
     rows += proc_rows(1, "main", -1, [(3.5, "pss", 120, 110, 0)])
     pss = carried_pss(pd.DataFrame(rows))
-    assert list(pss.index) == [1.0, 2.0, 3.5]
+    # Totals at the exact readings, and at a cheap tick a second after the last of them (3.0).
+    assert list(pss.index) == [1.0, 2.0, 3.0, 3.5]
     assert pss.loc[2.0, 1] == 105 and pss.loc[2.0, 2] == 55  # main not read at 2.0: its last reading
+    assert pss.loc[3.0, 1] == 105 and pd.isna(pss.loc[3.0, 2])  # read by no one at 3.0; worker 0 gone
     assert pd.isna(pss.loc[3.5, 2])  # gone
 
 

@@ -535,6 +535,29 @@ def test_a_parent_read_only_before_it_built_starts_from_its_anonymous_memory_at_
     assert "The main process grew" not in s.culprit
 
 
+def test_what_a_parent_built_between_its_last_tick_before_its_fork_and_its_first_after_is_built() -> None:
+    """On a wide tree ticks are up to 2 s apart: main, read at 0.1 (5 MB) and seen at 2.0 with
+    150 MB, filled 150 MB more before its fork at 5.0, and its first tick after (6.0) showed them
+    (a fork leaves its RSS as it was). It was said to have built +145 MB of its 295."""
+    main = proc_rows(
+        1,
+        "main",
+        -1,
+        [
+            (0.1, "pss", 5, 20, 5),
+            (2.0, "cheap", None, 165, 150, 150.0),
+            (6.0, "pss", 12, 316, 300),
+            (20.0, "pss", 30, 317, 302),
+        ],
+        kind="main",
+        anon_is_faults=True,
+    )
+    meta, samples = fork_job()
+    samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
+    row = _summary(meta, samples).processes[0]
+    assert row["built_mb"] == pytest.approx(295) and row["baseline_t"] == 6.0
+
+
 def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked_children() -> None:
     meta, samples = fork_job()
     for p in meta["processes"]:

@@ -39,6 +39,7 @@ COMMAND_CHARS = 300
 # (minflt, and RSS from the same counters as status) every tick; status (RSS split into
 # anon/file/shmem) only when RSS moved by this much since it was last read.
 STATUS_MOVE_BYTES = 1024 * 1024
+STATUS_FALL_BYTES = 64 * 1024  # a fall this big: status again (see _read_cheap)
 # /proc/PID/task/TID/children must be read per thread; torch starts dozens. The main thread's
 # list is read every tick (DataLoaders, Pools and subprocesses fork from it), every thread's
 # this often, so a child forked by another thread is found within this time.
@@ -164,7 +165,9 @@ class TreeSampler(Sampler):
         self._threads[pid] = st.threads
         rss = st.rss_pages * PAGE
         last = self._status.get(pid)
-        if last is not None and abs(rss - last.rss) < STATUS_MOVE_BYTES:
+        # Read again on a fall too: whether it was file pages (shared) or its own is what a
+        # forked child's estimate needs (see ExactPlanner.observe).
+        if last is not None and -STATUS_FALL_BYTES < rss - last.rss < STATUS_MOVE_BYTES:
             return procfs.CheapSample(
                 stat=st, rss=rss, rss_anon=last.rss_anon, rss_file=last.rss_file, rss_shmem=last.rss_shmem
             )

@@ -512,23 +512,9 @@ def test_a_parent_read_only_before_it_built_starts_from_its_anonymous_memory_at_
     # main is read at 0.1 (5 MB) and next at 6.0, after it built 300 MB and forked at 5.0: its
     # state just before the fork (the reading plus its anonymous RSS's rise) is its start, so its
     # building is not growth.
-    main = proc_rows(
-        1,
-        "main",
-        -1,
-        [
-            (0.1, "pss", 5, 20, 5),
-            (2.0, "cheap", None, 165, 150, 150.0),
-            (4.8, "cheap", None, 315, 300, 300.0),
-            (6.0, "pss", 12, 316, 301),
-            (20.0, "pss", 30, 317, 303),
-        ],
-        kind="main",
-        anon_is_faults=True,
+    s = _fork_job_whose_main_is(
+        [(4.8, "cheap", None, 315, 300, 300.0), (6.0, "pss", 12, 316, 301), (20.0, "pss", 30, 317, 303)]
     )
-    meta, samples = fork_job()
-    samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
-    s = _summary(meta, samples)
     row = s.processes[0]
     assert row["baseline_t"] == 6.0 and row["uss_start_mb"] == 12 and row["built_mb"] == pytest.approx(295)
     assert row["growth_mb"] == pytest.approx(2, abs=0.5) and s.main_uss_growth_mb < 50
@@ -539,23 +525,18 @@ def test_what_a_parent_built_between_its_last_tick_before_its_fork_and_its_first
     """On a wide tree ticks are up to 2 s apart: main, read at 0.1 (5 MB) and seen at 2.0 with
     150 MB, filled 150 MB more before its fork at 5.0, and its first tick after (6.0) showed them
     (a fork leaves its RSS as it was). It was said to have built +145 MB of its 295."""
-    main = proc_rows(
-        1,
-        "main",
-        -1,
-        [
-            (0.1, "pss", 5, 20, 5),
-            (2.0, "cheap", None, 165, 150, 150.0),
-            (6.0, "pss", 12, 316, 300),
-            (20.0, "pss", 30, 317, 302),
-        ],
-        kind="main",
-        anon_is_faults=True,
-    )
+    row = _fork_job_whose_main_is([(6.0, "pss", 12, 316, 300), (20.0, "pss", 30, 317, 302)]).processes[0]
+    assert row["built_mb"] == pytest.approx(295) and row["baseline_t"] == 6.0
+
+
+def _fork_job_whose_main_is(later: list[tuple]):
+    """fork_job's summary with its main read at 0.1 (5 MB), seen at 2.0 with 150 MB (anonymous
+    RSS: its faults), then at the ticks ``later``."""
+    points = [(0.1, "pss", 5, 20, 5), (2.0, "cheap", None, 165, 150, 150.0), *later]
+    main = proc_rows(1, "main", -1, points, kind="main", anon_is_faults=True)
     meta, samples = fork_job()
     samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
-    row = _summary(meta, samples).processes[0]
-    assert row["built_mb"] == pytest.approx(295) and row["baseline_t"] == 6.0
+    return _summary(meta, samples)
 
 
 def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked_children() -> None:

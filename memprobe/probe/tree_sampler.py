@@ -1,7 +1,8 @@
 """The sampler of ``record`` and ``watch``: a whole tree memprobe did not build, exact readings
 where memory moves, an estimated USS in between.
 
-Every tick (0.2 s by default, spaced up to 2 s when the tree makes ticks costly) reads the
+Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly, up to 2 s on
+a tree too wide for that) reads the
 cheap tier of every process; then :class:`~memprobe.probe.exact.ExactPlanner` picks which
 processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
 child excepted: its baseline is known), then the readings that cannot wait (a parent whose
@@ -51,9 +52,14 @@ THREAD_SCAN_S = 1.0
 CHEAP_SHARE = 0.4
 RESERVE_SHARE = 0.1  # of the budget, for the readings that cannot wait (see _tree_round)
 SLACK_SHARE = 0.05  # of the budget, never planned: a reading may cost more than predicted
-# A tick at least this often, whatever the cost: a point every 2 s on every process's curve. At
-# 0.45 s (2 points a second), a tree of 200 forked children cost 8.4-11 ms a tick, and the
-# sampler used 2.7-3.5 % of a core at a 1 % budget, with nothing left for exact readings.
+POINTS_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, while the budget allows
+# A tree whose ticks at POINTS_INTERVAL_S would take more than WIDE_SHARE of the budget is ticked
+# less often, to keep within that share, down to a tick every MAX_INTERVAL_S (a point every 2 s on
+# every curve, whatever the cost). At a tick every 0.45 s, a tree of 200 forked children (8.4-15
+# ms a tick) used 2.7-3.5 % of a core at a 1 % budget, with nothing left for exact readings. The
+# whole budget, not less: at 60 % of it, a torchrun tree of 11 processes (2-3 ms a tick, more
+# while its workers start) went from 2.2-2.3 points a second on each curve to 1.6-1.7.
+WIDE_SHARE = 1.0
 MAX_INTERVAL_S = 2.0
 STARTUP_WATCH_S = 10.0  # a worker's start-up is taken to be over by then (the analysis's cap)
 # A census reads its file mappings at every tick the tree's file pages grew FILES_MOVED_BYTES or
@@ -180,7 +186,10 @@ class TreeSampler(Sampler):
         base = self.settings.interval_s
         if self._tick_cost is None:
             return base
-        return max(base, min(self._tick_cost / (CHEAP_SHARE * self.settings.pss_cpu_budget), MAX_INTERVAL_S))
+        budget = self.settings.pss_cpu_budget
+        if self._tick_cost / POINTS_INTERVAL_S > WIDE_SHARE * budget:  # a wide tree
+            return max(base, min(self._tick_cost / (WIDE_SHARE * budget), MAX_INTERVAL_S))
+        return max(base, min(self._tick_cost / (CHEAP_SHARE * budget), POINTS_INTERVAL_S))
 
     # -- a round -------------------------------------------------------------------------
     def _round(self, tick: float) -> None:

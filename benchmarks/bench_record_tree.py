@@ -8,6 +8,7 @@ error against the next exact reading, and the sampler's CPU share over the run.
     python benchmarks/bench_record_tree.py --tree five      # (a) only
     python benchmarks/bench_record_tree.py --tree torchrun  # (b) only
     python benchmarks/bench_record_tree.py --truth 1 -- python job.py   # any job of yours
+    python benchmarks/bench_record_tree.py --overhead 4 --children 200  # items/s alone vs recorded
 
 Trees:
   five      a main process builds a ~700 MB list of dicts, then forks 4 workers (os.fork) that
@@ -60,6 +61,39 @@ FIVE = textwrap.dedent("""
     for pid in kids:
         os.waitpid(pid, 0)
     time.sleep(1.0)
+""")
+
+# The job of --overhead: main builds a list of dicts and forks CHILDREN children that each read
+# their share of it as fast as they can, then wait until every one has (all alive at once: a wide
+# tree); it prints its own items/s (every child's items over the wall time from the first fork
+# to the last exit).
+WIDE = textwrap.dedent("""
+    import os, sys, time
+    records, children = int(sys.argv[1]), int(sys.argv[2])
+    rows = [{"id": i, "label": i % 1000, "box": [float(i), 1.0]} for i in range(records)]
+    done_r, done_w = os.pipe()
+    go_r, go_w = os.pipe()
+    t0 = time.monotonic()
+    kids = []
+    for c in range(children):
+        pid = os.fork()
+        if pid == 0:
+            os.close(go_w)
+            s = 0
+            for r in rows[c::children]:
+                s += r["id"] + r["label"]
+            os.write(done_w, b"x")
+            os.read(go_r, 1)
+            os._exit(0)
+        kids.append(pid)
+    os.close(done_w)
+    got = 0
+    while got < children:
+        got += len(os.read(done_r, children))
+    os.close(go_w)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    print(f"ITEMS_PER_S {records / (time.monotonic() - t0):.1f}", flush=True)
 """)
 
 RANK = textwrap.dedent("""
@@ -346,6 +380,46 @@ def report(name: str, command: list[str], out: Path, wall: float) -> None:
             print(markdown(pd.DataFrame(rows)))
 
 
+def overhead(pairs: int, children: int, records: int) -> None:
+    """The job's own items/s alone and recorded (default settings), interleaved; the sampler's
+    share of a core and its mean interval between ticks from each recording's meta."""
+    scripts = Path(tempfile.mkdtemp(prefix="bench_record_tree-src-"))
+    script = scripts / "wide.py"
+    script.write_text(WIDE)
+    job = [sys.executable, str(script), str(records), str(children)]
+    rows = []
+    try:
+        for k in range(pairs):
+            for recorded in (False, True) if k % 2 == 0 else (True, False):
+                out = scripts / f"rec{k}"
+                cmd = [sys.executable, "-m", "memprobe", "record", "--no-report", "-o", str(out), "--", *job]
+                done = subprocess.run(cmd if recorded else job, capture_output=True, text=True, check=True)
+                rate = float(done.stdout.split("ITEMS_PER_S")[1].split()[0])
+                row = {"pair": k + 1, "recorded": recorded, "items/s": round(rate)}
+                if recorded:
+                    (run_dir,) = (out / "runs").iterdir()
+                    meta = json.loads((run_dir / "meta.json").read_text())
+                    s = meta["sampler"]
+                    ticks = s["pss_rounds"] + s["cheap_rounds"]
+                    row.update(
+                        sampler_core_pct=round(100 * s["cpu_share"], 2),
+                        interval_s=round(meta["elapsed_s"] / max(ticks, 1), 2),
+                    )
+                    shutil.rmtree(out)
+                rows.append(row)
+    finally:
+        shutil.rmtree(scripts, ignore_errors=True)
+    df = pd.DataFrame(rows)
+    print(
+        f"\njob: main + {children} forked children reading {records:,} records, load {os.getloadavg()[0]:.2f}"
+    )
+    print(markdown(df))
+    alone = df[~df["recorded"]].set_index("pair")["items/s"]
+    rec = df[df["recorded"]].set_index("pair")["items/s"]
+    ratio = (rec / alone).round(3)
+    print(f"\nrecorded / alone per pair: {ratio.tolist()}; median {ratio.median():.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", choices=["five", "torchrun", "both"], default="both")
@@ -365,9 +439,21 @@ def main() -> None:
         help="also read every process exactly every S seconds from outside the sampler, and judge "
         "every point of its curve against those readings (costs CPU beside the job)",
     )
+    ap.add_argument(
+        "--overhead",
+        type=int,
+        metavar="PAIRS",
+        help="instead: the job's own items/s alone and under `memprobe record`, PAIRS pairs "
+        "interleaved (alone/recorded, recorded/alone, ...), on a main process forking --children",
+    )
+    ap.add_argument("--children", type=int, default=200, help="(--overhead): forked children")
+    ap.add_argument("--wide-records", type=int, default=1_000_000, help="(--overhead): records")
     ap.add_argument("command", nargs="*", help="after --: record this job instead of the two trees")
     args = ap.parse_args()
     print(f"machine: {machine()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    if args.overhead:
+        overhead(args.overhead, args.children, args.wide_records)
+        return
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_record_tree-"))
     base.mkdir(parents=True, exist_ok=True)
     scripts = Path(tempfile.mkdtemp(prefix="bench_record_tree-src-"))

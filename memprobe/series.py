@@ -13,7 +13,9 @@ Pure functions, tables in, series out. How unreadable processes count, everywher
   leave it out for its whole life (:func:`readable`), and the report says so;
 * a recorded job's sampler reads exactly only the processes whose memory moved, so at a PSS round
   each other live process counts with its last exact reading, a worker plus what its estimated
-  USS gained since (:func:`held_readings`).
+  USS gained since, any other process plus what its anonymous RSS gained since
+  (:func:`held_readings`); its total is taken at its exact readings and, between them, at cheap
+  ticks at least ``TOTAL_STEP_S`` apart (:func:`total_times`), from its first exact reading on.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ from memprobe.vocabulary import (
 )
 
 CPU_MIN_WINDOW_S = 0.5  # CPU times count in 1/100 s: over 0.5 s a rate is good to 0.02 cores
+# A recorded job's total between its exact readings: at a cheap tick this long after the last
+# time it was taken. Exact readings are spent where memory moves, within a 1 % CPU budget: on a
+# tree of 200 forked children (each writing 256 KiB) none came after their fork, and the total,
+# taken at exact readings only, had no value while they lived (1-4 MB where every smaps_rollup
+# summed to 200 MB, in the issue's recording).
+TOTAL_STEP_S = 1.0
 
 
 # -- items fetched over time ------------------------------------------------------------------
@@ -122,30 +130,51 @@ def readable(rows: pd.DataFrame) -> pd.DataFrame:
 # -- memory totals ----------------------------------------------------------------------------
 
 
+def total_times(samples: pd.DataFrame) -> np.ndarray:
+    """When a total PSS is taken: at every exact reading; for a recorded job (its rows carry the
+    sampler's estimate, ``uss_est_mb``) also at cheap ticks ``TOTAL_STEP_S`` or more after the
+    last of those times, from its first exact reading on (before it, nothing is known of any
+    process's sharing: no total is drawn from nothing)."""
+    if samples.empty or "tier" not in samples:
+        return np.zeros(0)
+    exact = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique().astype(float))
+    if not len(exact) or "uss_est_mb" not in samples:
+        return exact
+    live = ~samples["missing"].fillna(False).astype(bool)  # a tick of ended processes only: nothing to sum
+    ticks = np.sort(samples.loc[live & (samples["t"] >= exact[0]), "t"].unique().astype(float))
+    out, last = [], -np.inf
+    for t, read in zip(ticks, np.isin(ticks, exact), strict=True):
+        if read or t - last >= TOTAL_STEP_S - 1e-9:
+            out.append(t)
+            last = t
+    return np.asarray(out, dtype=float)
+
+
 def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
-    """Exact readings, plus, at every time some process was read exactly, each other live
-    process's last exact reading (readings are spent where memory moves, not on every process at
-    once; one that was not read has not moved). A live process never read exactly yet counts
-    with an estimate (:func:`_unread_pss`). Rows: t, pid, role, pss_mb, uss_mb, held."""
+    """Exact readings, plus, at every time a total is taken (:func:`total_times`), each other
+    live process's last exact reading (readings are spent where memory moves, not on every
+    process at once; one that was not read has not moved). A live process never read exactly yet
+    counts with an estimate (:func:`_unread_pss`). Rows: t, pid, role, pss_mb, uss_mb, held."""
     cols = ["t", "pid", "role", "pss_mb", "uss_mb", "held"]
     samples = readable(samples) if not samples.empty else samples
     if samples.empty or not (samples["tier"] == "pss").any():
         return pd.DataFrame(columns=cols)
     missing = samples["missing"].fillna(False).astype(bool)
     exact = samples[(samples["tier"] == "pss") & ~missing].assign(held=False)
-    times = exact["t"].unique()
+    times = total_times(samples)
     # Alive and not read at a reading time; a cheap row with a reason is a failed read, not a hold.
     idle = samples[
         samples["t"].isin(times) & (samples["tier"] == "cheap") & ~missing & samples["reason"].isna()
     ]
     if idle.empty:
         return exact[cols].reset_index(drop=True)
+    anon = ["rss_anon_mb"] if "rss_anon_mb" in exact and "rss_anon_mb" in idle else []
     last = (
-        exact[["t", "pid", "pss_mb", "uss_mb", "rss_mb"]]
-        .rename(columns={"t": "read_t", "rss_mb": "rss_read_mb"})
+        exact[["t", "pid", "pss_mb", "uss_mb", "rss_mb", *anon]]
+        .rename(columns={"t": "read_t", "rss_mb": "rss_read_mb", "rss_anon_mb": "anon_read_mb"})
         .sort_values("read_t")
     )
-    keep = ["t", "pid", "role"] + [c for c in (*_ESTIMATE_COLUMNS, *LINEAGE) if c in idle]
+    keep = ["t", "pid", "role"] + [c for c in (*_ESTIMATE_COLUMNS, *anon, *LINEAGE) if c in idle]
     carried = pd.merge_asof(
         idle[keep].sort_values("t"), last, left_on="t", right_on="read_t", by="pid", direction="backward"
     ).assign(held=True)
@@ -158,12 +187,20 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
         # while they copied 190 MB more, left its total PSS 13 % under psutil's. What any other
         # process freed since (its RSS fell) is gone from the total: a Lightning rank held at
         # its reading from before it freed 135 MB stood that much over psutil's total.
+        # What any other process allocated since (its anonymous RSS rose: a fork and its
+        # workers' copies leave that counter as it was) is new pages of its own: the main process
+        # of a wide fork tree, read as it started and not again, counted 2 MB where it held 100.
         rise = pd.to_numeric(held["uss_est_mb"], errors="coerce") - held["uss_mb"]
         worker = pd.Series([is_worker_role(str(r)) for r in held["role"]], index=held.index, dtype=bool)
         fell = (held["rss_read_mb"] - pd.to_numeric(held["rss_mb"], errors="coerce")).clip(lower=0.0)
+        built = pd.Series(0.0, index=held.index)
+        if anon:
+            anon_now = pd.to_numeric(held["rss_anon_mb"], errors="coerce")
+            built = (anon_now - held["anon_read_mb"]).clip(lower=0.0)
         held = held.assign(
             pss_mb=held["pss_mb"]
             + rise.where(worker & rise.notna(), 0.0)
+            + built.where(~worker, 0.0).fillna(0.0)
             - fell.where(~worker, 0.0).fillna(0.0)
         )
     parts = [exact[cols], held[cols]]
@@ -238,7 +275,7 @@ def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
     """PSS summed per role at every PSS round (index t); NaN where a process could not be read."""
     if samples.empty or "tier" not in samples or not (samples["tier"] == "pss").any():
         return pd.DataFrame()
-    rounds = np.sort(samples.loc[samples["tier"] == "pss", "t"].unique())
+    rounds = total_times(samples)
     samples = readable(samples)
     at = samples[samples["t"].isin(rounds)]
     # A recorded job's sampler reads only the processes whose memory moved: the others count

@@ -56,6 +56,9 @@ from memprobe.probe.tree import DATALOADER, LAUNCHER, PARENT_KINDS, RANK, WORKER
 from memprobe.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
 
 PAGE_MB = 4096 / 2**20
+# A parent's anonymous memory that rose this much between its last tick before its first fork
+# and its first tick after was built before the fork (see _parent_before).
+BUILT_ACROSS_FORK_MB = 8.0
 STILL_MB = 1.0  # a parent's anonymous memory moved less than this before its first worker: nothing built
 # A worker's final fall of RSS by this much (or a tenth of its peak), ending with it within
 # TEARDOWN_S, is its teardown (see _before_teardown).
@@ -975,8 +978,14 @@ def _parent_before(pid: int, samples: pd.DataFrame, before: pd.DataFrame, since:
     # the fork, unless it allocated since. What it freed between its last tick and the fork (a
     # temporary list deleted just before the DataLoader started) it did not hold there.
     after = mine[mine["t"] >= since].iloc[:1]
-    if len(rows) and len(after) and float(after["anon"].iloc[0]) < float(rows["anon"].iloc[-1]):
-        rows = pd.concat([rows, after])
+    if len(rows) and len(after):
+        rise = float(after["anon"].iloc[0]) - float(rows["anon"].iloc[-1])
+        # What it allocated up to that tick, where its window opens, it built before its fork:
+        # on a wide tree ticks are up to 2 s apart, and a main process that filled 50 MB more
+        # between its last tick before its fork and its first after was said to have built
+        # +53.6 MB of its 104. A few MB there may be its workers' set-up after the fork: left out.
+        if rise < 0 or rise >= BUILT_ACROSS_FORK_MB:
+            rows = pd.concat([rows, after])
     if len(rows) < 2 or abs(float(rows["anon"].iloc[-1] - rows["anon"].iloc[0])) < STILL_MB:
         return None
     last = rows.iloc[-1]

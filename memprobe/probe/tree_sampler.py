@@ -1,7 +1,8 @@
 """The sampler of ``record`` and ``watch``: a whole tree memprobe did not build, exact readings
 where memory moves, an estimated USS in between.
 
-Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly) reads the
+Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly, up to 2 s on
+a tree too wide for that) reads the
 cheap tier of every process; then :class:`~memprobe.probe.exact.ExactPlanner` picks which
 processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
 child excepted: its baseline is known), then the readings that cannot wait (a parent whose
@@ -39,6 +40,7 @@ COMMAND_CHARS = 300
 # (minflt, and RSS from the same counters as status) every tick; status (RSS split into
 # anon/file/shmem) only when RSS moved by this much since it was last read.
 STATUS_MOVE_BYTES = 1024 * 1024
+STATUS_FALL_BYTES = 64 * 1024  # a fall this big: status again (see _read_cheap)
 # /proc/PID/task/TID/children must be read per thread; torch starts dozens. The main thread's
 # list is read every tick (DataLoaders, Pools and subprocesses fork from it), every thread's
 # this often, so a child forked by another thread is found within this time.
@@ -50,7 +52,15 @@ THREAD_SCAN_S = 1.0
 CHEAP_SHARE = 0.4
 RESERVE_SHARE = 0.1  # of the budget, for the readings that cannot wait (see _tree_round)
 SLACK_SHARE = 0.05  # of the budget, never planned: a reading may cost more than predicted
-MAX_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, whatever the cost
+POINTS_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, while the budget allows
+# A tree whose ticks at POINTS_INTERVAL_S would take more than WIDE_SHARE of the budget is ticked
+# less often, to keep within that share, down to a tick every MAX_INTERVAL_S (a point every 2 s on
+# every curve, whatever the cost). At a tick every 0.45 s, a tree of 200 forked children (8.4-15
+# ms a tick) used 2.7-3.5 % of a core at a 1 % budget, with nothing left for exact readings. The
+# whole budget, not less: at 60 % of it, a torchrun tree of 11 processes (2-3 ms a tick, more
+# while its workers start) went from 2.2-2.3 points a second on each curve to 1.6-1.7.
+WIDE_SHARE = 1.0
+MAX_INTERVAL_S = 2.0
 STARTUP_WATCH_S = 10.0  # a worker's start-up is taken to be over by then (the analysis's cap)
 # A census reads its file mappings at every tick the tree's file pages grew FILES_MOVED_BYTES or
 # a process of the tree ended (another process mapping the same libraries makes a process's
@@ -161,7 +171,9 @@ class TreeSampler(Sampler):
         self._threads[pid] = st.threads
         rss = st.rss_pages * PAGE
         last = self._status.get(pid)
-        if last is not None and abs(rss - last.rss) < STATUS_MOVE_BYTES:
+        # Read again on a fall too: whether it was file pages (shared) or its own is what a
+        # forked child's estimate needs (see ExactPlanner.observe).
+        if last is not None and -STATUS_FALL_BYTES < rss - last.rss < STATUS_MOVE_BYTES:
             return procfs.CheapSample(
                 stat=st, rss=rss, rss_anon=last.rss_anon, rss_file=last.rss_file, rss_shmem=last.rss_shmem
             )
@@ -174,7 +186,10 @@ class TreeSampler(Sampler):
         base = self.settings.interval_s
         if self._tick_cost is None:
             return base
-        return max(base, min(self._tick_cost / (CHEAP_SHARE * self.settings.pss_cpu_budget), MAX_INTERVAL_S))
+        budget = self.settings.pss_cpu_budget
+        if self._tick_cost / POINTS_INTERVAL_S > WIDE_SHARE * budget:  # a wide tree
+            return max(base, min(self._tick_cost / (WIDE_SHARE * budget), MAX_INTERVAL_S))
+        return max(base, min(self._tick_cost / (CHEAP_SHARE * budget), POINTS_INTERVAL_S))
 
     # -- a round -------------------------------------------------------------------------
     def _round(self, tick: float) -> None:
@@ -199,6 +214,7 @@ class TreeSampler(Sampler):
         t = round(tick - self.t0, 4)
         born = {pid: self.roles.start_t(pid, self._boot_at_t0) for pid in forked}
         dealt = {pid for pid in forked if nodes[pid].kind == DATALOADER}
+        files = {pid: float(r["rss_file_mb"]) * MB for pid, r in live.items()}
         self.plan.observe(
             t,
             counters,
@@ -206,10 +222,10 @@ class TreeSampler(Sampler):
             forked,
             {p: s for p, s in born.items() if s is not None},
             dealt,
+            files,
         )
         self._watch_startups(t, live)
         self.plan.hosts = {pid for pid in live if pid in nodes and not nodes[pid].is_worker}
-        files = {pid: float(r["rss_file_mb"]) * MB for pid, r in live.items()}
         gained = sum(max(0.0, v - self._file_rss.get(pid, v)) for pid, v in files.items())
         self._file_rss = files
         ended = any(r["missing"] for r in rows)

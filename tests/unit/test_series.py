@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from treejobs import proc_rows
 
 from memprobe import series
 from memprobe.analysis import summarize, window_bounds
@@ -167,3 +168,36 @@ def test_a_process_memprobe_may_not_read_is_left_out_of_total_pss_not_a_gap() ->
     assert summarize(_meta(), samples, PROGRESS, pd.DataFrame()).total_pss_peak_mb == 300.0
     gap = samples.assign(reason=samples["reason"].replace(denied, UNREADABLE))
     assert series.total_pss(gap).isna().all()
+
+
+def test_a_recorded_job_s_total_counts_every_process_between_its_exact_readings() -> None:
+    """A main process read as it started (2 MB), which then filled 100 MB and forked children
+    none of which was read exactly (a 200-child tree at the 1 % budget): the total, taken at
+    exact readings only, said 7 MB for the whole run. Between readings it is taken at cheap ticks,
+    main held at its reading plus the anonymous memory it allocated since, each child by its
+    estimated USS (their parent's reading is from before their fork: it holds what they share)."""
+    main = proc_rows(
+        1,
+        "main",
+        -1,
+        [(0.0, "pss", 2, 7, 2), (1.0, "cheap", None, 107, 102, 102), (2.0, "cheap", None, 107, 102, 2)],
+        kind="main",
+        anon_is_faults=True,
+    )
+    kids = []
+    for pid in (11, 12, 13):
+        kids += proc_rows(
+            pid, f"worker {pid - 11}", pid - 11, [(2.0, "cheap", None, 105, 0.6, 0.5)], kind="fork"
+        )
+    samples = pd.DataFrame(main + kids).assign(
+        ppid=lambda d: d["pid"].map({1: None, 11: 1, 12: 1, 13: 1}),
+        start_t=lambda d: d["pid"].map({1: 0.0, 11: 1.5, 12: 1.5, 13: 1.5}),
+    )
+    total = series.total_pss(samples)
+    assert list(total.index) == [0.0, 1.0, 2.0]
+    assert total.loc[0.0] == pytest.approx(7)  # its reading (PSS = USS + 5 here)
+    assert total.loc[1.0] == pytest.approx(7 + 100)  # + the 100 MB of anonymous memory it filled
+    assert total.loc[2.0] == pytest.approx(7 + 100 + 3 * 0.5)
+    # Nothing before the first exact reading, and no tick of ended processes only.
+    gone = pd.DataFrame([{**main[0], "t": 3.0, "tier": "cheap", "missing": True, "reason": "exited"}])
+    assert list(series.total_pss(pd.concat([samples, gone], ignore_index=True)).index) == [0.0, 1.0, 2.0]

@@ -337,8 +337,10 @@ def test_total_pss_carries_each_process_s_last_reading_while_it_is_alive() -> No
     rows += proc_rows(2, "worker 0", 0, [])  # nothing more
     rows += proc_rows(1, "main", -1, [(3.5, "pss", 120, 110, 0)])
     pss = carried_pss(pd.DataFrame(rows))
-    assert list(pss.index) == [1.0, 2.0, 3.5]
+    # Totals at the exact readings, and at a cheap tick a second after the last of them (3.0).
+    assert list(pss.index) == [1.0, 2.0, 3.0, 3.5]
     assert pss.loc[2.0, 1] == 105 and pss.loc[2.0, 2] == 55  # main not read at 2.0: its last reading
+    assert pss.loc[3.0, 1] == 105 and pd.isna(pss.loc[3.0, 2])  # read by no one at 3.0; worker 0 gone
     assert pd.isna(pss.loc[3.5, 2])  # gone
 
 
@@ -510,27 +512,31 @@ def test_a_parent_read_only_before_it_built_starts_from_its_anonymous_memory_at_
     # main is read at 0.1 (5 MB) and next at 6.0, after it built 300 MB and forked at 5.0: its
     # state just before the fork (the reading plus its anonymous RSS's rise) is its start, so its
     # building is not growth.
-    main = proc_rows(
-        1,
-        "main",
-        -1,
-        [
-            (0.1, "pss", 5, 20, 5),
-            (2.0, "cheap", None, 165, 150, 150.0),
-            (4.8, "cheap", None, 315, 300, 300.0),
-            (6.0, "pss", 12, 316, 301),
-            (20.0, "pss", 30, 317, 303),
-        ],
-        kind="main",
-        anon_is_faults=True,
+    s = _fork_job_whose_main_is(
+        [(4.8, "cheap", None, 315, 300, 300.0), (6.0, "pss", 12, 316, 301), (20.0, "pss", 30, 317, 303)]
     )
-    meta, samples = fork_job()
-    samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
-    s = _summary(meta, samples)
     row = s.processes[0]
     assert row["baseline_t"] == 6.0 and row["uss_start_mb"] == 12 and row["built_mb"] == pytest.approx(295)
     assert row["growth_mb"] == pytest.approx(2, abs=0.5) and s.main_uss_growth_mb < 50
     assert "The main process grew" not in s.culprit
+
+
+def test_what_a_parent_built_between_its_last_tick_before_its_fork_and_its_first_after_is_built() -> None:
+    """On a wide tree ticks are up to 2 s apart: main, read at 0.1 (5 MB) and seen at 2.0 with
+    150 MB, filled 150 MB more before its fork at 5.0, and its first tick after (6.0) showed them
+    (a fork leaves its RSS as it was). It was said to have built +145 MB of its 295."""
+    row = _fork_job_whose_main_is([(6.0, "pss", 12, 316, 300), (20.0, "pss", 30, 317, 302)]).processes[0]
+    assert row["built_mb"] == pytest.approx(295) and row["baseline_t"] == 6.0
+
+
+def _fork_job_whose_main_is(later: list[tuple]):
+    """fork_job's summary with its main read at 0.1 (5 MB), seen at 2.0 with 150 MB (anonymous
+    RSS: its faults), then at the ticks ``later``."""
+    points = [(0.1, "pss", 5, 20, 5), (2.0, "cheap", None, 165, 150, 150.0), *later]
+    main = proc_rows(1, "main", -1, points, kind="main", anon_is_faults=True)
+    meta, samples = fork_job()
+    samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
+    return _summary(meta, samples)
 
 
 def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked_children() -> None:

@@ -124,6 +124,30 @@ def test_a_forked_child_is_estimated_from_its_fork_and_read_within_the_budget() 
     assert 5 in plan.choose(1.0, PLENTY)
 
 
+def test_a_forked_child_never_read_does_not_count_the_faults_that_mapped_its_parent_s_files() -> None:
+    """A forked Python child that wrote 256 KiB took 159 faults (636 KB) and held 488 KB of its
+    own (smaps_rollup): ~33 of its faults mapped 2.1 MB of its parent's file pages back, 64 KiB
+    a fault. Counted as its own, 200 such children stood 24 MB over their USS."""
+    plan = _planner(1, rss=110 * MB)
+    file_rss = 2.07 * MB
+    plan.observe(1.0, {1: (0, 110 * MB), 5: (159, 108 * MB)}, {1: 1, 5: 1}, {5: 1}, files={5: file_rss})
+    assert plan.estimate(5) == pytest.approx(159 * PAGE - file_rss * PAGE / (64 * 1024))
+    assert plan.estimate(5) == pytest.approx(488 * 1024, rel=0.05)
+    # Its RSS falls by 136 KB of file pages (unmapped, or reclaimed): none of them its own. 300
+    # such children at once took 40 MB off a total of 246.
+    before = plan.estimate(5)
+    fell = 136 * 1024
+    plan.observe(
+        1.5, {1: (0, 110 * MB), 5: (159, 108 * MB - fell)}, {1: 1, 5: 1}, {5: 1}, files={5: file_rss - fell}
+    )
+    assert plan.estimate(5) == pytest.approx(before, abs=0.03 * MB)  # less the faults it maps back
+    file_rss -= fell
+    # Read once, its estimate runs from that reading on its faults alone.
+    plan.exact(5, 1.0, 488 * 1024.0, 108 * MB, 1e-3)
+    plan.observe(2.0, {1: (0, 110 * MB), 5: (159 + 256, 109 * MB)}, {1: 1, 5: 1}, {5: 1}, files={5: file_rss})
+    assert plan.estimate(5) == pytest.approx(488 * 1024 + 256 * PAGE)
+
+
 def test_a_forked_child_never_read_comes_before_processes_that_moved_more() -> None:
     plan = _planner(1, 2, rss=300 * MB)
     groups = {1: 1, 2: 2, 5: 1}
@@ -542,7 +566,13 @@ def test_ticks_of_a_costly_tree_are_spaced_within_the_cheap_share() -> None:
     assert sampler._interval() == 0.2
     sampler._tick_cost = 0.0012  # 1.2 ms a tick: 0.2 s would take 60 % of the budget
     assert sampler._interval() == pytest.approx(0.0012 / (tree_sampler.CHEAP_SHARE * 0.01))
-    sampler._tick_cost = 0.01
+    sampler._tick_cost = 0.004  # 4 ms (a torchrun tree of 11 processes: 2-3): 2 points a second
+    assert sampler._interval() == tree_sampler.POINTS_INTERVAL_S
+    # 200 forked children cost 8.4 ms a tick: at a tick every 0.45 s the cheap tier alone took
+    # 1.9 % of a core against a 1 % budget. Spaced, it keeps within the budget.
+    sampler._tick_cost = 0.0084
+    assert sampler._tick_cost / sampler._interval() == pytest.approx(0.01)
+    sampler._tick_cost = 0.03  # 300 processes on a loaded machine: a point every 2 s still
     assert sampler._interval() == tree_sampler.MAX_INTERVAL_S
     assert tree_sampler._compact({"a": 1, "b": None, "c": False}) == {"a": 1, "c": False}
 

@@ -87,7 +87,8 @@ class _Ticks:
     # (key, column, "max"/"min") -> (value, t): a process's (or a slice's) extremes
     extremes: dict[tuple, tuple[float, float]] = field(default_factory=dict)
 
-    def bucket(self, t: np.ndarray, buckets: int = BUCKETS) -> np.ndarray:
+    def bucket(self, t: np.ndarray, buckets: int | None = None) -> np.ndarray:
+        buckets = buckets or BUCKETS
         width = (self.span.t1 - self.span.t0) / buckets or 1.0
         return np.clip(((t - self.span.t0) / width).astype(np.int64), 0, buckets - 1)
 

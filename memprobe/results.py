@@ -235,9 +235,10 @@ def consolidate(root: Path) -> None:
 GATHER_ROWS = 20_000  # rows of JSON lines parsed at once: ~30 MB of Python objects
 
 
-def jsonl_chunks(path: Path, size: int = GATHER_ROWS) -> Iterator[list[dict]]:
-    """The rows of a JSON-lines file, ``size`` at a time (see :func:`read_jsonl`: a torn or
-    corrupt line is skipped); nothing when the file does not exist."""
+def jsonl_chunks(path: Path, size: int | None = None) -> Iterator[list[dict]]:
+    """The rows of a JSON-lines file, ``size`` (:data:`GATHER_ROWS`) at a time (see
+    :func:`read_jsonl`: a torn or corrupt line is skipped); nothing when the file does not exist."""
+    size = size or GATHER_ROWS
     rows: list[dict] = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -285,32 +286,30 @@ def _gather_table(root: Path, table: str, dirs: list[Path]) -> None:
     does not starts another spool file; at the end the spool files are joined into one schema."""
     import pyarrow.parquet as pq
 
-    spools: list[tuple[Path, pa.Schema]] = []
+    spools: list[tuple[Path, pa.Schema]] = []  # each spool file and its chunks' schema
     with contextlib.ExitStack() as open_spool:
         try:
             writer: pq.ParquetWriter | None = None
             for chunk in _table_chunks(root, table, dirs):
-                fitted = _conform(chunk, spools[-1][1]) if writer is not None else None
+                fitted = _conform(chunk, writer.schema) if writer is not None else None
                 if fitted is None:
                     open_spool.close()
                     spool = root / f".{table}.parquet.{len(spools)}.spool"
                     spools.append((spool, chunk.schema))
                     sink = open_spool.enter_context(open(spool, "wb"))  # see _write_parquet_atomic
                     writer = open_spool.enter_context(pq.ParquetWriter(sink, chunk.schema))
-                    fitted = chunk
-                assert writer is not None
+                    fitted = _conform(chunk, writer.schema)
+                assert writer is not None and fitted is not None
                 writer.write_table(fitted)
             open_spool.close()
             final = root / f"{table}.parquet"
+            schema = _unified([s for _, s in spools])
             if not spools:
                 _write_parquet_atomic(pd.DataFrame(), final)
             elif len(spools) == 1:  # the usual case: every chunk fitted the first one's columns
                 os.replace(spools[0][0], final)
             else:
-                write_atomic(
-                    final,
-                    lambda tmp: _join_spools([p for p, _ in spools], _unified([s for _, s in spools]), tmp),
-                )
+                write_atomic(final, lambda tmp: _join_spools([p for p, _ in spools], schema, tmp))
         except OSError as exc:
             raise ResultsWriteError(root / f"{table}.parquet", exc) from exc
         finally:
@@ -366,9 +365,12 @@ def _conform(chunk: pa.Table, schema: pa.Schema) -> pa.Table | None:
             continue
         column = chunk.column(field.name)
         if column.type != field.type:
-            if _widened(column.type, field.type) != field.type:
+            if column.null_count == len(column):  # nothing in it yet: any type takes it
+                column = pa.nulls(len(column), field.type)
+            elif _widened(column.type, field.type) != field.type:
                 return None
-            column = column.cast(field.type)
+            else:
+                column = column.cast(field.type)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema)
 

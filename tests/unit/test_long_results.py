@@ -183,7 +183,7 @@ def test_a_long_run_is_read_reduced_to_whole_ticks_keeping_each_process_s_extrem
 
 
 def test_the_ticks_around_the_runs_milestones_are_kept(long_run) -> None:
-    root, whole = long_run
+    root, _ = long_run
     meta_path = root / "runs" / "long" / "meta.json"
     meta = json.loads(meta_path.read_text())
     write_json_atomic(

@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from memprobe.probe.sampler import SAMPLE_COLUMNS
+
 INTERVAL_S = 0.2  # memprobe record's default --interval (cli/record.py)
 EXACT_EVERY = 50  # ticks between two exact readings of one process (10 s, the PSS rounds' maximum)
 MEM_AVAILABLE_EVERY = 5  # ticks (1 s: sampling.mem_available_interval_s)
@@ -46,20 +48,8 @@ SETTINGS = {
     "threads_of_main": False,
     "enabled": True,
 }
-EXACT_FIELDS = (
-    "pss_mb",
-    "pss_anon_mb",
-    "pss_file_mb",
-    "pss_shmem_mb",
-    "uss_mb",
-    "shared_clean_mb",
-    "shared_dirty_mb",
-    "private_clean_mb",
-    "private_dirty_mb",
-    "swap_mb",
-    "swap_pss_mb",
-    "anon_huge_mb",
-)
+# the exact tier's columns: SAMPLE_COLUMNS after the cheap ones
+EXACT_FIELDS = SAMPLE_COLUMNS[SAMPLE_COLUMNS.index("pss_mb") :]
 
 
 def ended_pid() -> int:

@@ -118,17 +118,7 @@ def _json_default(value: Any) -> Any:
 
 def read_jsonl(path: Path) -> list[dict]:
     """Rows of a JSON-lines file; a torn or corrupt line (a crash mid-write) is skipped."""
-    rows = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-    except FileNotFoundError:
-        pass
-    return rows
+    return [row for chunk in jsonl_chunks(path) for row in chunk]
 
 
 class RunWriter:
@@ -236,8 +226,8 @@ GATHER_ROWS = 20_000  # rows of JSON lines parsed at once: ~30 MB of Python obje
 
 
 def jsonl_chunks(path: Path, size: int | None = None) -> Iterator[list[dict]]:
-    """The rows of a JSON-lines file, ``size`` (:data:`GATHER_ROWS`) at a time (see
-    :func:`read_jsonl`: a torn or corrupt line is skipped); nothing when the file does not exist."""
+    """The rows of a JSON-lines file, ``size`` (:data:`GATHER_ROWS`) at a time; a torn or corrupt
+    line (a crash mid-write) is skipped; nothing when the file does not exist."""
     size = size or GATHER_ROWS
     rows: list[dict] = []
     try:

@@ -25,10 +25,11 @@ length. (The sample rows of a 64-process run: ~230,000; a 3-process one: ~10,000
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -170,17 +171,22 @@ def _column_names(path: Path) -> list[str]:
 
 
 def moments(meta: dict) -> list[float]:
-    """The times a run's record (meta.json) names: its milestones, each process's start, first
-    and last sample and end."""
+    """The times a run's record (meta.json) names: its milestones, and each process's start,
+    first and last sample, end, first and last exact reading, and where the last third of its
+    life begins (whether its memory levelled off is judged from there)."""
     times = list((meta.get("milestones") or {}).values())
     for p in meta.get("processes") or []:
         if isinstance(p, dict):
-            times += [
-                p.get(k) for k in ("start_t", "first_t", "last_t", "end_t", "first_pss_t", "last_pss_t")
-            ]
-    return [
-        float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool) and np.isfinite(t)
-    ]
+            keys = ("start_t", "first_t", "last_t", "end_t", "first_pss_t", "last_pss_t")
+            times += [p.get(k) for k in keys]
+            first, last = p.get("first_t"), p.get("last_t")
+            if _number(first) and _number(last):
+                times.append(last - (last - first) / 3)
+    return [float(t) for t in times if _number(t)]
+
+
+def _number(v: object) -> TypeGuard[float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _choose_samples(ticks: _Ticks, rows: pd.DataFrame, values: list[str]) -> None:

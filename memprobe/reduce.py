@@ -9,16 +9,18 @@ stays in the Parquet file; a run below the limit is read whole, exactly as befor
 Kept, for every run reduced (whole ticks: every process's row at a kept time, so totals summed
 across processes at one time stay right):
 
-* the first tick of each of :data:`BUCKETS` equal slices of the run, and in ``samples`` the first
-  PSS round of each slice and each process's first exact reading in each of its
-  ``EXACT_TICKS / processes`` slices;
+* the run's first and last tick, the first tick of each of :data:`BUCKETS` equal slices of it,
+  and in ``samples`` the first PSS round of each slice and each process's first exact reading in
+  each of its ``EXACT_TICKS / processes`` slices;
+* the ticks around the times the run's record names (:func:`moments`: milestones, each process's
+  start and end, where the last third of its life begins): the last at or before, the first after;
 * ``samples``: each process's first and last tick, its first and last exact reading, and the
   ticks of its largest and smallest RSS, PSS, USS and estimated USS (its peaks and the start and
   end of its growth are read as recorded);
 * the other tables: in each slice, the ticks of each numeric column's largest and smallest value
   (the lowest available memory, the most in /dev/shm).
 
-What it costs: the kept ticks, at most ``2 x BUCKETS + EXACT_TICKS + 10 x processes`` for
+What it costs: the kept ticks, at most ``2 x BUCKETS + EXACT_TICKS + 26 x processes`` for
 ``samples``; times the processes alive at each, that is the rows analysed, whatever the run's
 length. (The sample rows of a 64-process run: ~230,000; a 3-process one: ~10,000.)
 """
@@ -61,12 +63,13 @@ class _Ticks:
     """The ticks kept of one reduced run, gathered chunk by chunk."""
 
     span: _Span
-    kept: set[float] = field(default_factory=set)
     first: np.ndarray = field(default_factory=lambda: np.full(BUCKETS, np.inf))
     first_exact: np.ndarray = field(default_factory=lambda: np.full(BUCKETS, np.inf))
     # pid -> its first exact reading in each of its slices
     own_exact: dict[int, np.ndarray] = field(default_factory=dict)
-    # times the run's record names (milestones, each process's start and end): the ticks around each
+    # (key, column, "max"/"min") -> (value, t): a process's (or a slice's) extremes
+    extremes: dict[tuple, tuple[float, float]] = field(default_factory=dict)
+    # times the run's record names (moments()): the ticks around each
     moments: np.ndarray = field(default_factory=lambda: np.zeros(0))
     before: np.ndarray = field(default_factory=lambda: np.zeros(0))
     after: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -85,9 +88,6 @@ class _Ticks:
         self.before[has_before] = np.maximum(self.before[has_before], ticks[i[has_before] - 1])
         self.after[has_after] = np.minimum(self.after[has_after], ticks[i[has_after]])
 
-    # (key, column, "max"/"min") -> (value, t): a process's (or a slice's) extremes
-    extremes: dict[tuple, tuple[float, float]] = field(default_factory=dict)
-
     def bucket(self, t: np.ndarray, buckets: int | None = None) -> np.ndarray:
         buckets = buckets or BUCKETS
         width = (self.span.t1 - self.span.t0) / buckets or 1.0
@@ -104,9 +104,8 @@ class _Ticks:
             self.extremes[key] = (value, t)
 
     def times(self) -> np.ndarray:
-        chosen = set(self.kept)
-        chosen.update(float(t) for t in self.first[np.isfinite(self.first)])
-        for firsts in (self.first_exact, self.before, self.after, *self.own_exact.values()):
+        chosen = {self.span.t0, self.span.t1}  # the run's first and last tick
+        for firsts in (self.first, self.first_exact, self.before, self.after, *self.own_exact.values()):
             chosen.update(float(t) for t in firsts[np.isfinite(firsts)])
         chosen.update(t for _, t in self.extremes.values())
         return np.array(sorted(chosen), dtype=float)

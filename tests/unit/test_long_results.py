@@ -259,3 +259,24 @@ def test_the_terminal_and_the_page_say_a_long_process_s_life_in_hours() -> None:
     head, line = process_rows([row]).splitlines()[:2]
     assert "alive" in head and "0.0-8.0 h" in line
     assert recorded._process_row(row, 50.0, has_workers=False).alive == "0.0–8.0 h"
+
+
+def test_a_long_system_table_keeps_the_lowest_available_memory_of_each_slice(
+    tmp_path: Path, monkeypatch
+) -> None:
+    root = _folder(tmp_path, _rows(5))
+    w = RunWriter(root / "runs" / "a")
+    w.append(
+        "system",
+        [
+            {"t": 0.2 * i, "mem_available_mb": 5000.0 if i == 4321 else 9000.0 - i % 3, "processes": 3}
+            for i in range(6000)
+        ],
+    )
+    w.close()
+    results.consolidate(root)
+    monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
+    monkeypatch.setattr(reduce, "BUCKETS", 20)
+    system = ResultSet.load(root).tables["system"]
+    assert len(system) < 200 and system["mem_available_mb"].min() == 5000.0
+    assert system["t"].min() == 0.0 and system["t"].max() == pytest.approx(0.2 * 5999)

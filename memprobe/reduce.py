@@ -22,7 +22,8 @@ across processes at one time stay right):
 
 What it costs: the kept ticks, at most ``2 x BUCKETS + EXACT_TICKS + 26 x processes`` for
 ``samples``; times the processes alive at each, that is the rows analysed, whatever the run's
-length. (The sample rows of a 64-process run: ~230,000; a 3-process one: ~10,000.)
+length (measured: 143,233 sample rows kept of 1,151,937 for 1 h of 64 processes; 8,233 of
+215,998 for 4 h of 3).
 """
 
 from __future__ import annotations

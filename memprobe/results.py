@@ -248,9 +248,7 @@ def jsonl_chunks(path: Path, size: int | None = None) -> Iterator[list[dict]]:
 
 def _table_chunks(root: Path, table: str, dirs: list[Path]) -> Iterator[pa.Table]:
     """A table's rows in chunks: those already gathered (a gathering stopped part-way), then
-    every other run's JSON lines, each chunk as pandas would have typed it (:func:`_run_frame`)."""
-    import pyarrow as pa
-
+    every other run's JSON lines (:func:`_run_chunks`)."""
     path = root / f"{table}.parquet"
     done: set[str] = set()
     if path.exists():
@@ -259,16 +257,27 @@ def _table_chunks(root: Path, table: str, dirs: list[Path]) -> Iterator[pa.Table
                 done.update(group.column("run_id").unique().to_pylist())
             yield group
     for d in dirs:
-        if d.name in done:
-            continue
-        for rows in jsonl_chunks(d / f"{table}.jsonl"):
-            df = pd.DataFrame(rows)
-            df.insert(0, "run_id", d.name)
-            yield pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(None)
+        if d.name not in done:
+            yield from _run_chunks(d, table)
+
+
+def _run_chunks(run_dir: Path, table: str) -> Iterator[pa.Table]:
+    """One run's JSON lines of ``table`` in chunks, each typed as pandas types it (:func:`_run_frame`)."""
+    import pyarrow as pa
+
+    for rows in jsonl_chunks(run_dir / f"{table}.jsonl"):
+        df = pd.DataFrame(rows)
+        df.insert(0, "run_id", run_dir.name)
+        yield pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(None)
 
 
 def _gather_table(root: Path, table: str, dirs: list[Path]) -> None:
-    """Write ``<table>.parquet`` from :func:`_table_chunks`, one chunk in memory at a time.
+    """Write ``<table>.parquet`` from :func:`_table_chunks` (see :func:`_write_chunks`)."""
+    _write_chunks(_table_chunks(root, table, dirs), root / f"{table}.parquet")
+
+
+def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
+    """Write ``final`` (Parquet) from ``chunks``, one chunk in memory at a time.
 
     The JSON lines are compact (a row leaves out its empty fields), so a chunk can lack a column
     or type it otherwise (all empty: null; ints where another chunk has floats). A chunk that fits
@@ -280,11 +289,11 @@ def _gather_table(root: Path, table: str, dirs: list[Path]) -> None:
     with contextlib.ExitStack() as open_spool:
         try:
             writer: pq.ParquetWriter | None = None
-            for chunk in _table_chunks(root, table, dirs):
+            for chunk in chunks:
                 fitted = _conform(chunk, writer.schema) if writer is not None else None
                 if fitted is None:
                     open_spool.close()
-                    spool = root / f".{table}.parquet.{len(spools)}.spool"
+                    spool = final.with_name(f".{final.name}.{len(spools)}.spool")
                     spools.append((spool, chunk.schema))
                     sink = open_spool.enter_context(open(spool, "wb"))  # see _write_parquet_atomic
                     writer = open_spool.enter_context(pq.ParquetWriter(sink, chunk.schema))
@@ -292,7 +301,6 @@ def _gather_table(root: Path, table: str, dirs: list[Path]) -> None:
                 assert writer is not None and fitted is not None
                 writer.write_table(fitted)
             open_spool.close()
-            final = root / f"{table}.parquet"
             schema = _unified([s for _, s in spools])
             if not spools:
                 _write_parquet_atomic(pd.DataFrame(), final)
@@ -301,7 +309,7 @@ def _gather_table(root: Path, table: str, dirs: list[Path]) -> None:
             else:
                 write_atomic(final, lambda tmp: _join_spools([p for p, _ in spools], schema, tmp))
         except OSError as exc:
-            raise ResultsWriteError(root / f"{table}.parquet", exc) from exc
+            raise ResultsWriteError(final, exc) from exc
         finally:
             open_spool.close()
             for spool, _ in spools:
@@ -416,8 +424,27 @@ def unconsolidated(root: Path) -> bool:
     return any((d / f"{t}.jsonl").exists() for d in run_dirs(root) for t in PARQUET_TABLES)
 
 
-def _run_frame(run_dir: Path, table: str) -> pd.DataFrame:
-    rows = read_jsonl(run_dir / f"{table}.jsonl")
+LIVE_GATHER_BYTES = 32 * 2**20  # JSON lines of a run still going beyond which they are streamed
+
+
+def _run_frame(run_dir: Path, table: str, moments: list[float] | None = None) -> pd.DataFrame:
+    """One run's rows of ``table`` not gathered yet (a session still being written): read
+    whole, or, beyond :data:`LIVE_GATHER_BYTES` of JSON lines, gathered into a temporary
+    Parquet file and read from it as a gathered table is (a long run reduced: memprobe.reduce);
+    the folder is left as it is."""
+    import tempfile
+
+    path = run_dir / f"{table}.jsonl"
+    try:
+        large = path.stat().st_size > LIVE_GATHER_BYTES
+    except OSError:
+        large = False
+    if large:
+        with tempfile.TemporaryDirectory(prefix="memprobe-") as tmp:
+            gathered = Path(tmp) / f"{table}.parquet"
+            _write_chunks(_run_chunks(run_dir, table), gathered)
+            return reduce.load_table(gathered, table, _read_parquet, {run_dir.name: moments or []})
+    rows = read_jsonl(path)
     df = pd.DataFrame(rows)
     if not df.empty:
         df.insert(0, "run_id", run_dir.name)
@@ -711,7 +738,9 @@ class ResultSet:
                 done = set(frames[0]["run_id"].unique())
         # Rows not yet consolidated (a crash, or a run still going) live in JSON lines; a run
         # already in the Parquet file (consolidation stopped between the two) is not read twice.
-        frames += [_run_frame(d, table) for d in run_dirs(root) if d.name not in done]
+        frames += [
+            _run_frame(d, table, (moments or {}).get(d.name)) for d in run_dirs(root) if d.name not in done
+        ]
         frames = [f for f in frames if not f.empty]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

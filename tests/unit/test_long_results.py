@@ -280,3 +280,28 @@ def test_a_long_system_table_keeps_the_lowest_available_memory_of_each_slice(
     system = ResultSet.load(root).tables["system"]
     assert len(system) < 200 and system["mem_available_mb"].min() == 5000.0
     assert system["t"].min() == 0.0 and system["t"].max() == pytest.approx(0.2 * 5999)
+
+
+def test_a_report_of_a_long_session_still_going_reads_its_lines_reduced_and_moves_nothing(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """`memprobe report` while memprobe still records: the rows are only in JSON lines; beyond
+    LIVE_GATHER_BYTES they are streamed (once) into a temporary Parquet file and read reduced."""
+    root = tmp_path / "live"
+    folder = results.ResultsFolder.create(
+        root, kind="record", name="n", description="d", environment={}, runs=["a"]
+    )  # its writer is this process: alive
+    w = RunWriter(root / "runs" / "a")
+    rows = _rows(600)
+    w.append("samples", rows)
+    w.write_meta({"run_id": "a", "index": 0, "status": "running", "spec": {}})
+    w.close()
+    monkeypatch.setattr(results, "LIVE_GATHER_BYTES", 1000)
+    monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
+    monkeypatch.setattr(reduce, "BUCKETS", 20)
+    monkeypatch.setattr(reduce, "EXACT_TICKS", 60)
+    samples = folder.load().tables["samples"]
+    assert 0 < len(samples) < len(rows) / 4 and samples["rss_mb"].max() == max(r["rss_mb"] for r in rows)
+    assert samples["t"].max() == max(r["t"] for r in rows)
+    assert sorted(p.name for p in root.iterdir()) == ["manifest.json", "runs"]  # nothing gathered in it
+    assert len(read_jsonl(root / "runs" / "a" / "samples.jsonl")) == len(rows)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pandas as pd
 
+from memprobe import reduce
 from memprobe.errors import ResultsWriteError, SchemaVersionError, UsageError
 from memprobe.probe import procfs
 from memprobe.results_schema import check_manifest, check_meta, check_table
@@ -44,6 +45,8 @@ from memprobe.safe_read import display_path, open_regular, read_regular
 from memprobe.text import escape_surrogates
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
+    import pyarrow as pa
+
     from memprobe.analysis import RunSummary
 
 SCHEMA_VERSION = 2
@@ -270,15 +273,189 @@ def _write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
 def consolidate(root: Path) -> None:
     """Gather every run's JSON-lines rows into one Parquet file per table, then drop the lines.
 
-    Safe to repeat after a failure part-way (a full disk): a run whose rows are already in a
-    table's Parquet file is not read again from its JSON lines."""
-    metas = [read_json(d / "meta.json", root) for d in run_dirs(root)]
+    Streamed: the lines are read once, :data:`GATHER_ROWS` at a time, and written as they come
+    (:func:`_gather_table`), so the memory it needs does not grow with the job's length. Safe to
+    repeat after a failure part-way (a full disk): a run whose rows are already in a table's
+    Parquet file is not read again from its JSON lines."""
+    dirs = run_dirs(root)
+    metas = [read_json(d / "meta.json", root) for d in dirs]
     for table in PARQUET_TABLES:
-        _write_parquet_atomic(ResultSet._load_table(root, table), root / f"{table}.parquet")
+        _gather_table(root, table, dirs)
     _write_parquet_atomic(pd.DataFrame([_flat_meta(m) for m in metas]), root / "runs.parquet")
-    for d in run_dirs(root):
+    for d in dirs:
         for table in PARQUET_TABLES:
             (d / f"{table}.jsonl").unlink(missing_ok=True)
+
+
+GATHER_ROWS = 20_000  # rows of JSON lines parsed at once: ~30 MB of Python objects
+
+
+def jsonl_chunks(path: Path, root: Path | None = None, size: int | None = None) -> Iterator[list[dict]]:
+    """The rows of a JSON-lines file of the results folder ``root`` (:func:`iter_jsonl`),
+    ``size`` (:data:`GATHER_ROWS`) at a time; nothing when the file does not exist."""
+    size = size or GATHER_ROWS
+    rows: list[dict] = []
+    for row in iter_jsonl(path, root):
+        rows.append(row)
+        if len(rows) >= size:
+            yield rows
+            rows = []
+    if rows:
+        yield rows
+
+
+def _table_chunks(root: Path, table: str, dirs: list[Path]) -> Iterator[pa.Table]:
+    """A table's rows in chunks: those already gathered (a gathering stopped part-way), then
+    every other run's JSON lines (:func:`_run_chunks`)."""
+    path = root / f"{table}.parquet"
+    done: set[str] = set()
+    if path.exists():
+        for group in parquet_groups(path):
+            if "run_id" in group.column_names:
+                done.update(group.column("run_id").unique().to_pylist())
+            yield group
+    for d in dirs:
+        if d.name not in done:
+            yield from _run_chunks(d, table)
+
+
+def _run_chunks(run_dir: Path, table: str) -> Iterator[pa.Table]:
+    """One run's JSON lines of ``table`` in chunks, each typed as pandas types it (:func:`_run_frame`)."""
+    import pyarrow as pa
+
+    for rows in jsonl_chunks(run_dir / f"{table}.jsonl", run_dir.parents[1]):
+        df = pd.DataFrame(rows)
+        df.insert(0, "run_id", escape_surrogates(run_dir.name))
+        yield pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(None)
+
+
+def _gather_table(root: Path, table: str, dirs: list[Path]) -> None:
+    """Write ``<table>.parquet`` from :func:`_table_chunks` (see :func:`_write_chunks`)."""
+    _write_chunks(_table_chunks(root, table, dirs), root / f"{table}.parquet")
+
+
+def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
+    """Write ``final`` (Parquet) from ``chunks``, one chunk in memory at a time.
+
+    The JSON lines are compact (a row leaves out its empty fields), so a chunk can lack a column
+    or type it otherwise (all empty: null; ints where another chunk has floats). A chunk that fits
+    the file's columns is written into it (a missing column as nulls, ints as floats); one that
+    does not starts another spool file; at the end the spool files are joined into one schema."""
+    import pyarrow.parquet as pq
+
+    spools: list[tuple[Path, pa.Schema]] = []  # each spool file and its chunks' schema
+    with contextlib.ExitStack() as open_spool:
+        try:
+            writer: pq.ParquetWriter | None = None
+            for chunk in chunks:
+                fitted = _conform(chunk, writer.schema) if writer is not None else None
+                if fitted is None:
+                    open_spool.close()
+                    spool = final.with_name(f".{final.name}.{len(spools)}.spool")
+                    spools.append((spool, chunk.schema))
+                    sink = open_spool.enter_context(open(spool, "wb"))  # see _write_parquet_atomic
+                    writer = open_spool.enter_context(pq.ParquetWriter(sink, chunk.schema))
+                    fitted = _conform(chunk, writer.schema)
+                assert writer is not None and fitted is not None
+                writer.write_table(fitted)
+            open_spool.close()
+            schema = _unified([s for _, s in spools])
+            if not spools:
+                _write_parquet_atomic(pd.DataFrame(), final)
+            elif len(spools) == 1:  # the usual case: every chunk fitted the first one's columns
+                os.replace(spools[0][0], final)
+            else:
+                write_atomic(final, lambda tmp: _join_spools([p for p, _ in spools], schema, tmp))
+        except OSError as exc:
+            raise ResultsWriteError(final, exc) from exc
+        finally:
+            open_spool.close()
+            for spool, _ in spools:
+                spool.unlink(missing_ok=True)
+
+
+def _join_spools(spools: list[Path], schema: pa.Schema, out: Path) -> None:
+    import pyarrow.parquet as pq
+
+    with open(out, "wb") as f, pq.ParquetWriter(f, schema) as writer:
+        for spool in spools:
+            for group in parquet_groups(spool):
+                fitted = _conform(group, schema)
+                assert fitted is not None  # the unified schema takes every part
+                writer.write_table(fitted)
+
+
+def parquet_groups(path: Path, columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """The row groups of a Parquet file memprobe wrote, one at a time (``columns`` only, those of
+    them it has), or a :class:`UsageError` naming a file that cannot be read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with open_in_folder(path.parent, path) as f:  # an open file: see _write_parquet_atomic
+            parquet = pq.ParquetFile(f)
+            names = parquet.schema_arrow.names
+            wanted = None if columns is None else [c for c in columns if c in names]
+            for i in range(parquet.num_row_groups):
+                yield parquet.read_row_group(i, columns=wanted)
+    except (OSError, pa.ArrowException) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise UsageError(
+            f"{display_path(path)}: cannot be read (truncated or damaged: {escape_surrogates(reason)}); what is "
+            "in the other files is intact"
+        ) from None
+
+
+def _conform(chunk: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """``chunk`` with ``schema``'s columns and types (a missing column as nulls, ints and nulls
+    cast up), or None when it has a column ``schema`` lacks or a type it cannot take."""
+    import pyarrow as pa
+
+    if chunk.schema.equals(schema):
+        return chunk
+    if any(name not in schema.names for name in chunk.column_names):
+        return None
+    columns = []
+    for field in schema:
+        if field.name not in chunk.column_names:
+            columns.append(pa.nulls(len(chunk), field.type))
+            continue
+        column = chunk.column(field.name)
+        if column.type != field.type:
+            if column.null_count == len(column):  # nothing in it yet: any type takes it
+                column = pa.nulls(len(column), field.type)
+            elif _widened(column.type, field.type) != field.type:
+                return None
+            else:
+                column = column.cast(field.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _widened(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """The type that holds both ``a``'s and ``b``'s values: nulls take any type, ints and floats
+    become floats, anything else mixed becomes text."""
+    import pyarrow as pa
+
+    if a == b or pa.types.is_null(b):
+        return a
+    if pa.types.is_null(a):
+        return b
+    numeric = (pa.types.is_integer, pa.types.is_floating)
+    if any(f(a) for f in numeric) and any(f(b) for f in numeric):
+        return pa.float64() if pa.types.is_floating(a) or pa.types.is_floating(b) else pa.int64()
+    return pa.large_string()
+
+
+def _unified(schemas: list[pa.Schema]) -> pa.Schema:
+    """One schema for every spool file: columns in order of first appearance, types widened."""
+    import pyarrow as pa
+
+    types: dict[str, pa.DataType] = {}
+    for schema in schemas:
+        for field in schema:
+            types[field.name] = _widened(types[field.name], field.type) if field.name in types else field.type
+    return pa.schema(list(types.items()))
 
 
 def _read_parquet(path: Path, root: Path) -> pd.DataFrame:
@@ -305,8 +482,33 @@ def unconsolidated(root: Path) -> bool:
     return any((d / f"{t}.jsonl").exists() for d in run_dirs(root) for t in PARQUET_TABLES)
 
 
-def _run_frame(run_dir: Path, table: str) -> pd.DataFrame:
-    rows = read_jsonl(run_dir / f"{table}.jsonl", run_dir.parents[1])
+LIVE_GATHER_BYTES = 32 * 2**20  # JSON lines of a run still going beyond which they are streamed
+
+
+def _run_frame(run_dir: Path, table: str, moments: list[float] | None = None) -> pd.DataFrame:
+    """One run's rows of ``table`` not gathered yet (a session still being written): read
+    whole, or, beyond :data:`LIVE_GATHER_BYTES` of JSON lines, gathered into a temporary
+    Parquet file and read from it as a gathered table is (a long run reduced: memprobe.reduce);
+    the folder is left as it is."""
+    import tempfile
+
+    path = run_dir / f"{table}.jsonl"
+    try:
+        large = path.stat().st_size > LIVE_GATHER_BYTES
+    except OSError:
+        large = False
+    if large:
+        with tempfile.TemporaryDirectory(prefix="memprobe-") as tmp:
+            gathered = Path(tmp) / f"{table}.parquet"
+            _write_chunks(_run_chunks(run_dir, table), gathered)
+            return reduce.load_table(
+                gathered,
+                table,
+                lambda p: _read_parquet(p, p.parent),
+                {run_dir.name: moments or []},
+                check=lambda df: check_table(path, df, table),
+            )
+    rows = read_jsonl(path, run_dir.parents[1])
     df = pd.DataFrame(rows)
     if not df.empty:
         df.insert(0, "run_id", escape_surrogates(run_dir.name))
@@ -619,25 +821,35 @@ class ResultSet:
     @classmethod
     def of(cls, folder: ResultsFolder) -> ResultSet:
         root = folder.root
-        tables = {t: cls._load_table(root, t) for t in PARQUET_TABLES}
+        metas = folder.metas()
+        moments = {str(m.get("run_id")): reduce.moments(m) for m in metas}
+        tables = {t: cls._load_table(root, t, moments) for t in PARQUET_TABLES}
         tables["events"] = pd.concat(
             [_run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()], ignore_index=True
         )
-        return cls(root, folder.manifest, folder.metas(), tables, read_scenario_copy(root))
+        return cls(root, folder.manifest, metas, tables, read_scenario_copy(root))
 
     @staticmethod
-    def _load_table(root: Path, table: str) -> pd.DataFrame:
+    def _load_table(root: Path, table: str, moments: dict[str, list[float]] | None = None) -> pd.DataFrame:
         frames = []
         path = root / f"{table}.parquet"
         done: set[str] = set()
-        if path.exists():
-            frames.append(_read_parquet(path, root))
+        if path.exists():  # a long run's series reduced to what the analysis needs (memprobe.reduce)
+            frames.append(
+                reduce.load_table(
+                    path,
+                    table,
+                    lambda p: _read_parquet(p, root),
+                    moments or {},
+                    check=lambda df: check_table(path, df, table),
+                )
+            )
             if "run_id" in frames[0]:  # a table with no rows has no columns either
                 done = set(frames[0]["run_id"].unique())
         # Rows not yet consolidated (a crash, or a run still going) live in JSON lines; a run
         # already in the Parquet file (consolidation stopped between the two) is not read twice.
         frames += [
-            check_table(d / f"{table}.jsonl", _run_frame(d, table), table)
+            check_table(d / f"{table}.jsonl", _run_frame(d, table, (moments or {}).get(d.name)), table)
             for d in run_dirs(root)
             if d.name not in done
         ]

@@ -129,7 +129,7 @@ def finalize(folder: ResultsFolder, status: str, *, render: bool, **fields: Any)
         # Imported here: jinja2 and the figures take ~0.5 s that profile() (no page) never needs.
         from memprobe.report import write_report
 
-        report = write_report(folder.root)
+        report = write_report(folder.root, results)
     else:  # a snapshot `memprobe report` took while the session ran no longer says what happened
         (folder.root / "report.html").unlink(missing_ok=True)
     return SessionResult(folder.root, summaries, status == "interrupted", report)

@@ -179,6 +179,7 @@ def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[in
     # Here, not at the top: this module's top imports the standard library only, so that
     # `memprobe record --help` and a bad argument answer at once (the recording loaded these).
     from memprobe.probe.tree import PARENT_KINDS
+    from memprobe.report.format import DASH, span
     from memprobe.vocabulary import MAIN
 
     def num(v: float | None, sign: bool = False) -> str:
@@ -186,16 +187,16 @@ def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[in
 
     def life(r: dict) -> str:
         start = r.get("start_t", r["first_t"])
-        end = r.get("end_t") or r["last_t"]
         if r["pid"] in outlived and start is not None:
             return f"{max(start, 0.0) + 0.0:.1f}-, runs on"
-        return "-" if start is None or end is None else f"{max(start, 0.0) + 0.0:.1f}-{end:.1f}"
+        alive = span(start, r.get("end_t") or r["last_t"], dash="-")
+        return "-" if alive == DASH else alive
 
     head = (
         "pid",
         "role",
         "kind",
-        "alive (s)",
+        "alive",
         "exact",
         "built/start-up MB",
         "USS MB",

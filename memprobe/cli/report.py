@@ -33,8 +33,9 @@ def main(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise UsageError(f"{name}: no such results folder")
     folder = ResultsFolder.open(root)
-    results = folder.load()
     check_run_records(root)
+    # The folder is finished first, then loaded once: a killed recording's JSON lines are read
+    # once (gathered into Parquet), and no second copy of its tables is held.
     if folder.manifest.get("status") == "running" and writer_alive(folder.manifest):
         # Its rows are still being written: read them, move nothing.
         say(
@@ -47,11 +48,11 @@ def main(args: argparse.Namespace) -> int:
             f"memprobe: the memprobe that wrote {name} ended before finishing (killed?): marked interrupted",
             sys.stderr,
         )
-        results = folder.load()
     elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
         consolidate(root)
+    results = folder.load()
     summaries = summarize_all(results)
     folder.write_summary(summaries)
     say(summary_table(summaries))
-    say(f"\nreport: {display_path(write_report(root))}")
+    say(f"\nreport: {display_path(write_report(root, results))}")
     return 0

@@ -58,12 +58,39 @@ def rate_short(v: float | None) -> str:
     return rate(v).removesuffix(" items/s")
 
 
+MINUTE, HOUR, DAY = 60, 3600, 86400
+
+
 def seconds(v: float | None) -> str:
+    """A duration in the unit that fits: ``3.82 s``, ``12.3 s``, ``4 min 10 s`` from 2 minutes,
+    ``5 h 12 min`` from 2 hours, ``3 days 4 h`` from 2 days."""
     if not is_num(v):
         return DASH
-    if v >= 120:
-        return f"{int(v // 60)} min {v % 60:.0f} s"
-    return f"{v:.2f} s" if v < 10 else f"{v:.1f} s"
+    if v < 2 * MINUTE:
+        return f"{v:.2f} s" if v < 10 else f"{v:.1f} s"
+    whole = round(v)
+    if whole < 2 * HOUR:
+        return f"{whole // MINUTE} min {whole % MINUTE} s"
+    whole = round(v / MINUTE) * MINUTE
+    if whole < 2 * DAY:
+        return f"{whole // HOUR} h {whole % HOUR // MINUTE} min"
+    whole = round(v / HOUR) * HOUR
+    return f"{whole // DAY} days {whole % DAY // HOUR} h"
+
+
+def span(start: float | None, end: float | None, dash: str = "–") -> str:
+    """A time range since the job started, both ends in the unit that fits the end:
+    ``0.0–3.8 s``, ``1.5–95.3 min``, ``0.0–72.2 h``, ``0.0–3.0 days``."""
+    if not is_num(start) or not is_num(end):
+        return DASH
+    start = max(start, 0.0) + 0.0  # no "-0.0": a process started just before the job's clock
+    if end < 2 * MINUTE:
+        unit, size = "s", 1
+    elif end < 2 * HOUR:
+        unit, size = "min", MINUTE
+    else:
+        unit, size = ("h", HOUR) if end < 2 * DAY else ("days", DAY)
+    return f"{start / size:.1f}{dash}{end / size:.1f} {unit}"
 
 
 def count(v: float | None) -> str:

@@ -110,7 +110,7 @@ def _process_row(r: dict, threshold: float, has_workers: bool, has_ranks: bool =
     growth = r.get("growth_mb")
     tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
     start, end = r.get("start_t", r.get("first_t")), r.get("end_t", r.get("last_t"))
-    alive = f"{max(start or 0.0, 0.0):.1f}–{end:.1f} s" if fmt.is_num(start) and fmt.is_num(end) else fmt.DASH
+    alive = fmt.span(start, end)
     uss = (
         f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}"
         if fmt.is_num(r.get("uss_start_mb"))

@@ -230,7 +230,8 @@ def render(results: ResultSet, *, max_points: int = MAX_POINTS) -> str:
     return environment().get_template("report.html").render(**context(results, max_points))
 
 
-def write_report(root: Path) -> Path:
-    """Load the results folder ``root`` and write ``root/report.html``; returns its path."""
+def write_report(root: Path, results: ResultSet | None = None) -> Path:
+    """Write ``root/report.html`` from ``results`` (loaded from the folder ``root`` when not
+    given: a caller holding them passes them, never two copies at once); returns its path."""
     root = Path(root)
-    return write_text_atomic(root / "report.html", render(ResultSet.load(root)))
+    return write_text_atomic(root / "report.html", render(results or ResultSet.load(root)))

@@ -1,0 +1,108 @@
+"""What the end of a long recording costs: the finish, `memprobe report`, and recovering a killed one.
+
+Not a test: for each job length and process count it writes a synthetic recording with
+benchmarks/gen_long_record.py (the JSON lines `memprobe record` leaves when the job ends), then
+measures, each in its own child process under /usr/bin/time (wall, user + system CPU, peak RSS):
+
+    finish    what `memprobe record` does when the job has ended: gather the JSON lines into
+              Parquet, analyse, write summary.json and report.html (memprobe.session.finalize)
+    report    `memprobe report DIR` on the finished folder
+    recover   `memprobe report DIR` on a copy of the folder as a killed memprobe left it (JSON
+              lines never gathered; --recover only: the copy needs the JSON lines' disk space twice)
+
+    python benchmarks/bench_finish.py --hours 1 8 24 72 --processes 3
+    python benchmarks/bench_finish.py --hours 1 8 --processes 64 --recover
+
+Prints one Markdown row per measurement; the folders are removed afterwards (--keep to keep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FINISH = (
+    "import sys; from memprobe.results import ResultsFolder; from memprobe.session import finalize; "
+    "finalize(ResultsFolder.open(sys.argv[1]), 'complete', render=True)"
+)
+
+
+def measured(argv: list[str]) -> dict:
+    """Run ``argv`` under /usr/bin/time: wall s, CPU s, peak RSS MB, exit code."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
+        done = subprocess.run(
+            ["/usr/bin/time", "-o", out.name, "-f", "%e %U %S %M", *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wall, user, system, peak_kb = out.read().split()[-4:]
+    if done.returncode:
+        print(done.stderr[-2000:], file=sys.stderr)
+    return {
+        "wall_s": float(wall),
+        "cpu_s": float(user) + float(system),
+        "peak_mb": int(peak_kb) / 1024,
+        "exit": done.returncode,
+    }
+
+
+def row(hours: float, processes: int, rows: int, what: str, m: dict) -> str:
+    failed = "" if m["exit"] == 0 else f" (exit {m['exit']})"
+    return (
+        f"| {hours:g} h | {processes} | {rows:,} | {what}{failed} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} "
+        f"| {m['peak_mb']:,.0f} |"
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hours", type=float, nargs="+", default=[1, 8, 24, 72])
+    p.add_argument("--processes", type=int, nargs="+", default=[3])
+    p.add_argument("--recover", action="store_true", help="also recover a killed copy (twice the disk)")
+    p.add_argument("--base", type=Path, default=Path(tempfile.gettempdir()), help="where the folders go")
+    p.add_argument("--keep", action="store_true", help="keep the folders")
+    args = p.parse_args()
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f}")
+    print("| job | processes | sample rows | step | wall s | CPU s | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|")
+    for processes in args.processes:
+        for hours in args.hours:
+            folder = args.base / f"memprobe-long-{hours:g}h-{processes}p"
+            shutil.rmtree(folder, ignore_errors=True)
+            t0 = time.monotonic()
+            sys.path.insert(0, str(HERE))
+            from gen_long_record import generate
+
+            facts = generate(folder, hours, processes)
+            print(
+                f"<!-- generated {facts['rows']:,} rows, {facts['jsonl_mb']:,.0f} MB of JSON lines "
+                f"in {time.monotonic() - t0:.0f} s -->",
+                flush=True,
+            )
+            copy = folder.with_name(folder.name + "-killed")
+            if args.recover:
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(folder, copy)
+            m = measured([sys.executable, "-c", FINISH, str(folder)])
+            print(row(hours, processes, facts["rows"], "finish", m), flush=True)
+            m = measured([sys.executable, "-m", "memprobe", "report", str(folder)])
+            print(row(hours, processes, facts["rows"], "report", m), flush=True)
+            if args.recover:
+                m = measured([sys.executable, "-m", "memprobe", "report", str(copy)])
+                print(row(hours, processes, facts["rows"], "recover (killed)", m), flush=True)
+            if not args.keep:
+                shutil.rmtree(folder, ignore_errors=True)
+                shutil.rmtree(copy, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

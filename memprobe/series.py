@@ -106,10 +106,14 @@ def item_rate(
 # -- which rows count ----------------------------------------------------------------------------
 
 
+def _reasons(rows: pd.DataFrame) -> pd.Series:
+    """Each row's reason as text, "" where it has none (a column of no reasons is read as floats)."""
+    return rows["reason"].astype(object).fillna("").astype(str)
+
+
 def ended(rows: pd.DataFrame) -> pd.Series:
     """Rows whose process had ended (missing, and nothing to count)."""
-    reason = rows["reason"].fillna("").astype(str)
-    return reason.str.startswith(ENDED_REASONS)
+    return _reasons(rows).str.startswith(ENDED_REASONS)
 
 
 def failed_reads(rows: pd.DataFrame) -> pd.Series:
@@ -123,7 +127,7 @@ def readable(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of the processes memprobe may read: those of a process whose memory map the
     kernel refused (a failed PSS read's reason says permission denied) are left out, all of them:
     a gap at every round it lived made the total unknown for the whole run."""
-    denied = rows["reason"].fillna("").astype(str).str.startswith(DENIED_REASON) & (rows["tier"] == "cheap")
+    denied = _reasons(rows).str.startswith(DENIED_REASON) & (rows["tier"] == "cheap")
     return rows[~rows["pid"].isin(rows.loc[denied, "pid"].unique())] if denied.any() else rows
 
 

@@ -30,6 +30,7 @@ def _rows(n_ticks: int, pids: tuple[int, ...] = (1, 2, 3), dt: float = 0.2) -> l
                 "missing": False,
                 "reason": None,
                 "rss_mb": 100.0 + pid + (i % 7),
+                "cpu_s": round(i * dt * 0.1, 4),
                 "pss_mb": 50.0 + pid + (i % 5) if exact else None,
                 "uss_mb": 20.0 + pid + (i % 3) if exact else None,
                 "uss_est_mb": None if exact else 20.0 + pid,
@@ -43,9 +44,13 @@ def _folder(root: Path, rows: list[dict], runs: tuple[str, ...] = ("a",)) -> Pat
     for index, run in enumerate(runs):
         w = RunWriter(root / "runs" / run)
         w.append("samples", rows)
-        w.write_meta({"run_id": run, "index": index, "spec": {}})
+        w.write_meta({"run_id": run, "index": index, "status": "ok", "spec": SPEC})
         w.close()
     return root
+
+
+# A run record as memprobe record writes one, with the fields every run record has.
+SPEC = {"backend": "python", "mode": "record", "workers": 2, "verdict": {"growth_threshold_mb": 50.0}}
 
 
 # -- gathering ---------------------------------------------------------------------------------
@@ -124,7 +129,11 @@ def test_memprobe_report_reads_a_killed_recordings_lines_once_and_its_tables_onc
     w.close()
     parsed: list[str] = []
     loads = json.loads
-    monkeypatch.setattr(results.json, "loads", lambda s, *a, **k: (parsed.append(s), loads(s, *a, **k))[1])
+    monkeypatch.setattr(
+        results.json,
+        "loads",
+        lambda s, *a, **k: (parsed.append(s if isinstance(s, str) else s.decode()), loads(s, *a, **k))[1],
+    )
     opened: list[Path] = []
     of = ResultSet.of.__func__  # type: ignore[attr-defined]
     monkeypatch.setattr(ResultSet, "of", classmethod(lambda cls, f: (opened.append(f.root), of(cls, f))[1]))
@@ -149,7 +158,7 @@ def long_run(tmp_path: Path, monkeypatch) -> tuple[Path, pd.DataFrame]:
     root = _folder(tmp_path, rows, runs=("long",))
     w = RunWriter(root / "runs" / "short")
     w.append("samples", _rows(5))
-    w.write_meta({"run_id": "short", "index": 1, "spec": {}})
+    w.write_meta({"run_id": "short", "index": 1, "status": "ok", "spec": SPEC})
     w.close()
     results.consolidate(root)
     monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
@@ -294,7 +303,7 @@ def test_a_report_of_a_long_session_still_going_reads_its_lines_reduced_and_move
     w = RunWriter(root / "runs" / "a")
     rows = _rows(600)
     w.append("samples", rows)
-    w.write_meta({"run_id": "a", "index": 0, "status": "running", "spec": {}})
+    w.write_meta({"run_id": "a", "index": 0, "status": "running", "spec": SPEC})
     w.close()
     monkeypatch.setattr(results, "LIVE_GATHER_BYTES", 1000)
     monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)

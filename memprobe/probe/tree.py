@@ -398,12 +398,21 @@ class TreeRoles(RoleBook):
             self._rename_below(n)
 
     def _same_layout(self, pid: int, parent: int, cmd: str) -> bool:
+        self._refresh_layout(parent)
         mine, theirs = self._layouts.get(pid), self._layouts.get(parent)
         if mine and theirs and any(mine) and any(theirs):
             return mine == theirs
         # The kernel hides the layout of another user's process: the command line is the next
         # best sign (a forked child keeps its parent's).
         return bool(cmd) and cmd == " ".join(self.reader.cmdline(parent))
+
+    def _refresh_layout(self, pid: int) -> None:
+        """The layout of ``pid`` as it is now, when it shows one: a parent settled long ago was
+        read once, and the root as soon as it had exec'd, when the kernel may not have set every
+        field of its new layout yet (start_brk 0): every child it forked then looked exec'd."""
+        node, st = self.nodes.get(pid), self.reader.stat(pid)
+        if node is not None and st is not None and st.start_ticks == node.start_ticks and any(st.layout):
+            self._layouts[pid] = st.layout
 
     @staticmethod
     def _helper_kind(cmd: str, parent: Node | None) -> str | None:

@@ -129,6 +129,21 @@ def test_a_forked_worker_seen_exiting_while_young_stays_a_forked_worker(fake: Fa
     assert roles.nodes[101].kind == "fork" and roles.nodes[101].start_method == "fork"
 
 
+def test_children_forked_after_the_root_was_read_mid_exec_are_forked_workers(fake: FakeProc) -> None:
+    """memprobe record reads its command's stat as soon as it has exec'd; the kernel sets the new
+    layout's fields one by one, so a read then can see part of it (start_brk still 0). Kept as
+    the root's layout, it made every child the root then forked an exec'd one, its
+    copy-on-access booked as start-up (test_trees, os_fork, under the CI's load)."""
+    fake.add(100, 1, layout=(1, 2, 0))  # read mid-exec: start_brk not set yet
+    roles = TreeRoles(100, fake)
+    fake.procs[100].layout = (1, 2, 3)  # the exec done
+    fake.now += 5
+    fake.add(101, 100)
+    fake.add(102, 100, start=fake.now + 0.01)
+    assert _see(roles, fake) == {100: "main", 101: "worker 0", 102: "worker 1"}
+    assert [roles.nodes[p].kind for p in (101, 102)] == ["fork", "fork"]
+
+
 def test_dataloader_workers_under_both_torch_names_are_forked_workers(fake: FakeProc) -> None:
     fake.add(101, 100, comm="pt_data_worker")
     fake.add(

@@ -125,7 +125,12 @@ def load_table(
     ``moments``: for each run, the times its record names (:func:`moments`)."""
     from memprobe.results import parquet_groups
 
-    spans = _spans(path)
+    try:
+        spans = _spans(path)
+    except (ValueError, TypeError, OverflowError):
+        # Values no memprobe wrote (a pid of inf or text, a damaged folder): read whole, where
+        # they are refused naming the file and the column, whatever the table's length.
+        return read_whole(path)
     long = {run for run, span in spans.items() if span.rows > REDUCE_ABOVE_ROWS}
     if not long:
         return read_whole(path)
@@ -134,6 +139,8 @@ def load_table(
         for run in long
     }
     names = _column_names(path)
+    if table == "samples" and "pid" not in names:
+        return read_whole(path)  # refused there, naming the column
     values = (
         [c for c in SAMPLE_VALUES if c in names]
         if table == "samples"
@@ -156,8 +163,8 @@ def _spans(path: Path) -> dict[str, _Span]:
 
     spans: dict[str, _Span] = {}
     for group in parquet_groups(path, ["run_id", "t", "pid"]):
-        if "t" not in group.column_names or not group.num_rows:
-            continue
+        if "t" not in group.column_names or "run_id" not in group.column_names or not group.num_rows:
+            continue  # not a table memprobe wrote: read whole, where it is refused with its reason
         frame = group.to_pandas()
         for run, rows in frame.groupby("run_id", sort=False):
             span = spans.setdefault(str(run), _Span())

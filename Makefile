@@ -79,7 +79,7 @@ check-tests:
 	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$code
 
-# The unit tests alone (no real run; under 30 s): the quick loop while editing.
+# The unit tests alone (no real run; about a minute): the quick loop while editing.
 test-unit: install-test
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 

@@ -1,6 +1,6 @@
 """Shared fixtures for the memprobe test suite.
 
-tests/unit needs no real run, subprocess or sleep (under 30 s together); everything that
+tests/unit needs no real run, subprocess or sleep (about a minute together); everything that
 starts processes or real DataLoader runs, and the long scenario fuzzing, lives in
 tests/integration and is marked ``integration`` here (``pytest -m "not integration"`` runs the
 unit tests alone).

@@ -398,7 +398,8 @@ class TreeRoles(RoleBook):
             self._rename_below(n)
 
     def _same_layout(self, pid: int, parent: int, cmd: str) -> bool:
-        self._refresh_layout(parent)
+        if self._layouts.get(pid) != self._layouts.get(parent):
+            self._refresh_layout(parent)  # read again only when they differ: the usual fork matches
         mine, theirs = self._layouts.get(pid), self._layouts.get(parent)
         if mine and theirs and any(mine) and any(theirs):
             return mine == theirs

@@ -58,8 +58,8 @@ def single_core(decoders: list[str], images: int) -> dict[str, float]:
 
 
 def loader_runs(decoders: list[str], images: int, workers: int, repeat: int, base: Path) -> list[dict]:
-    from memprobe.scenario import parse_scenario
-    from memprobe.session import run_scenario
+    from memprobe.run.scenario import parse_scenario
+    from memprobe.run.session import run_scenario
 
     text = (
         f"{{name: decode-bench, decode: {{images: {images}}}, decoders: [{', '.join(decoders)}], "

@@ -93,7 +93,7 @@ def part_rounds() -> None:
 
 
 def _spec(backend: str, mode: str, records: int):
-    from memprobe.scenario import parse_scenario
+    from memprobe.run.scenario import parse_scenario
 
     s = parse_scenario(
         f"{{dataset: {{records: {records}}}, backends: [{backend}], modes: [{mode}], workers: [2]}}",
@@ -103,7 +103,7 @@ def _spec(backend: str, mode: str, records: int):
 
 
 def part_share(repeats: int) -> None:
-    from memprobe.runner import execute
+    from memprobe.run.runner import execute
 
     print("\n### Sampler CPU share at default settings (sampler CPU s / run wall s)\n")
     print("| run | wall s | sampler CPU s | share of one core | PSS rounds | mean PSS round |")
@@ -128,7 +128,7 @@ def _rate(state) -> float:
 
 
 def part_overhead(repeats: int) -> None:
-    from memprobe.runner import execute
+    from memprobe.run.runner import execute
 
     print("\n### Loader throughput, sampler on vs off (list x fork, 2 workers, 500k records)\n")
     print("| pair | items/s off | items/s on | on / off |")
@@ -152,8 +152,8 @@ def part_overhead(repeats: int) -> None:
 def part_budget(repeats: int) -> None:
     from dataclasses import replace
 
-    from memprobe.results import read_jsonl
-    from memprobe.runner import execute
+    from memprobe.results.folder import read_jsonl
+    from memprobe.run.runner import execute
 
     budgets = (0.015, 0.012, 0.010)
     print(

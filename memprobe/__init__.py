@@ -15,7 +15,7 @@ from typing import Any
 
 # Eager, unlike the rest: ``memprobe.mark(n)`` runs once per batch, and a lazy module
 # __getattr__ would run on every call (~2.5 us instead of ~0.1 us). marks imports only os/time.
-from memprobe.marks import mark
+from memprobe.record.marks import mark
 
 __version__ = "0.1.0"
 __all__ = ["ProfileResult", "ThreadDataLoader", "mark", "profile"]
@@ -24,7 +24,7 @@ __all__ = ["ProfileResult", "ThreadDataLoader", "mark", "profile"]
 def __getattr__(name: str) -> Any:
     # Lazy: ``import memprobe`` in a training script must not import torch or pandas by itself.
     if name in ("profile", "ProfileResult"):
-        from memprobe import api
+        from memprobe.run import api
 
         return getattr(api, name)
     if name == "ThreadDataLoader":

@@ -312,9 +312,9 @@ timeout_s: 120
 @dataclass
 class SharedResults:
     root: Path
-    result: object  # memprobe.session.SessionResult
+    result: object  # memprobe.run.session.SessionResult
     summaries: dict  # run_id -> RunSummary
-    results: object  # memprobe.results.ResultSet
+    results: object  # memprobe.results.folder.ResultSet
 
     def samples(self, run_id: str):
         return self.results.run_table("samples", run_id)
@@ -327,9 +327,9 @@ class SharedResults:
 def small_results(tmp_path_factory: pytest.TempPathFactory) -> SharedResults:
     """Five runs (~35 s on 2 idle cores), once per session: list/numpy/arrow under fork, list
     under spawn and threads; 200k records, 2 workers, no report."""
-    from memprobe.results import ResultSet
-    from memprobe.scenario import parse_scenario
-    from memprobe.session import run_scenario
+    from memprobe.results.folder import ResultSet
+    from memprobe.run.scenario import parse_scenario
+    from memprobe.run.session import run_scenario
 
     root = tmp_path_factory.mktemp("small") / "results"
     scenario = parse_scenario(SMALL_SCENARIO, "small.yaml")
@@ -357,8 +357,8 @@ def report_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     numpy-fork-w2 (50k records), and list-single-w0 failing early (an injected fault)."""
     import dataclasses
 
-    from memprobe.scenario import parse_scenario
-    from memprobe.session import run_scenario
+    from memprobe.run.scenario import parse_scenario
+    from memprobe.run.session import run_scenario
 
     scenario = parse_scenario(REPORT_SCENARIO, "unit-report.yaml")
     runs = scenario.runs()
@@ -401,7 +401,7 @@ def table():
 @pytest.fixture
 def fresh_marks(monkeypatch: pytest.MonkeyPatch):
     """memprobe.mark() as in a new process: no MEMPROBE_MARK_FILE, nothing opened yet."""
-    from memprobe import marks
+    from memprobe.record import marks
 
     monkeypatch.delenv(marks.ENV, raising=False)
     marks._reset()

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from memprobe import __version__
-from memprobe.errors import MemprobeError
-from memprobe.text import printable
+from memprobe.core.errors import MemprobeError
+from memprobe.core.text import printable
 
 EPILOG = """examples:
   memprobe run lists_vs_arrays                         # the full matrix (~3.5 min on 2 cores)

@@ -21,10 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import say
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
+    from memprobe.core.safe_read import display_path
     from memprobe.report.compare import write_compare
-    from memprobe.results import ResultsFolder, check_run_records
-    from memprobe.safe_read import display_path
+    from memprobe.results.folder import ResultsFolder, check_run_records
 
     a, b = Path(args.a), Path(args.b)
     for d in (a, b):

@@ -8,11 +8,11 @@ import sys
 import time
 from typing import TextIO
 
-from memprobe.analysis import RunSummary
-from memprobe.runner import RunState, signal_name
-from memprobe.scenario import RunSpec
-from memprobe.session import Console
-from memprobe.text import printable, printable_lines
+from memprobe.core.text import printable, printable_lines
+from memprobe.run.analysis import RunSummary
+from memprobe.run.runner import RunState, signal_name
+from memprobe.run.scenario import RunSpec
+from memprobe.run.session import Console
 
 MARK = {True: "met", False: "NOT MET", None: ""}
 
@@ -111,7 +111,7 @@ def short_error(text: str) -> str:
 def say(text: str, stream: TextIO | None = None) -> None:
     """print(), except that a closed pipe (``memprobe run ... | head``) or a terminal that went
     away ends the output, not memprobe: the results are what matters, and they are saved. Each
-    line is shown :func:`~memprobe.text.printable`: control characters escaped."""
+    line is shown :func:`~memprobe.core.text.printable`: control characters escaped."""
     stream = stream or sys.stdout
     text = printable_lines(text)  # a foreign string's control characters never reach the terminal
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from memprobe.errors import UsageError
+from memprobe.core.errors import UsageError
 
 
 def bounded(

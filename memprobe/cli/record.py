@@ -101,7 +101,7 @@ def settings_from(args: argparse.Namespace):
     and within the range a scenario file allows for the same setting (NaN as --interval made the
     sampler spin a core, 60,000 rows in 4 s)."""
     from memprobe.probe.sampler import SamplerSettings
-    from memprobe.scenario import VerdictSpec
+    from memprobe.run.scenario import VerdictSpec
 
     interval = bounded("--interval", args.interval, 0.01, 60, unit="seconds")
     budget = bounded("--pss-budget", args.pss_budget, 0.001, 1)
@@ -114,7 +114,7 @@ def settings_from(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
 
     command = list(args.cmd)
     if command and command[0] == "--":
@@ -123,7 +123,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
     settings, verdict = settings_from(args)
     from memprobe.cli.console import say
-    from memprobe.record import record  # pandas and the rest, once the arguments are good
+    from memprobe.record.command import record  # pandas and the rest, once the arguments are good
 
     result = record(
         command,
@@ -142,7 +142,7 @@ def print_result(result, stream) -> None:
     (marks ignored, sampling stopped, processes still running) and where the results are.
     Through ``say``: a closed pipe or a terminal gone (SIGHUP) stops the output, nothing else."""
     from memprobe.cli.console import say, summary_table
-    from memprobe.text import printable
+    from memprobe.core.text import printable
 
     p = lambda text: say(text, stream)  # noqa: E731
     if result.summaries:
@@ -178,9 +178,9 @@ def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[in
     being its growth."""
     # Here, not at the top: this module's top imports the standard library only, so that
     # `memprobe record --help` and a bad argument answer at once (the recording loaded these).
+    from memprobe.core.vocabulary import MAIN
     from memprobe.probe.tree import PARENT_KINDS
     from memprobe.report.format import DASH, span
-    from memprobe.vocabulary import MAIN
 
     def num(v: float | None, sign: bool = False) -> str:
         return "-" if v is None else (f"{v:+,.1f}" if sign else f"{v:,.1f}")

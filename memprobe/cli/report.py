@@ -21,12 +21,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import sys
 
-    from memprobe.analysis import summarize_all
     from memprobe.cli.console import say, summary_table
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
+    from memprobe.core.safe_read import display_path
     from memprobe.report import write_report
-    from memprobe.results import ResultsFolder, check_run_records, consolidate, unconsolidated, writer_alive
-    from memprobe.safe_read import display_path
+    from memprobe.results.folder import (
+        ResultsFolder,
+        check_run_records,
+        consolidate,
+        unconsolidated,
+        writer_alive,
+    )
+    from memprobe.run.analysis import summarize_all
 
     root = Path(args.results)
     name = display_path(root)

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from memprobe.cli.flags import bounded
-from memprobe.errors import UsageError
+from memprobe.core.errors import UsageError
 
 NAME = "run"
 HELP = "run a scenario (a shipped one by name, or a YAML file) and write results + report"
@@ -44,8 +44,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def _scenario(args: argparse.Namespace) -> Any:
     """The scenario file, or one made from --dataset and its flags."""
-    from memprobe.scenario import load_scenario, parse_scenario
-    from memprobe.scenario_file import find_scenario
+    from memprobe.run.scenario import load_scenario, parse_scenario
+    from memprobe.run.scenario_file import find_scenario
 
     if args.scenario and args.dataset:
         raise UsageError("give a scenario file or --dataset, not both")
@@ -76,7 +76,7 @@ def _scenario(args: argparse.Namespace) -> Any:
 def _preflight(scenario: Any) -> None:
     """Import every user factory now, so a wrong name stops before any run starts (exit 2); say
     up front which decoders cannot run here (their runs fail, the others go on)."""
-    from memprobe.factory import load_factory
+    from memprobe.run.factory import load_factory
 
     if scenario.workload == "decode":
         from memprobe.decode import available_decoders
@@ -100,7 +100,7 @@ def _preflight(scenario: Any) -> None:
 def _quick(scenario: Any) -> Any:
     """The same matrix on a small dataset: records capped for the built-in backends, images for
     decode (user factories take their size from their own kwargs)."""
-    from memprobe.scenario import with_overrides
+    from memprobe.run.scenario import with_overrides
 
     if scenario.workload == "decode":
         return with_overrides(
@@ -165,8 +165,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.limits import check_limits
-    from memprobe.scenario import with_overrides
+    from memprobe.run.limits import check_limits
+    from memprobe.run.scenario import with_overrides
 
     scenario = _scenario(args)
     _preflight(scenario)
@@ -178,8 +178,8 @@ def main(args: argparse.Namespace) -> int:
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.
     from memprobe.cli.console import TerminalConsole, say, summary_table
-    from memprobe.results import default_out_dir, make_output
-    from memprobe.session import EXIT_FAILED, run_scenario
+    from memprobe.results.folder import default_out_dir, make_output
+    from memprobe.run.session import EXIT_FAILED, run_scenario
 
     if args.output:
         out = Path(args.output)

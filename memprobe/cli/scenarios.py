@@ -15,7 +15,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from memprobe.errors import UsageError
+from memprobe.core.errors import UsageError
 
 NAME = "scenarios"
 HELP = "list the shipped scenarios, or copy one out to start your own"
@@ -47,8 +47,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _list() -> int:
     from memprobe.cli.console import say
-    from memprobe.scenario import load_scenario
-    from memprobe.scenario_file import SHIPPED_DIR, shipped_scenarios
+    from memprobe.run.scenario import load_scenario
+    from memprobe.run.scenario_file import SHIPPED_DIR, shipped_scenarios
 
     shipped = shipped_scenarios()
     text_width = max(40, min(100, shutil.get_terminal_size().columns - 7))
@@ -71,8 +71,8 @@ def _list() -> int:
 
 def _copy(name: str, dest: str | None) -> int:
     from memprobe.cli.console import say
-    from memprobe.scenario import load_scenario
-    from memprobe.scenario_file import display_path, shipped_scenario, shown_path
+    from memprobe.run.scenario import load_scenario
+    from memprobe.run.scenario_file import display_path, shipped_scenario, shown_path
 
     source = shipped_scenario(name)
     target = Path(dest) if dest else Path(f"{name}.yaml")

@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
     if args.duration is not None:
         bounded("--duration", args.duration, 0, above=True, unit="seconds")
     from memprobe.cli.console import say
-    from memprobe.record import watch  # pandas and the rest, once the arguments are good
+    from memprobe.record.command import watch  # pandas and the rest, once the arguments are good
 
     result = watch(
         args.pid,

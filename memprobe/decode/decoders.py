@@ -23,9 +23,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from memprobe.core.vocabulary import FORK, MAIN, PROCESS_MODES, SINGLE, THREAD, THREAD_MODES
 from memprobe.decode import _nvimgcodec
 from memprobe.decode._nvimgcodec import gpu_unavailable_reason
-from memprobe.vocabulary import FORK, MAIN, PROCESS_MODES, SINGLE, THREAD, THREAD_MODES
 
 __all__ = [
     "DECODER_NAMES",

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from memprobe.core.vocabulary import PROCESS_MODES, THREAD, TORCH_THREAD, TORCHDATA_THREAD
 from memprobe.loaders.extra import build_torch_thread, build_torchdata_thread
-from memprobe.vocabulary import PROCESS_MODES, THREAD, TORCH_THREAD, TORCHDATA_THREAD
 
 # Further thread-based loaders by mode name: (dataset, num_workers, prefetch_factor,
 # persistent_workers, batch_size, shuffle, generator[, collate_fn]) -> an iterable with len().

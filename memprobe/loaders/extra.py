@@ -3,7 +3,7 @@
 ``torch-thread``
     torch's own thread workers: ``DataLoader(..., worker_method="thread")``. They exist only on
     torch's development branch; on a torch without them, building the loader raises a
-    :class:`~memprobe.errors.MemprobeError` that says so (the runner records the run as failed
+    :class:`~memprobe.core.errors.MemprobeError` that says so (the runner records the run as failed
     with that message).
 
 ``torchdata-thread``
@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampler, default_collate
 
-from memprobe.errors import MemprobeError
+from memprobe.core.errors import MemprobeError
 
 __all__ = ["TorchdataThreadLoader", "build_torch_thread", "build_torchdata_thread", "torchdata_nodes"]
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprobe.probe import procfs
-from memprobe.vocabulary import (
+from memprobe.core.vocabulary import (
     FORKSERVER,
     MAIN,
     OTHER,
@@ -16,6 +15,7 @@ from memprobe.vocabulary import (
     is_resource_tracker,
     worker_role,
 )
+from memprobe.probe import procfs
 
 TORCH_WORKER_COMM = "pt_data_worker"
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memprobe.core.vocabulary import DENIED_OTHER_USER, DENIED_REASON
 from memprobe.probe import procfs
 from memprobe.probe.roles import RoleBook
-from memprobe.vocabulary import DENIED_OTHER_USER, DENIED_REASON
 
 MB = procfs.MB
 Row = dict[str, Any]  # one JSON line of samples: numbers, strings, booleans, None by column
@@ -365,7 +365,7 @@ class Sampler:
 
 def denied_reason(denied: procfs.Denied, own_uid: int) -> str:
     """A row's reason for a process whose memory map the kernel refused memprobe (running as
-    ``own_uid``): whose process it is. Starts with :data:`memprobe.vocabulary.DENIED_REASON`."""
+    ``own_uid``): whose process it is. Starts with :data:`memprobe.core.vocabulary.DENIED_REASON`."""
     me = f"memprobe runs as uid {own_uid}"
     if denied.uids is None:
         return f"{DENIED_REASON} ({me})"

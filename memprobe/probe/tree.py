@@ -36,10 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from memprobe import vocabulary
+from memprobe.core import vocabulary
+from memprobe.core.vocabulary import FORK, FORKSERVER, HELPER_ROLES, MAIN, OTHER, RESOURCE_TRACKER, SPAWN
 from memprobe.probe import procfs
 from memprobe.probe.roles import Role, RoleBook
-from memprobe.vocabulary import FORK, FORKSERVER, HELPER_ROLES, MAIN, OTHER, RESOURCE_TRACKER, SPAWN
 
 LAUNCHER = "launcher"
 RANK = "rank"

@@ -28,12 +28,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+from memprobe.core.vocabulary import is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
 from memprobe.probe.exact import PAGE, ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock, settled_at
-from memprobe.vocabulary import is_loader_thread
 
 COMMAND_CHARS = 300
 # The cheap tier is paid every tick for every process, so it reads as little as it can: stat

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from memprobe.core.series import Clock, total_pss
 from memprobe.report.chart import MAX_POINTS, Milestones, Series, build_chart, color_styles, num
-from memprobe.series import Clock, total_pss
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from memprobe.series import Clock
-from memprobe.vocabulary import FORKSERVER, MAIN, OTHER, RESOURCE_TRACKER, SPAWN_STARTING, role_parts
+from memprobe.core.series import Clock
+from memprobe.core.vocabulary import FORKSERVER, MAIN, OTHER, RESOURCE_TRACKER, SPAWN_STARTING, role_parts
 
 MAX_POINTS = 1500
 AXES = ("time", "items")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memprobe.analysis import RunSummary, item_noun
+from memprobe.core.vocabulary import FORK, THREAD, has_worker_processes
 from memprobe.report import format as fmt
-from memprobe.vocabulary import FORK, THREAD, has_worker_processes
+from memprobe.run.analysis import RunSummary, item_noun
 
 
 def slug(text: str) -> str:

@@ -1,6 +1,6 @@
 """The charts of one run (and of a recorded job's timeline), from its saved tables: which lines
 each chart draws, in which colours, with which notes. Pure functions, tables in, chart specs
-(:mod:`memprobe.report.chart`) out. Every number they draw comes from :mod:`memprobe.series`,
+(:mod:`memprobe.report.chart`) out. Every number they draw comes from :mod:`memprobe.core.series`,
 as the summary's numbers do; a sample the sampler could not read is a gap (``None``), never a
 zero.
 
@@ -17,6 +17,22 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from memprobe.core.series import (
+    CPU_MIN_WINDOW_S,
+    Clock,
+    cpu_bands,
+    ended,
+    failed_reads,
+    item_rate,
+    process_counters,
+    pss_by_role,
+    shm_mapped,
+    shm_used,
+    sum_rss,
+    thread_counters,
+    total_pss,
+)
+from memprobe.core.vocabulary import MAIN, OTHER, is_loader_role, is_worker_role, role_order
 from memprobe.report import format as fmt
 from memprobe.report import groups
 from memprobe.report.chart import (
@@ -33,22 +49,6 @@ from memprobe.report.chart import (
     spare_colors,
 )
 from memprobe.report.groups import Lifeline
-from memprobe.series import (
-    CPU_MIN_WINDOW_S,
-    Clock,
-    cpu_bands,
-    ended,
-    failed_reads,
-    item_rate,
-    process_counters,
-    pss_by_role,
-    shm_mapped,
-    shm_used,
-    sum_rss,
-    thread_counters,
-    total_pss,
-)
-from memprobe.vocabulary import MAIN, OTHER, is_loader_role, is_worker_role, role_order
 
 # -- series and milestones -------------------------------------------------------------------------
 
@@ -70,7 +70,7 @@ def chart_pss_by_role(
     band_of: dict[str, str] | None = None,
 ) -> dict | None:
     """``held``: a recorded job's totals, known only at its sparse exact rounds and held between
-    them (:func:`memprobe.series.held_readings`): drawn as steps, not as slopes between rounds.
+    them (:func:`memprobe.core.series.held_readings`): drawn as steps, not as slopes between rounds.
     ``band_of``: role -> its band, in the bands' order (a job of many processes: a band per rank
     or kind, not 65 bands); a band is a gap where one of its processes could not be read."""
     table = pss_by_role(samples)

@@ -10,17 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe import tree_analysis as tree
-from memprobe import tree_verdict as verdict
-from memprobe.analysis import RunSummary, summarize_all
-from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
-from memprobe.report import content, figures, groups
-from memprobe.report import format as fmt
-from memprobe.report.chart import has_a_line, share_x, time_only
-from memprobe.report.embed import plotly_js, script_json
-from memprobe.results import ResultSet
-from memprobe.series import Clock
-from memprobe.vocabulary import (
+from memprobe.core.series import Clock
+from memprobe.core.vocabulary import (
     DENIED_OTHER_USER,
     FORK,
     FORKSERVER,
@@ -32,6 +23,15 @@ from memprobe.vocabulary import (
     shell_exit_code,
     signal_name,
 )
+from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
+from memprobe.record import tree_analysis as tree
+from memprobe.record import tree_verdict as verdict
+from memprobe.report import content, figures, groups
+from memprobe.report import format as fmt
+from memprobe.report.chart import has_a_line, share_x, time_only
+from memprobe.report.embed import plotly_js, script_json
+from memprobe.results.folder import ResultSet
+from memprobe.run.analysis import RunSummary, summarize_all
 
 KIND_TEXT = {
     MAIN: "main process",

@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from memprobe import runner
 from memprobe.probe import procfs
+from memprobe.run import runner
 
 # The leader exits at once; a member of its group ignores SIGTERM and lives on for a moment.
 LEADER_LEAVES_A_MEMBER = """

@@ -149,7 +149,7 @@ def run_groups(out: Path) -> list[int]:
 
 
 def events(run_dir: Path) -> list[dict]:
-    from memprobe.results import read_jsonl
+    from memprobe.results.folder import read_jsonl
 
     return read_jsonl(run_dir / "events.jsonl")  # a torn last line is skipped
 
@@ -939,7 +939,7 @@ def test_a_run_process_whose_supervisor_died_before_it_started_ends_its_group(tm
         "import os, subprocess, sys; os.setpgid(0, 0); "
         "sleeper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
         "print(sleeper.pid, flush=True); "
-        "os.execv(sys.executable, [sys.executable, '-m', 'memprobe.child'])"
+        "os.execv(sys.executable, [sys.executable, '-m', 'memprobe.run.child'])"
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
@@ -1003,7 +1003,7 @@ def test_watch_refuses_init_itself_and_a_zombie(tmp_path: Path) -> None:
 def test_stop_signals_are_noted_not_raised_and_wake_the_supervisor() -> None:
     import select
 
-    from memprobe.runner import StopSignals
+    from memprobe.run.runner import StopSignals
 
     seen = []
     with StopSignals((signal.SIGINT, signal.SIGTERM), on_signal=lambda s, n: seen.append((s, n))) as stop:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.marks import ENV, mark
+from memprobe.record.marks import ENV, mark
 
 pytestmark = pytest.mark.usefixtures("fresh_marks")
 
@@ -26,7 +26,7 @@ def test_memprobe_mark_is_a_plain_attribute_without_torch() -> None:
 
     code = (
         "import sys, memprobe; assert 'mark' in vars(memprobe); "
-        "assert memprobe.mark is sys.modules['memprobe.marks'].mark; "
+        "assert memprobe.mark is sys.modules['memprobe.record.marks'].mark; "
         "assert 'torch' not in sys.modules and 'pandas' not in sys.modules"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

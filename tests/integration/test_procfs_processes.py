@@ -118,7 +118,7 @@ def test_roles_from_cmdline() -> None:
 
 @pytest.mark.parametrize("cmdline_tag", ["", "multiprocessing.forkserver"])
 def test_a_worker_seen_before_torch_renames_it_becomes_a_worker(cmdline_tag: str) -> None:
-    """A fork worker first looks like its parent ('python -m memprobe.child'), a forkserver
+    """A fork worker first looks like its parent ('python -m memprobe.run.child'), a forkserver
     worker like the forkserver; once torch names it pt_data_worker it is a worker."""
     args = [sys.executable, "-c", "import time; time.sleep(30)"] + ([cmdline_tag] if cmdline_tag else [])
     proc = subprocess.Popen(args)

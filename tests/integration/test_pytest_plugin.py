@@ -64,7 +64,7 @@ def test_profile_rejects_a_lambda(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_lambda="""
 import pytest
-from memprobe.errors import UsageError
+from memprobe.core.errors import UsageError
 
 def test_lambda(memprobe):
     with pytest.raises(UsageError, match="importable by name"):

@@ -27,8 +27,8 @@ import pytest
 
 from memprobe.report import write_report
 from memprobe.report.compare import write_compare
-from memprobe.scenario import parse_scenario
-from memprobe.session import run_scenario
+from memprobe.run.scenario import parse_scenario
+from memprobe.run.session import run_scenario
 
 pytestmark = pytest.mark.browser
 
@@ -427,7 +427,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory, name: str, job: str) -> P
     """The results folder of a real `memprobe record` of the Python program ``job``."""
     import sys
 
-    from memprobe.record import record
+    from memprobe.record.command import record
 
     out = tmp_path_factory.mktemp(name) / "results"
     script = out.parent / "job.py"

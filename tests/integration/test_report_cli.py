@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memprobe.results import SCHEMA_VERSION
+from memprobe.results.folder import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ import pytest
 
 from memprobe.report import render, write_report
 from memprobe.report.compare import write_compare
-from memprobe.results import ResultSet
+from memprobe.results.folder import ResultSet
 
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memprobe.probe.sampler import SAMPLE_COLUMNS
-from memprobe.results import SCHEMA_VERSION, ResultSet, write_json_atomic
+from memprobe.results.folder import SCHEMA_VERSION, ResultSet, write_json_atomic
 
 SUMMARY_KEYS = (
     "run_id",
@@ -40,9 +40,9 @@ SUMMARY_KEYS = (
 @pytest.mark.slow
 def test_load_a_folder_whose_runs_were_never_consolidated(tmp_path: Path) -> None:
     """What a crash of the supervising process leaves: meta.json and JSON lines, no Parquet."""
-    from memprobe.analysis import summarize_all
-    from memprobe.runner import execute
-    from memprobe.scenario import parse_scenario
+    from memprobe.run.analysis import summarize_all
+    from memprobe.run.runner import execute
+    from memprobe.run.scenario import parse_scenario
 
     scenario = parse_scenario(
         "dataset: {records: 5000}\nbackends: [numpy]\nmodes: [thread]\n"

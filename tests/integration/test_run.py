@@ -1,4 +1,4 @@
-"""`memprobe run` end to end, in-process (memprobe.session.run_scenario): what the numbers say
+"""`memprobe run` end to end, in-process (memprobe.run.session.run_scenario): what the numbers say
 about each dataset and start method, what every sample row looks like, who is who, and what
 happens when a run fails, hangs or loses a process.
 
@@ -27,9 +27,9 @@ import psutil
 import pytest
 
 from memprobe.probe import procfs
-from memprobe.results import ResultSet
-from memprobe.scenario import parse_scenario
-from memprobe.session import Console, run_scenario
+from memprobe.results.folder import ResultSet
+from memprobe.run.scenario import parse_scenario
+from memprobe.run.session import Console, run_scenario
 
 THRESHOLD_MB = 50.0
 LIST_200K_MB = 120.0  # USS of a ListDataset of 200k records, measured in-process
@@ -499,7 +499,7 @@ def test_each_generation_of_workers_is_measured_from_its_start_to_its_end(tmp_pa
         events.index("warm") < events.index("epoch_end") < events.index("epoch_warm") < events.index("done")
     )
 
-    from memprobe.analysis import per_process_growth, window_bounds
+    from memprobe.run.analysis import per_process_growth, window_bounds
 
     samples = rs.run_table("samples", summary.run_id)
     start, end = window_bounds(samples, rs.metas[0]["milestones"])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.errors import UsageError
-from memprobe.scenario import parse_scenario
+from memprobe.core.errors import UsageError
+from memprobe.run.scenario import parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 PATH = "scenarios/mine.yaml"
@@ -23,7 +23,7 @@ def test_mangled_scenarios_get_a_usage_error_or_a_valid_scenario() -> None:
     parser) before this was fixed."""
     import random
 
-    from memprobe.limits import Machine, check_limits
+    from memprobe.run.limits import Machine, check_limits
 
     texts = [p.read_text() for p in sorted((REPO / "scenarios").glob("*.yaml"))]
     tokens = [

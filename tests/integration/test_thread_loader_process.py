@@ -14,7 +14,6 @@ CRASH = textwrap.dedent("""
     import ctypes, faulthandler
     from torch.utils.data import Dataset
     from memprobe import ThreadDataLoader
-
     class Crashes(Dataset):
         def __len__(self):
             return 8

@@ -104,8 +104,8 @@ def test_the_wheel_lists_copies_and_imports_every_shipped_scenario(installed: Pa
     # Every shipped scenario's factories import from the wheel, as `memprobe run NAME` imports
     # them before its first run (user_datasets: from the module next to it).
     check = (
-        "import sys; from memprobe.cli.run import _preflight; from memprobe.scenario import load_scenario;"
-        "from memprobe.scenario_file import find_scenario;"
+        "import sys; from memprobe.cli.run import _preflight; from memprobe.run.scenario import load_scenario;"
+        "from memprobe.run.scenario_file import find_scenario;"
         "[_preflight(load_scenario(find_scenario(n))) for n in sys.argv[1:]]"
     )
     imported = run(installed, "python", "-c", check, *shipped, cwd=tmp_path)

@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from memprobe.analysis import per_item_costs, per_process_growth, pss_rounds, summarize
-from memprobe.series import sum_rss
+from memprobe.core.series import sum_rss
+from memprobe.run.analysis import per_item_costs, per_process_growth, pss_rounds, summarize
 
 MAIN, W0, W1, TRACKER = 100, 201, 202, 300
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.analysis import RunSummary
-from memprobe.api import ProfileResult, WorkerGrowth, factory_ref, process_kind, profile, unwrap_partial
-from memprobe.errors import UsageError
+from memprobe.core.errors import UsageError
+from memprobe.run.analysis import RunSummary
+from memprobe.run.api import ProfileResult, WorkerGrowth, factory_ref, process_kind, profile, unwrap_partial
 
 
 def _summary(**changes: object) -> RunSummary:
@@ -226,7 +226,7 @@ def test_profile_runs_a_partial_as_its_function_with_keywords(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     seen = []
-    monkeypatch.setattr("memprobe.api._execute", lambda spec, root: seen.append(spec))
+    monkeypatch.setattr("memprobe.run.api._execute", lambda spec, root: seen.append(spec))
     profile(functools.partial(build, 2_000, floats=8), kwargs={"seed": 3}, out=tmp_path)
     factory = seen[0].factory
     assert factory.factory == "test_api_result:build" and factory.name == "build"

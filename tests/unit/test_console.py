@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from memprobe.analysis import RunSummary
 from memprobe.cli.console import TerminalConsole, summary_table
 from memprobe.cli.run import QUICK_IMAGES, QUICK_RECORDS, _quick
-from memprobe.scenario import load_scenario
+from memprobe.run.analysis import RunSummary
+from memprobe.run.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 DECODE = REPO / "scenarios" / "decode_pillow_vs_nvimgcodec.yaml"

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from memprobe.errors import MemprobeError
+from memprobe.core.errors import MemprobeError
 from memprobe.loaders import EXTRA_MODES, build_loader, extra
 from memprobe.loaders.thread import torch_native_thread_workers_available
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe.api import factory_ref
-from memprobe.errors import UsageError
-from memprobe.factory import call_factory, load_factory
-from memprobe.scenario import parse_scenario
+from memprobe.core.errors import UsageError
+from memprobe.run.api import factory_ref
+from memprobe.run.factory import call_factory, load_factory
+from memprobe.run.scenario import parse_scenario
 
 
 def module_level_factory(n: int = 3) -> list[int]:

@@ -10,8 +10,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from memprobe import reduce, results
-from memprobe.results import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
+from memprobe.results import folder as results
+from memprobe.results import reduce
+from memprobe.results.folder import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
 
 
 def _rows(n_ticks: int, pids: tuple[int, ...] = (1, 2, 3), dt: float = 0.2) -> list[dict]:

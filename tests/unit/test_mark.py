@@ -1,5 +1,5 @@
 """memprobe.mark(): a no-op without MEMPROBE_MARK_FILE, whole lines with it, never an exception;
-and the reading side (memprobe.record.MarkReader)."""
+and the reading side (memprobe.record.command.MarkReader)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import memprobe
-from memprobe import marks as mark_module
-from memprobe.marks import ENV, mark
-from memprobe.record import MarkReader
+from memprobe.record import marks as mark_module
+from memprobe.record.command import MarkReader
+from memprobe.record.marks import ENV, mark
 
 pytestmark = pytest.mark.usefixtures("fresh_marks")
 
@@ -42,7 +42,7 @@ def test_with_the_variable_each_call_appends_one_line(
     before = time.monotonic()
     mark(256)
     mark(7)
-    memprobe.mark(3)  # the package attribute is the function, also after memprobe.marks was imported
+    memprobe.mark(3)  # the package attribute is the function, also after memprobe.record.marks was imported
     memprobe.mark(4)
     rows = _lines(path)
     assert [r[1] for r in rows] == ["256", "7", "3", "4"]

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from memprobe import vocabulary
+from memprobe.core import vocabulary
 from memprobe.probe import procfs
 from memprobe.probe.roles import RoleBook
 from memprobe.probe.sampler import denied_reason

@@ -6,10 +6,10 @@ import io
 from dataclasses import fields
 from pathlib import Path
 
-from memprobe.analysis import RunSummary
 from memprobe.cli.record import print_result, process_rows
 from memprobe.probe.tree import process_order
-from memprobe.record import RecordResult
+from memprobe.record.command import RecordResult
+from memprobe.run.analysis import RunSummary
 
 
 def _row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:

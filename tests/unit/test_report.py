@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memprobe import series
-from memprobe.analysis import RunSummary
+from memprobe.core import series
 from memprobe.report import advice, content, figures, write_report
 from memprobe.report.chart import keep_indices
 from memprobe.report.compare import METRICS, Delta, delta, match
-from memprobe.results import SCHEMA_VERSION
+from memprobe.results.folder import SCHEMA_VERSION
+from memprobe.run.analysis import RunSummary
 
 
 def chart_data(html: str) -> dict:

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memprobe import series
-from memprobe.analysis import RunSummary
+from memprobe.core import series
 from memprobe.report import content, figures
 from memprobe.report.render import bar_charts
+from memprobe.run.analysis import RunSummary
 
 NO_CLOCK = series.Clock.from_progress(pd.DataFrame())
 

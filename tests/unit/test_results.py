@@ -10,10 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memprobe import results
-from memprobe.errors import ResultsWriteError
+import memprobe
+from memprobe.core.errors import ResultsWriteError
 from memprobe.probe.sampler import SAMPLE_COLUMNS
-from memprobe.results import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
+from memprobe.results import folder as results
+from memprobe.results.folder import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
 
 # -- crash safety ------------------------------------------------------------------------------
 
@@ -36,7 +37,7 @@ def test_read_jsonl_skips_a_torn_last_line(tmp_path: Path) -> None:
 def test_read_jsonl_skips_lines_that_are_not_rows_and_refuses_a_line_over_1_mb(tmp_path: Path) -> None:
     """A line that is JSON but not an object is skipped like a torn one; one longer than
     MAX_LINE_BYTES (read in bounded pieces, never whole) means the file is not memprobe's."""
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
 
     f = tmp_path / "samples.jsonl"
     f.write_bytes(b'{"t": 0.1}\n[1, 2]\n3\n{"t": 0.2, "who": "\\udcff"}\n')
@@ -122,7 +123,7 @@ def test_write_json_atomic_handles_numpy_scalars(tmp_path: Path) -> None:
 
 
 def test_load_requires_a_results_folder(tmp_path: Path) -> None:
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
 
     with pytest.raises(UsageError, match=r"manifest\.json"):
         ResultSet.load(tmp_path)
@@ -134,7 +135,7 @@ def test_load_requires_a_results_folder(tmp_path: Path) -> None:
 def test_of_two_writers_racing_for_one_manifest_exactly_one_gets_it(tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from memprobe.results import write_json_exclusive
+    from memprobe.results.folder import write_json_exclusive
 
     path = tmp_path / "manifest.json"
     with ThreadPoolExecutor(8) as pool:
@@ -156,7 +157,7 @@ def test_of_two_writers_racing_for_one_manifest_exactly_one_gets_it(tmp_path: Pa
 def test_a_damaged_file_is_named_not_a_traceback(
     tmp_path: Path, name: str, content: bytes, words: str
 ) -> None:
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
 
     write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION, "status": "complete"})
     (tmp_path / name).write_bytes(content)
@@ -166,7 +167,7 @@ def test_a_damaged_file_is_named_not_a_traceback(
 
 
 def test_a_run_record_edited_by_hand_is_named(tmp_path: Path) -> None:
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
 
     write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION})
     (tmp_path / "runs" / "a").mkdir(parents=True)
@@ -177,7 +178,7 @@ def test_a_run_record_edited_by_hand_is_named(tmp_path: Path) -> None:
 
 
 def test_a_parquet_file_that_is_not_memprobes_is_named(tmp_path: Path) -> None:
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
 
     write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION})
     pd.DataFrame({"x": [1, 2]}).to_parquet(tmp_path / "progress.parquet")
@@ -255,7 +256,7 @@ def test_a_default_folder_is_named_by_the_one_rule_and_never_shared(tmp_path: Pa
 
 
 def test_a_folder_that_holds_results_or_other_files_is_refused(tmp_path: Path) -> None:
-    from memprobe.errors import UsageError
+    from memprobe.core.errors import UsageError
 
     _create(tmp_path / "done")
     with pytest.raises(UsageError, match="already holds results"):
@@ -267,21 +268,21 @@ def test_a_folder_that_holds_results_or_other_files_is_refused(tmp_path: Path) -
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
 
 
-def test_only_results_py_names_the_manifest_file() -> None:
+def test_only_the_results_folder_names_the_manifest_file() -> None:
     """One writer per file format: run, record/watch and profile() all go through ResultsFolder."""
-    package = Path(results.__file__).parent
+    package = Path(memprobe.__file__).parent
     naming = sorted(
         str(p.relative_to(package)) for p in package.rglob("*.py") if '"manifest.json"' in p.read_text()
     )
-    assert naming == ["results.py"]
+    assert naming == ["results/folder.py"]
 
 
 def test_profile_writes_the_same_manifest_and_a_summary(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """profile()'s folder, with the run itself replaced by one that failed before sampling."""
-    from memprobe import api
-    from memprobe.runner import RunState
+    from memprobe.run import api
+    from memprobe.run.runner import RunState
 
     def failed_run(spec, run_dir: Path, **kw) -> RunState:
         state = RunState(spec, 0, 1, status="failed", error={"type": "X", "message": "no"})
@@ -331,7 +332,7 @@ def test_sampler_statistics_come_from_one_function() -> None:
 def test_a_schema_version_this_memprobe_does_not_read_is_refused_saying_which(
     tmp_path: Path, manifest: dict, words: list[str]
 ) -> None:
-    from memprobe.errors import SchemaVersionError, UsageError
+    from memprobe.core.errors import SchemaVersionError, UsageError
 
     write_json_atomic(tmp_path / "manifest.json", manifest)
     with pytest.raises(SchemaVersionError) as info:
@@ -363,7 +364,7 @@ def _copy_v1(kind: str, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("kind", ["scenario", "record"])
 def test_a_folder_written_by_schema_version_1_loads_with_its_milestones(tmp_path: Path, kind: str) -> None:
-    from memprobe.analysis import summarize_all
+    from memprobe.run.analysis import summarize_all
 
     loaded = ResultSet.load(_copy_v1(kind, tmp_path))
     assert loaded.manifest["schema_version"] == 1

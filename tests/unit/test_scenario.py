@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.errors import UsageError
-from memprobe.scenario import (
+from memprobe.core.errors import UsageError
+from memprobe.run.scenario import (
     BACKENDS,
     MODES,
     SINGLE,
@@ -250,7 +250,7 @@ def test_aliases_that_expand_past_the_limit_are_refused_naming_the_key() -> None
 
 
 def test_an_alias_bomb_under_any_key_is_refused_naming_that_key() -> None:
-    from memprobe.scenario import _TOP_KEYS
+    from memprobe.run.scenario import _TOP_KEYS
 
     for key in _TOP_KEYS:
         msg = _error(_bomb(8).replace("description:", f"{key}:"))
@@ -353,7 +353,7 @@ def test_load_scenario_reads_a_bom_and_names_a_path_that_is_not_utf8(tmp_path: P
 
 # -- limits of the machine ---------------------------------------------------------------------
 
-from memprobe.limits import Machine, check_limits, planned_memory_mb  # noqa: E402
+from memprobe.run.limits import Machine, check_limits, planned_memory_mb  # noqa: E402
 
 SMALL_MACHINE = Machine(cpus=2, memory_mb=24_000)
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from treejobs import proc_rows
 
-from memprobe import series
-from memprobe.analysis import summarize, window_bounds
+from memprobe.core import series
 from memprobe.report import figures
+from memprobe.run.analysis import summarize, window_bounds
 
 MAIN, W0 = 1, 2
 UNREADABLE = "smaps_rollup unreadable (process exiting?)"

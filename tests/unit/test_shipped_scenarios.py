@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from memprobe.cli import main
-from memprobe.scenario import load_scenario
-from memprobe.scenario_file import SHIPPED_DIR, find_scenario, shipped_scenarios
+from memprobe.run.scenario import load_scenario
+from memprobe.run.scenario_file import SHIPPED_DIR, find_scenario, shipped_scenarios
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = sorted(p.stem for p in (REPO / "scenarios").glob("*.yaml"))

@@ -1,10 +1,10 @@
-"""Foreign strings shown as text: memprobe.text.printable, the one escaping for the terminal."""
+"""Foreign strings shown as text: memprobe.core.text.printable, the one escaping for the terminal."""
 
 from __future__ import annotations
 
 import os
 
-from memprobe.text import printable, printable_lines
+from memprobe.core.text import printable, printable_lines
 
 
 def test_control_characters_are_escaped_and_printable_text_kept() -> None:

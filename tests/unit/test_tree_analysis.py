@@ -20,18 +20,18 @@ from treejobs import (
     rank_job,
 )
 
-from memprobe import series
-from memprobe import tree_analysis as tree
-from memprobe.analysis import summarize
-from memprobe.series import carried_pss
-from memprobe.tree_analysis import (
+from memprobe.core import series
+from memprobe.core.series import carried_pss
+from memprobe.record import tree_analysis as tree
+from memprobe.record.tree_analysis import (
     estimate_error,
     interval_own,
     processes,
     split_growth,
     table,
 )
-from memprobe.tree_verdict import summarize_tree
+from memprobe.record.tree_verdict import summarize_tree
+from memprobe.run.analysis import summarize
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
@@ -978,8 +978,8 @@ def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_t
 def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_before() -> None:
     """A Hugging Face job: ``ds.map(num_proc=4)`` (a pool of 4 and its manager), then a DataLoader
     of 2: its projection said "5 workers (measured)", the mean of both kinds' growth."""
-    from memprobe.tree_analysis import processes as procs_of
-    from memprobe.tree_verdict import projection_basis
+    from memprobe.record.tree_analysis import processes as procs_of
+    from memprobe.record.tree_verdict import projection_basis
 
     meta, samples = generations_job(built_between=0.0)
     samples = samples.copy()

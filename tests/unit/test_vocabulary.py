@@ -8,13 +8,15 @@ import sys
 import pandas as pd
 import pytest
 
-from memprobe import series
-from memprobe import vocabulary as v
+from memprobe.core import series
+from memprobe.core import vocabulary as v
 from memprobe.decode import check_mode_supported
 
 
 def test_the_vocabulary_imports_no_torch_numpy_or_pandas() -> None:
-    code = "import sys, memprobe.vocabulary; print(sorted({'torch', 'numpy', 'pandas'} & set(sys.modules)))"
+    code = (
+        "import sys, memprobe.core.vocabulary; print(sorted({'torch', 'numpy', 'pandas'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from memprobe.results import SCHEMA_VERSION, RunWriter, consolidate, write_json_atomic
+from memprobe.results.folder import SCHEMA_VERSION, RunWriter, consolidate, write_json_atomic
 
 MB_PER_FAULT = 4096 / 2**20
 

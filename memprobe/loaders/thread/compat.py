@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
+from memprobe.core.vocabulary import gil_enabled
 from memprobe.loaders.extra import torch_native_thread_workers_available
-from memprobe.vocabulary import gil_enabled
 
 __all__ = ["gil_enabled", "torch_native_thread_workers_available"]

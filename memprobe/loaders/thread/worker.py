@@ -40,8 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from memprobe.core.vocabulary import THREAD_NAME_PREFIX, worker_thread_name
 from memprobe.loaders.thread import collate, heap, info, replicas
-from memprobe.vocabulary import THREAD_NAME_PREFIX, worker_thread_name
 
 __all__ = [
     "NATIVE_NAME_PREFIX",

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memprobe.errors import UsageError
-from memprobe.safe_read import display_path
-from memprobe.text import has_control
+from memprobe.core.errors import UsageError
+from memprobe.core.safe_read import display_path
+from memprobe.core.text import has_control
 
 MAX_NUMBER = 1e15
 

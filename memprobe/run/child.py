@@ -1,6 +1,6 @@
 """The child side of a run: build the dataset and loader, iterate, report progress.
 
-Started by the supervisor (runner.py) as ``python -m memprobe.child`` in its own process group.
+Started by the supervisor (runner.py) as ``python -m memprobe.run.child`` in its own process group.
 It reads its RunSpec as one JSON line on stdin and writes events as JSON lines to the file
 descriptor named by ``MEMPROBE_EVENT_FD``. It never measures memory itself: the supervisor
 samples it from /proc. It only counts items and batches.
@@ -20,9 +20,9 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+from memprobe.core.vocabulary import MAIN, gil_enabled, has_worker_processes
 from memprobe.probe import procfs
-from memprobe.scenario import RunSpec
-from memprobe.vocabulary import MAIN, gil_enabled, has_worker_processes
+from memprobe.run.scenario import RunSpec
 
 # The supervisor imports this module (SUPERVISOR_ENV): what imports torch, numpy or a dataset's
 # libraries is imported where a run needs it, so the supervisor stays free of them.
@@ -84,7 +84,7 @@ def _parse_fault(fault: str | None) -> tuple[str, int] | None:
 def build(spec: RunSpec) -> tuple[Any, dict]:
     """The run's dataset and facts about it worth recording (e.g. bytes per item, decoder)."""
     if spec.workload == "factory":
-        from memprobe.factory import call_factory
+        from memprobe.run.factory import call_factory
 
         assert spec.factory is not None  # the scenario sets it for this workload
         dataset, info = (
@@ -107,9 +107,9 @@ def build(spec: RunSpec) -> tuple[Any, dict]:
 
 
 def _decode_dataset(spec: RunSpec) -> tuple[Any, dict]:
+    from memprobe.core.errors import MemprobeError
     from memprobe.decode import DecodeDataset, check_mode_supported
     from memprobe.decode.images import cached_jpeg_table
-    from memprobe.errors import MemprobeError
 
     d = spec.decode
     assert d is not None  # the scenario sets it for this workload
@@ -303,13 +303,13 @@ def end_with_supervisor() -> None:
         # so it stays in the run's tree, where the sampler and the end of the run find it.
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError) as exc:
-        os.write(2, f"memprobe.child: cannot follow the supervisor's end (prctl: {exc})\n".encode())
+        os.write(2, f"memprobe.run.child: cannot follow the supervisor's end (prctl: {exc})\n".encode())
     if os.getppid() != expected:
         _supervisor_gone(int(SUPERVISOR_GONE), None)
 
 
 def _supervisor_gone(signum: int, frame: object) -> None:
-    os.write(2, b"memprobe.child: the supervisor is gone: ending this run's process group\n")
+    os.write(2, b"memprobe.run.child: the supervisor is gone: ending this run's process group\n")
     if os.getpgrp() == os.getpid():  # only a group of our own: never the caller's
         end_escaped(signal.SIGKILL)
         os.killpg(os.getpid(), signal.SIGKILL)

@@ -37,17 +37,17 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pandas as pd
 
-from memprobe import reduce
-from memprobe.errors import ResultsWriteError, SchemaVersionError, UsageError
+from memprobe.core.errors import ResultsWriteError, SchemaVersionError, UsageError
+from memprobe.core.safe_read import display_path, open_regular, read_regular
+from memprobe.core.text import escape_surrogates
 from memprobe.probe import procfs
-from memprobe.results_schema import check_manifest, check_meta, check_table
-from memprobe.safe_read import display_path, open_regular, read_regular
-from memprobe.text import escape_surrogates
+from memprobe.results import reduce
+from memprobe.results.schema import check_manifest, check_meta, check_table
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
     import pyarrow as pa
 
-    from memprobe.analysis import RunSummary
+    from memprobe.run.analysis import RunSummary
 
 SCHEMA_VERSION = 2
 # Every schema version this memprobe reads, and what it changed. A folder of an older version is
@@ -61,7 +61,7 @@ DEFAULT_BASE = Path("reports")
 TABLES = ("samples", "system", "progress", "events", "threads")
 PARQUET_TABLES = ("samples", "system", "progress", "threads")
 # What memprobe reads of a results folder, which may come from someone else: regular files
-# inside it, reached without following a symbolic link (see memprobe.safe_read), at most:
+# inside it, reached without following a symbolic link (see memprobe.core.safe_read), at most:
 MAX_JSON_BYTES = 64 << 20  # manifest.json, meta.json, summary.json (a record of 100,000 processes: ~50 MB)
 MAX_TABLE_BYTES = 16 << 30  # a Parquet table or a run's JSON-lines file
 MAX_LINE_BYTES = 1 << 20  # one JSON line (a row is a few hundred bytes)
@@ -246,7 +246,7 @@ def read_json(path: Path, root: Path) -> dict:
 def check_run_records(root: Path) -> None:
     """Every run record of ``root`` holds what a summary needs, of its type and range, or a
     :class:`UsageError` names the record and the field (a meta.json edited by hand): for
-    `memprobe report` and `compare` (see :mod:`memprobe.results_schema`)."""
+    `memprobe report` and `compare` (see :mod:`memprobe.results.schema`)."""
     for d in run_dirs(root):
         check_meta(d / "meta.json", read_json(d / "meta.json", root))
 
@@ -488,7 +488,7 @@ LIVE_GATHER_BYTES = 32 * 2**20  # JSON lines of a run still going beyond which t
 def _run_frame(run_dir: Path, table: str, moments: list[float] | None = None) -> pd.DataFrame:
     """One run's rows of ``table`` not gathered yet (a session still being written): read
     whole, or, beyond :data:`LIVE_GATHER_BYTES` of JSON lines, gathered into a temporary
-    Parquet file and read from it as a gathered table is (a long run reduced: memprobe.reduce);
+    Parquet file and read from it as a gathered table is (a long run reduced: memprobe.results.reduce);
     the folder is left as it is."""
     import tempfile
 
@@ -630,8 +630,8 @@ def upgrade_meta(meta: dict, version: int) -> dict:
 class ResultsFolder:
     """The one owner of a results folder: its creation, its manifest (the same fields whether
     ``run``, ``record``, ``watch`` or ``profile()`` wrote it, told apart by ``kind``), its end, and
-    reading it back with the schema check. Used by :mod:`memprobe.session`,
-    :mod:`memprobe.record` and :mod:`memprobe.api`."""
+    reading it back with the schema check. Used by :mod:`memprobe.run.session`,
+    :mod:`memprobe.record.command` and :mod:`memprobe.run.api`."""
 
     def __init__(self, root: Path, manifest: dict) -> None:
         self.root = root
@@ -705,7 +705,7 @@ class ResultsFolder:
 
     def metas(self) -> list[dict]:
         """Every run's record, in run order, in the current schema's shape, its values checked
-        (see :mod:`memprobe.results_schema`)."""
+        (see :mod:`memprobe.results.schema`)."""
         metas = []
         for d in run_dirs(self.root):
             meta = upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version)
@@ -773,7 +773,7 @@ class ResultsFolder:
 def read_scenario_copy(root: Path) -> str | None:
     """The scenario file as run, copied into the folder (``memprobe run`` only), else None.
     Shown as it is: a byte that is not UTF-8 becomes U+FFFD."""
-    from memprobe.scenario_file import MAX_SCENARIO_CHARS
+    from memprobe.run.scenario_file import MAX_SCENARIO_CHARS
 
     try:
         data = read_regular(root / "scenario.yaml", limit=MAX_SCENARIO_CHARS, root=root, allowed=IN_FOLDER)
@@ -834,7 +834,7 @@ class ResultSet:
         frames = []
         path = root / f"{table}.parquet"
         done: set[str] = set()
-        if path.exists():  # a long run's series reduced to what the analysis needs (memprobe.reduce)
+        if path.exists():  # a long run's series reduced to what the analysis needs (memprobe.results.reduce)
             frames.append(
                 reduce.load_table(
                     path,

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import memprobe
-from memprobe.child import SUPERVISOR_ENV
-from memprobe.errors import MemprobeError, ResultsWriteError
-from memprobe.limits import mem_total_mb
+from memprobe.core.errors import MemprobeError, ResultsWriteError
+from memprobe.core.vocabulary import gil_enabled, is_thread_mode, signal_name
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
-from memprobe.results import RunWriter
-from memprobe.scenario import RunSpec
-from memprobe.vocabulary import gil_enabled, is_thread_mode, signal_name
+from memprobe.results.folder import RunWriter
+from memprobe.run.child import SUPERVISOR_ENV
+from memprobe.run.limits import mem_total_mb
+from memprobe.run.scenario import RunSpec
 
 ProgressCallback = Callable[["RunState"], None]
 # Popen arguments that start a child in a process group of its own: Popen's process_group is
@@ -187,7 +187,7 @@ class _Supervisor:
         # This thread starts the child and waits for it to end: PR_SET_PDEATHSIG, which the
         # child sets, fires when the *thread* that forked it ends, so no other thread may.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memprobe.child"],
+            [sys.executable, "-m", "memprobe.run.child"],
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -4,12 +4,12 @@ draw come from these functions alone, so a chart and the figure beside it cannot
 Pure functions, tables in, series out. How unreadable processes count, everywhere:
 
 * a row ``missing`` because its process ended (its reason starts with ``exited``, ``zombie`` or
-  ``exiting``: :data:`memprobe.vocabulary.ENDED_REASONS`) adds nothing: the process is gone;
+  ``exiting``: :data:`memprobe.core.vocabulary.ENDED_REASONS`) adds nothing: the process is gone;
 * a process that was there but could not be read (``missing`` for another reason, or a PSS read
   that failed: a ``cheap`` row with a reason at a PSS round) makes every total it belongs to at
   that time unknown (NaN), never smaller: missing is not zero;
 * a process whose memory map the kernel refused memprobe (another user's process: its reason
-  starts with :data:`memprobe.vocabulary.DENIED_REASON`) would never be readable: the PSS totals
+  starts with :data:`memprobe.core.vocabulary.DENIED_REASON`) would never be readable: the PSS totals
   leave it out for its whole life (:func:`readable`), and the report says so;
 * a recorded job's sampler reads exactly only the processes whose memory moved, so at a PSS round
   each other live process counts with its last exact reading, a worker plus what its estimated
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from memprobe.vocabulary import (
+from memprobe.core.vocabulary import (
     DENIED_REASON,
     ENDED_REASONS,
     THREAD_NAME_PREFIX,
@@ -219,7 +219,7 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 # A process's parent and start (run clock), put on the samples of a recorded job by
-# :func:`memprobe.tree_analysis.with_lineage`: who holds the pages a process never read shares.
+# :func:`memprobe.record.tree_analysis.with_lineage`: who holds the pages a process never read shares.
 LINEAGE = ("ppid", "start_t")
 _ESTIMATE_COLUMNS = ("uss_est_mb", "rss_mb", "kind", "rank")
 

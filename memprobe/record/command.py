@@ -14,7 +14,7 @@ happens to the process tree meanwhile (classification, exact readings where memo
   appends ``<monotonic s> <n> <pid>`` lines to it, which become the progress table (items/s).
   ``watch`` reads the file named by ``--marks``, or by the process's own ``MEMPROBE_MARK_FILE``.
 
-The meta is shaped for :func:`memprobe.analysis.summarize`: ``spec.mode`` is the workers' start
+The meta is shaped for :func:`memprobe.run.analysis.summarize`: ``spec.mode`` is the workers' start
 method as seen from outside (fork, spawn, forkserver), or ``record``/``watch`` when no worker
 appeared; ``spec.workers`` is the most workers alive at once; ``milestones.warm`` is the first
 exact reading of a worker (or the first exact reading), ``milestones.first_mark`` the first mark,
@@ -43,13 +43,15 @@ from types import FrameType
 from typing import Any
 
 from memprobe.cli.flags import bounded
-from memprobe.errors import MemprobeError, ResultsWriteError, UsageError
+from memprobe.core.errors import MemprobeError, ResultsWriteError, UsageError
+from memprobe.core.text import printable
+from memprobe.core.vocabulary import shell_exit_code, signal_name
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree import ProcfsReader
 from memprobe.probe.tree_sampler import TreeSampler
-from memprobe.results import ResultsFolder, RunWriter
-from memprobe.runner import (
+from memprobe.results.folder import ResultsFolder, RunWriter
+from memprobe.run.runner import (
     OWN_PROCESS_GROUP,
     ResultsFolderGone,
     StopSignals,
@@ -57,10 +59,8 @@ from memprobe.runner import (
     environment,
     folder_identity,
 )
-from memprobe.scenario import VerdictSpec
-from memprobe.session import finalize
-from memprobe.text import printable
-from memprobe.vocabulary import shell_exit_code, signal_name
+from memprobe.run.scenario import VerdictSpec
+from memprobe.run.session import finalize
 
 MARK_ENV = "MEMPROBE_MARK_FILE"
 LEFTOVER_GRACE_S = 3.0

@@ -2,7 +2,7 @@
 trusting it: only a regular file is read, within a stated size, and nothing blocks.
 
 Whatever the path is (a folder, a FIFO, a device, a symbolic link out of a results folder, a
-sparse terabyte), the answer is an open file or a :class:`~memprobe.errors.UsageError` of one
+sparse terabyte), the answer is an open file or a :class:`~memprobe.core.errors.UsageError` of one
 line naming it. Inside a results folder no symbolic link is followed, at any level: memprobe
 writes none there, and a link is how a folder would make the report copy a file such as
 ``/etc/shadow`` (a link that stays inside the folder is refused too: one rule, nothing to check
@@ -18,8 +18,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from memprobe.errors import UsageError
-from memprobe.text import printable
+from memprobe.core.errors import UsageError
+from memprobe.core.text import printable
 
 
 def display_path(path: str | Path) -> str:

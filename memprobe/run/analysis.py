@@ -7,7 +7,7 @@ Definitions (times are seconds since the run's process started):
   loader process pauses at both ends while the supervisor takes a PSS round, workers alive.
 * total PSS at a round: the sum of PSS over every process of the run's tree (the tree's real
   cost). Summing RSS instead counts each shared page once per process that maps it. Totals come
-  from :mod:`memprobe.series`, as the report's charts do: a round with a process that could not
+  from :mod:`memprobe.core.series`, as the report's charts do: a round with a process that could not
   be read has no total (None), never a smaller one.
 * worker USS growth: for each worker process, USS at its last PSS sample in the window minus USS
   at its first; the mean over workers. In a forked worker that is copy-on-access.
@@ -23,8 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe import series, tree_analysis, tree_verdict
-from memprobe.vocabulary import MAIN, has_worker_processes
+from memprobe.core import series
+from memprobe.core.vocabulary import MAIN, has_worker_processes
+from memprobe.record import tree_analysis, tree_verdict
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class RunSummary:
     cpu_ms_per_item: float | None = None  # CPU of the whole tree per item, in the window
     faults_per_item: float | None = None  # minor page faults of the whole tree per item, in the window
     kernel_cpu_share: float | None = None  # kernel (system) part of that CPU: where page faults are paid
-    # Recorded jobs (record / watch) only, from memprobe.tree_analysis:
+    # Recorded jobs (record / watch) only, from memprobe.record.tree_analysis:
     processes: list[dict] | None = None  # per process: its window, own growth, built / start-up / released
     culprit: str | None = None  # the verdict in words, naming who grows
     estimate_error: dict | None = (
@@ -90,7 +91,7 @@ def _clean(v: Any) -> Any:
 
 
 def pss_rounds(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per PSS round (one timestamp): total PSS over the tree (:func:`memprobe.series.total_pss`,
+    """Per PSS round (one timestamp): total PSS over the tree (:func:`memprobe.core.series.total_pss`,
     NaN for a round with a process that could not be read), and the sum of RSS and number of
     processes read exactly at that round."""
     totals = series.total_pss(samples)

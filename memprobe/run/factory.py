@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from memprobe.errors import UsageError
+from memprobe.core.errors import UsageError
 
 
 def load_factory(ref: str) -> Any:

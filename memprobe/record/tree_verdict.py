@@ -1,5 +1,5 @@
 """The verdict on a recorded job (``memprobe record`` / ``watch``), from each process's own growth
-over its window (:mod:`memprobe.tree_analysis`): who grows, in words (the culprit), and the
+over its window (:mod:`memprobe.record.tree_analysis`): who grows, in words (the culprit), and the
 projection of the memory the job would need at other worker and rank counts.
 """
 
@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from memprobe import series
+from memprobe.core import series
+from memprobe.core.vocabulary import FORK, MAIN, SPAWN
 from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
-from memprobe.tree_analysis import (
+from memprobe.record.tree_analysis import (
     PARENT_KINDS,
     WORKER_KINDS,
     Growth,
@@ -25,10 +26,9 @@ from memprobe.tree_analysis import (
     processes,
     table,
 )
-from memprobe.vocabulary import FORK, MAIN, SPAWN
 
 if TYPE_CHECKING:  # analysis imports this module
-    from memprobe.analysis import RunSummary
+    from memprobe.run.analysis import RunSummary
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
@@ -243,7 +243,7 @@ def judged_parents(rows: list[Growth]) -> list[Growth]:
 
 
 def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> RunSummary:
-    """``base`` (an :class:`memprobe.analysis.RunSummary` of a recorded run) with its growth,
+    """``base`` (an :class:`memprobe.run.analysis.RunSummary` of a recorded run) with its growth,
     verdict and totals measured per process over the right windows, plus the per-process table,
     the culprit in words, the estimate's error and the projection."""
     procs = processes(meta, samples)
@@ -322,13 +322,13 @@ def _explanation(s: RunSummary, words: str) -> str:
 
 def never_read(processes: list[dict]) -> list[str]:
     """Roles of the processes the sampler never read exactly though it may: the total PSS holds
-    an estimate of their PSS (:func:`memprobe.series.held_readings`)."""
+    an estimate of their PSS (:func:`memprobe.core.series.held_readings`)."""
     return [r["role"] for r in processes if not r.get("pss_samples") and not r.get("denied")]
 
 
 def denied(processes: list[dict]) -> list[dict]:
     """The processes whose memory map the kernel refused memprobe: total PSS leaves them out
-    (:func:`memprobe.series.readable`)."""
+    (:func:`memprobe.core.series.readable`)."""
     return [r for r in processes if r.get("denied")]
 
 

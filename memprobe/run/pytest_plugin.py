@@ -25,7 +25,7 @@ class MemprobeFixture:
 
     def profile(self, factory: Callable[..., Any] | str, **options: Any) -> Any:
         # pytest loads this plugin in every session: pandas and the runner only when a test profiles.
-        from memprobe.api import profile
+        from memprobe.run.api import profile
 
         self._count += 1
         options.setdefault("out", self.base / f"memprobe-{self._count}")

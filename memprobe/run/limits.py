@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from memprobe.errors import UsageError
-from memprobe.scenario import Scenario
+from memprobe.core.errors import UsageError
+from memprobe.run.scenario import Scenario
 
 # Workers per run: beyond 8 per CPU a worker only waits for a core (torch warns above 1 per
 # CPU); and each worker process holds its own interpreter with torch imported (177 MB of USS

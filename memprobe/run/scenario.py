@@ -4,8 +4,8 @@ A scenario names a dataset, the axes to sweep (backends x modes x worker counts)
 and sampling settings. Every mistake stops before anything runs, with a message that names the
 file, the key, the bad value and what is allowed.
 
-Reading the file safely is :mod:`memprobe.scenario_file`; whether a scenario fits this machine
-is :mod:`memprobe.limits`. What stays here, just over 500 lines, is one thing: the records a
+Reading the file safely is :mod:`memprobe.run.scenario_file`; whether a scenario fits this machine
+is :mod:`memprobe.run.limits`. What stays here, just over 500 lines, is one thing: the records a
 scenario becomes (Scenario, RunSpec and their sections) next to the rules that check each
 field, so that a field and its rule change together.
 """
@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from memprobe.errors import UsageError
-from memprobe.scenario_file import load_yaml, read_scenario_text, shown
-from memprobe.vocabulary import MODES, SINGLE
+from memprobe.core.errors import UsageError
+from memprobe.core.vocabulary import MODES, SINGLE
+from memprobe.run.scenario_file import load_yaml, read_scenario_text, shown
 
-# MODES (memprobe.vocabulary): torch-thread and torchdata-thread fail per run, clearly, where
+# MODES (memprobe.core.vocabulary): torch-thread and torchdata-thread fail per run, clearly, where
 # the installed torch or torchdata lacks them.
 BACKENDS = ("list", "numpy", "arrow")
 DECODERS = ("pillow", "nvimgcodec", "simplejpeg")
@@ -502,7 +502,7 @@ def _expectations(check: _Checker, value: Any, backends: tuple[str, ...]) -> tup
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate the scenario file at ``path``: a scenario, or a :class:`UsageError`
-    naming the file whatever it is (see :func:`memprobe.scenario_file.read_scenario_text`)."""
+    naming the file whatever it is (see :func:`memprobe.run.scenario_file.read_scenario_text`)."""
     text, name = read_scenario_text(path)
     return parse_scenario(text, name, base_dir=str(Path(path).resolve().parent))
 

@@ -1,6 +1,6 @@
 """Growth of every process of a recorded job (``memprobe record`` / ``watch``): pure functions
 of a run's samples and meta. The verdict and the culprit in words built on it are
-:mod:`memprobe.tree_verdict`.
+:mod:`memprobe.record.tree_verdict`.
 
 A job memprobe did not write has no warm and done points that fit every process, so each
 process is measured over the window that fits what it is:
@@ -37,7 +37,7 @@ This module is longer than most (about 780 lines) because a process's window has
 per thing it must know: what each process is from a meta of any version, its own growth between
 readings, the window for each kind of process, items and the estimate's error; each section is
 short, and splitting them would pass the same frames between modules. The total PSS is
-:mod:`memprobe.series`'s, the same as a scenario's.
+:mod:`memprobe.core.series`'s, the same as a scenario's.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memprobe import vocabulary
+from memprobe.core import vocabulary
+from memprobe.core.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
 from memprobe.probe.tree import DATALOADER, LAUNCHER, PARENT_KINDS, RANK, WORKER_KINDS, startup_end
-from memprobe.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
 
 PAGE_MB = 4096 / 2**20
 # A parent's anonymous memory that rose this much between its last tick before its first fork
@@ -133,7 +133,7 @@ def _old_kind(role: str, worker: int, has_ranks: bool) -> str:
 
 def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
     """``samples`` with each process's role as the analysis knows it at the end, its parent and
-    its start (:data:`memprobe.series.LINEAGE`: what the total PSS needs for a process never read
+    its start (:data:`memprobe.core.series.LINEAGE`: what the total PSS needs for a process never read
     exactly). A row holds its process's role at that tick: Lightning's rank 0 was "main", then
     "launcher" once it started rank 1, then "rank 0" once its workers started, and the stacked
     PSS chart drew three roles for one process (an older meta's spawned ranks stayed "worker K"

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memprobe.analysis import RunSummary, per_process_growth, window_bounds
-from memprobe.errors import UsageError
-from memprobe.factory import load_factory
-from memprobe.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
-from memprobe.results import ResultSet, ResultsFolder
-from memprobe.runner import environment, execute
-from memprobe.scenario import (
+from memprobe.core.errors import UsageError
+from memprobe.core.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
+from memprobe.results.folder import ResultSet, ResultsFolder
+from memprobe.run.analysis import RunSummary, per_process_growth, window_bounds
+from memprobe.run.factory import load_factory
+from memprobe.run.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
+from memprobe.run.runner import environment, execute
+from memprobe.run.scenario import (
     DatasetSpec,
     FactorySpec,
     LoaderSpec,
@@ -35,8 +36,7 @@ from memprobe.scenario import (
     SamplingSpec,
     VerdictSpec,
 )
-from memprobe.session import finalize
-from memprobe.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
+from memprobe.run.session import finalize
 
 CAUSES = (
     "Growth in forked workers is usually copy-on-access: reading Python objects (a list of dicts, "

@@ -1,7 +1,7 @@
 """Run a whole scenario: every run in turn, results saved as they come, then summary and report.
 
 :func:`finalize` (summary.json and the report of a finished results folder) is shared with
-``record``/``watch`` and ``profile()``; the folder itself is :class:`memprobe.results.ResultsFolder`'s."""
+``record``/``watch`` and ``profile()``; the folder itself is :class:`memprobe.results.folder.ResultsFolder`'s."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from memprobe.analysis import RunSummary, summarize_all
-from memprobe.results import ResultsFolder
-from memprobe.runner import (
+from memprobe.results.folder import ResultsFolder
+from memprobe.run.analysis import RunSummary, summarize_all
+from memprobe.run.runner import (
     ResultsFolderGone,
     RunState,
     StopSignals,
@@ -22,7 +22,7 @@ from memprobe.runner import (
     folder_identity,
     signal_name,
 )
-from memprobe.scenario import RunSpec, Scenario
+from memprobe.run.scenario import RunSpec, Scenario
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 

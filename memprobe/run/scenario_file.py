@@ -1,7 +1,7 @@
 """Reading a scenario file safely, whatever the path is: a folder, a FIFO, a device, a huge or
 binary file, or YAML whose aliases expand to gigabytes. What comes out is text and plain data,
-or a :class:`~memprobe.errors.UsageError` that names the file, the line and what is allowed;
-:mod:`memprobe.scenario` validates what the data means.
+or a :class:`~memprobe.core.errors.UsageError` that names the file, the line and what is allowed;
+:mod:`memprobe.run.scenario` validates what the data means.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from memprobe.errors import UsageError
-from memprobe.safe_read import display_path, read_regular
+from memprobe.core.errors import UsageError
+from memprobe.core.safe_read import display_path, read_regular
 
 # A scenario is a few hundred bytes (the largest shipped one is under 3 KB). It is copied into
 # its results folder and its report, so a file, or what its YAML aliases expand to, is refused
@@ -35,7 +35,7 @@ def read_scenario_text(path: str | Path) -> tuple[str, str]:
     Whatever ``path`` is (a folder, a FIFO, a device, a huge or binary file), the answer is a
     text or a :class:`UsageError` naming it; nothing is read past the size limit and
     nothing blocks (a FIFO is opened without waiting for a writer): see
-    :func:`memprobe.safe_read.open_regular`."""
+    :func:`memprobe.core.safe_read.open_regular`."""
     name = display_path(path)
     try:
         data = read_regular(
@@ -172,7 +172,7 @@ def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
 
 # The scenarios that come with memprobe: the repository's scenarios/ folder, shipped in the wheel
 # as memprobe/scenarios/ (in a checkout, memprobe/scenarios is a link to it).
-SHIPPED_DIR = Path(__file__).parent / "scenarios"
+SHIPPED_DIR = Path(__file__).parents[1] / "scenarios"  # memprobe/scenarios
 
 
 def shown_path(path: str | Path) -> str:

@@ -57,11 +57,17 @@ SPEC = {"backend": "python", "mode": "record", "workers": 2, "verdict": {"growth
 # -- gathering ---------------------------------------------------------------------------------
 
 
+def _row_groups(path: Path) -> list[int]:
+    gathered = pq.ParquetFile(path)
+    return [gathered.metadata.row_group(i).num_rows for i in range(gathered.num_row_groups)]
+
+
 def test_gathering_writes_the_json_lines_chunk_by_chunk_with_the_same_rows(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """The rows go to Parquet a chunk at a time (row groups of at most GATHER_ROWS), and read
-    back as the whole table used to be: the same columns, types and values."""
+    """The rows go to Parquet a chunk at a time (with row groups of one chunk, none holds more
+    than GATHER_ROWS), and read back as the whole table used to be: the same columns, types and
+    values."""
     rows = _rows(40)
     root = _folder(tmp_path, rows, runs=("a", "b"))
     whole = pd.concat(
@@ -69,15 +75,33 @@ def test_gathering_writes_the_json_lines_chunk_by_chunk_with_the_same_rows(
         ignore_index=True,
     )
     monkeypatch.setattr(results, "GATHER_ROWS", 25)
+    monkeypatch.setattr(results, "GROUP_BYTES", 1)
     results.consolidate(root)
-    gathered = pq.ParquetFile(root / "samples.parquet")
-    sizes = [gathered.metadata.row_group(i).num_rows for i in range(gathered.num_row_groups)]
+    sizes = _row_groups(root / "samples.parquet")
     assert max(sizes) <= 25 and sum(sizes) == 2 * 40 * 3
     loaded = pd.read_parquet(root / "samples.parquet")
     expected = whole[["run_id", *[c for c in whole.columns if c != "run_id"]]]
     pd.testing.assert_frame_equal(loaded, expected, check_dtype=False)
     assert loaded["worker"].dtype.kind == "i" and loaded["pss_mb"].dtype.kind == "f"
     assert not list(root.glob("runs/*/samples.jsonl")) and not list(root.glob(".*spool"))
+
+
+def test_the_gathered_table_has_a_row_group_per_group_bytes_not_per_chunk(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Parquet's footer describes every row group, and whoever opens the file holds it whole:
+    chunks are joined into row groups of about GROUP_BYTES, so their number (and the footer)
+    grows with the bytes gathered, not with the chunks parsed. Read back READ_ROWS at a time,
+    whatever the size of a group: the same rows."""
+    root = _folder(tmp_path, _rows(200), runs=("a", "b"))
+    monkeypatch.setattr(results, "GATHER_ROWS", 25)  # 24 chunks
+    results.consolidate(root)
+    assert _row_groups(root / "samples.parquet") == [2 * 200 * 3]  # far below GROUP_BYTES: one group
+    monkeypatch.setattr(results, "READ_ROWS", 50)
+    parts = list(results.parquet_groups(root / "samples.parquet"))
+    assert [p.num_rows for p in parts] == [50] * 24
+    loaded = pd.concat([p.to_pandas() for p in parts], ignore_index=True)
+    pd.testing.assert_frame_equal(loaded, pd.read_parquet(root / "samples.parquet"))
 
 
 def test_chunks_that_type_a_column_differently_join_under_one_schema(tmp_path: Path, monkeypatch) -> None:

@@ -380,16 +380,18 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
                 spool.unlink(missing_ok=True)
 
 
-GROUP_BYTES = 64 << 20  # Arrow data per Parquet row group written (~250,000 sample rows)
+# Arrow data per Parquet row group written: ~60,000 sample rows, three chunks of GATHER_ROWS.
+# Whoever opens a Parquet file holds its footer, which describes every row group: 24.5 KB of
+# memory per group of the samples' 32 columns (measured: pq.ParquetFile of a 200-group file),
+# so groups of one chunk made it grow with the job's length (72 h of 64 processes: 4,150 groups,
+# ~100 MB). A group is held whole while it is written and read, so larger ones cost at every
+# length (peak RSS of the finish of 24 h x 3 processes: 284 MB with one-chunk groups, 312 MB
+# with 16 MB, 401 MB with 32 MB): 16 MB keeps the footer of 72 h x 64 to ~34 MB.
+GROUP_BYTES = 16 << 20
 
 
 class _RowGroup:
-    """Chunks held until they make one row group of about :data:`GROUP_BYTES`.
-
-    A Parquet file's footer describes every row group (~26 KB each for the samples' columns), and
-    the writer and each reader hold it whole: groups of one chunk (20,000 rows) made that grow with
-    the job's length (4,150 groups for 72 h of 64 processes: ~110 MB). Groups of a fixed size in
-    bytes keep it to ~9 MB there, for the cost of one group held while it is written."""
+    """Chunks held until they make one row group of about :data:`GROUP_BYTES`."""
 
     def __init__(self) -> None:
         self.chunks: list[pa.Table] = []
@@ -424,12 +426,9 @@ def _join_spools(spools: list[Path], schema: pa.Schema, out: Path) -> None:
         group.write(writer)
 
 
-READ_ROWS = 65_536  # rows of a Parquet file read at once (a row group holds several times that)
-
-
 def parquet_groups(path: Path, columns: list[str] | None = None) -> Iterator[pa.Table]:
-    """The rows of a Parquet file memprobe wrote, :data:`READ_ROWS` at a time (``columns`` only,
-    those of them it has), or a :class:`UsageError` naming a file that cannot be read."""
+    """The row groups of a Parquet file memprobe wrote, one at a time (``columns`` only, those of
+    them it has), or a :class:`UsageError` naming a file that cannot be read."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -438,8 +437,8 @@ def parquet_groups(path: Path, columns: list[str] | None = None) -> Iterator[pa.
             parquet = pq.ParquetFile(f)
             names = parquet.schema_arrow.names
             wanted = None if columns is None else [c for c in columns if c in names]
-            for batch in parquet.iter_batches(READ_ROWS, columns=wanted):
-                yield pa.Table.from_batches([batch])
+            for i in range(parquet.num_row_groups):
+                yield parquet.read_row_group(i, columns=wanted)
     except (OSError, pa.ArrowException) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise UsageError(

@@ -152,7 +152,7 @@ def part_overhead(repeats: int) -> None:
 def part_budget(repeats: int) -> None:
     from dataclasses import replace
 
-    from memprobe.results.folder import read_jsonl
+    from memprobe.results.files import read_jsonl
     from memprobe.run.runner import execute
 
     budgets = (0.015, 0.012, 0.010)

@@ -24,14 +24,11 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import say, summary_table
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
+    from memprobe.probe.procfs import still_running
     from memprobe.report import write_report
-    from memprobe.results.folder import (
-        ResultsFolder,
-        check_run_records,
-        consolidate,
-        unconsolidated,
-        writer_alive,
-    )
+    from memprobe.results.files import check_run_records
+    from memprobe.results.folder import ResultsFolder
+    from memprobe.results.gather import consolidate, unconsolidated
     from memprobe.run.analysis import summarize_all
 
     root = Path(args.results)
@@ -42,14 +39,15 @@ def main(args: argparse.Namespace) -> int:
     check_run_records(root)
     # The folder is finished first, then loaded once: a killed recording's JSON lines are read
     # once (gathered into Parquet), and no second copy of its tables is held.
-    if folder.manifest.get("status") == "running" and writer_alive(folder.manifest):
+    writer_running = still_running(folder.manifest.get("writer") or {})
+    if folder.manifest.get("status") == "running" and writer_running:
         # Its rows are still being written: read them, move nothing.
         say(
             f"memprobe: {name} is still being written by memprobe (pid {folder.manifest['writer']['pid']}): "
             "this report shows what was saved so far",
             sys.stderr,
         )
-    elif folder.finish_abandoned():
+    elif folder.finish_abandoned(writer_running=writer_running):
         say(
             f"memprobe: the memprobe that wrote {name} ended before finishing (killed?): marked interrupted",
             sys.stderr,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -95,7 +95,8 @@ class PssSample:
         return self.private_clean + self.private_dirty
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """The text of a /proc (or /sys) file, or None when it cannot be read (gone, not ours)."""
     text = _read_or_errno(path)
     return text if isinstance(text, str) else None
 
@@ -147,7 +148,7 @@ def parse_stat(text: str) -> StatInfo:
 def read_stat(pid: int, tid: int | None = None) -> StatInfo | None:
     """/proc/PID/stat (or a thread's /proc/PID/task/TID/stat); ``None`` if gone."""
     path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
-    text = _read(path)
+    text = read_text(path)
     if not text:
         return None
     try:
@@ -175,7 +176,7 @@ def read_cheap(pid: int) -> CheapSample | None:
     stat = read_stat(pid)
     if stat is None or stat.state in ("Z", "X"):
         return None
-    status = _read(f"/proc/{pid}/status")
+    status = read_text(f"/proc/{pid}/status")
     if status is None:
         return None
     v = _kb_fields(status, _STATUS_KEYS)
@@ -223,7 +224,7 @@ def read_pss_or_denied(pid: int) -> PssSample | Denied | None:
 
 def read_uids(pid: int) -> tuple[int, int] | None:
     """(real, effective) uid of a process, from /proc/PID/status (readable for any process)."""
-    text = _read(f"/proc/{pid}/status")
+    text = read_text(f"/proc/{pid}/status")
     line = next((ln for ln in (text or "").splitlines() if ln.startswith("Uid:")), None)
     fields = line.split()[1:3] if line else []
     if len(fields) != 2 or not all(f.isascii() and f.isdigit() for f in fields):
@@ -236,7 +237,7 @@ def read_children(pid: int, *, all_threads: bool = True) -> list[int]:
     mainstream kernels); an empty list if the process is gone. ``all_threads=False`` reads the
     main thread's only: one read instead of one per thread (torch starts dozens of threads)."""
     if not all_threads:
-        text = _read(f"/proc/{pid}/task/{pid}/children")
+        text = read_text(f"/proc/{pid}/task/{pid}/children")
         return [int(x) for x in text.split()] if text else []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -244,7 +245,7 @@ def read_children(pid: int, *, all_threads: bool = True) -> list[int]:
         return []
     kids: list[int] = []
     for tid in tids:
-        text = _read(f"/proc/{pid}/task/{tid}/children")
+        text = read_text(f"/proc/{pid}/task/{tid}/children")
         if text:
             kids.extend(int(x) for x in text.split())
     return kids
@@ -291,7 +292,7 @@ def left_group(leader: int) -> dict[int, int]:
 
 
 def read_cmdline(pid: int) -> list[str]:
-    text = _read(f"/proc/{pid}/cmdline")
+    text = read_text(f"/proc/{pid}/cmdline")
     return [p for p in (text or "").split("\0") if p]
 
 
@@ -303,7 +304,7 @@ def thread_ids(pid: int) -> list[int]:
 
 
 def thread_name(pid: int, tid: int) -> str:
-    return (_read(f"/proc/{pid}/task/{tid}/comm") or "").strip()
+    return (read_text(f"/proc/{pid}/task/{tid}/comm") or "").strip()
 
 
 def dev_shm_used() -> int | None:
@@ -316,7 +317,29 @@ def dev_shm_used() -> int | None:
 
 
 def mem_available() -> int | None:
-    text = _read("/proc/meminfo")
+    text = read_text("/proc/meminfo")
     if text is None:
         return None
     return _kb_fields(text, {"MemAvailable": "a"}).get("a")
+
+
+def boot_id() -> str | None:
+    """This boot's id: a pid and its start time name one process only within one boot."""
+    return (read_text("/proc/sys/kernel/random/boot_id") or "").strip() or None
+
+
+def process_identity(pid: int) -> dict:
+    """Who ``pid`` is, for good: ``{"pid", "start_ticks", "boot_id"}`` (pid numbers are reused;
+    with the start time and the boot they are not). A results folder's manifest names its
+    writer so (memprobe.results.folder.ResultsFolder.create)."""
+    st = read_stat(pid)
+    return {"pid": pid, "start_ticks": st.start_ticks if st else None, "boot_id": boot_id()}
+
+
+def still_running(identity: Mapping[str, object]) -> bool:
+    """Whether the process ``identity`` names (:func:`process_identity`) still runs, on this machine."""
+    pid, ticks, boot = identity.get("pid"), identity.get("start_ticks"), identity.get("boot_id")
+    if not isinstance(pid, int) or boot != boot_id():
+        return False
+    st = read_stat(pid)
+    return st is not None and st.start_ticks == ticks and st.state not in ("Z", "X")

@@ -89,7 +89,7 @@ class ProcfsReader:
         return procfs.read_cmdline(pid)
 
     def environ(self, pid: int) -> dict[str, str] | None:
-        text = procfs._read(f"/proc/{pid}/environ")
+        text = procfs.read_text(f"/proc/{pid}/environ")
         if text is None:
             return None
         return dict(item.split("=", 1) for item in text.split("\0") if "=" in item)

@@ -50,15 +50,10 @@ from memprobe.probe import procfs
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree import ProcfsReader
 from memprobe.probe.tree_sampler import TreeSampler
-from memprobe.results.folder import ResultsFolder, RunWriter
-from memprobe.run.runner import (
-    OWN_PROCESS_GROUP,
-    ResultsFolderGone,
-    StopSignals,
-    end_group,
-    environment,
-    folder_identity,
-)
+from memprobe.results.files import RunWriter
+from memprobe.results.folder import ResultsFolder
+from memprobe.run.ending import OWN_PROCESS_GROUP, end_group
+from memprobe.run.runner import ResultsFolderGone, StopSignals, environment, folder_identity, writer_identity
 from memprobe.run.scenario import VerdictSpec
 from memprobe.run.session import finalize
 
@@ -218,6 +213,7 @@ class _Recording:
             description=description,
             environment=environment(),
             runs=[name],
+            writer=writer_identity(),
         )
         self.out, self.kind, self.name = self.folder.root, kind, name
         self.identity = folder_identity(self.out)

@@ -18,7 +18,8 @@ from memprobe.report import across, content
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS, styles
 from memprobe.report.render import environment, plotly_js, script_json
-from memprobe.results.folder import ResultSet, write_text_atomic
+from memprobe.results.files import write_text_atomic
+from memprobe.results.folder import ResultSet
 from memprobe.run.analysis import RunSummary, summarize_all
 
 Key = tuple[str, str, int]

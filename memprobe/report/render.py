@@ -19,7 +19,8 @@ from memprobe.report import across, advice, content, figures, recorded
 from memprobe.report import format as fmt
 from memprobe.report.chart import DASHES, MAX_POINTS, color_styles, name_items_axis, styles
 from memprobe.report.embed import plotly_js, script_json
-from memprobe.results.folder import ResultSet, write_text_atomic
+from memprobe.results.files import write_text_atomic
+from memprobe.results.folder import ResultSet
 from memprobe.run.analysis import RunSummary, summarize_all, window_bounds
 
 

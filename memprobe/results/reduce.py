@@ -123,7 +123,7 @@ def load_table(
     :data:`REDUCE_ABOVE_ROWS` rows in it, else with each such run reduced (see the module) and
     its values checked with ``check`` (what ``read_whole`` does for a whole table);
     ``moments``: for each run, the times its record names (:func:`moments`)."""
-    from memprobe.results.folder import parquet_groups
+    from memprobe.results.gather import parquet_groups
 
     try:
         spans = _spans(path)
@@ -159,7 +159,7 @@ def load_table(
 
 
 def _spans(path: Path) -> dict[str, _Span]:
-    from memprobe.results.folder import parquet_groups
+    from memprobe.results.gather import parquet_groups
 
     spans: dict[str, _Span] = {}
     for group in parquet_groups(path, ["run_id", "t", "pid"]):
@@ -178,7 +178,7 @@ def _spans(path: Path) -> dict[str, _Span]:
 def _column_names(path: Path) -> list[str]:
     import pyarrow.parquet as pq
 
-    with open(path, "rb") as f:  # see results._write_parquet_atomic
+    with open(path, "rb") as f:  # an open file, not a path: see memprobe.results.gather
         return list(pq.ParquetFile(f).schema_arrow.names)
 
 

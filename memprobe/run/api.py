@@ -27,7 +27,7 @@ from memprobe.results.folder import ResultSet, ResultsFolder
 from memprobe.run.analysis import RunSummary, per_process_growth, window_bounds
 from memprobe.run.factory import load_factory
 from memprobe.run.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
-from memprobe.run.runner import environment, execute
+from memprobe.run.runner import environment, execute, writer_identity
 from memprobe.run.scenario import (
     DatasetSpec,
     FactorySpec,
@@ -347,6 +347,7 @@ def _execute(spec: RunSpec, out: Path | None) -> ProfileResult:
         description=f"memprobe.profile({spec.factory.factory}, mode={spec.mode!r}, workers={spec.workers})",
         environment=environment(),
         runs=[spec.run_id],
+        writer=writer_identity(),
         base=PROFILE_BASE,
     )
     state = execute(spec, folder.root / "runs" / spec.run_id)

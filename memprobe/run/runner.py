@@ -28,17 +28,13 @@ from memprobe.core.errors import MemprobeError, ResultsWriteError
 from memprobe.core.vocabulary import gil_enabled, is_thread_mode, signal_name
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
-from memprobe.results.folder import RunWriter
+from memprobe.results.files import RunWriter
 from memprobe.run.child import SUPERVISOR_ENV
+from memprobe.run.ending import OWN_PROCESS_GROUP, end_group, wait_exiting
 from memprobe.run.limits import mem_total_mb
 from memprobe.run.scenario import RunSpec
 
 ProgressCallback = Callable[["RunState"], None]
-# Popen arguments that start a child in a process group of its own: Popen's process_group is
-# new in Python 3.11; on 3.10 the child calls setpgid(0, 0) itself, before exec.
-OWN_PROCESS_GROUP: dict[str, Any] = (
-    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
-)
 FINAL_PSS_WAIT_S = 30.0
 # After its last event the run's process exits by itself: within EXIT_GRACE_S, or later while it
 # still uses CPU (freeing a dataset of millions of Python objects at exit, on a machine whose
@@ -366,109 +362,6 @@ def folder_identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def end_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
-    """End the child and everything in its process group, and the descendants that left the
-    group for a session of their own (setsid); leave no process behind.
-
-    The child is reaped last. Until then its pid, which is the group's id, cannot be given to a
-    new process, so the group's signals reach this run's processes only. Reaped first, its id
-    can be taken by any process that starts a group of its own once the group is empty: with
-    pid_max at 32768 (the kernel's default, and this project's build machines) and torch's
-    threads each taking a pid, ids come round within minutes, and a test run once SIGTERMed a
-    scenario run of another pytest-xdist worker this way. Should a caller have reaped the child
-    already, the group is signalled only while it has members, which hold its id."""
-    pgid = proc.pid
-    held = proc.returncode is None  # not reaped: the group's id is ours until proc.wait() below
-    escaped = _EscapedDescendants(pgid)
-    if not exited(proc):
-        escaped.signal(signal.SIGTERM)
-        _signal_group(pgid, signal.SIGTERM)
-        wait_exited(proc, grace_s)
-    deadline = time.monotonic() + grace_s
-    while (procfs.processes_in_group(pgid) or escaped.alive()) and time.monotonic() < deadline:
-        escaped.signal(signal.SIGTERM)
-        _signal_group(pgid, signal.SIGTERM)
-        time.sleep(0.05)
-    escaped.signal(signal.SIGKILL)
-    if held or procfs.processes_in_group(pgid):
-        _signal_group(pgid, signal.SIGKILL)
-    proc.wait()
-    if proc.stdin:
-        proc.stdin.close()
-
-
-def exited(proc: subprocess.Popen) -> bool:
-    """Whether the child has exited, without reaping it (see end_group)."""
-    if proc.returncode is not None:
-        return True
-    try:
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:  # reaped elsewhere
-        return True
-
-
-def wait_exited(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for the child to exit, without reaping it; whether it did."""
-    deadline = time.monotonic() + timeout_s
-    while not exited(proc):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def wait_exiting(proc: subprocess.Popen, grace_s: float, busy_s: float) -> bool:
-    """Wait for the child to exit (without reaping it) up to ``grace_s``, and on up to ``busy_s``
-    while it uses CPU: a process tearing down a large heap is working, a hung one is not."""
-    start = time.monotonic()
-    if wait_exited(proc, grace_s):
-        return True
-    last = procfs.read_stat(proc.pid)
-    while time.monotonic() - start < busy_s:
-        if wait_exited(proc, 1.0):
-            return True
-        now = procfs.read_stat(proc.pid)
-        if now is None or last is None or now.cpu_s <= last.cpu_s:
-            return exited(proc)  # no CPU used in the last second: not exiting by itself
-        last = now
-    return exited(proc)
-
-
-class _EscapedDescendants:
-    """Descendants of the run's process outside its group (a dataset's ``setsid`` child): the
-    group's signal misses them. Collected while the run's process lives (it is their subreaper,
-    see child.end_with_supervisor), each remembered with its start time so that a reused pid is
-    never signalled."""
-
-    def __init__(self, root: int) -> None:
-        self.root = root
-        self.known: dict[int, int] = {}
-        self.collect()
-
-    def collect(self) -> None:
-        for pid, start in procfs.left_group(self.root).items():
-            self.known.setdefault(pid, start)
-
-    def alive(self) -> list[int]:
-        self.collect()
-        out = []
-        for pid, start in self.known.items():
-            st = procfs.read_stat(pid)
-            if st is not None and st.start_ticks == start and st.state not in ("Z", "X"):
-                out.append(pid)
-        return out
-
-    def signal(self, sig: int) -> None:
-        for pid in self.alive():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 def execute(
     spec: RunSpec,
     run_dir: Path,
@@ -499,7 +392,7 @@ def environment() -> dict[str, Any]:
     cpu = next(
         (
             line.split(":", 1)[1].strip()
-            for line in (procfs._read("/proc/cpuinfo") or "").splitlines()
+            for line in (procfs.read_text("/proc/cpuinfo") or "").splitlines()
             if line.startswith("model name")
         ),
         platform.processor(),
@@ -517,3 +410,8 @@ def environment() -> dict[str, Any]:
         "mem_total_mb": mem_total_mb(),
         "hostname": platform.node(),
     }
+
+
+def writer_identity() -> dict:
+    """Who writes a results folder: this memprobe (:func:`memprobe.probe.procfs.process_identity`)."""
+    return procfs.process_identity(os.getpid())

@@ -21,6 +21,7 @@ from memprobe.run.runner import (
     execute,
     folder_identity,
     signal_name,
+    writer_identity,
 )
 from memprobe.run.scenario import RunSpec, Scenario
 
@@ -77,6 +78,7 @@ def run_scenario(
             description=scenario.description,
             environment=environment(),
             runs=[r.run_id for r in runs],
+            writer=writer_identity(),
             scenario_path=scenario.path,
             scenario_text=scenario.text,
         )

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from memprobe.probe import procfs
-from memprobe.run import runner
+from memprobe.run import ending as runner
 
 # The leader exits at once; a member of its group ignores SIGTERM and lives on for a moment.
 LEADER_LEAVES_A_MEMBER = """

@@ -149,7 +149,7 @@ def run_groups(out: Path) -> list[int]:
 
 
 def events(run_dir: Path) -> list[dict]:
-    from memprobe.results.folder import read_jsonl
+    from memprobe.results.files import read_jsonl
 
     return read_jsonl(run_dir / "events.jsonl")  # a torn last line is skipped
 

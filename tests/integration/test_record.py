@@ -210,7 +210,7 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
 
 def _saved_rows(out: Path, pid: int) -> list[dict]:
     """The sample rows of ``pid`` saved so far (while recording; a line being written is skipped)."""
-    from memprobe.results.folder import read_jsonl
+    from memprobe.results.files import read_jsonl
 
     return [
         r for path in (out / "runs").glob("*/samples.jsonl") for r in read_jsonl(path) if r.get("pid") == pid

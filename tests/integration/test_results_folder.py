@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from memprobe.probe.sampler import SAMPLE_COLUMNS
-from memprobe.results.folder import SCHEMA_VERSION, ResultSet, write_json_atomic
+from memprobe.results.files import write_json_atomic
+from memprobe.results.folder import SCHEMA_VERSION, ResultSet
 
 SUMMARY_KEYS = (
     "run_id",

@@ -25,7 +25,8 @@ import pandas as pd
 
 from memprobe.core.errors import UsageError
 from memprobe.report.render import render
-from memprobe.results.folder import ResultSet, check_run_records
+from memprobe.results.files import check_run_records
+from memprobe.results.folder import ResultSet
 from memprobe.run.analysis import summarize_all
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results-v1"

@@ -4,15 +4,18 @@ once, durations in the unit that fits (the measurements: benchmarks/bench_finish
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from memprobe.probe.procfs import process_identity
+from memprobe.results import files, gather, reduce
 from memprobe.results import folder as results
-from memprobe.results import reduce
-from memprobe.results.folder import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
+from memprobe.results.files import RunWriter, read_jsonl, write_json_atomic
+from memprobe.results.folder import SCHEMA_VERSION, ResultSet
 
 
 def _rows(n_ticks: int, pids: tuple[int, ...] = (1, 2, 3), dt: float = 0.2) -> list[dict]:
@@ -74,9 +77,9 @@ def test_gathering_writes_the_json_lines_chunk_by_chunk_with_the_same_rows(
         [pd.DataFrame(read_jsonl(root / "runs" / r / "samples.jsonl")).assign(run_id=r) for r in ("a", "b")],
         ignore_index=True,
     )
-    monkeypatch.setattr(results, "GATHER_ROWS", 25)
-    monkeypatch.setattr(results, "GROUP_BYTES", 1)
-    results.consolidate(root)
+    monkeypatch.setattr(gather, "GATHER_ROWS", 25)
+    monkeypatch.setattr(gather, "GROUP_BYTES", 1)
+    gather.consolidate(root)
     sizes = _row_groups(root / "samples.parquet")
     assert max(sizes) <= 25 and sum(sizes) == 2 * 40 * 3
     loaded = pd.read_parquet(root / "samples.parquet")
@@ -93,10 +96,10 @@ def test_the_gathered_table_has_a_row_group_per_group_bytes_not_per_chunk(
     chunks are joined into row groups of about GROUP_BYTES, so their number (and the footer)
     grows with the bytes gathered, not with the chunks parsed; the same rows read back."""
     root = _folder(tmp_path, _rows(200), runs=("a", "b"))
-    monkeypatch.setattr(results, "GATHER_ROWS", 25)  # 24 chunks
-    results.consolidate(root)
+    monkeypatch.setattr(gather, "GATHER_ROWS", 25)  # 24 chunks
+    gather.consolidate(root)
     assert _row_groups(root / "samples.parquet") == [2 * 200 * 3]  # far below GROUP_BYTES: one group
-    parts = list(results.parquet_groups(root / "samples.parquet"))
+    parts = list(gather.parquet_groups(root / "samples.parquet"))
     loaded = pd.concat([p.to_pandas() for p in parts], ignore_index=True)
     pd.testing.assert_frame_equal(loaded, pd.read_parquet(root / "samples.parquet"))
 
@@ -108,8 +111,8 @@ def test_chunks_that_type_a_column_differently_join_under_one_schema(tmp_path: P
     rows += [{"t": 0.4 + 0.1 * i, "pid": 1, "minflt": 5.5} for i in range(4)]
     rows += [{"t": 0.8 + 0.1 * i, "pid": 1, "reason": "exited", "minflt": 6, "extra": True} for i in range(4)]
     root = _folder(tmp_path, rows)
-    monkeypatch.setattr(results, "GATHER_ROWS", 4)
-    results.consolidate(root)
+    monkeypatch.setattr(gather, "GATHER_ROWS", 4)
+    gather.consolidate(root)
     loaded = pd.read_parquet(root / "samples.parquet")
     assert len(loaded) == 12 and list(loaded["t"]) == pytest.approx([0.1 * i for i in range(12)])
     assert list(loaded["minflt"]) == [5, 5, 5, 5, 5.5, 5.5, 5.5, 5.5, 6, 6, 6, 6]
@@ -127,7 +130,13 @@ def test_memprobe_report_reads_a_killed_recordings_lines_once_and_its_tables_onc
 
     root = tmp_path / "killed"
     folder = results.ResultsFolder.create(
-        root, kind="record", name="n", description="d", environment={"cpu_count": 2}, runs=["a"]
+        root,
+        kind="record",
+        name="n",
+        description="d",
+        environment={"cpu_count": 2},
+        runs=["a"],
+        writer=process_identity(os.getpid()),
     )
     folder.manifest["writer"] = {**folder.manifest["writer"], "pid": 0}  # nobody writes it any more
     folder.save()
@@ -152,7 +161,7 @@ def test_memprobe_report_reads_a_killed_recordings_lines_once_and_its_tables_onc
     parsed: list[str] = []
     loads = json.loads
     monkeypatch.setattr(
-        results.json,
+        files.json,
         "loads",
         lambda s, *a, **k: (parsed.append(s if isinstance(s, str) else s.decode()), loads(s, *a, **k))[1],
     )
@@ -182,7 +191,7 @@ def long_run(tmp_path: Path, monkeypatch) -> tuple[Path, pd.DataFrame]:
     w.append("samples", _rows(5))
     w.write_meta({"run_id": "short", "index": 1, "status": "ok", "spec": SPEC})
     w.close()
-    results.consolidate(root)
+    gather.consolidate(root)
     monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
     monkeypatch.setattr(reduce, "BUCKETS", 20)
     monkeypatch.setattr(reduce, "EXACT_TICKS", 60)
@@ -227,7 +236,7 @@ def test_the_ticks_around_the_runs_milestones_are_kept(long_run) -> None:
 
 def test_a_short_run_reads_exactly_as_saved(tmp_path: Path) -> None:
     root = _folder(tmp_path, _rows(50))
-    results.consolidate(root)
+    gather.consolidate(root)
     pd.testing.assert_frame_equal(
         ResultSet.load(root).tables["samples"], pd.read_parquet(root / "samples.parquet")
     )
@@ -305,7 +314,7 @@ def test_a_long_system_table_keeps_the_lowest_available_memory_of_each_slice(
         ],
     )
     w.close()
-    results.consolidate(root)
+    gather.consolidate(root)
     monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
     monkeypatch.setattr(reduce, "BUCKETS", 20)
     system = ResultSet.load(root).tables["system"]
@@ -320,14 +329,20 @@ def test_a_report_of_a_long_session_still_going_reads_its_lines_reduced_and_move
     LIVE_GATHER_BYTES they are streamed (once) into a temporary Parquet file and read reduced."""
     root = tmp_path / "live"
     folder = results.ResultsFolder.create(
-        root, kind="record", name="n", description="d", environment={}, runs=["a"]
-    )  # its writer is this process: alive
+        root,
+        kind="record",
+        name="n",
+        description="d",
+        environment={},
+        runs=["a"],
+        writer=process_identity(os.getpid()),  # this process: alive
+    )
     w = RunWriter(root / "runs" / "a")
     rows = _rows(600)
     w.append("samples", rows)
     w.write_meta({"run_id": "a", "index": 0, "status": "running", "spec": SPEC})
     w.close()
-    monkeypatch.setattr(results, "LIVE_GATHER_BYTES", 1000)
+    monkeypatch.setattr(gather, "LIVE_GATHER_BYTES", 1000)
     monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
     monkeypatch.setattr(reduce, "BUCKETS", 20)
     monkeypatch.setattr(reduce, "EXACT_TICKS", 60)

@@ -144,3 +144,14 @@ def test_the_reason_of_a_refused_read_names_whose_process_it_is() -> None:
     )
     for reason in (setuid, other):
         assert vocabulary.denied(reason) and not vocabulary.ended(reason)
+
+
+def test_a_process_identity_names_this_process_and_no_other() -> None:
+    """What a results folder's manifest says of its writer: the pid, its start time and the boot;
+    a pid reused by a later process, another boot or no pid at all is not that writer."""
+    me = procfs.process_identity(os.getpid())
+    assert me["pid"] == os.getpid() and isinstance(me["start_ticks"], int) and me["boot_id"]
+    assert procfs.still_running(me)
+    assert not procfs.still_running({**me, "start_ticks": me["start_ticks"] + 1})  # the pid reused
+    assert not procfs.still_running({**me, "boot_id": "another boot"})
+    assert not procfs.still_running({**me, "pid": None}) and not procfs.still_running({})

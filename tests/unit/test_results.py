@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -12,9 +13,12 @@ import pytest
 
 import memprobe
 from memprobe.core.errors import ResultsWriteError
+from memprobe.probe.procfs import process_identity
 from memprobe.probe.sampler import SAMPLE_COLUMNS
+from memprobe.results import files, gather
 from memprobe.results import folder as results
-from memprobe.results.folder import SCHEMA_VERSION, ResultSet, RunWriter, read_jsonl, write_json_atomic
+from memprobe.results.files import RunWriter, read_jsonl, write_json_atomic
+from memprobe.results.folder import SCHEMA_VERSION, ResultSet
 
 # -- crash safety ------------------------------------------------------------------------------
 
@@ -72,7 +76,7 @@ def test_write_json_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path,
         f.write('{"status": "o')
         raise OSError("disk full")
 
-    monkeypatch.setattr(results.json, "dump", torn_dump)
+    monkeypatch.setattr(files.json, "dump", torn_dump)
     with pytest.raises(ResultsWriteError, match=r"meta\.json: disk full"):
         write_json_atomic(meta, {"status": "ok"})
     monkeypatch.undo()
@@ -107,7 +111,7 @@ def test_consolidation_stopped_part_way_does_not_count_rows_twice(tmp_path: Path
     ).to_parquet(tmp_path / "samples.parquet", index=False)
     loaded = ResultSet.load(tmp_path).tables["samples"]
     assert loaded.groupby("run_id").size().to_dict() == {"a": 3, "b": 3}
-    results.consolidate(tmp_path)
+    gather.consolidate(tmp_path)
     assert pd.read_parquet(tmp_path / "samples.parquet").groupby("run_id").size().to_dict() == {
         "a": 3,
         "b": 3,
@@ -135,7 +139,7 @@ def test_load_requires_a_results_folder(tmp_path: Path) -> None:
 def test_of_two_writers_racing_for_one_manifest_exactly_one_gets_it(tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from memprobe.results.folder import write_json_exclusive
+    from memprobe.results.files import write_json_exclusive
 
     path = tmp_path / "manifest.json"
     with ThreadPoolExecutor(8) as pool:
@@ -173,7 +177,7 @@ def test_a_run_record_edited_by_hand_is_named(tmp_path: Path) -> None:
     (tmp_path / "runs" / "a").mkdir(parents=True)
     write_json_atomic(tmp_path / "runs" / "a" / "meta.json", {"run_id": "a", "status": "ok", "spec": {}})
     with pytest.raises(UsageError) as info:
-        results.check_run_records(tmp_path)
+        files.check_run_records(tmp_path)
     assert "meta.json" in str(info.value) and "spec.backend" in str(info.value)
 
 
@@ -196,7 +200,7 @@ def test_tables_consolidate_into_a_folder_whose_name_is_not_utf8(tmp_path: Path)
     w.write_meta(run_record("a"))
     w.close()
     write_json_atomic(root / "manifest.json", {"schema_version": SCHEMA_VERSION})
-    results.consolidate(root)
+    gather.consolidate(root)
     assert list(ResultSet.load(root).tables["samples"]["pid"]) == [7]
 
 
@@ -231,6 +235,7 @@ MANIFEST_KEYS = {
 
 def _create(out: Path | None, kind: str = "scenario", **changes) -> results.ResultsFolder:
     args = {"kind": kind, "name": "n", "description": "d", "environment": {"cpu_count": 2}, "runs": ["a"]}
+    args["writer"] = process_identity(os.getpid())  # this process: alive
     return results.ResultsFolder.create(out, **{**args, **changes})
 
 
@@ -275,6 +280,22 @@ def test_only_the_results_folder_names_the_manifest_file() -> None:
         str(p.relative_to(package)) for p in package.rglob("*.py") if '"manifest.json"' in p.read_text()
     )
     assert naming == ["results/folder.py"]
+
+
+def test_the_results_package_reads_no_process() -> None:
+    """memprobe.results knows files: who writes a folder and whether it still runs come from the
+    caller (the probe's procfs), so it imports nothing of memprobe.probe, at any depth of a module."""
+    import ast
+
+    package = Path(memprobe.__file__).parent / "results"
+    imported = set()
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add((path.name, node.module))
+            elif isinstance(node, ast.Import):
+                imported.update((path.name, alias.name) for alias in node.names)
+    assert not [(f, m) for f, m in imported if m.startswith("memprobe.probe")]
 
 
 def test_profile_writes_the_same_manifest_and_a_summary(

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from memprobe.results.folder import SCHEMA_VERSION, RunWriter, consolidate, write_json_atomic
+from memprobe.results.files import RunWriter, write_json_atomic
+from memprobe.results.folder import SCHEMA_VERSION
+from memprobe.results.gather import consolidate
 
 MB_PER_FAULT = 4096 / 2**20
 

@@ -1,0 +1,225 @@
+"""The files of a results folder: written atomically or appended line by line, read back safely.
+
+A JSON file (manifest.json, meta.json, summary.json) and a page are written to a temporary name
+and renamed: a reader sees the old file or the new one, never half. While a run is going, its rows
+are appended to JSON-lines files (``runs/<run_id>/<table>.jsonl``) and flushed on every write; a
+reader tolerates a torn last line. Everything memprobe reads of a folder, which may come from
+someone else, is opened here (:func:`open_in_folder`): regular files inside it, reached without
+following a symbolic link, of a stated size at most (see :mod:`memprobe.core.safe_read`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from memprobe.core.errors import ResultsWriteError, UsageError
+from memprobe.core.safe_read import display_path, open_regular, read_regular
+from memprobe.core.text import escape_surrogates
+from memprobe.results.schema import check_meta
+
+TABLES = ("samples", "system", "progress", "events", "threads")  # a run's JSON-lines files
+# What memprobe reads of a results folder, which may come from someone else: regular files
+# inside it, reached without following a symbolic link (see memprobe.core.safe_read), at most:
+MAX_JSON_BYTES = 64 << 20  # manifest.json, meta.json, summary.json (a record of 100,000 processes: ~50 MB)
+MAX_TABLE_BYTES = 16 << 30  # a Parquet table or a run's JSON-lines file
+MAX_LINE_BYTES = 1 << 20  # one JSON line (a row is a few hundred bytes)
+IN_FOLDER = "a regular file inside the results folder"
+
+
+def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
+    """Call ``write(tmp)`` then rename ``tmp`` to ``path``: readers see the old file or the new
+    one, never half. On failure the temporary file is removed and a :class:`ResultsWriteError`
+    (a full disk, say) names the file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        # A name left there (a killed memprobe, or a folder from someone else whose temporary
+        # name is a symbolic link to ~/.bashrc) is removed, not written through.
+        tmp.unlink(missing_ok=True)
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ResultsWriteError(path, exc) from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`write_atomic`): the report pages. A lone
+    surrogate left in it (see :func:`_escaped`) is written as an escape, never a traceback."""
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
+
+
+def _json_writer(data: Any) -> Callable[[Path], None]:
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, default=_json_default)
+            f.flush()
+            os.fsync(f.fileno())
+
+    return write
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` atomically (see :func:`write_atomic`)."""
+    write_atomic(path, _json_writer(data))
+
+
+def write_json_exclusive(path: Path, data: Any) -> bool:
+    """Create ``path`` with JSON ``data``, whole, unless it exists: False then. Two processes
+    racing for one file: exactly one gets it (a hard link never replaces an existing name)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        _json_writer(data)(tmp)
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise ResultsWriteError(path, exc) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def open_in_folder(root: Path, path: Path, limit: int = MAX_TABLE_BYTES) -> BinaryIO:
+    """``path``, a file of the results folder ``root``, opened for reading in binary: the one
+    way memprobe opens what is in a results folder. A regular file inside ``root`` of at most
+    ``limit`` bytes, reached without following a symbolic link, or a :class:`UsageError` naming
+    it; a FIFO or device is refused without waiting. A missing file raises FileNotFoundError."""
+    return open_regular(path, limit=limit, root=root, allowed=IN_FOLDER)
+
+
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` (parsed JSON) with every lone surrogate in its strings escaped: a command line
+    or path with bytes that are not UTF-8 is saved as ``"\\udcff"``, and shown as ``\\xff``."""
+    if isinstance(value, str):
+        return escape_surrogates(value)
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {escape_surrogates(k): _escaped(v) for k, v in value.items()}
+    return value
+
+
+def _parse_json(data: bytes) -> Any:
+    value = json.loads(data)
+    return _escaped(value) if _ESCAPED_SURROGATE.search(data) else value
+
+
+def iter_jsonl(path: Path, root: Path | None = None) -> Iterator[dict]:
+    """Rows of a JSON-lines file of the results folder ``root`` (by default the file's own
+    folder), one at a time; a torn or corrupt line (a crash mid-write) or a line that is not an
+    object is skipped. A line longer than :data:`MAX_LINE_BYTES` (a row is a few hundred bytes)
+    is no torn row but a file that is not memprobe's, say gigabytes of zeros: a
+    :class:`UsageError`, at once. A missing file has no rows."""
+    try:
+        f = open_in_folder(root or path.parent, path)
+    except FileNotFoundError:
+        return
+    with f:
+        number = 0
+        while line := f.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(line) > MAX_LINE_BYTES:
+                raise UsageError(
+                    f"{display_path(path)}: line {number:,}: longer than {MAX_LINE_BYTES:,} bytes; allowed: "
+                    "JSON lines of at most that (memprobe's rows are a few hundred bytes)"
+                )
+            try:
+                row = _parse_json(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(row, dict):
+                yield row
+
+
+def read_jsonl(path: Path, root: Path | None = None) -> list[dict]:
+    """Every row of a JSON-lines file (see :func:`iter_jsonl`)."""
+    return list(iter_jsonl(path, root))
+
+
+class RunWriter:
+    """Appends one run's rows to its JSON-lines files; safe to call from several threads."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        # Open for the run's life; close() closes them.
+        self._files = {name: open(run_dir / f"{name}.jsonl", "a", encoding="utf-8") for name in TABLES}  # noqa: SIM115
+
+    def append(self, table: str, rows: list[dict]) -> None:
+        if not rows:
+            return
+        text = "".join(json.dumps(r, default=_json_default) + "\n" for r in rows)
+        with self._lock:
+            f = self._files[table]
+            try:
+                f.write(text)
+                f.flush()
+            except OSError as exc:
+                raise ResultsWriteError(Path(f.name), exc) from exc
+
+    def write_meta(self, meta: dict) -> None:
+        write_json_atomic(self.dir / "meta.json", meta)
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self._files.values():
+                # A full disk: the flush in close fails; the rows written before are kept.
+                with contextlib.suppress(OSError):
+                    f.close()
+
+
+def read_json(path: Path, root: Path) -> dict:
+    """A JSON object memprobe wrote in the results folder ``root``, or a :class:`UsageError`
+    naming the file (a hand-edited, truncated, foreign or special file, a link): never a
+    traceback. Lone surrogates in its strings are escaped (see :func:`_escaped`)."""
+    name = display_path(path)
+    try:
+        data = _parse_json(read_regular(path, limit=MAX_JSON_BYTES, root=root, allowed=IN_FOLDER))
+    except FileNotFoundError:
+        raise UsageError(f"{name}: cannot read: no such file") from None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        reason = escape_surrogates(str(exc) or type(exc).__name__)[:200]
+        raise UsageError(f"{name}: not a memprobe JSON file (damaged or truncated: {reason})") from None
+    if not isinstance(data, dict):
+        raise UsageError(
+            f"{name}: not a memprobe JSON file (expected an object, found {type(data).__name__})"
+        )
+    return data
+
+
+def check_run_records(root: Path) -> None:
+    """Every run record of ``root`` holds what a summary needs, of its type and range, or a
+    :class:`UsageError` names the record and the field (a meta.json edited by hand): for
+    `memprobe report` and `compare` (see :mod:`memprobe.results.schema`)."""
+    for d in run_dirs(root):
+        check_meta(d / "meta.json", read_json(d / "meta.json", root))
+
+
+def run_dirs(root: Path) -> list[Path]:
+    base = root / "runs"
+    if not base.is_dir():
+        return []
+    dirs = [d for d in base.iterdir() if (d / "meta.json").exists()]
+    index = {d: read_json(d / "meta.json", root).get("index", 0) for d in dirs}
+    return sorted(dirs, key=lambda d: (index[d] if isinstance(index[d], int) else 0, d.name))

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from memprobe.core import series
-from memprobe.report import advice, content, figures, write_report
+from memprobe.report import advice, content, figures, lifelines, usage, write_report
 from memprobe.report.chart import keep_indices
 from memprobe.report.compare import METRICS, Delta, delta, match
 from memprobe.results.folder import SCHEMA_VERSION
@@ -117,7 +117,7 @@ def test_unreadable_samples_are_gaps_not_zeros() -> None:
     assert total[0.0] == 120.0 and np.isnan(total[1.0]) and total[2.0] == 80.0  # exited: really gone
     rss = series.sum_rss(samples)
     assert rss[0.0] == 190.0 and np.isnan(rss[1.5]) and rss[2.0] == 100.0
-    chart = figures.chart_uss(
+    chart = lifelines.chart_uss(
         "u", samples, series.Clock.from_progress(pd.DataFrame()), figures.Milestones({}), max_points=100
     )
     worker = next(t for t in chart["data"] if t["name"] == "worker 0")
@@ -174,12 +174,12 @@ def test_minor_faults_are_drawn_per_worker_with_gaps_and_ends() -> None:
         ]
     )
     clock = series.Clock.from_progress(pd.DataFrame())
-    chart = figures.chart_faults("f", samples, clock, figures.Milestones({}), max_points=100)
+    chart = usage.chart_faults("f", samples, clock, figures.Milestones({}), max_points=100)
     assert chart["title"] == "Minor page faults per worker (cumulative)"
     assert [t["name"] for t in chart["data"]] == ["worker 0"]  # main's faults would dwarf the workers'
     assert chart["data"][0]["y"] == [1_000, 30_000, None, 60_000]  # unreadable: a gap; exited: the line ends
     assert "newly allocates" in chart["note"]  # faults are not all copies, and the page says so
-    single = figures.chart_faults(
+    single = usage.chart_faults(
         "f", samples[samples["pid"] == 1], clock, figures.Milestones({}), max_points=100
     )
     assert [t["name"] for t in single["data"]] == ["main"] and "One process" in single["note"]
@@ -193,8 +193,8 @@ def test_shared_memory_chart_needs_the_runs_own_shared_memory() -> None:
     # /dev/shm is the whole machine's: another program filled 48 MB of it during the run.
     system = pd.DataFrame({"t": [0.0, 0.1, 0.2], "dev_shm_mb": [0.0, 48.0, 0.0]})
     clock, milestones = series.Clock.from_progress(pd.DataFrame()), figures.Milestones({})
-    assert figures.chart_dev_shm("s", quiet, system, clock, milestones, max_points=100) is None
-    chart = figures.chart_dev_shm("s", busy, system, clock, milestones, max_points=100)
+    assert usage.chart_dev_shm("s", quiet, system, clock, milestones, max_points=100) is None
+    chart = usage.chart_dev_shm("s", busy, system, clock, milestones, max_points=100)
     machine, mapped = chart["data"]  # the run's own line is drawn on top
     assert mapped["y"] == [0.0, 8.0, 16.0] and "run's processes" in mapped["name"]
     assert machine["y"] == [0.0, 48.0, 0.0] and "whole machine" in machine["name"]

@@ -15,7 +15,7 @@ import treejobs
 from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
 from memprobe.core.series import Clock
-from memprobe.report import figures, recorded, write_report
+from memprobe.report import figures, lifelines, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results.folder import ResultSet, ResultsFolder
 from memprobe.run.analysis import summarize, summarize_all
@@ -83,7 +83,7 @@ def test_a_timeline_per_rank_with_exact_readings_as_markers_and_the_estimate_dot
     timelines = [c for c in chart_data(html)["charts"] if c["kind"] == "timeline"]
     assert [c["title"] for c in timelines] == ["Rank 0: USS per process", "Rank 1: USS per process"]
     traces = timelines[0]["data"]
-    estimates = [t for t in traces if t.get("line", {}).get("dash") == figures.ESTIMATE_DASH]
+    estimates = [t for t in traces if t.get("line", {}).get("dash") == lifelines.ESTIMATE_DASH]
     exact = [t for t in traces if "markers" in t["mode"]]  # with estimates: markers only
     assert {t["name"] for t in exact} >= {"rank 0", "rank 0 worker 0", "rank 0 worker 1"}
     assert {t["legendgroup"] for t in estimates} == {t["legendgroup"] for t in exact if "worker" in t["name"]}
@@ -200,7 +200,7 @@ def test_a_process_never_read_exactly_is_drawn_from_its_estimate() -> None:
     line = figures.Lifeline(12, "worker 1", "worker 1", 0, 5.0, 21.0, True)
     series = figures.timeline_series(samples, line)
     assert [s.trace["name"] for s in series if len(s.t)] == ["worker 1 (estimated)"]
-    assert series[0].trace["line"]["dash"] == figures.ESTIMATE_DASH and series[0].trace["showlegend"]
+    assert series[0].trace["line"]["dash"] == lifelines.ESTIMATE_DASH and series[0].trace["showlegend"]
 
 
 def test_total_pss_says_which_processes_it_counts_by_their_estimate(tmp_path: Path) -> None:

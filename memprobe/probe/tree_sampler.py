@@ -3,7 +3,7 @@ where memory moves, an estimated USS in between.
 
 Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly, up to 2 s on
 a tree too wide for that) reads the
-cheap tier of every process; then :class:`~memprobe.probe.exact.ExactPlanner` picks which
+cheap tier of every process; then :class:`~memprobe.probe.estimator.ExactPlanner` picks which
 processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
 child excepted: its baseline is known), then the readings that cannot wait (a parent whose
 children appeared or exited, or whose children's copies its estimate cannot tell yet, a spawned
@@ -28,10 +28,11 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+from memprobe.core.system import PAGE_SIZE
 from memprobe.core.vocabulary import is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
-from memprobe.probe.exact import PAGE, ExactPlanner
+from memprobe.probe.estimator import ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock, settled_at
 
@@ -169,7 +170,7 @@ class TreeSampler(Sampler):
         if st is None or st.state in ("Z", "X"):
             return None
         self._threads[pid] = st.threads
-        rss = st.rss_pages * PAGE
+        rss = st.rss_pages * PAGE_SIZE
         last = self._status.get(pid)
         # Read again on a fall too: whether it was file pages (shared) or its own is what a
         # forked child's estimate needs (see ExactPlanner.observe).

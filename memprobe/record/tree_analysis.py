@@ -52,10 +52,11 @@ import numpy as np
 import pandas as pd
 
 from memprobe.core import vocabulary
+from memprobe.core.system import PAGE_SIZE
 from memprobe.core.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
 from memprobe.probe.tree import DATALOADER, LAUNCHER, PARENT_KINDS, RANK, WORKER_KINDS, startup_end
 
-PAGE_MB = 4096 / 2**20
+PAGE_MB = PAGE_SIZE / 2**20
 # A parent's anonymous memory that rose this much between its last tick before its first fork
 # and its first tick after was built before the fork (see _parent_before).
 BUILT_ACROSS_FORK_MB = 8.0

@@ -95,18 +95,15 @@ class ExactPlanner(CensusKeeping):
             for pid, parent in forked_from.items()
             if pid not in self.tracks and parent in self.tracks and pid in counters
         ]
-        spans = {
-            parent: t - self.tracks[parent].counters.seen_t for _, parent in new_kids
-        }  # since its last tick
+        # Each new child's parent: the time since its last tick.
+        spans = {parent: t - self.tracks[parent].counters.seen_t for _, parent in new_kids}
         moved_by_group: dict[int, float] = {}
         own_now: dict[int, float] = {}
         for pid, (minflt, rss) in counters.items():
             tr = self.tracks.get(pid)
             if tr is None:
-                self.tracks[pid] = self._new_track(minflt, rss, pid in forked_from)
-                self.tracks[pid].reading.exact_t = self.tracks[pid].counters.seen_t = (
-                    t  # unread since it was first seen
-                )
+                new = self.tracks[pid] = self._new_track(minflt, rss, pid in forked_from)
+                new.reading.exact_t = new.counters.seen_t = t  # unread since it was first seen
                 continue
             faults = float(max(0, minflt - tr.counters.minflt) * PAGE_SIZE)
             tr.census.moved += faults + abs(rss - tr.counters.rss)
@@ -194,21 +191,11 @@ class ExactPlanner(CensusKeeping):
         ):
             before = max(before, tr.reading.fell[1] + tr.calib.beta * tr.since.own + tr.since.drops)
         tr.fork.pages = max(before - tr.calib.beta * after - tr.reading.clean, 0.0)
-        tr.fork.kids, tr.fork.kids_gone, tr.fork.back_at_exact, tr.fork.copies_at_exact = (
-            [child],
-            set(),
-            0.0,
-            {},
-        )
-        tr.fork.parent = True
+        tr.fork.kids, tr.fork.kids_gone, tr.fork.copies_at_exact = [child], set(), {}
+        tr.fork.back_at_exact, tr.fork.own_after, tr.fork.parent = 0.0, after, True
         tr.since.unseen += tr.fork.pages
-        tr.reading.uss, tr.since.own, tr.since.drops, tr.since.shared, tr.fork.own_after = (
-            tr.reading.clean,
-            after,
-            0.0,
-            0.0,
-            after,
-        )
+        tr.reading.uss = tr.reading.clean
+        tr.since.own, tr.since.drops, tr.since.shared = after, 0.0, 0.0
         tr.since.event = tr.reading.forced = True
         # A new panel at the fork counts what the parent kept at its level (the reading asked
         # for sets it exactly). Carried through the fork, a census's change of -400 MB was
@@ -433,15 +420,11 @@ class ExactPlanner(CensusKeeping):
         tr.census.first = tr.census.last = None  # a census counts from this reading on: a new panel
         tr.fork.back_at_exact = pool.back(self, tr)
         tr.fork.copies_at_exact = dict(zip(tr.live_kids, pool.child_copies(self, tr), strict=True))
-        if tr.fork.kids and not tr.live_kids:
-            tr.fork.kids, tr.fork.kids_gone, tr.fork.pages, tr.fork.back_at_exact = (
-                [],
-                set(),
-                0.0,
-                0.0,
-            )  # all back
-        tr.since.own = tr.since.drops = tr.since.shared = tr.since.unseen = 0.0
-        tr.reading.attempted, tr.since.event, tr.reading.forced, tr.since.left = True, False, False, False
+        if tr.fork.kids and not tr.live_kids:  # every child exited: all their pages are back
+            tr.fork.kids, tr.fork.kids_gone = [], set()
+            tr.fork.pages = tr.fork.back_at_exact = 0.0
+        tr.since = Interval()  # a new interval: nothing moved, no event
+        tr.reading.attempted, tr.reading.forced = True, False
         tr.reading.readings += 1
         return est
 

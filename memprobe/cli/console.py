@@ -8,8 +8,8 @@ import sys
 import time
 from typing import TextIO
 
+from memprobe.core.summary import RunSummary
 from memprobe.core.text import printable, printable_lines
-from memprobe.run.analysis import RunSummary
 from memprobe.run.runner import RunState, signal_name
 from memprobe.run.scenario import RunSpec
 from memprobe.run.session import Console

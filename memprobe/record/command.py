@@ -14,7 +14,7 @@ happens to the process tree meanwhile (classification, exact readings where memo
   appends ``<monotonic s> <n> <pid>`` lines to it, which become the progress table (items/s).
   ``watch`` reads the file named by ``--marks``, or by the process's own ``MEMPROBE_MARK_FILE``.
 
-The meta is shaped for :func:`memprobe.run.analysis.summarize`: ``spec.mode`` is the workers' start
+The meta is shaped for the recorded-job analysis (:mod:`memprobe.record.summary`): ``spec.mode`` is the workers' start
 method as seen from outside (fork, spawn, forkserver), or ``record``/``watch`` when no worker
 appeared; ``spec.workers`` is the most workers alive at once; ``milestones.warm`` is the first
 exact reading of a worker (or the first exact reading), ``milestones.first_mark`` the first mark,

@@ -69,16 +69,10 @@ ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least
 ESTIMATE_EXTENDS_MB = (
     5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
 )
-RECORDED = ("record", "watch")
 END_TOGETHER_S = 2.0  # DataLoader workers whose last ticks alive are this close ended together
 # A worker levelled off when over the last third of its window (at least LEVEL_TAIL_S, in a
 # window of at least LEVEL_MIN_S) its USS rose less than LEVEL_SHARE of its growth plus LEVEL_NOISE_MB.
 LEVEL_MIN_S, LEVEL_TAIL_S, LEVEL_SHARE, LEVEL_NOISE_MB = 3.0, 1.0, 0.05, 1.0
-
-
-def is_recorded(meta: dict) -> bool:
-    """A run of ``memprobe record`` or ``watch`` (older metas say so in the spec's workload)."""
-    return (meta.get("kind") or (meta.get("spec") or {}).get("workload")) in RECORDED
 
 
 # -- what each process is ------------------------------------------------------------------------
@@ -1116,9 +1110,12 @@ def estimate_error(samples: pd.DataFrame, sampler: dict | None = None) -> dict |
 # -- the run -------------------------------------------------------------------------------------------
 
 
-def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Growth]:
-    """The per-process table: every process of the tree, parents first, then per rank."""
-    procs = processes(meta, samples)
+def table(
+    meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, procs: list[Proc] | None = None
+) -> list[Growth]:
+    """The per-process table: every process of the tree (``procs``, :func:`processes` where not
+    given), parents first, then per rank."""
+    procs = processes(meta, samples) if procs is None else procs
     milestones = meta.get("milestones") or {}
     # Each process's own rows once: an hour-long job has hundreds of thousands of rows.
     own = dict(tuple(samples.groupby("pid", sort=False))) if not samples.empty else {}

@@ -5,13 +5,11 @@ projection of the memory the job would need at other worker and rank counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from memprobe.core import series
 from memprobe.core.vocabulary import FORK, MAIN, SPAWN
 from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
 from memprobe.record.tree_analysis import (
@@ -19,16 +17,7 @@ from memprobe.record.tree_analysis import (
     WORKER_KINDS,
     Growth,
     Proc,
-    as_analysed,
-    estimate_error,
-    first,
-    last,
-    processes,
-    table,
 )
-
-if TYPE_CHECKING:  # analysis imports this module
-    from memprobe.run.analysis import RunSummary
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
@@ -240,96 +229,6 @@ def judged_workers(rows: list[Growth]) -> list[Growth]:
 
 def judged_parents(rows: list[Growth]) -> list[Growth]:
     return [g for g in rows if g.judged and g.kind in PARENT_KINDS and g.growth_mb is not None]
-
-
-def summarize_tree(base: RunSummary, meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> RunSummary:
-    """``base`` (an :class:`memprobe.run.analysis.RunSummary` of a recorded run) with its growth,
-    verdict and totals measured per process over the right windows, plus the per-process table,
-    the culprit in words, the estimate's error and the projection."""
-    procs = processes(meta, samples)
-    rows = table(meta, samples, progress)
-    workers, parents = judged_workers(rows), judged_parents(rows)
-    threshold = base.growth_threshold_mb
-    judged = workers + parents
-    verdict = None if not judged else ("growing" if max(map(grown, judged)) > threshold else "flat")
-    main = max(parents, key=grown) if parents else None
-    w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
-    per_worker_items = base.items / max(len(workers), 1) / 1000
-    # The same totals as the scenario summary and the record page's chart: a round with a process
-    # that could not be read is a gap (left out here), never a smaller sum.
-    totals = series.total_pss(as_analysed(samples, procs)).dropna()
-    summary = replace(
-        base,
-        verdict=verdict,
-        worker_uss_growth_mb=w_mean,
-        worker_uss_growth_max_mb=max(map(grown, workers), default=None),
-        worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in workers])) if workers else None,
-        main_uss_growth_mb=grown(main) if main else None,
-        growth_per_1k_items_per_worker_mb=(w_mean / per_worker_items)
-        if w_mean is not None and base.items
-        else None,
-        total_pss_start_mb=first(totals) if len(totals) else base.total_pss_start_mb,
-        total_pss_peak_mb=float(totals.max()) if len(totals) else base.total_pss_peak_mb,
-        total_pss_end_mb=last(totals) if len(totals) else base.total_pss_end_mb,
-        processes=[g.to_dict() for g in rows],
-        estimate_error=estimate_error(samples, meta.get("sampler")),
-        projection=projection(projection_basis(rows, procs)),
-    )
-    if summary.sum_rss_peak_mb is not None and summary.total_pss_peak_mb is not None:
-        summary = replace(summary, rss_overcount_mb=summary.sum_rss_peak_mb - summary.total_pss_peak_mb)
-    words = culprit(rows, procs, verdict, threshold)
-    return replace(summary, culprit=words, explanation=_explanation(summary, words))
-
-
-def _explanation(s: RunSummary, words: str) -> str:
-    left_out = len(denied(s.processes or []))
-    if s.verdict is None:
-        why = (
-            "no verdict: no worker or parent process has two exact readings in its window"
-            if s.status == "ok"
-            else f"no verdict: the command ended {s.status} before enough was measured"
-        )
-        why += f" ({s.error})" if s.error else ""
-        if left_out:
-            why += (
-                f"; memprobe may not read {left_out} process{'es' if left_out != 1 else ''} of it "
-                "(permission denied)"
-            )
-        return why
-    parts = [words]
-    unread = len(never_read(s.processes or []))
-    if s.rss_overcount_mb is not None and s.total_pss_peak_mb and unread:
-        # Their PSS was never read: the total holds an estimate of it (series.held_readings).
-        parts.append(
-            f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak; the real total (PSS) "
-            f"was about {s.total_pss_peak_mb:,.0f} MB ({unread} process{'es' if unread != 1 else ''} "
-            f"never read exactly count{'' if unread != 1 else 's'} with an estimate)."
-        )
-    elif s.rss_overcount_mb is not None and s.total_pss_peak_mb and not left_out:
-        parts.append(
-            f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
-            f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB."
-        )
-    if left_out:
-        # Their memory map is not memprobe's to read: left out of the total (series.readable).
-        parts.append(
-            f"Total PSS leaves out {left_out} process{'es' if left_out != 1 else ''} memprobe may not "
-            "read (permission denied); summing RSS, which counts "
-            f"{'them' if left_out != 1 else 'it'}, would have reported {s.sum_rss_peak_mb or 0:,.0f} MB at peak."
-        )
-    return " ".join(parts)
-
-
-def never_read(processes: list[dict]) -> list[str]:
-    """Roles of the processes the sampler never read exactly though it may: the total PSS holds
-    an estimate of their PSS (:func:`memprobe.core.series.held_readings`)."""
-    return [r["role"] for r in processes if not r.get("pss_samples") and not r.get("denied")]
-
-
-def denied(processes: list[dict]) -> list[dict]:
-    """The processes whose memory map the kernel refused memprobe: total PSS leaves them out
-    (:func:`memprobe.core.series.readable`)."""
-    return [r for r in processes if r.get("denied")]
 
 
 # -- the culprit in words ------------------------------------------------------------------------------

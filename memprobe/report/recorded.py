@@ -10,7 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from memprobe import analysis
 from memprobe.core.series import Clock
+from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import (
     DENIED_OTHER_USER,
     FORK,
@@ -24,6 +26,7 @@ from memprobe.core.vocabulary import (
     signal_name,
 )
 from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
+from memprobe.record import summary as record_summary
 from memprobe.record import tree_analysis as tree
 from memprobe.record import tree_verdict as verdict
 from memprobe.report import content, figures, groups
@@ -31,7 +34,6 @@ from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results.folder import ResultSet
-from memprobe.run.analysis import RunSummary, summarize_all
 
 KIND_TEXT = {
     MAIN: "main process",
@@ -48,7 +50,7 @@ KIND_TEXT = {
 
 def is_recorded(results: ResultSet) -> bool:
     """A results folder of one recorded job (record / watch)."""
-    return len(results.metas) == 1 and tree.is_recorded(results.metas[0])
+    return len(results.metas) == 1 and analysis.is_recorded(results.metas[0])
 
 
 def kind_text(row: dict) -> str:
@@ -556,7 +558,7 @@ def _retitle(charts: list[dict], kind: str) -> list[dict]:
 
 def never_read(s: RunSummary) -> list[str]:
     """Roles of the processes the sampler never read exactly: total PSS holds an estimate of theirs."""
-    return verdict.never_read(s.processes or [])
+    return record_summary.never_read(s.processes or [])
 
 
 def unread_text(s: RunSummary) -> str | None:
@@ -581,7 +583,7 @@ def unread_text(s: RunSummary) -> str | None:
 def denied_rss_mb(s: RunSummary, samples: pd.DataFrame) -> float:
     """The most the processes memprobe may not read held at once: their RSS summed per tick, at
     its peak (their PSS is at most that: what total PSS may miss)."""
-    pids = {int(r["pid"]) for r in verdict.denied(s.processes or [])}
+    pids = {int(r["pid"]) for r in record_summary.denied(s.processes or [])}
     if not pids or samples.empty:
         return 0.0
     rows = samples[samples["pid"].isin(pids) & ~samples["missing"].fillna(False).astype(bool)]
@@ -592,7 +594,7 @@ def denied_rss_mb(s: RunSummary, samples: pd.DataFrame) -> float:
 def denied_text(s: RunSummary, rss_mb: float) -> str | None:
     """What the page says of processes whose memory map the kernel refused memprobe: why, what
     the total leaves out, and how to read them (not a larger budget: no budget reads them)."""
-    rows = verdict.denied(s.processes or [])
+    rows = record_summary.denied(s.processes or [])
     if not rows:
         return None
     label = labels(s.processes or [])
@@ -625,7 +627,7 @@ def exit_code_text(code: int) -> str:
 
 def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, str]]:
     unread = len(never_read(s))
-    left_out = len(verdict.denied(s.processes or []))
+    left_out = len(record_summary.denied(s.processes or []))
     notes = []
     if unread:
         notes.append(f"{unread} process{'es' if unread != 1 else ''} never read exactly: estimated")
@@ -661,18 +663,18 @@ def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, 
 def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     """The record page's template context (see ``record.html``)."""
     meta = results.metas[0]
-    s = summarize_all(results)[0]
-    samples, progress = results.run_table("samples", s.run_id), results.run_table("progress", s.run_id)
-    procs = tree.processes(meta, samples)
+    samples = results.run_table("samples", meta["run_id"])
+    progress = results.run_table("progress", meta["run_id"])
+    gil = results.manifest.get("environment", {}).get("gil_enabled")
+    job = record_summary.analyse(meta, samples, progress, gil_enabled=gil)
+    s, procs = job.summary, job.procs
     denied_mb = denied_rss_mb(s, samples)
-    basis = verdict.projection_basis([tree.Growth(**row) for row in s.processes or []], procs)
+    basis = verdict.projection_basis(job.rows, procs)
     clock = Clock.from_progress(progress)
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
-    memory = memory_charts(
-        tree.as_analysed(samples, procs), progress, clock, max_points, items, stack_groups(procs)
-    )
+    memory = memory_charts(job.samples, progress, clock, max_points, items, stack_groups(procs))
     kind = meta.get("kind") or "record"
     charts = _retitle(share_x(timelines + memory), kind)
     manifest = results.manifest

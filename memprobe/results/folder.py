@@ -47,7 +47,7 @@ from memprobe.results.schema import check_manifest, check_meta, check_table
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
     import pyarrow as pa
 
-    from memprobe.run.analysis import RunSummary
+    from memprobe.core.summary import RunSummary
 
 SCHEMA_VERSION = 2
 # Every schema version this memprobe reads, and what it changed. A folder of an older version is

@@ -14,11 +14,11 @@ import pytest
 import treejobs
 from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
+from memprobe.analysis import summarize, summarize_all
 from memprobe.core.series import Clock
 from memprobe.report import figures, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results.folder import ResultSet, ResultsFolder
-from memprobe.run.analysis import summarize, summarize_all
 
 
 def chart_data(html: str) -> dict:

@@ -20,6 +20,7 @@ from treejobs import (
     rank_job,
 )
 
+from memprobe.analysis import summarize
 from memprobe.core import series
 from memprobe.core.series import carried_pss
 from memprobe.record import tree_analysis as tree
@@ -30,8 +31,6 @@ from memprobe.record.tree_analysis import (
     split_growth,
     table,
 )
-from memprobe.record.tree_verdict import summarize_tree
-from memprobe.run.analysis import summarize
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
@@ -427,7 +426,7 @@ def test_a_job_without_workers_is_judged_from_its_first_mark() -> None:
         mode="record",
         milestones={"first_mark": 3.5, "done": 9.0},
     )
-    s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
+    s = _summary(meta, pd.DataFrame(rows))
     assert s.main_uss_growth_mb == pytest.approx(10) and s.processes[0]["built_mb"] == pytest.approx(295)
     assert s.verdict == "flat" and s.projection == []
 
@@ -452,7 +451,7 @@ def test_a_job_with_thread_workers_is_judged_from_the_first_one_seen() -> None:
     )
     info = proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)
     meta = job_meta([info | {"threads_first_t": 1.2, "threads_last_t": 3.0}], workers=0, mode="record")
-    s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
+    s = _summary(meta, pd.DataFrame(rows))
     main = s.processes[0]
     assert main["built_mb"] == pytest.approx(295) and main["growth_mb"] == pytest.approx(4)
     assert main["last_t"] == 3.0  # its teardown after its thread workers ended is not growth

@@ -52,8 +52,18 @@ import numpy as np
 import pandas as pd
 
 from memprobe.core import vocabulary
-from memprobe.core.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
-from memprobe.probe.tree import DATALOADER, LAUNCHER, PARENT_KINDS, RANK, WORKER_KINDS, startup_end
+from memprobe.core.vocabulary import (
+    DATALOADER,
+    FORK,
+    HELPER_ROLES,
+    LAUNCHER,
+    MAIN,
+    OTHER,
+    PARENT_KINDS,
+    RANK,
+    WORKER_KINDS,
+)
+from memprobe.probe.tree import startup_end
 
 PAGE_MB = 4096 / 2**20
 # A parent's anonymous memory that rose this much between its last tick before its first fork

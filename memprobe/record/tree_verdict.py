@@ -10,11 +10,17 @@ from typing import Any
 
 import numpy as np
 
-from memprobe.core.vocabulary import FORK, MAIN, SPAWN
-from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
-from memprobe.record.tree_analysis import (
+from memprobe.core.vocabulary import (
+    DATALOADER,
+    FORK,
+    LAUNCHER,
+    MAIN,
     PARENT_KINDS,
+    RANK,
     WORKER_KINDS,
+    kind_words,
+)
+from memprobe.record.tree_analysis import (
     Growth,
     Proc,
 )
@@ -24,12 +30,6 @@ BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations wo
 SEEN_LATE_S = 0.5  # a process started this long before memprobe began was running already (watch)
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)
-KIND_WORDS = {
-    DATALOADER: ("DataLoader worker", "DataLoader workers"),
-    FORK: ("forked child", "forked children"),
-    SPAWN: ("spawned child", "spawned children"),
-    EXEC: ("child program", "child programs"),
-}
 
 
 # -- projection ------------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ def _mb(v: float) -> str:
 
 def _kind_words(kind: str, n: int, method: str | None, generations: int = 1) -> str:
     """'4 DataLoader workers (fork, 2 generations)', '3 forked children'."""
-    noun = KIND_WORDS.get(kind, ("worker", "workers"))[n != 1]
+    noun = kind_words(kind, n, default=("worker", "workers"))
     notes = ([method] if kind == DATALOADER and method else []) + (
         [f"{generations} generations"] if generations > 1 else []
     )

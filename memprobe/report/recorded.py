@@ -14,18 +14,18 @@ from memprobe import analysis
 from memprobe.core.series import Clock
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import (
+    DATALOADER,
     DENIED_OTHER_USER,
-    FORK,
-    FORKSERVER,
     HELPER_ROLES,
+    LAUNCHER,
     MAIN,
-    OTHER,
-    RESOURCE_TRACKER,
-    SPAWN,
+    PARENT_KINDS,
+    RANK,
+    WORKER_KINDS,
+    kind_words,
     shell_exit_code,
     signal_name,
 )
-from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
 from memprobe.record import summary as record_summary
 from memprobe.record import tree_analysis as tree
 from memprobe.record import tree_verdict as verdict
@@ -34,18 +34,6 @@ from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results.folder import ResultSet
-
-KIND_TEXT = {
-    MAIN: "main process",
-    LAUNCHER: "launcher",
-    RANK: "rank process",
-    FORK: "forked child",
-    SPAWN: "spawned child",
-    EXEC: "child program",
-    FORKSERVER: "helper (forkserver)",
-    RESOURCE_TRACKER: "helper (resource tracker)",
-    OTHER: "other",
-}
 
 
 def is_recorded(results: ResultSet) -> bool:
@@ -57,7 +45,7 @@ def kind_text(row: dict) -> str:
     """'DataLoader worker (fork)', 'forked child', 'rank process', 'helper (forkserver)'."""
     if row["kind"] == DATALOADER:
         return "DataLoader worker" + (f" ({row['start_method']})" if row.get("start_method") else "")
-    return KIND_TEXT.get(row["kind"], row["kind"])
+    return kind_words(row["kind"])
 
 
 # -- who grows ------------------------------------------------------------------------------------
@@ -82,7 +70,7 @@ class ProcessRow:
 
 def process_rows(s: RunSummary) -> list[ProcessRow]:
     rows = s.processes or []
-    parents = {r.get("parent_pid") for r in rows if r["kind"] in tree.WORKER_KINDS}
+    parents = {r.get("parent_pid") for r in rows if r["kind"] in WORKER_KINDS}
     ranks = any(r["kind"] == RANK for r in rows)
     names = labels(rows)
     return [
@@ -159,7 +147,7 @@ def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) ->
         )
     if fmt.is_num(r.get("startup_mb")):
         notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
-    if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
+    if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
     if fmt.is_num(r.get("allocated_mb")) and r["allocated_mb"] >= 1:
         # The rest of its growth is pages it copied from its parent (tree_analysis._with_allocated).
@@ -189,7 +177,7 @@ def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) ->
             else "not readable: no growth"
             if r.get("denied")
             else "too few exact readings for a growth"
-            if r["kind"] in tree.WORKER_KINDS + tree.PARENT_KINDS
+            if r["kind"] in WORKER_KINDS + PARENT_KINDS
             else "not judged"
         )
     return notes
@@ -348,20 +336,17 @@ def sampling_text(s: RunSummary, meta: dict) -> str:
 # -- the page -------------------------------------------------------------------------------------
 
 
-GROUP_TEXT = {
-    DATALOADER: "DataLoader workers",
-    FORK: "forked children",
-    SPAWN: "spawned children",
-    EXEC: "child programs",
-    RANK: "rank processes",
-}
+def group_text(kind: str) -> str:
+    """A group of processes of one kind on a chart: 'DataLoader workers', 'rank processes',
+    'main process'."""
+    return kind_words(kind, 2 if kind in (*WORKER_KINDS, RANK) else 1)
 
 
 def group_names(p: tree.Proc, generations: int) -> tuple[str, ...]:
     """A process's groups on a chart of many processes, finest first: its rank, kind and
     generation ('rank 3 DataLoader workers · gen 2'), then coarser ones down to its kind alone;
     ``generations``: how many its parent had (no 'gen 1' where there was only one)."""
-    kind = GROUP_TEXT.get(p.kind, KIND_TEXT.get(p.kind, p.kind))
+    kind = group_text(p.kind)
     rank = f"rank {p.rank} " if p.rank >= 0 and p.kind != RANK else ""
     gen = f" · gen {p.generation + 1}" if p.generation is not None and generations > 1 else ""
     return tuple(dict.fromkeys((f"{rank}{kind}{gen}", f"{rank}{kind}", f"{kind}{gen}", kind)))
@@ -415,7 +400,7 @@ def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
             return f"rank {p.rank}"
         if p.kind in (MAIN, LAUNCHER):
             return p.role
-        return GROUP_TEXT.get(p.kind, KIND_TEXT.get(p.kind, p.kind))
+        return group_text(p.kind)
 
     ordered = sorted(procs, key=lambda p: (p.rank < 0, p.rank, not p.is_parent))
     count: dict[str, int] = {}
@@ -653,7 +638,7 @@ def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, 
         rows.append(("exit code", exit_code_text(meta["exit_code"])))
     if s.items:
         rows += [("items counted (memprobe.mark)", fmt.count(s.items)), ("items/s", fmt.rate(s.items_per_s))]
-    workers = [r for r in s.processes or [] if r["kind"] in tree.WORKER_KINDS]
+    workers = [r for r in s.processes or [] if r["kind"] in WORKER_KINDS]
     if workers:
         rows.append(("worker processes", f"{len(workers)} (at most {s.workers} at once)"))
     rows.append(("verdict threshold", f"{fmt.mb(s.growth_threshold_mb)} of a process's own growth"))

@@ -13,17 +13,11 @@ import numpy as np
 import pandas as pd
 
 from memprobe.core import series
-from memprobe.core.summary import RunSummary, job_figures
-from memprobe.record.tree_analysis import (
-    Growth,
-    Proc,
-    as_analysed,
-    estimate_error,
-    first,
-    last,
-    processes,
-    table,
-)
+from memprobe.core.summary import RunSummary, first, job_figures, last
+from memprobe.record.process import Proc, as_analysed
+from memprobe.record.processes import processes
+from memprobe.record.table import estimate_error, table
+from memprobe.record.tree_analysis import Growth
 from memprobe.record.tree_verdict import (
     culprit,
     grown,

@@ -20,10 +20,8 @@ from memprobe.core.vocabulary import (
     WORKER_KINDS,
     kind_words,
 )
-from memprobe.record.tree_analysis import (
-    Growth,
-    Proc,
-)
+from memprobe.record.process import Proc
+from memprobe.record.tree_analysis import Growth
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence

@@ -27,8 +27,10 @@ from memprobe.core.vocabulary import (
     signal_name,
 )
 from memprobe.record import summary as record_summary
-from memprobe.record import tree_analysis as tree
 from memprobe.record import tree_verdict as verdict
+from memprobe.record.process import Proc
+from memprobe.record.table import ESTIMATE_FLOOR_MB
+from memprobe.record.tree_analysis import LEVEL_SHARE
 from memprobe.report import content, figures, groups
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
@@ -128,7 +130,7 @@ def _process_row(r: dict, threshold: float, has_workers: bool, has_ranks: bool =
 def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> list[str]:
     notes = []
     if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
-        # A launcher's window opens at its first rank (tree_analysis._own_workers), not at a mark.
+        # A launcher's window opens at its first rank (record.process.own_workers), not at a mark.
         since = (
             "its ranks started"
             if r["kind"] == LAUNCHER or (r["kind"] == MAIN and has_ranks and not has_workers)
@@ -150,7 +152,7 @@ def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) ->
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
     if fmt.is_num(r.get("allocated_mb")) and r["allocated_mb"] >= 1:
-        # The rest of its growth is pages it copied from its parent (tree_analysis._with_allocated).
+        # The rest of its growth is pages it copied from its parent (``Growth.allocated_mb``, memprobe.record.tree_analysis).
         notes.append(f"at least {fmt.signed_mb(r['allocated_mb'])} allocated by itself, the rest copied")
     if r.get("estimated"):
         notes.append(
@@ -264,13 +266,13 @@ def assumptions(b: verdict.Basis) -> list[str]:
         out.append(
             f"“Full copy” is as measured: {_all_of(b.workers_measured)} measured levelled off (over the last third of "
             f"{'its' if b.workers_measured == 1 else 'their'} life, USS rose less than "
-            f"{tree.LEVEL_SHARE:.0%} of {'its' if b.workers_measured == 1 else 'their'} growth), short of a copy of "
+            f"{LEVEL_SHARE:.0%} of {'its' if b.workers_measured == 1 else 'their'} growth), short of a copy of "
             f"everything {'its' if b.workers_measured == 1 else 'their'} parent held ({fmt.mb(b.full_copy_mb)})."
         )
     elif b.forked:
         levelled = (
             f" The {b.levelled} of {b.workers_measured} workers measured whose USS levelled off (over the last third "
-            f"of their life it rose less than {tree.LEVEL_SHARE:.0%} of their growth) count as measured."
+            f"of their life it rose less than {LEVEL_SHARE:.0%} of their growth) count as measured."
             if b.levelled
             else ""
         )
@@ -310,7 +312,7 @@ def estimate_text(s: RunSummary) -> str | None:
             "counters cannot see it)"
         )
     elif fmt.is_num(e.get("max_mb")):
-        text += f" (processes with at least {tree.ESTIMATE_FLOOR_MB:g} MB of USS)"
+        text += f" (processes with at least {ESTIMATE_FLOOR_MB:g} MB of USS)"
     return text + "."
 
 
@@ -342,7 +344,7 @@ def group_text(kind: str) -> str:
     return kind_words(kind, 2 if kind in (*WORKER_KINDS, RANK) else 1)
 
 
-def group_names(p: tree.Proc, generations: int) -> tuple[str, ...]:
+def group_names(p: Proc, generations: int) -> tuple[str, ...]:
     """A process's groups on a chart of many processes, finest first: its rank, kind and
     generation ('rank 3 DataLoader workers · gen 2'), then coarser ones down to its kind alone;
     ``generations``: how many its parent had (no 'gen 1' where there was only one)."""
@@ -352,7 +354,7 @@ def group_names(p: tree.Proc, generations: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys((f"{rank}{kind}{gen}", f"{rank}{kind}", f"{kind}{gen}", kind)))
 
 
-def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[groups.Lifeline]:
+def lifelines(procs: list[Proc], rows: list[dict]) -> list[groups.Lifeline]:
     """Every process that can hold the job's memory (helpers left to the table), named for its
     line, with its groups and its own growth (a chart of many processes draws groups and growers)."""
     label = labels(rows)
@@ -384,7 +386,7 @@ def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[groups.Lifeline]
     return [ln if names.count(ln.name) == 1 else replace(ln, name=f"{ln.name} (pid {ln.pid})") for ln in out]
 
 
-def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
+def stack_groups(procs: list[Proc]) -> dict[str, str] | None:
     """Role -> band of the total PSS chart where one band per process would be more than
     ``groups.MAX_LINES``: a rank with every process under it (up to that many ranks), else by kind
     (a role, 'worker 0', is one column for all its generations); None: a band per role."""
@@ -393,7 +395,7 @@ def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
     ranks = {p.rank for p in procs if p.rank >= 0}
     by_rank = 0 < len(ranks) <= groups.MAX_LINES - 2
 
-    def band(p: tree.Proc) -> str:
+    def band(p: Proc) -> str:
         if p.kind in HELPER_ROLES:
             return "helpers"
         if by_rank and p.rank >= 0:
@@ -425,7 +427,7 @@ MAX_RANK_CHARTS = 4  # more ranks: one timeline of them all, by group (not a lon
 
 def timeline_charts(
     samples: pd.DataFrame,
-    procs: list[tree.Proc],
+    procs: list[Proc],
     rows: list[dict],
     clock: Clock,
     max_points: int,
@@ -487,7 +489,7 @@ def memory_charts(
     return drawn if items else [time_only(c) for c in drawn]
 
 
-def timeline_note(s: RunSummary, has_generations: bool, procs: list[tree.Proc]) -> str:
+def timeline_note(s: RunSummary, has_generations: bool, procs: list[Proc]) -> str:
     est = (
         "Markers: exact readings of USS (smaps_rollup). Dotted: the sampler's estimate between them, from each "
         "process's minor faults and RSS, calibrated at every exact reading. "

@@ -419,7 +419,8 @@ def test_the_total_pss_of_a_wide_fork_tree_is_what_every_smaps_rollup_sums_to(
     children get no exact reading: taken at exact readings only, it had no value after their
     fork (issue 24: 1-4 MB where the sum was 200 MB)."""
     from memprobe.core import series
-    from memprobe.record import tree_analysis as ta
+    from memprobe.record.process import as_analysed
+    from memprobe.record.processes import processes
     from memprobe.results.folder import ResultSet
 
     hold_s, truth, out = 6.0, tmp_path / "truth.txt", tmp_path / "rec"
@@ -441,9 +442,9 @@ def test_the_total_pss_of_a_wide_fork_tree_is_what_every_smaps_rollup_sums_to(
     run_id = results.tables["samples"]["run_id"].iloc[0]
     samples, progress = results.run_table("samples", run_id), results.run_table("progress", run_id)
     (marked,) = progress["t"].tolist()  # just after the job's own reading
-    procs = ta.processes(meta, samples)
+    procs = processes(meta, samples)
     assert sum(p.is_worker for p in procs) == children
-    total = series.total_pss(ta.as_analysed(samples, procs)).dropna()
+    total = series.total_pss(as_analysed(samples, procs)).dropna()
     after = total[total.index >= marked]
     assert len(after) and after.index[0] <= marked + hold_s, total.to_string()
     why = f"memprobe {after.iloc[0]:.1f} MB at {after.index[0]} s, the job's sum {truth_mb} MB at {marked} s"

@@ -23,14 +23,10 @@ from treejobs import (
 from memprobe.analysis import summarize
 from memprobe.core import series
 from memprobe.core.series import carried_pss
-from memprobe.record import tree_analysis as tree
-from memprobe.record.tree_analysis import (
-    estimate_error,
-    interval_own,
-    processes,
-    split_growth,
-    table,
-)
+from memprobe.record.process import as_analysed
+from memprobe.record.processes import processes
+from memprobe.record.table import estimate_error, table
+from memprobe.record.tree_analysis import Growth, interval_own, split_growth
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
@@ -878,8 +874,8 @@ def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss_an
         samples.loc[unread, col] = None
     samples.loc[unread, "tier"] = "cheap"  # worker 1: never read exactly, estimated at every tick
     s = _summary(meta, samples)
-    procs = tree.processes(meta, samples)
-    total = series.total_pss(tree.as_analysed(samples, procs))
+    procs = processes(meta, samples)
+    total = series.total_pss(as_analysed(samples, procs))
     # At t=20: main 215 + worker 0 205 (exact: 5 of its 120 MB shared pages are its share) + worker
     # 1 its estimated USS 200 and the same share of its own 120 MB: 205, as its twin.
     assert total.loc[20.0] == pytest.approx(215 + 205 + 205)
@@ -910,8 +906,8 @@ def test_a_parent_held_at_a_reading_from_before_its_fork_keeps_what_its_unread_c
         samples.loc[rows, "tier"] = "cheap"
     samples.loc[samples["pid"].eq(11) & samples["t"].eq(20.0), "tier"] = "pss"  # one reading, worker 0
     samples.loc[samples["pid"].eq(11) & samples["t"].eq(20.0), ["pss_mb", "uss_mb"]] = [205.0, 200.0]
-    procs = tree.processes(meta, samples)
-    total = series.total_pss(tree.as_analysed(samples, procs))
+    procs = processes(meta, samples)
+    total = series.total_pss(as_analysed(samples, procs))
     # main held at its reading at 4.0 (305 MB) less the 100 MB its RSS fell since (316 -> 216);
     # worker 1 by its USS alone; worker 0 exact.
     assert total.loc[20.0] == pytest.approx(305 - 99 + 200 + 205)
@@ -977,7 +973,7 @@ def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_t
 def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_before() -> None:
     """A Hugging Face job: ``ds.map(num_proc=4)`` (a pool of 4 and its manager), then a DataLoader
     of 2: its projection said "5 workers (measured)", the mean of both kinds' growth."""
-    from memprobe.record.tree_analysis import processes as procs_of
+    from memprobe.record.processes import processes as procs_of
     from memprobe.record.tree_verdict import projection_basis
 
     meta, samples = generations_job(built_between=0.0)
@@ -990,7 +986,7 @@ def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_
         if p["pid"] in (21, 22):
             p.update(kind="dataloader", start_method="fork")
     s = _summary(meta, samples)
-    rows = [tree.Growth(**r) for r in s.processes]
+    rows = [Growth(**r) for r in s.processes]
     basis = projection_basis(rows, procs_of(meta, samples))
     assert basis is not None and basis.workers == 2 and basis.workers_measured == 2
     assert basis.worker_growth_mb == pytest.approx(20, abs=1)

@@ -631,7 +631,7 @@ class ResultsFolder:
     """The one owner of a results folder: its creation, its manifest (the same fields whether
     ``run``, ``record``, ``watch`` or ``profile()`` wrote it, told apart by ``kind``), its end, and
     reading it back with the schema check. Used by :mod:`memprobe.run.session`,
-    :mod:`memprobe.record.command` and :mod:`memprobe.run.api`."""
+    :mod:`memprobe.record.recording` and :mod:`memprobe.run.api`."""
 
     def __init__(self, root: Path, manifest: dict) -> None:
         self.root = root

@@ -1,6 +1,6 @@
 """The summary of a recorded job (``memprobe record`` / ``watch``): each process's own growth
 over the window of its kind (:mod:`memprobe.record.tree_analysis`), the verdict on it, the
-culprit in words and the projection (:mod:`memprobe.record.tree_verdict`), with the job-wide
+culprit in words and the projection (:mod:`memprobe.record.culprit`, :mod:`memprobe.record.projection`), with the job-wide
 figures every run has (:func:`memprobe.core.summary.job_figures`). Nothing of a scenario's
 analysis is computed for it: :mod:`memprobe.analysis` chooses this one by the run's kind.
 """
@@ -14,18 +14,12 @@ import pandas as pd
 
 from memprobe.core import series
 from memprobe.core.summary import RunSummary, first, job_figures, last
+from memprobe.record.culprit import culprit
 from memprobe.record.process import Proc, as_analysed
 from memprobe.record.processes import processes
+from memprobe.record.projection import projection, projection_basis
 from memprobe.record.table import estimate_error, table
-from memprobe.record.tree_analysis import Growth
-from memprobe.record.tree_verdict import (
-    culprit,
-    grown,
-    judged_parents,
-    judged_workers,
-    projection,
-    projection_basis,
-)
+from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Growth of every process of a recorded job (``memprobe record`` / ``watch``): pure functions
 of a run's samples and meta. The verdict and the culprit in words built on it are
-:mod:`memprobe.record.tree_verdict`.
+:mod:`memprobe.record.culprit`, the projection :mod:`memprobe.record.projection`, the job's summary
+:mod:`memprobe.record.summary`.
 
 A job memprobe did not write has no warm and done points that fit every process, so each
 process is measured over the window that fits what it is:
@@ -51,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from memprobe.core.summary import first, last
+from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
 from memprobe.record.process import Proc, own_workers, owner
 from memprobe.record.windows import baseline, before_teardown, between_generations, renamed_t, settled_t
 
@@ -421,3 +423,19 @@ def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
         judged=True,
         estimated=True,
     )
+
+
+# -- judged rows ---------------------------------------------------------------------------------
+
+
+def grown(g: Growth) -> float:
+    """A judged process's own growth (judged rows always have one)."""
+    return g.growth_mb if g.growth_mb is not None else 0.0
+
+
+def judged_workers(rows: list[Growth]) -> list[Growth]:
+    return [g for g in rows if g.judged and g.kind in WORKER_KINDS and g.growth_mb is not None]
+
+
+def judged_parents(rows: list[Growth]) -> list[Growth]:
+    return [g for g in rows if g.judged and g.kind in PARENT_KINDS and g.growth_mb is not None]

@@ -26,8 +26,8 @@ from memprobe.core.vocabulary import (
     shell_exit_code,
     signal_name,
 )
+from memprobe.record import culprit, projection
 from memprobe.record import summary as record_summary
-from memprobe.record import tree_verdict as verdict
 from memprobe.record.process import Proc
 from memprobe.record.table import ESTIMATE_FLOOR_MB
 from memprobe.record.tree_analysis import LEVEL_SHARE
@@ -140,11 +140,11 @@ def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) ->
             if r.get("threads_first_t") is not None
             else "the job's first memprobe.mark"
         )
-        seen = " (what memprobe saw: it was running before)" if verdict.seen_late(r.get("start_t")) else ""
+        seen = " (what memprobe saw: it was running before)" if culprit.seen_late(r.get("start_t")) else ""
         notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
     if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
         notes.append(
-            f"{verdict.built_or_freed(r['built_between_mb'])} between worker generations, while none of "
+            f"{culprit.built_or_freed(r['built_between_mb'])} between worker generations, while none of "
             "its workers lived (not growth)"
         )
     if fmt.is_num(r.get("startup_mb")):
@@ -206,7 +206,9 @@ class Projection:
     over_ram: bool  # some cell needs more than that
 
 
-def projection_table(s: RunSummary, basis: verdict.Basis | None, ram_mb: float | None) -> Projection | None:
+def projection_table(
+    s: RunSummary, basis: projection.Basis | None, ram_mb: float | None
+) -> Projection | None:
     """Workers per rank down, rank counts across (one column for a job without ranks); each cell
     as measured and, for forked workers, with every worker holding a full copy."""
     if not s.projection or basis is None:
@@ -238,7 +240,7 @@ def projection_table(s: RunSummary, basis: verdict.Basis | None, ram_mb: float |
     return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over)
 
 
-def assumptions(b: verdict.Basis) -> list[str]:
+def assumptions(b: projection.Basis) -> list[str]:
     """The projection's assumptions, in words, with the measured numbers they scale."""
     share = " (the pages its forked workers share are counted once)" if b.forked else ""
     between = " and what it built between worker generations" if b.built_between else ""
@@ -656,7 +658,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     job = record_summary.analyse(meta, samples, progress, gil_enabled=gil)
     s, procs = job.summary, job.procs
     denied_mb = denied_rss_mb(s, samples)
-    basis = verdict.projection_basis(job.rows, procs)
+    basis = projection.projection_basis(job.rows, procs)
     clock = Clock.from_progress(progress)
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)

@@ -974,7 +974,7 @@ def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_
     """A Hugging Face job: ``ds.map(num_proc=4)`` (a pool of 4 and its manager), then a DataLoader
     of 2: its projection said "5 workers (measured)", the mean of both kinds' growth."""
     from memprobe.record.processes import processes as procs_of
-    from memprobe.record.tree_verdict import projection_basis
+    from memprobe.record.projection import projection_basis
 
     meta, samples = generations_job(built_between=0.0)
     samples = samples.copy()

@@ -1,232 +1,28 @@
-"""The verdict on a recorded job (``memprobe record`` / ``watch``), from each process's own growth
-over its window (:mod:`memprobe.record.tree_analysis`): who grows, in words (the culprit), and the
-projection of the memory the job would need at other worker and rank counts.
+"""The verdict on a recorded job in words (the culprit): who grows, how fast, why, and why the
+others are not blamed, from each process's own growth over its window
+(:mod:`memprobe.record.tree_analysis`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
+from memprobe.core.units import mb
 from memprobe.core.vocabulary import (
     DATALOADER,
     FORK,
     LAUNCHER,
     MAIN,
-    PARENT_KINDS,
     RANK,
     WORKER_KINDS,
     kind_words,
 )
 from memprobe.record.process import Proc
-from memprobe.record.tree_analysis import Growth
+from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
 SEEN_LATE_S = 0.5  # a process started this long before memprobe began was running already (watch)
-PROJECTION_WORKERS = (2, 4, 8, 16)
-PROJECTION_RANKS = (1, 2, 4, 8)
-
-
-# -- projection ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RankShape:
-    """What one rank (or the job's only parent) measured: its own memory, and per worker."""
-
-    parent_mb: float  # the parent's USS just before its first worker started, plus all it built or grew since
-    built_full_mb: float  # the parent's USS just before its workers started: what a fork can copy
-    worker_start_mb: float  # per worker: USS at its baseline (0 for a fork, its start-up copy otherwise)
-    worker_growth_mb: float  # per worker: own growth as measured (mean)
-    workers: int  # most workers alive at once
-    forked: bool
-
-
-def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
-    """Per parent that has workers: its measured shape."""
-    by_pid = {p.pid: p for p in procs}
-    out = []
-    for parent in (g for g in rows if g.kind in PARENT_KINDS and g.uss_start_mb is not None):
-        mine = projected(
-            [g for g in rows if g.parent_pid == parent.pid and g.judged and g.growth_mb is not None]
-        )
-        if not mine:
-            continue
-        forked = all(by_pid[g.pid].forked for g in mine if g.pid in by_pid)
-        # What it held before its fork, not its USS after it: the pages its workers share are
-        # counted once, here, and are what a full copy copies.
-        start = held(parent)
-        out.append(
-            RankShape(
-                start + max(grown(parent) + (parent.built_between_mb or 0.0), 0.0),
-                start,
-                float(np.mean([g.uss_start_mb or 0.0 for g in mine])),
-                float(np.mean([g.growth_mb for g in mine])),
-                _most_alive(mine, by_pid),
-                forked,
-            )
-        )
-    return out
-
-
-def held(parent: Growth) -> float:
-    """What a parent held just before its first worker started: its reading then plus what it
-    built; where it was not read before, at least what it was seen to build (its USS after the
-    fork counts the pages its workers share as theirs)."""
-    if parent.held_mb is not None:
-        return parent.held_mb
-    return max(parent.uss_start_mb or 0.0, parent.built_mb or 0.0)
-
-
-def projected(workers: list[Growth]) -> list[Growth]:
-    """The workers of one parent whose count a projection varies: its DataLoader workers where it
-    has any (a Hugging Face job's ``ds.map(num_proc=4)`` pool, 5 processes with its manager, was
-    once "5 workers (measured)" beside a DataLoader of 2), else all of them."""
-    loaders = [g for g in workers if g.kind == DATALOADER]
-    return loaders or workers
-
-
-def _most_alive(rows: list[Growth], by_pid: dict[int, Proc] | None = None) -> int:
-    """The most of these processes alive at once, each from its start to its last tick seen alive.
-    Not to the tick it was first seen gone (``end_t``): a DataLoader without persistent workers
-    starts the next epoch's workers within that tick, and two generations of 2 workers were once
-    counted as 4 workers "at once" (the projection's measured row said 4 workers per rank)."""
-    by_pid = by_pid or {}
-
-    def end(g: Growth) -> float:
-        p = by_pid.get(g.pid)
-        if p is not None:
-            return p.last_t
-        return g.end_t if g.end_t is not None else g.last_t or 0.0
-
-    # Per generation: Lightning starts the next epoch's iterator before the last one's workers
-    # exit, and two generations of 2 that overlapped by half a second were 4 "at once".
-    best = 0
-    for gen in {g.generation for g in rows}:
-        life = [
-            (g.start_t if g.start_t is not None else g.baseline_t or 0.0, end(g))
-            for g in rows
-            if g.generation == gen
-        ]
-        events = sorted([(a, 1) for a, _ in life] + [(b, -1) for _, b in life], key=lambda e: (e[0], e[1]))
-        alive = 0
-        for _, step in events:
-            alive += step
-            best = max(best, alive)
-    return max(best, 1)
-
-
-@dataclass(frozen=True)
-class Basis:
-    """What a projection starts from: the measured ranks' means, and the rest of the tree."""
-
-    ranks: int  # ranks measured (1 for a job without ranks)
-    has_ranks: bool
-    workers: int  # most workers alive at once per rank (mean over ranks)
-    workers_measured: int  # worker processes measured (every generation)
-    duration_s: float  # a worker's window, on average
-    parent_mb: float
-    full_copy_mb: float
-    worker_start_mb: float
-    worker_growth_mb: float
-    others_mb: float  # launcher, helpers, parents without workers: once
-    forked: bool
-    built_between: bool = False  # parent_mb holds what a parent built between its worker generations
-    # Per worker with "full copy": a full copy of what its parent held, except for the workers
-    # whose USS levelled off before (counted as measured); how many of them levelled off.
-    full_copy_worker_mb: float | None = None
-    levelled: int = 0
-
-
-def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
-    """The means a projection scales, or None for a job without measured workers."""
-    shapes = rank_shapes(rows, procs)
-    if not shapes:
-        return None
-    with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
-    measured = [
-        g for pid in with_workers for g in projected([w for w in judged_workers(rows) if w.parent_pid == pid])
-    ]
-
-    def mean(xs: Any) -> float:
-        return float(np.mean(list(xs)))
-
-    parents = {g.pid: g for g in rows if g.kind in PARENT_KINDS}
-
-    def full_copy(g: Growth) -> float:
-        """A worker's memory with a full copy of what its parent held; as measured where it levelled off."""
-        own = (g.uss_start_mb or 0.0) + max(grown(g), 0.0)
-        parent = parents.get(g.parent_pid) if g.parent_pid is not None else None
-        if g.levelled or parent is None:
-            return own
-        return max(own, (g.uss_start_mb or 0.0) + held(parent))
-
-    return Basis(
-        len(shapes),
-        any(g.kind == RANK for g in rows),
-        round(mean(s.workers for s in shapes)),
-        len(measured),
-        mean((g.last_t or 0.0) - (g.baseline_t or 0.0) for g in measured),
-        mean(s.parent_mb for s in shapes),
-        mean(s.built_full_mb for s in shapes),
-        mean(s.worker_start_mb for s in shapes),
-        mean(s.worker_growth_mb for s in shapes),
-        sum(g.uss_end_mb or 0.0 for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers),
-        all(s.forked for s in shapes),
-        any(abs(g.built_between_mb or 0.0) >= 1 for g in rows if g.kind in PARENT_KINDS),
-        mean(full_copy(g) for g in measured) if measured else None,
-        sum(1 for g in measured if g.levelled),
-    )
-
-
-def projection(basis: Basis | None) -> list[dict]:
-    """The memory the job would need at other worker counts per rank and rank counts: each rank
-    as measured (the mean over its ranks), its shared pages once per rank, each worker's private
-    memory as measured over the same duration; ``full_copy_mb``: every forked worker ends with a
-    full copy of what its parent held when it started, except those whose USS levelled off (a
-    worker that copied 40 % and stopped is counted as measured). Other processes (launcher,
-    helpers) once."""
-    if basis is None:
-        return []
-    b = basis
-    rank_counts = sorted({b.ranks, *PROJECTION_RANKS}) if b.has_ranks else [1]
-    per_worker = b.worker_start_mb + max(b.worker_growth_mb, 0.0)
-    if not b.forked:
-        copy = per_worker
-    elif b.full_copy_worker_mb is not None:
-        copy = max(per_worker, b.full_copy_worker_mb)
-    else:
-        copy = max(per_worker, b.worker_start_mb + b.full_copy_mb)
-    return [
-        {
-            "ranks": r,
-            "workers_per_rank": w,
-            "measured_mb": b.others_mb + r * (b.parent_mb + w * per_worker),
-            "full_copy_mb": b.others_mb + r * (b.parent_mb + w * copy),
-            "as_measured": r == b.ranks and w == b.workers,
-        }
-        for w in sorted({b.workers, *PROJECTION_WORKERS})
-        for r in rank_counts
-    ]
-
-
-# -- the summary ----------------------------------------------------------------------------------
-
-
-def grown(g: Growth) -> float:
-    """A judged process's own growth (judged rows always have one)."""
-    return g.growth_mb if g.growth_mb is not None else 0.0
-
-
-def judged_workers(rows: list[Growth]) -> list[Growth]:
-    return [g for g in rows if g.judged and g.kind in WORKER_KINDS and g.growth_mb is not None]
-
-
-def judged_parents(rows: list[Growth]) -> list[Growth]:
-    return [g for g in rows if g.judged and g.kind in PARENT_KINDS and g.growth_mb is not None]
 
 
 # -- the culprit in words ------------------------------------------------------------------------------
@@ -246,10 +42,6 @@ def _duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 2 * 3600 else f"{seconds / 3600:.1f} h"
-
-
-def _mb(v: float) -> str:
-    return f"{v:+,.0f} MB" if abs(v) >= 10 else f"{v:+,.1f} MB"
 
 
 def _kind_words(kind: str, n: int, method: str | None, generations: int = 1) -> str:
@@ -305,7 +97,9 @@ def _since(g: Growth, workers: list[Growth]) -> str:
 
 def _parent_grows(g: Growth, workers: list[Growth]) -> str:
     besides = f"; besides, it {_between(g)} (not growth)" if _between(g) else ""
-    return _capital(f"{who(g.role)} grew {_mb(grown(g))} of its own {_since(g, workers)}{_rate(g)}{besides}.")
+    return _capital(
+        f"{who(g.role)} grew {signed(grown(g))} of its own {_since(g, workers)}{_rate(g)}{besides}."
+    )
 
 
 def _between(g: Growth) -> str:
@@ -319,7 +113,7 @@ def _between(g: Growth) -> str:
 
 def built_or_freed(mb: float) -> str:
     """'built +65 MB', 'freed 13 MB' (a negative build said "built -13 MB")."""
-    return f"built {_mb(mb)}" if mb > 0 else f"freed {-mb:,.0f} MB"
+    return f"built {signed(mb)}" if mb > 0 else f"freed {-mb:,.0f} MB"
 
 
 def _capital(text: str) -> str:
@@ -353,7 +147,7 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
         # The pace of the figures the sentence gives: a mean of rates over windows of different
         # lengths once said "each grew ~+116 MB in 4 s (3,036 MB/min)".
         rates = [mean / span * 60]
-    grew = f"each grew about {mean:,.0f} MB" if n > 1 else f"grew {_mb(mean)}"
+    grew = f"each grew about {mean:,.0f} MB" if n > 1 else f"grew {signed(mean)}"
     workers = _kind_words(g0.kind, n, g0.start_method, gens)
     if len(parents) > 1:
         names = [p.role for p in parents]
@@ -414,10 +208,12 @@ def _cause(group: list[Growth], parents: list[Growth]) -> str:
         )
     if len(parents) == 1:
         return (
-            f": copy-on-access of what {who(parents[0].role)} built ({_mb(built[0])} before its workers "
+            f": copy-on-access of what {who(parents[0].role)} built ({signed(built[0])} before its workers "
             "started)" + new
         )
-    amount = _mb(built[0]) if max(built) - min(built) < 1 else f"{_mb(min(built))} to {_mb(max(built))}"
+    amount = (
+        signed(built[0]) if max(built) - min(built) < 1 else f"{signed(min(built))} to {signed(max(built))}"
+    )
     return f": copy-on-access of what each rank built ({amount} before its workers started)" + new
 
 
@@ -444,11 +240,11 @@ def _new_memory_words(group: list[Growth]) -> tuple[bool, str]:
     each, they, their = (" each", "they", "their") if len(group) > 1 else ("", "it", "its")
     if growth > 0 and new >= 0.5 * growth:
         return True, (
-            f": mostly new memory of {their} own (at least {_mb(new)}{each} allocated; at most "
-            f"{_mb(copied)} copied from {their} parent)"
+            f": mostly new memory of {their} own (at least {signed(new)}{each} allocated; at most "
+            f"{signed(copied)} copied from {their} parent)"
         )
     if new >= NEW_MEMORY_WORTH_MB and new >= NEW_MEMORY_SHARE * growth:
-        return False, f"; at least {_mb(new)} of that{each} is new memory {they} allocated"
+        return False, f"; at least {signed(new)} of that{each} is new memory {they} allocated"
     return False, ""
 
 
@@ -464,19 +260,21 @@ def _not_growing(parents: list[Growth]) -> str:
 
     if len(parents) == 1:
         g = parents[0]
-        written = _mb(g.written_mb or 0.0) if (g.written_mb or 0.0) >= 1 else ""
+        written = signed(g.written_mb or 0.0) if (g.written_mb or 0.0) >= 1 else ""
         return _capital(
-            f"{who(g.role)} is not growing ({_mb(grown(g))} of its own): "
-            + why(_mb(g.released_mb or 0.0), written, "its")
+            f"{who(g.role)} is not growing ({signed(grown(g))} of its own): "
+            + why(signed(g.released_mb or 0.0), written, "its")
             + "."
         )
     names = ", ".join(who(g.role) for g in parents[:-1]) + f" and {who(parents[-1].role)}"
     low, high = min(g.released_mb or 0.0 for g in parents), max(g.released_mb or 0.0 for g in parents)
     most_written = max(g.written_mb or 0.0 for g in parents)
     return _capital(
-        f"{names} are not growing (at most {_mb(max(map(grown, parents)))} of their own): "
+        f"{names} are not growing (at most {signed(max(map(grown, parents)))} of their own): "
         + why(
-            f"{_mb(low)} to {_mb(high)}", f"up to {_mb(most_written)}" if most_written >= 1 else "", "their"
+            f"{signed(low)} to {signed(high)}",
+            f"up to {signed(most_written)}" if most_written >= 1 else "",
+            "their",
         )
         + "."
     )
@@ -490,18 +288,22 @@ def _flat_words(
         top = max(workers, key=grown)
         guessed = sum(1 for g in workers if g.estimated)
         parts.append(
-            f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {_mb(grown(top))}"
+            f"{len(workers)} worker{'s' if len(workers) != 1 else ''} grew at most {signed(grown(top))}"
             f" ({top.role}{f'; {guessed} estimated from page faults' if guessed else ''})"
         )
     for g in parents:
         since = _since(g, workers)
-        text = f"{who(g.role)} {_mb(grown(g))}" + (f" {since}" if since != "while the job ran" else "")
+        text = f"{who(g.role)} {signed(grown(g))}" + (f" {since}" if since != "while the job ran" else "")
         before = "before them" if since == "after its first thread worker started" else "before"
         built = (
-            [f"built {_mb(g.built_mb)} {before}"] if g.built_mb is not None and abs(g.built_mb) >= 1 else []
+            [f"built {signed(g.built_mb)} {before}"]
+            if g.built_mb is not None and abs(g.built_mb) >= 1
+            else []
         )
         if g.built_between_mb is not None and abs(g.built_between_mb) >= 1:
-            built.append(f"{'' if built else 'built '}{_mb(g.built_between_mb)} between worker generations")
+            built.append(
+                f"{'' if built else 'built '}{signed(g.built_between_mb)} between worker generations"
+            )
         if built:
             text += f" ({', '.join(built)})"
         parts.append(text)
@@ -513,3 +315,8 @@ def _flat_words(
             f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not growth)."
         )
     return text
+
+
+def signed(v: float) -> str:
+    """'+65 MB', '-3.5 MB': a growth in the culprit's plain text."""
+    return mb(v, sign=True, true_minus=False)

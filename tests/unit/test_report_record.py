@@ -16,7 +16,7 @@ from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, 
 
 from memprobe.analysis import summarize, summarize_all
 from memprobe.core.series import Clock
-from memprobe.report import figures, recorded, write_report
+from memprobe.report import figures, record_tables, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results.folder import ResultSet, ResultsFolder
 
@@ -239,17 +239,17 @@ def test_processes_never_read_are_named_with_their_generation_where_a_role_comes
 
 def test_notes_say_what_a_launcher_built_before_its_ranks_and_a_watched_parent_was_seen_to_build() -> None:
     launcher = {"kind": "launcher", "built_mb": 240.0, "start_t": 0.0}
-    assert recorded._notes(launcher, True, False)[0] == "built +240 MB before its ranks started"
+    assert record_tables.notes(launcher, True, False)[0] == "built +240 MB before its ranks started"
     # The root of an mp.spawn job: its children are ranks it started, not workers, and no mark.
     root = {"kind": "main", "built_mb": 220.0, "start_t": 0.0}
-    assert recorded._notes(root, True, False, True)[0] == "built +220 MB before its ranks started"
-    assert recorded._notes(root, True, False)[0] == "built +220 MB before the job's first memprobe.mark"
+    assert record_tables.notes(root, True, False, True)[0] == "built +220 MB before its ranks started"
+    assert record_tables.notes(root, True, False)[0] == "built +220 MB before the job's first memprobe.mark"
     meta, samples = fork_job()
     meta["processes"][0]["start_t"] = -5.0
     main = next(
         r for r in summarize(meta, samples, pd.DataFrame(), pd.DataFrame()).processes if r["role"] == "main"
     )
-    assert recorded._notes(main, True, True)[0] == (
+    assert record_tables.notes(main, True, True)[0] == (
         "built +295 MB before its workers started (what memprobe saw: it was running before)"
     )
 

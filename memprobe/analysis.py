@@ -12,14 +12,10 @@ import pandas as pd
 
 from memprobe.core.summary import RunSummary
 from memprobe.record import summary as recorded
+from memprobe.results.schema import is_recorded
 from memprobe.run import analysis as scenario
 
-RECORDED = ("record", "watch")
-
-
-def is_recorded(meta: dict) -> bool:
-    """A run of ``memprobe record`` or ``watch`` (older metas say so in the spec's workload)."""
-    return (meta.get("kind") or (meta.get("spec") or {}).get("workload")) in RECORDED
+__all__ = ["is_recorded", "summarize", "summarize_all"]
 
 
 def summarize(
@@ -30,7 +26,8 @@ def summarize(
     *,
     gil_enabled: bool | None = None,
 ) -> RunSummary:
-    """The figures and verdict of one run, by the analysis of its kind."""
+    """The figures and verdict of one run, by the analysis of its kind; ``meta`` in the current
+    shape, as a loaded results folder gives it (:func:`memprobe.results.schema.upgrade_recorded`)."""
     if is_recorded(meta):
         return recorded.summarize(meta, samples, progress, gil_enabled=gil_enabled)
     return scenario.summarize(meta, samples, progress, system, gil_enabled=gil_enabled)

@@ -28,7 +28,7 @@ def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
         listed.setdefault(pid, row)
     methods = meta.get("start_methods") or {}
     # Older metas: one start method for the run's DataLoader workers, the most common seen.
-    method = next(iter(methods)) if len(methods) == 1 else (meta.get("spec") or {}).get("mode")
+    method = next(iter(methods)) if len(methods) == 1 else meta.get("start_method")
     root = next((p.get("command") for p in listed.values() if p.get("role") == MAIN), None)
     procs = [
         _proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()

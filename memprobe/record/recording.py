@@ -383,6 +383,7 @@ class Recording:
         )
 
     def meta(self, status: str, exit_code: int | None, error: dict | None) -> dict:
+        """The run's record (meta.json) as it stands: saved every checkpoint and at the end."""
         s = self.sampler
         assert s is not None
         elapsed = time.monotonic() - self.t0
@@ -397,19 +398,6 @@ class Recording:
         elif s.last_t is not None:
             milestones["done"] = s.last_t
         methods = s.roles.start_methods
-        mode = methods.most_common(1)[0][0] if methods else self.kind
-        spec = {
-            "run_id": self.run_id,
-            "backend": self.name,
-            "mode": mode,
-            "workers": s.max_workers,
-            "workload": self.kind,
-            "verdict": asdict(self.verdict),
-            "expect": None,
-            "timeout_s": None,
-            "sampling": asdict(self.settings),
-            **self.info,
-        }
         return {
             "run_id": self.run_id,
             "index": 0,
@@ -431,5 +419,13 @@ class Recording:
             "processes": s.process_list(),
             # Still running when the command ended: they left its process group (setsid, ...).
             "outlived": self.outlived,
-            "spec": spec,
+            # What the analysis needs (memprobe.record.summary): the workers' most common start
+            # method as seen from outside (None: no worker appeared), the most alive at once,
+            # and the verdict's threshold; then how it was sampled, and the command (record:
+            # its argv; watch: the process's command line, its pid, how the watch ended).
+            "start_method": methods.most_common(1)[0][0] if methods else None,
+            "max_workers": s.max_workers,
+            "verdict": asdict(self.verdict),
+            "sampling": asdict(self.settings),
+            **self.info,
         }

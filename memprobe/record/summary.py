@@ -38,13 +38,13 @@ class RecordedAnalysis:
 def analyse(
     meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, *, gil_enabled: bool | None = None
 ) -> RecordedAnalysis:
-    """Every process of the job over the window that fits what it is, and the job's summary."""
+    """Every process of the job over the window that fits what it is, and the job's summary.
+    ``meta`` in the current shape (:func:`memprobe.results.schema.upgrade_recorded`)."""
     procs = processes(meta, samples)
     rows = table(meta, samples, progress, procs)
     analysed = as_analysed(samples, procs)
     job = job_figures(meta, samples, progress, gil_enabled)
-    spec = meta["spec"]
-    threshold = float(spec["verdict"]["growth_threshold_mb"])
+    threshold = float(meta["verdict"]["growth_threshold_mb"])
     workers, parents = judged_workers(rows), judged_parents(rows)
     judged = workers + parents
     verdict = None if not judged else ("growing" if max(map(grown, judged)) > threshold else "flat")
@@ -64,12 +64,12 @@ def analyse(
         }
     if fields["sum_rss_peak_mb"] is not None and fields["total_pss_peak_mb"] is not None:
         fields = fields | {"rss_overcount_mb": fields["sum_rss_peak_mb"] - fields["total_pss_peak_mb"]}
-    expect = spec.get("expect")
     summary = RunSummary(
         **fields,
-        backend=spec["backend"],
-        mode=spec["mode"],
-        workers=spec["workers"],
+        # The command's name (the run's id), the workers' start method (else the run's kind).
+        backend=meta["run_id"],
+        mode=meta.get("start_method") or meta["kind"],
+        workers=meta["max_workers"],
         worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in workers])) if workers else None,
         worker_uss_growth_mb=w_mean,
         worker_uss_growth_max_mb=max(map(grown, workers), default=None),
@@ -79,10 +79,10 @@ def analyse(
         else None,
         growth_threshold_mb=threshold,
         verdict=verdict,
-        expectation=expect,
-        expectation_met=None if expect is None or verdict is None else expect == verdict,
+        expectation=None,
+        expectation_met=None,
         explanation="",
-        workload=spec.get("workload", "records"),
+        workload=meta["kind"],
         processes=[g.to_dict() for g in rows],
         estimate_error=estimate_error(samples, meta.get("sampler")),
         projection=projection(projection_basis(rows, procs)),

@@ -415,7 +415,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     charts = _retitle(share_x(timelines + memory), kind)
     manifest = results.manifest
     env = manifest.get("environment") or {}
-    command = (meta.get("spec") or {}).get("command") or []
+    command = meta.get("command") or []
     return {
         "title": f"memprobe {kind} · {s.run_id}",
         "kind": kind,

@@ -42,7 +42,7 @@ from memprobe.core.safe_read import display_path, open_regular, read_regular
 from memprobe.core.text import escape_surrogates
 from memprobe.probe import procfs
 from memprobe.results import reduce
-from memprobe.results.schema import check_manifest, check_meta, check_table
+from memprobe.results.schema import check_manifest, check_meta, check_table, upgrade_recorded
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
     import pyarrow as pa
@@ -708,7 +708,7 @@ class ResultsFolder:
         (see :mod:`memprobe.results.schema`)."""
         metas = []
         for d in run_dirs(self.root):
-            meta = upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version)
+            meta = upgrade_recorded(upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version))
             check_meta(d / "meta.json", meta)
             metas.append(meta)
         return metas

@@ -259,13 +259,13 @@ def _check_every_worker_is_in_the_table(tree: Tree, rec: Recorded) -> None:
     # The table memprobe prints lists each of them too.
     printed = {int(m) for m in re.findall(r"^(\d+)\s", rec.done.stderr, re.MULTILINE)}
     assert rec.worker_pids <= printed, rec.done.stderr[-3000:]
-    # The run's spec: the workers' start method and the most workers alive at once.
-    spec = rec.meta["spec"]
-    assert spec["mode"] == ("spawn" if tree.kind == "spawn" else "fork"), spec
+    # The run's record: the workers' start method and the most workers alive at once.
+    meta = rec.meta
+    assert meta["start_method"] == ("spawn" if tree.kind == "spawn" else "fork"), meta["start_method"]
     if tree.ranks:
-        assert tree.workers // tree.ranks <= spec["workers"] <= tree.workers, spec
+        assert tree.workers // tree.ranks <= meta["max_workers"] <= tree.workers, meta["max_workers"]
     else:
-        assert spec["workers"] == tree.workers, spec
+        assert meta["max_workers"] == tree.workers, meta["max_workers"]
     # Nothing left unclassified: every process is a parent, a worker or a named helper.
     assert all(p["kind"] in WORKER_KINDS | PARENT_KINDS | HELPER_KINDS for p in rec.run["processes"]), why
     assert not any("other" in p["role"] for p in rec.run["processes"]), why

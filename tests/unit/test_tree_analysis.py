@@ -955,7 +955,7 @@ def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_t
     """`memprobe watch` attached to a torchrun job 6 s in, while its ranks built ~450 MB: "copy-on-
     access of what each rank built (+33 MB to +49 MB before its workers started)"."""
     meta, samples = fork_job()
-    meta["kind"] = meta["spec"]["workload"] = "watch"
+    meta["kind"] = "watch"
     meta["processes"][0]["start_t"] = -5.0  # main ran 5 s before memprobe began watching
     s = _summary(meta, samples)
     assert (

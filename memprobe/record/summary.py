@@ -26,7 +26,7 @@ from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_
 class RecordedAnalysis:
     """A recorded job analysed once: its processes (:class:`Proc`), their growth rows
     (:class:`Growth`, the per-process table), its samples with each process's final role and
-    lineage (:func:`~memprobe.record.tree_analysis.as_analysed`) and the summary. The record
+    lineage (:func:`~memprobe.record.process.as_analysed`) and the summary. The record
     page draws from it without deriving any of it again."""
 
     procs: list[Proc]

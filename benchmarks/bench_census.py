@@ -22,8 +22,9 @@ import time
 
 import numpy as np
 
+from memprobe.core.system import PAGE_SIZE
 from memprobe.probe import procfs
-from memprobe.probe.census import PAGE, mappings, systematic_runs
+from memprobe.probe.census import mappings, systematic_runs
 
 SHAPES = [(64, 32), (128, 16), (256, 8), (256, 16), (512, 4)]
 
@@ -75,7 +76,7 @@ def measure(pattern: str, records: int, panels: int) -> None:
         with open(f"/proc/{me}/maps") as f:
             anon, _ = mappings(f.read())
         population = sum(n for _, n in anon)
-        full = exclusive_pages(fd, anon) * PAGE / 2**20
+        full = exclusive_pages(fd, anon) * PAGE_SIZE / 2**20
         pss = procfs.read_pss(me)
         uss = pss.uss / 2**20 if pss else float("nan")
         print(
@@ -95,7 +96,7 @@ def measure(pattern: str, records: int, panels: int) -> None:
                     t0 = time.perf_counter()
                     count = exclusive_pages(fd, chosen)
                     spent += time.perf_counter() - t0
-                    values.append(count * population / sum(n for _, n in chosen) * PAGE / 2**20)
+                    values.append(count * population / sum(n for _, n in chosen) * PAGE_SIZE / 2**20)
                 v = np.array(values)
                 print(
                     f"| {runs} x {run_pages} | {kind} | {100 * v.std() / full:.1f} % | "

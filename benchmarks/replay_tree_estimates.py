@@ -1,4 +1,4 @@
-"""Replay a recorded tree through memprobe.probe.exact.ExactPlanner, offline.
+"""Replay a recorded tree through memprobe.probe.estimator.ExactPlanner, offline.
 
 Not a test: it feeds a results folder's rows (``memprobe record`` or ``watch``, e.g. one kept by
 ``bench_record_tree.py --keep DIR``) to a fresh planner, tick by tick, so that a change to the
@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from memprobe.probe.exact import ExactPlanner, MiB
+from memprobe.probe.estimator import ExactPlanner
+from memprobe.probe.estimator.tuning import MiB
 
 PARENTS = ("main", "rank", "launcher")
 # The simulated sampler's CPU: a tick without readings, and a reading (overhead + page walk), as

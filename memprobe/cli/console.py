@@ -8,8 +8,9 @@ import sys
 import time
 from typing import TextIO
 
+from memprobe.core.summary import RunSummary
 from memprobe.core.text import printable, printable_lines
-from memprobe.run.analysis import RunSummary
+from memprobe.core.units import mb
 from memprobe.run.runner import RunState, signal_name
 from memprobe.run.scenario import RunSpec
 from memprobe.run.session import Console
@@ -181,9 +182,7 @@ def summary_table(summaries: list[RunSummary]) -> str:
 
 
 def _mb(v: float | None, sign: bool = False) -> str:
-    if v is None:
-        return "-"
-    return f"{v:+,.0f} MB" if sign else f"{v:,.0f} MB"
+    return mb(v, sign=sign, small=0, true_minus=False, missing="-")
 
 
 def _num(v: float | None, digits: int = 0) -> str:

@@ -178,8 +178,7 @@ def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[in
     being its growth."""
     # Here, not at the top: this module's top imports the standard library only, so that
     # `memprobe record --help` and a bad argument answer at once (the recording loaded these).
-    from memprobe.core.vocabulary import MAIN
-    from memprobe.probe.tree import PARENT_KINDS
+    from memprobe.core.vocabulary import MAIN, PARENT_KINDS
     from memprobe.report.format import DASH, span
 
     def num(v: float | None, sign: bool = False) -> str:

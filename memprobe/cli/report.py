@@ -21,6 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import sys
 
+    from memprobe.analysis import summarize_all
     from memprobe.cli.console import say, summary_table
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
@@ -29,7 +30,6 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.results.files import check_run_records
     from memprobe.results.folder import ResultsFolder
     from memprobe.results.gather import consolidate, unconsolidated
-    from memprobe.run.analysis import summarize_all
 
     root = Path(args.results)
     name = display_path(root)

@@ -119,6 +119,41 @@ def role_order(roles: Sequence[str]) -> list[str]:
     return sorted(dict.fromkeys(roles), key=key)
 
 
+# -- process kinds (a recorded job's tree) ----------------------------------------------------------
+
+# What each process of a recorded job is (``kind`` in its meta's process list and the summary's
+# per-process table): a parent (main, a launcher, a rank), a worker (by how it was started) or a
+# helper (its kind is its role, FORKSERVER or RESOURCE_TRACKER); OTHER for the rest.
+LAUNCHER = "launcher"
+RANK = "rank"
+DATALOADER = "dataloader"
+EXEC = "exec"
+WORKER_KINDS: tuple[str, ...] = (DATALOADER, FORK, SPAWN, EXEC)
+PARENT_KINDS: tuple[str, ...] = (MAIN, LAUNCHER, RANK)
+HELPER_KINDS = HELPER_ROLES  # a helper's kind is its role
+
+# Each kind in words, one and many: the report's table and groups, the culprit's sentences.
+KIND_WORDS: dict[str, tuple[str, str]] = {
+    MAIN: ("main process", "main processes"),
+    LAUNCHER: ("launcher", "launchers"),
+    RANK: ("rank process", "rank processes"),
+    DATALOADER: ("DataLoader worker", "DataLoader workers"),
+    FORK: ("forked child", "forked children"),
+    SPAWN: ("spawned child", "spawned children"),
+    EXEC: ("child program", "child programs"),
+    FORKSERVER: ("helper (forkserver)", "helpers (forkserver)"),
+    RESOURCE_TRACKER: ("helper (resource tracker)", "helpers (resource tracker)"),
+    OTHER: ("other", "other"),
+}
+
+
+def kind_words(kind: str, n: int = 1, default: tuple[str, str] | None = None) -> str:
+    """A kind in words for ``n`` processes ('forked child', 'DataLoader workers'); an unknown
+    kind as ``default`` says, else as itself."""
+    one, many = KIND_WORDS.get(kind) or default or (kind, kind)
+    return one if n == 1 else many
+
+
 # -- the sampler's reasons ------------------------------------------------------------------------
 
 # A ``missing`` row's reason starts with one of these when the process ended (probe.sampler);

@@ -21,7 +21,7 @@ mappings of files (libraries), whose pages become shared when another process ma
 torchrun launcher's ~60 MB of private torch pages, shared once its ranks import torch: the
 estimate from its own counters, which did not move, stayed 40 % high). The population is the
 mappings as they were when the panel was drawn; what the process maps later lies outside it (see
-:meth:`~memprobe.probe.exact.ExactPlanner.census`).
+:meth:`~memprobe.probe.estimator.ExactPlanner.census`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
+from memprobe.core.system import PAGE_SIZE
+
 # Runs of pages read per census of the anonymous mappings, and of the file mappings, and their
 # length. A read costs ~1.7 µs a run (one pread each) and little per page: 64 runs of 32 pages
 # had about the standard error of 128 runs of 16 (2.6 % and 5.7 % against 2.4 % and 6.3 %,
@@ -81,7 +82,7 @@ def mappings(maps: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         else:
             continue
         start, end = (int(x, 16) for x in fields[0].split("-"))
-        stratum.append((start // PAGE, (end - start) // PAGE))
+        stratum.append((start // PAGE_SIZE, (end - start) // PAGE_SIZE))
     return anon, files
 
 
@@ -112,7 +113,9 @@ def systematic_runs(
 
 
 @dataclass(frozen=True)
-class _Stratum:
+class Stratum:
+    """One stratum of a panel (the anonymous mappings, or the file mappings): its sample's runs."""
+
     runs: list[tuple[int, int]]
     scale: float  # bytes of the stratum per sampled page
     complete: bool  # every page of the stratum is in the sample: no sampling error
@@ -130,12 +133,12 @@ class PagePanel:
     def __init__(self, pid: int, strata: list[tuple[list[tuple[int, int]], list[tuple[int, int]]]], fd: int):
         """``strata``: (the sample's runs, the stratum's mappings) of each stratum."""
         self.pid = pid
-        self._strata = []
+        self.strata: list[Stratum] = []  # the anonymous mappings', then the file mappings'
         for runs, maps in strata:
             population, sampled = sum(n for _, n in maps), sum(n for _, n in runs)
             starts = np.cumsum([0] + [n for _, n in runs[:-1]]) if runs else np.zeros(0, dtype=int)
-            self._strata.append(
-                _Stratum(runs, population / max(sampled, 1) * PAGE, sampled >= population, starts)
+            self.strata.append(
+                Stratum(runs, population / max(sampled, 1) * PAGE_SIZE, sampled >= population, starts)
             )
         self._fd = fd
         self._first: list[np.ndarray] | None = None  # each stratum's exclusive pages per run, first census
@@ -166,8 +169,8 @@ class PagePanel:
         slowly; half the cost)."""
         last: list[tuple[float, np.ndarray]] = []
         try:
-            for i, stratum in enumerate(self._strata):
-                if i > 0 and not files and len(self._last) == len(self._strata):
+            for i, stratum in enumerate(self.strata):
+                if i > 0 and not files and len(self._last) == len(self.strata):
                     last.append(self._last[i])
                     continue
                 chunks = [os.pread(self._fd, n * 8, first * 8) for first, n in stratum.runs]
@@ -187,10 +190,10 @@ class PagePanel:
             self._first = per_run
         present = sum(p for p, _ in last)
         exclusive = sum(
-            float(runs.sum()) * stratum.scale for stratum, runs in zip(self._strata, per_run, strict=True)
+            float(runs.sum()) * stratum.scale for stratum, runs in zip(self.strata, per_run, strict=True)
         )
         variance = level_variance = 0.0
-        for stratum, now, then in zip(self._strata, per_run, self._first, strict=True):
+        for stratum, now, then in zip(self.strata, per_run, self._first, strict=True):
             if not stratum.complete and len(now) > 1:
                 variance += _variance((now - then) * stratum.scale)
                 level_variance += _variance(now * stratum.scale)

@@ -3,6 +3,24 @@
 The sampler runs as a thread of the *supervising* process, never inside the process that forks
 the DataLoader workers: a thread there would be forked into every worker and its reads would
 touch the very pages being measured.
+
+A sampler of another kind (the record/watch sampler, :mod:`memprobe.probe.tree_sampler`) is a
+subclass. It changes the loop through these hooks, and through nothing else:
+
+* :meth:`Sampler.run_round` (``tick``): one tick's whole work: find the processes, read them,
+  write their rows (default: the cheap tier of every process, and smaps_rollup of every process
+  when a PSS round is due within ``pss_cpu_budget``);
+* :meth:`Sampler.discover` (``tick``): the pids to sample this tick (the tree, the orphans that
+  left it, the process group's stragglers);
+* :meth:`Sampler.children` (``pid``): a process's direct children, as the tree is walked;
+* :meth:`Sampler.read_cheap` (``pid``): the cheap tier of one process;
+* :meth:`Sampler.interval`: seconds from the start of one tick to the next.
+
+A subclass's ``run_round`` builds on the base's parts: :meth:`Sampler.sample` (one process's row),
+:meth:`Sampler.lost_rows` (rows of the processes that left), :meth:`Sampler.add_pss` (an exact
+reading onto a row), :meth:`Sampler.system_row`, :meth:`Sampler.take_pss_request` (a full
+round was asked for), :meth:`Sampler.pss_round_done` (tell those waiting for one) and
+:meth:`Sampler.cpu_spent` (the sampler's CPU time so far).
 """
 
 from __future__ import annotations
@@ -180,11 +198,11 @@ class Sampler:
             while True:
                 stopping = self._stop.is_set()
                 tick = time.monotonic()
-                self._round(tick)
+                self.run_round(tick)
                 self.cpu_s = time.thread_time() - cpu0
                 if stopping:
                     break
-                self._wake.wait(max(0.0, tick + self._interval() - time.monotonic()))
+                self._wake.wait(max(0.0, tick + self.interval() - time.monotonic()))
                 self._wake.clear()
         except BaseException as exc:  # noqa: BLE001  (recorded and re-raised by the supervisor, never lost)
             self.error = exc
@@ -193,44 +211,64 @@ class Sampler:
                 self._ended = True
                 self._pss_done.notify_all()
 
-    def _round(self, tick: float) -> None:
-        pids = self._discover(tick)
+    def run_round(self, tick: float) -> None:
+        """One tick (a hook): the cheap tier of every process, with smaps_rollup when a PSS round
+        is due or was asked for; the rows to the sink."""
+        pids = self.discover(tick)
         with_pss = self._pss_now.is_set() or tick >= self._next_pss
         if with_pss:
             self._pss_now.clear()  # before reading: a request arriving mid-round gets the next one
         c0 = time.thread_time()
-        rows = [r for r in (self._sample(pid, tick, with_pss) for pid in pids) if r is not None]
-        rows.extend(self._lost({int(r["pid"]) for r in rows}, tick, with_pss))
+        rows = [r for r in (self.sample(pid, tick, with_pss) for pid in pids) if r is not None]
+        rows.extend(self.lost_rows({int(r["pid"]) for r in rows}, tick, with_pss))
         cost = time.thread_time() - c0
         if with_pss:
             self.pss_round_costs.append(cost)
             self._next_pss = tick + self._pss_gap(cost, tick)
-            with self._pss_done:
-                self._last_pss_tick = tick
-                self._pss_done.notify_all()
+            self.pss_round_done(tick)
         else:
             self.cheap_round_costs.append(cost)
         self.sink("samples", rows)
         if self.settings.threads_of_main:
             self.sink("threads", self._thread_rows(tick))
-        self.sink("system", [self._system_row(tick)])
+        self.sink("system", [self.system_row(tick)])
 
-    def _interval(self) -> float:
-        """Seconds from the start of one tick to the next."""
+    def interval(self) -> float:
+        """Seconds from the start of one tick to the next (a hook)."""
         return self.settings.interval_s
+
+    def take_pss_request(self) -> bool:
+        """Whether a full PSS round was asked for (:meth:`request_pss`, :meth:`stop`); the request
+        is cleared before the round reads anything, so one arriving mid-round gets the next."""
+        if not self._pss_now.is_set():
+            return False
+        self._pss_now.clear()
+        return True
+
+    def pss_round_done(self, tick: float) -> None:
+        """A PSS round that started at ``tick`` (monotonic) is done: wake those waiting for it."""
+        with self._pss_done:
+            self._last_pss_tick = tick
+            self._pss_done.notify_all()
+
+    def cpu_spent(self) -> float:
+        """The sampling thread's CPU seconds since it started."""
+        return time.thread_time() - self._cpu0
 
     def _pss_gap(self, cost: float, tick: float) -> float:
         """Seconds until the next PSS round, so that the sampler's whole CPU time (both tiers,
         bookkeeping included) stays within ``pss_cpu_budget`` of one core."""
         st = self.settings
         elapsed = max(tick - self.t0, 1e-3)
-        spent = time.thread_time() - self._cpu0
+        spent = self.cpu_spent()
         # Earliest moment at which the CPU spent so far plus this round's cost fits the budget.
         catch_up = (spent + cost) / st.pss_cpu_budget - elapsed
         gap = max(st.pss_min_interval_s, cost / st.pss_cpu_budget, catch_up)
         return min(gap, st.pss_max_interval_s)
 
-    def _discover(self, tick: float) -> list[int]:
+    def discover(self, tick: float) -> list[int]:
+        """The pids to sample this tick (a hook): the tree from the root, the orphans that left it
+        alive, and, now and then, the processes of the run's group outside both."""
         pids = self._tree(self.root)
         for orphan in sorted(self._orphans - self._gone):
             pids += [p for p in self._tree(orphan) if p not in pids]
@@ -241,15 +279,22 @@ class Sampler:
         return [p for p in pids if p not in self._gone]
 
     def _tree(self, root: int) -> list[int]:
-        return procfs.process_tree(root)
+        return procfs.process_tree(root, self.children)
 
-    def _read_cheap(self, pid: int) -> procfs.CheapSample | None:
+    def children(self, pid: int) -> list[int]:
+        """A process's direct children (a hook; default: every thread's)."""
+        return procfs.read_children(pid)
+
+    def read_cheap(self, pid: int) -> procfs.CheapSample | None:
+        """The cheap tier of one process (a hook): stat and status; ``None`` if it is gone."""
         return procfs.read_cheap(pid)
 
-    def _sample(self, pid: int, tick: float, with_pss: bool) -> Row | None:
-        cheap = self._read_cheap(pid)
+    def sample(self, pid: int, tick: float, with_pss: bool) -> Row | None:
+        """One process's row of this tick (``with_pss``: with an exact reading); ``None`` if it
+        is gone or its pid now names another process (reported once by :meth:`lost_rows`)."""
+        cheap = self.read_cheap(pid)
         if cheap is None:
-            return None  # reported once by _lost
+            return None  # reported once by lost_rows
         if self._started.setdefault(pid, cheap.stat.start_ticks) != cheap.stat.start_ticks:
             return None  # the pid was reused by another process: ours is gone
         role = self.roles.role(pid, cheap.stat.comm, cheap.stat.ppid)
@@ -274,11 +319,13 @@ class Sampler:
         }
         row.update(dict.fromkeys(_PSS_FIELDS))
         if with_pss:
-            self._add_pss(row, pid)
+            self.add_pss(row, pid)
         return row
 
     @staticmethod
-    def _add_pss(row: Row, pid: int) -> None:
+    def add_pss(row: Row, pid: int) -> None:
+        """An exact reading (smaps_rollup) of ``pid`` onto its row: tier ``pss``, or the reason
+        it could not be read."""
         pss = procfs.read_pss_or_denied(pid)
         if isinstance(pss, procfs.Denied):
             row["reason"] = denied_reason(pss, os.geteuid())
@@ -293,7 +340,7 @@ class Sampler:
         # Rss from the same read as Pss keeps PSS <= RSS exact within one row.
         row["rss_mb"] = pss.rss / MB
 
-    def _lost(self, sampled: set[int], tick: float, with_pss: bool) -> list[Row]:
+    def lost_rows(self, sampled: set[int], tick: float, with_pss: bool) -> list[Row]:
         """Rows for the processes sampled last tick but not found in this tick's tree, reading
         each one's stat once: one that left the tree alive (its parent exited and it was
         re-parented to init or a subreaper) is still the run's and is sampled and followed; any
@@ -304,7 +351,7 @@ class Sampler:
             st = procfs.read_stat(pid)
             if st is not None and st.start_ticks != self._started.get(pid):
                 st = None  # the pid was reused: ours exited
-            row = self._sample(pid, tick, with_pss) if st is not None and st.state not in ("Z", "X") else None
+            row = self.sample(pid, tick, with_pss) if st is not None and st.state not in ("Z", "X") else None
             if row is not None:
                 self._orphans.add(pid)
                 sampled.add(pid)
@@ -348,7 +395,9 @@ class Sampler:
                 rows.append({"t": round(tick - self.t0, 4), "tid": tid, "name": st.comm, "cpu_s": st.cpu_s})
         return rows
 
-    def _system_row(self, tick: float) -> Row:
+    def system_row(self, tick: float) -> Row:
+        """The tick's row of the ``system`` table: /dev/shm, MemAvailable (now and then), the
+        sampler's CPU time, the processes followed."""
         shm = procfs.dev_shm_used()
         avail = None
         if tick >= self._next_meminfo:

@@ -37,17 +37,22 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memprobe.core import vocabulary
-from memprobe.core.vocabulary import FORK, FORKSERVER, HELPER_ROLES, MAIN, OTHER, RESOURCE_TRACKER, SPAWN
+from memprobe.core.vocabulary import (
+    DATALOADER,
+    EXEC,
+    FORK,
+    FORKSERVER,
+    HELPER_KINDS,
+    LAUNCHER,
+    MAIN,
+    OTHER,
+    RANK,
+    RESOURCE_TRACKER,
+    SPAWN,
+    WORKER_KINDS,
+)
 from memprobe.probe import procfs
 from memprobe.probe.roles import Role, RoleBook
-
-LAUNCHER = "launcher"
-RANK = "rank"
-DATALOADER = "dataloader"
-EXEC = "exec"
-WORKER_KINDS = (DATALOADER, FORK, SPAWN, EXEC)
-PARENT_KINDS = (MAIN, LAUNCHER, RANK)
-HELPER_KINDS = HELPER_ROLES  # a helper's kind is its role
 
 # torch names a DataLoader worker process with prctl(PR_SET_NAME): "pt_data_worker" today;
 # its development branch uses "pt_multiprocess_data_worker", which the kernel cuts to 15 bytes.

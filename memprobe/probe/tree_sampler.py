@@ -3,7 +3,7 @@ where memory moves, an estimated USS in between.
 
 Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly, up to 2 s on
 a tree too wide for that) reads the
-cheap tier of every process; then :class:`~memprobe.probe.exact.ExactPlanner` picks which
+cheap tier of every process; then :class:`~memprobe.probe.estimator.ExactPlanner` picks which
 processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
 child excepted: its baseline is known), then the readings that cannot wait (a parent whose
 children appeared or exited, or whose children's copies its estimate cannot tell yet, a spawned
@@ -12,7 +12,7 @@ whose sharers' counters moved, least-sure estimate first (the page census of a p
 no worker, :mod:`memprobe.probe.census`, is read before the choice), as long as the sampler's whole CPU
 time (cheap tier and bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged
 since the start (a tenth of it kept for the readings that cannot wait).
-A full round (every live process) is taken on request (:meth:`Sampler.request_pss`: before
+A full round (every live process) is taken on request (:meth:`~memprobe.probe.sampler.Sampler.request_pss`: before
 ``record`` forwards a stop signal) and when it stops with ``final_pss``.
 
 Rows carry, beyond the base sampler's columns: ``rank``, ``kind`` (see
@@ -28,10 +28,11 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+from memprobe.core.system import PAGE_SIZE
 from memprobe.core.vocabulary import is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
-from memprobe.probe.exact import PAGE, ExactPlanner
+from memprobe.probe.estimator import ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock, settled_at
 
@@ -72,6 +73,7 @@ STARTUP_WATCH_S = 10.0  # a worker's start-up is taken to be over by then (the a
 CENSUS_FILES_S = 5.0
 FILES_MOVED_BYTES = 4 * MB
 THREAD_NAMES_S = 1.0  # see _loader_threads
+TICK_COST_WEIGHT = 0.2  # the smoothed cost of a tick without exact readings: the latest tick's weight
 
 
 @dataclass
@@ -133,7 +135,7 @@ class TreeSampler(Sampler):
         self._status: dict[int, procfs.CheapSample] = {}  # pid -> its latest status read
         self._all_threads = True
         self._next_thread_scan = 0.0
-        self._tick_cost: float | None = None
+        self.tick_cost: float | None = None  # CPU seconds of a tick without exact readings, smoothed
         self._first = True  # the first tick's rows carry every column, later ones only their values
         self._startup: dict[int, tuple[list[float], list[float], list[float]]] = {}  # t, RSS, CPU
         self._settled: set[int] = set()
@@ -150,26 +152,26 @@ class TreeSampler(Sampler):
         self._panels.clear()
 
     # -- the cheap tier ------------------------------------------------------------------
-    def _discover(self, tick: float) -> list[int]:
+    def discover(self, tick: float) -> list[int]:
+        """The base's, every thread's children lists read once every THREAD_SCAN_S."""
         self._all_threads = tick >= self._next_thread_scan
         if self._all_threads:
             self._next_thread_scan = tick + THREAD_SCAN_S
-        return super()._discover(tick)
+        return super().discover(tick)
 
-    def _tree(self, root: int) -> list[int]:
-        return procfs.process_tree(root, self._children)
-
-    def _children(self, pid: int) -> list[int]:
-        # A single-threaded process's main-thread list is complete.
+    def children(self, pid: int) -> list[int]:
+        """The main thread's children list, every thread's when it is time (see discover). A
+        single-threaded process's main-thread list is complete."""
         every = self._all_threads and self._threads.get(pid, 2) > 1
         return procfs.read_children(pid, all_threads=every)
 
-    def _read_cheap(self, pid: int) -> procfs.CheapSample | None:
+    def read_cheap(self, pid: int) -> procfs.CheapSample | None:
+        """stat every tick; status only when RSS moved (see STATUS_MOVE_BYTES)."""
         st = procfs.read_stat(pid)
         if st is None or st.state in ("Z", "X"):
             return None
         self._threads[pid] = st.threads
-        rss = st.rss_pages * PAGE
+        rss = st.rss_pages * PAGE_SIZE
         last = self._status.get(pid)
         # Read again on a fall too: whether it was file pages (shared) or its own is what a
         # forked child's estimate needs (see ExactPlanner.observe).
@@ -182,31 +184,35 @@ class TreeSampler(Sampler):
             self._status[pid] = cheap
         return cheap
 
-    def _interval(self) -> float:
+    def interval(self) -> float:
+        """Ticks spaced so that the cheap tier keeps within its share of the budget (see
+        CHEAP_SHARE, WIDE_SHARE)."""
         base = self.settings.interval_s
-        if self._tick_cost is None:
+        if self.tick_cost is None:
             return base
         budget = self.settings.pss_cpu_budget
-        if self._tick_cost / POINTS_INTERVAL_S > WIDE_SHARE * budget:  # a wide tree
-            return max(base, min(self._tick_cost / (WIDE_SHARE * budget), MAX_INTERVAL_S))
-        return max(base, min(self._tick_cost / (CHEAP_SHARE * budget), POINTS_INTERVAL_S))
+        if self.tick_cost / POINTS_INTERVAL_S > WIDE_SHARE * budget:  # a wide tree
+            return max(base, min(self.tick_cost / (WIDE_SHARE * budget), MAX_INTERVAL_S))
+        return max(base, min(self.tick_cost / (CHEAP_SHARE * budget), POINTS_INTERVAL_S))
 
     # -- a round -------------------------------------------------------------------------
-    def _round(self, tick: float) -> None:
+    def run_round(self, tick: float) -> None:
+        """A tick of the tree (see the module doc); what it cost, when it took no exact reading."""
         t0 = time.thread_time()
         exact = self._tree_round(tick)
         if not exact:  # what every tick costs, exact readings aside (censuses and sink included)
             cost = time.thread_time() - t0
-            self._tick_cost = cost if self._tick_cost is None else 0.8 * self._tick_cost + 0.2 * cost
+            if self.tick_cost is None:
+                self.tick_cost = cost
+            else:
+                self.tick_cost = (1 - TICK_COST_WEIGHT) * self.tick_cost + TICK_COST_WEIGHT * cost
 
     def _tree_round(self, tick: float) -> list[int]:
-        full = self._pss_now.is_set()
-        if full:
-            self._pss_now.clear()  # before reading: a request arriving mid-round gets the next one
-        pids = self._discover(tick)
+        full = self.take_pss_request()
+        pids = self.discover(tick)
         c0 = time.thread_time()
-        rows = [r for r in (self._sample(pid, tick, False) for pid in pids) if r is not None]
-        rows.extend(self._lost({int(r["pid"]) for r in rows}, tick, False))
+        rows = [r for r in (self.sample(pid, tick, False) for pid in pids) if r is not None]
+        rows.extend(self.lost_rows({int(r["pid"]) for r in rows}, tick, False))
         live = {int(r["pid"]): r for r in rows if not r["missing"]}
         counters = {pid: (int(r["minflt"]), int(float(r["rss_mb"]) * MB)) for pid, r in live.items()}
         nodes = self.roles.nodes
@@ -236,7 +242,7 @@ class TreeSampler(Sampler):
         # a forked child never read), and 5 % for a reading that costs more than predicted: with
         # all of it spent, a quiet torchrun tree's sampler used 1.02 % of a core at 1 %.
         earned = self.settings.pss_cpu_budget * (tick - self.t0)
-        allowance = (1.0 - RESERVE_SHARE - SLACK_SHARE) * earned - (time.thread_time() - self._cpu0)
+        allowance = (1.0 - RESERVE_SHARE - SLACK_SHARE) * earned - self.cpu_spent()
         chosen = self.plan.choose(t, allowance, everyone=full, reserve_s=RESERVE_SHARE * earned)
         exact = [pid for pid in chosen if pid in live]
         for pid in exact:
@@ -245,12 +251,10 @@ class TreeSampler(Sampler):
         cost = time.thread_time() - c0
         (self.pss_round_costs if exact else self.cheap_round_costs).append(cost)
         if full:
-            with self._pss_done:
-                self._last_pss_tick = tick
-                self._pss_done.notify_all()
-        self.sink("samples", rows if self._first else [_compact(r) for r in rows])
+            self.pss_round_done(tick)
+        self.sink("samples", rows if self._first else [compact(r) for r in rows])
         self._first = False
-        self.sink("system", [self._system_row(tick)])
+        self.sink("system", [self.system_row(tick)])
         return exact
 
     def _watch_startups(self, t: float, live: dict[int, Row]) -> None:
@@ -295,7 +299,7 @@ class TreeSampler(Sampler):
 
     def _read_exact(self, row: Row, pid: int, tick: float) -> None:
         c0 = time.thread_time()
-        self._add_pss(row, pid)
+        self.add_pss(row, pid)
         cost = time.thread_time() - c0
         if row["tier"] != "pss":
             self.plan.tried(pid)
@@ -484,7 +488,7 @@ def _count_loader_threads(info: ProcessInfo, t: float, seen: tuple[int, float | 
         info.threads_max = max(info.threads_max, count)
 
 
-def _compact(row: Row) -> Row:
+def compact(row: Row) -> Row:
     """The row without its empty fields: a cheap row has ~15 (the exact tier's), and encoding
     them was a third of a tick. The first tick writes every column, so the table has them all."""
     return {k: v for k, v in row.items() if v is not None}

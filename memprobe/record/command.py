@@ -14,21 +14,15 @@ happens to the process tree meanwhile (classification, exact readings where memo
   appends ``<monotonic s> <n> <pid>`` lines to it, which become the progress table (items/s).
   ``watch`` reads the file named by ``--marks``, or by the process's own ``MEMPROBE_MARK_FILE``.
 
-The meta is shaped for :func:`memprobe.run.analysis.summarize`: ``spec.mode`` is the workers' start
-method as seen from outside (fork, spawn, forkserver), or ``record``/``watch`` when no worker
-appeared; ``spec.workers`` is the most workers alive at once; ``milestones.warm`` is the first
-exact reading of a worker (or the first exact reading), ``milestones.first_mark`` the first mark,
-``milestones.done`` the last mark (or the end);
-``processes`` holds the facts of every process seen (:class:`~memprobe.probe.tree_sampler.ProcessInfo`).
+The recording itself (writer, sampler, marks, the run's meta, the finish) is
+:class:`memprobe.record.recording.Recording`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import math
 import os
-import re
 import select
 import shutil
 import signal
@@ -37,7 +31,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -47,421 +40,22 @@ from memprobe.core.errors import MemprobeError, ResultsWriteError, UsageError
 from memprobe.core.text import printable
 from memprobe.core.vocabulary import shell_exit_code, signal_name
 from memprobe.probe import procfs
-from memprobe.probe.sampler import Row, SamplerSettings
+from memprobe.probe.sampler import SamplerSettings
 from memprobe.probe.tree import ProcfsReader
-from memprobe.probe.tree_sampler import TreeSampler
-from memprobe.results.files import RunWriter
-from memprobe.results.folder import ResultsFolder
+from memprobe.record.marks import ENV as MARK_ENV
+from memprobe.record.recording import MarkReader, Recording, RecordResult, command_name, safe_name
 from memprobe.run.ending import OWN_PROCESS_GROUP, end_group
-from memprobe.run.runner import ResultsFolderGone, StopSignals, environment, folder_identity, writer_identity
+from memprobe.run.runner import StopSignals
 from memprobe.run.scenario import VerdictSpec
-from memprobe.run.session import finalize
 
-MARK_ENV = "MEMPROBE_MARK_FILE"
-LEFTOVER_GRACE_S = 3.0
-# A recorded job runs for minutes or hours and items/s come from marks, not from the cheap tier:
-# 5 cheap rounds a second, and 1 % of a core for the whole sampler (both tiers).
-DEFAULT_SETTINGS = SamplerSettings(interval_s=0.2, pss_cpu_budget=0.01)
+LEFTOVER_GRACE_S = 3.0  # what the command left in its process group has this long to exit by itself
 # The exact round taken when a stop signal arrives, before it is forwarded: long enough for
 # ~50 processes of 700 MB on a loaded machine, short enough not to keep a user waiting.
 SIGNAL_ROUND_S = 1.5
-# The run's meta is saved this often while recording (status "running"): a memprobe killed
-# outright (SIGKILL, the OOM killer) leaves a run that `memprobe report DIR` finishes from what
-# was sampled. Without it the folder held the samples but no run record, and the report was empty.
-# Less often where a save takes longer (a job that started thousands of workers over its epochs
-# has as many entries in its process list): saving takes at most 1/CHECKPOINT_SPACING of the time.
-CHECKPOINT_S = 2.0
-CHECKPOINT_SPACING = 200
 
 
 class CommandNotFound(MemprobeError):
     exit_code = 127
-
-
-# -- marks ------------------------------------------------------------------------------------
-
-
-class MarkReader:
-    """Tails a mark file: ``<monotonic s> <n> <pid>`` lines, a torn last line kept for later."""
-
-    def __init__(self, path: Path, t0: float, *, from_end: bool = False) -> None:
-        self.path = path
-        self.t0 = t0
-        self.offset = 0
-        if from_end:
-            with contextlib.suppress(OSError):
-                self.offset = path.stat().st_size
-        self._buf = b""
-        self.items = 0
-        self.batches = 0
-        self.first_t: float | None = None
-        self.last_t: float | None = None
-        self.ignored = 0  # lines that are not marks (written by something else than memprobe.mark)
-        self.first_ignored: str | None = None
-
-    def poll(self) -> list[Row]:
-        """New marks as one cumulative progress row (or none)."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except OSError:
-            return []
-        self.offset += len(chunk)
-        *lines, self._buf = (self._buf + chunk).split(b"\n")
-        seen = False
-        for line in lines:
-            parts = line.split()
-            try:
-                mono, n = float(parts[0]), int(parts[1])
-            except (IndexError, ValueError):
-                mono, n = math.nan, -1
-            if not (math.isfinite(mono) and n >= 0):  # NaN would become a time no table can join on
-                if line.strip():
-                    self.ignored += 1
-                    if self.first_ignored is None:
-                        self.first_ignored = printable(line[:80].decode("utf-8", "replace"))
-                continue
-            t = round(mono - self.t0, 4)
-            self.items += n
-            self.batches += 1
-            self.first_t = t if self.first_t is None else self.first_t
-            self.last_t = t if self.last_t is None else max(self.last_t, t)
-            seen = True
-        if not seen:
-            return []
-        return [{"t": self.last_t, "items": self.items, "batches": self.batches, "epoch": None}]
-
-    def note(self) -> str | None:
-        """What was ignored, in words (for the terminal), or None."""
-        if not self.ignored:
-            return None
-        return (
-            f"memprobe: {printable(str(self.path))}: {self.ignored:,} line(s) ignored that are not marks "
-            f"('<monotonic seconds> <items> <pid>', as memprobe.mark() writes them), the first: "
-            f"'{self.first_ignored}'; items/s count the {self.batches:,} marks read"
-        )
-
-
-# -- naming -----------------------------------------------------------------------------------
-
-_WRAPPERS = re.compile(
-    r"^(python[0-9.]*|pypy[0-9.]*|torchrun|accelerate|deepspeed|uv|poetry|pipenv|conda|"
-    r"env|nohup|time|nice|taskset|numactl|srun|mpirun)$"
-)
-
-
-def command_name(argv: list[str]) -> str:
-    """A short name for a command: the script's stem for ``python train.py``, the module for
-    ``python -m pkg.train``, else the program's name."""
-    for i, arg in enumerate(argv):
-        base = os.path.basename(arg)
-        if arg == "-m" and i + 1 < len(argv):
-            return _safe(argv[i + 1].rsplit(".", 1)[-1])
-        if base.endswith(".py"):
-            return _safe(base[:-3])
-        if i == 0 and not _WRAPPERS.match(base):
-            return _safe(base)
-    return _safe(os.path.basename(argv[0])) if argv else "command"
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:40] or "command"
-
-
-# -- the recording ----------------------------------------------------------------------------
-
-
-@dataclass
-class RecordResult:
-    root: Path
-    summaries: list
-    report: Path | None
-    exit_code: int
-    status: str
-    processes: list[dict] = field(default_factory=list)  # per process: role, rank, USS growth
-    kind: str = "record"  # record | watch
-    # What the user must know besides the table: lines that were not marks, sampling stopped by
-    # a write error and what was kept, processes that outlived the command.
-    notes: list[str] = field(default_factory=list)
-    outlived: list[dict] = field(default_factory=list)  # pid, command: still running at the end
-    saved: bool = True  # False: the results could not be finished (notes say what was kept)
-
-
-class _Recording:
-    """The part shared by record and watch: writer, sampler, marks, meta and the final save.
-
-    memprobe's own trouble never reaches the job it observes: a write that fails (a full disk,
-    the results folder deleted or moved) or a sampler that dies stops the sampling, once, with a
-    message; the job runs on (``record`` waits for it and passes its exit code through) and the
-    end says exactly what was kept (:meth:`finish`)."""
-
-    def __init__(
-        self,
-        out: Path | None,
-        kind: str,
-        name: str,
-        description: str,
-        settings: SamplerSettings | None,
-        verdict: VerdictSpec,
-        log: Callable[[str], None],
-    ) -> None:
-        self.folder = ResultsFolder.create(
-            out,
-            kind=kind,
-            name=f"{kind}-{name}",
-            description=description,
-            environment=environment(),
-            runs=[name],
-            writer=writer_identity(),
-        )
-        self.out, self.kind, self.name = self.folder.root, kind, name
-        self.identity = folder_identity(self.out)
-        self.run_id = name
-        self.run_dir = self.out / "runs" / self.run_id
-        self.writer = RunWriter(self.run_dir)
-        self.settings = settings or DEFAULT_SETTINGS
-        self.verdict = verdict
-        self.log = log
-        self.started_wall = time.time()
-        self.t0 = time.monotonic()
-        self.sampler: TreeSampler | None = None
-        self.marks: MarkReader | None = None
-        self.info: dict = {}
-        self._next_save = -math.inf
-        # Sampling stopped before the end (a write error, the folder gone, the sampler's own
-        # error): why, when, and what was saved until then.
-        self.stopped: str | None = None
-        self.stopped_t: float | None = None
-        self.folder_gone = False
-        self.saved_t: float | None = None  # the latest tick whose sample rows were written
-        self.outlived: list[dict] = []  # processes of the tree still running when the command ended
-        self.meta_saved_t: float | None = None  # when the run's meta was last saved
-
-    def start_sampling(self, root: int, pgid: int | None) -> None:
-        self.root = root
-        self.sampler = TreeSampler(root, self._sink, self.settings, t0=self.t0, pgid=pgid)
-        self.sampler.start()
-
-    def _sink(self, table: str, rows: list[Row]) -> None:
-        self.writer.append(table, rows)  # a ResultsWriteError ends the sampler; poll() tells
-        if table == "samples" and rows:
-            self.saved_t = float(rows[-1]["t"])
-
-    def poll_marks(self) -> None:
-        if self.marks is not None and self.stopped is None:
-            self.writer.append("progress", self.marks.poll())
-
-    def poll(self) -> None:
-        """Tail the marks; every CHECKPOINT_S or so, save the run's meta as it stands. A write
-        that fails, a results folder that is gone or a sampler that died stop the sampling
-        (:meth:`stop_sampling`); nothing here raises."""
-        if self.stopped is not None:
-            return
-        try:
-            if folder_identity(self.out) != self.identity:
-                self.folder_gone = True
-                raise ResultsFolderGone(self.out)
-            self.poll_marks()
-            if self.sampler is not None and self.sampler.error is not None:
-                raise self.sampler.error
-            now = time.monotonic()
-            if self.sampler is not None and now >= self._next_save:
-                self.writer.write_meta(self._meta("running", None, None))
-                self.meta_saved_t = round(now - self.t0, 1)
-                took = time.monotonic() - now
-                self._next_save = now + max(CHECKPOINT_S, CHECKPOINT_SPACING * took)
-        except Exception as exc:  # noqa: BLE001  (memprobe's trouble never reaches the job)
-            self.stop_sampling(exc)
-
-    def stop_sampling(self, exc: BaseException) -> None:
-        """Sampling ends here, once, with one line saying why; the job is not touched."""
-        if self.stopped is not None:
-            return
-        self.stopped = why = self._why(exc)
-        if self.sampler is not None:
-            self.sampler.stop(final_pss=False)  # its last round (if it still runs) comes before this
-        self.stopped_t = round(time.monotonic() - self.t0, 3)
-        self.writer.close()
-        goes_on = (
-            "the command runs on; memprobe waits for it and exits with its exit code"
-            if self.kind == "record"
-            else "the watched process was not touched"
-        )
-        self.log(f"memprobe: {why}: sampling stopped at {self.stopped_t:.1f} s; {goes_on}")
-
-    def _why(self, exc: BaseException) -> str:
-        if isinstance(exc, ResultsFolderGone) or folder_identity(self.out) != self.identity:
-            self.folder_gone = True
-            return f"the results folder {printable(str(self.out))} was deleted or moved"
-        if isinstance(exc, ResultsWriteError):
-            return f"cannot write {printable(str(exc.path))}: {os.strerror(exc.errno or 0)}"
-        return f"the sampler failed: {printable(repr(exc))}"
-
-    def outside_group(self, pgid: int) -> list[dict]:
-        """Processes the sampler has seen in the tree (the command excepted) that still run,
-        outside the process group ``pgid``: pid, comm, command line and role."""
-        s = self.sampler
-        if s is None:
-            return []
-        out = []
-        for p in s.process_list():
-            pid = p["pid"]
-            node = s.roles.nodes.get(pid)
-            st = procfs.read_stat(pid)
-            if (
-                pid != self.root
-                and node is not None
-                and st is not None
-                and st.state not in ("Z", "X")
-                and st.start_ticks == node.start_ticks
-                and st.pgid != pgid
-            ):
-                command = " ".join(procfs.read_cmdline(pid))
-                out.append({"pid": pid, "comm": st.comm, "command": command, "role": p["role"]})
-        return out
-
-    def _outside_tree(self) -> str | None:
-        """The processes first seen outside the tree (found in the job's process group, their
-        parent gone: a daemon's double fork, an orphan), in words, or None."""
-        s = self.sampler
-        if s is None:
-            return None
-        procs = s.process_list()
-        seen = {p["pid"] for p in procs}
-        outside = [p for p in procs if p["pid"] != self.root and p["ppid"] not in seen]
-        if not outside:
-            return None
-        listed = ", ".join(
-            f"pid {p['pid']} ({printable(p['command'] or p['role'])[:60]})" for p in outside[:5]
-        )
-        more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
-        return (
-            f"memprobe: {len(outside)} process(es) found outside the process tree of pid {self.root}, "
-            f"in its process group (their parent had exited: a daemon's double fork, an orphan), "
-            f"measured as part of the job: {listed}{more}"
-        )
-
-    def kept(self) -> str:
-        """What a stopped recording left on disk, in words."""
-        if self.folder_gone:
-            return (
-                "nothing could be saved; if it was moved, what was sampled until then is where it "
-                "went, and `memprobe report` on it there finishes it"
-            )
-        upto = f"the samples until {self.saved_t:.1f} s" if self.saved_t is not None else "no samples"
-        meta = (
-            f"the run's record as saved at {self.meta_saved_t:.1f} s"
-            if self.meta_saved_t is not None
-            else "no run record"
-        )
-        return (
-            f"kept in {printable(str(self.out))}: {upto} and {meta}; free some space and run "
-            f"`memprobe report {printable(str(self.out))}` to finish the folder and write its report"
-        )
-
-    def finish(
-        self,
-        *,
-        status: str,
-        exit_code: int | None,
-        error: dict | None,
-        final_pss: bool,
-        render: bool,
-        signals: list[str] | None = None,
-    ) -> RecordResult:
-        """Save the run and finish the folder (summary, report). When sampling stopped early or
-        saving fails now, the result says what was kept instead of raising."""
-        assert self.sampler is not None
-        notes = [n for n in (self.marks.note() if self.marks else None, self._outside_tree()) if n]
-        if self.stopped is None:
-            self.sampler.stop(final_pss=final_pss)
-            try:
-                self.poll_marks()
-            except ResultsWriteError as exc:
-                self.stop_sampling(exc)
-        if self.folder_gone:
-            notes.append(f"memprobe: {self.stopped}; {self.kept()}")
-            return RecordResult(self.out, [], None, 0, status, [], self.kind, notes, saved=False)
-        meta = self._meta(status, exit_code, error)
-        if self.stopped is not None:
-            meta["sampling_stopped"] = {"t": self.stopped_t, "reason": self.stopped}
-        try:
-            self.writer.write_meta(meta)
-            self.writer.close()
-            session = finalize(
-                self.folder,
-                "interrupted" if status == "interrupted" else "complete",
-                render=render,
-                **({"signals": signals} if signals else {}),
-            )
-        except ResultsWriteError as exc:
-            self.writer.close()
-            why = self.stopped or self._why(exc)
-            notes.append(f"memprobe: {why}; the results could not be finished; {self.kept()}")
-            return RecordResult(self.out, [], None, 0, status, [], self.kind, notes, saved=False)
-        if self.stopped is not None:
-            notes.append(
-                f"memprobe: {self.stopped}: sampling stopped at {self.stopped_t:.1f} s; "
-                f"the results cover the job until then"
-            )
-        # The per-process table is the analysis's (summarize() of a record/watch run).
-        processes = list(getattr(session.summaries[0], "processes", None) or []) if session.summaries else []
-        return RecordResult(
-            self.out, session.summaries, session.report, 0, status, processes, self.kind, notes
-        )
-
-    def _meta(self, status: str, exit_code: int | None, error: dict | None) -> dict:
-        s = self.sampler
-        assert s is not None
-        elapsed = time.monotonic() - self.t0
-        m = self.marks
-        milestones: dict[str, float] = {}
-        warm = s.first_worker_pss_t if s.first_worker_pss_t is not None else s.first_pss_t
-        if warm is not None:
-            milestones["warm"] = warm
-        if m is not None and m.first_t is not None and m.last_t is not None:  # set together
-            milestones["first_mark"] = m.first_t
-            milestones["done"] = max(m.last_t, warm or 0.0)
-        elif s.last_t is not None:
-            milestones["done"] = s.last_t
-        methods = s.roles.start_methods
-        mode = methods.most_common(1)[0][0] if methods else self.kind
-        spec = {
-            "run_id": self.run_id,
-            "backend": self.name,
-            "mode": mode,
-            "workers": s.max_workers,
-            "workload": self.kind,
-            "verdict": asdict(self.verdict),
-            "expect": None,
-            "timeout_s": None,
-            "sampling": asdict(self.settings),
-            **self.info,
-        }
-        return {
-            "run_id": self.run_id,
-            "index": 0,
-            "kind": self.kind,
-            "status": status,
-            "error": error,
-            "items": m.items if m else 0,
-            "batches": m.batches if m else 0,
-            "milestones": milestones,
-            "marks_recorded": bool(m and m.batches),
-            "started": self.started_wall,
-            "elapsed_s": round(elapsed, 3),
-            "exit_code": exit_code,
-            "sampler": s.stats(elapsed),
-            "dataset_info": {},
-            "root_pid": self.root,
-            "ranks": {str(r): pid for pid, r in sorted(s.roles.ranks.items(), key=lambda x: x[1])},
-            "start_methods": dict(methods),
-            "processes": s.process_list(),
-            # Still running when the command ended: they left its process group (setsid, ...).
-            "outlived": self.outlived,
-            "spec": spec,
-        }
 
 
 # -- terminal and signals ---------------------------------------------------------------------
@@ -530,7 +124,7 @@ def record(
         raise CommandNotFound(f"{printable(command[0])}: command not found (or not executable)")
     name = command_name(command)
     existed = out is not None and out.exists()
-    rec = _Recording(
+    rec = Recording(
         out,
         "record",
         name,
@@ -681,10 +275,10 @@ def _signal_words(number: int) -> str:
     return name if name.startswith("signal ") else f"signal {name}"
 
 
-def _wait(proc: subprocess.Popen, rec: _Recording, tty: int | None) -> None:
+def _wait(proc: subprocess.Popen, rec: Recording, tty: int | None) -> None:
     """Wait for the command to exit, tailing marks; follow job control when it has the terminal.
     The command is not reaped here (``WNOWAIT``): until _drain_group reaps it, its pid, the id of
-    its process group, cannot be given to another process (see runner.end_group)."""
+    its process group, cannot be given to another process (see memprobe.run.ending.end_group)."""
     while True:
         try:
             info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
@@ -716,7 +310,7 @@ def _suspend_with(proc: subprocess.Popen, tty: int) -> None:
     _killpg(proc.pid, signal.SIGCONT)
 
 
-def _drain_group(proc: subprocess.Popen, rec: _Recording) -> tuple[list[int], list[dict]]:
+def _drain_group(proc: subprocess.Popen, rec: Recording) -> tuple[list[int], list[dict]]:
     """Give what the command left in its process group, and the processes of its tree that
     left the group, a moment to exit by themselves; then end what is left in the group and
     reap the command last (its exit status is ``proc.returncode`` then). The command unreaped,
@@ -794,8 +388,8 @@ def watch(
     if duration is not None:
         bounded("--duration", duration, 0, above=True, unit="seconds")
     cmd = procfs.read_cmdline(pid)
-    name = command_name(cmd) if cmd else _safe(st.comm)
-    rec = _Recording(
+    name = command_name(cmd) if cmd else safe_name(st.comm)
+    rec = Recording(
         out,
         "watch",
         name,

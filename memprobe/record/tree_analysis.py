@@ -1,6 +1,7 @@
 """Growth of every process of a recorded job (``memprobe record`` / ``watch``): pure functions
 of a run's samples and meta. The verdict and the culprit in words built on it are
-:mod:`memprobe.record.tree_verdict`.
+:mod:`memprobe.record.culprit`, the projection :mod:`memprobe.record.projection`, the job's summary
+:mod:`memprobe.record.summary`.
 
 A job memprobe did not write has no warm and done points that fit every process, so each
 process is measured over the window that fits what it is:
@@ -33,352 +34,36 @@ those copies once made a parent look +65 MB "grown"). The rest is ``released_mb`
 private by others, positive), ``written_mb`` (a parent's pages made private by its own writes)
 and ``shared_mb`` (pages shared at a fork, negative): stated, never judged.
 
-This module is longer than most (about 780 lines) because a process's window has one section
-per thing it must know: what each process is from a meta of any version, its own growth between
-readings, the window for each kind of process, items and the estimate's error; each section is
-short, and splitting them would pass the same frames between modules. The total PSS is
+The modules of this analysis: :mod:`memprobe.record.process` (what a process is),
+:mod:`memprobe.record.processes` (every process of a run, from its meta and samples),
+:mod:`memprobe.record.upgrade` (what an older meta lacks), :mod:`memprobe.record.windows` (the
+window of each kind), this one (own growth between readings, and each process's row) and
+:mod:`memprobe.record.table` (the table, items, the estimate's error). The total PSS is
 :mod:`memprobe.core.series`'s, the same as a scenario's.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, replace
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from memprobe.core import vocabulary
-from memprobe.core.vocabulary import FORK, HELPER_ROLES, MAIN, OTHER
-from memprobe.probe.tree import DATALOADER, LAUNCHER, PARENT_KINDS, RANK, WORKER_KINDS, startup_end
+from memprobe.core.summary import first, last
+from memprobe.core.system import PAGE_SIZE
+from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
+from memprobe.record.process import Proc, own_workers, owner
+from memprobe.record.windows import baseline, before_teardown, between_generations, renamed_t, settled_t
 
-PAGE_MB = 4096 / 2**20
-# A parent's anonymous memory that rose this much between its last tick before its first fork
-# and its first tick after was built before the fork (see _parent_before).
-BUILT_ACROSS_FORK_MB = 8.0
-STILL_MB = 1.0  # a parent's anonymous memory moved less than this before its first worker: nothing built
-# A worker's final fall of RSS by this much (or a tenth of its peak), ending with it within
-# TEARDOWN_S, is its teardown (see _before_teardown).
-TEARDOWN_MB, TEARDOWN_S = 16.0, 3.0
-FORK_MARGIN_S = 0.5  # a parent's readings this close before its first fork may already follow it
-STARTUP_MAX_S, STARTUP_LIFE_SHARE = 10.0, 0.5  # a spawned worker's start-up ends by then at the latest
-ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
+PAGE_MB = PAGE_SIZE / 2**20
 ESTIMATE_EXTENDS_MB = (
     5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
 )
-RECORDED = ("record", "watch")
-END_TOGETHER_S = 2.0  # DataLoader workers whose last ticks alive are this close ended together
 # A worker levelled off when over the last third of its window (at least LEVEL_TAIL_S, in a
 # window of at least LEVEL_MIN_S) its USS rose less than LEVEL_SHARE of its growth plus LEVEL_NOISE_MB.
 LEVEL_MIN_S, LEVEL_TAIL_S, LEVEL_SHARE, LEVEL_NOISE_MB = 3.0, 1.0, 0.05, 1.0
-
-
-def is_recorded(meta: dict) -> bool:
-    """A run of ``memprobe record`` or ``watch`` (older metas say so in the spec's workload)."""
-    return (meta.get("kind") or (meta.get("spec") or {}).get("workload")) in RECORDED
-
-
-# -- what each process is ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Proc:
-    """The static facts of one process of the tree (meta ``processes``, older metas filled in)."""
-
-    pid: int
-    ppid: int | None
-    role: str
-    kind: str
-    forked: bool
-    start_method: str | None
-    rank: int
-    worker: int
-    generation: int | None
-    start_t: float
-    first_t: float
-    last_t: float
-    end_t: float | None
-    # When its DataLoader thread workers were first and last seen (None: it had none).
-    threads_first_t: float | None = None
-    threads_last_t: float | None = None
-
-    @property
-    def is_worker(self) -> bool:
-        return self.kind in WORKER_KINDS
-
-    @property
-    def is_parent(self) -> bool:
-        return self.kind in PARENT_KINDS
-
-
-_RANK = re.compile(r"^rank \d+$")
-
-
-def _old_kind(role: str, worker: int, has_ranks: bool) -> str:
-    """Kind from an older meta's role: only DataLoader workers were workers then."""
-    if role == MAIN:
-        return LAUNCHER if has_ranks else MAIN
-    if _RANK.match(role):
-        return RANK
-    if worker >= 0:
-        return DATALOADER
-    for helper in HELPER_ROLES:
-        if role.endswith(helper):
-            return helper
-    return OTHER
-
-
-def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
-    """``samples`` with each process's role as the analysis knows it at the end, its parent and
-    its start (:data:`memprobe.core.series.LINEAGE`: what the total PSS needs for a process never read
-    exactly). A row holds its process's role at that tick: Lightning's rank 0 was "main", then
-    "launcher" once it started rank 1, then "rank 0" once its workers started, and the stacked
-    PSS chart drew three roles for one process (an older meta's spawned ranks stayed "worker K"
-    in every row)."""
-    if samples.empty or "pid" not in samples:
-        return samples
-    by_pid = {p.pid: p for p in procs}
-    roles = samples["pid"].map({pid: p.role for pid, p in by_pid.items()})
-    return samples.assign(
-        role=roles.fillna(samples["role"]) if "role" in samples else roles,
-        ppid=samples["pid"].map({pid: p.ppid for pid, p in by_pid.items()}),
-        start_t=samples["pid"].map({pid: p.start_t for pid, p in by_pid.items()}),
-    )
-
-
-def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
-    """Every process of the run, from the meta where it lists them, else from the samples."""
-    listed = {int(p["pid"]): p for p in meta.get("processes") or []}
-    seen = _seen(samples)
-    for pid, row in seen.items():
-        listed.setdefault(pid, row)
-    methods = meta.get("start_methods") or {}
-    # Older metas: one start method for the run's DataLoader workers, the most common seen.
-    method = next(iter(methods)) if len(methods) == 1 else (meta.get("spec") or {}).get("mode")
-    root = next((p.get("command") for p in listed.values() if p.get("role") == MAIN), None)
-    procs = [
-        _proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()
-    ]
-    return _with_generations(_with_loader_generations(_with_nested_parents(_with_parents(procs, meta))))
-
-
-def _proc(
-    pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool, root_command: str | None
-) -> Proc:
-    """One process's facts; what an older meta lacks is derived from its role and the samples."""
-    role = str(p.get("role") or OTHER)
-    worker = int(p["worker"]) if p.get("worker") is not None else -1
-    kind = p.get("kind") or _old_kind(role, worker, has_ranks)
-    if not p.get("kind") and kind == OTHER and root_command and p.get("command") == root_command:
-        kind = FORK  # an older meta's "other" child with its parent's command line: forked, never exec'd
-    start_method = p.get("start_method") or (method if kind == DATALOADER else None)
-    forked = p.get("forked")
-    if forked is None:
-        forked = kind == FORK or (kind == DATALOADER and start_method == FORK)
-    first_t = _float(p.get("first_t"), seen.get("first_t", 0.0))
-    return Proc(
-        pid,
-        _int_or_none(p.get("ppid")),
-        role,
-        kind,
-        bool(forked),
-        start_method,
-        int(p["rank"]) if p.get("rank") is not None else -1,
-        worker,
-        _int_or_none(p.get("generation")),
-        _float(p.get("start_t"), first_t),
-        first_t,
-        _float(p.get("last_t"), seen.get("last_t", first_t)),
-        _float(p.get("end_t"), None),
-        _float(p.get("threads_first_t"), None),
-        _float(p.get("threads_last_t"), None),
-    )
-
-
-def _seen(samples: pd.DataFrame) -> dict[int, dict]:
-    if samples.empty:
-        return {}
-    ok = samples[~samples["missing"].fillna(False).astype(bool)].sort_values("t")
-    g = ok.groupby("pid")
-    table = pd.DataFrame(
-        {
-            "role": g["role"].last(),
-            "worker": g["worker"].last(),
-            "first_t": g["t"].first(),
-            "last_t": g["t"].last(),
-        }
-    )
-    if "rank" in ok:
-        table["rank"] = g["rank"].last()
-    return {int(pid): r for pid, r in table.to_dict("index").items()}
-
-
-def _float(v: Any, default: Any) -> Any:
-    return (
-        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
-    )
-
-
-def _int_or_none(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _with_parents(procs: list[Proc], meta: dict) -> list[Proc]:
-    """Older metas have no ppid: a worker's parent is its rank's process, else the root."""
-    root = meta.get("root_pid") or next((p.pid for p in procs if p.role == MAIN), None)
-    ranks = {int(r): int(pid) for r, pid in (meta.get("ranks") or {}).items()}
-    return [
-        p if p.ppid is not None or not p.is_worker else replace(p, ppid=ranks.get(p.rank, root))
-        for p in procs
-    ]
-
-
-def _with_nested_parents(procs: list[Proc]) -> list[Proc]:
-    """Ranks that do not say so, in a meta recorded before the tree knew them
-    (:meth:`memprobe.probe.tree.TreeRoles._promote` names them at record time now):
-
-    * a child of the root that runs DataLoader workers of its own is a rank, whatever started it:
-      ``torch.multiprocessing.spawn(train, nprocs=2)``, the DDP tutorials' launcher, starts ranks
-      that carry no RANK in their environment. Judged as workers, each rank's building after its
-      start-up was its "growth" (+57 MB, and -92 MB for its twin: the job was called growing);
-    * a launcher that runs DataLoader workers of its own beside its ranks is a rank too:
-      Lightning's DDP re-runs the script for ranks 1.. and trains as rank 0 itself.
-
-    Each is renamed ``rank K`` (K: its worker index, the order spawn started them; for the root
-    the lowest rank its children do not hold), and what it started ``rank K worker J``."""
-    by_pid = {p.pid: p for p in procs}
-    roots = {p.pid for p in procs if p.kind in (MAIN, LAUNCHER)}
-    owners = {o.pid for q in procs if q.kind == DATALOADER and (o := owner(q, by_pid)) is not None}
-    spawned = [p for p in procs if p.is_worker and p.pid in owners and p.ppid in roots]
-    taken = {p.rank for p in procs if p.kind == RANK}
-    promoted: dict[int, int] = {}
-    for p in sorted(spawned, key=lambda p: (p.worker < 0, p.worker, p.start_t, p.pid)):
-        promoted[p.pid] = p.worker if p.worker >= 0 and p.worker not in taken else _lowest(taken)
-        taken.add(promoted[p.pid])
-    for p in procs:
-        if p.kind == LAUNCHER and p.pid in owners and any(q.kind == RANK and q.ppid == p.pid for q in procs):
-            promoted[p.pid] = _lowest(taken)
-            taken.add(promoted[p.pid])
-    if not promoted:
-        return procs
-    # A main whose children all turned out ranks only launched them.
-    launchers = {
-        p.pid
-        for p in procs
-        if p.kind == MAIN and p.pid not in owners and any(by_pid[c].ppid == p.pid for c in promoted)
-    }
-
-    def top(p: Proc) -> Proc | None:
-        """The promoted process ``p`` descends from, if any."""
-        seen = set()
-        q = by_pid.get(p.ppid) if p.ppid is not None else None
-        while p.kind != RANK and q is not None and q.pid not in seen and q.kind != RANK:
-            if q.pid in promoted:
-                return q
-            seen.add(q.pid)
-            q = by_pid.get(q.ppid) if q.ppid is not None else None
-        return None
-
-    out = []
-    for p in procs:
-        if p.pid in promoted:
-            k = promoted[p.pid]
-            out.append(replace(p, kind=RANK, forked=False, start_method=None, rank=k, role=f"rank {k}"))
-        elif (t := top(p)) is not None:
-            k = promoted[t.pid]
-            out.append(replace(p, rank=k, role=_under_rank(p.role, t.role, k)))
-        elif p.pid in launchers:
-            out.append(replace(p, kind=LAUNCHER, role=LAUNCHER))
-        else:
-            out.append(p)
-    return out
-
-
-def _lowest(taken: set[int]) -> int:
-    return next(k for k in range(len(taken) + 1) if k not in taken)
-
-
-def _under_rank(role: str, old: str, rank: int) -> str:
-    """A role under a process that became ``rank K``: ``worker K.J`` (a spawned child's worker)
-    and ``worker J`` (a launcher's) become ``rank K worker J``, ``forkserver`` ``rank K forkserver``."""
-    if role.startswith(old + "."):
-        return f"rank {rank} worker {role[len(old) + 1 :]}"
-    return role if role.startswith("rank ") else f"rank {rank} {role}"
-
-
-_INDEXED = re.compile(r"^((?:rank \d+ )?worker )\d+$")
-
-
-def _with_loader_generations(procs: list[Proc]) -> list[Proc]:
-    """A parent's DataLoader workers recorded as one generation that were two: those that end
-    together (within ``END_TOGETHER_S``: an iterator shuts its workers down together, and torch
-    never replaces one) started after every one of those that ended before them. Lightning's
-    ``ddp_spawn`` starts the next epoch's spawned workers (one after the other, each once the
-    last has read its copy) while the last epoch's still live: the tree cannot see it then, and
-    they were "worker 2" and "worker 3" of one generation, 4 workers per rank "at once"."""
-    by_pid = {p.pid: p for p in procs}
-    groups: dict[tuple, list[Proc]] = {}
-    for p in procs:
-        if p.kind == DATALOADER and p.generation is not None and (o := owner(p, by_pid)) is not None:
-            groups.setdefault((o.pid, p.generation), []).append(p)
-    splits = {key: _end_clusters(ws) for key, ws in groups.items()}
-    if all(len(c) < 2 for c in splits.values()):
-        return procs
-    out = {p.pid: p for p in procs}
-    for parent in {key[0] for key in groups}:
-        clusters = [c for key in sorted(k for k in groups if k[0] == parent) for c in splits[key]]
-        for gen, cluster in enumerate(clusters):
-            for index, p in enumerate(sorted(cluster, key=lambda p: (p.start_t, p.pid))):
-                m = _INDEXED.match(p.role)
-                role = f"{m.group(1)}{index}" if m else p.role
-                out[p.pid] = replace(p, generation=gen, worker=index if m else p.worker, role=role)
-    return [out[p.pid] for p in procs]
-
-
-def _end_clusters(workers: list[Proc]) -> list[list[Proc]]:
-    """Workers of one recorded generation in groups that ended together, in order of their end;
-    one group unless each group started after every worker of the group before it."""
-    ends = sorted(workers, key=lambda p: (p.last_t, p.pid))
-    clusters: list[list[Proc]] = []
-    for p in ends:
-        if clusters and p.last_t - clusters[-1][-1].last_t <= END_TOGETHER_S:
-            clusters[-1].append(p)
-        else:
-            clusters.append([p])
-    for before, after in pairwise(clusters):
-        if min(p.start_t for p in after) <= max(p.start_t for p in before):
-            return [workers]
-    return clusters
-
-
-def _with_generations(procs: list[Proc]) -> list[Proc]:
-    """A worker's generation where the meta has none: per parent, a worker that starts after all
-    earlier workers of that parent ended begins the next one."""
-    out = {p.pid: p for p in procs}
-    by_parent: dict[int | None, list[Proc]] = {}
-    for p in procs:
-        if p.is_worker and p.generation is None:
-            by_parent.setdefault(p.ppid, []).append(p)
-    for group in by_parent.values():
-        gen, ends = -1, -math.inf
-        for p in sorted(group, key=lambda p: (p.start_t, p.pid)):
-            if p.start_t > ends:
-                gen += 1
-            ends = max(ends, p.end_t if p.end_t is not None else p.last_t)
-            out[p.pid] = replace(p, generation=gen)
-    return [out[p.pid] for p in procs]
-
-
-def owner(p: Proc, by_pid: dict[int, Proc]) -> Proc | None:
-    """The process a worker works for: its parent, or the parent's parent when a helper (a
-    forkserver) forked it."""
-    parent = by_pid.get(p.ppid) if p.ppid is not None else None
-    if parent is not None and parent.kind in HELPER_ROLES:
-        return by_pid.get(parent.ppid) if parent.ppid is not None else parent
-    return parent
 
 
 # -- own growth between exact readings --------------------------------------------------------------
@@ -491,20 +176,22 @@ class Growth:
     worker: int
     generation: int | None
     start_method: str | None
-    first_t: float | None
-    last_t: float | None
-    baseline_t: float | None
-    pss_samples: int
-    uss_start_mb: float | None
-    uss_end_mb: float | None
-    growth_mb: float | None
-    built_mb: float | None
-    startup_mb: float | None
-    released_mb: float | None
-    shared_mb: float | None
-    growth_mb_per_min: float | None
-    growth_per_1k_items_mb: float | None
-    judged: bool
+    # When it was read exactly, its window (from baseline_t; None without one) and what
+    # happened over it; what a parent built before it, a spawned worker's start-up copy.
+    first_t: float | None = None
+    last_t: float | None = None
+    baseline_t: float | None = None
+    pss_samples: int = 0
+    uss_start_mb: float | None = None
+    uss_end_mb: float | None = None
+    growth_mb: float | None = None
+    built_mb: float | None = None
+    startup_mb: float | None = None
+    released_mb: float | None = None
+    shared_mb: float | None = None
+    growth_mb_per_min: float | None = None
+    growth_per_1k_items_mb: float | None = None
+    judged: bool = False
     parent_pid: int | None = None
     start_t: float | None = None  # the process's own start (may be before the first tick)
     end_t: float | None = None  # first seen gone (its last tick alive while it ran to the end)
@@ -534,38 +221,32 @@ class Growth:
 def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones: dict) -> Growth:
     """A process's own growth over its window (see the module doc); ``samples`` may hold only its rows."""
     if p.is_worker:
-        samples = _before_teardown(samples, p.pid)
+        samples = before_teardown(samples, p.pid)
     readings = exact_readings(samples, p.pid)
     by_pid = {q.pid: q for q in procs}
-    base = _baseline(p, readings, samples, procs, milestones)
+    base = baseline(p, readings, samples, procs, milestones)
     window, origin, built, startup = base
     up = owner(p, by_pid) if p.is_worker else None
+    # Who it is (its Proc), when it was read exactly, and what it held before its window: a
+    # process with no window keeps these and is not judged.
     empty = Growth(
-        p.pid,
-        p.role,
-        p.kind,
-        p.rank,
-        p.worker,
-        p.generation,
-        p.start_method,
-        first(readings["t"]),
-        last(readings["t"]),
-        None,
-        len(readings),
-        None,
-        last(readings["uss_mb"]),
-        None,
-        built,
-        startup,
-        None,
-        None,
-        None,
-        None,
-        False,
-        up.pid if up else None,
-        p.start_t,
-        p.end_t if p.end_t is not None else p.last_t,
+        pid=p.pid,
+        role=p.role,
+        kind=p.kind,
+        rank=p.rank,
+        worker=p.worker,
+        generation=p.generation,
+        start_method=p.start_method,
+        parent_pid=up.pid if up else None,
+        start_t=p.start_t,
+        end_t=p.end_t if p.end_t is not None else p.last_t,
         threads_first_t=p.threads_first_t,
+        first_t=first(readings["t"]),
+        last_t=last(readings["t"]),
+        pss_samples=len(readings),
+        uss_end_mb=last(readings["uss_mb"]),
+        built_mb=built,
+        startup_mb=startup,
     )
     if window is None or (origin is None and len(window) < 2) or window.empty:
         return (
@@ -577,7 +258,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
     t0 = origin["t"] if origin else float(window["t"].iloc[0])
     t1 = float(window["t"].iloc[-1])
     start_uss = origin["uss_mb"] if origin else float(window["uss_mb"].iloc[0])
-    between, gap_s = _between_generations(p, samples, procs, t0, t1) if p.is_parent else (None, 0.0)
+    between, gap_s = between_generations(p, samples, procs, t0, t1) if p.is_parent else (None, 0.0)
     own = split.own_mb - (between or 0.0)
     rate = own / (t1 - t0 - gap_s) * 60 if t1 - t0 - gap_s > 0.5 else None
     g = replace(
@@ -648,7 +329,7 @@ def _with_allocated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
 def _read_before_workers(p: Proc, readings: pd.DataFrame, procs: list[Proc]) -> bool:
     """Whether a parent was read exactly before its first worker started: where it was not, its
     first reading holds its pages as shared already, and what it held is not known."""
-    mine = _own_workers(p, procs)
+    mine = own_workers(p, procs)
     return not mine or readings.empty or float(readings["t"].iloc[0]) < min(q.start_t for q in mine)
 
 
@@ -717,8 +398,8 @@ def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
     if p.forked:
         t0, base, startup = p.start_t, 0.0, None
     else:
-        since = _renamed_t(samples, p.pid)
-        after = rows[rows["t"] >= (since if since is not None else _settled_t(samples, p)) - 1e-9]
+        since = renamed_t(samples, p.pid)
+        after = rows[rows["t"] >= (since if since is not None else settled_t(samples, p)) - 1e-9]
         if len(after) < 2:
             return g
         t0, base = float(after["t"].iloc[0]), float(after["value"].iloc[0])
@@ -745,406 +426,17 @@ def _estimated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:
     )
 
 
-Baseline = tuple[pd.DataFrame | None, dict | None, float | None, float | None]
+# -- judged rows ---------------------------------------------------------------------------------
 
 
-def _baseline(
-    p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], milestones: dict
-) -> Baseline:
-    """(readings in the window, a synthetic origin or None, built_mb, startup_mb)."""
-    if readings.empty:
-        return None, None, None, None
-    if p.is_worker and p.forked:
-        origin = {"t": p.start_t, "uss_mb": 0.0, "minflt": 0.0, "rss_mb": None, "anon_huge_mb": None}
-        return readings[readings["t"] >= p.start_t], origin, None, None
-    if p.is_worker:
-        t = _renamed_t(samples, p.pid)
-        if t is None:
-            t = _settled_t(samples, p)
-        window = readings[readings["t"] >= t - 1e-9]
-        return window, None, None, first(window["uss_mb"])
-    if p.is_parent:
-        return _parent_window(p, readings, samples, procs, milestones)
-    return readings, None, None, None
+def grown(g: Growth) -> float:
+    """A judged process's own growth (judged rows always have one)."""
+    return g.growth_mb if g.growth_mb is not None else 0.0
 
 
-def _parent_window(
-    p: Proc, readings: pd.DataFrame, samples: pd.DataFrame, procs: list[Proc], milestones: dict
-) -> Baseline:
-    """From just before its first worker started (the pages a fork then shares are still its own
-    there) to its last reading while it had workers: after the last one ends, its pages become
-    private again and a program tears its data down, neither of which is growth. With thread
-    workers and no worker process, from just before its first thread worker was seen to the last
-    tick one was (what it built before is built, not growth: a job whose two thread workers
-    read a list built before them was said to grow +69 MB). Without workers: from the job's
-    first mark (or its first reading) to its last reading."""
-    mine = _own_workers(p, procs)
-    threads = not mine and p.threads_first_t is not None
-    if mine:
-        since: float | None = min(q.start_t for q in mine)
-    else:
-        since = p.threads_first_t if threads else milestones.get("first_mark")
-    if since is None:
-        return readings, None, None, None
-    # Its first tick from then on (read exactly there, as the sampler reads a parent at the tick
-    # its children appear, or estimated): what it built just before is not in the window, even
-    # when it freed part of it between the last tick before and the fork.
-    before = _before_fork(readings[readings["t"] < since], since) if mine else readings[readings["t"] < since]
-    pre = _parent_before(p.pid, samples, before, since)
-    # Without workers (from the first mark) there is no fork to keep out: the state just before.
-    origin = _tick_at(samples, p.pid, since) if mine or threads else pre
-    if threads:
-        # No fork either, and what it built up to its first tick with them is built: a tick
-        # (0.2-0.45 s) can hold the end of a build and a thread's start alike.
-        pre = origin if origin is not None and not math.isnan(origin["uss_mb"]) else pre
-    if origin is not None:
-        window = readings[readings["t"] > origin["t"]]
-    else:
-        window = readings[readings["t"] >= float(before["t"].iloc[-1])] if len(before) else readings
-    if mine or threads:
-        # Their last tick alive: once they are seen gone, a program that joined them may already
-        # be tearing its data down.
-        until = max(q.last_t for q in mine) if mine else _float(p.threads_last_t, since)
-        during = window[window["t"] <= until]
-        window = during if origin is not None or len(during) >= 2 else window
-        after = float(window["t"].iloc[-1]) if len(window) else origin["t"] if origin else -math.inf
-        window = _to_last_tick(window, samples, p.pid, after, until)
-    first = float(readings["uss_mb"].iloc[0])
-    if pre is not None:
-        built: float | None = pre["uss_mb"] - first
-    elif len(before):
-        built = float(before["uss_mb"].iloc[-1]) - first
-    else:
-        built = _built_unread(samples, p.pid, since) if mine else None
-    return window, origin, built, None
+def judged_workers(rows: list[Growth]) -> list[Growth]:
+    return [g for g in rows if g.judged and g.kind in WORKER_KINDS and g.growth_mb is not None]
 
 
-def _built_unread(samples: pd.DataFrame, pid: int, since: float) -> float | None:
-    """What a parent never read exactly before its first worker started built from its first
-    tick to then: the rise of its anonymous RSS (read every tick). accelerate's
-    ``debug_launcher`` ranks built their lists of dicts (+230 MB each) before a first exact
-    reading, and the culprit said the workers copied "pages they shared at fork" instead of what
-    each rank built. None when it moved less than a megabyte or was seen only once before."""
-    if "rss_anon_mb" not in samples:
-        return None
-    rows = samples[(samples["pid"] == pid) & (samples["t"] < since)].sort_values("t")
-    anon = pd.to_numeric(rows["rss_anon_mb"], errors="coerce").dropna()
-    if len(anon) < 2 or abs(float(anon.iloc[-1] - anon.iloc[0])) < STILL_MB:
-        return None
-    return float(anon.iloc[-1] - anon.iloc[0])
-
-
-def _own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:
-    """The processes whose lives open and close a parent's window: its workers (a helper's
-    children included). A launcher's children are its ranks: it counts from the first, as a
-    rank from its first worker; a rank that started ranks (Lightning's rank 0) from its own
-    first worker."""
-    by_pid = {q.pid: q for q in procs}
-    workers = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
-    # A root that trains as rank 0 beside the ranks it started (Lightning) counts from its own
-    # workers: from rank 1's start it was still building, and to rank 1's end it was tearing down.
-    return workers or [q for q in procs if q.kind == RANK and q.ppid == p.pid]
-
-
-def _between_generations(
-    p: Proc, samples: pd.DataFrame, procs: list[Proc], t0: float, t1: float
-) -> tuple[float | None, float]:
-    """What a parent built while none of its workers lived, between two generations of them,
-    within its window (``t0`` to ``t1``), and for how long: (MB, or None without such a gap;
-    seconds). A gap runs from its last tick with a worker alive to its first tick once the next
-    one started, where its window would close and open, and what it built there is the rise of
-    its anonymous RSS, the measure of its own growth: what is left of that is its growth while
-    workers lived. A Hugging Face job's main ran ``ds.map(num_proc=4)``, then ``to_list()``
-    (+65 MB), then a DataLoader, and was said to have grown by it."""
-    if "rss_anon_mb" not in samples:
-        return None, 0.0
-    built, seconds = None, 0.0
-    for since, until in _gaps(_own_workers(p, procs)):
-        a, b = _tick_at(samples, p.pid, since), _tick_at(samples, p.pid, until)
-        if a is None or b is None or not t0 <= a["t"] <= b["t"] <= t1:
-            continue
-        rise = _float(b["rss_anon_mb"], math.nan) - _float(a["rss_anon_mb"], math.nan)
-        if not math.isnan(rise):
-            built, seconds = (built or 0.0) + rise, seconds + b["t"] - a["t"]
-    return built, seconds
-
-
-def _gaps(workers: list[Proc]) -> list[tuple[float, float]]:
-    """When none of these processes lived, between two of them: (the last tick one was seen
-    alive, the next one's start). Not from the tick they were first seen gone (``end_t``): a
-    DataLoader's next workers often start within that tick, and what a Hugging Face job's main
-    built between its ``map(num_proc=4)`` pool and its DataLoader was once its "growth"."""
-    gaps, alive_until = [], -math.inf
-    for q in sorted(workers, key=lambda q: (q.start_t, q.pid)):
-        if q.start_t > alive_until > -math.inf:
-            gaps.append((alive_until, q.start_t))
-        alive_until = max(alive_until, q.last_t)
-    return gaps
-
-
-def _tick_at(samples: pd.DataFrame, pid: int, t: float) -> dict | None:
-    """A process's first tick at or after ``t``, as an origin: its exact USS if it was read
-    then, else the sampler's estimate (NaN when it had none)."""
-    rows = samples[
-        (samples["pid"] == pid) & (samples["t"] >= t) & ~samples["missing"].fillna(False).astype(bool)
-    ]
-    if rows.empty:
-        return None
-    row = rows.sort_values("t").iloc[0]
-    exact = row.get("tier") == "pss" and pd.notna(row.get("uss_mb"))
-    uss = row.get("uss_mb") if exact else row.get("uss_est_mb")
-    return {
-        "t": float(row["t"]),
-        "uss_mb": float(uss) if uss is not None and pd.notna(uss) else np.nan,
-        "rss_mb": row.get("rss_mb"),
-        "rss_anon_mb": row.get("rss_anon_mb"),
-        "minflt": row.get("minflt"),
-        "anon_huge_mb": row.get("anon_huge_mb") if exact else None,
-    }
-
-
-def _before_teardown(samples: pd.DataFrame, pid: int) -> pd.DataFrame:
-    """``samples`` without a worker's rows taken while it freed its data as it ended: after its
-    last tick at its peak RSS, when its RSS then fell by ``TEARDOWN_MB`` or a tenth of that peak
-    and it ended within ``TEARDOWN_S``. A spawned worker exits through the interpreter's
-    teardown, which frees its copy of the dataset: read then, one had "start-up 97 MB" of its
-    139 and a growth of -80 MB. Kept whole where no exact reading of it would be left."""
-    mine = samples["pid"] == pid
-    rows = samples[mine & ~samples["missing"].fillna(False).astype(bool)]
-    rows = (
-        rows.assign(rss=pd.to_numeric(rows["rss_mb"], errors="coerce"))
-        .dropna(subset=["rss"])
-        .sort_values("t")
-    )
-    if len(rows) < 2:
-        return samples
-    peak = float(rows["rss"].max())
-    at_peak = float(rows.loc[rows["rss"] >= peak - STILL_MB, "t"].iloc[-1])
-    fell = peak - float(rows["rss"].iloc[-1])
-    if fell < max(TEARDOWN_MB, 0.1 * peak) or float(rows["t"].iloc[-1]) - at_peak > TEARDOWN_S:
-        return samples
-    kept = samples[~mine | (samples["t"] <= at_peak + 1e-9)]
-    return kept if ((kept["pid"] == pid) & (kept["tier"] == "pss")).any() else samples
-
-
-def _to_last_tick(
-    window: pd.DataFrame, samples: pd.DataFrame, pid: int, after: float, until: float
-) -> pd.DataFrame:
-    """A parent's window carried to its last tick while it had workers: its own growth is the
-    rise of its anonymous RSS, read every tick, so it needs no exact reading there (its USS there
-    is the sampler's estimate). A program that pickled its data to spawn children and freed the
-    buffer again has not grown, whenever its last exact reading fell."""
-    if "uss_est_mb" not in samples:
-        return window
-    rows = samples[
-        (samples["pid"] == pid)
-        & (samples["t"] > after)
-        & (samples["t"] <= until)
-        & ~samples["missing"].fillna(False).astype(bool)
-    ]
-    rows = rows[pd.to_numeric(rows["uss_est_mb"], errors="coerce").notna()].sort_values("t")
-    if rows.empty:
-        return window
-    last = rows.iloc[[-1]].assign(uss_mb=lambda d: pd.to_numeric(d["uss_est_mb"]))
-    return pd.concat([window, last])
-
-
-def _before_fork(before: pd.DataFrame, since: float) -> pd.DataFrame:
-    """A parent's readings up to its last one before its first fork. A reading is dated by its
-    tick's start and taken later in the tick (tens of ms under load), maybe after a fork that
-    started in between, which shows its pages shared already: of the readings in the last half
-    second before, and the one before them, the largest (a fork only lowers it)."""
-    near = before[before["t"] >= since - FORK_MARGIN_S]
-    if near.empty:
-        return before
-    candidates = pd.concat([before[before["t"] < since - FORK_MARGIN_S].iloc[-1:], near])
-    top = float(candidates.loc[candidates["uss_mb"].idxmax(), "t"])
-    return before[before["t"] <= top]
-
-
-def _parent_before(pid: int, samples: pd.DataFrame, before: pd.DataFrame, since: float) -> dict | None:
-    """A parent's state just before ``since`` (its first worker's start, or the first mark) when
-    it kept building (or freed) after its last exact reading in ``before``: that reading's USS
-    plus the change of its anonymous RSS since (before a first fork every anonymous page is its
-    own, and that counter is read every tick). None when it moved less than a megabyte (the
-    reading is the start) or there is no reading before."""
-    if before.empty or "rss_anon_mb" not in samples:
-        return None
-    t0, uss0 = float(before["t"].iloc[-1]), float(before["uss_mb"].iloc[-1])
-    mine = samples[samples["pid"] == pid].sort_values("t")
-    mine = mine.assign(anon=pd.to_numeric(mine["rss_anon_mb"], errors="coerce")).dropna(subset=["anon"])
-    rows = mine[(mine["t"] >= t0) & (mine["t"] < since)]
-    # A fork leaves the parent's RSS as it was: its first tick after holds no more than it had at
-    # the fork, unless it allocated since. What it freed between its last tick and the fork (a
-    # temporary list deleted just before the DataLoader started) it did not hold there.
-    after = mine[mine["t"] >= since].iloc[:1]
-    if len(rows) and len(after):
-        rise = float(after["anon"].iloc[0]) - float(rows["anon"].iloc[-1])
-        # What it allocated up to that tick, where its window opens, it built before its fork:
-        # on a wide tree ticks are up to 2 s apart, and a main process that filled 50 MB more
-        # between its last tick before its fork and its first after was said to have built
-        # +53.6 MB of its 104. A few MB there may be its workers' set-up after the fork: left out.
-        if rise < 0 or rise >= BUILT_ACROSS_FORK_MB:
-            rows = pd.concat([rows, after])
-    if len(rows) < 2 or abs(float(rows["anon"].iloc[-1] - rows["anon"].iloc[0])) < STILL_MB:
-        return None
-    last = rows.iloc[-1]
-    return {
-        "t": float(last["t"]),
-        "uss_mb": uss0 + float(last["anon"] - rows["anon"].iloc[0]),
-        "rss_mb": last.get("rss_mb"),
-        "rss_anon_mb": float(last["anon"]),
-        "minflt": last.get("minflt"),
-        "anon_huge_mb": None,
-    }
-
-
-def _renamed_t(samples: pd.DataFrame, pid: int) -> float | None:
-    """When torch renamed a spawn/forkserver DataLoader worker (after it unpickled the dataset):
-    its first row as a DataLoader worker after rows as something else."""
-    rows = samples[(samples["pid"] == pid) & ~samples["missing"].fillna(False).astype(bool)].sort_values("t")
-    if rows.empty:
-        return None
-    is_dl = (
-        rows["kind"] == DATALOADER if "kind" in rows and rows["kind"].notna().any() else rows["worker"] >= 0
-    )
-    if is_dl.all() or not is_dl.any():
-        return None
-    return float(rows.loc[is_dl, "t"].iloc[0])
-
-
-def _settled_t(samples: pd.DataFrame, p: Proc) -> float:
-    """The end of a spawn/exec child's start-up (:func:`memprobe.probe.tree.startup_end`, the rule
-    the sampler reads it by), at the latest 10 s after its start or half-way through its life:
-    every worker that lives a few seconds has a window to be judged over."""
-    end = p.end_t if p.end_t is not None else p.last_t
-    limit = p.start_t + min(STARTUP_MAX_S, STARTUP_LIFE_SHARE * max(end - p.start_t, 0.0))
-    rows = samples[(samples["pid"] == p.pid) & samples["rss_mb"].notna() & (samples["t"] <= limit)]
-    rows = rows.sort_values("t")
-    t = rows["t"].to_numpy(float)
-    cpu = pd.to_numeric(rows["cpu_s"], errors="coerce").ffill().fillna(0.0) if "cpu_s" in rows else rows["t"]
-    found = startup_end(t, rows["rss_mb"].to_numpy(float), cpu.to_numpy(float))
-    return found if found is not None else limit
-
-
-def first(s: pd.Series) -> float | None:
-    return float(s.iloc[0]) if len(s) else None
-
-
-def last(s: pd.Series) -> float | None:
-    return float(s.iloc[-1]) if len(s) else None
-
-
-# -- items -----------------------------------------------------------------------------------------
-
-
-def items_between(progress: pd.DataFrame, t0: float, t1: float) -> float:
-    """Items the job counted (memprobe.mark) between ``t0`` and ``t1``."""
-    if progress.empty or "items" not in progress:
-        return 0.0
-    p = progress.sort_values("t")
-    t, items = p["t"].to_numpy(float), np.maximum.accumulate(p["items"].to_numpy(float))
-
-    def at(x: float) -> float:
-        i = int(np.searchsorted(t, x, side="right")) - 1
-        return float(items[i]) if i >= 0 else 0.0
-
-    return max(at(t1) - at(t0), 0.0)
-
-
-def with_items(rows: list[Growth], progress: pd.DataFrame) -> list[Growth]:
-    """Growth per 1,000 items: a worker's items are the job's over its window, shared with the
-    workers alive at its middle; a parent's are the job's over its window."""
-    out = []
-    for g in rows:
-        if g.growth_mb is None or g.baseline_t is None or g.last_t is None:
-            out.append(g)
-            continue
-        items = items_between(progress, g.baseline_t, g.last_t)
-        if g.worker >= 0 or g.kind in WORKER_KINDS:
-            mid = (g.baseline_t + g.last_t) / 2
-            alive = sum(
-                1
-                for w in rows
-                if w.kind in WORKER_KINDS
-                and w.baseline_t is not None
-                and w.last_t is not None
-                and w.baseline_t <= mid <= w.last_t
-            )
-            items /= max(alive, 1)
-        out.append(replace(g, growth_per_1k_items_mb=g.growth_mb / (items / 1000) if items >= 1 else None))
-    return out
-
-
-# -- the estimate's error ------------------------------------------------------------------------
-
-
-def estimate_error(samples: pd.DataFrame, sampler: dict | None = None) -> dict | None:
-    """The USS estimate against the next exact reading: the sampler's own check where it made one
-    (the estimate at the very moment of the reading; intervals with a fork or a sharer's exit,
-    which the counters cannot see, apart: ``n_events``, ``events_median_pct``), else the last
-    estimate (``uss_est_mb``) before each exact reading of at least 10 MB: {median_pct, max_pct,
-    max_mb, n}; None without estimates."""
-    own = (sampler or {}).get("estimate_error")
-    if isinstance(own, dict) and own.get("n"):
-        return own
-    if samples.empty or "uss_est_mb" not in samples or samples["uss_est_mb"].isna().all():
-        return None
-    rows = samples[~samples["missing"].fillna(False).astype(bool)].sort_values(["pid", "t"])
-    exact = ((rows["tier"] == "pss") & rows["uss_mb"].notna()).to_numpy()
-    # Rows after a process's k-th exact reading form stretch k; an exact reading closes the
-    # stretch before it, whose last estimate it is checked against.
-    stretch = pd.Series(exact, index=rows.index).groupby(rows["pid"]).cumsum()
-    est = pd.to_numeric(rows["uss_est_mb"], errors="coerce")
-    last = est.groupby([rows["pid"], stretch]).last()
-    key = pd.MultiIndex.from_arrays([rows["pid"][exact], stretch[exact] - 1])
-    before = last.reindex(key).to_numpy(float)
-    uss = pd.to_numeric(rows["uss_mb"][exact], errors="coerce").to_numpy(float)
-    keep = ~np.isnan(before) & (uss >= ESTIMATE_FLOOR_MB)
-    if not keep.any():
-        return None
-    diff = np.abs(before[keep] - uss[keep])
-    pct = diff / uss[keep] * 100
-    return {
-        "median_pct": float(np.median(pct)),
-        "max_pct": float(pct.max()),
-        "max_mb": float(diff.max()),
-        "n": int(keep.sum()),
-    }
-
-
-# -- the run -------------------------------------------------------------------------------------------
-
-
-def table(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame) -> list[Growth]:
-    """The per-process table: every process of the tree, parents first, then per rank."""
-    procs = processes(meta, samples)
-    milestones = meta.get("milestones") or {}
-    # Each process's own rows once: an hour-long job has hundreds of thousands of rows.
-    own = dict(tuple(samples.groupby("pid", sort=False))) if not samples.empty else {}
-    rows = [process_growth(p, own.get(p.pid, samples.iloc[0:0]), procs, milestones) for p in procs]
-    rows = [replace(g, denied=denied_reason(own.get(g.pid))) for g in rows]
-    return sorted(with_items(rows, progress), key=_order)
-
-
-def denied_reason(rows: pd.DataFrame | None) -> str | None:
-    """The first reason among a process's rows that says memprobe may not read its memory map."""
-    if rows is None or rows.empty or "reason" not in rows:
-        return None
-    said = [r for r in rows["reason"].dropna() if vocabulary.denied(r)]
-    return str(said[0]) if said else None
-
-
-def _order(g: Growth) -> tuple:
-    """main/launcher first; then per rank (none first): the rank process, its workers by start, the rest."""
-    place = (
-        0
-        if g.kind in (MAIN, LAUNCHER)
-        else 1
-        if g.kind == RANK
-        else 2
-        if g.worker >= 0 or g.kind in WORKER_KINDS
-        else 3
-    )
-    first = g.first_t if g.first_t is not None else math.inf
-    return (place > 0, g.rank, place, g.generation or 0, first, g.pid)
+def judged_parents(rows: list[Growth]) -> list[Growth]:
+    return [g for g in rows if g.judged and g.kind in PARENT_KINDS and g.growth_mb is not None]

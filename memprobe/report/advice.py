@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import FORKSERVER, SPAWN, THREAD
 from memprobe.report import format as fmt
 from memprobe.report.content import noun
-from memprobe.run.analysis import RunSummary
 
 # What each storage backend does about the copy; unknown backends get a generic sentence.
 BACKEND_FIXES = {

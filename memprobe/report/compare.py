@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memprobe.analysis import summarize_all
 from memprobe.core.safe_read import display_path
+from memprobe.core.summary import RunSummary
 from memprobe.report import across, content
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS, styles
 from memprobe.report.render import environment, plotly_js, script_json
 from memprobe.results.files import write_text_atomic
 from memprobe.results.folder import ResultSet
-from memprobe.run.analysis import RunSummary, summarize_all
 
 Key = tuple[str, str, int]
 VERDICT_RANK = {"flat": 0, "growing": 1}  # no verdict (failed, cut short) ranks worst

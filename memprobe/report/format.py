@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timezone
-from typing import TypeGuard
 
-DASH = "–"
+from memprobe.core.units import DASH, is_num, mb
 
-
-def is_num(v: object) -> TypeGuard[float]:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+__all__ = ["DASH", "is_num", "mb"]
 
 
 def known(v: float | None, pattern: str) -> str | None:
     """``v`` formatted with ``pattern``; None (its row left out) when it is not a number."""
     return pattern.format(v) if is_num(v) else None
-
-
-def mb(v: float | None) -> str:
-    """``1,234 MB``; one decimal below 10 MB so small growth stays visible."""
-    if not is_num(v):
-        return DASH
-    return f"{v:,.1f} MB" if abs(v) < 10 else f"{v:,.0f} MB"
 
 
 def size(v: float | None) -> str:
@@ -38,10 +27,8 @@ def signed(v: float | None, decimals: int = 0) -> str:
 
 
 def signed_mb(v: float | None) -> str:
-    if not is_num(v):
-        return DASH
-    text = f"{v:+,.1f}" if abs(v) < 10 else f"{v:+,.0f}"
-    return text.replace("-", "−") + " MB"
+    """``+12 MB`` / ``−3.5 MB`` (:func:`memprobe.core.units.mb` with its sign)."""
+    return mb(v, sign=True)
 
 
 def rate(v: float | None, noun: str = "items") -> str:

@@ -5,299 +5,40 @@ the job measured (no items axis without items, no matrix of one cell)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
+from memprobe import analysis
 from memprobe.core.series import Clock
+from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import (
     DENIED_OTHER_USER,
-    FORK,
-    FORKSERVER,
     HELPER_ROLES,
+    LAUNCHER,
     MAIN,
-    OTHER,
-    RESOURCE_TRACKER,
-    SPAWN,
+    RANK,
+    WORKER_KINDS,
+    kind_words,
     shell_exit_code,
     signal_name,
 )
-from memprobe.probe.tree import DATALOADER, EXEC, LAUNCHER, RANK
-from memprobe.record import tree_analysis as tree
-from memprobe.record import tree_verdict as verdict
+from memprobe.record import projection
+from memprobe.record import summary as record_summary
+from memprobe.record.process import Proc
+from memprobe.record.table import ESTIMATE_FLOOR_MB
 from memprobe.report import content, figures, groups
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
+from memprobe.report.record_tables import labels, process_rows, projection_table
 from memprobe.results.folder import ResultSet
-from memprobe.run.analysis import RunSummary, summarize_all
-
-KIND_TEXT = {
-    MAIN: "main process",
-    LAUNCHER: "launcher",
-    RANK: "rank process",
-    FORK: "forked child",
-    SPAWN: "spawned child",
-    EXEC: "child program",
-    FORKSERVER: "helper (forkserver)",
-    RESOURCE_TRACKER: "helper (resource tracker)",
-    OTHER: "other",
-}
 
 
 def is_recorded(results: ResultSet) -> bool:
     """A results folder of one recorded job (record / watch)."""
-    return len(results.metas) == 1 and tree.is_recorded(results.metas[0])
-
-
-def kind_text(row: dict) -> str:
-    """'DataLoader worker (fork)', 'forked child', 'rank process', 'helper (forkserver)'."""
-    if row["kind"] == DATALOADER:
-        return "DataLoader worker" + (f" ({row['start_method']})" if row.get("start_method") else "")
-    return KIND_TEXT.get(row["kind"], row["kind"])
-
-
-# -- who grows ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProcessRow:
-    """One line of the 'who grows' table."""
-
-    role: str
-    kind: str
-    pid: int
-    alive: str
-    readings: int
-    uss: str
-    growth: str
-    per_min: str
-    per_1k: str
-    notes: list[str]
-    tone: str  # growing | flat | unjudged
-
-
-def process_rows(s: RunSummary) -> list[ProcessRow]:
-    rows = s.processes or []
-    parents = {r.get("parent_pid") for r in rows if r["kind"] in tree.WORKER_KINDS}
-    ranks = any(r["kind"] == RANK for r in rows)
-    names = labels(rows)
-    return [
-        replace(_process_row(r, s.growth_threshold_mb, r["pid"] in parents, ranks), role=names[int(r["pid"])])
-        for r in rows
-    ]
-
-
-def labels(rows: list[dict]) -> dict[int, str]:
-    """Each process's name on the page (table, timelines' legends, the unread list): its role,
-    and its generation where its parent had more than one (the table listed "rank 0 worker 0"
-    twice, once per epoch)."""
-    gens: dict[object, set] = {}
-    for r in rows:
-        if r.get("generation") is not None:
-            gens.setdefault(r.get("parent_pid"), set()).add(r["generation"])
-    return {
-        int(r["pid"]): f"{r['role']} · gen {r['generation'] + 1}"
-        if r.get("generation") is not None and len(gens.get(r.get("parent_pid"), ())) > 1
-        else r["role"]
-        for r in rows
-    }
-
-
-def _process_row(r: dict, threshold: float, has_workers: bool, has_ranks: bool = False) -> ProcessRow:
-    judged = bool(r.get("judged"))
-    growth = r.get("growth_mb")
-    tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
-    start, end = r.get("start_t", r.get("first_t")), r.get("end_t", r.get("last_t"))
-    alive = fmt.span(start, end)
-    uss = (
-        f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}"
-        if fmt.is_num(r.get("uss_start_mb"))
-        else fmt.mb(r.get("uss_end_mb"))
-    )
-
-    def shown(text: str) -> str:
-        return text if judged else fmt.DASH
-
-    return ProcessRow(
-        r["role"],
-        kind_text(r),
-        int(r["pid"]),
-        alive,
-        int(r.get("pss_samples") or 0),
-        uss,
-        shown(fmt.signed_mb(growth)),
-        shown(fmt.signed(r.get("growth_mb_per_min"))),
-        shown(fmt.signed(r.get("growth_per_1k_items_mb"), 2)),
-        _notes(r, judged, has_workers, has_ranks),
-        tone,
-    )
-
-
-def _notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> list[str]:
-    notes = []
-    if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
-        # A launcher's window opens at its first rank (tree_analysis._own_workers), not at a mark.
-        since = (
-            "its ranks started"
-            if r["kind"] == LAUNCHER or (r["kind"] == MAIN and has_ranks and not has_workers)
-            else "its workers started"
-            if has_workers
-            else "its thread workers started"
-            if r.get("threads_first_t") is not None
-            else "the job's first memprobe.mark"
-        )
-        seen = " (what memprobe saw: it was running before)" if verdict.seen_late(r.get("start_t")) else ""
-        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
-    if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
-        notes.append(
-            f"{verdict.built_or_freed(r['built_between_mb'])} between worker generations, while none of "
-            "its workers lived (not growth)"
-        )
-    if fmt.is_num(r.get("startup_mb")):
-        notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
-    if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in tree.WORKER_KINDS and r.get("startup_mb") is None:
-        notes.append("from USS 0 at its fork")
-    if fmt.is_num(r.get("allocated_mb")) and r["allocated_mb"] >= 1:
-        # The rest of its growth is pages it copied from its parent (tree_analysis._with_allocated).
-        notes.append(f"at least {fmt.signed_mb(r['allocated_mb'])} allocated by itself, the rest copied")
-    if r.get("estimated"):
-        notes.append(
-            "estimated from its page faults: "
-            + (
-                "no exact reading while it lived"
-                if not r.get("pss_samples")
-                else "its exact readings missed its growth"
-            )
-        )
-    if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
-        notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
-    if fmt.is_num(r.get("written_mb")) and r["written_mb"] >= 1:
-        notes.append(
-            f"{fmt.signed_mb(r['written_mb'])} made private by its own writes to pages its workers "
-            "share (not growth)"
-        )
-    if r.get("denied"):
-        notes.append(str(r["denied"]))  # the sampler's reason: permission denied, whose process
-    if not judged:
-        notes.append(
-            "helper: shown, not judged"
-            if r["kind"] in HELPER_ROLES
-            else "not readable: no growth"
-            if r.get("denied")
-            else "too few exact readings for a growth"
-            if r["kind"] in tree.WORKER_KINDS + tree.PARENT_KINDS
-            else "not judged"
-        )
-    return notes
-
-
-# -- projection -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProjectionCell:
-    measured: str
-    full_copy: str | None
-    as_measured: bool
-    over_ram: bool  # as measured, more than the machine's memory
-    full_over_ram: bool
-
-
-@dataclass(frozen=True)
-class Projection:
-    columns: list[str]
-    rows: list[tuple[str, list[ProjectionCell]]]
-    assumptions: list[str]
-    ram: str | None  # this machine's memory
-    over_ram: bool  # some cell needs more than that
-
-
-def projection_table(s: RunSummary, basis: verdict.Basis | None, ram_mb: float | None) -> Projection | None:
-    """Workers per rank down, rank counts across (one column for a job without ranks); each cell
-    as measured and, for forked workers, with every worker holding a full copy."""
-    if not s.projection or basis is None:
-        return None
-    ranks = sorted({r["ranks"] for r in s.projection})
-    columns = (
-        [f"{r} rank{'s' if r != 1 else ''}" + (" (measured)" if r == basis.ranks else "") for r in ranks]
-        if basis.has_ranks
-        else ["this job"]
-    )
-    rows = []
-    for w in sorted({r["workers_per_rank"] for r in s.projection}):
-        cells = []
-        for r in ranks:
-            p = next(x for x in s.projection if x["ranks"] == r and x["workers_per_rank"] == w)
-            cells.append(
-                ProjectionCell(
-                    fmt.size(p["measured_mb"]),
-                    fmt.size(p["full_copy_mb"]) if basis.forked else None,
-                    bool(p["as_measured"]),
-                    bool(ram_mb and p["measured_mb"] > ram_mb),
-                    bool(ram_mb and basis.forked and p["full_copy_mb"] > ram_mb),
-                )
-            )
-        rows.append(
-            (f"{w} worker{'s' if w != 1 else ''}" + (" (measured)" if w == basis.workers else ""), cells)
-        )
-    over = any(c.over_ram or c.full_over_ram for _, cells in rows for c in cells)
-    return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over)
-
-
-def assumptions(b: verdict.Basis) -> list[str]:
-    """The projection's assumptions, in words, with the measured numbers they scale."""
-    share = " (the pages its forked workers share are counted once)" if b.forked else ""
-    between = " and what it built between worker generations" if b.built_between else ""
-    parent = (
-        "Each rank holds what its process held just before its first worker started plus that process's own growth "
-        f"since{between}: {fmt.mb(b.parent_mb)} (the mean over {b.ranks} rank{'s' if b.ranks != 1 else ''}), once per "
-        f"rank{share}."
-        if b.has_ranks
-        else "The main process holds what it held just before its first worker started plus its own growth since"
-        f"{between}: {fmt.mb(b.parent_mb)}, once{share}."
-    )
-    start = (
-        "it starts at 0 MB, sharing its parent's pages"
-        if b.forked
-        else f"its start-up copy is {fmt.mb(b.worker_start_mb)}"
-    )
-    each = (
-        f"Each worker adds its private memory as measured over the same duration ({fmt.seconds(b.duration_s)} "
-        f"per worker): {start}, then {fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the "
-        f"{b.workers_measured} worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows "
-        "further while workers are still growing."
-    )
-    out = [parent, each]
-    if b.forked and b.levelled and b.levelled >= b.workers_measured:
-        out.append(
-            f"“Full copy” is as measured: {_all_of(b.workers_measured)} measured levelled off (over the last third of "
-            f"{'its' if b.workers_measured == 1 else 'their'} life, USS rose less than "
-            f"{tree.LEVEL_SHARE:.0%} of {'its' if b.workers_measured == 1 else 'their'} growth), short of a copy of "
-            f"everything {'its' if b.workers_measured == 1 else 'their'} parent held ({fmt.mb(b.full_copy_mb)})."
-        )
-    elif b.forked:
-        levelled = (
-            f" The {b.levelled} of {b.workers_measured} workers measured whose USS levelled off (over the last third "
-            f"of their life it rose less than {tree.LEVEL_SHARE:.0%} of their growth) count as measured."
-            if b.levelled
-            else ""
-        )
-        out.append(
-            f"“Full copy”: every forked worker ends with a private copy of everything its parent held when it "
-            f"started ({fmt.mb(b.full_copy_mb)}): where copy-on-access ends once workers have read every "
-            "record." + levelled
-        )
-    if b.others_mb >= 1:
-        out.append(
-            f"Other processes (launcher, helpers, processes without workers): {fmt.mb(b.others_mb)}, once."
-        )
-    return out
-
-
-def _all_of(n: int) -> str:
-    return "the one worker" if n == 1 else f"all {n} workers"
+    return len(results.metas) == 1 and analysis.is_recorded(results.metas[0])
 
 
 # -- sampling -------------------------------------------------------------------------------------
@@ -320,7 +61,7 @@ def estimate_text(s: RunSummary) -> str | None:
             "counters cannot see it)"
         )
     elif fmt.is_num(e.get("max_mb")):
-        text += f" (processes with at least {tree.ESTIMATE_FLOOR_MB:g} MB of USS)"
+        text += f" (processes with at least {ESTIMATE_FLOOR_MB:g} MB of USS)"
     return text + "."
 
 
@@ -346,26 +87,23 @@ def sampling_text(s: RunSummary, meta: dict) -> str:
 # -- the page -------------------------------------------------------------------------------------
 
 
-GROUP_TEXT = {
-    DATALOADER: "DataLoader workers",
-    FORK: "forked children",
-    SPAWN: "spawned children",
-    EXEC: "child programs",
-    RANK: "rank processes",
-}
+def group_text(kind: str) -> str:
+    """A group of processes of one kind on a chart: 'DataLoader workers', 'rank processes',
+    'main process'."""
+    return kind_words(kind, 2 if kind in (*WORKER_KINDS, RANK) else 1)
 
 
-def group_names(p: tree.Proc, generations: int) -> tuple[str, ...]:
+def group_names(p: Proc, generations: int) -> tuple[str, ...]:
     """A process's groups on a chart of many processes, finest first: its rank, kind and
     generation ('rank 3 DataLoader workers · gen 2'), then coarser ones down to its kind alone;
     ``generations``: how many its parent had (no 'gen 1' where there was only one)."""
-    kind = GROUP_TEXT.get(p.kind, KIND_TEXT.get(p.kind, p.kind))
+    kind = group_text(p.kind)
     rank = f"rank {p.rank} " if p.rank >= 0 and p.kind != RANK else ""
     gen = f" · gen {p.generation + 1}" if p.generation is not None and generations > 1 else ""
     return tuple(dict.fromkeys((f"{rank}{kind}{gen}", f"{rank}{kind}", f"{kind}{gen}", kind)))
 
 
-def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[groups.Lifeline]:
+def lifelines(procs: list[Proc], rows: list[dict]) -> list[groups.Lifeline]:
     """Every process that can hold the job's memory (helpers left to the table), named for its
     line, with its groups and its own growth (a chart of many processes draws groups and growers)."""
     label = labels(rows)
@@ -397,7 +135,7 @@ def lifelines(procs: list[tree.Proc], rows: list[dict]) -> list[groups.Lifeline]
     return [ln if names.count(ln.name) == 1 else replace(ln, name=f"{ln.name} (pid {ln.pid})") for ln in out]
 
 
-def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
+def stack_groups(procs: list[Proc]) -> dict[str, str] | None:
     """Role -> band of the total PSS chart where one band per process would be more than
     ``groups.MAX_LINES``: a rank with every process under it (up to that many ranks), else by kind
     (a role, 'worker 0', is one column for all its generations); None: a band per role."""
@@ -406,14 +144,14 @@ def stack_groups(procs: list[tree.Proc]) -> dict[str, str] | None:
     ranks = {p.rank for p in procs if p.rank >= 0}
     by_rank = 0 < len(ranks) <= groups.MAX_LINES - 2
 
-    def band(p: tree.Proc) -> str:
+    def band(p: Proc) -> str:
         if p.kind in HELPER_ROLES:
             return "helpers"
         if by_rank and p.rank >= 0:
             return f"rank {p.rank}"
         if p.kind in (MAIN, LAUNCHER):
             return p.role
-        return GROUP_TEXT.get(p.kind, KIND_TEXT.get(p.kind, p.kind))
+        return group_text(p.kind)
 
     ordered = sorted(procs, key=lambda p: (p.rank < 0, p.rank, not p.is_parent))
     count: dict[str, int] = {}
@@ -438,7 +176,7 @@ MAX_RANK_CHARTS = 4  # more ranks: one timeline of them all, by group (not a lon
 
 def timeline_charts(
     samples: pd.DataFrame,
-    procs: list[tree.Proc],
+    procs: list[Proc],
     rows: list[dict],
     clock: Clock,
     max_points: int,
@@ -500,7 +238,7 @@ def memory_charts(
     return drawn if items else [time_only(c) for c in drawn]
 
 
-def timeline_note(s: RunSummary, has_generations: bool, procs: list[tree.Proc]) -> str:
+def timeline_note(s: RunSummary, has_generations: bool, procs: list[Proc]) -> str:
     est = (
         "Markers: exact readings of USS (smaps_rollup). Dotted: the sampler's estimate between them, from each "
         "process's minor faults and RSS, calibrated at every exact reading. "
@@ -556,7 +294,7 @@ def _retitle(charts: list[dict], kind: str) -> list[dict]:
 
 def never_read(s: RunSummary) -> list[str]:
     """Roles of the processes the sampler never read exactly: total PSS holds an estimate of theirs."""
-    return verdict.never_read(s.processes or [])
+    return record_summary.never_read(s.processes or [])
 
 
 def unread_text(s: RunSummary) -> str | None:
@@ -581,7 +319,7 @@ def unread_text(s: RunSummary) -> str | None:
 def denied_rss_mb(s: RunSummary, samples: pd.DataFrame) -> float:
     """The most the processes memprobe may not read held at once: their RSS summed per tick, at
     its peak (their PSS is at most that: what total PSS may miss)."""
-    pids = {int(r["pid"]) for r in verdict.denied(s.processes or [])}
+    pids = {int(r["pid"]) for r in record_summary.denied(s.processes or [])}
     if not pids or samples.empty:
         return 0.0
     rows = samples[samples["pid"].isin(pids) & ~samples["missing"].fillna(False).astype(bool)]
@@ -592,7 +330,7 @@ def denied_rss_mb(s: RunSummary, samples: pd.DataFrame) -> float:
 def denied_text(s: RunSummary, rss_mb: float) -> str | None:
     """What the page says of processes whose memory map the kernel refused memprobe: why, what
     the total leaves out, and how to read them (not a larger budget: no budget reads them)."""
-    rows = verdict.denied(s.processes or [])
+    rows = record_summary.denied(s.processes or [])
     if not rows:
         return None
     label = labels(s.processes or [])
@@ -625,7 +363,7 @@ def exit_code_text(code: int) -> str:
 
 def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, str]]:
     unread = len(never_read(s))
-    left_out = len(verdict.denied(s.processes or []))
+    left_out = len(record_summary.denied(s.processes or []))
     notes = []
     if unread:
         notes.append(f"{unread} process{'es' if unread != 1 else ''} never read exactly: estimated")
@@ -651,7 +389,7 @@ def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, 
         rows.append(("exit code", exit_code_text(meta["exit_code"])))
     if s.items:
         rows += [("items counted (memprobe.mark)", fmt.count(s.items)), ("items/s", fmt.rate(s.items_per_s))]
-    workers = [r for r in s.processes or [] if r["kind"] in tree.WORKER_KINDS]
+    workers = [r for r in s.processes or [] if r["kind"] in WORKER_KINDS]
     if workers:
         rows.append(("worker processes", f"{len(workers)} (at most {s.workers} at once)"))
     rows.append(("verdict threshold", f"{fmt.mb(s.growth_threshold_mb)} of a process's own growth"))
@@ -661,23 +399,23 @@ def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, 
 def context(results: ResultSet, max_points: int) -> dict[str, Any]:
     """The record page's template context (see ``record.html``)."""
     meta = results.metas[0]
-    s = summarize_all(results)[0]
-    samples, progress = results.run_table("samples", s.run_id), results.run_table("progress", s.run_id)
-    procs = tree.processes(meta, samples)
+    samples = results.run_table("samples", meta["run_id"])
+    progress = results.run_table("progress", meta["run_id"])
+    gil = results.manifest.get("environment", {}).get("gil_enabled")
+    job = record_summary.analyse(meta, samples, progress, gil_enabled=gil)
+    s, procs = job.summary, job.procs
     denied_mb = denied_rss_mb(s, samples)
-    basis = verdict.projection_basis([tree.Growth(**row) for row in s.processes or []], procs)
+    basis = projection.projection_basis(job.rows, procs)
     clock = Clock.from_progress(progress)
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
-    memory = memory_charts(
-        tree.as_analysed(samples, procs), progress, clock, max_points, items, stack_groups(procs)
-    )
+    memory = memory_charts(job.samples, progress, clock, max_points, items, stack_groups(procs))
     kind = meta.get("kind") or "record"
     charts = _retitle(share_x(timelines + memory), kind)
     manifest = results.manifest
     env = manifest.get("environment") or {}
-    command = (meta.get("spec") or {}).get("command") or []
+    command = meta.get("command") or []
     return {
         "title": f"memprobe {kind} · {s.run_id}",
         "kind": kind,

@@ -14,6 +14,8 @@ from typing import Any
 
 import jinja2
 
+from memprobe.analysis import summarize_all
+from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.vocabulary import THREAD_NAME_PREFIX
 from memprobe.report import across, advice, content, figures, recorded
 from memprobe.report import format as fmt
@@ -21,7 +23,6 @@ from memprobe.report.chart import DASHES, MAX_POINTS, color_styles, name_items_a
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results.files import write_text_atomic
 from memprobe.results.folder import ResultSet
-from memprobe.run.analysis import RunSummary, summarize_all, window_bounds
 
 
 @dataclass(frozen=True)

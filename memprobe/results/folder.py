@@ -49,10 +49,10 @@ from memprobe.results.files import (
     write_text_atomic,
 )
 from memprobe.results.gather import PARQUET_TABLES, consolidate, read_parquet, run_frame
-from memprobe.results.schema import check_manifest, check_meta, check_table
+from memprobe.results.schema import check_manifest, check_meta, check_table, upgrade_recorded
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
-    from memprobe.run.analysis import RunSummary
+    from memprobe.core.summary import RunSummary
 
 SCHEMA_VERSION = 2
 # Every schema version this memprobe reads, and what it changed. A folder of an older version is
@@ -146,7 +146,7 @@ class ResultsFolder:
     """The one owner of a results folder: its creation, its manifest (the same fields whether
     ``run``, ``record``, ``watch`` or ``profile()`` wrote it, told apart by ``kind``), its end, and
     reading it back with the schema check. Used by :mod:`memprobe.run.session`,
-    :mod:`memprobe.record.command` and :mod:`memprobe.run.api`."""
+    :mod:`memprobe.record.recording` and :mod:`memprobe.run.api`."""
 
     def __init__(self, root: Path, manifest: dict) -> None:
         self.root = root
@@ -226,7 +226,7 @@ class ResultsFolder:
         (see :mod:`memprobe.results.schema`)."""
         metas = []
         for d in run_dirs(self.root):
-            meta = upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version)
+            meta = upgrade_recorded(upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version))
             check_meta(d / "meta.json", meta)
             metas.append(meta)
         return metas

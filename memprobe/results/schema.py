@@ -263,6 +263,22 @@ META = _object(
         "ranks": _ranks,
         "start_methods": _object(each=_COUNT),
         "processes": _list(PROCESS),
+    },
+    optional=False,
+)
+
+
+THRESHOLD = _required(
+    _object(
+        {"growth_threshold_mb": _required(_number(low=0, optional=False), "a threshold in MB")},
+        optional=False,
+    ),
+    "an object with growth_threshold_mb",
+)
+
+# A scenario run's record holds its scenario's spec: what it ran and how it is judged.
+SCENARIO = _object(
+    {
         "spec": _required(
             _object(
                 {
@@ -273,17 +289,7 @@ META = _object(
                     "workers": _required(
                         _number(whole=True, low=0, optional=False), "a whole number of workers"
                     ),
-                    "verdict": _required(
-                        _object(
-                            {
-                                "growth_threshold_mb": _required(
-                                    _number(low=0, optional=False), "a threshold in MB"
-                                )
-                            },
-                            optional=False,
-                        ),
-                        "an object with growth_threshold_mb",
-                    ),
+                    "verdict": THRESHOLD,
                     "expect": _name(),
                     "workload": _TEXT,
                     "dataset": _object(),
@@ -294,15 +300,62 @@ META = _object(
                 optional=False,
             ),
             "the run's spec (backend, mode, workers, verdict)",
-        ),
+        )
     },
     optional=False,
 )
+
+# A recorded job's record (record / watch) states what its analysis needs in its own fields.
+RECORDED = _object(
+    {
+        "max_workers": _required(_number(whole=True, low=0, optional=False), "a whole number of workers"),
+        "start_method": _name(),
+        "verdict": THRESHOLD,
+        "command": _list(_TEXT),
+        "pid": _COUNT,
+        "ended": _TEXT,
+        "sampling": _object(),
+    },
+    optional=False,
+)
+RECORDED_KINDS = ("record", "watch")
+
+
+def is_recorded(meta: dict) -> bool:
+    """A run of ``memprobe record`` or ``watch`` (older metas say so in the spec's workload)."""
+    spec = meta.get("spec")
+    workload = spec.get("workload") if isinstance(spec, dict) else None
+    return (meta.get("kind") or workload) in RECORDED_KINDS
+
+
+def upgrade_recorded(meta: dict) -> dict:
+    """A recorded job's run record in the current shape (others as they are). Earlier memprobes
+    wrote it as a scenario's spec so that the scenario analysis took it: ``spec.backend`` the
+    command's name (the run id), ``spec.mode`` the workers' most common start method (or the
+    kind when none appeared), ``spec.workers`` the most alive at once, ``spec.verdict``, and
+    ``spec.command``, ``spec.pid``, ``spec.ended``, ``spec.sampling``. Now each is a field of its
+    own: ``start_method`` (None without workers), ``max_workers``, ``verdict``, ``command``,
+    ``pid``, ``ended``, ``sampling``. Read this way, never rewritten."""
+    spec = meta.get("spec")
+    if not is_recorded(meta) or not isinstance(spec, dict) or "max_workers" in meta:
+        return meta
+    out = {k: v for k, v in meta.items() if k != "spec"}
+    out["kind"] = meta.get("kind") or spec.get("workload")
+    mode = spec.get("mode")
+    out["start_method"] = None if mode in RECORDED_KINDS else mode
+    out["max_workers"] = spec.get("workers")
+    out["verdict"] = spec.get("verdict")
+    for key in ("command", "pid", "ended", "sampling"):
+        if key in spec:
+            out[key] = spec[key]
+    return out
 
 
 def _workload_section(meta: dict, field: str) -> None:
     """The spec's section named by its workload (``dataset`` for ``records``), which the report
     lists, is an object."""
+    if is_recorded(meta):
+        return
     spec = meta["spec"]
     workload = spec.get("workload") or "records"
     key = "dataset" if workload == "records" else workload
@@ -319,8 +372,11 @@ def check_manifest(path: Path, manifest: dict) -> None:
 
 
 def check_meta(path: Path, meta: dict) -> None:
-    """Every value of a run record (meta.json) that memprobe reads, of its type and range."""
+    """Every value of a run record (meta.json) that memprobe reads, of its type and range, in
+    the current shape (:func:`upgrade_recorded`): a scenario run's spec, a recorded job's fields."""
+    meta = upgrade_recorded(meta)
     _check(path, meta, META)
+    _check(path, meta, RECORDED if is_recorded(meta) else SCENARIO)
     _check(path, meta, _workload_section)
 
 

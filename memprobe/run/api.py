@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.core.errors import UsageError
+from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
 from memprobe.results.folder import ResultSet, ResultsFolder
-from memprobe.run.analysis import RunSummary, per_process_growth, window_bounds
+from memprobe.run.analysis import per_process_growth
 from memprobe.run.factory import load_factory
 from memprobe.run.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
 from memprobe.run.runner import environment, execute, writer_identity

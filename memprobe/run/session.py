@@ -11,8 +11,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from memprobe.analysis import summarize_all
+from memprobe.core.summary import RunSummary
 from memprobe.results.folder import ResultsFolder
-from memprobe.run.analysis import RunSummary, summarize_all
 from memprobe.run.runner import (
     ResultsFolderGone,
     RunState,

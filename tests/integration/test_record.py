@@ -122,7 +122,7 @@ def test_record_follows_each_epochs_workers_and_passes_output_and_exit_code_thro
     assert manifest["status"] == "complete" and manifest["kind"] == "record"
     meta = _run_meta(out)
     assert meta["status"] == "ok" and meta["exit_code"] == 0
-    assert meta["spec"]["mode"] == "fork" and meta["spec"]["workers"] == 2
+    assert meta["start_method"] == "fork" and meta["max_workers"] == 2
     assert meta["items"] == 200_000 and meta["batches"] == 200
 
     # Two generations of workers, each numbered 0 and 1, the second after the first ended.
@@ -367,7 +367,7 @@ def test_watch_samples_a_running_job_and_leaves_it_running(tmp_path: Path) -> No
         assert workers["pid"].nunique() >= 2 and set(workers["role"]) >= {"worker 0", "worker 1"}
         assert (workers["tier"] == "pss").sum() >= 1
         meta = _run_meta(out)
-        assert meta["kind"] == "watch" and meta["spec"]["mode"] == "fork"
+        assert meta["kind"] == "watch" and meta["start_method"] == "fork"
         assert 2.5 <= meta["elapsed_s"] < 15
         # The job was started with MEMPROBE_MARK_FILE: watch found it in its environment.
         assert meta["items"] > 0

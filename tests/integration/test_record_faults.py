@@ -255,7 +255,7 @@ def test_watch_shows_a_foreign_command_line_with_its_control_characters_escaped(
         assert "\\x1b]0;HACKED\\x07\\x1b[2J\\nmemprobe: forged line" in done.err, done.err
         assert not any(line.startswith("memprobe: forged line") for line in both.splitlines())
         # The results keep the command line as it was: data, escaped where shown.
-        assert run_meta(out)["spec"]["command"][0] == HOSTILE_ARGV0
+        assert run_meta(out)["command"][0] == HOSTILE_ARGV0
         assert job.poll() is None
     finally:
         job.kill()
@@ -294,7 +294,7 @@ def test_watch_stopped_by_a_signal_keeps_what_was_sampled(tmp_path: Path, name: 
         assert "interrupted: what was sampled has been saved" in done.out
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["status"] == "interrupted" and manifest["signals"] == [name]
-        assert run_meta(out)["spec"]["ended"] == name
+        assert run_meta(out)["ended"] == name
         summary = json.loads((out / "summary.json").read_text())
         assert summary["runs"][0]["status"] == "interrupted"
         for name_ in ("samples.parquet", "report.html"):

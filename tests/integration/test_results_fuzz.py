@@ -23,11 +23,11 @@ from typing import Any
 
 import pandas as pd
 
+from memprobe.analysis import summarize_all
 from memprobe.core.errors import UsageError
 from memprobe.report.render import render
 from memprobe.results.files import check_run_records
 from memprobe.results.folder import ResultSet
-from memprobe.run.analysis import summarize_all
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results-v1"
 CASES = int(os.environ.get("FUZZ_CASES", "300"))

@@ -259,13 +259,13 @@ def _check_every_worker_is_in_the_table(tree: Tree, rec: Recorded) -> None:
     # The table memprobe prints lists each of them too.
     printed = {int(m) for m in re.findall(r"^(\d+)\s", rec.done.stderr, re.MULTILINE)}
     assert rec.worker_pids <= printed, rec.done.stderr[-3000:]
-    # The run's spec: the workers' start method and the most workers alive at once.
-    spec = rec.meta["spec"]
-    assert spec["mode"] == ("spawn" if tree.kind == "spawn" else "fork"), spec
+    # The run's record: the workers' start method and the most workers alive at once.
+    meta = rec.meta
+    assert meta["start_method"] == ("spawn" if tree.kind == "spawn" else "fork"), meta["start_method"]
     if tree.ranks:
-        assert tree.workers // tree.ranks <= spec["workers"] <= tree.workers, spec
+        assert tree.workers // tree.ranks <= meta["max_workers"] <= tree.workers, meta["max_workers"]
     else:
-        assert spec["workers"] == tree.workers, spec
+        assert meta["max_workers"] == tree.workers, meta["max_workers"]
     # Nothing left unclassified: every process is a parent, a worker or a named helper.
     assert all(p["kind"] in WORKER_KINDS | PARENT_KINDS | HELPER_KINDS for p in rec.run["processes"]), why
     assert not any("other" in p["role"] for p in rec.run["processes"]), why
@@ -419,7 +419,8 @@ def test_the_total_pss_of_a_wide_fork_tree_is_what_every_smaps_rollup_sums_to(
     children get no exact reading: taken at exact readings only, it had no value after their
     fork (issue 24: 1-4 MB where the sum was 200 MB)."""
     from memprobe.core import series
-    from memprobe.record import tree_analysis as ta
+    from memprobe.record.process import as_analysed
+    from memprobe.record.processes import processes
     from memprobe.results.folder import ResultSet
 
     hold_s, truth, out = 6.0, tmp_path / "truth.txt", tmp_path / "rec"
@@ -441,9 +442,9 @@ def test_the_total_pss_of_a_wide_fork_tree_is_what_every_smaps_rollup_sums_to(
     run_id = results.tables["samples"]["run_id"].iloc[0]
     samples, progress = results.run_table("samples", run_id), results.run_table("progress", run_id)
     (marked,) = progress["t"].tolist()  # just after the job's own reading
-    procs = ta.processes(meta, samples)
+    procs = processes(meta, samples)
     assert sum(p.is_worker for p in procs) == children
-    total = series.total_pss(ta.as_analysed(samples, procs)).dropna()
+    total = series.total_pss(as_analysed(samples, procs)).dropna()
     after = total[total.index >= marked]
     assert len(after) and after.index[0] <= marked + hold_s, total.to_string()
     why = f"memprobe {after.iloc[0]:.1f} MB at {after.index[0]} s, the job's sum {truth_mb} MB at {marked} s"

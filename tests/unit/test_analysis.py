@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from memprobe.core.series import sum_rss
-from memprobe.run.analysis import per_item_costs, per_process_growth, pss_rounds, summarize
+from memprobe.core.summary import per_item_costs, pss_rounds
+from memprobe.run.analysis import per_process_growth, summarize
 
 MAIN, W0, W1, TRACKER = 100, 201, 202, 300
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memprobe.core.errors import UsageError
-from memprobe.run.analysis import RunSummary
+from memprobe.core.summary import RunSummary
 from memprobe.run.api import ProfileResult, WorkerGrowth, factory_ref, process_kind, profile, unwrap_partial
 
 

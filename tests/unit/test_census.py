@@ -7,8 +7,9 @@ import os
 
 import pytest
 
+from memprobe.core.system import PAGE_SIZE
 from memprobe.probe import census
-from memprobe.probe.census import PAGE, PagePanel, mappings, systematic_runs
+from memprobe.probe.census import PagePanel, mappings, systematic_runs
 
 MAPS = """\
 55d0c0000000-55d0c0021000 r--p 00000000 08:01 1234   /usr/bin/python3.11
@@ -24,10 +25,13 @@ MAPS = """\
 
 def test_the_anonymous_stratum_is_the_heap_and_private_writable_memory_the_file_one_every_file() -> None:
     anon, files = mappings(MAPS)
-    assert anon == [(0x55D0C0400000 // PAGE, 0x400000 // PAGE), (0x7F0000000000 // PAGE, 0x400000 // PAGE)]
+    assert anon == [
+        (0x55D0C0400000 // PAGE_SIZE, 0x400000 // PAGE_SIZE),
+        (0x7F0000000000 // PAGE_SIZE, 0x400000 // PAGE_SIZE),
+    ]
     # the binary, a library, a shared-memory batch; not the guard page, the stack or [vvar]
     assert [first for first, _ in files] == [
-        a // PAGE for a in (0x55D0C0000000, 0x7F0000600000, 0x7F0000800000)
+        a // PAGE_SIZE for a in (0x55D0C0000000, 0x7F0000600000, 0x7F0000800000)
     ]
 
 
@@ -45,7 +49,7 @@ def test_a_census_without_the_file_mappings_reads_only_the_anonymous_runs(
 ) -> None:
     buffers = [bytearray(8 * 2**20) for _ in range(4)]  # anonymous memory of our own, touched
     for b in buffers:
-        b[:: PAGE // 2] = b"x" * len(b[:: PAGE // 2])
+        b[:: PAGE_SIZE // 2] = b"x" * len(b[:: PAGE_SIZE // 2])
     panel = PagePanel.draw(os.getpid())
     assert panel is not None
     try:
@@ -55,7 +59,7 @@ def test_a_census_without_the_file_mappings_reads_only_the_anonymous_runs(
         monkeypatch.setattr(census.os, "pread", lambda *a: calls.append(a) or real(*a))
         part = panel.read(files=False)
         assert full is not None and part is not None
-        assert len(calls) == len(panel._strata[0].runs)  # the anonymous runs alone
+        assert len(calls) == len(panel.strata[0].runs)  # the anonymous runs alone
         assert part.exclusive == pytest.approx(full.exclusive, rel=0.05)  # the file part as it was
     finally:
         panel.close()

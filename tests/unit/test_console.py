@@ -7,7 +7,7 @@ from pathlib import Path
 
 from memprobe.cli.console import TerminalConsole, summary_table
 from memprobe.cli.run import QUICK_IMAGES, QUICK_RECORDS, _quick
-from memprobe.run.analysis import RunSummary
+from memprobe.core.summary import RunSummary
 from memprobe.run.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]

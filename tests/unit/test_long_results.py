@@ -279,7 +279,7 @@ def test_a_process_s_life_reads_in_the_unit_that_fits_its_end(start: float, end:
 
 def test_the_terminal_and_the_page_say_a_long_process_s_life_in_hours() -> None:
     from memprobe.cli.record import process_rows
-    from memprobe.report import recorded
+    from memprobe.report import record_tables
 
     row = {
         "pid": 7,
@@ -298,7 +298,7 @@ def test_the_terminal_and_the_page_say_a_long_process_s_life_in_hours() -> None:
     }
     head, line = process_rows([row]).splitlines()[:2]
     assert "alive" in head and "0.0-8.0 h" in line
-    assert recorded._process_row(row, 50.0, has_workers=False).alive == "0.0–8.0 h"
+    assert record_tables.process_row(row, 50.0, has_workers=False).alive == "0.0–8.0 h"
 
 
 def test_a_long_system_table_keeps_the_lowest_available_memory_of_each_slice(

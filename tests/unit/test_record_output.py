@@ -7,9 +7,9 @@ from dataclasses import fields
 from pathlib import Path
 
 from memprobe.cli.record import print_result, process_rows
+from memprobe.core.summary import RunSummary
 from memprobe.probe.tree import process_order
-from memprobe.record.command import RecordResult
-from memprobe.run.analysis import RunSummary
+from memprobe.record.recording import RecordResult
 
 
 def _row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:

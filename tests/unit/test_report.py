@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from memprobe.core import series
+from memprobe.core.summary import RunSummary
 from memprobe.report import advice, content, figures, lifelines, usage, write_report
 from memprobe.report.chart import keep_indices
 from memprobe.report.compare import METRICS, Delta, delta, match
 from memprobe.results.folder import SCHEMA_VERSION
-from memprobe.run.analysis import RunSummary
 
 
 def chart_data(html: str) -> dict:

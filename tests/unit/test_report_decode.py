@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from memprobe.core import series
+from memprobe.core.summary import RunSummary
 from memprobe.report import content, figures
 from memprobe.report.render import bar_charts
-from memprobe.run.analysis import RunSummary
 
 NO_CLOCK = series.Clock.from_progress(pd.DataFrame())
 

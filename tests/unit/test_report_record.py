@@ -14,11 +14,11 @@ import pytest
 import treejobs
 from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
+from memprobe.analysis import summarize, summarize_all
 from memprobe.core.series import Clock
-from memprobe.report import figures, lifelines, recorded, write_report
+from memprobe.report import figures, lifelines, record_tables, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results.folder import ResultSet, ResultsFolder
-from memprobe.run.analysis import summarize, summarize_all
 
 
 def chart_data(html: str) -> dict:
@@ -218,7 +218,7 @@ def test_total_pss_says_which_processes_it_counts_by_their_estimate(tmp_path: Pa
 
 def test_a_watched_job_counts_time_from_when_memprobe_began_watching(tmp_path: Path) -> None:
     meta, samples = fork_job()
-    meta["kind"] = meta["spec"]["workload"] = "watch"
+    meta["kind"] = "watch"
     meta.update(status="failed", error={"type": "CommandExited", "message": "the command exited with code 1"})
     html = page_of(write_results(tmp_path / "watch", meta, samples))
     assert '<div class="brand">memprobe watch</div>' in html
@@ -239,17 +239,17 @@ def test_processes_never_read_are_named_with_their_generation_where_a_role_comes
 
 def test_notes_say_what_a_launcher_built_before_its_ranks_and_a_watched_parent_was_seen_to_build() -> None:
     launcher = {"kind": "launcher", "built_mb": 240.0, "start_t": 0.0}
-    assert recorded._notes(launcher, True, False)[0] == "built +240 MB before its ranks started"
+    assert record_tables.notes(launcher, True, False)[0] == "built +240 MB before its ranks started"
     # The root of an mp.spawn job: its children are ranks it started, not workers, and no mark.
     root = {"kind": "main", "built_mb": 220.0, "start_t": 0.0}
-    assert recorded._notes(root, True, False, True)[0] == "built +220 MB before its ranks started"
-    assert recorded._notes(root, True, False)[0] == "built +220 MB before the job's first memprobe.mark"
+    assert record_tables.notes(root, True, False, True)[0] == "built +220 MB before its ranks started"
+    assert record_tables.notes(root, True, False)[0] == "built +220 MB before the job's first memprobe.mark"
     meta, samples = fork_job()
     meta["processes"][0]["start_t"] = -5.0
     main = next(
         r for r in summarize(meta, samples, pd.DataFrame(), pd.DataFrame()).processes if r["role"] == "main"
     )
-    assert recorded._notes(main, True, True)[0] == (
+    assert record_tables.notes(main, True, True)[0] == (
         "built +295 MB before its workers started (what memprobe saw: it was running before)"
     )
 
@@ -366,3 +366,36 @@ def test_no_verdict_says_which_processes_memprobe_may_not_read(tmp_path: Path) -
         "no verdict: no worker or parent process has two exact readings in its window; memprobe may not "
         "read 3 processes of it (permission denied)"
     )
+
+
+# -- a recorded job's own meta, and older ones read in its shape (issue 25) ------------------------
+
+V1_RECORD = Path(__file__).parents[1] / "data" / "results-v1" / "record"
+
+
+def test_an_older_recorded_meta_written_as_a_scenario_spec_loads_in_today_s_shape() -> None:
+    """Earlier memprobes wrote a recorded job's meta as a scenario spec (backend = the command's
+    name, mode = the workers' start method) so that the scenario analysis took it: loading
+    upgrades it once (results.schema.upgrade_recorded) to the fields the recorded analysis
+    reads, and its summary says what it said."""
+    results = ResultSet.load(V1_RECORD)
+    (meta,) = results.metas
+    assert "spec" not in meta
+    assert meta["start_method"] == "fork" and meta["max_workers"] == 2
+    assert meta["verdict"] == {"growth_threshold_mb": 50.0} and meta["command"][-1].endswith("job.py")
+    (s,) = summarize_all(results)
+    assert (s.backend, s.mode, s.workers, s.workload) == ("job", "fork", 2, "record")
+    kept = json.loads((V1_RECORD / "summary.json").read_text())["runs"][0]
+    assert (kept["backend"], kept["mode"], kept["workers"]) == (s.backend, s.mode, s.workers)
+
+
+def test_a_recorded_job_is_summarized_from_its_own_fields_without_a_scenario_spec() -> None:
+    """The analysis is chosen by the run's kind: a recorded meta holds no spec, and its summary
+    names the command (the run id), the workers' start method (else the kind) and the most
+    workers alive at once."""
+    meta, samples = fork_job()
+    assert "spec" not in meta
+    s = summarize(meta, samples, pd.DataFrame(), pd.DataFrame())
+    assert (s.backend, s.mode, s.workers, s.verdict) == ("train", "fork", 2, "growing")
+    none = summarize(meta | {"start_method": None, "kind": "watch"}, samples, pd.DataFrame(), pd.DataFrame())
+    assert none.mode == "watch" and none.workload == "watch"

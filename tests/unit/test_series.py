@@ -8,8 +8,9 @@ import pytest
 from treejobs import proc_rows
 
 from memprobe.core import series
+from memprobe.core.summary import window_bounds
 from memprobe.report import figures
-from memprobe.run.analysis import summarize, window_bounds
+from memprobe.run.analysis import summarize
 
 MAIN, W0 = 1, 2
 UNREADABLE = "smaps_rollup unreadable (process exiting?)"

@@ -20,18 +20,13 @@ from treejobs import (
     rank_job,
 )
 
+from memprobe.analysis import summarize
 from memprobe.core import series
 from memprobe.core.series import carried_pss
-from memprobe.record import tree_analysis as tree
-from memprobe.record.tree_analysis import (
-    estimate_error,
-    interval_own,
-    processes,
-    split_growth,
-    table,
-)
-from memprobe.record.tree_verdict import summarize_tree
-from memprobe.run.analysis import summarize
+from memprobe.record.process import as_analysed
+from memprobe.record.processes import processes
+from memprobe.record.table import estimate_error, table
+from memprobe.record.tree_analysis import Growth, interval_own, split_growth
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
@@ -427,7 +422,7 @@ def test_a_job_without_workers_is_judged_from_its_first_mark() -> None:
         mode="record",
         milestones={"first_mark": 3.5, "done": 9.0},
     )
-    s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
+    s = _summary(meta, pd.DataFrame(rows))
     assert s.main_uss_growth_mb == pytest.approx(10) and s.processes[0]["built_mb"] == pytest.approx(295)
     assert s.verdict == "flat" and s.projection == []
 
@@ -452,7 +447,7 @@ def test_a_job_with_thread_workers_is_judged_from_the_first_one_seen() -> None:
     )
     info = proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=9.0)
     meta = job_meta([info | {"threads_first_t": 1.2, "threads_last_t": 3.0}], workers=0, mode="record")
-    s = summarize_tree(_summary(meta, pd.DataFrame(rows)), meta, pd.DataFrame(rows), pd.DataFrame())
+    s = _summary(meta, pd.DataFrame(rows))
     main = s.processes[0]
     assert main["built_mb"] == pytest.approx(295) and main["growth_mb"] == pytest.approx(4)
     assert main["last_t"] == 3.0  # its teardown after its thread workers ended is not growth
@@ -879,8 +874,8 @@ def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss_an
         samples.loc[unread, col] = None
     samples.loc[unread, "tier"] = "cheap"  # worker 1: never read exactly, estimated at every tick
     s = _summary(meta, samples)
-    procs = tree.processes(meta, samples)
-    total = series.total_pss(tree.as_analysed(samples, procs))
+    procs = processes(meta, samples)
+    total = series.total_pss(as_analysed(samples, procs))
     # At t=20: main 215 + worker 0 205 (exact: 5 of its 120 MB shared pages are its share) + worker
     # 1 its estimated USS 200 and the same share of its own 120 MB: 205, as its twin.
     assert total.loc[20.0] == pytest.approx(215 + 205 + 205)
@@ -911,8 +906,8 @@ def test_a_parent_held_at_a_reading_from_before_its_fork_keeps_what_its_unread_c
         samples.loc[rows, "tier"] = "cheap"
     samples.loc[samples["pid"].eq(11) & samples["t"].eq(20.0), "tier"] = "pss"  # one reading, worker 0
     samples.loc[samples["pid"].eq(11) & samples["t"].eq(20.0), ["pss_mb", "uss_mb"]] = [205.0, 200.0]
-    procs = tree.processes(meta, samples)
-    total = series.total_pss(tree.as_analysed(samples, procs))
+    procs = processes(meta, samples)
+    total = series.total_pss(as_analysed(samples, procs))
     # main held at its reading at 4.0 (305 MB) less the 100 MB its RSS fell since (316 -> 216);
     # worker 1 by its USS alone; worker 0 exact.
     assert total.loc[20.0] == pytest.approx(305 - 99 + 200 + 205)
@@ -960,7 +955,7 @@ def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_t
     """`memprobe watch` attached to a torchrun job 6 s in, while its ranks built ~450 MB: "copy-on-
     access of what each rank built (+33 MB to +49 MB before its workers started)"."""
     meta, samples = fork_job()
-    meta["kind"] = meta["spec"]["workload"] = "watch"
+    meta["kind"] = "watch"
     meta["processes"][0]["start_t"] = -5.0  # main ran 5 s before memprobe began watching
     s = _summary(meta, samples)
     assert (
@@ -978,8 +973,8 @@ def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_t
 def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_before() -> None:
     """A Hugging Face job: ``ds.map(num_proc=4)`` (a pool of 4 and its manager), then a DataLoader
     of 2: its projection said "5 workers (measured)", the mean of both kinds' growth."""
-    from memprobe.record.tree_analysis import processes as procs_of
-    from memprobe.record.tree_verdict import projection_basis
+    from memprobe.record.processes import processes as procs_of
+    from memprobe.record.projection import projection_basis
 
     meta, samples = generations_job(built_between=0.0)
     samples = samples.copy()
@@ -991,7 +986,7 @@ def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_
         if p["pid"] in (21, 22):
             p.update(kind="dataloader", start_method="fork")
     s = _summary(meta, samples)
-    rows = [tree.Growth(**r) for r in s.processes]
+    rows = [Growth(**r) for r in s.processes]
     basis = projection_basis(rows, procs_of(meta, samples))
     assert basis is not None and basis.workers == 2 and basis.workers_measured == 2
     assert basis.worker_growth_mb == pytest.approx(20, abs=1)

@@ -122,15 +122,6 @@ def job_meta(
     workers: int = 2,
     kind: str = "record",
 ) -> dict:
-    spec = {
-        "run_id": "train",
-        "backend": "train",
-        "mode": mode,
-        "workers": workers,
-        "workload": kind,
-        "verdict": {"growth_threshold_mb": 50.0},
-        "expect": None,
-    }
     return {
         "run_id": "train",
         "index": 0,
@@ -145,7 +136,9 @@ def job_meta(
         "ranks": ranks or {},
         "start_methods": {"fork": workers},
         "processes": procs,
-        "spec": spec,
+        "start_method": None if mode in ("record", "watch") else mode,
+        "max_workers": workers,
+        "verdict": {"growth_threshold_mb": 50.0},
     }
 
 

@@ -1,0 +1,89 @@
+"""One process of a recorded job as the analysis knows it (:class:`Proc`: its kind, parent,
+rank, worker index, generation and life), and its relations: the process it works for
+(:func:`owner`), the workers that open and close a parent's window (:func:`own_workers`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from memprobe.core.vocabulary import HELPER_ROLES, PARENT_KINDS, RANK, WORKER_KINDS
+
+
+@dataclass(frozen=True)
+class Proc:
+    """The static facts of one process of the tree (meta ``processes``, older metas filled in)."""
+
+    pid: int
+    ppid: int | None
+    role: str
+    kind: str
+    forked: bool
+    start_method: str | None
+    rank: int
+    worker: int
+    generation: int | None
+    start_t: float
+    first_t: float
+    last_t: float
+    end_t: float | None
+    # When its DataLoader thread workers were first and last seen (None: it had none).
+    threads_first_t: float | None = None
+    threads_last_t: float | None = None
+
+    @property
+    def is_worker(self) -> bool:
+        return self.kind in WORKER_KINDS
+
+    @property
+    def is_parent(self) -> bool:
+        return self.kind in PARENT_KINDS
+
+
+def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
+    """``samples`` with each process's role as the analysis knows it at the end, its parent and
+    its start (:data:`memprobe.core.series.LINEAGE`: what the total PSS needs for a process never read
+    exactly). A row holds its process's role at that tick: Lightning's rank 0 was "main", then
+    "launcher" once it started rank 1, then "rank 0" once its workers started, and the stacked
+    PSS chart drew three roles for one process (an older meta's spawned ranks stayed "worker K"
+    in every row)."""
+    if samples.empty or "pid" not in samples:
+        return samples
+    by_pid = {p.pid: p for p in procs}
+    roles = samples["pid"].map({pid: p.role for pid, p in by_pid.items()})
+    return samples.assign(
+        role=roles.fillna(samples["role"]) if "role" in samples else roles,
+        ppid=samples["pid"].map({pid: p.ppid for pid, p in by_pid.items()}),
+        start_t=samples["pid"].map({pid: p.start_t for pid, p in by_pid.items()}),
+    )
+
+
+def owner(p: Proc, by_pid: dict[int, Proc]) -> Proc | None:
+    """The process a worker works for: its parent, or the parent's parent when a helper (a
+    forkserver) forked it."""
+    parent = by_pid.get(p.ppid) if p.ppid is not None else None
+    if parent is not None and parent.kind in HELPER_ROLES:
+        return by_pid.get(parent.ppid) if parent.ppid is not None else parent
+    return parent
+
+
+def own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:
+    """The processes whose lives open and close a parent's window: its workers (a helper's
+    children included). A launcher's children are its ranks: it counts from the first, as a
+    rank from its first worker; a rank that started ranks (Lightning's rank 0) from its own
+    first worker."""
+    by_pid = {q.pid: q for q in procs}
+    workers = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
+    # A root that trains as rank 0 beside the ranks it started (Lightning) counts from its own
+    # workers: from rank 1's start it was still building, and to rank 1's end it was tearing down.
+    return workers or [q for q in procs if q.kind == RANK and q.ppid == p.pid]
+
+
+def finite_or(v: Any, default: Any) -> Any:
+    return (
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+    )

@@ -1,0 +1,151 @@
+"""The summary of a recorded job (``memprobe record`` / ``watch``): each process's own growth
+over the window of its kind (:mod:`memprobe.record.tree_analysis`), the verdict on it, the
+culprit in words and the projection (:mod:`memprobe.record.culprit`, :mod:`memprobe.record.projection`), with the job-wide
+figures every run has (:func:`memprobe.core.summary.job_figures`). Nothing of a scenario's
+analysis is computed for it: :mod:`memprobe.analysis` chooses this one by the run's kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from memprobe.core import series
+from memprobe.core.summary import RunSummary, first, job_figures, last
+from memprobe.record.culprit import culprit
+from memprobe.record.process import Proc, as_analysed
+from memprobe.record.processes import processes
+from memprobe.record.projection import projection, projection_basis
+from memprobe.record.table import estimate_error, table
+from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
+
+
+@dataclass(frozen=True)
+class RecordedAnalysis:
+    """A recorded job analysed once: its processes (:class:`Proc`), their growth rows
+    (:class:`Growth`, the per-process table), its samples with each process's final role and
+    lineage (:func:`~memprobe.record.process.as_analysed`) and the summary. The record
+    page draws from it without deriving any of it again."""
+
+    procs: list[Proc]
+    rows: list[Growth]
+    samples: pd.DataFrame
+    summary: RunSummary
+
+
+def analyse(
+    meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, *, gil_enabled: bool | None = None
+) -> RecordedAnalysis:
+    """Every process of the job over the window that fits what it is, and the job's summary.
+    ``meta`` in the current shape (:func:`memprobe.results.schema.upgrade_recorded`)."""
+    procs = processes(meta, samples)
+    rows = table(meta, samples, progress, procs)
+    analysed = as_analysed(samples, procs)
+    job = job_figures(meta, samples, progress, gil_enabled)
+    threshold = float(meta["verdict"]["growth_threshold_mb"])
+    workers, parents = judged_workers(rows), judged_parents(rows)
+    judged = workers + parents
+    verdict = None if not judged else ("growing" if max(map(grown, judged)) > threshold else "flat")
+    main = max(parents, key=grown) if parents else None
+    w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
+    items = job.fields["items"]
+    per_worker_items = items / max(len(workers), 1) / 1000
+    # The same totals as the scenario summary and the record page's chart: a round with a process
+    # that could not be read is a gap (left out here), never a smaller sum.
+    totals = series.total_pss(analysed).dropna()
+    fields = job.fields
+    if len(totals):
+        fields = fields | {
+            "total_pss_start_mb": first(totals),
+            "total_pss_peak_mb": float(totals.max()),
+            "total_pss_end_mb": last(totals),
+        }
+    if fields["sum_rss_peak_mb"] is not None and fields["total_pss_peak_mb"] is not None:
+        fields = fields | {"rss_overcount_mb": fields["sum_rss_peak_mb"] - fields["total_pss_peak_mb"]}
+    summary = RunSummary(
+        **fields,
+        # The command's name (the run's id), the workers' start method (else the run's kind).
+        backend=meta["run_id"],
+        mode=meta.get("start_method") or meta["kind"],
+        workers=meta["max_workers"],
+        worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in workers])) if workers else None,
+        worker_uss_growth_mb=w_mean,
+        worker_uss_growth_max_mb=max(map(grown, workers), default=None),
+        main_uss_growth_mb=grown(main) if main else None,
+        growth_per_1k_items_per_worker_mb=(w_mean / per_worker_items)
+        if w_mean is not None and items
+        else None,
+        growth_threshold_mb=threshold,
+        verdict=verdict,
+        expectation=None,
+        expectation_met=None,
+        explanation="",
+        workload=meta["kind"],
+        processes=[g.to_dict() for g in rows],
+        estimate_error=estimate_error(samples, meta.get("sampler")),
+        projection=projection(projection_basis(rows, procs)),
+    )
+    words = culprit(rows, procs, verdict, threshold)
+    return RecordedAnalysis(
+        procs, rows, analysed, replace(summary, culprit=words, explanation=explanation(summary, words))
+    )
+
+
+def summarize(
+    meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, *, gil_enabled: bool | None = None
+) -> RunSummary:
+    """The summary of one recorded job (:func:`analyse`)."""
+    return analyse(meta, samples, progress, gil_enabled=gil_enabled).summary
+
+
+def explanation(s: RunSummary, words: str) -> str:
+    left_out = len(denied(s.processes or []))
+    if s.verdict is None:
+        why = (
+            "no verdict: no worker or parent process has two exact readings in its window"
+            if s.status == "ok"
+            else f"no verdict: the command ended {s.status} before enough was measured"
+        )
+        why += f" ({s.error})" if s.error else ""
+        if left_out:
+            why += (
+                f"; memprobe may not read {left_out} process{'es' if left_out != 1 else ''} of it "
+                "(permission denied)"
+            )
+        return why
+    parts = [words]
+    unread = len(never_read(s.processes or []))
+    if s.rss_overcount_mb is not None and s.total_pss_peak_mb and unread:
+        # Their PSS was never read: the total holds an estimate of it (series.held_readings).
+        parts.append(
+            f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak; the real total (PSS) "
+            f"was about {s.total_pss_peak_mb:,.0f} MB ({unread} process{'es' if unread != 1 else ''} "
+            f"never read exactly count{'' if unread != 1 else 's'} with an estimate)."
+        )
+    elif s.rss_overcount_mb is not None and s.total_pss_peak_mb and not left_out:
+        parts.append(
+            f"Summing RSS would have reported {s.sum_rss_peak_mb:,.0f} MB at peak, "
+            f"{s.rss_overcount_mb:,.0f} MB more than the real total (PSS) of {s.total_pss_peak_mb:,.0f} MB."
+        )
+    if left_out:
+        # Their memory map is not memprobe's to read: left out of the total (series.readable).
+        parts.append(
+            f"Total PSS leaves out {left_out} process{'es' if left_out != 1 else ''} memprobe may not "
+            "read (permission denied); summing RSS, which counts "
+            f"{'them' if left_out != 1 else 'it'}, would have reported {s.sum_rss_peak_mb or 0:,.0f} MB at peak."
+        )
+    return " ".join(parts)
+
+
+def never_read(processes: list[dict]) -> list[str]:
+    """Roles of the processes the sampler never read exactly though it may: the total PSS holds
+    an estimate of their PSS (:func:`memprobe.core.series.held_readings`)."""
+    return [r["role"] for r in processes if not r.get("pss_samples") and not r.get("denied")]
+
+
+def denied(processes: list[dict]) -> list[dict]:
+    """The processes whose memory map the kernel refused memprobe: total PSS leaves them out
+    (:func:`memprobe.core.series.readable`)."""
+    return [r for r in processes if r.get("denied")]

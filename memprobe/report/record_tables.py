@@ -1,0 +1,273 @@
+"""The tables of a recorded job's page: who grows (a row per process, with what its numbers
+mean in notes) and the projection to other worker and rank counts with its assumptions in
+words. The page around them is :mod:`memprobe.report.recorded`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from memprobe.core.summary import RunSummary
+from memprobe.core.vocabulary import (
+    DATALOADER,
+    HELPER_ROLES,
+    LAUNCHER,
+    MAIN,
+    PARENT_KINDS,
+    RANK,
+    WORKER_KINDS,
+    kind_words,
+)
+from memprobe.record import culprit, projection
+from memprobe.record.tree_analysis import LEVEL_SHARE
+from memprobe.report import format as fmt
+
+
+def kind_text(row: dict) -> str:
+    """'DataLoader worker (fork)', 'forked child', 'rank process', 'helper (forkserver)'."""
+    if row["kind"] == DATALOADER:
+        return "DataLoader worker" + (f" ({row['start_method']})" if row.get("start_method") else "")
+    return kind_words(row["kind"])
+
+
+# -- who grows ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    """One line of the 'who grows' table."""
+
+    role: str
+    kind: str
+    pid: int
+    alive: str
+    readings: int
+    uss: str
+    growth: str
+    per_min: str
+    per_1k: str
+    notes: list[str]
+    tone: str  # growing | flat | unjudged
+
+
+def process_rows(s: RunSummary) -> list[ProcessRow]:
+    rows = s.processes or []
+    parents = {r.get("parent_pid") for r in rows if r["kind"] in WORKER_KINDS}
+    ranks = any(r["kind"] == RANK for r in rows)
+    names = labels(rows)
+    return [
+        replace(process_row(r, s.growth_threshold_mb, r["pid"] in parents, ranks), role=names[int(r["pid"])])
+        for r in rows
+    ]
+
+
+def labels(rows: list[dict]) -> dict[int, str]:
+    """Each process's name on the page (table, timelines' legends, the unread list): its role,
+    and its generation where its parent had more than one (the table listed "rank 0 worker 0"
+    twice, once per epoch)."""
+    gens: dict[object, set] = {}
+    for r in rows:
+        if r.get("generation") is not None:
+            gens.setdefault(r.get("parent_pid"), set()).add(r["generation"])
+    return {
+        int(r["pid"]): f"{r['role']} · gen {r['generation'] + 1}"
+        if r.get("generation") is not None and len(gens.get(r.get("parent_pid"), ())) > 1
+        else r["role"]
+        for r in rows
+    }
+
+
+def process_row(r: dict, threshold: float, has_workers: bool, has_ranks: bool = False) -> ProcessRow:
+    judged = bool(r.get("judged"))
+    growth = r.get("growth_mb")
+    tone = "unjudged" if not judged or growth is None else "growing" if growth > threshold else "flat"
+    start, end = r.get("start_t", r.get("first_t")), r.get("end_t", r.get("last_t"))
+    alive = fmt.span(start, end)
+    uss = (
+        f"{fmt.mb(r.get('uss_start_mb'))} → {fmt.mb(r.get('uss_end_mb'))}"
+        if fmt.is_num(r.get("uss_start_mb"))
+        else fmt.mb(r.get("uss_end_mb"))
+    )
+
+    def shown(text: str) -> str:
+        return text if judged else fmt.DASH
+
+    return ProcessRow(
+        r["role"],
+        kind_text(r),
+        int(r["pid"]),
+        alive,
+        int(r.get("pss_samples") or 0),
+        uss,
+        shown(fmt.signed_mb(growth)),
+        shown(fmt.signed(r.get("growth_mb_per_min"))),
+        shown(fmt.signed(r.get("growth_per_1k_items_mb"), 2)),
+        notes(r, judged, has_workers, has_ranks),
+        tone,
+    )
+
+
+def notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> list[str]:
+    notes = []
+    if fmt.is_num(r.get("built_mb")) and abs(r["built_mb"]) >= 1:
+        # A launcher's window opens at its first rank (record.process.own_workers), not at a mark.
+        since = (
+            "its ranks started"
+            if r["kind"] == LAUNCHER or (r["kind"] == MAIN and has_ranks and not has_workers)
+            else "its workers started"
+            if has_workers
+            else "its thread workers started"
+            if r.get("threads_first_t") is not None
+            else "the job's first memprobe.mark"
+        )
+        seen = " (what memprobe saw: it was running before)" if culprit.seen_late(r.get("start_t")) else ""
+        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
+    if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
+        notes.append(
+            f"{culprit.built_or_freed(r['built_between_mb'])} between worker generations, while none of "
+            "its workers lived (not growth)"
+        )
+    if fmt.is_num(r.get("startup_mb")):
+        notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
+    if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in WORKER_KINDS and r.get("startup_mb") is None:
+        notes.append("from USS 0 at its fork")
+    if fmt.is_num(r.get("allocated_mb")) and r["allocated_mb"] >= 1:
+        # The rest of its growth is pages it copied from its parent (``Growth.allocated_mb``, memprobe.record.tree_analysis).
+        notes.append(f"at least {fmt.signed_mb(r['allocated_mb'])} allocated by itself, the rest copied")
+    if r.get("estimated"):
+        notes.append(
+            "estimated from its page faults: "
+            + (
+                "no exact reading while it lived"
+                if not r.get("pss_samples")
+                else "its exact readings missed its growth"
+            )
+        )
+    if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
+        notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
+    if fmt.is_num(r.get("written_mb")) and r["written_mb"] >= 1:
+        notes.append(
+            f"{fmt.signed_mb(r['written_mb'])} made private by its own writes to pages its workers "
+            "share (not growth)"
+        )
+    if r.get("denied"):
+        notes.append(str(r["denied"]))  # the sampler's reason: permission denied, whose process
+    if not judged:
+        notes.append(
+            "helper: shown, not judged"
+            if r["kind"] in HELPER_ROLES
+            else "not readable: no growth"
+            if r.get("denied")
+            else "too few exact readings for a growth"
+            if r["kind"] in WORKER_KINDS + PARENT_KINDS
+            else "not judged"
+        )
+    return notes
+
+
+# -- projection -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProjectionCell:
+    measured: str
+    full_copy: str | None
+    as_measured: bool
+    over_ram: bool  # as measured, more than the machine's memory
+    full_over_ram: bool
+
+
+@dataclass(frozen=True)
+class Projection:
+    columns: list[str]
+    rows: list[tuple[str, list[ProjectionCell]]]
+    assumptions: list[str]
+    ram: str | None  # this machine's memory
+    over_ram: bool  # some cell needs more than that
+
+
+def projection_table(
+    s: RunSummary, basis: projection.Basis | None, ram_mb: float | None
+) -> Projection | None:
+    """Workers per rank down, rank counts across (one column for a job without ranks); each cell
+    as measured and, for forked workers, with every worker holding a full copy."""
+    if not s.projection or basis is None:
+        return None
+    ranks = sorted({r["ranks"] for r in s.projection})
+    columns = (
+        [f"{r} rank{'s' if r != 1 else ''}" + (" (measured)" if r == basis.ranks else "") for r in ranks]
+        if basis.has_ranks
+        else ["this job"]
+    )
+    rows = []
+    for w in sorted({r["workers_per_rank"] for r in s.projection}):
+        cells = []
+        for r in ranks:
+            p = next(x for x in s.projection if x["ranks"] == r and x["workers_per_rank"] == w)
+            cells.append(
+                ProjectionCell(
+                    fmt.size(p["measured_mb"]),
+                    fmt.size(p["full_copy_mb"]) if basis.forked else None,
+                    bool(p["as_measured"]),
+                    bool(ram_mb and p["measured_mb"] > ram_mb),
+                    bool(ram_mb and basis.forked and p["full_copy_mb"] > ram_mb),
+                )
+            )
+        rows.append(
+            (f"{w} worker{'s' if w != 1 else ''}" + (" (measured)" if w == basis.workers else ""), cells)
+        )
+    over = any(c.over_ram or c.full_over_ram for _, cells in rows for c in cells)
+    return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over)
+
+
+def assumptions(b: projection.Basis) -> list[str]:
+    """The projection's assumptions, in words, with the measured numbers they scale."""
+    share = " (the pages its forked workers share are counted once)" if b.forked else ""
+    between = " and what it built between worker generations" if b.built_between else ""
+    parent = (
+        "Each rank holds what its process held just before its first worker started plus that process's own growth "
+        f"since{between}: {fmt.mb(b.parent_mb)} (the mean over {b.ranks} rank{'s' if b.ranks != 1 else ''}), once per "
+        f"rank{share}."
+        if b.has_ranks
+        else "The main process holds what it held just before its first worker started plus its own growth since"
+        f"{between}: {fmt.mb(b.parent_mb)}, once{share}."
+    )
+    start = (
+        "it starts at 0 MB, sharing its parent's pages"
+        if b.forked
+        else f"its start-up copy is {fmt.mb(b.worker_start_mb)}"
+    )
+    each = (
+        f"Each worker adds its private memory as measured over the same duration ({fmt.seconds(b.duration_s)} "
+        f"per worker): {start}, then {fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the "
+        f"{b.workers_measured} worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows "
+        "further while workers are still growing."
+    )
+    out = [parent, each]
+    if b.forked and b.levelled and b.levelled >= b.workers_measured:
+        out.append(
+            f"“Full copy” is as measured: {all_of(b.workers_measured)} measured levelled off (over the last third of "
+            f"{'its' if b.workers_measured == 1 else 'their'} life, USS rose less than "
+            f"{LEVEL_SHARE:.0%} of {'its' if b.workers_measured == 1 else 'their'} growth), short of a copy of "
+            f"everything {'its' if b.workers_measured == 1 else 'their'} parent held ({fmt.mb(b.full_copy_mb)})."
+        )
+    elif b.forked:
+        levelled = (
+            f" The {b.levelled} of {b.workers_measured} workers measured whose USS levelled off (over the last third "
+            f"of their life it rose less than {LEVEL_SHARE:.0%} of their growth) count as measured."
+            if b.levelled
+            else ""
+        )
+        out.append(
+            f"“Full copy”: every forked worker ends with a private copy of everything its parent held when it "
+            f"started ({fmt.mb(b.full_copy_mb)}): where copy-on-access ends once workers have read every "
+            "record." + levelled
+        )
+    if b.others_mb >= 1:
+        out.append(
+            f"Other processes (launcher, helpers, processes without workers): {fmt.mb(b.others_mb)}, once."
+        )
+    return out
+
+
+def all_of(n: int) -> str:
+    return "the one worker" if n == 1 else f"all {n} workers"

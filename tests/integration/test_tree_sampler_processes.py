@@ -1,0 +1,106 @@
+"""The record/watch sampler (memprobe.probe.tree_sampler) on real small trees: the rows it writes,
+the facts of each process, a requested full round, DataLoader thread workers seen by name."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+
+from memprobe.probe.sampler import SamplerSettings
+from memprobe.probe.tree_sampler import TreeSampler
+
+TREE = r"""
+import os, sys, time
+blob = bytearray(8 * 1024 * 1024)
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        for i in range(0, len(blob), 4096):
+            blob[i] = 1  # copy-on-write: each child's USS grows
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+print(*kids, flush=True)
+time.sleep(30)
+"""
+
+
+THREADS = r"""
+import ctypes, sys, threading, time
+libc = ctypes.CDLL(None)
+go = threading.Event()
+def worker():
+    libc.prctl(15, b"pt_thread_data_worker", 0, 0, 0)  # torch's name for a thread worker, cut to 15 bytes
+    go.wait()
+threads = [threading.Thread(target=worker) for _ in range(2)]
+[t.start() for t in threads]
+print("ready", flush=True)
+sys.stdin.readline()
+go.set()
+[t.join() for t in threads]
+time.sleep(30)
+"""
+
+
+def test_a_process_s_dataloader_thread_workers_are_seen_by_their_names() -> None:
+    root = subprocess.Popen(
+        [sys.executable, "-c", THREADS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    sampler = TreeSampler(
+        root.pid, lambda table, r: None, SamplerSettings(interval_s=0.05), t0=time.monotonic()
+    )
+    try:
+        assert root.stdout is not None and root.stdin is not None
+        root.stdout.readline()
+        sampler.start()
+        time.sleep(0.3)
+        root.stdin.write("\n")
+        root.stdin.flush()  # the thread workers end
+        time.sleep(0.3)
+    finally:
+        sampler.stop(final_pss=False)
+        root.kill()
+        root.wait()
+    (info,) = sampler.process_list()
+    assert info["threads_max"] == 2 and info["threads_first_t"] is not None
+    assert info["threads_last_t"] < info["last_t"]  # not seen once they ended
+
+
+def test_rows_carry_kind_and_estimates_and_a_requested_round_reads_everyone() -> None:
+    rows: list[dict] = []
+    root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
+    sampler = TreeSampler(
+        root.pid,
+        lambda table, r: rows.extend(r) if table == "samples" else None,
+        SamplerSettings(interval_s=0.05, pss_cpu_budget=0.001),
+        t0=time.monotonic(),
+    )
+    try:
+        kids = [int(x) for x in root.stdout.readline().split()]
+        sampler.start()
+        time.sleep(0.3)
+        assert sampler.request_pss(wait_s=2.0)
+    finally:
+        sampler.stop(final_pss=False)
+        root.kill()
+        root.wait()
+        for k in kids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(k, 9)
+        root.stdout.close()
+    live = [r for r in rows if not r["missing"]]
+    assert {r["pid"] for r in live} == {root.pid, *kids}
+    assert {r["kind"] for r in live if r["pid"] in kids} == {"fork"}
+    assert {r["role"] for r in live if r["pid"] in kids} == {"worker 0", "worker 1"}
+    last_t = max(r["t"] for r in live if r["tier"] == "pss")
+    assert {r["pid"] for r in live if r["tier"] == "pss" and r["t"] == last_t} == {root.pid, *kids}
+    cheap_kids = [r for r in live if r["pid"] in kids and r["tier"] == "cheap"]
+    assert cheap_kids and all(r.get("uss_est_mb") is not None for r in cheap_kids)  # from their fork
+    assert all(r.get("uss_est_mb") is None for r in live if r["tier"] == "pss")
+    info = {p["pid"]: p for p in sampler.process_list()}
+    assert info[kids[0]]["forked"] and info[kids[0]]["kind"] == "fork" and info[root.pid]["role"] == "main"
+    assert info[root.pid]["exact_readings"] >= 2 and info[kids[0]]["start_t"] is not None

@@ -26,6 +26,11 @@ epoch's fresh workers (``persistent_workers=False``) are ``worker 0..N-1`` again
 numbers its own. A parent's workers form *generations*: a new one starts when a worker appears
 while none of that parent's previous workers is alive, or when forked DataLoader workers start
 a second after every live one (the next iterator, started before the last one's workers exit).
+
+Over 500 lines because :class:`TreeRoles` (about 390 of them) is one state machine: a process's
+kind, rank, index and generation are decided together from the same families and can change as
+later processes appear (a worker promoted to a rank renames everything below it), so its methods
+read and write one shared state that a split would have to pass across modules.
 """
 
 from __future__ import annotations

@@ -165,8 +165,8 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
 # memory per group of the samples' 32 columns (measured: pq.ParquetFile of a 200-group file),
 # so groups of one chunk made it grow with the job's length (72 h of 64 processes: 4,150 groups,
 # ~100 MB). A group is held whole while it is written and read, so larger ones cost at every
-# length (peak RSS of the finish of 24 h x 3 processes: 284 MB with one-chunk groups, 312 MB
-# with 16 MB, 401 MB with 32 MB): 16 MB keeps the footer of 72 h x 64 to ~34 MB.
+# length (peak RSS of the finish of 24 h x 3 processes: 278 MB with one-chunk groups, 305 MB
+# with 16 MB, 392 MB with 32 MB; docs/performance.md): 16 MB keeps the footer of 72 h x 64 to ~33 MB.
 GROUP_BYTES = 16 << 20
 
 

@@ -5,8 +5,8 @@ When the runs end, every run's JSON-lines rows of a table go into one Parquet fi
 (``samples.parquet``, ``system.parquet``, ``progress.parquet``, ``threads.parquet``; a ``run_id``
 column tells the runs apart; ``runs.parquet`` holds one row per run record) and the JSON lines
 are removed (:func:`consolidate`). The lines are parsed :data:`GATHER_ROWS` at a time and written
-in row groups of about :data:`GROUP_BYTES`; chunks that type a column differently are joined under
-one widened schema. :func:`run_frame` reads the rows of a run still going; :func:`read_parquet`
+in row groups sized to the table (:func:`group_bytes`); chunks that type a column differently are
+joined under one widened schema. :func:`run_frame` reads the rows of a run still going; :func:`read_parquet`
 a gathered table whole (a long one is read reduced: :mod:`memprobe.results.reduce`).
 """
 
@@ -112,10 +112,11 @@ def _run_chunks(run_dir: Path, table: str) -> Iterator[pa.Table]:
 
 def _gather_table(root: Path, table: str, dirs: list[Path]) -> None:
     """Write ``<table>.parquet`` from :func:`_table_chunks` (see :func:`_write_chunks`)."""
-    _write_chunks(_table_chunks(root, table, dirs), root / f"{table}.parquet")
+    sources = [root / f"{table}.parquet", *(d / f"{table}.jsonl" for d in dirs)]
+    _write_chunks(_table_chunks(root, table, dirs), root / f"{table}.parquet", group_bytes(sources))
 
 
-def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
+def _write_chunks(chunks: Iterator[pa.Table], final: Path, row_group_bytes: int = 0) -> None:
     """Write ``final`` (Parquet) from ``chunks``, one chunk in memory at a time.
 
     The JSON lines are compact (a row leaves out its empty fields), so a chunk can lack a column
@@ -128,7 +129,7 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
     with contextlib.ExitStack() as open_spool:
         try:
             writer: pq.ParquetWriter | None = None
-            group = _RowGroup()
+            group = _RowGroup(row_group_bytes)
             for chunk in chunks:
                 fitted = _conform(chunk, writer.schema) if writer is not None else None
                 if fitted is None:
@@ -151,7 +152,9 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
             elif len(spools) == 1:  # the usual case: every chunk fitted the first one's columns
                 os.replace(spools[0][0], final)
             else:
-                write_atomic(final, lambda tmp: _join_spools([p for p, _ in spools], schema, tmp))
+                write_atomic(
+                    final, lambda tmp: _join_spools([p for p, _ in spools], schema, tmp, row_group_bytes)
+                )
         except OSError as exc:
             raise ResultsWriteError(final, exc) from exc
         finally:
@@ -160,7 +163,7 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
                 spool.unlink(missing_ok=True)
 
 
-# Arrow data per Parquet row group written: ~60,000 sample rows, three chunks of GATHER_ROWS.
+# The most Arrow data per Parquet row group written (group_bytes): ~60,000 sample rows.
 # Whoever opens a Parquet file holds its footer, which describes every row group: 24.5 KB of
 # memory per group of the samples' 32 columns (measured: pq.ParquetFile of a 200-group file),
 # so groups of one chunk made it grow with the job's length (72 h of 64 processes: 4,150 groups,
@@ -170,17 +173,36 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path) -> None:
 GROUP_BYTES = 16 << 20
 
 
-class _RowGroup:
-    """Chunks held until they make one row group of about :data:`GROUP_BYTES`."""
+# Row groups a gathered table aims at: ~12 MB of footer (24.5 KB a group). Up to ~2.7 GB of JSON
+# lines (6 h of 64 processes, 3 days of 3) a 500th is less than a chunk, and every chunk is a group
+# as it always was; beyond ~8 GB (26 h of 64) the groups are GROUP_BYTES and their number grows.
+MAX_GROUPS = 500
 
-    def __init__(self) -> None:
+
+def group_bytes(sources: list[Path]) -> int:
+    """The least size of the row groups a table gathered from ``sources`` (its JSON lines, and
+    the part gathered before) is written in: a :data:`MAX_GROUPS`-th of their bytes, at most
+    :data:`GROUP_BYTES` (0 when there are none: one chunk a group). Only a long, wide job pays
+    for groups larger than a chunk, where they save more footer than they cost."""
+    size = 0
+    for path in sources:
+        with contextlib.suppress(OSError):
+            size += path.stat().st_size
+    return min(GROUP_BYTES, size // MAX_GROUPS)
+
+
+class _RowGroup:
+    """Chunks held until they make one row group of at least ``nbytes`` (0: one chunk a group)."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.least = nbytes
         self.chunks: list[pa.Table] = []
         self.nbytes = 0
 
     def add(self, chunk: pa.Table, writer: pq.ParquetWriter) -> None:
         self.chunks.append(chunk)
         self.nbytes += chunk.nbytes
-        if self.nbytes >= GROUP_BYTES:
+        if self.nbytes >= self.least:
             self.write(writer)
 
     def write(self, writer: pq.ParquetWriter) -> None:
@@ -193,11 +215,11 @@ class _RowGroup:
         self.chunks, self.nbytes = [], 0
 
 
-def _join_spools(spools: list[Path], schema: pa.Schema, out: Path) -> None:
+def _join_spools(spools: list[Path], schema: pa.Schema, out: Path, row_group_bytes: int) -> None:
     import pyarrow.parquet as pq
 
     with open(out, "wb") as f, pq.ParquetWriter(f, schema) as writer:
-        group = _RowGroup()
+        group = _RowGroup(row_group_bytes)
         for spool in spools:
             for part in parquet_groups(spool):
                 fitted = _conform(part, schema)
@@ -321,7 +343,7 @@ def run_frame(run_dir: Path, table: str, moments: list[float] | None = None) -> 
     if large:
         with tempfile.TemporaryDirectory(prefix="memprobe-") as tmp:
             gathered = Path(tmp) / f"{table}.parquet"
-            _write_chunks(_run_chunks(run_dir, table), gathered)
+            _write_chunks(_run_chunks(run_dir, table), gathered, group_bytes([path]))
             return reduce.load_table(
                 gathered,
                 table,

@@ -89,19 +89,25 @@ def test_gathering_writes_the_json_lines_chunk_by_chunk_with_the_same_rows(
     assert not list(root.glob("runs/*/samples.jsonl")) and not list(root.glob(".*spool"))
 
 
-def test_the_gathered_table_has_a_row_group_per_group_bytes_not_per_chunk(
-    tmp_path: Path, monkeypatch
-) -> None:
-    """Parquet's footer describes every row group, and whoever opens the file holds it whole:
-    chunks are joined into row groups of about GROUP_BYTES, so their number (and the footer)
-    grows with the bytes gathered, not with the chunks parsed; the same rows read back."""
-    root = _folder(tmp_path, _rows(200), runs=("a", "b"))
-    monkeypatch.setattr(gather, "GATHER_ROWS", 25)  # 24 chunks
-    gather.consolidate(root)
-    assert _row_groups(root / "samples.parquet") == [2 * 200 * 3]  # far below GROUP_BYTES: one group
-    parts = list(gather.parquet_groups(root / "samples.parquet"))
+def test_a_long_table_is_gathered_in_fewer_row_groups_than_chunks(tmp_path: Path, monkeypatch) -> None:
+    """Parquet's footer describes every row group, and whoever opens the file holds it whole: a
+    table whose JSON lines make more than MAX_GROUPS chunks' worth is written in about MAX_GROUPS
+    groups of several chunks, so the footer stops growing with the job's length; a short one keeps
+    a group per chunk (no chunk held longer than it was). The same rows either way."""
+    monkeypatch.setattr(gather, "GATHER_ROWS", 25)  # 48 chunks of 1,200 rows
+    (tmp_path / "short").mkdir()
+    (tmp_path / "long").mkdir()
+    short = _folder(tmp_path / "short", _rows(200), runs=("a", "b"))
+    gather.consolidate(short)
+    assert _row_groups(short / "samples.parquet") == [25] * 48
+    monkeypatch.setattr(gather, "MAX_GROUPS", 3)  # as if the job were long
+    long = _folder(tmp_path / "long", _rows(200), runs=("a", "b"))
+    gather.consolidate(long)
+    sizes = _row_groups(long / "samples.parquet")
+    assert 2 <= len(sizes) <= 4 and sum(sizes) == 2 * 200 * 3
+    parts = list(gather.parquet_groups(long / "samples.parquet"))
     loaded = pd.concat([p.to_pandas() for p in parts], ignore_index=True)
-    pd.testing.assert_frame_equal(loaded, pd.read_parquet(root / "samples.parquet"))
+    pd.testing.assert_frame_equal(loaded, pd.read_parquet(short / "samples.parquet"))
 
 
 def test_chunks_that_type_a_column_differently_join_under_one_schema(tmp_path: Path, monkeypatch) -> None:

@@ -98,8 +98,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # Tests marked ``alone`` (their assertions are about time or CPU share) run while no other test
 # runs on any worker.
 
-# Shared fixtures that cost nothing to set up twice: they do not tie their users together.
-CHEAP_SHARED_FIXTURES = frozenset({"hide_nvimgcodec", "simulated_env"})
+# Shared fixtures that cost nothing to set up twice: they do not tie their users together
+# (``module.name`` for a module's fixture). test_faults' ``home`` and ``memprobe`` (a folder with one
+# file, and how to start the CLI in it) tied its 49 tests to its ``runs`` fixture's worker, where 26
+# need it.
+CHEAP_SHARED_FIXTURES = frozenset(
+    {"hide_nvimgcodec", "simulated_env", "test_faults.home", "test_faults.memprobe"}
+)
 
 
 def _shared_fixture_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
@@ -119,9 +124,10 @@ def _shared_fixture_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
         for name, defs in info.name2fixturedefs.items() if info else ():
             fixture = defs[-1]
             ours = fixture.baseid.startswith("tests")  # not pytest's or a plugin's (tmp_path_factory)
-            if not ours or fixture.scope not in ("module", "session") or name in CHEAP_SHARED_FIXTURES:
+            key = name if fixture.scope == "session" else f"{item.path.stem}.{name}"
+            if not ours or fixture.scope not in ("module", "session") or key in CHEAP_SHARED_FIXTURES:
                 continue
-            found.append(name if fixture.scope == "session" else f"{item.path.stem}.{name}")
+            found.append(key)
         for key in found[1:]:
             parent[find(key)] = find(found[0])
         if found:

@@ -177,7 +177,9 @@ time.sleep(60)
 """
 
 
-def _sample_holder(budget: float, seconds: float) -> tuple[Collect, Sampler, float, int]:
+def _sample_holder(budget: float, seconds: float, rounds: int = 0) -> tuple[Collect, Sampler, float, int]:
+    """The sampler over HOLDER's tree for ``seconds``, and on (at most a minute) until it has
+    taken ``rounds`` PSS rounds."""
     sink = Collect()
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, process_group=0
@@ -189,6 +191,8 @@ def _sample_holder(budget: float, seconds: float) -> tuple[Collect, Sampler, flo
         t0 = time.monotonic()
         sampler.start()
         time.sleep(seconds)
+        while len(sampler.pss_round_costs) < rounds and time.monotonic() - t0 < seconds + 60:
+            time.sleep(0.05)
         sampler.stop(final_pss=False)
         elapsed = time.monotonic() - t0
     finally:
@@ -199,11 +203,14 @@ def _sample_holder(budget: float, seconds: float) -> tuple[Collect, Sampler, flo
 
 
 @pytest.mark.slow
-@pytest.mark.alone  # a latency or CPU share
 def test_pss_rounds_stay_within_the_cpu_budget() -> None:
     """Measured on 2 shared cores, sampling ~900 MB RSS (~300 MB PSS) in three processes: a PSS
     round costs 14-37 ms; with the default 1.5% budget the sampler's CPU share over 4 s was
-    0.0166-0.0181 (1-3 PSS rounds); with a 50% budget over 2 s, 17-19 PSS rounds."""
+    0.0166-0.0181 (1-3 PSS rounds); with a 50% budget over 2 s, 17-19 PSS rounds.
+
+    Load only lowers the share a sampler gets, and slows both samplers alike: the assertions hold
+    on a busy machine, and the test runs beside others (it ran alone before, which stalled every
+    xdist worker while it waited for a long fixture of another to end)."""
     sink, sampler, elapsed, root = _sample_holder(0.015, 4.0)
     share = sampler.cpu_s / elapsed
     rounds = len(sampler.pss_round_costs)
@@ -221,11 +228,13 @@ def test_pss_rounds_stay_within_the_cpu_budget() -> None:
     assert all(r["rss_mb"] > 250 and r["pss_mb"] < 0.6 * r["rss_mb"] for r in kids)
 
     # The budget is what limits the rounds: a generous one buys many more.
-    _, generous, elapsed2, _ = _sample_holder(0.5, 2.0)
+    _, generous, elapsed2, _ = _sample_holder(0.5, 2.0, rounds=max(5, 2 * rounds))
     print(
         f"budget 0.5: cpu share {generous.cpu_s / elapsed2:.4f}, pss rounds {len(generous.pss_round_costs)}"
     )
     assert len(generous.pss_round_costs) >= max(5, 2 * rounds)
+    # ... in less time: at least twice as many rounds a second.
+    assert len(generous.pss_round_costs) / elapsed2 >= 2 * rounds / elapsed
 
 
 def test_request_pss_forces_a_round_soon() -> None:

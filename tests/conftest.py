@@ -95,8 +95,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # `make test` runs the suite on three workers (-n 3 --dist loadgroup). A module- or session-scoped
 # fixture is set up once per worker that uses it, so tests that share one (a real scenario run
 # of 10-60 s) are put in one group, which runs on one worker: each such fixture still runs once.
-# Tests marked ``alone`` (their assertions are about time or CPU share) run while no other test
-# runs on any worker.
+# Tests marked ``alone`` run while no other test runs on any worker. None is: waiting for the
+# machine to be idle stalled every worker until the longest fixture under way (a 35-240 s scenario
+# run) had ended, and a test that needs an idle machine has a premise on its load; the sampler's
+# tests count ticks and rounds instead.
 
 # Shared fixtures that cost nothing to set up twice: they do not tie their users together
 # (``module.name`` for a module's fixture). test_faults' ``home`` and ``memprobe`` (a folder with one

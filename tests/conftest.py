@@ -102,10 +102,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # Shared fixtures that cost nothing to set up twice: they do not tie their users together
 # (``module.name`` for a module's fixture). test_faults' ``home`` and ``memprobe`` (a folder with one
-# file, and how to start the CLI in it) tied its 49 tests to its ``runs`` fixture's worker, where 26
-# need it.
+# file, and how to start the CLI in it) tied its 49 tests to its ``runs`` fixture's worker, where 21
+# need it; test_report_browser's ``chromium_binary`` (a path) tied its decode, record and wide-job
+# pages to the scenario report's group.
 CHEAP_SHARED_FIXTURES = frozenset(
-    {"hide_nvimgcodec", "simulated_env", "test_faults.home", "test_faults.memprobe"}
+    {
+        "hide_nvimgcodec",
+        "simulated_env",
+        "test_faults.home",
+        "test_faults.memprobe",
+        "test_report_browser.chromium_binary",
+    }
 )
 
 

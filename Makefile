@@ -57,8 +57,9 @@ run: install
 quick: install
 	$(VENV)/bin/memprobe run scenarios/quick.yaml
 
-# Formatting, lint, types, and that every test the documentation names exists; all four run,
-# and any finding fails the target.
+# Formatting, lint, types, that every test the documentation names exists, and that the modules
+# and docs/architecture.md agree (tools/check_architecture.py); all five run, and any finding fails
+# the target.
 lint: install-test
 	@$(MAKE) --no-print-directory check-code
 
@@ -68,6 +69,7 @@ check-code:
 	$(VENV)/bin/ruff check . || fail=1; \
 	$(VENV)/bin/mypy memprobe || fail=1; \
 	$(PY) tools/check_doc_tests.py || fail=1; \
+	$(PY) tools/check_architecture.py || fail=1; \
 	exit $$fail
 
 # The code checks run beside pytest (mypy's ~15 s of one core overlap the suite's start-up); either

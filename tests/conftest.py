@@ -95,11 +95,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # `make test` runs the suite on three workers (-n 3 --dist loadgroup). A module- or session-scoped
 # fixture is set up once per worker that uses it, so tests that share one (a real scenario run
 # of 10-60 s) are put in one group, which runs on one worker: each such fixture still runs once.
-# Tests marked ``alone`` (their assertions are about time or CPU share) run while no other test
-# runs on any worker.
+# Tests marked ``alone`` run while no other test runs on any worker. None is: waiting for the
+# machine to be idle stalled every worker until the longest fixture under way (a 35-240 s scenario
+# run) had ended, and a test that needs an idle machine has a premise on its load; the sampler's
+# tests count ticks and rounds instead.
 
-# Shared fixtures that cost nothing to set up twice: they do not tie their users together.
-CHEAP_SHARED_FIXTURES = frozenset({"hide_nvimgcodec", "simulated_env"})
+# Shared fixtures that cost nothing to set up twice: they do not tie their users together
+# (``module.name`` for a module's fixture). test_faults' ``home`` and ``memprobe`` (a folder with one
+# file, and how to start the CLI in it) tied its 49 tests to its ``runs`` fixture's worker, where 21
+# need it; test_report_browser's ``chromium_binary`` (a path) tied its decode, record and wide-job
+# pages to the scenario report's group.
+CHEAP_SHARED_FIXTURES = frozenset(
+    {
+        "hide_nvimgcodec",
+        "simulated_env",
+        "test_faults.home",
+        "test_faults.memprobe",
+        "test_report_browser.chromium_binary",
+    }
+)
 
 
 def _shared_fixture_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
@@ -119,9 +133,10 @@ def _shared_fixture_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
         for name, defs in info.name2fixturedefs.items() if info else ():
             fixture = defs[-1]
             ours = fixture.baseid.startswith("tests")  # not pytest's or a plugin's (tmp_path_factory)
-            if not ours or fixture.scope not in ("module", "session") or name in CHEAP_SHARED_FIXTURES:
+            key = name if fixture.scope == "session" else f"{item.path.stem}.{name}"
+            if not ours or fixture.scope not in ("module", "session") or key in CHEAP_SHARED_FIXTURES:
                 continue
-            found.append(name if fixture.scope == "session" else f"{item.path.stem}.{name}")
+            found.append(key)
         for key in found[1:]:
             parent[find(key)] = find(found[0])
         if found:

@@ -344,7 +344,6 @@ def test_a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_saved(tm
     scenario = tmp_path / "full.yaml"
     scenario.write_text(FULL_DISK)
     out = tmp_path / "results"
-    started = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "memprobe", "run", str(scenario), "-o", str(out), "--no-report"],
         capture_output=True,
@@ -355,10 +354,11 @@ def test_a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_saved(tm
     )
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
-    # The run ended when its samples could no longer be written, not by its timeout.
-    assert time.monotonic() - started < 90
     (run,) = json.loads((out / "summary.json").read_text())["runs"]
-    assert run["status"] == "failed"
+    # The run ended when its samples could no longer be written, not by its timeout (which is
+    # status "timeout"): said by the run whatever the machine's speed, where the test asserted
+    # before that it took under 90 s.
+    assert run["status"] == "failed", run
     assert "sampling stopped" in run["error"] and "samples.jsonl" in run["error"]
     assert run["items"] < 10_000 * 100_000
     samples = pd.read_parquet(out / "samples.parquet")

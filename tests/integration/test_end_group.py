@@ -112,12 +112,14 @@ def test_a_run_process_still_working_at_its_exit_is_waited_for_and_a_hung_one_is
     )
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        t = time.monotonic()
         assert runner.wait_exiting(busy, 0.2, 30.0)  # past the grace, while it computes
-        assert busy.wait() == 0 and time.monotonic() - t < 30.0
+        assert busy.wait() == 0
         t = time.monotonic()
         assert not runner.wait_exiting(idle, 0.5, 30.0)
-        assert time.monotonic() - t < 5.0  # the grace, and a second without CPU
+        # Given up well short of the 30 s limit (the grace, and a second without CPU: an idle
+        # process's CPU time does not depend on the machine's speed or load), and before the
+        # process ended by itself.
+        assert idle.poll() is None and time.monotonic() - t < 15.0
     finally:
         for p in (busy, idle):
             if p.poll() is None:

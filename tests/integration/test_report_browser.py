@@ -319,7 +319,11 @@ def click_axis(browser: Chromium, axis: str) -> list[dict]:
     browser.wait_for(
         f"document.querySelector('button[data-axis=\"{axis}\"]').getAttribute('aria-pressed') === 'true'"
     )
-    time.sleep(1.0)  # Plotly.react redraws every chart
+    # Until Plotly.react has redrawn every chart on that axis (before: a fixed 1 s, a race on a
+    # slow machine); a chart that never does fails the test here.
+    seconds = "c.title.startsWith('seconds')"
+    drawn = f"c.items && !{seconds}" if axis == "items" else f"c.time && {seconds}"
+    browser.wait_for(f"{AXIS_STATE}.every(c => {drawn})")
     return browser.evaluate(AXIS_STATE)
 
 

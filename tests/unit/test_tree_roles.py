@@ -3,9 +3,6 @@ kind of tree users bring, by structure, names only as labels."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -461,33 +458,6 @@ def test_share_groups_follow_fork_edges_only(fake: FakeProc) -> None:
 def test_a_process_gone_before_it_is_classified_is_not_invented(fake: FakeProc) -> None:
     roles = TreeRoles(100, fake)
     assert roles.classify(999) is None and roles.role(999, "x").name == "other"
-
-
-def test_fork_shows_the_parents_layout_and_exec_a_new_one() -> None:
-    """The structural sign the classification rests on, on the real kernel."""
-    me = procfs.read_stat(os.getpid())
-    assert me is not None and any(me.layout)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        time.sleep(5)
-        os._exit(0)
-    sleeper = subprocess.Popen(["sleep", "5"])
-    try:
-        deadline = time.monotonic() + 5
-        while (
-            (st := procfs.read_stat(sleeper.pid)) is not None
-            and st.comm != "sleep"
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.005)  # until it has exec'd
-        child, execd = procfs.read_stat(pid), procfs.read_stat(sleeper.pid)
-        assert child is not None and child.layout == me.layout
-        assert execd is not None and execd.layout != me.layout
-    finally:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        sleeper.kill()
-        sleeper.wait()
 
 
 def test_table_order_main_then_each_rank_its_workers_then_the_rest() -> None:

@@ -5,9 +5,11 @@ and sampling settings. Every mistake stops before anything runs, with a message 
 file, the key, the bad value and what is allowed.
 
 Reading the file safely is :mod:`memprobe.run.scenario_file`; whether a scenario fits this machine
-is :mod:`memprobe.run.limits`. What stays here, just over 500 lines, is one thing: the records a
-scenario becomes (Scenario, RunSpec and their sections) next to the rules that check each
-field, so that a field and its rule change together.
+is :mod:`memprobe.run.limits`.
+
+Over 500 lines because what stays here is one thing: the records a scenario becomes (Scenario,
+RunSpec and their sections) next to the rules that check each field, so that a field and its
+rule change together.
 """
 
 from __future__ import annotations

@@ -18,6 +18,12 @@ average is printed with every row.
 ``--src LABEL=DIR`` runs ``memprobe`` from the source tree DIR (put first on PYTHONPATH), e.g. a
 ``git archive`` of the commit to compare against; without it, the installed memprobe.
 
+``--ticks N``: instead, in this process, N ticks of the sampler itself (``TreeSampler.run_round``,
+no budget left for exact readings: the cheap tier and its bookkeeping, rows JSON-encoded as the
+record's writer does) on a real tree of each width: the first ticks' cost (every process new),
+then the median tick's; ``--profile``: with cProfile on the thread clock. Compare sources with
+``PYTHONPATH=DIR python benchmarks/bench_wide_sampler.py --ticks 16``.
+
 ``--items PAIRS``: instead, the job's own items/s alone and under ``memprobe record``, interleaved
 (bench_record_tree.py's wide job: main + N forked children reading a list of dicts), for each
 --children N and each source.
@@ -161,6 +167,59 @@ def items(pairs: int, widths: list[int], srcs: list[tuple[str, str | None]], rec
             )
 
 
+def ticks(widths: list[int], n: int, profile: bool) -> None:
+    import cProfile
+    import pstats
+    import time
+
+    from memprobe.probe.sampler import SamplerSettings
+    from memprobe.probe.tree_sampler import TreeSampler
+
+    for width in widths:
+        go_r, go_w = os.pipe()
+        root = os.fork()
+        if root == 0:  # the wide tree: a parent holding 100 MB, children holding 256 KiB each
+            os.close(go_w)
+            data = bytearray(range(256)) * (100 * 4096)
+            for _ in range(width):
+                if os.fork() == 0:
+                    mine = bytes(range(256)) * 1024
+                    os.read(go_r, 1)
+                    os._exit(0 if mine and data else 1)
+            os.read(go_r, 1)
+            os._exit(0)
+        os.close(go_r)
+        time.sleep(2 + width * 0.01)  # every child forked (the first tick then sees them all new)
+        sampler = TreeSampler(
+            root,
+            lambda table, rows: "".join(json.dumps(r) + "\n" for r in rows),
+            SamplerSettings(interval_s=0.2, pss_cpu_budget=1e-9),  # no budget: cheap ticks only
+            t0=time.monotonic(),
+        )
+        prof = cProfile.Profile(time.thread_time) if profile else None
+        costs = []
+        for k in range(n):
+            c0 = time.thread_time()
+            if prof is not None and k >= 3:
+                prof.enable()
+            sampler.run_round(time.monotonic())
+            if prof is not None:
+                prof.disable()
+            costs.append(time.thread_time() - c0)
+            time.sleep(0.25)
+        os.close(go_w)
+        os.waitpid(root, 0)
+        steady = costs[3:]
+        print(
+            f"children {width}: first ticks {', '.join(f'{1000 * c:.1f}' for c in costs[:3])} ms; then median "
+            f"{1000 * statistics.median(steady):.2f} ms ({1000 * min(steady):.2f}-{1000 * max(steady):.2f}), "
+            f"{1000 * statistics.median(steady) / (width + 1):.4f} ms per process; load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+        if prof is not None:
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--widths", type=int, nargs="+", default=[50, 200, 300], help="children of the wide tree")
@@ -168,13 +227,17 @@ def main() -> None:
     ap.add_argument("--parent-mb", type=float, default=100.0)
     ap.add_argument("--hold", type=float, default=12.0, help="seconds the children hold after the truth")
     ap.add_argument("--src", action="append", default=[], help="LABEL=DIR: memprobe from source tree DIR")
+    ap.add_argument("--ticks", type=int, default=0, help="instead: N ticks of the sampler in this process")
+    ap.add_argument("--profile", action="store_true", help="(--ticks) with cProfile")
     ap.add_argument("--items", type=int, default=0, help="instead: PAIRS of items/s alone vs recorded")
     ap.add_argument("--children", type=int, nargs="+", default=[200, 2], help="(--items) children")
     ap.add_argument("--records", type=int, default=1_000_000, help="(--items) records of the job")
     args = ap.parse_args()
     srcs: list[tuple[str, str | None]] = [tuple(s.split("=", 1)) for s in args.src] or [("installed", None)]  # type: ignore[misc]
     print(f"load average at start: {os.getloadavg()}")
-    if args.items:
+    if args.ticks:
+        ticks(args.widths, args.ticks, args.profile)
+    elif args.items:
         items(args.items, args.children, srcs, args.records)
     else:
         costs(args.widths, args.repeats, srcs, args.parent_mb, args.hold)

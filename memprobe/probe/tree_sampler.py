@@ -159,16 +159,16 @@ class TreeSampler(Sampler):
         self._all_threads = tick >= self._next_thread_scan
         if self._all_threads:
             self._next_thread_scan = tick + THREAD_SCAN_S
-        self._walk.begin(fresh=self._all_threads)
-        pids = super().discover(tick)
-        self._walk.end()
-        return pids
+        self._walk.begin()
+        return self._walk.end(super().discover(tick))
 
     def children(self, pid: int) -> list[int]:
         """The main thread's children list, every thread's when it is time (see discover). A
         single-threaded process's main-thread list is complete."""
-        every = self._all_threads and self._threads.get(pid, 2) > 1
-        return self._walk.children(pid, lambda p: procfs.read_children(p, all_threads=every))
+        threads = self._threads.get(pid, 2)
+        every = self._all_threads and threads > 1
+        read = lambda p: procfs.read_children(p, all_threads=every)  # noqa: E731
+        return self._walk.children(pid, read, complete=every or threads <= 1, whole=self._all_threads)
 
     def read_cheap(self, pid: int) -> procfs.CheapSample | None:
         """stat every tick; status only when RSS moved (see STATUS_MOVE_BYTES)."""

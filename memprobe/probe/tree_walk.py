@@ -30,25 +30,33 @@ class ChildrenLists:
     def __init__(self) -> None:
         self._cursor: int | None = None  # last_pid() at the start of the latest walk
         self._reuse = False
-        self._kids: dict[int, list[int]] = {}  # pid -> its children at the latest walk
-        self._next: dict[int, list[int]] = {}
+        # pid -> (its children at the latest walk, whether that list has every thread's)
+        self._kids: dict[int, tuple[list[int], bool]] = {}
+        self._next: dict[int, tuple[list[int], bool]] = {}
 
-    def begin(self, *, fresh: bool) -> None:
-        """A walk starts (``fresh``: read every list whatever the cursor). The cursor is read
-        before the walk: a fork during it moves the cursor, and the next walk reads."""
+    def begin(self) -> None:
+        """A walk starts. The cursor is read before it: a fork during the walk moves the
+        cursor, and the next walk reads."""
         cursor = last_pid()
-        self._reuse = not fresh and cursor is not None and cursor == self._cursor
+        self._reuse = cursor is not None and cursor == self._cursor
         self._cursor = cursor
         self._next = {}
 
-    def end(self) -> None:
-        """The walk is over: its lists (of the processes it visited) are the ones to keep."""
+    def end(self, pids: list[int]) -> list[int]:
+        """The walk (which found ``pids``, returned) is over: its lists are the ones to keep."""
         self._kids = self._next
+        return pids
 
-    def children(self, pid: int, read: Callable[[int], list[int]]) -> list[int]:
-        """``pid``'s children: the last walk's list when it may be kept, else ``read(pid)``."""
-        kids = self._kids.get(pid) if self._reuse else None
-        if kids is None:
+    def children(
+        self, pid: int, read: Callable[[int], list[int]], *, complete: bool, whole: bool
+    ) -> list[int]:
+        """``pid``'s children: the last walk's list when it may be kept (``whole``: only a list
+        with every thread's children), else ``read(pid)``, which has every thread's when
+        ``complete``. With no new pid, no thread is new either: a list read whole stays whole."""
+        kept = self._kids.get(pid) if self._reuse else None
+        if kept is not None and (kept[1] or not whole):
+            kids, complete = kept
+        else:
             kids = read(pid)
-        self._next[pid] = kids
+        self._next[pid] = (kids, complete)
         return kids

@@ -106,7 +106,8 @@ def test_the_children_lists_are_read_again_only_when_a_pid_was_allocated_since_t
 ) -> None:
     """Every process's children file every tick was 13 % of a tick of 301 processes. No new pid
     in the namespace (/proc/loadavg's last pid): no process has a new child, the last walk's lists
-    stand; a new pid anywhere, or the once-a-second scan of every thread's list: read again."""
+    stand; a new pid anywhere, or the once-a-second scan of every thread's list after walks that
+    read the main thread's only: read again."""
     from memprobe.probe import procfs, tree_walk
 
     tree = {4242: [5000, 5001], 5000: [], 5001: []}
@@ -127,3 +128,5 @@ def test_the_children_lists_are_read_again_only_when_a_pid_was_allocated_since_t
     assert sampler.discover(0.4) == [4242, 5000, 5001, 5002] and len(reads) == 7
     assert sampler.discover(0.6) == [4242, 5000, 5001, 5002] and len(reads) == 7
     assert sampler.discover(1.2) == [4242, 5000, 5001, 5002] and len(reads) == 11  # the thread scan
+    # The next scan, no pid allocated since the last: the lists read whole at 1.2 stand.
+    assert sampler.discover(2.4) == [4242, 5000, 5001, 5002] and len(reads) == 11

@@ -137,6 +137,7 @@ class Sampler:
         self._next_scan = 0.0
         self._next_meminfo = 0.0
         self.cpu_s = 0.0
+        self._cpu0 = time.thread_time()  # the sampling thread's, from its start (see _run)
         self.pss_round_costs: list[float] = []
         self.cheap_round_costs: list[float] = []
         self.error: BaseException | None = None

@@ -1,19 +1,18 @@
 """The sampler of ``record`` and ``watch``: a whole tree memprobe did not build, exact readings
 where memory moves, an estimated USS in between.
 
-Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly, up to 2 s on
-a tree too wide for that) reads the
-cheap tier of every process; then :class:`~memprobe.probe.estimator.ExactPlanner` picks which
-processes get an exact reading (smaps_rollup) this tick: each new process at once (a forked
-child excepted: its baseline is known), then the readings that cannot wait (a parent whose
-children appeared or exited, or whose children's copies its estimate cannot tell yet, a spawned
-worker whose start-up just ended, a forked child never read), then those whose counters or
-whose sharers' counters moved, least-sure estimate first (the page census of a process that is
-no worker, :mod:`memprobe.probe.census`, is read before the choice), as long as the sampler's whole CPU
-time (cheap tier and bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged
-since the start (a tenth of it kept for the readings that cannot wait).
-A full round (every live process) is taken on request (:meth:`~memprobe.probe.sampler.Sampler.request_pss`: before
-``record`` forwards a stop signal) and when it stops with ``final_pss``.
+Every tick (0.2 s by default, spaced up to 0.45 s when the tree makes ticks costly, up to 2 s on a
+tree too wide for that) reads the cheap tier of every process; then
+:class:`~memprobe.probe.estimator.ExactPlanner` picks which processes get an exact reading
+(smaps_rollup) this tick: each new process at once (a forked child excepted: its baseline is
+known), then the readings that cannot wait (a parent whose children appeared or exited, or whose
+children's copies its estimate cannot tell yet, a spawned worker whose start-up just ended, a
+forked child never read), then those whose counters or whose sharers' counters moved, least-sure
+estimate first (the page census of a process that is no worker, :mod:`memprobe.probe.census`, is
+read before the choice), as long as the sampler's whole CPU time (cheap tier and bookkeeping
+included) stays within ``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept
+for the readings that cannot wait). A full round (every live process) is taken on request
+(``Sampler.request_pss``: before ``record`` forwards a stop signal) and at its ``final_pss``.
 
 Rows carry, beyond the base sampler's columns: ``rank``, ``kind`` (see
 :mod:`memprobe.probe.tree`) and ``uss_est_mb``, the estimated USS on a cheap row (``None`` on
@@ -35,6 +34,7 @@ from memprobe.probe.census import PagePanel
 from memprobe.probe.estimator import ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock, settled_at
+from memprobe.probe.tree_walk import ChildrenLists
 
 COMMAND_CHARS = 300
 # The cheap tier is paid every tick for every process, so it reads as little as it can: stat
@@ -132,9 +132,10 @@ class TreeSampler(Sampler):
         self._boot_at_t0 = boot_clock_offset() + self.t0
         self._lock = threading.Lock()
         self._threads: dict[int, int] = {}  # pid -> threads at its latest stat
-        self._status: dict[int, procfs.CheapSample] = {}  # pid -> its latest status read
+        self._status: dict[int, tuple[int, procfs.CheapSample]] = {}  # pid -> stat's RSS, its latest status
         self._all_threads = True
         self._next_thread_scan = 0.0
+        self._walk = ChildrenLists()
         self.tick_cost: float | None = None  # CPU seconds of a tick without exact readings, smoothed
         self._first = True  # the first tick's rows carry every column, later ones only their values
         self._startup: dict[int, tuple[list[float], list[float], list[float]]] = {}  # t, RSS, CPU
@@ -153,17 +154,21 @@ class TreeSampler(Sampler):
 
     # -- the cheap tier ------------------------------------------------------------------
     def discover(self, tick: float) -> list[int]:
-        """The base's, every thread's children lists read once every THREAD_SCAN_S."""
+        """The base's, every thread's children lists read once every THREAD_SCAN_S; the lists
+        of the last walk kept when no pid was allocated since (:mod:`memprobe.probe.tree_walk`)."""
         self._all_threads = tick >= self._next_thread_scan
         if self._all_threads:
             self._next_thread_scan = tick + THREAD_SCAN_S
-        return super().discover(tick)
+        self._walk.begin()
+        return self._walk.end(super().discover(tick))
 
     def children(self, pid: int) -> list[int]:
         """The main thread's children list, every thread's when it is time (see discover). A
         single-threaded process's main-thread list is complete."""
-        every = self._all_threads and self._threads.get(pid, 2) > 1
-        return procfs.read_children(pid, all_threads=every)
+        threads = self._threads.get(pid, 2)
+        every = self._all_threads and threads > 1
+        read = lambda p: procfs.read_children(p, all_threads=every)  # noqa: E731
+        return self._walk.children(pid, read, complete=every or threads <= 1, whole=self._all_threads)
 
     def read_cheap(self, pid: int) -> procfs.CheapSample | None:
         """stat every tick; status only when RSS moved (see STATUS_MOVE_BYTES)."""
@@ -172,16 +177,17 @@ class TreeSampler(Sampler):
             return None
         self._threads[pid] = st.threads
         rss = st.rss_pages * PAGE_SIZE
-        last = self._status.get(pid)
-        # Read again on a fall too: whether it was file pages (shared) or its own is what a
-        # forked child's estimate needs (see ExactPlanner.observe).
-        if last is not None and -STATUS_FALL_BYTES < rss - last.rss < STATUS_MOVE_BYTES:
+        at, last = self._status.get(pid, (0, None))
+        # Read again on a fall too: file pages (shared) or its own, a forked child's estimate needs
+        # it (ExactPlanner.observe). Against stat's RSS at that read: stat's is 68-148 KiB below
+        # status's (6.18: approximate per-CPU sums), and every process "fell" at every tick.
+        if last is not None and -STATUS_FALL_BYTES < rss - at < STATUS_MOVE_BYTES:
             return procfs.CheapSample(
                 stat=st, rss=rss, rss_anon=last.rss_anon, rss_file=last.rss_file, rss_shmem=last.rss_shmem
             )
         cheap = procfs.read_cheap(pid)
         if cheap is not None:
-            self._status[pid] = cheap
+            self._status[pid] = (cheap.stat.rss_pages * PAGE_SIZE, cheap)
         return cheap
 
     def interval(self) -> float:

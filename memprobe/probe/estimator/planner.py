@@ -335,6 +335,8 @@ class ExactPlanner(CensusKeeping):
                 break
             chosen.append(pid)
             left -= cost
+        if left < READ_OVERHEAD_S:  # no reading fits (each costs at least that): skip ranking them
+            return chosen  # (ranking a wide tree out of budget: 5-8 % of a tick profiled)
         moved = [pid for pid, tr in self.tracks.items() if pid not in chosen and self.needs_reading(pid)]
         for pid in sorted(moved, key=lambda p: self.priority(p, tick), reverse=True):
             cost = self.predicted_cost(pid)

@@ -16,7 +16,7 @@ from typing import Any
 from memprobe.analysis import summarize_all
 from memprobe.core.safe_read import display_path
 from memprobe.core.summary import RunSummary
-from memprobe.report import across, content
+from memprobe.report import across, content, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS, styles
 from memprobe.report.render import environment, plotly_js, script_json
@@ -136,7 +136,7 @@ def pair_sentence(p: Pair) -> str:
 
 def env_rows(a: dict, b: dict) -> list[tuple[str, str, str, bool]]:
     """(name, A, B, differs) for every environment fact either side recorded."""
-    ra, rb = dict(content.environment_rows(a)), dict(content.environment_rows(b))
+    ra, rb = dict(session.environment_rows(a)), dict(session.environment_rows(b))
     names = list(dict.fromkeys([*ra, *rb]))
     stable = {"started", "finished", "duration"}
     return [
@@ -184,7 +184,7 @@ def context(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict[str, A
     pairs, only_a, only_b = match(sa, sb)
     chart = compare_chart(pairs, only_a, only_b, ra, rb, names)
     charts = [chart] if chart else []
-    banners = [(side, content.banner(r.manifest, s)) for side, r, s in (("A", ra, sa), ("B", rb, sb))]
+    banners = [(side, session.banner(r.manifest, s)) for side, r, s in (("A", ra, sa), ("B", rb, sb))]
     return {
         "title": f"memprobe compare · {names[0]} vs {names[1]}",
         "names": names,

@@ -28,7 +28,7 @@ from memprobe.record import projection
 from memprobe.record import summary as record_summary
 from memprobe.record.process import Proc
 from memprobe.record.table import ESTIMATE_FLOOR_MB
-from memprobe.report import content, figures, groups
+from memprobe.report import content, figures, groups, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
@@ -438,10 +438,10 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "sampling": sampling_text(s, meta),
         "unread": unread_text(s),
         "denied": denied_text(s, denied_mb),
-        "banner": content.banner(manifest, [s]),
+        "banner": session.banner(manifest, [s]),
         "manifest": manifest,
         "env": env,
-        "env_rows": content.environment_rows(manifest),
+        "env_rows": session.environment_rows(manifest),
         "duration": s.duration_s,
         "downsampled": any(c["downsampled"] for c in charts),
         "max_points": max_points,

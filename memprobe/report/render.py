@@ -17,7 +17,7 @@ import jinja2
 from memprobe.analysis import summarize_all
 from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.vocabulary import THREAD_NAME_PREFIX
-from memprobe.report import across, advice, content, figures, recorded
+from memprobe.report import across, advice, content, figures, recorded, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import DASHES, MAX_POINTS, color_styles, name_items_axis, styles
 from memprobe.report.embed import plotly_js, script_json
@@ -193,7 +193,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "description": manifest.get("description") or "",
         "runs": views,
         "overview": content.overview(summaries),
-        "banner": content.banner(manifest, summaries),
+        "banner": session.banner(manifest, summaries),
         "matrices": content.matrices(summaries, ids),
         "advice": advice.advice(summaries, ids),
         "nothing_to_fix": content.nothing_to_fix(summaries),
@@ -205,7 +205,7 @@ def context(results: ResultSet, max_points: int) -> dict[str, Any]:
         "churn_ids": set(content.churning(summaries)),
         "noun": page_noun(summaries),
         "decode": any(s.workload == "decode" for s in summaries),
-        "env_rows": content.environment_rows(manifest),
+        "env_rows": session.environment_rows(manifest),
         "scenario_text": results.scenario_text,
         "failed": [v for v in views if v.summary.status != "ok"],
         "threshold": max((s.growth_threshold_mb for s in summaries), default=50.0),

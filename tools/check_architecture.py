@@ -35,6 +35,20 @@ SPAN = re.compile(r"``?([^`\n]+?)``?")
 ROLE = re.compile(r":(?:py:)?(?:func|meth|class|mod|data|attr|obj|exc|const):`([^`\n]+)`")
 DOTTED = re.compile(r"^(memprobe(?:\.\w+)+)(?:\(\))?$")
 TABLE_ROW = re.compile(r"^\s*\|([^|]*)\|")
+# Layers: a module of the package on the left never reaches one of the packages on the right, by
+# any chain of imports (static: every `import` statement counts, wherever it is written). The
+# report reads results, not /proc; a results folder knows files; the core serves every pipeline.
+NEVER_REACHES = {
+    "memprobe.report": ("memprobe.probe",),
+    "memprobe.results": ("memprobe.probe", "memprobe.run", "memprobe.record", "memprobe.report"),
+    "memprobe.core": (
+        "memprobe.probe",
+        "memprobe.run",
+        "memprobe.record",
+        "memprobe.report",
+        "memprobe.results",
+    ),
+}
 
 
 @dataclass
@@ -376,11 +390,60 @@ def dangling(modules: dict[str, Module]) -> list[str]:
     return found
 
 
+def _imports(module: Module, modules: dict[str, Module]) -> set[str]:
+    """The memprobe modules ``module`` imports (``from a import b``: a.b where it is a module)."""
+    out = set()
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            # a module imports its packages' __init__ too
+            out.update(
+                ".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in modules
+            )
+    out.discard(module.name)
+    return out
+
+
+def crossings(modules: dict[str, Module]) -> list[str]:
+    """A module that reaches a package its layer must not (:data:`NEVER_REACHES`), with the chain."""
+    graph = {name: _imports(m, modules) for name, m in modules.items()}
+    found = []
+    for layer, banned in NEVER_REACHES.items():
+        for name in sorted(n for n in modules if n == layer or n.startswith(layer + ".")):
+            seen, stack = {name: [name]}, [name]
+            while stack:
+                here = stack.pop()
+                for nxt in sorted(graph[here]):
+                    if nxt in seen or nxt == "memprobe":
+                        continue
+                    seen[nxt] = [*seen[here], nxt]
+                    if nxt.startswith(banned):
+                        found.append(
+                            f"memprobe/{modules[name].rel}:1: {layer} reaches {nxt}: "
+                            + " -> ".join(seen[nxt])
+                        )
+                        stack.clear()
+                        break
+                    stack.append(nxt)
+    return found
+
+
 def problems(repo: Path = REPO) -> list[str]:
     modules = load(repo / "memprobe")
     doc_path = repo / "docs" / "architecture.md"
     doc = doc_path.read_text(encoding="utf-8") if doc_path.is_file() else ""
-    return unnamed(modules, doc, "docs/architecture.md") + too_long(modules) + dangling(modules)
+    return (
+        unnamed(modules, doc, "docs/architecture.md")
+        + too_long(modules)
+        + dangling(modules)
+        + crossings(modules)
+    )
 
 
 def main(argv: list[str]) -> int:

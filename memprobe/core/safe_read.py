@@ -21,6 +21,12 @@ from typing import BinaryIO
 from memprobe.core.errors import UsageError
 from memprobe.core.text import printable
 
+# A scenario is a few hundred bytes (the largest shipped one is under 3 KB). It is copied into
+# its results folder and its report, so a file, or what its YAML aliases expand to, is refused
+# above this size: a 1.3 KB alias bomb once wrote a 1.1 GB results folder.
+# The limit is the same where a scenario is read to run it and where its copy is read back.
+MAX_SCENARIO_CHARS = 1_000_000
+
 
 def display_path(path: str | Path) -> str:
     """``path`` as printable text: bytes that are not UTF-8 escaped (``\\xff``), and control

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from memprobe.core import vocabulary
+from memprobe.core.tree_rules import lowest_free
 from memprobe.core.vocabulary import (
     DATALOADER,
     EXEC,
@@ -70,13 +70,6 @@ SETTLE_AGE_S = 1.0
 # iterator's (see TreeRoles._next_loader); one DataLoader forks all of its workers in one loop.
 GENERATION_GAP_S = 1.0
 _HZ = procfs.CLOCK_TICKS
-# The end of a spawned or exec'd worker's start-up (it boots an interpreter and unpickles what it
-# was given: its own copy, not growth): the first moment its RSS held still while it ran. Still
-# per CPU second it used over the last half second at least (a process waiting for a CPU on a
-# loaded machine holds still without having started anything), and relative to its size (a
-# 500 MB process's allocator moves by more than a megabyte while it works).
-STILL_SPAN_S, STILL_CPU_S = 0.5, 0.1
-STILL_MB_PER_CPU_S, STILL_SHARE_PER_CPU_S = 10.0, 0.05
 
 
 class ProcReader(Protocol):
@@ -380,7 +373,7 @@ class TreeRoles(RoleBook):
             and self._runs_loaders(owner)
         ):
             taken = set(self.ranks.values())
-            rank = owner.worker if owner.worker not in taken else _lowest_free(taken)
+            rank = owner.worker if owner.worker not in taken else lowest_free(taken)
             owner.settled = True  # its environment would say "worker" again: keep what it is
             self._make_rank(owner, rank)
 
@@ -389,7 +382,7 @@ class TreeRoles(RoleBook):
         environment, else the lowest one its children do not hold)."""
         root = self.nodes[self.main_pid]
         taken = set(self.ranks.values())
-        rank = self._root_rank if self._root_rank is not None else _lowest_free(taken)
+        rank = self._root_rank if self._root_rank is not None else lowest_free(taken)
         root.kind, root.rank, root.role = RANK, rank, f"rank {rank}"
         self.ranks[root.pid] = rank
         self._rename_below(root)
@@ -565,42 +558,6 @@ class TreeRoles(RoleBook):
             and st.state not in ("Z", "X")
             and (node is None or st.start_ticks == node.start_ticks)
         )
-
-
-def _lowest_free(taken: set[int]) -> int:
-    return next(i for i in range(len(taken) + 1) if i not in taken)
-
-
-def settled_at(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float], i: int) -> bool:
-    """Whether a spawned or exec'd worker's start-up is over at its ``i``-th row (see
-    ``STILL_SPAN_S``): over the rows back to where it spent ``STILL_CPU_S`` of CPU and at least
-    ``STILL_SPAN_S`` went by, its RSS rose less than 10 MB, or 5 % of its RSS, per CPU second."""
-    j = i
-    while j > 0 and (t[i] - t[j] < STILL_SPAN_S or cpu_s[i] - cpu_s[j] < STILL_CPU_S):
-        j -= 1
-    cpu = cpu_s[i] - cpu_s[j]
-    if t[i] - t[j] < STILL_SPAN_S or cpu < STILL_CPU_S:
-        return False
-    rise = rss_mb[i] - min(rss_mb[j : i + 1])
-    return rise / cpu < max(STILL_MB_PER_CPU_S, STILL_SHARE_PER_CPU_S * rss_mb[i])
-
-
-def startup_end(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float]) -> float | None:
-    """The time of the first row at which the start-up is over (:func:`settled_at`), or None."""
-    return next((float(t[i]) for i in range(len(t)) if settled_at(t, rss_mb, cpu_s, i)), None)
-
-
-def process_order(row: dict) -> tuple:
-    """Order of the per-process table: main (or the launcher) first; then per rank (none
-    first): the rank process, its workers by start, the rest."""
-    top = row["role"] in (MAIN, LAUNCHER)
-    if row["worker"] >= 0:
-        group = 1
-    else:
-        group = 0 if top or row["role"] == f"rank {row['rank']}" else 2
-    # By each process's own start where known: workers forked together stay together.
-    first = next((row[k] for k in ("start_t", "first_t") if row.get(k) is not None), 0.0)
-    return (not top, row["rank"], group, first, row["pid"])
 
 
 def run_clock(start_ticks: int, boot_at_t0: float) -> float:

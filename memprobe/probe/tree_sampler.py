@@ -28,12 +28,13 @@ import time
 from dataclasses import asdict, dataclass
 
 from memprobe.core.system import PAGE_SIZE
+from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
 from memprobe.core.vocabulary import is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
 from memprobe.probe.estimator import ExactPlanner
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
-from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock, settled_at
+from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock
 from memprobe.probe.tree_walk import ChildrenLists
 
 COMMAND_CHARS = 300
@@ -62,7 +63,6 @@ POINTS_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, while
 # while its workers start) went from 2.2-2.3 points a second on each curve to 1.6-1.7.
 WIDE_SHARE = 1.0
 MAX_INTERVAL_S = 2.0
-STARTUP_WATCH_S = 10.0  # a worker's start-up is taken to be over by then (the analysis's cap)
 # A census reads its file mappings at every tick the tree's file pages grew FILES_MOVED_BYTES or
 # a process of the tree ended (another process mapping the same libraries makes a process's
 # private file pages shared, one unmapping them makes them private again: torchrun's ranks
@@ -265,7 +265,7 @@ class TreeSampler(Sampler):
 
     def _watch_startups(self, t: float, live: dict[int, Row]) -> None:
         """A spawned or exec'd worker gets a reading as soon as its start-up is over (by the
-        rule the analysis uses: :func:`~memprobe.probe.tree.settled_at`): its window starts there."""
+        rule the analysis uses: :func:`~memprobe.core.tree_rules.settled_at`): its window starts there."""
         for pid in [p for p in self._startup if p not in live]:  # it ended during its start-up
             del self._startup[pid]
         for pid, row in live.items():
@@ -275,7 +275,7 @@ class TreeSampler(Sampler):
             seen = self._startup.setdefault(pid, ([], [], []))
             for column, value in zip(seen, (t, float(row["rss_mb"]), float(row["cpu_s"])), strict=True):
                 column.append(value)
-            if settled_at(*seen, len(seen[0]) - 1) or t - seen[0][0] >= STARTUP_WATCH_S:
+            if settled_at(*seen, len(seen[0]) - 1) or t - seen[0][0] >= STARTUP_MAX_S:
                 self._settled.add(pid)
                 del self._startup[pid]
                 self.plan.want(pid)

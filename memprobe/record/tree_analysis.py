@@ -11,7 +11,7 @@ process is measured over the window that fits what it is:
   last exact reading alive.
 * a **spawn / exec worker** first boots an interpreter and unpickles what it was given: its
   start-up copy (``startup_mb``) is not growth. It counts from the first exact reading after its
-  RSS held still while it ran (:func:`memprobe.probe.tree.startup_end`; the sampler reads it
+  RSS held still while it ran (:func:`memprobe.core.tree_rules.startup_end`; the sampler reads it
   then), 10 s after its start or half-way through its life, whichever comes first; a torch
   DataLoader worker counts from when torch renamed it (after unpickling).
 * a **parent** (main, launcher, rank) counts from just before its first worker started to its

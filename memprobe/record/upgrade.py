@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import replace
 
+from memprobe.core.tree_rules import lowest_free
 from memprobe.core.vocabulary import DATALOADER, FORK, HELPER_ROLES, LAUNCHER, MAIN, OTHER, RANK
 from memprobe.record.process import Proc, owner
 
@@ -31,10 +32,6 @@ def older_kind(
         if role.endswith(helper):
             return helper
     return FORK if root_command and command == root_command else OTHER
-
-
-def lowest_free(taken: set[int]) -> int:
-    return next(k for k in range(len(taken) + 1) if k not in taken)
 
 
 def _under_rank(role: str, old: str, rank: int) -> str:

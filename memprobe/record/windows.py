@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from memprobe.core.summary import first
+from memprobe.core.tree_rules import STARTUP_MAX_S, startup_end
 from memprobe.core.vocabulary import DATALOADER
-from memprobe.probe.tree import startup_end
 from memprobe.record.process import Proc, finite_or, own_workers
 
 # A parent's anonymous memory that rose this much between its last tick before its first fork
@@ -24,7 +24,7 @@ STILL_MB = 1.0  # a parent's anonymous memory moved less than this before its fi
 # TEARDOWN_S, is its teardown (see before_teardown).
 TEARDOWN_MB, TEARDOWN_S = 16.0, 3.0
 FORK_MARGIN_S = 0.5  # a parent's readings this close before its first fork may already follow it
-STARTUP_MAX_S, STARTUP_LIFE_SHARE = 10.0, 0.5  # a spawned worker's start-up ends by then at the latest
+STARTUP_LIFE_SHARE = 0.5  # a spawned worker's start-up ends by then at the latest
 
 
 Baseline = tuple[pd.DataFrame | None, dict | None, float | None, float | None]
@@ -284,7 +284,7 @@ def renamed_t(samples: pd.DataFrame, pid: int) -> float | None:
 
 
 def settled_t(samples: pd.DataFrame, p: Proc) -> float:
-    """The end of a spawn/exec child's start-up (:func:`memprobe.probe.tree.startup_end`, the rule
+    """The end of a spawn/exec child's start-up (:func:`memprobe.core.tree_rules.startup_end`, the rule
     the sampler reads it by), at the latest 10 s after its start or half-way through its life:
     every worker that lives a few seconds has a window to be judged over."""
     end = p.end_t if p.end_t is not None else p.last_t

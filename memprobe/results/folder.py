@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from memprobe.core.errors import SchemaVersionError, UsageError
-from memprobe.core.safe_read import display_path, read_regular
+from memprobe.core.safe_read import MAX_SCENARIO_CHARS, display_path, read_regular
 from memprobe.results import reduce
 from memprobe.results.files import (
     IN_FOLDER,
@@ -292,8 +292,6 @@ class ResultsFolder:
 def read_scenario_copy(root: Path) -> str | None:
     """The scenario file as run, copied into the folder (``memprobe run`` only), else None.
     Shown as it is: a byte that is not UTF-8 becomes U+FFFD."""
-    from memprobe.run.scenario_file import MAX_SCENARIO_CHARS
-
     try:
         data = read_regular(root / "scenario.yaml", limit=MAX_SCENARIO_CHARS, root=root, allowed=IN_FOLDER)
     except FileNotFoundError:

@@ -13,12 +13,8 @@ from typing import Any
 import yaml
 
 from memprobe.core.errors import UsageError
-from memprobe.core.safe_read import display_path, read_regular
+from memprobe.core.safe_read import MAX_SCENARIO_CHARS, display_path, read_regular
 
-# A scenario is a few hundred bytes (the largest shipped one is under 3 KB). It is copied into
-# its results folder and its report, so a file, or what its YAML aliases expand to, is refused
-# above this size: a 1.3 KB alias bomb once wrote a 1.1 GB results folder.
-MAX_SCENARIO_CHARS = 1_000_000
 MAX_DEPTH = 50  # nesting levels; a scenario needs 4
 
 

@@ -153,3 +153,28 @@ def test_main_prints_one_line_per_finding_and_exits_1(tmp_path: Path, capsys) ->
 def test_the_checkout_itself_names_every_module_in_docs_architecture() -> None:
     tool = _tool()
     assert [p for p in tool.problems(REPO) if "not named in" in p] == []
+
+
+def test_a_report_module_reaching_the_probe_through_another_module_is_found_with_the_chain(
+    tmp_path: Path,
+) -> None:
+    files = {
+        **FILES,
+        "report/__init__.py": '"""Report."""\n',
+        "report/page.py": '"""Page."""\nfrom memprobe.core import words\n',
+        "core/words.py": '"""Words."""\n',
+        "probe/__init__.py": '"""Probe."""\n',
+        "probe/tree.py": '"""Tree."""\n',
+    }
+    doc = DOC + "| `report/` | `page.py` |\n| `probe/` | `tree.py` |\n| `core/words.py` | words |\n"
+    tool = _tool()
+    assert tool.problems(_tree(tmp_path, files, doc)) == []
+    # the words now come from the probe: the page reaches it through them, and so does the core
+    (tmp_path / "memprobe" / "core" / "words.py").write_text(
+        '"""Words."""\nfrom memprobe.probe.tree import x\n'
+    )
+    assert tool.problems(tmp_path) == [
+        "memprobe/report/page.py:1: memprobe.report reaches memprobe.probe: "
+        "memprobe.report.page -> memprobe.core.words -> memprobe.probe",
+        "memprobe/core/words.py:1: memprobe.core reaches memprobe.probe: memprobe.core.words -> memprobe.probe",
+    ]

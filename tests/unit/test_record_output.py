@@ -5,17 +5,23 @@ from __future__ import annotations
 import io
 from dataclasses import fields
 from pathlib import Path
+from types import SimpleNamespace
 
 from memprobe.cli.record import print_result, process_rows
 from memprobe.core.summary import RunSummary
-from memprobe.probe.tree import process_order
 from memprobe.record.recording import RecordResult
+from memprobe.record.table import order
 
 
-def _row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:
+def _row(pid: int, role: str, rank: int, worker: int, first_t: float, generation: int = 1) -> dict:
+    kind = "main" if role == "main" else "rank" if worker < 0 and role == f"rank {rank}" else None
+    if kind is None:
+        kind = "dataloader" if worker >= 0 else role.split(" ", 2)[-1]
     return {
         "pid": pid,
         "role": role,
+        "kind": kind,
+        "generation": generation if worker >= 0 else None,
         "rank": rank,
         "worker": worker,
         "first_t": first_t,
@@ -27,6 +33,11 @@ def _row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:
     }
 
 
+def process_order(row: dict) -> tuple:
+    """The order summary.json's per-process rows come in (the terminal prints them so)."""
+    return order(SimpleNamespace(**row))
+
+
 def test_processes_are_grouped_by_rank_then_ordered_by_start() -> None:
     # As seen from a torchrun job: the ranks' workers appear interleaved in time.
     rows = [
@@ -34,7 +45,7 @@ def test_processes_are_grouped_by_rank_then_ordered_by_start() -> None:
         _row(10, "rank 0 worker 0", 0, 0, 5.0),
         _row(3, "rank 1", 1, -1, 1.0),
         _row(12, "rank 0 worker 1", 0, 1, 5.1),
-        _row(20, "rank 0 worker 0", 0, 0, 9.0),
+        _row(20, "rank 0 worker 0", 0, 0, 9.0, generation=2),
         _row(1, "main", -1, -1, 0.0),
         _row(2, "rank 0", 0, -1, 1.0),
         _row(13, "rank 1 worker 1", 1, 1, 5.2),
@@ -58,10 +69,10 @@ def test_processes_are_grouped_by_rank_then_ordered_by_start() -> None:
 
 def test_without_ranks_main_comes_first_then_each_generation() -> None:
     rows = [
-        _row(8, "worker 1", -1, 1, 6.1),
+        _row(8, "worker 1", -1, 1, 6.1, generation=2),
         _row(5, "worker 0", -1, 0, 1.0),
         _row(1, "main", -1, -1, 0.0),
-        _row(7, "worker 0", -1, 0, 6.0),
+        _row(7, "worker 0", -1, 0, 6.0, generation=2),
         _row(6, "worker 1", -1, 1, 1.1),
     ]
     assert [r["pid"] for r in sorted(rows, key=process_order)] == [1, 5, 6, 7, 8]
@@ -104,3 +115,15 @@ def test_a_process_still_running_at_the_end_runs_on_and_notes_are_printed_escape
     text = out.getvalue()
     assert "memprobe: kept \\x1b[2J" in text and "\x1b" not in text
     assert f"results: {tmp_path}" in text
+
+
+def test_table_order_main_then_each_rank_its_workers_then_the_rest() -> None:
+    rows = [
+        _row(11, "rank 1 worker 0", 1, 0, 5.0),
+        _row(2, "rank 0", 0, -1, 1.0),
+        {**_row(1, "launcher", -1, -1, 0.0), "kind": "launcher"},
+        _row(4, "rank 0 resource tracker", 0, -1, 0.5),
+        _row(10, "rank 0 worker 0", 0, 0, 5.0),
+        _row(3, "rank 1", 1, -1, 1.0),
+    ]
+    assert [r["pid"] for r in sorted(rows, key=process_order)] == [1, 2, 10, 4, 3, 11]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from memprobe.probe import procfs
-from memprobe.probe.tree import MAX_RANK, SETTLE_AGE_S, TreeRoles, env_rank, parse_rank, process_order
+from memprobe.probe.tree import MAX_RANK, SETTLE_AGE_S, TreeRoles, env_rank, parse_rank
 
 HZ = procfs.CLOCK_TICKS
 PY = "/usr/bin/python3"
@@ -458,18 +458,3 @@ def test_share_groups_follow_fork_edges_only(fake: FakeProc) -> None:
 def test_a_process_gone_before_it_is_classified_is_not_invented(fake: FakeProc) -> None:
     roles = TreeRoles(100, fake)
     assert roles.classify(999) is None and roles.role(999, "x").name == "other"
-
-
-def test_table_order_main_then_each_rank_its_workers_then_the_rest() -> None:
-    def row(pid: int, role: str, rank: int, worker: int, first_t: float) -> dict:
-        return {"pid": pid, "role": role, "rank": rank, "worker": worker, "first_t": first_t}
-
-    rows = [
-        row(11, "rank 1 worker 0", 1, 0, 5.0),
-        row(2, "rank 0", 0, -1, 1.0),
-        row(1, "launcher", -1, -1, 0.0),
-        row(4, "rank 0 resource tracker", 0, -1, 0.5),
-        row(10, "rank 0 worker 0", 0, 0, 5.0),
-        row(3, "rank 1", 1, -1, 1.0),
-    ]
-    assert [r["pid"] for r in sorted(rows, key=process_order)] == [1, 2, 10, 4, 3, 11]

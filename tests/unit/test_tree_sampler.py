@@ -38,7 +38,7 @@ def test_ticks_of_a_costly_tree_are_spaced_within_the_cheap_share() -> None:
 
 
 def test_a_spawned_worker_s_start_up_ends_when_its_rss_holds_still_while_it_runs() -> None:
-    from memprobe.probe.tree import settled_at, startup_end
+    from memprobe.core.tree_rules import settled_at, startup_end
 
     t = [0.2 * k for k in range(1, 31)]
     # Unpickling (60 MB per CPU second) until 3 s, then reading its copy (RSS still).

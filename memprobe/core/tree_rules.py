@@ -1,0 +1,44 @@
+"""The rules a recorded tree is read by, the same live (the tree sampler, :mod:`memprobe.probe.tree`)
+and afterwards (the record path's analysis, :mod:`memprobe.record.windows`,
+:mod:`memprobe.record.upgrade`), so that the report, which reads results, never reaches the probe:
+when a spawned or exec'd worker's start-up is over (:func:`settled_at`, :func:`startup_end`) and
+which index a new worker or rank takes (:func:`lowest_free`). Standard library only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# The end of a spawned or exec'd worker's start-up (it boots an interpreter and unpickles what it
+# was given: its own copy, not growth): the first moment its RSS held still while it ran. Still
+# per CPU second it used over the last half second at least (a process waiting for a CPU on a
+# loaded machine holds still without having started anything), and relative to its size (a
+# 500 MB process's allocator moves by more than a megabyte while it works).
+STILL_SPAN_S, STILL_CPU_S = 0.5, 0.1
+STILL_MB_PER_CPU_S, STILL_SHARE_PER_CPU_S = 10.0, 0.05
+# A start-up is taken to be over by then at the latest (the sampler stops watching for its end;
+# the analysis caps the start-up window there, or at a share of the worker's life).
+STARTUP_MAX_S = 10.0
+
+
+def lowest_free(taken: set[int]) -> int:
+    """The lowest index not taken: a worker or rank appearing while others live takes it."""
+    return next(i for i in range(len(taken) + 1) if i not in taken)
+
+
+def settled_at(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float], i: int) -> bool:
+    """Whether a spawned or exec'd worker's start-up is over at its ``i``-th row (see
+    ``STILL_SPAN_S``): over the rows back to where it spent ``STILL_CPU_S`` of CPU and at least
+    ``STILL_SPAN_S`` went by, its RSS rose less than 10 MB, or 5 % of its RSS, per CPU second."""
+    j = i
+    while j > 0 and (t[i] - t[j] < STILL_SPAN_S or cpu_s[i] - cpu_s[j] < STILL_CPU_S):
+        j -= 1
+    cpu = cpu_s[i] - cpu_s[j]
+    if t[i] - t[j] < STILL_SPAN_S or cpu < STILL_CPU_S:
+        return False
+    rise = rss_mb[i] - min(rss_mb[j : i + 1])
+    return rise / cpu < max(STILL_MB_PER_CPU_S, STILL_SHARE_PER_CPU_S * rss_mb[i])
+
+
+def startup_end(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float]) -> float | None:
+    """The time of the first row at which the start-up is over (:func:`settled_at`), or None."""
+    return next((float(t[i]) for i in range(len(t)) if settled_at(t, rss_mb, cpu_s, i)), None)

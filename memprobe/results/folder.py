@@ -54,12 +54,14 @@ from memprobe.results.schema import check_manifest, check_meta, check_table, upg
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
     from memprobe.core.summary import RunSummary
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Every schema version this memprobe reads, and what it changed. A folder of an older version is
 # read by mapping its keys (upgrade_meta); it is never rewritten in the new shape.
 SCHEMA_VERSIONS = {
     1: "run milestones (warm, done, ...) under the key 'marks' of meta.json",
     2: "run milestones under 'milestones'; every manifest has kind, description, started, finished",
+    3: "a recorded job's meta.json holds its own fields (start_method, max_workers, verdict, sampling, "
+    "command), not a scenario-like spec (upgraded on load: results.schema.upgrade_recorded)",
 }
 KINDS = ("scenario", "record", "watch", "profile")  # what wrote a folder: run, record, watch, profile()
 DEFAULT_BASE = Path("reports")

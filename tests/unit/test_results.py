@@ -344,10 +344,10 @@ def test_sampler_statistics_come_from_one_function() -> None:
 @pytest.mark.parametrize(
     "manifest, words",
     [
-        ({"schema_version": 99}, ["schema version 99", "newer memprobe", "reads schema versions 1, 2"]),
-        ({"schema_version": "2"}, ["schema version '2'", "reads schema versions 1, 2"]),
-        ({"schema_version": True}, ["schema version True", "reads schema versions 1, 2"]),
-        ({"status": "complete"}, ["no schema_version", "reads schema versions 1, 2"]),
+        ({"schema_version": 99}, ["schema version 99", "newer memprobe", "reads schema versions 1, 2, 3"]),
+        ({"schema_version": "2"}, ["schema version '2'", "reads schema versions 1, 2, 3"]),
+        ({"schema_version": True}, ["schema version True", "reads schema versions 1, 2, 3"]),
+        ({"status": "complete"}, ["no schema_version", "reads schema versions 1, 2, 3"]),
     ],
 )
 def test_a_schema_version_this_memprobe_does_not_read_is_refused_saying_which(

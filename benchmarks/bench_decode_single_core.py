@@ -145,9 +145,9 @@ def versions() -> str:
 
     parts = [f"Python {platform.python_version()}", f"Pillow {features.version('pil')}"]
     parts.append(f"Pillow's libjpeg-turbo {features.version('libjpeg_turbo') or features.version('jpg')}")
-    from memprobe.decode import _nvimgcodec
+    from memprobe.decode import nvimgcodec_load
 
-    state = _nvimgcodec.import_state()
+    state = nvimgcodec_load.import_state()
     if state.module is not None:
         parts.append(f"nvimgcodec {state.module.__version__}")
     try:

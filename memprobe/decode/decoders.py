@@ -24,8 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from memprobe.core.vocabulary import FORK, MAIN, PROCESS_MODES, SINGLE, THREAD, THREAD_MODES
-from memprobe.decode import _nvimgcodec
-from memprobe.decode._nvimgcodec import gpu_unavailable_reason
+from memprobe.decode import nvimgcodec_load
+from memprobe.decode.nvimgcodec_load import gpu_unavailable_reason
 
 __all__ = [
     "DECODER_NAMES",
@@ -171,7 +171,7 @@ class NvImageCodecDecoder:
         return local.decoder, local.params
 
     def _build(self) -> tuple[Any, Any]:
-        nv = _nvimgcodec.nvimgcodec()
+        nv = nvimgcodec_load.nvimgcodec()
         # Match Pillow: RGB, no EXIF rotation.
         params = nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.ColorSpec.SRGB)
         if self.gpu:
@@ -241,7 +241,7 @@ def _unavailable_reason(name: str) -> str | None:
         except ImportError as exc:
             return f"simplejpeg not importable ({exc}); pip install simplejpeg"
         return None
-    return _nvimgcodec.import_state().error
+    return nvimgcodec_load.import_state().error
 
 
 def available_decoders() -> dict[str, str | None]:

@@ -24,7 +24,7 @@ pytest.importorskip("skimage", reason="scikit-image builds the JPEGs: pip instal
 
 FAKE_GPU = """
 # decoders binds the probe at import, so patch it there as well as at its source.
-import memprobe.decode._nvimgcodec as _probe
+import memprobe.decode.nvimgcodec_load as _probe
 import memprobe.decode.decoders as _decoders
 
 def _usable_gpu():

@@ -174,7 +174,9 @@ def test_a_report_module_reaching_the_probe_through_another_module_is_found_with
         '"""Words."""\nfrom memprobe.probe.tree import x\n'
     )
     assert tool.problems(tmp_path) == [
-        "memprobe/report/page.py:1: memprobe.report reaches memprobe.probe: "
-        "memprobe.report.page -> memprobe.core.words -> memprobe.probe",
+        (
+            "memprobe/report/page.py:1: memprobe.report reaches memprobe.probe: "
+            "memprobe.report.page -> memprobe.core.words -> memprobe.probe"
+        ),
         "memprobe/core/words.py:1: memprobe.core reaches memprobe.probe: memprobe.core.words -> memprobe.probe",
     ]

@@ -27,7 +27,7 @@ pytest.importorskip(
     "skimage", reason="scikit-image builds the test JPEGs: pip install 'torch-memprobe[images]'"
 )
 
-from memprobe.decode import _nvimgcodec
+from memprobe.decode import nvimgcodec_load as _nvimgcodec
 from memprobe.decode.correctness import (
     CPU_MAX_ABS_DIFF,
     CPU_MEAN_ABS_DIFF,

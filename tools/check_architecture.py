@@ -434,6 +434,45 @@ def crossings(modules: dict[str, Module]) -> list[str]:
     return found
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_uses(modules: dict[str, Module]) -> list[str]:
+    """A private name (``_x``: a module, or a name in one) imported, or read as an attribute of an
+    imported module, by another module."""
+    found = []
+    for module in modules.values():
+        aliases: dict[str, str] = {}  # local name -> the memprobe module it is
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "memprobe":
+                if any(map(_private, node.module.split("."))):
+                    found.append(
+                        f"memprobe/{module.rel}:{node.lineno}: imports the private module {node.module}"
+                    )
+                for a in node.names:
+                    if _private(a.name):
+                        found.append(
+                            f"memprobe/{module.rel}:{node.lineno}: imports {a.name} from {node.module}"
+                        )
+                    elif f"{node.module}.{a.name}" in modules:
+                        aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.Import):
+                aliases.update((a.asname or a.name, a.name) for a in node.names if a.name in modules)
+        for node in ast.walk(module.tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and aliases[node.value.id] != module.name
+                and _private(node.attr)
+            ):
+                found.append(
+                    f"memprobe/{module.rel}:{node.lineno}: uses {node.attr}, private to {aliases[node.value.id]}"
+                )
+    return found
+
+
 def problems(repo: Path = REPO) -> list[str]:
     modules = load(repo / "memprobe")
     doc_path = repo / "docs" / "architecture.md"
@@ -443,6 +482,7 @@ def problems(repo: Path = REPO) -> list[str]:
         + too_long(modules)
         + dangling(modules)
         + crossings(modules)
+        + private_uses(modules)
     )
 
 

@@ -180,3 +180,20 @@ def test_a_report_module_reaching_the_probe_through_another_module_is_found_with
         ),
         "memprobe/core/words.py:1: memprobe.core reaches memprobe.probe: memprobe.core.words -> memprobe.probe",
     ]
+
+
+def test_a_private_name_used_by_another_module_is_found(tmp_path: Path) -> None:
+    files = {
+        **FILES,
+        "run/session.py": '"""Sessions."""\nfrom memprobe.core import text\n\n\ndef f():\n    return text.escape()\n',
+    }
+    tool = _tool()
+    assert tool.problems(_tree(tmp_path, files, DOC)) == []
+    (tmp_path / "memprobe" / "run" / "session.py").write_text(
+        '"""Sessions."""\nfrom memprobe.core import text\nfrom memprobe.core.text import _table\n\n\n'
+        "def f():\n    return text._escape()\n"
+    )
+    assert tool.problems(tmp_path) == [
+        "memprobe/run/session.py:3: imports _table from memprobe.core.text",
+        "memprobe/run/session.py:7: uses _escape, private to memprobe.core.text",
+    ]

@@ -447,7 +447,12 @@ def test_the_total_pss_of_a_wide_fork_tree_is_what_every_smaps_rollup_sums_to(
     total = series.total_pss(as_analysed(samples, procs)).dropna()
     after = total[total.index >= marked]
     assert len(after) and after.index[0] <= marked + hold_s, total.to_string()
-    why = f"memprobe {after.iloc[0]:.1f} MB at {after.index[0]} s, the job's sum {truth_mb} MB at {marked} s"
+    at = samples[samples["t"] == after.index[0]]
+    why = (
+        f"memprobe {after.iloc[0]:.1f} MB at {after.index[0]} s, the job's sum {truth_mb} MB at {marked} s; "
+        f"{at['pid'].nunique()} processes sampled at that tick ({int(at['tier'].eq('pss').sum())} exact), "
+        f"recording kept in {out}"
+    )
     assert after.iloc[0] == pytest.approx(float(truth_mb), rel=0.10), why
     # The peak the summary states is that total too.
     (run,) = json.loads((out / "summary.json").read_text())["runs"]

@@ -254,3 +254,10 @@ def peak(s: pd.Series) -> float | None:
 
 def known(v: float) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
+
+
+def per_1k_items_per_worker(growth_mb: float | None, items: int, workers: int) -> float | None:
+    """A worker's growth per 1,000 items it loaded (the items shared evenly by ``workers``), or
+    None without a growth or items: how fast a dataset copies, whatever the run's length."""
+    per_worker_k = items / max(workers, 1) / 1000
+    return growth_mb / per_worker_k if growth_mb is not None and per_worker_k else None

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from memprobe.core import series
-from memprobe.core.summary import RunSummary, first, job_figures, last
+from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
 from memprobe.record.culprit import culprit
 from memprobe.record.process import Proc, as_analysed
 from memprobe.record.processes import processes
@@ -51,7 +51,6 @@ def analyse(
     main = max(parents, key=grown) if parents else None
     w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
     items = job.fields["items"]
-    per_worker_items = items / max(len(workers), 1) / 1000
     # The same totals as the scenario summary and the record page's chart: a round with a process
     # that could not be read is a gap (left out here), never a smaller sum.
     totals = series.total_pss(analysed).dropna()
@@ -74,9 +73,7 @@ def analyse(
         worker_uss_growth_mb=w_mean,
         worker_uss_growth_max_mb=max(map(grown, workers), default=None),
         main_uss_growth_mb=grown(main) if main else None,
-        growth_per_1k_items_per_worker_mb=(w_mean / per_worker_items)
-        if w_mean is not None and items
-        else None,
+        growth_per_1k_items_per_worker_mb=per_1k_items_per_worker(w_mean, items, len(workers)),
         growth_threshold_mb=threshold,
         verdict=verdict,
         expectation=None,

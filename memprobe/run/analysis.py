@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from memprobe.core.summary import RunSummary, job_figures
+from memprobe.core.summary import RunSummary, job_figures, per_1k_items_per_worker
 from memprobe.core.vocabulary import MAIN, has_worker_processes
 
 
@@ -88,7 +88,6 @@ def summarize(
     # Items each worker process served: workers recreated every epoch share the items between
     # all their generations, not only the workers alive at once.
     processes = int(growth.loc[growth["worker"] >= 0, "pid"].nunique()) if growth is not None else 0
-    per_worker_items = items / max(processes, spec["workers"], 1) / 1000
     summary = RunSummary(
         **job.fields,
         backend=spec["backend"],
@@ -100,9 +99,9 @@ def summarize(
         if workers is not None and len(workers)
         else None,
         main_uss_growth_mb=m_growth,
-        growth_per_1k_items_per_worker_mb=(measured / per_worker_items)
-        if measured is not None and per_worker_items
-        else None,
+        growth_per_1k_items_per_worker_mb=per_1k_items_per_worker(
+            measured, items, max(processes, spec["workers"])
+        ),
         growth_threshold_mb=threshold,
         verdict=verdict,
         expectation=expect,

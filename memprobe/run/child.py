@@ -220,7 +220,7 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
         counter.add(batch, epoch, b, final=final)
         del batch
         if fault and fault[0] == "kill" and counter.batches == fault[1]:
-            os.kill(worker_pids(it)[0], signal.SIGKILL)
+            kill_worker(it, worker_pids(it)[0])
         if final or counter.budget_hit():
             counter.sync("done")
             del it
@@ -232,6 +232,27 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
         b += 1
     del it
     return False
+
+
+def kill_worker(it: Any, pid: int) -> None:
+    """SIGKILL a DataLoader worker (the ``kill@N`` fault) at a moment it holds no lock it shares with
+    this process. torch's workers check the iterator's done event, a cross-process Event whose lock
+    they share with the main process, in their loop; a worker killed inside that check leaves the
+    lock taken, and the main process then hangs for good when it marks the worker gone (caught with
+    py-spy: the main process in ``_mark_worker_as_unavailable`` -> ``Event.is_set``; 1 run in 25 hung
+    so, ``benchmarks/kill_worker_hang_rate.py``). The worker is stopped first, and killed only while
+    that lock is free; otherwise it runs on a moment and is stopped again."""
+    event = getattr(it, "_workers_done_event", None)
+    semlock = getattr(getattr(getattr(event, "_cond", None), "_lock", None), "_semlock", None)
+    for _ in range(1000):
+        os.kill(pid, signal.SIGSTOP)
+        while (st := procfs.read_stat(pid)) is not None and st.state not in ("T", "t"):
+            time.sleep(0.0005)
+        if semlock is None or semlock._get_value() == 1:
+            break
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.001)
+    os.kill(pid, signal.SIGKILL)
 
 
 def recreates_workers(spec: RunSpec) -> bool:

@@ -92,7 +92,14 @@ def test_status_is_read_again_only_when_stat_s_rss_moved_though_the_two_files_di
     for _ in range(5):  # a quiet process
         got = sampler.read_cheap(4242)
         assert got is not None and got.rss_file == 4096
+        # One measure throughout: status's RSS, not stat's 148 KiB lower after the first read
+        # (a forked child's estimate took that for a fall of its own pages).
+        assert got.rss == 100 * 1024 * 1024 + 148 * 1024
     assert len(status_reads) == 1
+    stat_rss[0] += 8192  # it moved a little: status's RSS moved as much
+    got = sampler.read_cheap(4242)
+    assert got is not None and got.rss == 100 * 1024 * 1024 + 148 * 1024 + 8192
+    stat_rss[0] -= 8192
     stat_rss[0] += 2 * 1024 * 1024  # it grew: what grew (anon, file) is read again
     sampler.read_cheap(4242)
     stat_rss[0] -= 128 * 1024  # it fell: whether its own pages or file pages fell is read again

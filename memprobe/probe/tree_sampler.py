@@ -179,20 +179,11 @@ class TreeSampler(Sampler):
         rss = st.rss_pages * PAGE_SIZE
         at, last = self._status.get(pid, (0, None))
         # Read again on a fall too: file pages (shared) or its own, a forked child's estimate needs
-        # it (ExactPlanner.observe). Against stat's RSS at that read: stat's is 68-148 KiB below
-        # status's (6.18: approximate per-CPU sums), and every process "fell" at every tick.
-        # Between status reads, its RSS is status's then, moved by what stat's moved since: one
-        # measure throughout. Stat's own RSS there read as a fall of 136 KiB in every quiet
-        # forked child seen by its status first, taken from its own pages (the total of a
-        # 200-child tree 6-25 % low, when the children were seen before they went quiet).
+        # it (ExactPlanner.observe). Moved against stat's RSS at that read, and status's then plus
+        # stat's move since: stat's is 68-148 KiB below status's (6.18: approximate per-CPU sums).
         if last is not None and -STATUS_FALL_BYTES < rss - at < STATUS_MOVE_BYTES:
-            return procfs.CheapSample(
-                stat=st,
-                rss=last.rss + rss - at,
-                rss_anon=last.rss_anon,
-                rss_file=last.rss_file,
-                rss_shmem=last.rss_shmem,
-            )
+            kept = {"rss_anon": last.rss_anon, "rss_file": last.rss_file, "rss_shmem": last.rss_shmem}
+            return procfs.CheapSample(stat=st, rss=last.rss + rss - at, **kept)
         cheap = procfs.read_cheap(pid)
         if cheap is not None:
             self._status[pid] = (cheap.stat.rss_pages * PAGE_SIZE, cheap)

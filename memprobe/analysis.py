@@ -2,10 +2,14 @@
 run (``memprobe run``, ``profile()``) by :mod:`memprobe.run.analysis`, a recorded job
 (``memprobe record`` / ``watch``) by :mod:`memprobe.record.summary`. Both give a
 :class:`~memprobe.core.summary.RunSummary`, which summary.json, the terminal and the report read.
+A run is analysed once per finish or `memprobe report`: :func:`analyse_all` keeps a recorded
+job's processes and rows (:class:`~memprobe.record.summary.RecordedAnalysis`) beside its summary,
+and the record page draws from them (its analysis ran twice before, summary then page).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -15,7 +19,31 @@ from memprobe.record import summary as recorded
 from memprobe.results.schema import is_recorded
 from memprobe.run import analysis as scenario
 
-__all__ = ["is_recorded", "summarize", "summarize_all"]
+__all__ = ["Analysed", "analyse", "analyse_all", "is_recorded", "summarize", "summarize_all"]
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """One run analysed: its summary, and for a recorded job what its page draws from."""
+
+    summary: RunSummary
+    recorded: recorded.RecordedAnalysis | None = None
+
+
+def analyse(
+    meta: dict,
+    samples: pd.DataFrame,
+    progress: pd.DataFrame,
+    system: pd.DataFrame,
+    *,
+    gil_enabled: bool | None = None,
+) -> Analysed:
+    """One run by the analysis of its kind; ``meta`` in the current shape, as a loaded results
+    folder gives it (:func:`memprobe.results.schema.upgrade_recorded`)."""
+    if is_recorded(meta):
+        job = recorded.analyse(meta, samples, progress, gil_enabled=gil_enabled)
+        return Analysed(job.summary, job)
+    return Analysed(scenario.summarize(meta, samples, progress, system, gil_enabled=gil_enabled))
 
 
 def summarize(
@@ -26,18 +54,15 @@ def summarize(
     *,
     gil_enabled: bool | None = None,
 ) -> RunSummary:
-    """The figures and verdict of one run, by the analysis of its kind; ``meta`` in the current
-    shape, as a loaded results folder gives it (:func:`memprobe.results.schema.upgrade_recorded`)."""
-    if is_recorded(meta):
-        return recorded.summarize(meta, samples, progress, gil_enabled=gil_enabled)
-    return scenario.summarize(meta, samples, progress, system, gil_enabled=gil_enabled)
+    """The figures and verdict of one run (:func:`analyse`)."""
+    return analyse(meta, samples, progress, system, gil_enabled=gil_enabled).summary
 
 
-def summarize_all(results: Any) -> list[RunSummary]:
-    """One RunSummary per run of a loaded ResultSet, in run order."""
+def analyse_all(results: Any) -> list[Analysed]:
+    """Each run of a loaded ResultSet (:func:`analyse`), in run order."""
     gil = results.manifest.get("environment", {}).get("gil_enabled")
     return [
-        summarize(
+        analyse(
             m,
             results.run_table("samples", m["run_id"]),
             results.run_table("progress", m["run_id"]),
@@ -46,3 +71,8 @@ def summarize_all(results: Any) -> list[RunSummary]:
         )
         for m in results.metas
     ]
+
+
+def summarize_all(results: Any) -> list[RunSummary]:
+    """One RunSummary per run of a loaded ResultSet, in run order."""
+    return [a.summary for a in analyse_all(results)]

@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import sys
 
-    from memprobe.analysis import summarize_all
+    from memprobe.analysis import analyse_all
     from memprobe.cli.console import say, summary_table
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
@@ -55,8 +55,9 @@ def main(args: argparse.Namespace) -> int:
     elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
         consolidate(root)
     results = folder.load()
-    summaries = summarize_all(results)
+    analysed = analyse_all(results)  # once: the summary and the page draw from the same analysis
+    summaries = [a.summary for a in analysed]
     folder.write_summary(summaries)
     say(summary_table(summaries))
-    say(f"\nreport: {display_path(write_report(root, results))}")
+    say(f"\nreport: {display_path(write_report(root, results, analysed))}")
     return 0

@@ -396,13 +396,17 @@ def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, 
     return rows
 
 
-def context(results: ResultSet, max_points: int) -> dict[str, Any]:
-    """The record page's template context (see ``record.html``)."""
+def context(
+    results: ResultSet, max_points: int, job: record_summary.RecordedAnalysis | None = None
+) -> dict[str, Any]:
+    """The record page's template context (see ``record.html``); ``job``: the job as the caller
+    analysed it (analysed here when not given)."""
     meta = results.metas[0]
     samples = results.run_table("samples", meta["run_id"])
     progress = results.run_table("progress", meta["run_id"])
-    gil = results.manifest.get("environment", {}).get("gil_enabled")
-    job = record_summary.analyse(meta, samples, progress, gil_enabled=gil)
+    if job is None:
+        gil = results.manifest.get("environment", {}).get("gil_enabled")
+        job = record_summary.analyse(meta, samples, progress, gil_enabled=gil)
     s, procs = job.summary, job.procs
     denied_mb = denied_rss_mb(s, samples)
     basis = projection.projection_basis(job.rows, procs)

@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from memprobe.analysis import summarize_all
+from memprobe.analysis import Analysed, analyse_all
 from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.vocabulary import THREAD_NAME_PREFIX
 from memprobe.report import across, advice, content, figures, recorded, session
@@ -178,8 +178,8 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
     return [c for c in charts if c is not None]
 
 
-def context(results: ResultSet, max_points: int) -> dict[str, Any]:
-    summaries = summarize_all(results)
+def context(results: ResultSet, max_points: int, analysed: list[Analysed] | None = None) -> dict[str, Any]:
+    summaries = [a.summary for a in (analysed or analyse_all(results))]
     views = run_views(results, summaries, max_points)
     ids = anchors(summaries)
     overview_chart = all_runs_chart(results, summaries, max_points)
@@ -224,16 +224,24 @@ def _duration(manifest: dict) -> float | None:
     return end - start if fmt.is_num(start) and fmt.is_num(end) else None
 
 
-def render(results: ResultSet, *, max_points: int = MAX_POINTS) -> str:
+def render(
+    results: ResultSet, *, max_points: int = MAX_POINTS, analysed: list[Analysed] | None = None
+) -> str:
     """The report page for loaded results, as one HTML string: a recorded job (record / watch)
-    gets its own page."""
+    gets its own page. ``analysed``: the runs as :func:`memprobe.analysis.analyse_all` gave them
+    to a caller that has them (analysed again when not given)."""
     if recorded.is_recorded(results):
-        return environment().get_template("record.html").render(**recorded.context(results, max_points))
-    return environment().get_template("report.html").render(**context(results, max_points))
+        job = analysed[0].recorded if analysed else None
+        return environment().get_template("record.html").render(**recorded.context(results, max_points, job))
+    return environment().get_template("report.html").render(**context(results, max_points, analysed))
 
 
-def write_report(root: Path, results: ResultSet | None = None) -> Path:
+def write_report(
+    root: Path, results: ResultSet | None = None, analysed: list[Analysed] | None = None
+) -> Path:
     """Write ``root/report.html`` from ``results`` (loaded from the folder ``root`` when not
-    given: a caller holding them passes them, never two copies at once); returns its path."""
+    given: a caller holding them passes them, never two copies at once) and their analyses where
+    the caller made them (:func:`render`); returns its path."""
     root = Path(root)
-    return write_text_atomic(root / "report.html", render(results or ResultSet.load(root)))
+    page = render(results or ResultSet.load(root), analysed=analysed if results is not None else None)
+    return write_text_atomic(root / "report.html", page)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from memprobe.analysis import summarize_all
+from memprobe.analysis import analyse_all
 from memprobe.core.summary import RunSummary
 from memprobe.results.folder import ResultsFolder
 from memprobe.run.runner import (
@@ -125,14 +125,15 @@ def finalize(folder: ResultsFolder, status: str, *, render: bool, **fields: Any)
     ``run``, ``record``/``watch`` and ``profile()`` alike."""
     folder.finish(status, **fields)
     results = folder.load()
-    summaries = summarize_all(results)
+    analysed = analyse_all(results)
+    summaries = [a.summary for a in analysed]
     folder.write_summary(summaries)
     report = None
     if render:
         # Imported here: jinja2 and the figures take ~0.5 s that profile() (no page) never needs.
         from memprobe.report import write_report
 
-        report = write_report(folder.root, results)
+        report = write_report(folder.root, results, analysed)
     else:  # a snapshot `memprobe report` took while the session ran no longer says what happened
         (folder.root / "report.html").unlink(missing_ok=True)
     return SessionResult(folder.root, summaries, status == "interrupted", report)

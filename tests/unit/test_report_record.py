@@ -158,6 +158,29 @@ def test_a_job_without_workers_has_no_projection_and_no_bands(tmp_path: Path) ->
     assert "Shaded" not in html and "A forked worker starts" not in html
 
 
+def test_memprobe_report_analyses_a_recorded_job_once_for_its_summary_and_its_page(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """`memprobe report` on a record folder: summary.json, the terminal and the page come from one
+    analysis of the job (it ran twice, summary then page: a 64-process, 2-hour folder took 12.5 s
+    to report), and the page says what summary.json says."""
+    from memprobe.cli import main
+    from memprobe.record import summary as record_summary
+
+    meta, samples = fork_job()
+    root = write_results(tmp_path / "fork", meta, samples)
+    calls: list[str] = []
+    analyse = record_summary.analyse
+    monkeypatch.setattr(
+        record_summary, "analyse", lambda m, *a, **k: (calls.append(m["run_id"]), analyse(m, *a, **k))[1]
+    )
+    assert main(["report", str(root)]) == 0
+    assert calls == [meta["run_id"]]
+    (run,) = json.loads((root / "summary.json").read_text())["runs"]
+    page = (root / "report.html").read_text(encoding="utf-8")
+    assert run["verdict"] == "growing" and "each grew about 200 MB" in unescape(page)
+
+
 def test_an_older_record_folder_renders_without_estimates(tmp_path: Path) -> None:
     meta, samples = fork_job()
     for p in meta["processes"]:

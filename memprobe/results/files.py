@@ -28,7 +28,11 @@ TABLES = ("samples", "system", "progress", "events", "threads")  # a run's JSON-
 # What memprobe reads of a results folder, which may come from someone else: regular files
 # inside it, reached without following a symbolic link (see memprobe.core.safe_read), at most:
 MAX_JSON_BYTES = 64 << 20  # manifest.json, meta.json, summary.json (a record of 100,000 processes: ~50 MB)
-MAX_TABLE_BYTES = 16 << 30  # a Parquet table or a run's JSON-lines file
+MAX_TABLE_BYTES = 16 << 30  # a Parquet table
+# A run's JSON-lines file, read one line at a time (memory does not grow with it): 72 hours of 64
+# processes are ~28 GB of lines, and were refused at 16 GiB, so that such a recording could be
+# neither finished nor reported. The bound only turns away what no recording is.
+MAX_LINES_BYTES = 1 << 40
 MAX_LINE_BYTES = 1 << 20  # one JSON line (a row is a few hundred bytes)
 IN_FOLDER = "a regular file inside the results folder"
 
@@ -96,12 +100,13 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def open_in_folder(root: Path, path: Path, limit: int = MAX_TABLE_BYTES) -> BinaryIO:
+def open_in_folder(root: Path, path: Path, limit: int | None = None) -> BinaryIO:
     """``path``, a file of the results folder ``root``, opened for reading in binary: the one
     way memprobe opens what is in a results folder. A regular file inside ``root`` of at most
-    ``limit`` bytes, reached without following a symbolic link, or a :class:`UsageError` naming
-    it; a FIFO or device is refused without waiting. A missing file raises FileNotFoundError."""
-    return open_regular(path, limit=limit, root=root, allowed=IN_FOLDER)
+    ``limit`` bytes (:data:`MAX_TABLE_BYTES` by default), reached without following a symbolic
+    link, or a :class:`UsageError` naming it; a FIFO or device is refused without waiting. A
+    missing file raises FileNotFoundError."""
+    return open_regular(path, limit=MAX_TABLE_BYTES if limit is None else limit, root=root, allowed=IN_FOLDER)
 
 
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -131,7 +136,7 @@ def iter_jsonl(path: Path, root: Path | None = None) -> Iterator[dict]:
     is no torn row but a file that is not memprobe's, say gigabytes of zeros: a
     :class:`UsageError`, at once. A missing file has no rows."""
     try:
-        f = open_in_folder(root or path.parent, path)
+        f = open_in_folder(root or path.parent, path, MAX_LINES_BYTES)
     except FileNotFoundError:
         return
     with f:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from memprobe.core.errors import ResultsWriteError
 from memprobe.core.text import printable
-from memprobe.probe import procfs
+from memprobe.probe import cgroup, procfs
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree_sampler import TreeSampler
 from memprobe.results.files import RunWriter
@@ -211,9 +211,15 @@ class Recording:
         self.saved_t: float | None = None  # the latest tick whose sample rows were written
         self.outlived: list[dict] = []  # processes of the tree still running when the command ended
         self.meta_saved_t: float | None = None  # when the run's meta was last saved
+        self.cgroup: cgroup.CgroupLocation | None = None
+        self.cgroup_at_start: cgroup.CgroupMemory | None = None
 
     def start_sampling(self, root: int, pgid: int | None) -> None:
         self.root = root
+        # The job's memory cgroup as it starts: its limit, charge and OOM kills (read again for
+        # each meta: the charge and the kills while the job ran).
+        self.cgroup = cgroup.locate(root)
+        self.cgroup_at_start = cgroup.read(self.cgroup) if self.cgroup is not None else None
         self.sampler = TreeSampler(root, self._sink, self.settings, t0=self.t0, pgid=pgid)
         self.sampler.start()
 
@@ -430,5 +436,16 @@ class Recording:
             "max_workers": s.max_workers,
             "verdict": asdict(self.verdict),
             "sampling": asdict(self.settings),
+            **self.cgroup_meta(),
             **self.info,
+        }
+
+    def cgroup_meta(self) -> dict:
+        """The job's memory cgroup now, with its charge and OOM kills as the job started."""
+        if self.cgroup is None or self.cgroup_at_start is None:
+            return {}
+        now = cgroup.read(self.cgroup).to_dict()
+        start = self.cgroup_at_start.to_dict()
+        return {
+            "cgroup": now | {"usage_at_start_mb": start["usage_mb"], "oom_kills_at_start": start["oom_kills"]}
         }

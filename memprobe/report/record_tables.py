@@ -181,12 +181,16 @@ class Projection:
     columns: list[str]
     rows: list[tuple[str, list[ProjectionCell]]]
     assumptions: list[str]
-    ram: str | None  # this machine's memory
+    ram: str | None  # the memory the job must fit in
     over_ram: bool  # some cell needs more than that
+    ram_words: str = "this machine's memory"  # what that memory is (memory_limit)
 
 
 def projection_table(
-    s: RunSummary, basis: projection.Basis | None, ram_mb: float | None
+    s: RunSummary,
+    basis: projection.Basis | None,
+    ram_mb: float | None,
+    ram_words: str = "this machine's memory",
 ) -> Projection | None:
     """Workers per rank down, rank counts across (one column for a job without ranks); each cell
     as measured and, for forked workers, with every worker holding a full copy."""
@@ -216,7 +220,9 @@ def projection_table(
             (f"{w} worker{'s' if w != 1 else ''}" + (" (measured)" if w == basis.workers else ""), cells)
         )
     over = any(c.over_ram or c.full_over_ram for _, cells in rows for c in cells)
-    return Projection(columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over)
+    return Projection(
+        columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over, ram_words
+    )
 
 
 def assumptions(b: projection.Basis) -> list[str]:
@@ -271,3 +277,52 @@ def assumptions(b: projection.Basis) -> list[str]:
 
 def all_of(n: int) -> str:
     return "the one worker" if n == 1 else f"all {n} workers"
+
+
+def memory_limit(meta: dict, env: dict) -> tuple[float | None, str]:
+    """The memory the job must fit in, and what it is: its cgroup's limit where that is lower than
+    the machine's memory (a container, a SLURM or Kubernetes job), else the machine's."""
+    machine = env.get("mem_total_mb")
+    group = meta.get("cgroup") or {}
+    limit = group.get("limit_mb")
+    if isinstance(limit, (int, float)) and (not machine or limit < machine):
+        return float(limit), f"the job's memory limit (cgroup v{group.get('version')} {group.get('path')})"
+    return (float(machine) if machine else None), "this machine's memory"
+
+
+def cgroup_facts(meta: dict, env: dict) -> list[tuple[str, str]]:
+    """The job's memory cgroup: the limit that applies, its charge, the OOM kills while it ran."""
+    group = meta.get("cgroup")
+    if not isinstance(group, dict):
+        return []
+    where = f"cgroup v{group.get('version')} {group.get('path')}"
+    limit = group.get("limit_mb")
+    machine = env.get("mem_total_mb")
+    rows = [
+        (
+            "memory limit",
+            f"{fmt.mb(limit)} ({where})"
+            if limit is not None
+            else f"none on its cgroup ({where}): the machine's {fmt.mb(machine)} applies",
+        )
+    ]
+    start, end = group.get("usage_at_start_mb"), group.get("usage_mb")
+    if end is not None:
+        rows.append(
+            (
+                "cgroup charge",
+                (f"{fmt.mb(start)} as the job started, " if start is not None else "")
+                + f"{fmt.mb(end)} at its end (what the OOM killer counts: page cache, shared and "
+                "kernel memory too, not total PSS; the whole cgroup, memprobe and any other process in it included)",
+            )
+        )
+    kills, before = group.get("oom_kills"), group.get("oom_kills_at_start")
+    if kills is not None and before is not None:
+        n = kills - before
+        rows.append(
+            (
+                "OOM kills in its cgroup",
+                f"{n} while it ran" + (" (a process was killed for memory)" if n else ""),
+            )
+        )
+    return rows

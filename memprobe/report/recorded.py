@@ -32,7 +32,7 @@ from memprobe.report import content, figures, groups, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
-from memprobe.report.record_tables import labels, process_rows, projection_table
+from memprobe.report.record_tables import cgroup_facts, labels, memory_limit, process_rows, projection_table
 from memprobe.results.folder import ResultSet
 
 
@@ -430,14 +430,14 @@ def context(
         "tone": content.tone(s),
         "badge": content.badge_text(s),
         "culprit": culprit_text(s),
-        "facts": facts(s, meta, denied_mb),
+        "facts": facts(s, meta, denied_mb) + cgroup_facts(meta, env),
         "timelines": timelines,
         "memory_charts": memory,
         "items": items,
         "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker), procs),
         "processes": process_rows(s),
         "show_per_1k": items,
-        "projection": projection_table(s, basis, env.get("mem_total_mb")),
+        "projection": projection_table(s, basis, *memory_limit(meta, env)),
         "estimate": estimate_text(s),
         "sampling": sampling_text(s, meta),
         "unread": unread_text(s),

@@ -315,6 +315,18 @@ RECORDED = _object(
         "pid": _COUNT,
         "ended": _TEXT,
         "sampling": _object(),
+        # The job's memory cgroup (memprobe.probe.cgroup), at the end and as it started.
+        "cgroup": _object(
+            {
+                "version": _COUNT,
+                "path": _TEXT,
+                "limit_mb": _number(low=0),
+                "usage_mb": _number(low=0),
+                "usage_at_start_mb": _number(low=0),
+                "oom_kills": _COUNT,
+                "oom_kills_at_start": _COUNT,
+            }
+        ),
     },
     optional=False,
 )

@@ -51,14 +51,14 @@ def mem_total_mb() -> int:
 
 
 def memory_limit_mb() -> int:
-    """The machine's memory, or the cgroup's limit where that is lower (a container)."""
+    """The machine's memory, or memprobe's memory cgroup's limit where that is lower (a
+    container; cgroup v1 or v2, :mod:`memprobe.probe.cgroup`)."""
+    from memprobe.probe import cgroup
+
     mb = mem_total_mb()
-    try:
-        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
-            limit = f.read().strip()
-    except OSError:
-        return mb
-    return min(mb or 2**62, int(limit) // 2**20) if limit.isdigit() else mb
+    where = cgroup.locate("self")
+    limit = cgroup.read(where).limit_bytes if where is not None else None
+    return min(mb or 2**62, limit // 2**20) if limit is not None else mb
 
 
 def check_limits(scenario: Scenario, machine: Machine | None = None, *, lifted: bool = False) -> None:

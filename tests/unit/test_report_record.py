@@ -137,7 +137,7 @@ def test_the_projection_scales_workers_and_ranks_and_states_its_assumptions(rank
         "16 workers",
     ]
     assert "once per rank" in section and "the mean of the 4 workers measured" in section
-    assert "over-ram" in section and "more than this machine's memory (2,048 MB)" in section
+    assert "over-ram" in section and "more than this machine's memory (2,048 MB)" in unescape(section)
 
 
 def test_a_job_without_workers_has_no_projection_and_no_bands(tmp_path: Path) -> None:
@@ -179,6 +179,56 @@ def test_memprobe_report_analyses_a_recorded_job_once_for_its_summary_and_its_pa
     (run,) = json.loads((root / "summary.json").read_text())["runs"]
     page = (root / "report.html").read_text(encoding="utf-8")
     assert run["verdict"] == "growing" and "each grew about 200 MB" in unescape(page)
+
+
+def _rank_page_with_cgroup(tmp_path: Path, cgroup: dict) -> str:
+    meta, samples = rank_job()
+    meta["cgroup"] = cgroup
+    return page_of(write_results(tmp_path / "cg", meta, samples))
+
+
+def test_the_job_s_memory_limit_from_its_cgroup_is_what_the_projection_must_fit_in(tmp_path: Path) -> None:
+    """A SLURM job's cgroup limits it to 1 GiB on a 2 GiB machine: the page states the limit, the
+    cgroup's charge and the OOM kill while the job ran, and the projection marks what exceeds
+    that limit (not the machine's memory). The cgroup's path is data: escaped."""
+    html = _rank_page_with_cgroup(
+        tmp_path,
+        {
+            "version": 1,
+            "path": "/slurm/<b>job_7</b>",
+            "limit_mb": 1024.0,
+            "usage_mb": 900.0,
+            "usage_at_start_mb": 100.0,
+            "oom_kills": 3,
+            "oom_kills_at_start": 2,
+        },
+    )
+    assert "<b>job_7" not in html and "&lt;b&gt;job_7" in html
+    text = unescape(html)
+    assert "memory limit</dt><dd>1,024 MB (cgroup v1 /slurm/<b>job_7</b>)" in text
+    assert "100 MB as the job started, 900 MB at its end" in text
+    assert "OOM kills in its cgroup</dt><dd>1 while it ran (a process was killed for memory)" in text
+    section = text[text.index('id="projection"') : text.index('id="sampling"')]
+    assert "In red: more than the job's memory limit (cgroup v1 /slurm/<b>job_7</b>) (1,024 MB)" in section
+
+
+def test_a_cgroup_without_a_limit_leaves_the_machine_s_memory_as_the_limit(tmp_path: Path) -> None:
+    html = unescape(
+        _rank_page_with_cgroup(
+            tmp_path,
+            {
+                "version": 2,
+                "path": "/",
+                "limit_mb": None,
+                "usage_mb": 50.0,
+                "oom_kills": 0,
+                "oom_kills_at_start": 0,
+            },
+        )
+    )
+    assert "none on its cgroup (cgroup v2 /): the machine's 2,048 MB applies" in html
+    assert "OOM kills in its cgroup</dt><dd>0 while it ran<" in html
+    assert "more than this machine's memory (2,048 MB)" in html
 
 
 def test_an_older_record_folder_renders_without_estimates(tmp_path: Path) -> None:

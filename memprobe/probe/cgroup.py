@@ -1,0 +1,143 @@
+"""The memory cgroup a process is charged to, read-only: the limit that kills the job (the lowest
+limit on its cgroup and every cgroup above it), what is charged to it now, and how many times the
+kernel's OOM killer acted in it. Kubernetes and SLURM enforce a job's memory through its cgroup, and
+the OOM killer acts on the cgroup's charge: neither the sum of RSS nor total PSS (page cache,
+shared memory and kernel memory are charged too).
+
+Both hierarchies: cgroup v1 (the ``memory`` controller's own mount; ``hierarchical_memory_limit`` in
+memory.stat is the effective limit) and cgroup v2 (one mount; ``memory.max`` on each level up to the
+mount, the lowest applies). The process's cgroup comes from ``/proc/PID/cgroup``, the mounts from
+memprobe's own ``/proc/self/mountinfo`` (the files are read in memprobe's mount namespace).
+:func:`locate` finds it once (the job may have ended when it is read again, :func:`read`).
+memprobe never creates, moves or changes a cgroup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from memprobe.probe.procfs import read_text
+
+UNLIMITED = 1 << 62  # v1 writes "no limit" as 9223372036854771712 (the page-aligned largest long)
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CgroupLocation:
+    """Where a process's memory cgroup is: its hierarchy's version, its path in the hierarchy
+    (as /proc/PID/cgroup says it) and its directory under the mount, with the mount's."""
+
+    version: int
+    path: str
+    directory: Path
+    mount: Path
+
+
+@dataclass(frozen=True)
+class CgroupMemory:
+    """A memory cgroup read at one moment; ``None``: not known (a file this kernel lacks)."""
+
+    version: int
+    path: str
+    limit_bytes: int | None  # the lowest limit on it and above it; None: unlimited
+    usage_bytes: int | None  # charged to it now
+    oom_kills: int | None  # processes the OOM killer killed in it, since it was made
+
+    def to_dict(self) -> dict:
+        mb = lambda b: None if b is None else round(b / MiB, 1)  # noqa: E731
+        return {
+            "version": self.version,
+            "path": self.path,
+            "limit_mb": mb(self.limit_bytes),
+            "usage_mb": mb(self.usage_bytes),
+            "oom_kills": self.oom_kills,
+        }
+
+
+def locate(pid: int | str, proc: Path = Path("/proc")) -> CgroupLocation | None:
+    """The memory cgroup of process ``pid`` (``"self"`` for memprobe), or None: no cgroup file,
+    no memory controller mounted, or the process is gone."""
+    text = read_text(str(proc / str(pid) / "cgroup"))
+    mounts = read_text(str(proc / "self" / "mountinfo"))
+    if text is None or mounts is None:
+        return None
+    v1 = v2 = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if "memory" in parts[1].split(","):
+            v1 = parts[2]
+        elif parts[0] == "0" and parts[1] == "":
+            v2 = parts[2]
+    for version, path in ((1, v1), (2, v2)):  # the controller sits on v1 where it is mounted there
+        mount = _mount(mounts, version)
+        if path is not None and mount is not None:
+            root, point = mount
+            inside = path[len(root) :] if root != "/" and (path + "/").startswith(root + "/") else path
+            return CgroupLocation(version, path, point / inside.lstrip("/"), point)
+    return None
+
+
+def _mount(mountinfo: str, version: int) -> tuple[str, Path] | None:
+    """The root and mount point of the memory hierarchy of ``version`` (proc(5), mountinfo)."""
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, after = left.split(), right.split()
+        if not sep or len(fields) < 5 or len(after) < 3:
+            continue
+        fstype, options = after[0], after[2].split(",")
+        if (version == 2 and fstype == "cgroup2") or (
+            version == 1 and fstype == "cgroup" and "memory" in options
+        ):
+            return _unescape(fields[3]), Path(_unescape(fields[4]))
+    return None
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes a space, tab, newline and backslash in a path as octal escapes."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def read(where: CgroupLocation) -> CgroupMemory:
+    """Its limit, charge and OOM kills now (a file that cannot be read gives None)."""
+    d = where.directory
+    if where.version == 1:
+        stat = _keyed(d / "memory.stat")
+        limit = stat.get("hierarchical_memory_limit", _number(d / "memory.limit_in_bytes"))
+        usage = _number(d / "memory.usage_in_bytes")
+        kills = _keyed(d / "memory.oom_control").get("oom_kill")
+    else:
+        limits = []
+        level = d
+        while True:  # memory.max on it and each cgroup above it, up to the mount
+            limits.append(_number(level / "memory.max"))
+            if level == where.mount or where.mount not in level.parents:
+                break
+            level = level.parent
+        known = [x for x in limits if x is not None]
+        limit = min(known) if known else None
+        usage = _number(d / "memory.current")
+        kills = _keyed(d / "memory.events").get("oom_kill")
+    return CgroupMemory(
+        where.version, where.path, limit if limit is not None and limit < UNLIMITED else None, usage, kills
+    )
+
+
+def _number(path: Path) -> int | None:
+    """A one-number file; v2's ``max`` (no limit) and anything else unreadable give None."""
+    text = read_text(str(path))
+    return int(text.strip()) if text is not None and text.strip().isdigit() else None
+
+
+def _keyed(path: Path) -> dict[str, int]:
+    """A ``key value`` per line file (memory.stat, memory.events, memory.oom_control)."""
+    out: dict[str, int] = {}
+    for line in (read_text(str(path)) or "").splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            out[key] = int(value.strip())
+    return out

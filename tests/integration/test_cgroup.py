@@ -1,0 +1,84 @@
+"""The job's memory cgroup read from a real `memprobe record`: the cgroup this machine puts the
+job in, and a job that a cgroup's limit kills (a cgroup made here for it, when this user may: the
+OOM killer ends the worker that allocates past 300 MB)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from memprobe.probe import cgroup
+
+JOB = """
+import os, time
+pid = os.fork()
+if pid == 0:  # a worker that allocates 40 MB at a time, past any small limit
+    blocks = []
+    for _ in range(50):
+        blocks.append(bytearray(40_000_000))
+        time.sleep(0.1)
+    os._exit(0)
+os.waitpid(pid, 0)
+time.sleep(0.5)
+"""
+
+
+def _record(out: Path, job: str, *, into: Path | None = None) -> subprocess.CompletedProcess:
+    """`memprobe record -- python -c JOB`, moved into the cgroup ``into`` first (memprobe and the
+    job in it, as in a container or a SLURM step)."""
+    argv = [sys.executable, "-m", "memprobe", "record", "-o", str(out), "--", sys.executable, "-c", job]
+    enter = (lambda: (into / "cgroup.procs").write_text(str(os.getpid()))) if into else None
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, preexec_fn=enter)
+
+
+def test_record_reads_the_cgroup_the_job_runs_in(tmp_path: Path) -> None:
+    where = cgroup.locate(os.getpid())
+    if where is None:
+        pytest.skip("no memory cgroup mounted on this machine")
+    done = _record(tmp_path / "rec", "import time; time.sleep(0.5)")
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
+    assert f"(cgroup v{where.version} {where.path}" in page
+    assert "OOM kills in its cgroup</dt><dd>0 while it ran" in page
+
+
+@pytest.fixture
+def limited() -> Iterator[Path]:
+    """A memory cgroup of 300 MB made beside this one, or a skip where this user may not."""
+    where = cgroup.locate(os.getpid())
+    if where is None or where.version != 1:
+        pytest.skip("needs a cgroup v1 memory hierarchy this user may write (v2 delegates differently)")
+    d = where.directory / f"memprobe-test-{uuid.uuid4().hex[:8]}"
+    try:
+        d.mkdir()
+        (d / "memory.limit_in_bytes").write_text(str(300 * 1024 * 1024))
+    except OSError as exc:
+        pytest.skip(f"cannot make a memory cgroup here: {exc}")
+    try:
+        yield d
+    finally:
+        for _ in range(50):
+            try:
+                d.rmdir()
+                break
+            except OSError:  # its last process is still exiting
+                time.sleep(0.1)
+
+
+def test_a_job_killed_by_its_cgroup_s_limit_is_shown_against_that_limit(
+    tmp_path: Path, limited: Path
+) -> None:
+    done = _record(tmp_path / "rec", JOB, into=limited)
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
+    assert "memory limit</dt><dd>300 MB (cgroup v1 " in page
+    assert "OOM kills in its cgroup</dt><dd>1 while it ran (a process was killed for memory)" in page
+    assert "the job's memory limit (cgroup v1 " in page  # the projection is measured against it

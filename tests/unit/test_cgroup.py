@@ -1,0 +1,122 @@
+"""The job's memory cgroup, read from fixture trees of cgroup v1 and v2 (a /proc with the
+process's cgroup file and memprobe's mountinfo, and the cgroup files under their mounts): the
+limit that applies (the lowest on the cgroup and above it), the charge and the OOM kills."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memprobe.probe import cgroup
+
+MiB = 1024 * 1024
+V1_NONE = "9223372036854771712"  # what v1 writes for no limit
+
+
+def _proc(tmp: Path, cgroup_lines: str, mounts: list[tuple[str, Path, str, str]]) -> Path:
+    """A /proc with process 42's cgroup file and memprobe's mountinfo: (root, point, fstype, options)."""
+    proc = tmp / "proc"
+    (proc / "42").mkdir(parents=True)
+    (proc / "self").mkdir()
+    (proc / "42" / "cgroup").write_text(cgroup_lines)
+    lines = [
+        f"{30 + i} 23 0:{28 + i} {root} {str(point).replace(' ', chr(92) + '040')} rw,relatime - {fstype} cgroup {opts}"
+        for i, (root, point, fstype, opts) in enumerate(mounts)
+    ]
+    (proc / "self" / "mountinfo").write_text("\n".join(["22 1 8:1 / / rw - ext4 /dev/vda rw", *lines]) + "\n")
+    return proc
+
+
+def _files(d: Path, **files: str) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (d / name.replace("_", ".", 1)).write_text(text)
+
+
+def test_v1_reads_the_limit_set_above_the_job_s_cgroup(tmp_path: Path) -> None:
+    """SLURM's v1 layout: the limit on the job's cgroup, the step's below it unlimited; memory.stat's
+    hierarchical_memory_limit is the one that applies. cpu and memory on separate mounts."""
+    mount = tmp_path / "sys fs" / "memory"  # a space in the mount point: escaped in mountinfo
+    step = mount / "slurm" / "uid_1000" / "job_7" / "step_0"
+    _files(
+        step,
+        memory_limit_in_bytes=V1_NONE,
+        memory_stat=f"cache 4096\nhierarchical_memory_limit {32 * 1024 * MiB}\ntotal_rss 1\n",
+        memory_usage_in_bytes=str(3000 * MiB),
+        memory_oom_control="oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+    )
+    proc = _proc(
+        tmp_path,
+        "9:cpu,cpuacct:/slurm/uid_1000/job_7/step_0\n4:memory:/slurm/uid_1000/job_7/step_0\n0::/\n",
+        [("/", tmp_path / "cpu", "cgroup", "rw,cpu,cpuacct"), ("/", mount, "cgroup", "rw,memory")],
+    )
+    where = cgroup.locate(42, proc)
+    assert where is not None and where.version == 1 and where.directory == step
+    got = cgroup.read(where)
+    assert got.limit_bytes == 32 * 1024 * MiB and got.usage_bytes == 3000 * MiB and got.oom_kills == 2
+    assert got.to_dict() == {
+        "version": 1,
+        "path": "/slurm/uid_1000/job_7/step_0",
+        "limit_mb": 32768.0,
+        "usage_mb": 3000.0,
+        "oom_kills": 2,
+    }
+
+
+def test_v1_without_a_limit_says_unlimited(tmp_path: Path) -> None:
+    mount = tmp_path / "memory"
+    _files(
+        mount / "docker" / "abc",
+        memory_limit_in_bytes=V1_NONE,
+        memory_stat=f"hierarchical_memory_limit {V1_NONE}\n",
+        memory_usage_in_bytes="1048576",
+    )
+    proc = _proc(tmp_path, "4:memory:/docker/abc\n", [("/", mount, "cgroup", "rw,memory")])
+    got = cgroup.read(cgroup.locate(42, proc))  # type: ignore[arg-type]
+    assert got.limit_bytes is None and got.usage_bytes == MiB
+    assert got.oom_kills is None  # a kernel without the counter: not known, not 0
+
+
+def test_v2_takes_the_lowest_memory_max_on_the_way_up(tmp_path: Path) -> None:
+    """Kubernetes on v2: the pod's cgroup limits, the container's below it says max."""
+    mount = tmp_path / "cgroup"
+    pod = mount / "kubepods.slice" / "pod1"
+    _files(mount, memory_max="max")  # the root has no memory.max; a file of max is the same
+    _files(mount / "kubepods.slice", memory_max=str(64 * 1024 * MiB))
+    _files(pod, memory_max=str(16 * 1024 * MiB))
+    _files(
+        pod / "ctr",
+        memory_max="max",
+        memory_current=str(900 * MiB),
+        memory_events="low 0\nmax 3\noom 1\noom_kill 1\n",
+    )
+    proc = _proc(tmp_path, "0::/kubepods.slice/pod1/ctr\n", [("/", mount, "cgroup2", "rw,nsdelegate")])
+    where = cgroup.locate(42, proc)
+    assert where is not None and where.version == 2
+    got = cgroup.read(where)
+    assert (got.limit_bytes, got.usage_bytes, got.oom_kills) == (16 * 1024 * MiB, 900 * MiB, 1)
+
+
+def test_v2_inside_a_cgroup_namespace_and_unlimited(tmp_path: Path) -> None:
+    """A container with its own cgroup namespace mounts its cgroup as the root: /proc says "/"."""
+    mount = tmp_path / "cgroup"
+    _files(mount, memory_max="max", memory_current="4096")
+    proc = _proc(tmp_path, "0::/\n", [("/", mount, "cgroup2", "rw")])
+    got = cgroup.read(cgroup.locate(42, proc))  # type: ignore[arg-type]
+    assert got.limit_bytes is None and got.usage_bytes == 4096
+
+
+def test_a_mount_rooted_below_the_hierarchy_s_root_strips_that_root(tmp_path: Path) -> None:
+    """A container that sees the host's v1 hierarchy mounted at its own cgroup: the mount's root
+    is the cgroup's path, and the files are at the mount point itself."""
+    mount = tmp_path / "memory"
+    _files(mount, memory_limit_in_bytes=str(2048 * MiB), memory_usage_in_bytes="0")
+    proc = _proc(tmp_path, "4:memory:/docker/abc\n", [("/docker/abc", mount, "cgroup", "rw,memory")])
+    where = cgroup.locate(42, proc)
+    assert where is not None and where.directory == mount
+    assert cgroup.read(where).limit_bytes == 2048 * MiB
+
+
+def test_no_cgroup_file_or_no_memory_controller_is_none(tmp_path: Path) -> None:
+    proc = _proc(tmp_path, "4:cpu:/x\n", [("/", tmp_path / "cpu", "cgroup", "rw,cpu")])
+    assert cgroup.locate(42, proc) is None
+    assert cgroup.locate(43, proc) is None  # gone

@@ -108,8 +108,6 @@ def read(where: CgroupLocation) -> CgroupMemory:
     if where.version == 1:
         stat = _keyed(d / "memory.stat")
         limit = stat.get("hierarchical_memory_limit", _number(d / "memory.limit_in_bytes"))
-        usage = _number(d / "memory.usage_in_bytes")
-        kills = _keyed(d / "memory.oom_control").get("oom_kill")
     else:
         limits = []
         level = d
@@ -120,11 +118,19 @@ def read(where: CgroupLocation) -> CgroupMemory:
             level = level.parent
         known = [x for x in limits if x is not None]
         limit = min(known) if known else None
-        usage = _number(d / "memory.current")
-        kills = _keyed(d / "memory.events").get("oom_kill")
+    usage, kills = charge(where)
     return CgroupMemory(
         where.version, where.path, limit if limit is not None and limit < UNLIMITED else None, usage, kills
     )
+
+
+def charge(where: CgroupLocation) -> tuple[int | None, int | None]:
+    """What is charged to it now (bytes) and its OOM kills so far: the two that move, read
+    each second with MemAvailable (two small files, no walk up the hierarchy)."""
+    d = where.directory
+    if where.version == 1:
+        return _number(d / "memory.usage_in_bytes"), _keyed(d / "memory.oom_control").get("oom_kill")
+    return _number(d / "memory.current"), _keyed(d / "memory.events").get("oom_kill")
 
 
 def _number(path: Path) -> int | None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprobe.core.vocabulary import DENIED_OTHER_USER, DENIED_REASON
-from memprobe.probe import procfs
+from memprobe.probe import cgroup, procfs
 from memprobe.probe.roles import RoleBook
 
 MB = procfs.MB
@@ -136,6 +136,8 @@ class Sampler:
         self._next_pss = 0.0
         self._next_scan = 0.0
         self._next_meminfo = 0.0
+        # The memory cgroup the root is charged to: its charge and OOM kills with MemAvailable.
+        self.cgroup = cgroup.locate(root)
         self.cpu_s = 0.0
         self._cpu0 = time.thread_time()  # the sampling thread's, from its start (see _run)
         self.pss_round_costs: list[float] = []
@@ -397,17 +399,21 @@ class Sampler:
         return rows
 
     def system_row(self, tick: float) -> Row:
-        """The tick's row of the ``system`` table: /dev/shm, MemAvailable (now and then), the
-        sampler's CPU time, the processes followed."""
+        """The tick's row of the ``system`` table: /dev/shm, MemAvailable and the memory cgroup's
+        charge and OOM kills (now and then), the sampler's CPU time, the processes followed."""
         shm = procfs.dev_shm_used()
-        avail = None
+        avail = charged = kills = None
         if tick >= self._next_meminfo:
             self._next_meminfo = tick + self.settings.mem_available_interval_s
             avail = procfs.mem_available()
+            if self.cgroup is not None:
+                charged, kills = cgroup.charge(self.cgroup)
         return {
             "t": round(tick - self.t0, 4),
             "dev_shm_mb": None if shm is None else shm / MB,
             "mem_available_mb": None if avail is None else avail / MB,
+            "cgroup_mb": None if charged is None else charged / MB,
+            "cgroup_oom_kills": kills,
             "sampler_cpu_s": self.cpu_s,
             "processes": len(self._alive),
         }

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from memprobe.core.series import (
@@ -170,13 +171,53 @@ def chart_rss_vs_pss(
     *,
     max_points: int,
     held: bool = False,
+    charge: pd.Series | None = None,
+    limit_mb: float | None = None,
 ) -> dict | None:
     """``held``: as :func:`chart_pss_by_role`'s (a recorded job: total PSS drawn as steps; a
     torchrun job's total once sloped down over 70 s from one round to the next, where it had
-    dropped at once when its workers exited)."""
+    dropped at once when its workers exited). ``charge``: the job's memory cgroup's charge over
+    time (MB), drawn beside them; ``limit_mb``: the limit the job must fit in, drawn where the
+    lines reach a quarter of it (further down, it would flatten them into the axis)."""
     rss, pss = sum_rss(samples), total_pss(samples)
     if rss.empty and pss.empty:
         return None
+    extra = []
+    if charge is not None and not charge.dropna().empty:
+        charge = charge.dropna()
+        extra.append(
+            Series(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": "cgroup charge",
+                    "line": {"color": "#6b6b6b", "width": 2, "dash": "dash"},
+                    "hovertemplate": "%{y:,.0f} MB charged to the cgroup",
+                },
+                charge.index.to_numpy(float),
+                charge.to_numpy(float),
+            )
+        )
+    top = max(
+        (float(x.max()) for x in (rss, pss, charge) if x is not None and not x.dropna().empty), default=0.0
+    )
+    if limit_mb and top >= 0.25 * limit_mb:
+        ends = [float(x.index.min()) for x in (rss, pss) if not x.empty] + [
+            float(x.index.max()) for x in (rss, pss) if not x.empty
+        ]
+        extra.append(
+            Series(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": "memory limit",
+                    "line": {"color": "#8b1d1d", "width": 2, "dash": "dot"},
+                    "hovertemplate": "limit %{y:,.0f} MB",
+                },
+                np.array([min(ends), max(ends)], dtype=float),
+                np.array([limit_mb, limit_mb], dtype=float),
+            )
+        )
     series = [
         Series(
             {
@@ -203,11 +244,12 @@ def chart_rss_vs_pss(
             pss.index.to_numpy(float),
             pss.to_numpy(float),
         ),
+        *extra,
     ]
     return build_chart(
         chart_id,
         "rss_vs_pss",
-        "Sum of RSS next to total PSS",
+        "Sum of RSS next to total PSS" + "".join(f", {s.trace['name']}" for s in extra),
         series,
         clock,
         "MB",

@@ -32,7 +32,15 @@ from memprobe.report import content, figures, groups, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
-from memprobe.report.record_tables import cgroup_facts, labels, memory_limit, process_rows, projection_table
+from memprobe.report.record_tables import (
+    cgroup_charge,
+    cgroup_facts,
+    labels,
+    memory_limit,
+    oom_kills,
+    process_rows,
+    projection_table,
+)
 from memprobe.results.folder import ResultSet
 
 
@@ -220,15 +228,26 @@ def memory_charts(
     max_points: int,
     items: bool,
     groups: dict[str, str] | None = None,
+    charge: pd.Series | None = None,
+    limit_mb: float | None = None,
 ) -> list[dict]:
-    """Total PSS stacked by process (by group: ``stack_groups``), sum of RSS next to it, and
-    items/s where the job counted items."""
+    """Total PSS stacked by process (by group: ``stack_groups``), sum of RSS next to it with the
+    cgroup's charge and the job's limit, and items/s where the job counted items."""
     milestones = figures.Milestones({})
     charts = [
         figures.chart_pss_by_role(
             "mem-pss", samples, clock, milestones, max_points=max_points, held=True, band_of=groups
         ),
-        figures.chart_rss_vs_pss("mem-rss", samples, clock, milestones, max_points=max_points, held=True),
+        figures.chart_rss_vs_pss(
+            "mem-rss",
+            samples,
+            clock,
+            milestones,
+            max_points=max_points,
+            held=True,
+            charge=charge,
+            limit_mb=limit_mb,
+        ),
     ]
     if items:
         charts.append(
@@ -414,7 +433,12 @@ def context(
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
-    memory = memory_charts(job.samples, progress, clock, max_points, items, stack_groups(procs))
+    system = results.run_table("system", meta["run_id"])
+    charge = cgroup_charge(system, samples)
+    limit_mb, limit_words = memory_limit(meta, results.manifest.get("environment") or {})
+    memory = memory_charts(
+        job.samples, progress, clock, max_points, items, stack_groups(procs), charge, limit_mb
+    )
     kind = meta.get("kind") or "record"
     charts = _retitle(share_x(timelines + memory), kind)
     manifest = results.manifest
@@ -430,14 +454,17 @@ def context(
         "tone": content.tone(s),
         "badge": content.badge_text(s),
         "culprit": culprit_text(s),
-        "facts": facts(s, meta, denied_mb) + cgroup_facts(meta, env),
+        "facts": facts(s, meta, denied_mb)
+        + cgroup_facts(
+            meta, env, charge, oom_kills(system, samples, (meta.get("cgroup") or {}).get("oom_kills"))
+        ),
         "timelines": timelines,
         "memory_charts": memory,
         "items": items,
         "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker), procs),
         "processes": process_rows(s),
         "show_per_1k": items,
-        "projection": projection_table(s, basis, *memory_limit(meta, env)),
+        "projection": projection_table(s, basis, limit_mb, limit_words),
         "estimate": estimate_text(s),
         "sampling": sampling_text(s, meta),
         "unread": unread_text(s),

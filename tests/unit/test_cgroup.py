@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memprobe.probe import cgroup
 
 MiB = 1024 * 1024
@@ -120,3 +122,47 @@ def test_no_cgroup_file_or_no_memory_controller_is_none(tmp_path: Path) -> None:
     proc = _proc(tmp_path, "4:cpu:/x\n", [("/", tmp_path / "cpu", "cgroup", "rw,cpu")])
     assert cgroup.locate(42, proc) is None
     assert cgroup.locate(43, proc) is None  # gone
+
+
+# -- on the record page: the charge's rate, the time to the limit, the OOM kills ------------------
+
+
+def test_the_time_to_the_limit_is_taken_at_the_charge_s_rate_over_the_job_s_last_third() -> None:
+    import pandas as pd
+
+    from memprobe.report.record_tables import time_to_limit
+
+    t = [float(x) for x in range(0, 61)]
+    flat_then_rising = pd.Series([100.0 if x < 40 else 100.0 + (x - 40) * 2.0 for x in t], index=t)
+    rate, minutes = time_to_limit(flat_then_rising, 1000.0)  # type: ignore[misc]
+    assert rate == pytest.approx(120.0)  # 2 MB/s over its last 20 s
+    assert minutes == pytest.approx((1000.0 - 140.0) / 120.0)
+    assert time_to_limit(pd.Series([100.0] * 61, index=t), 1000.0) == (pytest.approx(0.0), None)
+    assert time_to_limit(flat_then_rising, None) is None
+    assert time_to_limit(pd.Series([1.0, 2.0], index=[0.0, 1.0]), 1000.0) is None  # too short
+
+
+def test_an_oom_kill_names_the_process_that_vanished_with_it_not_those_that_ended_later() -> None:
+    import pandas as pd
+
+    from memprobe.report.record_tables import oom_kills
+
+    system = pd.DataFrame({"t": [0.0, 1.0, 2.0, 3.0], "cgroup_oom_kills": [0, 0, 1, 1]})
+    samples = pd.DataFrame(
+        {
+            "t": [2.2, 2.6],
+            "pid": [11, 10],
+            "role": ["worker 0", "main"],
+            "missing": [True, True],
+        }
+    )
+    # Counted at 2.0, seen gone at the next tick: the first to vanish is the one named, with the
+    # time it was seen gone; main ended after it.
+    assert oom_kills(system, samples) == [(2.2, ["worker 0 (pid 11)"])]
+    samples.loc[0, "t"] = 1.5  # gone between the two readings
+    assert oom_kills(system, samples) == [(1.5, ["worker 0 (pid 11)"])]
+    assert oom_kills(system.drop(columns="cgroup_oom_kills"), samples) == []
+    # The record ended before the next reading: the count in meta.json is the last one.
+    early = system.iloc[:2]
+    assert oom_kills(early, samples) == []
+    assert oom_kills(early, samples, final=1) == [(1.5, ["worker 0 (pid 11)"])]

@@ -4,7 +4,9 @@ OOM killer ends the worker that allocates past 300 MB)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from memprobe.probe import cgroup
@@ -80,5 +83,37 @@ def test_a_job_killed_by_its_cgroup_s_limit_is_shown_against_that_limit(
     assert done.returncode == 0, done.stderr[-2000:]
     page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
     assert "memory limit</dt><dd>300 MB (cgroup v1 " in page
-    assert "OOM kills in its cgroup</dt><dd>1 while it ran (a process was killed for memory)" in page
+    kill = re.search(r"OOM kills in its cgroup</dt><dd>1 while it ran \(at ([0-9.]+) s: ([^<]*)\)<", page)
+    assert kill, page[page.index("memory limit") :][:2000]
+    worker = _worker_pid(tmp_path / "rec")
+    assert kill.group(2) == f"worker 0 (pid {worker})"  # the victim, not main, which ended after it
     assert "the job's memory limit (cgroup v1 " in page  # the projection is measured against it
+    charts = json.loads(re.search(r'id="memprobe-data">(.*?)</script>', page, re.DOTALL).group(1))["charts"]
+    (rss,) = [c for c in charts if c["id"] == "mem-rss"]
+    names = [trace["name"] for trace in rss["data"]]
+    assert "cgroup charge" in names and "memory limit" in names
+
+
+RISING = """
+import time
+held = []
+for _ in range(40):  # 20 MB a second for 8 s: 160 MB, under the 300 MB limit
+    held.append(bytearray(4_000_000))
+    time.sleep(0.2)
+"""
+
+
+def test_a_job_whose_charge_rises_is_told_its_time_to_the_limit(tmp_path: Path, limited: Path) -> None:
+    done = _record(tmp_path / "rec", RISING, into=limited)
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
+    got = re.search(r"time to the limit</dt><dd>([0-9.]+) s from the job's end at \+([0-9,]+) MB/min", page)
+    assert got, page[page.index("memory limit") :][:2000]
+    assert 600 < float(got.group(2).replace(",", "")) < 1800  # 1,200 MB/min allocated
+    assert "OOM kills in its cgroup</dt><dd>0 while it ran<" in page
+
+
+def _worker_pid(out: Path) -> int:
+    samples = pd.read_parquet(out / "samples.parquet")
+    (pid,) = samples.loc[samples["role"] == "worker 0", "pid"].unique()
+    return int(pid)

@@ -33,7 +33,7 @@ import numpy as np
 from torch.utils.data import Dataset
 
 import memprobe
-from memprobe.datasets import BACKENDS, RecordSpec, make_columns
+from memprobe.datasets import BACKENDS, ListDataset, RecordSpec, make_columns
 from memprobe.datasets.records import Columns
 
 CONTAINERS = ("list", "shared_list", "d2_serialized", "numpy", "arrow")
@@ -62,23 +62,12 @@ class SerializedNumpyList:
         return pickle.loads(memoryview(self.buffer[start : int(self.ends[index])]))
 
 
-class Records(Dataset):
-    """A dataset over a sequence of record dicts (list, SharedList, serialized list)."""
+class Records(ListDataset):
+    """ListDataset's reads (the same dict per item) over any sequence of its record dicts: a
+    list, a SharedList, a serialized list."""
 
     def __init__(self, records: Any) -> None:
         self.records = records
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, index: int) -> dict:
-        rec = self.records[index]
-        return {
-            "id": rec["id"],
-            "path": rec["path"],
-            "label": rec["label"],
-            "box": np.asarray(rec["box"], dtype=np.float32),
-        }
 
 
 def record_dicts(columns: Columns) -> Iterator[dict]:

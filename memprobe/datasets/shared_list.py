@@ -10,8 +10,7 @@ every start method can share it:
 
 * The buffer is an anonymous memory file (``os.memfd_create``), sealed against writes and
   mapped read-only. It has no name: nothing is ever created in ``/dev/shm`` (so nothing is left
-  there, however the job ends, and Docker's small ``/dev/shm`` does not limit its size), and the
-  kernel frees it when the last process holding it ends.
+  there, however the job ends), and the kernel frees it when the last process holding it ends.
 * **fork**: the workers inherit the mapping. Reading a record touches no page of it for writing,
   so a worker's own memory (USS) does not grow with what it reads; the buffer is one copy.
 * **spawn, forkserver**: when the object is pickled to start a process (``multiprocessing``

@@ -156,9 +156,9 @@ class SharedList(Sequence[Any]):
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         if context.get_spawning_popen() is not None:
             # Starting a process (spawn, forkserver): multiprocessing passes the descriptor.
-            return (_from_descriptor, (reduction.DupFd(self._fd), self._count, self._nbytes))
+            return (_from_descriptor, (type(self), reduction.DupFd(self._fd), self._count, self._nbytes))
         records = pickle.PickleBuffer(self._data) if protocol >= 5 else self._data.tobytes()
-        return (_from_bytes, (records, self._offsets.tobytes()))
+        return (_from_bytes, (type(self), records, self._offsets.tobytes()))
 
 
 def _pickled(records: Iterable[Any]) -> Iterator[bytes]:
@@ -211,13 +211,13 @@ def _write_all(fd: int, data: Any) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _from_descriptor(duplicated: Any, count: int, nbytes: int) -> SharedList:
+def _from_descriptor(cls: type[SharedList], duplicated: Any, count: int, nbytes: int) -> SharedList:
     fd = duplicated.detach()
     os.set_inheritable(fd, False)
-    return SharedList._adopt(fd, count, nbytes, populate=False)
+    return cls._adopt(fd, count, nbytes, populate=False)
 
 
-def _from_bytes(records: Any, offsets: bytes) -> SharedList:
+def _from_bytes(cls: type[SharedList], records: Any, offsets: bytes) -> SharedList:
     """A SharedList unpickled from its bytes: the records' bytes and offsets written as they are."""
     ends = memoryview(offsets).cast("q")
     fd = os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -227,4 +227,4 @@ def _from_bytes(records: Any, offsets: bytes) -> SharedList:
     except BaseException:
         os.close(fd)
         raise
-    return SharedList._adopt(fd, len(ends) - 1, ends[-1], populate=True)
+    return cls._adopt(fd, len(ends) - 1, ends[-1], populate=True)

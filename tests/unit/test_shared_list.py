@@ -114,6 +114,16 @@ def test_plain_pickling_copies_the_bytes_at_every_protocol() -> None:
         assert isinstance(back, SharedList) and list(back) == recs and back.nbytes == sl.nbytes
 
 
+class Subclassed(SharedList):
+    __slots__ = ()
+
+
+def test_a_subclass_stays_itself_through_pickling_and_slicing() -> None:
+    sub = Subclassed(range(5))
+    assert type(pickle.loads(pickle.dumps(sub))) is Subclassed
+    assert type(sub[1:3]) is Subclassed and list(sub[1:3]) == [1, 2]
+
+
 def test_copies_are_the_object_itself() -> None:
     sl = SharedList(records(3))
     assert copy.copy(sl) is sl and copy.deepcopy(sl) is sl

@@ -142,9 +142,9 @@ def test_a_killed_job_leaves_nothing_in_dev_shm_and_its_workers_map_the_parents_
 
 @pytest.mark.parametrize("mode", ["spawn", "forkserver"])
 def test_a_job_that_ends_leaves_no_warning_and_no_segment(mode: str) -> None:
-    """A job that runs its epoch to the end prints nothing (multiprocessing's resource tracker
-    warns on stderr of a named segment nobody unlinked; the buffer is not one) and leaves
-    nothing in /dev/shm."""
+    """A job that runs its epoch to the end gets no resource-tracker warning (multiprocessing's
+    resource tracker warns on stderr of a named segment nobody unlinked; the buffer is not one)
+    and leaves nothing in /dev/shm."""
     before = set(os.listdir("/dev/shm"))
     job = subprocess.run(
         [sys.executable, "-c", JOB.format(here=str(Path(__file__).parent), mode=mode, sleep=0)],
@@ -153,7 +153,8 @@ def test_a_job_that_ends_leaves_no_warning_and_no_segment(mode: str) -> None:
         timeout=120,
     )
     assert job.returncode == 0, job.stderr
-    assert job.stderr == ""
+    # (torch may warn of more workers than CPUs on a small machine: not ours)
+    assert "resource_tracker" not in job.stderr and "leaked" not in job.stderr, job.stderr
     left = {name for name in set(os.listdir("/dev/shm")) - before if not name.startswith("sem.mp-")}
     assert not left, left
 

@@ -7,6 +7,8 @@ The public API is small:
 * :class:`ThreadDataLoader` — torch's DataLoader on worker threads instead of processes.
 * :func:`mark` — count items from inside a training loop that ``memprobe record`` watches; a
   no-op otherwise.
+* :class:`SharedList` — records pickled once into one buffer that fork, spawn, forkserver and
+  thread workers share (one copy, no copy-on-access); imports neither torch nor pyarrow.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from memprobe.record.marks import mark
 
 __version__ = "0.1.0"
-__all__ = ["ProfileResult", "ThreadDataLoader", "mark", "profile"]
+__all__ = ["ProfileResult", "SharedList", "ThreadDataLoader", "mark", "profile"]
 
 
 def __getattr__(name: str) -> Any:
@@ -31,4 +33,8 @@ def __getattr__(name: str) -> Any:
         from memprobe.loaders.thread import ThreadDataLoader
 
         return ThreadDataLoader
+    if name == "SharedList":
+        from memprobe.datasets.shared_list import SharedList
+
+        return SharedList
     raise AttributeError(f"module 'memprobe' has no attribute {name!r}")

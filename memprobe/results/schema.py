@@ -237,6 +237,7 @@ META = _object(
         "items": _COUNT,
         "batches": _COUNT,
         "milestones": _object(each=_number(optional=False), null=False),
+        "epoch_warms": _list(_number(optional=False)),
         "marks_recorded": _flag,
         "started": _NUM,
         "elapsed_s": _SECONDS,

@@ -27,14 +27,27 @@ from memprobe.core.summary import RunSummary, job_figures, per_1k_items_per_work
 from memprobe.core.vocabulary import MAIN, has_worker_processes
 
 
-def per_process_growth(samples: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
-    """USS at the first and last PSS sample of each process inside [start, end]."""
+def per_process_growth(
+    samples: pd.DataFrame, start: float, end: float, warms: list[float] | None = None
+) -> pd.DataFrame:
+    """USS at the first and last PSS sample of each process inside [start, end]; a worker of a
+    later generation (first seen after ``start``) from its generation's warm, the first of
+    ``warms`` (every later generation's) from its first sample on."""
     w = samples[(samples["tier"] == "pss") & (samples["t"] >= start) & (samples["t"] <= end)]
     if w.empty:
         return pd.DataFrame(columns=["pid", "role", "worker", "uss_start_mb", "uss_end_mb", "growth_mb"])
     # A worker counts from when it is one: a spawn or forkserver worker first starts and unpickles
     # its dataset under another role (its start-up copy, not growth while iterating).
     w = w[(w["worker"] >= 0) | ~w["pid"].isin(w.loc[w["worker"] >= 0, "pid"].unique())]
+    if warms:
+        # A later generation's spawn worker is a worker (its role) while it still unpickles its
+        # dataset: read then at 101 MB of 152, its start-up counted as +45-50 MB of growth in a
+        # job that grew nothing. From its generation's warm, every worker holds its dataset.
+        first = samples.loc[samples["worker"] >= 0].groupby("pid")["t"].min()
+        marks = sorted([start, *warms])  # the first generation's warm is the window's start
+        own_start = first.map(lambda t: next((m for m in marks if m >= t), None)).dropna()
+        late = w["pid"].map(own_start)
+        w = w[late.isna() | (w["t"] >= late.fillna(0.0))]  # its forced round comes just after it
     w = w.sort_values("t")
     dirty = "private_dirty_mb" if "private_dirty_mb" in w else "uss_mb"
     g = w.groupby("pid")
@@ -67,7 +80,10 @@ def summarize(
     spec = meta["spec"]
     job = job_figures(meta, samples, progress, gil_enabled)
     start, end = job.start, job.end
-    growth = per_process_growth(samples, start, end) if start is not None and end is not None else None
+    warms = [float(t) for t in meta.get("epoch_warms") or []]
+    if not warms and "epoch_warm" in meta.get("milestones", {}):  # older metas: the first only
+        warms = [float(meta["milestones"]["epoch_warm"])]
+    growth = per_process_growth(samples, start, end, warms) if start is not None and end is not None else None
     # A worker with a single PSS sample in the window (one that was ending when a watch began, or
     # lived shorter than the gap between rounds) has no growth to show, not a growth of zero.
     workers = (

@@ -114,6 +114,9 @@ class RunState:
     items: int = 0
     batches: int = 0
     milestones: dict[str, float] = field(default_factory=dict)  # event -> t it first came (s since start)
+    # Every later generation's warm (each epoch's workers have all delivered a batch), not only
+    # the first: each generation's growth window starts at its own (memprobe.run.analysis).
+    epoch_warms: list[float] = field(default_factory=list)
     started_wall: float = field(default_factory=time.time)
     elapsed_s: float = 0.0
     exit_code: int | None = None
@@ -129,6 +132,7 @@ class RunState:
             "items": self.items,
             "batches": self.batches,
             "milestones": self.milestones,
+            "epoch_warms": self.epoch_warms,
             "started": self.started_wall,
             "elapsed_s": round(self.elapsed_s, 3),
             "exit_code": self.exit_code,
@@ -286,6 +290,8 @@ class _Supervisor:
         self.writer.append("events", [{"t": t, **{k: v for k, v in ev.items() if k != "traceback"}}])
         if name not in self.state.milestones:
             self.state.milestones[name] = t
+        if name == "epoch_warm":
+            self.state.epoch_warms.append(t)
         if name == "dataset_built":
             self.state.info = {
                 **(ev.get("info") or {}),

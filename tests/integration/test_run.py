@@ -535,7 +535,10 @@ def test_each_generation_of_workers_is_measured_from_its_start_to_its_end(tmp_pa
 
     samples = rs.run_table("samples", summary.run_id)
     start, end = window_bounds(samples, rs.metas[0]["milestones"])
-    growth = per_process_growth(samples, start, end)
+    # Every later generation's warm is kept (its window starts there), not only the first.
+    (epoch_warm,) = rs.metas[0]["epoch_warms"]
+    assert epoch_warm == rs.metas[0]["milestones"]["epoch_warm"]
+    growth = per_process_growth(samples, start, end, [epoch_warm])
     workers = growth[growth["worker"] >= 0]
     assert len(workers) == 4 and (workers["samples"] >= 2).all()
     # Every generation copied the list as it read it (a ListDataset of 150k records is ~90 MB;

@@ -275,3 +275,35 @@ def test_summary_has_cpu_per_item_over_the_iteration_window() -> None:
     s = _summarize()
     assert s.cpu_ms_per_item is not None and s.cpu_ms_per_item > 0
     assert s.faults_per_item is None and s.kernel_cpu_share is None  # these samples record neither
+
+
+def test_a_later_generation_of_spawn_workers_grows_from_its_own_warm_not_its_start_up() -> None:
+    """Workers recreated every epoch under spawn: the second generation is a worker (its role)
+    while it still unpickles its dataset, read then at 101 MB of the 152 it holds once loaded. Its
+    window starts at its generation's warm (every worker has delivered a batch): +0, where from
+    its first reading it was +51 MB, over a 50 MB threshold, in a job that grew nothing."""
+    rows = [
+        _row(0.5, 10, "main", -1, "pss", rss=300, pss=200, uss=150),
+        _row(20.0, 10, "main", -1, "pss", rss=300, pss=200, uss=150),
+    ]
+    for pid, worker in ((11, 0), (12, 1)):  # first generation: loaded by the window's start
+        rows += [
+            _row(t, pid, f"worker {worker}", worker, "pss", rss=160, pss=155, uss=152) for t in (2.0, 9.0)
+        ]
+    for pid, worker in ((13, 0), (14, 1)):  # second generation, started at 10 s, warm at 12.5 s
+        rows.append(_row(11.0, pid, f"worker {worker}", worker, "pss", rss=110, pss=105, uss=101))
+        rows += [
+            _row(t, pid, f"worker {worker}", worker, "pss", rss=160, pss=155, uss=152) for t in (12.5, 19.0)
+        ]
+    samples = pd.DataFrame(rows)
+    before = per_process_growth(samples, 2.0, 20.0)
+    assert before.set_index("pid").loc[[13, 14], "growth_mb"].tolist() == [51.0, 51.0]  # the bug
+    growth = per_process_growth(samples, 2.0, 20.0, [12.5]).set_index("pid")
+    assert growth.loc[[11, 12, 13, 14], "growth_mb"].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert growth.loc[13, "uss_start_mb"] == 152.0
+    meta = _meta(mode="spawn", milestones={"warm": 2.0, "done": 20.0})
+    summary = summarize(meta | {"epoch_warms": [12.5]}, samples, _progress(), pd.DataFrame())
+    assert summary.worker_uss_growth_max_mb == 0.0 and summary.verdict == "flat"
+    # An older meta knows only the first later generation's warm, in its milestones.
+    older = _meta(mode="spawn", milestones={"warm": 2.0, "epoch_warm": 12.5, "done": 20.0})
+    assert summarize(older, samples, _progress(), pd.DataFrame()).worker_uss_growth_max_mb == 0.0

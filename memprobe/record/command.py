@@ -43,7 +43,14 @@ from memprobe.probe import procfs
 from memprobe.probe.sampler import SamplerSettings
 from memprobe.probe.tree import ProcfsReader
 from memprobe.record.marks import ENV as MARK_ENV
-from memprobe.record.recording import MarkReader, Recording, RecordResult, command_name, safe_name
+from memprobe.record.recording import (
+    MarkReader,
+    Observer,
+    Recording,
+    RecordResult,
+    command_name,
+    safe_name,
+)
 from memprobe.run.ending import OWN_PROCESS_GROUP, end_group
 from memprobe.run.runner import StopSignals
 from memprobe.run.scenario import VerdictSpec
@@ -364,11 +371,13 @@ def watch(
     verdict: VerdictSpec | None = None,
     render: bool = True,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+    observer: Observer | None = None,
 ) -> RecordResult:
     """Sample the running process ``pid`` and its whole tree until it exits or ``duration``
     seconds pass; the process is never signalled. SIGINT, SIGTERM and SIGHUP stop the watch the
     way they stop ``run`` and ``record``: what was sampled is saved, the report written, and
-    ``exit_code`` is 128 + the first signal's number."""
+    ``exit_code`` is 128 + the first signal's number. ``observer``: a live view of the recording
+    (``memprobe top``)."""
     st = procfs.read_stat(pid)
     if st is None or st.state in ("Z", "X"):
         raise UsageError(f"no running process with pid {pid}")
@@ -399,6 +408,7 @@ def watch(
         log,
     )
     out = rec.out
+    rec.observer = observer
     rec.info = {"command": cmd, "pid": pid}
     env_marks = (ProcfsReader().environ(pid) or {}).get(MARK_ENV)
     path = marks_file or (Path(env_marks) if env_marks else None)

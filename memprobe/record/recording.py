@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from memprobe.core.errors import ResultsWriteError
 from memprobe.core.text import printable
@@ -162,6 +163,19 @@ class RecordResult:
     saved: bool = True  # False: the results could not be finished (notes say what was kept)
 
 
+class Observer(Protocol):
+    """What follows a recording as it runs (``memprobe top``'s live view,
+    :mod:`memprobe.cli.top`): the sampler's rows as they are written (from the sampler's thread),
+    each poll of the recording (from the main thread, every 0.2 s or so), and its end. It must
+    not raise: memprobe's own trouble never stops the sampling."""
+
+    def rows(self, table: str, rows: list[Row]) -> None: ...
+
+    def poll(self, recording: Recording) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Recording:
     """The part shared by record and watch: writer, sampler, marks, meta and the final save.
 
@@ -213,6 +227,7 @@ class Recording:
         self.meta_saved_t: float | None = None  # when the run's meta was last saved
         self.cgroup: cgroup.CgroupLocation | None = None
         self.cgroup_at_start: cgroup.CgroupMemory | None = None
+        self.observer: Observer | None = None  # a live view (memprobe top)
 
     def start_sampling(self, root: int, pgid: int | None) -> None:
         self.root = root
@@ -227,6 +242,8 @@ class Recording:
         self.writer.append(table, rows)  # a ResultsWriteError ends the sampler; poll() tells
         if table == "samples" and rows:
             self.saved_t = float(rows[-1]["t"])
+        if self.observer is not None:
+            self.observer.rows(table, rows)
 
     def poll_marks(self) -> None:
         if self.marks is not None and self.stopped is None:
@@ -236,6 +253,8 @@ class Recording:
         """Tail the marks; every CHECKPOINT_S or so, save the run's meta as it stands. A write
         that fails, a results folder that is gone or a sampler that died stop the sampling
         (:meth:`stop_sampling`); nothing here raises."""
+        if self.observer is not None:
+            self.observer.poll(self)
         if self.stopped is not None:
             return
         try:
@@ -353,6 +372,8 @@ class Recording:
         """Save the run and finish the folder (summary, report). When sampling stopped early or
         saving fails now, the result says what was kept instead of raising."""
         assert self.sampler is not None
+        if self.observer is not None:  # the live view ends: what follows is said on the terminal
+            self.observer.close()
         notes = [n for n in (self.marks.note() if self.marks else None, self._outside_tree()) if n]
         if self.stopped is None:
             self.sampler.stop(final_pss=final_pss)

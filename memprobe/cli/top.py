@@ -1,0 +1,393 @@
+"""A live view of a running job's memory: one row per process of its tree, refreshed every second.
+
+`memprobe top PID` is `memprobe watch PID` with a view: the same sampler follows PID and its whole
+process tree (torchrun ranks, DataLoader workers of every generation), and the terminal shows,
+about once a second, each live process (role, rank, worker index and generation, USS, whether
+that figure is this second's exact reading or the sampler's estimate, PSS at its latest exact
+reading carried to now, RSS, its own growth rate in MB/min over the last minute, a worker's USS
+gained since its start), the totals (total PSS, sum of RSS, the job's memory cgroup's charge and
+its limit), the verdict so far in words and the time to the limit at the current rate.
+
+q (or Ctrl-C) stops the view and saves what was sampled, as Ctrl-C stops `memprobe watch`: the
+results folder, summary.json and report.html are written (reports/watch-<name>-<UTC time>/, or
+-o DIR) and the summary printed; the job itself is never signalled. When the job exits by itself
+the view ends the same way, with the final summary.
+
+The view uses the terminal's alternate screen (plain ANSI, redrawn whole, as `top` does over
+ssh), shows every string from the job (roles, command lines) with its control characters
+escaped, and honours NO_COLOR (no colour, no attribute). When stdout is not a terminal (a pipe, a
+file, TERM=dumb) it prints one line every --every seconds instead.
+
+Exit codes: as `memprobe watch`: 0 done (the job exited, --duration, or q), 1 the results could
+not be written, 2 bad input, 128+N stopped by signal N (130 Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import select
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from memprobe.cli.flags import bounded
+from memprobe.cli.record import add_common_arguments, print_result, settings_from
+from memprobe.core.text import printable
+
+if TYPE_CHECKING:
+    from memprobe.record.live import LiveModel, LiveView
+    from memprobe.record.recording import Recording
+
+NAME = "top"
+HELP = "a live view of a running job's memory per process (watch PID, shown every second)"
+EPILOG = """examples:
+  memprobe top 12345                        # until it exits, or q
+  memprobe top $(pgrep -f torchrun) -o reports/live
+  memprobe top 12345 > top.log              # not a terminal: one line every 5 s
+"""
+
+REFRESH_S = 1.0
+QUIT_KEYS = b"qQ"
+RED, GREEN, BOLD, REVERSE, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[7m", "\x1b[0m"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "pid", type=int, help="the process to watch (e.g. the torchrun launcher or a training script)"
+    )
+    p.add_argument(
+        "--duration", type=float, metavar="S", help="stop after S seconds (default: until it exits, or q)"
+    )
+    p.add_argument(
+        "--every",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="when stdout is not a terminal: one line every S seconds (default: 5)",
+    )
+    add_common_arguments(p)
+
+
+def main(args: argparse.Namespace) -> int:
+    settings, verdict = settings_from(args)
+    if args.duration is not None:
+        bounded("--duration", args.duration, 0, above=True, unit="seconds")
+    every = bounded("--every", args.every, 0.1, 3600, unit="seconds")
+    from memprobe.cli.console import say
+    from memprobe.record.command import watch  # pandas and the rest, once the arguments are good
+
+    display: Screen | Lines = (
+        Screen(sys.stdout, color=not os.environ.get("NO_COLOR"))
+        if sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
+        else Lines(sys.stdout, every)
+    )
+    live = Live(display, verdict.growth_threshold_mb, log=lambda line: say(line, sys.stderr))
+    try:
+        result = watch(
+            args.pid,
+            Path(args.output) if args.output else None,
+            duration=args.duration,
+            settings=settings,
+            verdict=verdict,
+            render=not args.no_report,
+            log=live.log,
+            observer=live,
+        )
+    finally:
+        live.close()
+    print_result(result, sys.stdout)
+    if live.quit and result.saved and result.exit_code == 128 + signal.SIGINT:
+        return 0  # q is how a live view is left: what was sampled is saved
+    return result.exit_code
+
+
+class Live:
+    """The recording's observer (:class:`memprobe.record.recording.Observer`): feeds the model
+    from the sampler's rows, shows a view every REFRESH_S, reads the quit key. Its own failure
+    ends the view, never the sampling."""
+
+    def __init__(self, display: Screen | Lines, threshold_mb: float, log: Callable[[str], None]) -> None:
+        self.display = display
+        self.threshold_mb = threshold_mb
+        self.model: LiveModel | None = None
+        self.quit = False
+        self._log = log
+        self._held: list[str] = []  # log lines while the screen is shown: said when it closes
+        self._next = 0.0
+        self._title = ""
+        self._failed = False
+
+    def log(self, line: str) -> None:
+        if self.display.open_now():
+            self._held.append(line)
+        else:
+            self._log(line)
+
+    def rows(self, table: str, rows: list[dict]) -> None:
+        if self.model is not None and not self._failed:
+            try:
+                self.model.feed(table, rows)
+            except Exception as exc:  # noqa: BLE001  (the view's trouble never stops the sampling)
+                self._fail(exc)
+
+    def poll(self, recording: Recording) -> None:
+        if self._failed:
+            return
+        try:
+            if self.model is None:
+                self._start(recording)
+            if self.display.key_pressed(QUIT_KEYS) and not self.quit:
+                self.quit = True
+                os.kill(os.getpid(), signal.SIGINT)  # the watch stops and saves as on Ctrl-C
+            now = time.monotonic()
+            if now >= self._next or self.quit:
+                self._next = now + REFRESH_S
+                assert self.model is not None and recording.sampler is not None
+                view = self.model.view(recording.sampler.processes.get)
+                self.display.show(view, self._title, self._held[-1] if self._held else "", self.quit)
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc)
+
+    def _start(self, recording: Recording) -> None:
+        from memprobe.record.live import LiveModel
+        from memprobe.report.record_tables import memory_limit
+
+        env = recording.folder.manifest.get("environment") or {}
+        limit, words = memory_limit(recording.cgroup_meta(), env)
+        self.model = LiveModel(self.threshold_mb, limit, words)
+        command = " ".join(recording.info.get("command") or [])
+        self._title = f"pid {recording.root} ({printable(command)[:60]})"
+        self.display.open()
+
+    def _fail(self, exc: Exception) -> None:
+        self._failed = True
+        self.close()
+        self._log(f"memprobe: the live view failed ({printable(repr(exc))}); sampling goes on")
+
+    def close(self) -> None:
+        self.display.close()
+        held, self._held = self._held, []
+        for line in held:
+            self._log(line)
+
+
+# -- the terminal ---------------------------------------------------------------------------------
+
+
+class Screen:
+    """The view on a terminal: the alternate screen redrawn whole each time (plain ANSI), keys
+    read without echo (Ctrl-C still interrupts), everything given back as it was on close."""
+
+    def __init__(self, stream: TextIO, *, color: bool) -> None:
+        self.stream = stream
+        self.color = color
+        self._open = False
+        self._keys: int | None = None  # stdin, when it is our terminal in the foreground
+        self._saved: list | None = None
+
+    def open_now(self) -> bool:
+        return self._open
+
+    def open(self) -> None:
+        import termios
+        import tty
+
+        with contextlib.suppress(OSError, termios.error):
+            if os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp():
+                self._saved = termios.tcgetattr(0)
+                tty.setcbreak(0)  # keys one at a time, not echoed; ISIG kept: Ctrl-C is SIGINT
+                self._keys = 0
+        self._open = self._write("\x1b[?1049h\x1b[?25l")
+
+    def key_pressed(self, keys: bytes) -> bool:
+        if self._keys is None:
+            return False
+        with contextlib.suppress(OSError, ValueError):
+            while select.select([self._keys], [], [], 0)[0]:
+                got = os.read(self._keys, 64)
+                if not got:
+                    self._keys = None
+                    return False
+                if any(k in keys for k in got):
+                    return True
+        return False
+
+    def show(self, view: LiveView, title: str, note: str, quitting: bool) -> None:
+        if not self._open:
+            return
+        try:  # the terminal's own size now (COLUMNS, LINES may be stale: it can be resized)
+            size = os.get_terminal_size(self.stream.fileno())
+        except (OSError, ValueError):
+            size = shutil.get_terminal_size()
+        lines = render(view, title, size.columns, size.lines, color=self.color, note=note, quitting=quitting)
+        self._open = self._write("\x1b[H" + "\x1b[K\r\n".join(lines) + "\x1b[K\x1b[J")
+
+    def close(self) -> None:
+        if self._saved is not None:
+            import termios
+
+            with contextlib.suppress(OSError, termios.error):
+                termios.tcsetattr(0, termios.TCSADRAIN, self._saved)
+            self._saved, self._keys = None, None
+        if self._open:
+            self._open = False
+            self._write("\x1b[?25h\x1b[?1049l")
+
+    def _write(self, text: str) -> bool:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+            return True
+        except (OSError, ValueError):  # the terminal went away: the recording goes on
+            return False
+
+
+class Lines:
+    """The view where stdout is not a terminal: one line every ``every`` seconds."""
+
+    def __init__(self, stream: TextIO, every: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream, self.every, self.clock = stream, every, clock
+        self._last: float | None = None
+
+    def open_now(self) -> bool:
+        return False
+
+    def open(self) -> None:
+        pass
+
+    def key_pressed(self, keys: bytes) -> bool:
+        return False
+
+    def show(self, view: LiveView, title: str, note: str, quitting: bool) -> None:
+        now = self.clock()
+        if self._last is not None and now - self._last < self.every:
+            return
+        self._last = now
+        from memprobe.cli.console import say
+
+        say(line(view), self.stream)
+
+    def close(self) -> None:
+        pass
+
+
+# -- what is shown ------------------------------------------------------------------------------
+
+
+def num(v: float | None, sign: bool = False) -> str:
+    return "-" if v is None else (f"{v:+,.1f}" if sign else f"{v:,.1f}")
+
+
+def totals_words(view: LiveView) -> str:
+    from memprobe.core.units import mb
+
+    t = view.totals
+    pss = mb(t.total_pss_mb, true_minus=False, missing="not read yet")
+    if t.unread and t.total_pss_mb is not None:
+        pss += f" (+ {t.unread} process(es) not read yet)"
+    words = f"total PSS {pss}  sum of RSS {mb(t.sum_rss_mb, true_minus=False)}"
+    if t.cgroup_mb is not None:
+        words += f"  cgroup charge {mb(t.cgroup_mb, true_minus=False)}"
+    if t.limit_mb is not None:
+        words += f"  limit {mb(t.limit_mb, true_minus=False)} ({t.limit_words})"
+    if t.oom_kills:
+        words += f"  OOM kills: {t.oom_kills}"
+    return words
+
+
+def line(view: LiveView) -> str:
+    """The view in one line (stdout not a terminal)."""
+    return (
+        f"memprobe top: {view.t:.0f} s: {view.totals.processes} process(es): {totals_words(view)}; "
+        f"{view.verdict}; {view.limit}"
+    )
+
+
+HEAD = (
+    "pid",
+    "role",
+    "kind",
+    "rank",
+    "worker",
+    "gen",
+    "USS MB",
+    "USS is",
+    "PSS MB",
+    "RSS MB",
+    "MB/min",
+    "grown MB",
+)
+
+
+def render(
+    view: LiveView,
+    title: str,
+    width: int,
+    height: int,
+    *,
+    color: bool,
+    note: str = "",
+    quitting: bool = False,
+) -> list[str]:
+    """The screen's lines, each at most ``width`` characters (escape sequences aside), at most
+    ``height`` of them; colour and attributes only where ``color``."""
+
+    def paint(text: str, code: str) -> str:
+        return f"{code}{text}{RESET}" if color and text else text
+
+    def fit(text: str) -> str:  # every line holds strings from outside: roles, paths, commands
+        return printable(text)[:width]
+
+    minutes, seconds = divmod(int(view.t), 60)
+    head = f"memprobe top  {title}  {minutes}:{seconds:02d}  " + (
+        "quitting: saving what was sampled..." if quitting else "q: quit and save"
+    )
+    grows = view.verdict.startswith("GROWING")
+    top = [
+        paint(fit(head), BOLD),
+        fit(totals_words(view)),
+        fit(view.limit),
+        paint(fit(view.verdict), RED if grows else GREEN),
+        "",
+    ]
+    table = [HEAD] + [
+        (
+            str(r.pid),
+            printable(r.role),
+            printable(r.kind or "-"),
+            "-" if r.rank < 0 else str(r.rank),
+            "-" if r.worker < 0 else str(r.worker),
+            "-" if r.generation is None else str(r.generation),
+            num(r.uss_mb),
+            "exact" if r.exact else ("est." if r.uss_mb is not None else "-"),
+            num(r.pss_mb),
+            num(r.rss_mb),
+            num(r.rate_mb_min, sign=True),
+            num(r.grown_mb, sign=True),
+        )
+        for r in view.rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(HEAD))]
+    text = [
+        "  ".join(
+            c.ljust(w) if i in (1, 2, 7) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in table
+    ]
+    room = max(height - len(top) - 3, 1)
+    body = [paint(fit(text[0]), REVERSE)] + [fit(t) for t in text[1 : 1 + room]]
+    if len(text) - 1 > room:
+        body.append(fit(f"... and {len(text) - 1 - room} more process(es)"))
+    foot = [""]
+    if view.ended:
+        foot.append(fit(f"{view.ended} process(es) of the tree ended so far"))
+    if note:
+        foot.append(fit(note))
+    return (top + body + foot)[:height]

@@ -1,0 +1,212 @@
+"""``memprobe top PID`` on a real DataLoader job, read as a person reads it: in a terminal (tmux:
+a 200x50 pane, keys sent with send-keys, the screen read with capture-pane), and with its stdout
+a pipe (one line every few seconds).
+
+The job iterates a DataLoader with 2 forked workers until a stop file appears, so each test says
+when it ends. tmux is needed for the terminal tests: `make install-test` installs it where
+apt-get can (`apt-get install tmux`); elsewhere those tests are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+JOB = textwrap.dedent("""
+    import os, sys, time
+    from torch.utils.data import DataLoader, Dataset
+
+    class Strings(Dataset):
+        def __init__(self):
+            self.data = [str(i) * 4 for i in range(200_000)]
+        def __len__(self):
+            return 10**9
+        def __getitem__(self, i):
+            return len(self.data[i % len(self.data)])
+
+    if __name__ == "__main__":
+        loader = DataLoader(Strings(), batch_size=64, num_workers=2, multiprocessing_context="fork")
+        for batch in loader:
+            if os.path.exists(sys.argv[1]):
+                break
+            time.sleep(0.01)
+        print("job done", flush=True)
+""")
+WAIT_S = 90.0  # a bound for a loaded machine, not a measure: each wait ends once the screen shows it
+
+
+def start_job(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    stop = tmp_path / "stop"
+    job = subprocess.Popen(
+        [sys.executable, str(script), str(stop)], stdout=subprocess.DEVNULL, process_group=0
+    )
+    wait_for(lambda: len(workers_of(job.pid)) >= 2, f"the job (pid {job.pid}) started no 2 workers")
+    return job, stop
+
+
+def workers_of(pid: int) -> list[int]:
+    from memprobe.probe import procfs
+
+    kids = [(k, procfs.read_stat(k)) for k in procfs.read_children(pid)]
+    return [k for k, st in kids if st is not None and st.comm == "pt_data_worker"]
+
+
+def wait_for(done: Callable[[], object], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if done():
+            return
+        time.sleep(0.2)
+    raise AssertionError(what)
+
+
+def end_job(job: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+
+
+class Terminal:
+    """A tmux server of the test's own (its socket in tmp_path) with one 200x50 pane."""
+
+    def __init__(self, tmp_path: Path, command: list[str], env: dict[str, str] | None = None) -> None:
+        tmux = shutil.which("tmux")
+        if tmux is None:
+            pytest.skip(
+                "tmux not found: `apt-get install tmux` (make install-test installs it where apt-get can)"
+            )
+        self.base = [tmux, "-S", str(tmp_path / "tmux.sock")]
+        # The pane stays after memprobe exits (its exit code shown), until the server is ended.
+        shell = " ".join(shlex.quote(c) for c in command) + '; echo "EXIT=$?"; exec sleep 600'
+        setenv = [f"{k}={v}" for k, v in (env or {}).items()]
+        subprocess.run(
+            [*self.base, "new-session", "-d", "-x", "200", "-y", "50", "env", *setenv, "sh", "-c", shell],
+            check=True,
+        )
+
+    def screen(self, escapes: bool = False) -> str:
+        got = subprocess.run(
+            [*self.base, "capture-pane", "-p", *(["-e"] if escapes else [])], capture_output=True, text=True
+        )
+        return got.stdout
+
+    def wait_for(self, pattern: str) -> str:
+        wait_for(lambda: re.search(pattern, self.screen(), re.M), f"not on the screen: {pattern!r}")
+        return self.screen()
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run([*self.base, "send-keys", *keys], check=True)
+
+    def close(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True)
+
+
+def top(pid: int, out: Path, *more: str) -> list[str]:
+    return [sys.executable, "-m", "memprobe", "top", str(pid), "--no-report", "-o", str(out), *more]
+
+
+def the_view(term: Terminal, job: subprocess.Popen) -> str:
+    """The screen once it shows the job's main process and both workers with their figures."""
+    row = r"^\s*{pid}\s+{role}\s+\S+\s+-\s+{worker}\s+{gen}\s+[\d,.]+\s+(exact|est\.)\s+[\d,.]+\s+[\d,.]+"
+    w0, w1 = sorted(workers_of(job.pid))
+    for pid, role, worker, gen in (
+        (job.pid, "main", "-", "-"),
+        (w0, "worker 0", 0, 0),
+        (w1, "worker 1", 1, 0),
+    ):
+        term.wait_for(row.format(pid=pid, role=role, worker=worker, gen=gen))
+    return term.wait_for(r"^total PSS [\d,]+ MB  sum of RSS [\d,]+ MB")
+
+
+def test_top_shows_each_process_and_the_totals_and_q_saves_what_was_sampled(tmp_path: Path) -> None:
+    job, _ = start_job(tmp_path)
+    out = tmp_path / "out"
+    term = Terminal(tmp_path, top(job.pid, out))
+    try:
+        screen = the_view(term, job)
+        assert f"memprobe top  pid {job.pid} (" in screen and "q: quit and save" in screen
+        assert re.search(
+            r"^\s*pid\s+role\s+kind\s+rank\s+worker\s+gen\s+USS MB\s+USS is\s+PSS MB", screen, re.M
+        )
+        assert re.search(r"^(flat|GROWING) so far: workers' USS", screen, re.M), screen
+        assert re.search(r"^(time to the limit|memory limit): ", screen, re.M), screen
+        assert "limit " in screen  # the job's cgroup limit, else this machine's memory
+        assert "\x1b[32m" in term.screen(escapes=True) or "\x1b[31m" in term.screen(escapes=True)
+        term.keys("q")
+        screen = term.wait_for(r"^EXIT=\d+")
+        assert "EXIT=0" in screen, screen
+        assert f"results: {out}" in screen and "what was sampled has been saved" in screen
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["runs"][0]["status"] == "interrupted"
+        assert job.poll() is None, "memprobe top must never signal the job it watches"
+    finally:
+        term.close()
+        end_job(job)
+
+
+def test_top_ends_with_the_final_summary_when_the_job_exits(tmp_path: Path) -> None:
+    job, stop = start_job(tmp_path)
+    out = tmp_path / "out"
+    term = Terminal(tmp_path, top(job.pid, out), env={"NO_COLOR": "1"})
+    try:
+        the_view(term, job)
+        assert not re.search(r"\x1b\[[0-9;]*m", term.screen(escapes=True)), (
+            "NO_COLOR: no colour, no attribute"
+        )
+        stop.touch()
+        assert job.wait(timeout=WAIT_S) == 0
+        screen = term.wait_for(r"^EXIT=\d+")
+        assert "EXIT=0" in screen, screen
+        assert re.search(rf"^{job.pid}\s+main\s+main", screen, re.M)  # the per-process table
+        assert re.search(r"^\d+\s+worker 1\s+dataloader", screen, re.M)
+        assert f"results: {out}" in screen
+        assert "q: quit and save" not in screen  # the live view has ended
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["runs"][0]["status"] == "ok"
+    finally:
+        term.close()
+        end_job(job)
+
+
+def test_top_without_a_terminal_prints_one_line_every_few_seconds(tmp_path: Path) -> None:
+    job, stop = start_job(tmp_path)
+    out = tmp_path / "out"
+    lines: list[str] = []
+    proc = subprocess.Popen(
+        top(job.pid, out, "--every", "1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        while len(lines) < 3:
+            got = proc.stdout.readline()
+            assert got, f"memprobe top ended: {proc.stderr.read() if proc.stderr else ''}"
+            lines.append(got)
+        stop.touch()
+        rest, err = proc.communicate(timeout=WAIT_S)
+        assert proc.returncode == 0, err
+        for got in lines:
+            assert re.match(r"memprobe top: \d+ s: \d+ process\(es\): total PSS .*sum of RSS", got), got
+        assert "\x1b" not in "".join(lines) + rest
+        assert f"results: {out}" in rest
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        end_job(job)

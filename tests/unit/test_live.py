@@ -1,0 +1,226 @@
+"""The live view's model (memprobe/record/live.py) from synthetic sampler rows, and what
+`memprobe top` shows of it (memprobe/cli/top.py): the screen's lines, NO_COLOR, foreign strings
+escaped, and the one line every few seconds where stdout is not a terminal."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from memprobe.cli.top import Lines, line, render
+from memprobe.probe.tree_sampler import ProcessInfo
+from memprobe.record.live import LiveModel, rate
+
+
+def info(pid: int, role: str, kind: str, worker: int = -1, forked: bool = False) -> ProcessInfo:
+    return ProcessInfo(
+        pid=pid,
+        ppid=None,
+        role=role,
+        kind=kind,
+        forked=forked,
+        start_method="fork" if forked else None,
+        rank=-1,
+        worker=worker,
+        generation=0 if worker >= 0 else None,
+        parent_role=None,
+        start_t=0.0,
+        first_t=0.0,
+        last_t=0.0,
+        end_t=None,
+        command="python train.py",
+    )
+
+
+FACTS = {
+    100: info(100, "main", "main"),
+    101: info(101, "worker 0", "dataloader", 0, forked=True),
+    102: info(102, "worker 1", "dataloader", 1, forked=True),
+}
+
+
+def exact(t: float, pid: int, role: str, kind: str, pss: float, uss: float, rss: float, anon: float) -> dict:
+    return {
+        "t": t,
+        "pid": pid,
+        "role": role,
+        "kind": kind,
+        "rank": -1,
+        "tier": "pss",
+        "missing": False,
+        "rss_mb": rss,
+        "rss_anon_mb": anon,
+        "pss_mb": pss,
+        "uss_mb": uss,
+        "cpu_s": t,
+    }
+
+
+def cheap(t: float, pid: int, role: str, kind: str, rss: float, anon: float, est: float | None) -> dict:
+    # as tree_sampler.compact writes a later tick's row: no empty fields
+    row = {"t": t, "pid": pid, "role": role, "rank": -1, "tier": "cheap", "missing": False}
+    row |= {"rss_mb": rss, "rss_anon_mb": anon, "cpu_s": t, "kind": kind}
+    return row | ({"uss_est_mb": est} if est is not None else {})
+
+
+def job(model: LiveModel, worker_growth_per_s: float, seconds: int = 20) -> None:
+    """A main process and two forked workers, read exactly at 0 s, cheap rows once a second
+    after, the workers' estimated USS growing at ``worker_growth_per_s``; the cgroup's charge
+    rising 10 MB a second."""
+    model.feed(
+        "samples",
+        [
+            exact(0.0, 100, "main", "main", pss=300.0, uss=200.0, rss=500.0, anon=250.0),
+            exact(0.0, 101, "worker 0", "dataloader", pss=110.0, uss=10.0, rss=400.0, anon=20.0),
+            exact(0.0, 102, "worker 1", "dataloader", pss=110.0, uss=10.0, rss=400.0, anon=20.0),
+        ],
+    )
+    model.feed("system", [{"t": 0.0, "cgroup_mb": 1000.0, "cgroup_oom_kills": 3}])
+    for s in range(1, seconds + 1):
+        t = float(s)
+        grown = worker_growth_per_s * t
+        model.feed(
+            "samples",
+            [
+                cheap(t, 100, "main", "main", rss=500.0, anon=250.0 + 0.5 * t, est=200.0),
+                cheap(
+                    t, 101, "worker 0", "dataloader", rss=400.0 + grown, anon=20.0 + grown, est=10.0 + grown
+                ),
+                cheap(
+                    t, 102, "worker 1", "dataloader", rss=400.0 + grown, anon=20.0 + grown, est=10.0 + grown
+                ),
+            ],
+        )
+        model.feed("system", [{"t": t, "cgroup_mb": 1000.0 + 10.0 * t, "cgroup_oom_kills": 3}])
+
+
+def test_the_model_gives_a_row_per_live_process_with_its_figures_and_the_totals():
+    model = LiveModel(50.0, 4000.0, "the job's memory limit (cgroup v2 /job)")
+    job(model, worker_growth_per_s=1.0)
+    view = model.view(FACTS.get)
+    assert [(r.pid, r.role, r.worker, r.generation) for r in view.rows] == [
+        (100, "main", -1, None),
+        (101, "worker 0", 0, 0),
+        (102, "worker 1", 1, 0),
+    ]
+    main, w0, _ = view.rows
+    # cheap rows: the USS is the estimate; PSS is the last exact reading carried to now
+    assert not w0.exact and w0.uss_mb == 30.0
+    assert w0.pss_mb == 110.0 + 20.0  # a worker: plus the USS it gained since
+    assert main.pss_mb == 300.0 + 10.0  # another process: plus the anonymous memory it allocated
+    assert w0.rate_mb_min is not None and abs(w0.rate_mb_min - 60.0) < 1e-6
+    assert main.rate_mb_min is not None and abs(main.rate_mb_min - 30.0) < 1e-6
+    assert w0.grown_mb == 30.0  # a forked worker's whole USS is its own
+    t = view.totals
+    assert (t.processes, t.unread) == (3, 0)
+    assert t.total_pss_mb == 310.0 + 130.0 + 130.0
+    assert t.sum_rss_mb == 500.0 + 420.0 + 420.0
+    assert t.cgroup_mb == 1200.0 and t.oom_kills == 0
+    # the charge rises 600 MB/min: 2,800 MB left of 4,000 is under 5 minutes
+    assert view.limit == "time to the limit: 5 min at this rate (the cgroup's charge at +600 MB/min)"
+    assert view.verdict.startswith("flat so far: workers' USS +30 MB on average since their start")
+    assert "fastest: worker 0 (pid 101) at +60 MB/min" in view.verdict
+
+
+def test_the_verdict_so_far_says_growing_above_the_threshold_and_an_exact_reading_is_marked():
+    model = LiveModel(50.0, None, "this machine's memory")
+    job(model, worker_growth_per_s=5.0)
+    model.feed(
+        "samples", [exact(20.5, 101, "worker 0", "dataloader", pss=220.0, uss=111.0, rss=500.0, anon=120.0)]
+    )
+    view = model.view(FACTS.get)
+    w0 = next(r for r in view.rows if r.pid == 101)
+    assert w0.exact and w0.uss_mb == 111.0 and w0.pss_mb == 220.0
+    assert view.verdict.startswith("GROWING so far: workers' USS +")
+    assert view.limit == "memory limit: not known"
+
+
+def test_an_ended_process_leaves_the_rows_and_a_process_never_read_is_not_counted_as_zero():
+    model = LiveModel(50.0, None, "")
+    job(model, worker_growth_per_s=0.0, seconds=3)
+    model.feed(
+        "samples",
+        [
+            {"t": 4.0, "pid": 102, "role": "worker 1", "missing": True, "reason": "exited"},
+            cheap(4.0, 103, "worker 2", "dataloader", rss=300.0, anon=10.0, est=None),
+        ],
+    )
+    view = model.view({**FACTS, 103: info(103, "worker 2", "dataloader", 2, forked=True)}.get)
+    assert [r.pid for r in view.rows] == [100, 101, 103]
+    assert view.ended == 1
+    assert view.totals.unread == 1 and view.totals.total_pss_mb == 300.0 + 1.5 + 110.0
+
+
+def test_a_spawned_workers_start_up_is_not_growth():
+    model = LiveModel(50.0, None, "")
+    facts = {200: info(200, "worker 0", "dataloader", 0, forked=False)}
+    rows = []
+    for i in range(30):  # 3 s of start-up (RSS rising 100 MB a second while busy), then still
+        t = i * 0.2
+        rss = 100.0 + min(t, 3.0) * 100.0
+        rows.append(
+            {**cheap(t, 200, "worker 0", "dataloader", rss=rss, anon=rss, est=rss - 50.0), "cpu_s": t}
+        )
+    model.feed("samples", rows)
+    view = model.view(facts.get)
+    assert view.rows[0].grown_mb == 0.0
+    assert view.verdict.startswith("flat so far: workers' USS +0.0 MB")
+
+
+def test_a_rate_needs_a_few_seconds_of_points():
+    assert rate([(0.0, 1.0), (1.0, 2.0)]) is None
+    assert rate([(0.0, 1.0), (1.0, 1.5), (2.0, 2.0)]) is None  # 2 s: too short
+    assert rate([(float(t), 2.0 * t) for t in range(10)]) == 120.0
+
+
+def view_for_screen(role: str = "worker 0"):
+    model = LiveModel(50.0, 4000.0, "the job's memory limit (cgroup v2 /job)")
+    job(model, worker_growth_per_s=1.0)
+    facts = {**FACTS, 101: info(101, role, "dataloader", 0, forked=True)}
+    model.feed("samples", [cheap(21.0, 101, role, "dataloader", rss=421.0, anon=41.0, est=31.0)])
+    return model.view(facts.get)
+
+
+def test_the_screen_shows_the_rows_the_totals_and_the_verdict_within_its_width():
+    lines = render(view_for_screen(), "pid 100 (python train.py)", 120, 40, color=False)
+    text = "\n".join(lines)
+    assert "memprobe top  pid 100 (python train.py)  0:21  q: quit and save" in text
+    assert re.search(
+        r"total PSS [\d,]+ MB  sum of RSS [\d,]+ MB  cgroup charge 1,200 MB  limit 4,000 MB", text
+    )
+    assert "flat so far" in text and "time to the limit" in text
+    header = next(ln for ln in lines if ln.lstrip().startswith("pid  role"))
+    assert "USS is" in header and "MB/min" in header
+    assert any(re.match(r"\s*101  worker 0 .* est\.", ln) for ln in lines)
+    assert all(len(ln) <= 120 for ln in lines)
+    assert "\x1b" not in text  # NO_COLOR: no colour, no attribute
+
+
+def test_the_screen_colours_only_when_allowed_and_escapes_what_the_job_named():
+    view = view_for_screen(role="worker 0\x1b[2J\x1b]0;pwned\x07")
+    coloured = "\n".join(render(view, "t", 200, 40, color=True))
+    assert "\x1b[32m" in coloured  # flat: green
+    plain = "\n".join(render(view, "t", 200, 40, color=False))
+    assert "\x1b" not in plain and "\x07" not in plain
+    assert "worker 0\\x1b[2J\\x1b]0;pwned\\x07" in plain
+
+
+def test_a_short_screen_says_how_many_rows_it_left_out():
+    lines = render(view_for_screen(), "t", 200, 9, color=False)
+    assert len(lines) <= 9
+    assert any(ln.startswith("... and ") for ln in lines)
+
+
+def test_not_a_terminal_one_line_every_few_seconds():
+    now = [0.0]
+    out = io.StringIO()
+    shown = Lines(out, 5.0, clock=lambda: now[0])
+    view = view_for_screen()
+    for i in range(13):  # shown once a second, as the live view is
+        now[0] = float(i)
+        shown.show(view, "t", "", False)
+    printed = out.getvalue().splitlines()
+    assert len(printed) == 3  # at 0, 5 and 10 s
+    assert printed[0] == line(view)
+    assert printed[0].startswith("memprobe top: 21 s: 3 process(es): total PSS")
+    assert "flat so far" in printed[0] and "time to the limit" in printed[0]

@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    install into .venv and run the default scenario (report in reports/)
-#   make test   install into .venv (with test extras and chromium for the browser test), check the
+#   make test   install into .venv (test extras, chromium and tmux for the browser and terminal tests), check the
 #               code (make lint) and run the tests (make test-unit: the unit tests alone)
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # fills those waits (measured: pytest 348 s at -n 3 against 396 s at -n 2, 669 tests).
 TEST_WORKERS ?= 3
 
-.PHONY: install install-test browser run quick lint check-code test check-tests test-unit clean
+.PHONY: install install-test browser terminal run quick lint check-code test check-tests test-unit clean
 
 # The virtual environment itself, with a current pip.
 $(PY):
@@ -40,6 +40,7 @@ install: $(VENV)/.installed
 # overlap: a fresh clone's set-up is that much shorter).
 install-test:
 	@$(MAKE) --no-print-directory -j2 $(VENV)/.installed-test browser
+	@$(MAKE) --no-print-directory terminal
 
 # Debian's chromium for the report's browser test. Where apt-get can install it (root on
 # Debian, as in CI) a failed install fails `make test`: a green run must include the browser
@@ -50,6 +51,15 @@ browser:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	      || { echo "error: could not install chromium for the browser test" >&2; exit 1; }; \
 	  else echo "note: chromium not found and apt-get not usable here; the browser test will be skipped"; fi; }
+
+# Debian's tmux for `memprobe top`'s terminal tests (tests/integration/test_top.py: a pane, keys
+# sent, the screen read), the same way: installed where apt-get can, else those tests are skipped.
+terminal:
+	@command -v tmux >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null) \
+	      || { echo "error: could not install tmux for the terminal tests" >&2; exit 1; }; \
+	  else echo "note: tmux not found and apt-get not usable here; the terminal tests will be skipped"; fi; }
 
 run: install
 	$(VENV)/bin/memprobe run $(SCENARIO)

@@ -41,7 +41,7 @@ from memprobe.cli.record import add_common_arguments, print_result, settings_fro
 from memprobe.core.text import printable
 
 if TYPE_CHECKING:
-    from memprobe.record.live import LiveModel, LiveView
+    from memprobe.record.live import LiveView
     from memprobe.record.recording import Recording
 
 NAME = "top"
@@ -113,9 +113,12 @@ class Live:
     ends the view, never the sampling."""
 
     def __init__(self, display: Screen | Lines, threshold_mb: float, log: Callable[[str], None]) -> None:
+        from memprobe.record.live import LiveModel
+
         self.display = display
-        self.threshold_mb = threshold_mb
-        self.model: LiveModel | None = None
+        # Made now: the sampler's first tick (every process's first exact reading) comes before
+        # the first poll; its limit is known at that poll (the recording's cgroup).
+        self.model = LiveModel(threshold_mb, None, "")
         self.quit = False
         self._log = log
         self._held: list[str] = []  # log lines while the screen is shown: said when it closes
@@ -130,7 +133,7 @@ class Live:
             self._log(line)
 
     def rows(self, table: str, rows: list[dict]) -> None:
-        if self.model is not None and not self._failed:
+        if not self._failed:
             try:
                 self.model.feed(table, rows)
             except Exception as exc:  # noqa: BLE001  (the view's trouble never stops the sampling)
@@ -140,7 +143,7 @@ class Live:
         if self._failed:
             return
         try:
-            if self.model is None:
+            if not self._title:
                 self._start(recording)
             if self.display.key_pressed(QUIT_KEYS) and not self.quit:
                 self.quit = True
@@ -148,19 +151,17 @@ class Live:
             now = time.monotonic()
             if now >= self._next or self.quit:
                 self._next = now + REFRESH_S
-                assert self.model is not None and recording.sampler is not None
+                assert recording.sampler is not None
                 view = self.model.view(recording.sampler.processes.get)
                 self.display.show(view, self._title, self._held[-1] if self._held else "", self.quit)
         except Exception as exc:  # noqa: BLE001
             self._fail(exc)
 
     def _start(self, recording: Recording) -> None:
-        from memprobe.record.live import LiveModel
         from memprobe.report.record_tables import memory_limit
 
         env = recording.folder.manifest.get("environment") or {}
-        limit, words = memory_limit(recording.cgroup_meta(), env)
-        self.model = LiveModel(self.threshold_mb, limit, words)
+        self.model.limit_mb, self.model.limit_words = memory_limit(recording.cgroup_meta(), env)
         command = " ".join(recording.info.get("command") or [])
         self._title = f"pid {recording.root} ({printable(command)[:60]})"
         self.display.open()
@@ -309,6 +310,10 @@ def line(view: LiveView) -> str:
     )
 
 
+LEGEND = (
+    "USS is: exact (read this second) or est. (the sampler's estimate)  PSS: its latest exact reading "
+    "carried to now  MB/min: own growth over the last 30 s  grown: a worker's USS since its start"
+)
 HEAD = (
     "pid",
     "role",
@@ -385,7 +390,7 @@ def render(
     body = [paint(fit(text[0]), REVERSE)] + [fit(t) for t in text[1 : 1 + room]]
     if len(text) - 1 > room:
         body.append(fit(f"... and {len(text) - 1 - room} more process(es)"))
-    foot = [""]
+    foot = ["", fit(LEGEND)]
     if view.ended:
         foot.append(fit(f"{view.ended} process(es) of the tree ended so far"))
     if note:

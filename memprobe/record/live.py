@@ -14,7 +14,7 @@ The figures, each by the rule the analysis and the report use afterwards:
   carries it: a worker plus the USS it gained since by its estimate, any other process plus the
   anonymous memory it allocated since and less what it freed (its RSS fell). Total PSS is their
   sum; a live process never read exactly yet is counted apart (``unread``), never as zero.
-* Own growth rate (MB/min, a least-squares line over its last ``RATE_WINDOW_S``): a worker's USS,
+* Own growth rate (MB/min, a least-squares line over its last ``RATE_WINDOW_S``, 30 s): a worker's USS,
   any other process's anonymous RSS (a parent's own growth, as
   :mod:`memprobe.record.tree_analysis` measures it: its workers' copies leave that counter alone).
 * The verdict so far: the live workers' USS gained since their start (a forked worker's whole
@@ -40,7 +40,10 @@ from memprobe.core.units import mb
 from memprobe.core.vocabulary import WORKER_KINDS
 from memprobe.report.record_tables import time_to_limit
 
-RATE_WINDOW_S = 60.0  # a process's own growth rate is its line over this long, at most
+# A process's own growth rate is its line over this long, at most: the current rate (over a
+# minute, a forked worker's first copies, +70 MB in its first second, still made it +94 MB/min
+# 25 s later, when it grew 17 MB/min)
+RATE_WINDOW_S = 30.0
 RATE_MIN_SPAN_S = 3.0  # ... and over this long at least (a younger process has no rate yet)
 POINT_SPACING_S = 1.0  # a rate point per process this often at most
 SERIES_POINTS = 4096  # the charge (or total) kept for the time to the limit: thinned by half past this

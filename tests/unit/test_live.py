@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import re
 
-from memprobe.cli.top import Lines, line, render
+from memprobe.cli.top import Lines, Live, line, render
 from memprobe.probe.tree_sampler import ProcessInfo
 from memprobe.record.live import LiveModel, rate
 
@@ -224,3 +224,12 @@ def test_not_a_terminal_one_line_every_few_seconds():
     assert printed[0] == line(view)
     assert printed[0].startswith("memprobe top: 21 s: 3 process(es): total PSS")
     assert "flat so far" in printed[0] and "time to the limit" in printed[0]
+
+
+def test_the_rows_of_the_samplers_first_tick_are_kept_though_they_come_before_the_first_poll():
+    # The first tick reads every process exactly; it is written before the view is first asked.
+    live = Live(Lines(io.StringIO(), 5.0), 50.0, log=lambda line: None)
+    live.rows("samples", [exact(0.0, 100, "launcher", "launcher", pss=1.0, uss=0.1, rss=1.8, anon=0.1)])
+    live.rows("samples", [cheap(1.0, 100, "launcher", "launcher", rss=1.8, anon=0.1, est=None)])
+    view = live.model.view()
+    assert view.totals.total_pss_mb == 1.0 and view.totals.unread == 0

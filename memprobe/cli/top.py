@@ -149,7 +149,7 @@ class Live:
                 self.quit = True
                 os.kill(os.getpid(), signal.SIGINT)  # the watch stops and saves as on Ctrl-C
             now = time.monotonic()
-            if now >= self._next or self.quit:
+            if (now >= self._next or self.quit) and self.display.due():
                 self._next = now + REFRESH_S
                 assert recording.sampler is not None
                 view = self.model.view(recording.sampler.processes.get)
@@ -205,6 +205,9 @@ class Screen:
                 tty.setcbreak(0)  # keys one at a time, not echoed; ISIG kept: Ctrl-C is SIGINT
                 self._keys = 0
         self._open = self._write("\x1b[?1049h\x1b[?25l")
+
+    def due(self) -> bool:
+        return self._open
 
     def key_pressed(self, keys: bytes) -> bool:
         if self._keys is None:
@@ -265,11 +268,14 @@ class Lines:
     def key_pressed(self, keys: bytes) -> bool:
         return False
 
+    def due(self) -> bool:
+        """Whether a line is due (the view is not even computed between lines)."""
+        return self._last is None or self.clock() - self._last >= self.every
+
     def show(self, view: LiveView, title: str, note: str, quitting: bool) -> None:
-        now = self.clock()
-        if self._last is not None and now - self._last < self.every:
+        if not view.rows or not self.due():  # nothing sampled yet: nothing to say
             return
-        self._last = now
+        self._last = self.clock()
         from memprobe.cli.console import say
 
         say(line(view), self.stream)

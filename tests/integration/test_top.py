@@ -93,8 +93,11 @@ class Terminal:
                 "tmux not found: `apt-get install tmux` (make install-test installs it where apt-get can)"
             )
         self.base = [tmux, "-S", str(tmp_path / "tmux.sock")]
-        # The pane stays after memprobe exits (its exit code shown), until the server is ended.
-        shell = " ".join(shlex.quote(c) for c in command) + '; echo "EXIT=$?"; exec sleep 600'
+        # The pane stays after memprobe exits (its exit code shown), until the server is ended;
+        # the shell waits through a Ctrl-C as an interactive one does (else it would die of it).
+        shell = (
+            "trap : INT; " + " ".join(shlex.quote(c) for c in command) + '; echo "EXIT=$?"; exec sleep 600'
+        )
         setenv = [f"{k}={v}" for k, v in (env or {}).items()]
         subprocess.run(
             [*self.base, "new-session", "-d", "-x", "200", "-y", "50", "env", *setenv, "sh", "-c", shell],
@@ -135,7 +138,10 @@ def the_view(term: Terminal, job: subprocess.Popen) -> str:
     return term.wait_for(r"^total PSS [\d,]+ MB  sum of RSS [\d,]+ MB")
 
 
-def test_top_shows_each_process_and_the_totals_and_q_saves_what_was_sampled(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("key", "code"), [("q", 0), ("C-c", 130)])
+def test_top_shows_each_process_and_the_totals_and_q_saves_what_was_sampled(
+    tmp_path: Path, key: str, code: int
+) -> None:
     job, _ = start_job(tmp_path)
     out = tmp_path / "out"
     term = Terminal(tmp_path, top(job.pid, out))
@@ -149,9 +155,9 @@ def test_top_shows_each_process_and_the_totals_and_q_saves_what_was_sampled(tmp_
         assert re.search(r"^(time to the limit|memory limit): ", screen, re.M), screen
         assert "limit " in screen  # the job's cgroup limit, else this machine's memory
         assert "\x1b[32m" in term.screen(escapes=True) or "\x1b[31m" in term.screen(escapes=True)
-        term.keys("q")
+        term.keys(key)  # q, or Ctrl-C: the same end, q's exit code 0
         screen = term.wait_for(r"^EXIT=\d+")
-        assert "EXIT=0" in screen, screen
+        assert f"EXIT={code}" in screen, screen
         assert f"results: {out}" in screen and "what was sampled has been saved" in screen
         summary = json.loads((out / "summary.json").read_text())
         assert summary["runs"][0]["status"] == "interrupted"

@@ -215,6 +215,7 @@ def test_not_a_terminal_one_line_every_few_seconds():
     now = [0.0]
     out = io.StringIO()
     shown = Lines(out, 5.0, clock=lambda: now[0])
+    shown.show(LiveModel(50.0, None, "").view(), "t", "", False)  # nothing sampled yet: no line
     view = view_for_screen()
     for i in range(13):  # shown once a second, as the live view is
         now[0] = float(i)

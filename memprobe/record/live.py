@@ -16,7 +16,9 @@ The figures, each by the rule the analysis and the report use afterwards:
   sum; a live process never read exactly yet is counted apart (``unread``), never as zero.
 * Own growth rate (MB/min, a least-squares line over its last ``RATE_WINDOW_S``, 30 s): a worker's USS,
   any other process's anonymous RSS (a parent's own growth, as
-  :mod:`memprobe.record.tree_analysis` measures it: its workers' copies leave that counter alone).
+  :mod:`memprobe.record.tree_analysis` measures it: its workers' copies leave that counter alone),
+  a parent's from its first worker on (:mod:`memprobe.record.windows`' rule: what it built
+  before, its dataset, is not growth).
 * The verdict so far: the live workers' USS gained since their start (a forked worker's whole
   USS, as it starts with no page of its own; a spawned or exec'd worker's start-up, by :func:`memprobe.core.tree_rules.settled_at`, not counted), on average,
   against the verdict's threshold, as the record analysis judges a whole job.
@@ -193,7 +195,17 @@ class LiveModel:
         :class:`~memprobe.probe.tree_sampler.ProcessInfo`: worker index, generation, forked,
         command), or None."""
         with self._lock:
-            rows = [self._live_row(pid, tr, facts(pid)) for pid, tr in self._tracks.items()]
+            known = {pid: facts(pid) for pid in self._tracks}
+            # A parent's own growth is counted from its first worker on (what it built before
+            # is not growth: record/windows.py's rule): its workers' first sight, by parent.
+            first_worker: dict[int, float] = {}
+            for pid, tr in self._tracks.items():
+                ppid = getattr(known[pid], "ppid", None)
+                if tr.is_worker() and isinstance(ppid, int):
+                    first_worker[ppid] = min(first_worker.get(ppid, tr.first_t), tr.first_t)
+            rows = [
+                self._live_row(pid, tr, known[pid], first_worker.get(pid)) for pid, tr in self._tracks.items()
+            ]
             t, ended = self._t, len(self._ended)
             kills = self._kills
             read = [r.pss_mb for r in rows if r.pss_mb is not None]
@@ -216,7 +228,7 @@ class LiveModel:
         what = "the cgroup's charge" if self._charge else "total PSS"
         return LiveView(t, rows, totals, self.verdict(rows), limit_words(charge, self.limit_mb, what), ended)
 
-    def _live_row(self, pid: int, tr: _Track, info: object | None) -> LiveRow:
+    def _live_row(self, pid: int, tr: _Track, info: object | None, since: float | None) -> LiveRow:
         worker = getattr(info, "worker", -1)
         return LiveRow(
             pid=pid,
@@ -229,7 +241,7 @@ class LiveModel:
             exact=tr.exact_now,
             pss_mb=tr.held_pss(),
             rss_mb=tr.rss,
-            rate_mb_min=rate(list(tr.points)),
+            rate_mb_min=rate([p for p in tr.points if since is None or p[0] >= since]),
             grown_mb=_grown(tr, bool(getattr(info, "forked", False))) if tr.is_worker() else None,
             command=str(getattr(info, "command", "") or ""),
         )

@@ -234,3 +234,20 @@ def test_the_rows_of_the_samplers_first_tick_are_kept_though_they_come_before_th
     live.rows("samples", [cheap(1.0, 100, "launcher", "launcher", rss=1.8, anon=0.1, est=None)])
     view = live.model.view()
     assert view.totals.total_pss_mb == 1.0 and view.totals.unread == 0
+
+
+def test_a_parents_growth_rate_starts_at_its_first_worker_not_while_it_built_its_dataset():
+    model = LiveModel(50.0, None, "")
+    main = info(100, "main", "main")
+    worker = info(101, "worker 0", "dataloader", 0, forked=True)
+    worker.ppid = 100
+    model.feed("samples", [exact(0.0, 100, "main", "main", pss=50.0, uss=40.0, rss=60.0, anon=30.0)])
+    for s in range(1, 21):
+        t = float(s)
+        anon = 30.0 + 100.0 * min(t, 10.0)  # builds its dataset for 10 s, then holds still
+        rows = [cheap(t, 100, "main", "main", rss=anon + 30.0, anon=anon, est=anon)]
+        if t >= 10.0:
+            rows.append(cheap(t, 101, "worker 0", "dataloader", rss=anon + 30.0, anon=5.0, est=5.0))
+        model.feed("samples", rows)
+    view = model.view({100: main, 101: worker}.get)
+    assert view.rows[0].role == "main" and view.rows[0].rate_mb_min == 0.0

@@ -15,6 +15,7 @@ import pandas as pd
 from memprobe.core import series
 from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
 from memprobe.record.culprit import culprit
+from memprobe.record.limit import against_limit
 from memprobe.record.process import Proc, as_analysed
 from memprobe.record.processes import processes
 from memprobe.record.projection import projection, projection_basis
@@ -36,9 +37,16 @@ class RecordedAnalysis:
 
 
 def analyse(
-    meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, *, gil_enabled: bool | None = None
+    meta: dict,
+    samples: pd.DataFrame,
+    progress: pd.DataFrame,
+    *,
+    gil_enabled: bool | None = None,
+    system: pd.DataFrame | None = None,
+    mem_total_mb: float | None = None,
 ) -> RecordedAnalysis:
-    """Every process of the job over the window that fits what it is, and the job's summary.
+    """Every process of the job over the window that fits what it is, and the job's summary
+    (with the job against its memory limit: ``system``, the machine's ``mem_total_mb``).
     ``meta`` in the current shape (:func:`memprobe.results.schema.upgrade_recorded`)."""
     procs = processes(meta, samples)
     rows = table(meta, samples, progress, procs)
@@ -83,6 +91,9 @@ def analyse(
         processes=[g.to_dict() for g in rows],
         estimate_error=estimate_error(samples, meta.get("sampler")),
         projection=projection(projection_basis(rows, procs)),
+        memory_limit=against_limit(
+            meta, samples, system if system is not None else pd.DataFrame(), mem_total_mb
+        ),
     )
     words = culprit(rows, procs, verdict, threshold)
     return RecordedAnalysis(

@@ -130,7 +130,7 @@ def test_no_cgroup_file_or_no_memory_controller_is_none(tmp_path: Path) -> None:
 def test_the_time_to_the_limit_is_taken_at_the_charge_s_rate_over_the_job_s_last_third() -> None:
     import pandas as pd
 
-    from memprobe.report.record_tables import time_to_limit
+    from memprobe.record.limit import time_to_limit
 
     t = [float(x) for x in range(0, 61)]
     flat_then_rising = pd.Series([100.0 if x < 40 else 100.0 + (x - 40) * 2.0 for x in t], index=t)
@@ -145,7 +145,7 @@ def test_the_time_to_the_limit_is_taken_at_the_charge_s_rate_over_the_job_s_last
 def test_an_oom_kill_names_the_process_that_vanished_with_it_not_those_that_ended_later() -> None:
     import pandas as pd
 
-    from memprobe.report.record_tables import oom_kills
+    from memprobe.record.limit import oom_kills
 
     system = pd.DataFrame({"t": [0.0, 1.0, 2.0, 3.0], "cgroup_oom_kills": [0, 0, 1, 1]})
     samples = pd.DataFrame(

@@ -142,6 +142,7 @@ def print_result(result, stream) -> None:
     (marks ignored, sampling stopped, processes still running) and where the results are.
     Through ``say``: a closed pipe or a terminal gone (SIGHUP) stops the output, nothing else."""
     from memprobe.cli.console import say, summary_table
+    from memprobe.core import cures
     from memprobe.core.text import printable
 
     p = lambda text: say(text, stream)  # noqa: E731
@@ -152,6 +153,8 @@ def print_result(result, stream) -> None:
         p(f"\n{s.explanation}")
         if s.items_per_s is None:
             p(NO_ITEMS.get(result.kind, NO_ITEMS["record"]))
+        for line in cures.text_lines(cures.causes_of(s), cures.job_of(s)):
+            p(line)
     rows = process_rows(result.processes, outlived={o["pid"] for o in result.outlived})
     if rows:
         p(

@@ -196,6 +196,7 @@ def main(args: argparse.Namespace) -> int:
     )
     say(summary_table(result.summaries))
     _print_explanations(result.summaries)
+    print_advice(result.summaries, runs)
     if result.signals:
         name = signal.Signals(result.signals[0]).name
         say(
@@ -212,6 +213,26 @@ def main(args: argparse.Namespace) -> int:
         if args.strict and code == 0:
             code = EXIT_FAILED
     return code
+
+
+def print_advice(summaries: list, runs: list) -> None:
+    """What to do about each cause found (:mod:`memprobe.core.cures`): once for the runs that
+    share their causes and their guard's job, named first."""
+    from memprobe.cli.console import say
+    from memprobe.core import cures
+
+    factories = {r.run_id: r.factory for r in runs if r.factory is not None}
+    groups: dict[str, tuple[list[str], list[str], cures.Job]] = {}
+    for s in summaries:
+        causes = cures.causes_of(s)
+        f = factories.get(s.run_id)
+        job = cures.job_of(s, f.factory if f else None, f.kwargs if f else None)
+        if causes:
+            groups.setdefault(repr((causes, job)), ([], causes, job))[0].append(f"{s.run_id} ({s.verdict})")
+    for ids, causes, job in groups.values():
+        say(f"\n{', '.join(ids)}:")
+        for line in cures.text_lines(causes, job, scenario=True)[1:]:  # [0]: the blank line said above
+            say(line)
 
 
 def _print_explanations(summaries: list) -> None:

@@ -61,6 +61,9 @@ class RunSummary:
         None  # USS estimate vs the next exact reading: median_pct, max_pct, max_mb, n
     )
     projection: list[dict] | None = None  # memory at other worker and rank counts
+    # What the verdict blames, as memprobe.core.cures names it (what to do is said there); None
+    # for a scenario run, whose causes follow from its mode (cures.scenario_causes).
+    causes: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: clean(v) for k, v in asdict(self).items()}

@@ -14,7 +14,7 @@ import pandas as pd
 
 from memprobe.core import series
 from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
-from memprobe.record.culprit import culprit
+from memprobe.record.culprit import judge
 from memprobe.record.process import Proc, as_analysed
 from memprobe.record.processes import processes
 from memprobe.record.projection import projection, projection_basis
@@ -84,9 +84,12 @@ def analyse(
         estimate_error=estimate_error(samples, meta.get("sampler")),
         projection=projection(projection_basis(rows, procs)),
     )
-    words = culprit(rows, procs, verdict, threshold)
+    words, causes = judge(rows, procs, verdict, threshold)
     return RecordedAnalysis(
-        procs, rows, analysed, replace(summary, culprit=words, explanation=explanation(summary, words))
+        procs,
+        rows,
+        analysed,
+        replace(summary, culprit=words, causes=causes, explanation=explanation(summary, words)),
     )
 
 

@@ -41,7 +41,7 @@ def analyse(
     """One run by the analysis of its kind; ``meta`` in the current shape, as a loaded results
     folder gives it (:func:`memprobe.results.schema.upgrade_recorded`)."""
     if is_recorded(meta):
-        job = recorded.analyse(meta, samples, progress, gil_enabled=gil_enabled)
+        job = recorded.analyse(meta, samples, progress, system, gil_enabled=gil_enabled)
         return Analysed(job.summary, job)
     return Analysed(scenario.summarize(meta, samples, progress, system, gil_enabled=gil_enabled))
 

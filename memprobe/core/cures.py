@@ -27,7 +27,8 @@ COPY_ON_ACCESS = "copy-on-access"  # forked workers copying the Python objects t
 WORKERS_ALLOCATE = "workers-allocate"  # workers (or the dataset in them) allocating memory of their own
 MAIN_GROWS = "main-grows"  # the main process (or a rank) growing of its own while its workers run
 STARTUP_COPY = "startup-copy"  # spawn/forkserver workers each starting with a copy of the data
-CAUSES = (COPY_ON_ACCESS, WORKERS_ALLOCATE, MAIN_GROWS, STARTUP_COPY)
+SHARED_GROWS = "shared-grows"  # /dev/shm growing while the workers run: batches handed over, kept
+CAUSES = (SHARED_GROWS, COPY_ON_ACCESS, WORKERS_ALLOCATE, MAIN_GROWS, STARTUP_COPY)
 
 PERF = "docs/performance.md"
 WIDTH = 100  # the terminal's lines of words (code is never wrapped)
@@ -135,6 +136,10 @@ _FORK_COLUMNS = Cure(
     "spawn (2 workers)",
 )
 
+LOOP_ONLY = (
+    "memprobe.profile() runs the DataLoader alone, not your training loop: no pytest guard covers "
+    "this; record the loop again (memprobe record -- python train.py) after the change"
+)
 GUARD = """def test_dataset_stays_flat(memprobe):  # memprobe's pytest fixture
     result = memprobe.profile("{factory}",{kwargs} mode="{mode}", workers={workers})
     {check}"""
@@ -163,8 +168,18 @@ ADVICE = {
         "the training loop keeps references: batches, outputs, or losses with their graph",
         (_REFERENCES,),
         next_step="find what it keeps: memray run -o main.bin train.py; then memray flamegraph main.bin",
-        no_guard="memprobe.profile() runs the DataLoader alone, not your training loop: no pytest "
-        "guard covers this; record the loop again (memprobe record -- python train.py) after the change",
+        no_guard=LOOP_ONLY,
+    ),
+    SHARED_GROWS: CauseAdvice(
+        SHARED_GROWS,
+        "shared memory growing",
+        "each batch a worker process hands over is a tensor in shared memory (/dev/shm); the training "
+        "loop keeps them (a list of batches or outputs, a loss with its graph), and their pages, which "
+        "no process has read, are in no process's memory figures",
+        (_REFERENCES,),
+        next_step="find what keeps them: count the tensors alive after a step, "
+        "sum(torch.is_tensor(o) for o in gc.get_objects()), and watch it rise",
+        no_guard=LOOP_ONLY,
     ),
     STARTUP_COPY: CauseAdvice(
         STARTUP_COPY,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memprobe.core.cures import COPY_ON_ACCESS, MAIN_GROWS, STARTUP_COPY, WORKERS_ALLOCATE
+from memprobe.core.cures import COPY_ON_ACCESS, MAIN_GROWS, SHARED_GROWS, STARTUP_COPY, WORKERS_ALLOCATE
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import (
     DATALOADER,
@@ -60,12 +60,21 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
 
 
 def judge(
-    rows: list[Growth], procs: list[Proc], verdict: str | None, threshold: float
+    rows: list[Growth], procs: list[Proc], verdict: str | None, threshold: float, shm_mb: float | None = None
 ) -> tuple[str, list[str]]:
     """The verdict in words (:func:`culprit`) and the causes it names (:mod:`memprobe.core.cures`'
-    names, in the order the words give them; what to do about each is said there)."""
+    names, in the order the words give them; what to do about each is said there). ``shm_mb``:
+    how much /dev/shm rose while the job's workers ran
+    (:func:`memprobe.record.summary.shm_growth`), blamed above ``threshold``."""
     if verdict is None:
         return "no verdict: no worker or parent process has two exact readings in its window.", []
+    if shm_mb is not None and shm_mb > threshold:
+        own = judged_workers(rows) + judged_parents(rows)
+        words, causes = judge(
+            rows, procs, "growing" if any(grown(g) > threshold for g in own) else "flat", threshold
+        )
+        rest = words.split(": ", 1)[1]  # what the processes did, without its verdict
+        return f"growing: {_shm_words(shm_mb)} {_capital(rest)}", [SHARED_GROWS, *causes]
     by_pid = {g.pid: g for g in rows}
     workers, parents = judged_workers(rows), judged_parents(rows)
     unjudged = [g for g in rows if g.kind in WORKER_KINDS and not g.judged]
@@ -235,6 +244,15 @@ def _copied(parents: list[Growth], new: str) -> str:
         signed(built[0]) if max(built) - min(built) < 1 else f"{signed(min(built))} to {signed(max(built))}"
     )
     return f": copy-on-access of what each rank built ({amount} before its workers started)" + new
+
+
+def _shm_words(shm_mb: float) -> str:
+    return (
+        f"Shared memory in /dev/shm (the whole machine's) rose {signed(shm_mb)} from the first third of "
+        "the workers' life to the last, and the job's processes map shared memory: batches the workers "
+        "handed over as tensors, kept; no process's own growth counts them, nor total PSS until a process "
+        "reads them."
+    )
 
 
 def seen_late(start_t: float | None) -> bool:

@@ -426,7 +426,8 @@ def context(
     progress = results.run_table("progress", meta["run_id"])
     if job is None:
         gil = results.manifest.get("environment", {}).get("gil_enabled")
-        job = record_summary.analyse(meta, samples, progress, gil_enabled=gil)
+        system = results.run_table("system", meta["run_id"])
+        job = record_summary.analyse(meta, samples, progress, system, gil_enabled=gil)
     s, procs = job.summary, job.procs
     denied_mb = denied_rss_mb(s, samples)
     basis = projection.projection_basis(job.rows, procs)

@@ -78,7 +78,32 @@ def spawn_job(end_mb: float) -> tuple[dict, pd.DataFrame]:
     return job_meta(procs, workers=1, mode="spawn"), pd.DataFrame(main + child)
 
 
+def dev_shm(levels: list[float]) -> pd.DataFrame:
+    """The system table: /dev/shm in use at each second from 0 (the whole machine's)."""
+    return pd.DataFrame({"t": [float(t) for t in range(len(levels))], "dev_shm_mb": levels})
+
+
+def shm_job(
+    levels: list[float], mapped: float = 0.0, kind: str = "dataloader"
+) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """Flat fork workers (5 to 20 s) of ``kind`` (DataLoader workers hand every tensor over in
+    /dev/shm), one of which maps ``mapped`` MB of shared memory at one tick, and /dev/shm's level
+    each second."""
+    meta, samples = fork_job(worker_growth=6.0)
+    for p in meta["processes"]:
+        p["kind"] = kind if p["kind"] == "dataloader" else p["kind"]
+    samples.loc[samples["kind"] == "dataloader", "kind"] = kind
+    samples["rss_shmem_mb"] = 0.0
+    samples.loc[(samples["pid"] == 11) & (samples["t"] == 10.0), "rss_shmem_mb"] = mapped
+    return meta, samples, dev_shm(levels)
+
+
+KEPT = [1.5] * 5 + [1.5 + 16 * k for k in range(16)] + [1.5] * 3  # kept batches, freed at the end
+IN_FLIGHT = [1.5] * 5 + [160.0] * 16 + [1.5] * 3  # batches in flight, a constant level
+STEP = [1.5] * 12 + [201.5] * 12  # another program's 200 MB of files from 12 s on
+
 JOBS = {
+    "shared-grows": (lambda: shm_job(KEPT), "growing"),
     "copy-on-access": (copy_job, "growing"),
     "workers-allocate": (allocating_job, "growing"),
     "main-grows": (main_job, "growing"),
@@ -87,8 +112,8 @@ JOBS = {
 
 
 def recorded_summary(job):
-    meta, samples = job()
-    return summarize(meta, samples, pd.DataFrame(), pd.DataFrame())
+    meta, samples, *system = job()
+    return summarize(meta, samples, pd.DataFrame(), system[0] if system else pd.DataFrame())
 
 
 def terminal(summary) -> str:
@@ -113,6 +138,35 @@ def test_a_recorded_job_s_verdict_names_its_cause(cause: str) -> None:
     s = recorded_summary(job)
     assert s.verdict == verdict and s.causes == [cause], (s.causes, s.culprit)
     assert s.to_dict()["causes"] == [cause]  # summary.json says it too
+
+
+def test_shared_memory_the_workers_hand_over_and_the_job_keeps_makes_it_grow() -> None:
+    s = recorded_summary(lambda: shm_job(KEPT))
+    # /dev/shm from its level over the first third of the workers' life to the last (5-20 s).
+    assert s.verdict == "growing" and s.causes == ["shared-grows"]
+    assert s.culprit.startswith("growing: Shared memory in /dev/shm (the whole machine's) rose +160 MB")
+    assert "No process grew more than 50 MB of its own" in s.culprit  # each process's own, as before
+
+
+def test_forked_children_seen_mapping_shared_memory_are_blamed_for_its_rise_too() -> None:
+    s = recorded_summary(lambda: shm_job(KEPT, mapped=8.0, kind="fork"))
+    assert s.verdict == "growing" and s.causes == ["shared-grows"]
+
+
+@pytest.mark.parametrize(
+    "levels, mapped, kind",
+    [(IN_FLIGHT, 8.0, "dataloader"), (KEPT, 0.0, "fork"), (STEP, 8.0, "dataloader")],
+    ids=[
+        "batches in flight: a constant level",
+        "no DataLoader workers, no shared memory: another program's",
+        "a step, not a ramp: another program's",
+    ],
+)
+def test_shared_memory_in_flight_or_not_the_job_s_is_not_growth(
+    levels: list[float], mapped: float, kind: str
+) -> None:
+    s = recorded_summary(lambda: shm_job(levels, mapped, kind))
+    assert s.verdict == "flat" and s.causes == [] and "/dev/shm" not in s.culprit
 
 
 def test_a_spawned_worker_that_grows_after_its_start_up_allocates_its_own() -> None:
@@ -160,12 +214,16 @@ def test_the_other_causes_name_where_to_look_and_what_to_change() -> None:
     assert "change: total_loss += loss.item()  # not += loss" in main
     startup = " ".join(terminal(recorded_summary(lambda: spawn_job(156.0))).split())
     assert "set_forkserver_preload" in startup and 'mmap_mode="r"' in startup
+    shared = " ".join(terminal(recorded_summary(lambda: shm_job(KEPT))).split())
+    assert "what to do: shared memory growing" in shared and "total_loss += loss.item()" in shared
+    assert "gc.get_objects()" in shared and "no pytest guard:" in shared
 
 
 @pytest.mark.parametrize("cause", list(JOBS))
 def test_the_record_page_says_what_to_do_about_the_cause(tmp_path: Path, cause: str) -> None:
-    meta, samples = JOBS[cause][0]()
-    html = write_report(write_results(tmp_path / cause, meta, samples)).read_text(encoding="utf-8")
+    meta, samples, *system = JOBS[cause][0]()
+    root = write_results(tmp_path / cause, meta, samples, system=system[0] if system else None)
+    html = write_report(root).read_text(encoding="utf-8")
     section = advice_section(html)
     assert re.findall(r'<div class="cure" data-cause="([^"]+)">', section) == [cause]
     assert '<a href="#advice">What to do</a>' in html

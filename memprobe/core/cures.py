@@ -47,20 +47,20 @@ class Cure:
 @dataclass(frozen=True)
 class CauseAdvice:
     """What to do about one cause: the fixes in the order to try them, where to look next, and
-    the pytest guard for the fix (``guard``: the code; ``no_guard``: why there is none)."""
+    why no pytest guard applies where none does (``no_guard``; the guard itself: :func:`guard`)."""
 
     cause: str
     title: str
     why: str
     cures: tuple[Cure, ...]
     next_step: str = ""
-    guard: str = ""
     no_guard: str = ""
 
 
 MEMRAY = (
-    "memray run --follow-fork -o job.bin train.py; then memray flamegraph job.bin.<worker pid> "
-    "(the worker pids are in memprobe's table; --follow-fork follows fork workers only)"
+    "memray run --follow-fork -o job.bin train.py (one capture file per forked worker, named with its "
+    "pid: memprobe's table gives the pids), then memray flamegraph on that worker's file; --follow-fork "
+    "follows fork workers only"
 )
 
 _BUFFER = Cure(

@@ -216,22 +216,18 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_advice(summaries: list, runs: list) -> None:
-    """What to do about each cause found (:mod:`memprobe.core.cures`): once for the runs that
-    share their causes and their guard's job, named first."""
+    """What to do about each cause found (:func:`memprobe.core.cures.by_causes`): once for the
+    runs whose verdicts name the same causes, named first, then the pytest guards."""
     from memprobe.cli.console import say
     from memprobe.core import cures
 
-    factories = {r.run_id: r.factory for r in runs if r.factory is not None}
-    groups: dict[str, tuple[list[str], list[str], cures.Job]] = {}
-    for s in summaries:
-        causes = cures.causes_of(s)
-        f = factories.get(s.run_id)
-        job = cures.job_of(s, f.factory if f else None, f.kwargs if f else None)
-        if causes:
-            groups.setdefault(repr((causes, job)), ([], causes, job))[0].append(f"{s.run_id} ({s.verdict})")
-    for ids, causes, job in groups.values():
-        say(f"\n{', '.join(ids)}:")
-        for line in cures.text_lines(causes, job, scenario=True)[1:]:  # [0]: the blank line said above
+    factories = {
+        r.run_id: {"factory": r.factory.factory, "kwargs": r.factory.kwargs} for r in runs if r.factory
+    }
+    for g in cures.by_causes(summaries, factories):
+        say("\n" + ", ".join(f"{s.run_id} ({s.verdict})" for s in g.runs) + ":")
+        lines = cures.text_lines([a.cause for a in g.advice], scenario=True)[1:]  # [0]: the blank said
+        for line in lines + cures.guard_lines(g.guards):
             say(line)
 
 

@@ -280,6 +280,48 @@ def guards(advice: list[CauseAdvice], job: Job) -> list[str]:
     return list(dict.fromkeys(g for g in (guard(a, job) for a in advice) if g))
 
 
+@dataclass(frozen=True)
+class RunGroup:
+    """Runs whose verdicts name the same causes: the advice for them (said once), the pytest
+    guards (one per dataset, mode and worker count: the first run's), and whether a scenario
+    fork run's two causes are among them untold apart (``unsplit``)."""
+
+    runs: list[RunSummary]
+    advice: list[CauseAdvice]
+    guards: list[str]
+    unsplit: bool
+
+
+def by_causes(summaries: list[RunSummary], factories: dict[str, dict] | None = None) -> list[RunGroup]:
+    """The runs grouped by the causes their verdicts name (:func:`causes_of`), in the runs'
+    order; ``factories``: a run's ``{"factory", "kwargs"}`` where its dataset is a user's."""
+    groups: dict[tuple[str, ...], list[RunSummary]] = {}
+    for s in summaries:
+        if causes := tuple(causes_of(s)):
+            groups.setdefault(causes, []).append(s)
+    out = []
+    for causes, runs in groups.items():
+        advice = advice_for(causes)
+        jobs: dict[str, Job] = {}
+        for s in runs:
+            f = (factories or {}).get(s.run_id) or {}
+            job = job_of(s, f.get("factory"), f.get("kwargs"))
+            jobs.setdefault(repr((job.factory, job.kwargs, job.mode, job.workers)), job)
+        said = [g for job in jobs.values() for g in guards(advice, job)]
+        unsplit = set(UNSPLIT_CAUSES) <= set(causes) and any(s.causes is None for s in runs)
+        out.append(RunGroup(runs, advice, list(dict.fromkeys(said)), unsplit))
+    return out
+
+
+def guard_lines(codes: list[str]) -> list[str]:
+    """The pytest guards as terminal lines, each under its heading."""
+    lines: list[str] = []
+    for code in codes:
+        lines += ["", "pytest guard for the fix (paste into a test file; memprobe's fixture runs it):"]
+        lines += [f"    {line}" for line in code.splitlines()]
+    return lines
+
+
 def text_lines(
     causes: list[str] | tuple[str, ...] | None, job: Job | None = None, *, scenario: bool = False
 ) -> list[str]:
@@ -302,10 +344,7 @@ def text_lines(
             lines += _wrapped(f"next: {a.next_step}", "  ", "        ")
         if a.no_guard:
             lines += _wrapped(f"no pytest guard: {a.no_guard}", "  ", "    ")
-    for code in guards(advice, job) if job is not None else []:
-        lines += ["", "pytest guard for the fix (paste into a test file; memprobe's fixture runs it):"]
-        lines += [f"    {line}" for line in code.splitlines()]
-    return lines
+    return lines + (guard_lines(guards(advice, job)) if job is not None else [])
 
 
 def _wrapped(text: str, first: str, rest: str) -> list[str]:

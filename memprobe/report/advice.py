@@ -55,17 +55,6 @@ class Advice:
     fixes: list[Fix] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class CauseGroup:
-    """Runs whose verdicts name the same causes: what to do about each (said once for them), and
-    the pytest guards for the fixes (one per distinct job)."""
-
-    advice: list[cures.CauseAdvice]
-    runs: list[tuple[RunSummary, str]]
-    guards: list[str]
-    unsplit: bool = False  # a scenario fork run's growth: copied or allocated, not told apart
-
-
 def _fix_text(g: RunSummary, s: RunSummary) -> str:
     if s.backend != g.backend:
         return BACKEND_FIXES.get(s.backend, f"Switch the backend from '{g.backend}' to '{s.backend}'.")
@@ -89,28 +78,10 @@ def _caveat(g: RunSummary, s: RunSummary) -> str | None:
 
 def cause_groups(
     summaries: list[RunSummary], anchors: dict[str, str], factories: dict[str, dict] | None = None
-) -> list[CauseGroup]:
-    """The runs grouped by the causes their verdicts name (:func:`memprobe.core.cures.causes_of`),
-    in the order of the runs, each group with the advice for its causes and the pytest guards for
-    their fixes (``factories``: a run's ``{"factory", "kwargs"}`` where its dataset is a user's
-    factory)."""
-    groups: dict[tuple[str, ...], list[RunSummary]] = {}
-    for s in summaries:
-        causes = tuple(cures.causes_of(s))
-        if causes:
-            groups.setdefault(causes, []).append(s)
-    out = []
-    for causes, runs in groups.items():
-        said = cures.advice_for(causes)
-        guards: list[str] = []
-        for s in runs:
-            f = (factories or {}).get(s.run_id) or {}
-            guards += cures.guards(said, cures.job_of(s, f.get("factory"), f.get("kwargs")))
-        unsplit = set(cures.UNSPLIT_CAUSES) <= set(causes) and any(s.causes is None for s in runs)
-        out.append(
-            CauseGroup(said, [(s, anchors[s.run_id]) for s in runs], list(dict.fromkeys(guards)), unsplit)
-        )
-    return out
+) -> list[tuple[cures.RunGroup, list[str]]]:
+    """The runs grouped by the causes their verdicts name (:func:`memprobe.core.cures.by_causes`),
+    each with its runs' anchors."""
+    return [(g, [anchors[s.run_id] for s in g.runs]) for g in cures.by_causes(summaries, factories)]
 
 
 def advice(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Advice]:

@@ -434,3 +434,27 @@ def test_every_figure_a_cost_cites_is_in_the_section_of_performance_md_it_names(
             for figure in figures:
                 assert any(figure in body for body in bodies), (figure, c.name, named)
     assert cited >= 5
+
+
+def test_runs_sharing_their_causes_are_told_once_with_a_guard_per_mode(tmp_path: Path, capsys) -> None:
+    from memprobe.analysis import summarize_all
+    from memprobe.cli.run import print_advice
+    from memprobe.results.folder import ResultSet
+
+    runs = [
+        ("list-spawn-w2", "spawn", 300.0, 301.0),
+        ("other-spawn-w2", "spawn", 200.0, 200.0),
+        ("list-forkserver-w2", "forkserver", 280.0, 280.0),
+    ]
+    summaries = summarize_all(ResultSet.load(scenario_folder(tmp_path / "s", runs, FACTORY)))
+    (group,) = cures.by_causes(summaries)
+    assert [s.run_id for s in group.runs] == [r[0] for r in runs]
+    assert len(group.guards) == 2  # one per mode: the first spawn run's, the forkserver run's
+    assert 'mode="spawn"' in group.guards[0] and "worker_uss_start_mb < 300" in group.guards[0]
+    assert 'mode="forkserver"' in group.guards[1] and "worker_uss_start_mb < 280" in group.guards[1]
+    spec = SimpleNamespace(factory="mypkg.data:build", kwargs={})
+    print_advice(summaries, [SimpleNamespace(run_id=s.run_id, factory=spec) for s in summaries])
+    out = capsys.readouterr().out
+    assert out.startswith("\nlist-spawn-w2 (flat), other-spawn-w2 (flat), list-forkserver-w2 (flat):\n")
+    assert out.count("what to do: spawn/forkserver start-up copies") == 1
+    assert out.count("pytest guard for the fix") == 2

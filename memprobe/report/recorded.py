@@ -424,9 +424,9 @@ def context(
     meta = results.metas[0]
     samples = results.run_table("samples", meta["run_id"])
     progress = results.run_table("progress", meta["run_id"])
+    system = results.run_table("system", meta["run_id"])
     if job is None:
         gil = results.manifest.get("environment", {}).get("gil_enabled")
-        system = results.run_table("system", meta["run_id"])
         job = record_summary.analyse(meta, samples, progress, system, gil_enabled=gil)
     s, procs = job.summary, job.procs
     denied_mb = denied_rss_mb(s, samples)
@@ -435,7 +435,6 @@ def context(
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
-    system = results.run_table("system", meta["run_id"])
     charge = cgroup_charge(system, samples)
     limit_mb, limit_words = memory_limit(meta, results.manifest.get("environment") or {})
     memory = memory_charts(

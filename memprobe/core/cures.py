@@ -91,7 +91,7 @@ _FREEZE = Cure(
     f'nothing per item. {PERF}, "Why numpy/arrow fork workers grow ~36 MB": numpy workers 8 -> 9 MB '
     "instead of 8 -> 45 MB; it does not stop reference counts written by reading a list's records "
     '(list workers 22 -> 135 MB either way); "gc.freeze() on a Hugging Face datasets table": '
-    "workers +16 MB instead of +76 to +77 MB",
+    "workers +16 MB instead of +76 to +79 MB",
 )
 _THREADS = Cure(
     "worker threads",

@@ -142,6 +142,7 @@ def print_result(result, stream) -> None:
     (marks ignored, sampling stopped, processes still running) and where the results are.
     Through ``say``: a closed pipe or a terminal gone (SIGHUP) stops the output, nothing else."""
     from memprobe.cli.console import say, summary_table
+    from memprobe.core import cures
     from memprobe.core.text import printable
 
     p = lambda text: say(text, stream)  # noqa: E731
@@ -154,6 +155,8 @@ def print_result(result, stream) -> None:
             p(NO_ITEMS.get(result.kind, NO_ITEMS["record"]))
         if s.memory_limit:
             p(limit_line(s.memory_limit))
+        for line in cures.text_lines(cures.causes_of(s), cures.job_of(s)):
+            p(line)
     rows = process_rows(result.processes, outlived={o["pid"] for o in result.outlived})
     if rows:
         p(

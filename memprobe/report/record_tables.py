@@ -328,7 +328,7 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
 
 def limit_words(limit: dict) -> str:
     """The time to the limit in words (the record page's fact, the terminal's line)."""
-    rate, minutes = limit.get("charge_rate_mb_per_min"), limit.get("minutes_to_limit")
+    rate, minutes = float(limit.get("charge_rate_mb_per_min") or 0.0), limit.get("minutes_to_limit")
     if minutes is None:
         return "the charge is not rising over the job's last third" + (
             f" (it fell by {-rate:,.0f} MB/min)" if rate <= -1.0 else ""

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from memprobe import analysis
+from memprobe.core import cures
 from memprobe.core.series import Clock
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import (
@@ -449,6 +450,8 @@ def context(
         "tone": content.tone(s),
         "badge": content.badge_text(s),
         "culprit": culprit_text(s),
+        "advice": (advice := cures.advice_for(s.causes)),
+        "guards": cures.guards(advice, cures.job_of(s)),
         "facts": facts(s, meta, denied_mb) + cgroup_facts(s.memory_limit, env.get("mem_total_mb")),
         "timelines": timelines,
         "memory_charts": memory,

@@ -125,3 +125,25 @@ def against_limit(
             for t, who in oom_kills(system, samples, kills if kills is not None else None)
         ],
     }
+
+
+def oom_words(limit: dict | None) -> str | None:
+    """The OOM kills in the job's cgroup while it ran, in a sentence for the verdict (None: none,
+    or not known)."""
+    if not limit or not limit.get("oom_kills"):
+        return None
+    seen = [
+        f"{', '.join(k['victims'])} at {k['t']:.1f} s" for k in limit.get("oom_killed") or [] if k["victims"]
+    ]
+    n = limit["oom_kills"]
+    who = f": {'; '.join(seen)}" if seen else ""
+    own = limit.get("cgroup_limit_mb")
+    why = (
+        f"its memory cgroup's limit is {own:,.0f} MB"
+        if own is not None
+        else "its cgroup has no limit: the machine ran out"
+    )
+    return (
+        f"The kernel's OOM killer killed {n} process{'es' if n != 1 else ''} of the job's memory cgroup "
+        f"while it ran{who} ({why})."
+    )

@@ -16,7 +16,7 @@ from memprobe.core import series
 from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
 from memprobe.core.vocabulary import DATALOADER
 from memprobe.record.culprit import judge
-from memprobe.record.limit import against_limit
+from memprobe.record.limit import against_limit, oom_words
 from memprobe.record.process import Proc, as_analysed
 from memprobe.record.processes import processes
 from memprobe.record.projection import projection, projection_basis
@@ -100,6 +100,8 @@ def analyse(
         ),
     )
     words, causes = judge(rows, procs, verdict, threshold, shm)
+    if killed := oom_words(summary.memory_limit):
+        words = f"{words} {killed}" if words else killed
     return RecordedAnalysis(
         procs,
         rows,

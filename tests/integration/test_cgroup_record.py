@@ -91,6 +91,10 @@ def test_a_job_killed_by_its_cgroup_s_limit_is_shown_against_that_limit(
     assert run["memory_limit"]["oom_kills"] == 1
     assert run["memory_limit"]["oom_killed"][0]["victims"] == [f"worker 0 (pid {worker})"]
     assert f"OOM kills in its cgroup: 1 (worker 0 (pid {worker}))" in done.stdout + done.stderr
+    # The verdict says it first: a process of the job was killed for memory.
+    said = f"The kernel's OOM killer killed 1 process of the job's memory cgroup while it ran: worker 0 (pid {worker}) at "
+    assert said in run["culprit"] and said in done.stdout + done.stderr
+    assert "(its memory cgroup's limit is 300 MB)." in run["culprit"]
     assert "the job's memory limit (cgroup v1 " in page  # the projection is measured against it
     charts = json.loads(re.search(r'id="memprobe-data">(.*?)</script>', page, re.DOTALL).group(1))["charts"]
     (rss,) = [c for c in charts if c["id"] == "mem-rss"]

@@ -47,13 +47,17 @@ def cgroup_charge(system: pd.DataFrame, samples: pd.DataFrame) -> pd.Series | No
 
 
 def time_to_limit(charge: pd.Series | None, limit_mb: float | None) -> tuple[float, float | None] | None:
-    """The charge's rate over the job's last third (MB/min, a least-squares line) and the minutes
-    from the job's end to ``limit_mb`` at that rate (None: not rising); None where it cannot
-    be said (too short a record, or no limit)."""
+    """The charge's rate as it rose to its peak (MB/min: a least-squares line over the last third
+    of the readings up to the peak) and the minutes from the peak to ``limit_mb`` at that rate
+    (None: not rising); None where it cannot be said (too short a record, or no limit). Up to the
+    peak, not the job's end: a job that ended freed its memory in its last seconds, and over its
+    last third a job rising 380 MB/min "fell by 397 MB/min"."""
     if charge is None or not limit_mb or len(charge) < 3:
         return None
+    values = charge.to_numpy(float)
+    charge = charge.iloc[: len(values) - int(np.argmax(values[::-1]))]  # up to its peak's last reading
     t = charge.index.to_numpy(float)
-    if t[-1] - t[0] < RATE_MIN_SPAN_S:
+    if len(charge) < 3 or t[-1] - t[0] < RATE_MIN_SPAN_S:
         return None
     tail = charge[charge.index >= t[-1] - max((t[-1] - t[0]) / 3, RATE_MIN_SPAN_S)]
     if len(tail) < 3:  # read once a second: a short job's last third holds few readings
@@ -118,7 +122,7 @@ def against_limit(
         "charge_peak_mb": float(charge.max()) if charge is not None else None,
         "charge_end_mb": group.get("usage_mb"),
         "charge_rate_mb_per_min": rate[0] if rate else None,
-        "minutes_to_limit": rate[1] if rate else None,
+        "minutes_to_limit": rate[1] if rate else None,  # from the charge's peak
         "oom_kills": kills - before if kills is not None and before is not None else None,
         "oom_killed": [
             {"t": t, "victims": who}

@@ -330,10 +330,9 @@ def limit_words(limit: dict) -> str:
     """The time to the limit in words (the record page's fact, the terminal's line)."""
     rate, minutes = float(limit.get("charge_rate_mb_per_min") or 0.0), limit.get("minutes_to_limit")
     if minutes is None:
-        return "the charge is not rising over the job's last third" + (
-            f" (it fell by {-rate:,.0f} MB/min)" if rate <= -1.0 else ""
-        )
+        return "the charge was not rising before its peak"
     return (
-        f"{fmt.seconds(minutes * 60)} from the job's end at {rate:+,.0f} MB/min "
-        f"(the charge over the job's last third), to {fmt.mb(limit.get('limit_mb'))}"
+        f"{fmt.seconds(minutes * 60)} after the charge's peak ({fmt.mb(limit.get('charge_peak_mb'))}) "
+        f"had it gone on rising at {rate:+,.0f} MB/min (its rise before that peak), "
+        f"to {fmt.mb(limit.get('limit_mb'))}"
     )

@@ -115,7 +115,10 @@ def test_a_job_whose_charge_rises_is_told_its_time_to_the_limit(tmp_path: Path, 
     done = _record(tmp_path / "rec", RISING, into=limited)
     assert done.returncode == 0, done.stderr[-2000:]
     page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
-    got = re.search(r"time to the limit</dt><dd>([0-9.]+) s from the job's end at \+([0-9,]+) MB/min", page)
+    got = re.search(
+        r"time to the limit</dt><dd>([0-9.]+) s after the charge's peak \([0-9,]+ MB\) had it gone on rising at \+([0-9,]+) MB/min",
+        page,
+    )
     assert got, page[page.index("memory limit") :][:2000]
     assert 600 < float(got.group(2).replace(",", "")) < 1800  # 1,200 MB/min allocated
     assert "OOM kills in its cgroup</dt><dd>0 while it ran<" in page

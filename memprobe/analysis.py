@@ -37,11 +37,15 @@ def analyse(
     system: pd.DataFrame,
     *,
     gil_enabled: bool | None = None,
+    mem_total_mb: float | None = None,
 ) -> Analysed:
     """One run by the analysis of its kind; ``meta`` in the current shape, as a loaded results
-    folder gives it (:func:`memprobe.results.schema.upgrade_recorded`)."""
+    folder gives it (:func:`memprobe.results.schema.upgrade_recorded`); ``mem_total_mb``: the
+    machine's memory, the limit of a recorded job whose cgroup has none."""
     if is_recorded(meta):
-        job = recorded.analyse(meta, samples, progress, gil_enabled=gil_enabled)
+        job = recorded.analyse(
+            meta, samples, progress, gil_enabled=gil_enabled, system=system, mem_total_mb=mem_total_mb
+        )
         return Analysed(job.summary, job)
     return Analysed(scenario.summarize(meta, samples, progress, system, gil_enabled=gil_enabled))
 
@@ -60,14 +64,15 @@ def summarize(
 
 def analyse_all(results: Any) -> list[Analysed]:
     """Each run of a loaded ResultSet (:func:`analyse`), in run order."""
-    gil = results.manifest.get("environment", {}).get("gil_enabled")
+    env = results.manifest.get("environment", {})
     return [
         analyse(
             m,
             results.run_table("samples", m["run_id"]),
             results.run_table("progress", m["run_id"]),
             results.run_table("system", m["run_id"]),
-            gil_enabled=gil,
+            gil_enabled=env.get("gil_enabled"),
+            mem_total_mb=env.get("mem_total_mb"),
         )
         for m in results.metas
     ]

@@ -142,6 +142,7 @@ def print_result(result, stream) -> None:
     (marks ignored, sampling stopped, processes still running) and where the results are.
     Through ``say``: a closed pipe or a terminal gone (SIGHUP) stops the output, nothing else."""
     from memprobe.cli.console import say, summary_table
+    from memprobe.core import cures
     from memprobe.core.text import printable
 
     p = lambda text: say(text, stream)  # noqa: E731
@@ -152,6 +153,10 @@ def print_result(result, stream) -> None:
         p(f"\n{s.explanation}")
         if s.items_per_s is None:
             p(NO_ITEMS.get(result.kind, NO_ITEMS["record"]))
+        if s.memory_limit:
+            p(limit_line(s.memory_limit))
+        for line in cures.text_lines(cures.causes_of(s), cures.job_of(s)):
+            p(line)
     rows = process_rows(result.processes, outlived={o["pid"] for o in result.outlived})
     if rows:
         p(
@@ -169,6 +174,25 @@ def print_result(result, stream) -> None:
         f"\nresults: {printable(str(result.root))}"
         + (f"\nreport:  {printable(str(result.report))}" if result.report else "")
     )
+
+
+def limit_line(limit: dict) -> str:
+    """The job against its memory limit, in one line: the limit, the time to it at the charge's
+    rate, the OOM kills (the record page says more)."""
+    from memprobe.core.text import printable
+    from memprobe.report import format as fmt
+    from memprobe.report.record_tables import limit_words
+
+    of = printable(str(limit.get("limit_of")))
+    line = f"memory limit: {fmt.mb(limit.get('limit_mb'))}, {of}"
+    if limit.get("charge_rate_mb_per_min") is not None:
+        line += f"; time to it: {limit_words(limit)}"
+    if limit.get("oom_kills"):
+        victims = [v for k in limit.get("oom_killed") or [] for v in k["victims"]]
+        line += f"; OOM kills in its cgroup: {limit['oom_kills']}" + (
+            f" ({printable(', '.join(victims))})" if victims else ""
+        )
+    return line
 
 
 def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[int] = ()) -> str:

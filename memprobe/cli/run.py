@@ -196,6 +196,7 @@ def main(args: argparse.Namespace) -> int:
     )
     say(summary_table(result.summaries))
     _print_explanations(result.summaries)
+    print_advice(result.summaries, runs)
     if result.signals:
         name = signal.Signals(result.signals[0]).name
         say(
@@ -212,6 +213,22 @@ def main(args: argparse.Namespace) -> int:
         if args.strict and code == 0:
             code = EXIT_FAILED
     return code
+
+
+def print_advice(summaries: list, runs: list) -> None:
+    """What to do about each cause found (:func:`memprobe.core.cures.by_causes`): once for the
+    runs whose verdicts name the same causes, named first, then the pytest guards."""
+    from memprobe.cli.console import say
+    from memprobe.core import cures
+
+    factories = {
+        r.run_id: {"factory": r.factory.factory, "kwargs": r.factory.kwargs} for r in runs if r.factory
+    }
+    for g in cures.by_causes(summaries, factories):
+        say("\n" + ", ".join(f"{s.run_id} ({s.verdict})" for s in g.runs) + ":")
+        lines = cures.text_lines([a.cause for a in g.advice], scenario=True)[1:]  # [0]: the blank said
+        for line in lines + cures.guard_lines(g.guards):
+            say(line)
 
 
 def _print_explanations(summaries: list) -> None:

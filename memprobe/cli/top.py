@@ -158,10 +158,12 @@ class Live:
             self._fail(exc)
 
     def _start(self, recording: Recording) -> None:
-        from memprobe.report.record_tables import memory_limit
+        from memprobe.record.limit import memory_limit
 
         env = recording.folder.manifest.get("environment") or {}
-        self.model.limit_mb, self.model.limit_words = memory_limit(recording.cgroup_meta(), env)
+        self.model.limit_mb, self.model.limit_words = memory_limit(
+            recording.cgroup_meta(), env.get("mem_total_mb")
+        )
         command = " ".join(recording.info.get("command") or [])
         self._title = f"pid {recording.root} ({printable(command)[:60]})"
         self.display.open()

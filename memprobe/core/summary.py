@@ -61,6 +61,12 @@ class RunSummary:
         None  # USS estimate vs the next exact reading: median_pct, max_pct, max_mb, n
     )
     projection: list[dict] | None = None  # memory at other worker and rank counts
+    # The job against the memory it must fit in (memprobe.record.limit.against_limit): the limit,
+    # the cgroup's charge and its rate, the time to the limit, the OOM kills while it ran.
+    memory_limit: dict | None = None
+    # What the verdict blames, as memprobe.core.cures names it (what to do is said there); None
+    # for a scenario run, whose causes follow from its mode (cures.scenario_causes).
+    causes: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: clean(v) for k, v in asdict(self).items()}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from memprobe.core.cures import COPY_ON_ACCESS, MAIN_GROWS, SHARED_GROWS, STARTUP_COPY, WORKERS_ALLOCATE
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import (
     DATALOADER,
@@ -55,8 +56,25 @@ def _kind_words(kind: str, n: int, method: str | None, generations: int = 1) -> 
 
 def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshold: float) -> str:
     """The verdict in plain words, naming who grows, how fast, and why the others are not blamed."""
+    return judge(rows, procs, verdict, threshold)[0]
+
+
+def judge(
+    rows: list[Growth], procs: list[Proc], verdict: str | None, threshold: float, shm_mb: float | None = None
+) -> tuple[str, list[str]]:
+    """The verdict in words (:func:`culprit`) and the causes it names (:mod:`memprobe.core.cures`'
+    names, in the order the words give them; what to do about each is said there). ``shm_mb``:
+    how much /dev/shm rose while the job's workers ran
+    (:func:`memprobe.record.summary.shm_growth`), blamed above ``threshold``."""
     if verdict is None:
-        return "no verdict: no worker or parent process has two exact readings in its window."
+        return "no verdict: no worker or parent process has two exact readings in its window.", []
+    if shm_mb is not None and shm_mb > threshold:
+        own = judged_workers(rows) + judged_parents(rows)
+        words, causes = judge(
+            rows, procs, "growing" if any(grown(g) > threshold for g in own) else "flat", threshold
+        )
+        rest = words.split(": ", 1)[1]  # what the processes did, without its verdict
+        return f"growing: {_shm_words(shm_mb)} {_capital(rest)}", [SHARED_GROWS, *causes]
     by_pid = {g.pid: g for g in rows}
     workers, parents = judged_workers(rows), judged_parents(rows)
     unjudged = [g for g in rows if g.kind in WORKER_KINDS and not g.judged]
@@ -67,10 +85,14 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
         else ""
     )
     if verdict == "flat":
-        return _flat_words(workers, parents, threshold, by_pid) + tail
+        words, causes = _flat_words(workers, parents, threshold, by_pid)
+        return words + tail, causes
     growing = [g for g in workers if grown(g) > threshold]
-    sentences = [_group_words(group, by_pid) for group in _worker_groups(growing, by_pid)]
-    sentences += [_parent_grows(g, workers) for g in parents if grown(g) > threshold]
+    said = [_group_words(group, by_pid) for group in _worker_groups(growing, by_pid)]
+    sentences, causes = [text for text, _ in said], [cause for _, cause in said]
+    grew = [g for g in parents if grown(g) > threshold]
+    sentences += [_parent_grows(g, workers) for g in grew]
+    causes += [MAIN_GROWS] if grew else []
     calm = [
         g
         for g in parents
@@ -83,7 +105,7 @@ def culprit(rows: list[Growth], procs: list[Proc], verdict: str | None, threshol
         for g in parents
         if grown(g) <= threshold and _between(g)
     ]
-    return "growing: " + " ".join(sentences) + tail
+    return "growing: " + " ".join(sentences) + tail, list(dict.fromkeys(causes))
 
 
 def _since(g: Growth, workers: list[Growth]) -> str:
@@ -135,7 +157,7 @@ def _worker_groups(workers: list[Growth], by_pid: dict[int, Growth]) -> list[lis
     return list(groups.values())
 
 
-def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
+def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> tuple[str, str]:
     g0 = group[0]
     parents = list({g.parent_pid: by_pid[g.parent_pid] for g in group if g.parent_pid in by_pid}.values())
     n = len(group)
@@ -161,7 +183,8 @@ def _group_words(group: list[Growth], by_pid: dict[int, Growth]) -> str:
     said = [", ".join(pace)] if pace else []
     said += [e] if (e := _estimate_words(group)) else []
     text = f"{head} {grew} in {_duration(span)}" + (f" ({'; '.join(said)})" if said else "")
-    return _capital(text + _cause(group, parents)) + "."
+    cause, why = _cause(group, parents)
+    return _capital(text + why) + ".", cause
 
 
 def _estimate_words(group: list[Growth]) -> str:
@@ -182,14 +205,20 @@ def _estimate_words(group: list[Growth]) -> str:
     return f"{len(guessed)} of them estimated from page faults: the exact readings missed their growth"
 
 
-def _cause(group: list[Growth], parents: list[Growth]) -> str:
-    """Why such workers grow: copy-on-access of what their parent built, or their own memory."""
+def _cause(group: list[Growth], parents: list[Growth]) -> tuple[str, str]:
+    """Why such workers grow, named (:mod:`memprobe.core.cures`) and in words: copy-on-access of
+    what their parent built, or their own memory."""
     g0 = group[0]
     if not (g0.start_method in (None, FORK) and g0.startup_mb is None):
-        return ": private memory that grows as they run, after their start-up"
+        return WORKERS_ALLOCATE, ": private memory that grows as they run, after their start-up"
     mostly, new = _new_memory_words(group)
     if mostly:
-        return new
+        return WORKERS_ALLOCATE, new
+    return COPY_ON_ACCESS, _copied(parents, new)
+
+
+def _copied(parents: list[Growth], new: str) -> str:
+    """Copy-on-access in words: of what the parent built (or held, when watched late)."""
     built = [p.built_mb for p in parents if p.built_mb is not None]
     if not built:
         return ": copy-on-access of pages they shared at fork" + new
@@ -215,6 +244,15 @@ def _cause(group: list[Growth], parents: list[Growth]) -> str:
         signed(built[0]) if max(built) - min(built) < 1 else f"{signed(min(built))} to {signed(max(built))}"
     )
     return f": copy-on-access of what each rank built ({amount} before its workers started)" + new
+
+
+def _shm_words(shm_mb: float) -> str:
+    return (
+        f"Shared memory in /dev/shm (the whole machine's) rose {signed(shm_mb)} from the first third of "
+        "the workers' life to the last, and the job's processes map shared memory: batches the workers "
+        "handed over as tensors, kept; no process's own growth counts them, nor total PSS until a process "
+        "reads them."
+    )
 
 
 def seen_late(start_t: float | None) -> bool:
@@ -282,7 +320,7 @@ def _not_growing(parents: list[Growth]) -> str:
 
 def _flat_words(
     workers: list[Growth], parents: list[Growth], threshold: float, by_pid: dict[int, Growth]
-) -> str:
+) -> tuple[str, list[str]]:
     parts = []
     if workers:
         top = max(workers, key=grown)
@@ -314,7 +352,8 @@ def _flat_words(
             f" But each {'spawned ' if len(upfront) == len(workers) else ''}worker started with "
             f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not growth)."
         )
-    return text
+        return text, [STARTUP_COPY]
+    return text, []
 
 
 def signed(v: float) -> str:

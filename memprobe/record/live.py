@@ -22,8 +22,8 @@ The figures, each by the rule the analysis and the report use afterwards:
 * The verdict so far: the live workers' USS gained since their start (a forked worker's whole
   USS, as it starts with no page of its own; a spawned or exec'd worker's start-up, by :func:`memprobe.core.tree_rules.settled_at`, not counted), on average,
   against the verdict's threshold, as the record analysis judges a whole job.
-* The time to the limit: the cgroup's charge (else total PSS) at its rate over the last third of
-  what was seen, by :func:`memprobe.report.record_tables.time_to_limit`.
+* The time to the limit: the cgroup's charge (else total PSS) at its rate as it rose to its peak
+  so far, by :func:`memprobe.record.limit.time_to_limit`, the summary's rule.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import pandas as pd
 from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import WORKER_KINDS
-from memprobe.report.record_tables import time_to_limit
+from memprobe.record.limit import time_to_limit
 
 # A process's own growth rate is its line over this long, at most: the current rate (over a
 # minute, a forked worker's first copies, +70 MB in its first second, still made it +94 MB/min

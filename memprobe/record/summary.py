@@ -14,7 +14,9 @@ import pandas as pd
 
 from memprobe.core import series
 from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
-from memprobe.record.culprit import culprit
+from memprobe.core.vocabulary import DATALOADER
+from memprobe.record.culprit import judge
+from memprobe.record.limit import against_limit, oom_words
 from memprobe.record.process import Proc, as_analysed
 from memprobe.record.processes import processes
 from memprobe.record.projection import projection, projection_basis
@@ -36,9 +38,16 @@ class RecordedAnalysis:
 
 
 def analyse(
-    meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, *, gil_enabled: bool | None = None
+    meta: dict,
+    samples: pd.DataFrame,
+    progress: pd.DataFrame,
+    *,
+    gil_enabled: bool | None = None,
+    system: pd.DataFrame | None = None,
+    mem_total_mb: float | None = None,
 ) -> RecordedAnalysis:
-    """Every process of the job over the window that fits what it is, and the job's summary.
+    """Every process of the job over the window that fits what it is, and the job's summary
+    (with the job against its memory limit: ``system``, the machine's ``mem_total_mb``).
     ``meta`` in the current shape (:func:`memprobe.results.schema.upgrade_recorded`)."""
     procs = processes(meta, samples)
     rows = table(meta, samples, progress, procs)
@@ -47,7 +56,10 @@ def analyse(
     threshold = float(meta["verdict"]["growth_threshold_mb"])
     workers, parents = judged_workers(rows), judged_parents(rows)
     judged = workers + parents
+    shm = shm_growth(system, samples, procs)
     verdict = None if not judged else ("growing" if max(map(grown, judged)) > threshold else "flat")
+    if verdict == "flat" and shm is not None and shm > threshold:
+        verdict = "growing"  # held in shared memory: in no process's own growth (shm_growth)
     main = max(parents, key=grown) if parents else None
     w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
     items = job.fields["items"]
@@ -83,18 +95,73 @@ def analyse(
         processes=[g.to_dict() for g in rows],
         estimate_error=estimate_error(samples, meta.get("sampler")),
         projection=projection(projection_basis(rows, procs)),
+        memory_limit=against_limit(
+            meta, samples, system if system is not None else pd.DataFrame(), mem_total_mb
+        ),
     )
-    words = culprit(rows, procs, verdict, threshold)
+    words, causes = judge(rows, procs, verdict, threshold, shm)
+    if killed := oom_words(summary.memory_limit):
+        words = f"{words} {killed}" if words else killed
     return RecordedAnalysis(
-        procs, rows, analysed, replace(summary, culprit=words, explanation=explanation(summary, words))
+        procs,
+        rows,
+        analysed,
+        replace(summary, culprit=words, causes=causes, explanation=explanation(summary, words)),
     )
 
 
 def summarize(
-    meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, *, gil_enabled: bool | None = None
+    meta: dict,
+    samples: pd.DataFrame,
+    progress: pd.DataFrame,
+    system: pd.DataFrame | None = None,
+    *,
+    gil_enabled: bool | None = None,
+    mem_total_mb: float | None = None,
 ) -> RunSummary:
     """The summary of one recorded job (:func:`analyse`)."""
-    return analyse(meta, samples, progress, gil_enabled=gil_enabled).summary
+    return analyse(
+        meta, samples, progress, gil_enabled=gil_enabled, system=system, mem_total_mb=mem_total_mb
+    ).summary
+
+
+RAMP_SHARE = 0.25  # each half of a /dev/shm rise at least this share of it: a ramp, not a step
+
+
+def shm_growth(system: pd.DataFrame | None, samples: pd.DataFrame, procs: list[Proc]) -> float | None:
+    """How much /dev/shm in use rose while the job's worker processes lived, where the job is the
+    likely cause: its level over the last third of that time less its level over the first third
+    (medians: batches in flight, a constant cost, cancel out; the job's teardown, after its
+    workers, is left out). What the workers handed over as shared-memory tensors and something
+    kept (a training loop's list of batches): those pages are in no process's USS or PSS until a
+    process reads them, so no process's own growth counts them.
+
+    /dev/shm is the whole machine's, so None unless the job hands tensors over in shared memory
+    (it has DataLoader worker processes, which send every tensor through it, or its processes
+    were seen mapping shared memory) and the rise is a ramp over the workers' life (the middle
+    third's level at least ``RAMP_SHARE`` of the rise from each end): another program starting
+    or ending in the window is a step. None too without worker processes, or without two
+    /dev/shm readings in the first and last thirds and one in the middle."""
+    if system is None or system.empty or "dev_shm_mb" not in system:
+        return None
+    workers = [p for p in procs if p.is_worker and p.start_t is not None]
+    if not workers or not (any(p.kind == DATALOADER for p in workers) or series.shm_used(samples)):
+        return None
+    start, end = min(p.start_t for p in workers), max(p.last_t for p in workers)
+    third = (end - start) / 3
+    shm = system.dropna(subset=["dev_shm_mb"])
+    levels = [
+        shm[(shm["t"] >= a) & (shm["t"] <= a + third)]["dev_shm_mb"]
+        for a in (start, start + third, end - third)
+    ]
+    early, middle, late = levels
+    if len(early) < 2 or len(middle) < 1 or len(late) < 2:
+        return None
+    low, mid, high = early.median(), middle.median(), late.median()
+    rise = float(high - low)
+    if rise > 0 and (mid - low < RAMP_SHARE * rise or high - mid < RAMP_SHARE * rise):
+        return 0.0  # a step: another program's files appearing, or the job's in-flight level changing
+    return rise
 
 
 def explanation(s: RunSummary, words: str) -> str:

@@ -1,11 +1,14 @@
-"""What to do about a growing run: the fixes that flat runs in the same results folder
-demonstrate (another backend with the same mode, or another mode with the same backend), each
-with what it costs, and the usual fixes no run there tried."""
+"""What to do about a run: the fixes that flat runs in the same results folder demonstrate for a
+growing run (another backend with the same mode, or another mode with the same backend), each
+with what it costs, and the advice for the causes its verdict names (:mod:`memprobe.core.cures`:
+every fix with its change and its cost, and the pytest guard), which a flat run paying a
+start-up copy in each worker gets too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memprobe.core import cures
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import FORKSERVER, SPAWN, THREAD
 from memprobe.report import format as fmt
@@ -27,18 +30,6 @@ SPAWN_FIX = (
     "nothing grows while iterating, but every worker pays for its own copy up front. To avoid that, put "
     "the data in shared memory (multiprocessing.shared_memory, a memory-mapped file, or torch tensors "
     "moved with share_memory_()) so that all workers map the same pages."
-)
-GENERIC_FIXES = (
-    ("numpy/arrow", "Hold records in numpy or Arrow buffers instead of a list of Python objects."),
-    (
-        "one buffer",
-        (
-            "Serialize the records into one buffer (e.g. pickle each record into one bytes/numpy array "
-            "plus an offsets array) and decode per item: one object for the GC and refcounts to touch."
-        ),
-    ),
-    ("threads", f"Use threads instead of worker processes (mode: {THREAD})."),
-    ("spawn + shared memory", "Use spawn with the data in shared memory, so workers map one copy."),
 )
 
 
@@ -62,7 +53,6 @@ class Advice:
     run: RunSummary
     anchor: str
     fixes: list[Fix] = field(default_factory=list)
-    untried: list[str] = field(default_factory=list)
 
 
 def _fix_text(g: RunSummary, s: RunSummary) -> str:
@@ -86,6 +76,14 @@ def _caveat(g: RunSummary, s: RunSummary) -> str | None:
     return None
 
 
+def cause_groups(
+    summaries: list[RunSummary], anchors: dict[str, str], factories: dict[str, dict] | None = None
+) -> list[tuple[cures.RunGroup, list[str]]]:
+    """The runs grouped by the causes their verdicts name (:func:`memprobe.core.cures.by_causes`),
+    each with its runs' anchors."""
+    return [(g, [anchors[s.run_id] for s in g.runs]) for g in cures.by_causes(summaries, factories)]
+
+
 def advice(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Advice]:
     """For each growing run, the fixes a flat run in the same folder demonstrates (one change away:
     another backend with the same mode, or another mode with the same backend), cheapest first."""
@@ -105,11 +103,5 @@ def advice(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Advice]
         fixes: dict[str, list[Demo]] = {}
         for s in flat:
             fixes.setdefault(_fix_text(g, s), []).append(Demo(s, anchors[s.run_id], _caveat(g, s)))
-        shown = {s.backend for s in flat} | {s.mode for s in flat}
-        untried = [text for key, text in GENERIC_FIXES if not _demonstrated(key, shown)]
-        out.append(Advice(g, anchors[g.run_id], [Fix(t, d) for t, d in fixes.items()], untried))
+        out.append(Advice(g, anchors[g.run_id], [Fix(t, d) for t, d in fixes.items()]))
     return out
-
-
-def _demonstrated(key: str, shown: set[str]) -> bool:
-    return {"numpy/arrow": bool({"numpy", "arrow"} & shown), "threads": THREAD in shown}.get(key, False)

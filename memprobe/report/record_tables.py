@@ -5,10 +5,6 @@ words. The page around them is :mod:`memprobe.report.recorded`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from itertools import pairwise
-
-import numpy as np
-import pandas as pd
 
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import (
@@ -283,148 +279,60 @@ def all_of(n: int) -> str:
     return "the one worker" if n == 1 else f"all {n} workers"
 
 
-def memory_limit(meta: dict, env: dict) -> tuple[float | None, str]:
-    """The memory the job must fit in, and what it is: its cgroup's limit where that is lower than
-    the machine's memory (a container, a SLURM or Kubernetes job), else the machine's."""
-    machine = env.get("mem_total_mb")
-    group = meta.get("cgroup") or {}
-    limit = group.get("limit_mb")
-    if isinstance(limit, (int, float)) and (not machine or limit < machine):
-        return float(limit), f"the job's memory limit (cgroup v{group.get('version')} {group.get('path')})"
-    return (float(machine) if machine else None), "this machine's memory"
-
-
-RATE_MIN_SPAN_S = 3.0  # the charge's rate is taken over the last third of the job, at least this long
-RISING_MB_PER_MIN = 1.0  # below this the charge is not rising: no time to the limit
-
-
-def cgroup_charge(system: pd.DataFrame, samples: pd.DataFrame) -> pd.Series | None:
-    """The job's memory cgroup's charge over time (MB, index t), where the sampler read it while
-    a process of the job lived (after, it falls by what the job freed: no rate of the job's)."""
-    if system.empty or "cgroup_mb" not in system:
-        return None
-    charge = pd.Series(pd.to_numeric(system["cgroup_mb"], errors="coerce").to_numpy(float), index=system["t"])
-    charge = charge.dropna()
-    alive = (
-        samples.loc[~samples["missing"].fillna(False).astype(bool), "t"]
-        if "missing" in samples
-        else samples.get("t")
-    )
-    if alive is not None and len(alive):
-        charge = charge[charge.index <= float(alive.max())]
-    return charge if len(charge) else None
-
-
-def time_to_limit(charge: pd.Series | None, limit_mb: float | None) -> tuple[float, float | None] | None:
-    """The charge's rate over the job's last third (MB/min, a least-squares line) and the minutes
-    from the job's end to ``limit_mb`` at that rate (None: not rising); None where it cannot
-    be said (too short a record, or no limit)."""
-    if charge is None or not limit_mb or len(charge) < 3:
-        return None
-    t = charge.index.to_numpy(float)
-    if t[-1] - t[0] < RATE_MIN_SPAN_S:
-        return None
-    tail = charge[charge.index >= t[-1] - max((t[-1] - t[0]) / 3, RATE_MIN_SPAN_S)]
-    if len(tail) < 3:  # read once a second: a short job's last third holds few readings
-        tail = charge.iloc[-3:]
-    rate = float(np.polyfit(tail.index.to_numpy(float), tail.to_numpy(float), 1)[0]) * 60
-    if rate < RISING_MB_PER_MIN:
-        return rate, None
-    return rate, max(limit_mb - float(charge.iloc[-1]), 0.0) / rate
-
-
-def oom_kills(
-    system: pd.DataFrame, samples: pd.DataFrame, final: int | None = None
-) -> list[tuple[float, list[str]]]:
-    """Each rise of the cgroup's OOM-kill counter: when it was seen, and the processes of the
-    job that vanished first since the reading before, one tick per kill (the kernel's victims
-    as far as memprobe saw: the counter does not say whom it killed; a parent that ends because
-    its worker was killed vanishes in the same second, a tick or more later). ``final``: the
-    counter as the record ended (meta.json), a last reading where the series stops before."""
-    if system.empty or "cgroup_oom_kills" not in system:
+def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[str, str]]:
+    """The job against its memory limit (the summary's ``memory_limit``,
+    :func:`memprobe.record.limit.against_limit`): the limit that applies, the cgroup's charge,
+    the time to the limit at the charge's rate, the OOM kills while it ran."""
+    if not limit:
         return []
-    kills = pd.Series(
-        pd.to_numeric(system["cgroup_oom_kills"], errors="coerce").to_numpy(float), index=system["t"]
-    ).dropna()
-    gone = (
-        samples[samples["missing"].fillna(False).astype(bool)] if "missing" in samples else samples.iloc[0:0]
-    )
-    readings = list(kills.items())
-    if final is not None and readings and final > readings[-1][1]:
-        readings.append((max(float(samples["t"].max()), readings[-1][0]), float(final)))
-    out = []
-    for (t0, before), (t1, after) in pairwise(readings):
-        if after > before:
-            went = gone[gone["t"] > t0].sort_values("t")
-            went = went[went["t"].isin(sorted(went["t"].unique())[: int(after - before)])]
-            names = [f"{r['role']} (pid {int(r['pid'])})" for _, r in went.drop_duplicates("pid").iterrows()]
-            out.append((float(went["t"].min()) if len(went) else float(t1), names))
-    return out
-
-
-def cgroup_facts(
-    meta: dict,
-    env: dict,
-    charge: pd.Series | None = None,
-    kills_seen: list[tuple[float, list[str]]] | None = None,
-) -> list[tuple[str, str]]:
-    """The job's memory cgroup: the limit that applies, its charge (and its peak over the job,
-    where sampled), the time to the limit at the charge's rate, the OOM kills while it ran."""
-    group = meta.get("cgroup")
-    if not isinstance(group, dict):
-        return []
-    where = f"cgroup v{group.get('version')} {group.get('path')}"
-    limit = group.get("limit_mb")
-    machine = env.get("mem_total_mb")
+    where = f"cgroup v{limit.get('cgroup_version')} {limit.get('cgroup_path')}"
+    own = limit.get("cgroup_limit_mb")
     rows = [
         (
             "memory limit",
-            f"{fmt.mb(limit)} ({where})"
-            if limit is not None
-            else f"none on its cgroup ({where}): the machine's {fmt.mb(machine)} applies",
+            f"{fmt.mb(own)} ({where})"
+            if own is not None
+            else f"none on its cgroup ({where}): the machine's {fmt.mb(mem_total_mb)} applies",
         )
     ]
-    start, end = group.get("usage_at_start_mb"), group.get("usage_mb")
+    start, peak, end = limit.get("charge_start_mb"), limit.get("charge_peak_mb"), limit.get("charge_end_mb")
     if end is not None:
         rows.append(
             (
                 "cgroup charge",
                 (f"{fmt.mb(start)} as the job started, " if start is not None else "")
                 + f"{fmt.mb(end)} at its end"
-                + (
-                    f", at most {fmt.mb(float(charge.max()))} read while it ran (once a second)"
-                    if charge is not None
-                    else ""
-                )
+                + (f", at most {fmt.mb(peak)} read while it ran (once a second)" if peak is not None else "")
                 + " (what the OOM killer counts: page cache, shared and kernel memory too, not total "
                 "PSS; the whole cgroup, memprobe and any other process in it included)",
             )
         )
-    limit_mb, _ = memory_limit(meta, env)
-    rate = time_to_limit(charge, limit_mb)
-    if rate is not None:
-        per_min, minutes = rate
-        rows.append(
-            (
-                "time to the limit",
-                f"the charge is not rising ({per_min:+,.1f} MB/min over the job's last third)"
-                if minutes is None
-                else f"{fmt.seconds(minutes * 60)} from the job's end at {per_min:+,.0f} MB/min "
-                f"(the charge over the job's last third), to {fmt.mb(limit_mb)}",
-            )
-        )
-    kills, before = group.get("oom_kills"), group.get("oom_kills_at_start")
-    if kills is not None and before is not None:
-        n = kills - before
+    if limit.get("charge_rate_mb_per_min") is not None:
+        rows.append(("time to the limit", limit_words(limit)))
+    kills = limit.get("oom_kills")
+    if kills is not None:
         seen = "; ".join(
-            f"at {fmt.seconds(t)}: " + (", ".join(who) if who else "no process of the job vanished then")
-            for t, who in (kills_seen or [])
+            f"at {fmt.seconds(k['t'])}: "
+            + (", ".join(k["victims"]) if k["victims"] else "no process of the job vanished then")
+            for k in limit.get("oom_killed") or []
         )
         rows.append(
             (
                 "OOM kills in its cgroup",
-                f"{n} while it ran"
-                + (f" ({seen})" if seen else " (a process was killed for memory)" if n else ""),
+                f"{kills} while it ran"
+                + (f" ({seen})" if seen else " (a process was killed for memory)" if kills else ""),
             )
         )
     return rows
+
+
+def limit_words(limit: dict) -> str:
+    """The time to the limit in words (the record page's fact, the terminal's line)."""
+    rate, minutes = float(limit.get("charge_rate_mb_per_min") or 0.0), limit.get("minutes_to_limit")
+    if minutes is None:
+        return "the charge was not rising before its peak"
+    return (
+        f"{fmt.seconds(minutes * 60)} after the charge's peak ({fmt.mb(limit.get('charge_peak_mb'))}) "
+        f"had it gone on rising at {rate:+,.0f} MB/min (its rise before that peak), "
+        f"to {fmt.mb(limit.get('limit_mb'))}"
+    )

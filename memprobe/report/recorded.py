@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from memprobe import analysis
+from memprobe.core import cures
 from memprobe.core.series import Clock
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import (
@@ -24,7 +25,7 @@ from memprobe.core.vocabulary import (
     shell_exit_code,
     signal_name,
 )
-from memprobe.record import projection
+from memprobe.record import limit, projection
 from memprobe.record import summary as record_summary
 from memprobe.record.process import Proc
 from memprobe.record.table import ESTIMATE_FLOOR_MB
@@ -32,15 +33,7 @@ from memprobe.report import content, figures, groups, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
-from memprobe.report.record_tables import (
-    cgroup_charge,
-    cgroup_facts,
-    labels,
-    memory_limit,
-    oom_kills,
-    process_rows,
-    projection_table,
-)
+from memprobe.report.record_tables import cgroup_facts, labels, process_rows, projection_table
 from memprobe.results.folder import ResultSet
 
 
@@ -423,9 +416,8 @@ def context(
     meta = results.metas[0]
     samples = results.run_table("samples", meta["run_id"])
     progress = results.run_table("progress", meta["run_id"])
-    if job is None:
-        gil = results.manifest.get("environment", {}).get("gil_enabled")
-        job = record_summary.analyse(meta, samples, progress, gil_enabled=gil)
+    job = job or analysis.analyse_all(results)[0].recorded
+    assert job is not None  # a record folder: its run is a recorded job
     s, procs = job.summary, job.procs
     denied_mb = denied_rss_mb(s, samples)
     basis = projection.projection_basis(job.rows, procs)
@@ -434,8 +426,12 @@ def context(
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
     system = results.run_table("system", meta["run_id"])
-    charge = cgroup_charge(system, samples)
-    limit_mb, limit_words = memory_limit(meta, results.manifest.get("environment") or {})
+    charge = limit.cgroup_charge(system, samples)
+    limit_mb, limit_of = (s.memory_limit or {}).get("limit_mb"), (s.memory_limit or {}).get("limit_of")
+    if s.memory_limit is None:  # an older folder: no cgroup read, the machine's memory
+        limit_mb, limit_of = limit.memory_limit(
+            meta, (results.manifest.get("environment") or {}).get("mem_total_mb")
+        )
     memory = memory_charts(
         job.samples, progress, clock, max_points, items, stack_groups(procs), charge, limit_mb
     )
@@ -454,17 +450,16 @@ def context(
         "tone": content.tone(s),
         "badge": content.badge_text(s),
         "culprit": culprit_text(s),
-        "facts": facts(s, meta, denied_mb)
-        + cgroup_facts(
-            meta, env, charge, oom_kills(system, samples, (meta.get("cgroup") or {}).get("oom_kills"))
-        ),
+        "advice": (advice := cures.advice_for(s.causes)),
+        "guards": cures.guards(advice, cures.job_of(s)),
+        "facts": facts(s, meta, denied_mb) + cgroup_facts(s.memory_limit, env.get("mem_total_mb")),
         "timelines": timelines,
         "memory_charts": memory,
         "items": items,
         "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker), procs),
         "processes": process_rows(s),
         "show_per_1k": items,
-        "projection": projection_table(s, basis, limit_mb, limit_words),
+        "projection": projection_table(s, basis, limit_mb, limit_of or "this machine's memory"),
         "estimate": estimate_text(s),
         "sampling": sampling_text(s, meta),
         "unread": unread_text(s),

@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 
 from memprobe.analysis import Analysed, analyse_all
+from memprobe.core import cures
 from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.vocabulary import THREAD_NAME_PREFIX
 from memprobe.report import across, advice, content, figures, recorded, session
@@ -67,6 +68,17 @@ def environment() -> jinja2.Environment:
 
 def anchors(summaries: list[RunSummary]) -> dict[str, str]:
     return {s.run_id: f"run-{i}-{content.slug(s.run_id)}" for i, s in enumerate(summaries)}
+
+
+def factories(results: ResultSet) -> dict[str, dict]:
+    """Each run's dataset factory where it is a user's (``{"factory", "kwargs"}``): what its
+    pytest guard profiles."""
+    out = {}
+    for meta in results.metas:
+        factory = (meta.get("spec") or {}).get("factory")
+        if isinstance(factory, dict) and factory.get("factory"):
+            out[meta["run_id"]] = factory
+    return out
 
 
 def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) -> list[RunView]:
@@ -196,6 +208,8 @@ def context(results: ResultSet, max_points: int, analysed: list[Analysed] | None
         "banner": session.banner(manifest, summaries),
         "matrices": content.matrices(summaries, ids),
         "advice": advice.advice(summaries, ids),
+        "cause_groups": advice.cause_groups(summaries, ids, factories(results)),
+        "unsplit": cures.UNSPLIT,
         "nothing_to_fix": content.nothing_to_fix(summaries),
         "overview_chart": overview_chart,
         "bar_charts": bars,

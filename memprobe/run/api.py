@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memprobe.core import cures
 from memprobe.core.errors import UsageError
 from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
@@ -39,14 +40,6 @@ from memprobe.run.scenario import (
 )
 from memprobe.run.session import finalize
 
-CAUSES = (
-    "Growth in forked workers is usually copy-on-access: reading Python objects (a list of dicts, "
-    "a DataFrame with object columns, strings) writes their reference counts, so every page read "
-    "is copied into the worker. Hold records in numpy or arrow buffers (or serialize them into "
-    "one bytes buffer), use thread workers, or spawn workers that load their own data; a one-off "
-    "~30-40 MB per worker is the interpreter's own objects touched by the cyclic GC "
-    "(gc.freeze() before creating the loader avoids it: profile(..., gc_freeze=True))."
-)
 # Without ``out``, results go to a new <temp>/memprobe/profile-<factory>-<UTC time>: a test that
 # profiles should not fill the working directory's reports/.
 PROFILE_BASE = Path(tempfile.gettempdir()) / "memprobe"
@@ -225,7 +218,8 @@ class ProfileResult:
             f"{w.growth_mb:>+7.1f} MB{'  <-- over' if w.growth_mb > limit else ''}"
             for w in checked
         ]
-        return "\n".join([head, "", *rows, "", CAUSES, f"results: {self.results_dir}"])
+        advice = cures.text_lines(cures.growth_causes(s.mode, s.workers), scenario=True)
+        return "\n".join([head, "", *rows, *advice, "", f"results: {self.results_dir}"])
 
 
 def profile(

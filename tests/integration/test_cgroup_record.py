@@ -87,6 +87,14 @@ def test_a_job_killed_by_its_cgroup_s_limit_is_shown_against_that_limit(
     assert kill, page[page.index("memory limit") :][:2000]
     worker = _worker_pid(tmp_path / "rec")
     assert kill.group(2) == f"worker 0 (pid {worker})"  # the victim, not main, which ended after it
+    (run,) = json.loads((tmp_path / "rec" / "summary.json").read_text())["runs"]
+    assert run["memory_limit"]["oom_kills"] == 1
+    assert run["memory_limit"]["oom_killed"][0]["victims"] == [f"worker 0 (pid {worker})"]
+    assert f"OOM kills in its cgroup: 1 (worker 0 (pid {worker}))" in done.stdout + done.stderr
+    # The verdict says it first: a process of the job was killed for memory.
+    said = f"The kernel's OOM killer killed 1 process of the job's memory cgroup while it ran: worker 0 (pid {worker}) at "
+    assert said in run["culprit"] and said in done.stdout + done.stderr
+    assert "(its memory cgroup's limit is 300 MB)." in run["culprit"]
     assert "the job's memory limit (cgroup v1 " in page  # the projection is measured against it
     charts = json.loads(re.search(r'id="memprobe-data">(.*?)</script>', page, re.DOTALL).group(1))["charts"]
     (rss,) = [c for c in charts if c["id"] == "mem-rss"]
@@ -107,10 +115,24 @@ def test_a_job_whose_charge_rises_is_told_its_time_to_the_limit(tmp_path: Path, 
     done = _record(tmp_path / "rec", RISING, into=limited)
     assert done.returncode == 0, done.stderr[-2000:]
     page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
-    got = re.search(r"time to the limit</dt><dd>([0-9.]+) s from the job's end at \+([0-9,]+) MB/min", page)
+    got = re.search(
+        r"time to the limit</dt><dd>([0-9.]+) s after the charge's peak \([0-9,]+ MB\) had it gone on rising at \+([0-9,]+) MB/min",
+        page,
+    )
     assert got, page[page.index("memory limit") :][:2000]
     assert 600 < float(got.group(2).replace(",", "")) < 1800  # 1,200 MB/min allocated
     assert "OOM kills in its cgroup</dt><dd>0 while it ran<" in page
+    # The terminal and summary.json say it too.
+    assert "memory limit: 300 MB, the job's memory limit (cgroup v1 " in done.stdout + done.stderr
+    assert "; time to it: " in done.stdout + done.stderr
+    (run,) = json.loads((tmp_path / "rec" / "summary.json").read_text())["runs"]
+    limit = run["memory_limit"]
+    assert (
+        limit["limit_mb"] == 300.0
+        and limit["oom_kills"] == 0
+        and 600 < limit["charge_rate_mb_per_min"] < 1800
+    )
+    assert limit["minutes_to_limit"] > 0 and limit["charge_peak_mb"] > limit["charge_start_mb"]
 
 
 def _worker_pid(out: Path) -> int:

@@ -45,9 +45,11 @@ def test_fixture_fails_a_growing_dataset_with_a_readable_message(pytester: pytes
             )
         ]
     )
-    # Then a per-worker table and the usual cause.
+    # Then a per-worker table and what to do about the cause: each fix with its change and cost.
     assert "worker 0" in out and "worker 1" in out and "USS start" in out
-    assert "copy-on-access" in out
+    assert "what to do: copy-on-access of Python objects" in out
+    assert "change: self.records = memprobe.SharedList(self.records)" in out
+    assert "what to do: workers allocating memory of their own" in out and "cost: " in out
     # The user's own line is shown, not memprobe's assert_flat internals (__tracebackhide__).
     assert "result.assert_flat(max_worker_growth_mb=5)" in out and "def assert_flat" not in out
     assert "test_list_dataset_stays_flat" in out and "test_numpy_dataset_stays_flat PASSED" not in out

@@ -511,3 +511,76 @@ def test_a_record_page_of_65_processes_draws_groups_and_lists_every_process(
     legends = browser.evaluate(LEGENDS)
     # Every legend shows all its entries: none in a scroll box (before: 11 of 65 in one).
     assert legends and all(0 < c["entries"] <= 10 for c in legends), legends
+
+
+# -- what to do (issue 26): the advice for the cause found, on both pages ------------------------
+
+# A list grows under fork (copy-on-access) and each spawn worker starts with its own copy.
+ADVICE_SCENARIO = (
+    "{name: advice-look, dataset: {records: 200000}, backends: [list], modes: [fork, spawn], "
+    "workers: [2], loader: {batch_size: 256}}"
+)
+
+ADVICE_STATE = """(() => {
+  const section = document.getElementById('advice');
+  return {
+    nav: !!document.querySelector('nav.sections a[href="#advice"]'),
+    causes: Array.from(document.querySelectorAll('#advice .cure')).map(c => c.dataset.cause),
+    changes: Array.from(document.querySelectorAll('#advice pre.change')).map(p => p.innerText),
+    guards: Array.from(document.querySelectorAll('#advice pre.guard')).map(p => p.innerText),
+    text: section ? section.innerText : '',
+  };
+})()"""
+
+
+def section_shot(browser: Chromium, section: str, path: Path) -> Path:
+    """A screenshot of one section of the page, whole."""
+    box = browser.evaluate(
+        f"(() => {{ const r = document.getElementById('{section}').getBoundingClientRect();"
+        " return {y: r.top + window.scrollY, h: r.height}; })()"
+    )
+    clip = {"x": 0, "y": box["y"], "width": WIDTH, "height": box["h"], "scale": 1}
+    data = browser.send(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(base64.b64decode(data["data"]))
+    return path
+
+
+def test_the_record_page_says_what_to_do_about_copy_on_access(
+    browser: Chromium, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    results = recorded(tmp_path_factory, "advice-record", FORKING_JOB)
+    state = load(browser, write_report(results))
+    section_shot(browser, "advice", ARTIFACTS / "advice-record.png")
+    browser.screenshot(ARTIFACTS / "advice-record-top.png", full_page=False)
+    assert browser.problems == []
+    assert state["plots"] == state["expected"] == state["drawn"]
+    page = browser.evaluate(ADVICE_STATE)
+    assert page["nav"] and page["causes"] == ["copy-on-access"]
+    assert "self.records = memprobe.SharedList(self.records)" in page["changes"]
+    assert any(c.startswith("import gc; gc.freeze()") for c in page["changes"])
+    assert "Cost:" in page["text"] and "docs/performance.md" in page["text"]
+    (guard,) = page["guards"]
+    assert guard.startswith("def test_dataset_stays_flat(memprobe):") and "result.assert_flat()" in guard
+
+
+def test_the_scenario_report_says_what_to_do_for_each_cause_and_its_runs(
+    browser: Chromium, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    out = tmp_path_factory.mktemp("advice-scenario") / "results"
+    result = run_scenario(parse_scenario(ADVICE_SCENARIO, "advice.yaml"), out, render=False)
+    verdicts = {s.run_id: s.verdict for s in result.summaries}
+    assert verdicts == {"list-fork-w2": "growing", "list-spawn-w2": "flat"}, verdicts
+    state = load(browser, write_report(out))
+    section_shot(browser, "advice", ARTIFACTS / "advice-scenario.png")
+    assert browser.problems == []
+    assert state["plots"] == state["expected"] == state["drawn"]
+    page = browser.evaluate(ADVICE_STATE)
+    assert page["causes"] == ["copy-on-access", "workers-allocate", "startup-copy"]
+    assert "For list × fork (2 workers): how to stop the growth" in page["text"]
+    assert "For list × spawn (2 workers): flat, but each worker starts with its own copy" in page["text"]
+    assert any("set_forkserver_preload" in c for c in page["changes"])
+    assert any('mode="spawn"' in g and "worker_uss_start_mb <" in g for g in page["guards"])
+    assert any('mode="fork"' in g and "assert_flat()" in g for g in page["guards"])

@@ -130,7 +130,7 @@ def test_no_cgroup_file_or_no_memory_controller_is_none(tmp_path: Path) -> None:
 def test_the_time_to_the_limit_is_taken_at_the_charge_s_rate_over_the_job_s_last_third() -> None:
     import pandas as pd
 
-    from memprobe.report.record_tables import time_to_limit
+    from memprobe.record.limit import time_to_limit
 
     t = [float(x) for x in range(0, 61)]
     flat_then_rising = pd.Series([100.0 if x < 40 else 100.0 + (x - 40) * 2.0 for x in t], index=t)
@@ -138,6 +138,9 @@ def test_the_time_to_the_limit_is_taken_at_the_charge_s_rate_over_the_job_s_last
     assert rate == pytest.approx(120.0)  # 2 MB/s over its last 20 s
     assert minutes == pytest.approx((1000.0 - 140.0) / 120.0)
     assert time_to_limit(pd.Series([100.0] * 61, index=t), 1000.0) == (pytest.approx(0.0), None)
+    # A job that ended freed its memory in its last seconds: the rise up to the peak counts.
+    ended = pd.concat([flat_then_rising, pd.Series([60.0, 60.0], index=[61.0, 62.0])])
+    assert time_to_limit(ended, 1000.0) == (pytest.approx(120.0), pytest.approx((1000.0 - 140.0) / 120.0))
     assert time_to_limit(flat_then_rising, None) is None
     assert time_to_limit(pd.Series([1.0, 2.0], index=[0.0, 1.0]), 1000.0) is None  # too short
 
@@ -145,7 +148,7 @@ def test_the_time_to_the_limit_is_taken_at_the_charge_s_rate_over_the_job_s_last
 def test_an_oom_kill_names_the_process_that_vanished_with_it_not_those_that_ended_later() -> None:
     import pandas as pd
 
-    from memprobe.report.record_tables import oom_kills
+    from memprobe.record.limit import oom_kills
 
     system = pd.DataFrame({"t": [0.0, 1.0, 2.0, 3.0], "cgroup_oom_kills": [0, 0, 1, 1]})
     samples = pd.DataFrame(

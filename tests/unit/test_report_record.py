@@ -59,7 +59,7 @@ def test_a_recorded_job_gets_its_own_page_with_the_culprit_first(fork_page: str)
     assert (
         fork_page.index('id="culprit"') < fork_page.index('id="timeline"') < fork_page.index('id="processes"')
     )
-    for scenario_only in ('id="matrix"', "All runs compared", 'id="advice"', "What to do"):
+    for scenario_only in ('id="matrix"', "All runs compared"):
         assert scenario_only not in fork_page
 
 
@@ -67,7 +67,9 @@ def test_without_items_there_is_no_items_axis_nor_items_column(fork_page: str) -
     charts = chart_data(fork_page)["charts"]
     assert charts and all(list(c["x"]) == ["time"] for c in charts)
     assert 'data-axis="items"' not in fork_page and "per 1,000 items" not in fork_page
-    assert "over 0 items" not in fork_page and "items/s" not in fork_page.lower().split('id="environment"')[0]
+    # What to do says what a fix costs in items/s (test_advice.py): no figure of this job's.
+    page = re.sub(r'<section id="advice">.*?</section>', "", fork_page, flags=re.DOTALL)
+    assert "over 0 items" not in page and "items/s" not in page.lower().split('id="environment"')[0]
 
 
 def test_counted_items_give_an_items_axis_a_rate_and_growth_per_1000(rank_root: Path) -> None:

@@ -338,6 +338,7 @@ def write_results(
     samples: pd.DataFrame,
     progress: pd.DataFrame | None = None,
     environment: dict | None = None,
+    system: pd.DataFrame | None = None,
 ) -> Path:
     """A results folder as `memprobe record` leaves it, from these tables (summary and report not written)."""
     run_dir = root / "runs" / run_meta["run_id"]
@@ -345,6 +346,8 @@ def write_results(
     writer.append("samples", json.loads(samples.to_json(orient="records")))
     if progress is not None:
         writer.append("progress", json.loads(progress.to_json(orient="records")))
+    if system is not None:
+        writer.append("system", json.loads(system.to_json(orient="records")))
     writer.write_meta(run_meta)
     writer.close()
     write_json_atomic(

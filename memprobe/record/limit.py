@@ -1,0 +1,155 @@
+"""A recorded job against the memory it must fit in: the limit that applies (its memory cgroup's
+where that is below the machine's memory, :mod:`memprobe.probe.cgroup` read it), the cgroup's
+charge over the job (read once a second beside MemAvailable: the system table), the charge's rate
+and the time to the limit at that rate, and the OOM kills in the cgroup while the job ran, each
+with the process that vanished first after it. :func:`against_limit` gives the summary's
+``memory_limit``; the record page and the terminal read it from there.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pandas as pd
+
+
+def memory_limit(meta: dict, mem_total_mb: float | None) -> tuple[float | None, str]:
+    """The memory the job must fit in, and what it is: its cgroup's limit where that is lower than
+    the machine's memory (a container, a SLURM or Kubernetes job), else the machine's."""
+    machine = mem_total_mb
+    group = meta.get("cgroup") or {}
+    limit = group.get("limit_mb")
+    if isinstance(limit, (int, float)) and (not machine or limit < machine):
+        return float(limit), f"the job's memory limit (cgroup v{group.get('version')} {group.get('path')})"
+    return (float(machine) if machine else None), "this machine's memory"
+
+
+RATE_MIN_SPAN_S = (
+    3.0  # the rise is taken over the last third of the readings up to the peak, at least this long
+)
+RISING_MB_PER_MIN = 1.0  # below this the charge is not rising: no time to the limit
+
+
+def cgroup_charge(system: pd.DataFrame, samples: pd.DataFrame) -> pd.Series | None:
+    """The job's memory cgroup's charge over time (MB, index t), where the sampler read it while
+    a process of the job lived (after, it falls by what the job freed: no rate of the job's)."""
+    if system.empty or "cgroup_mb" not in system:
+        return None
+    charge = pd.Series(pd.to_numeric(system["cgroup_mb"], errors="coerce").to_numpy(float), index=system["t"])
+    charge = charge.dropna()
+    alive = (
+        samples.loc[~samples["missing"].fillna(False).astype(bool), "t"]
+        if "missing" in samples
+        else samples.get("t")
+    )
+    if alive is not None and len(alive):
+        charge = charge[charge.index <= float(alive.max())]
+    return charge if len(charge) else None
+
+
+def time_to_limit(charge: pd.Series | None, limit_mb: float | None) -> tuple[float, float | None] | None:
+    """The charge's rate as it rose to its peak (MB/min: a least-squares line over the last third
+    of the readings up to the peak) and the minutes from the peak to ``limit_mb`` at that rate
+    (None: not rising); None where it cannot be said (too short a record, or no limit). Up to the
+    peak, not the job's end: a job that ended freed its memory in its last seconds, and over its
+    last third a job rising 380 MB/min "fell by 397 MB/min"."""
+    if charge is None or not limit_mb or len(charge) < 3:
+        return None
+    values = charge.to_numpy(float)
+    charge = charge.iloc[: len(values) - int(np.argmax(values[::-1]))]  # up to its peak's last reading
+    t = charge.index.to_numpy(float)
+    if len(charge) < 3 or t[-1] - t[0] < RATE_MIN_SPAN_S:
+        return None
+    tail = charge[charge.index >= t[-1] - max((t[-1] - t[0]) / 3, RATE_MIN_SPAN_S)]
+    if len(tail) < 3:  # read once a second: a short job's last third holds few readings
+        tail = charge.iloc[-3:]
+    rate = float(np.polyfit(tail.index.to_numpy(float), tail.to_numpy(float), 1)[0]) * 60
+    if rate < RISING_MB_PER_MIN:
+        return rate, None
+    return rate, max(limit_mb - float(charge.iloc[-1]), 0.0) / rate
+
+
+def oom_kills(
+    system: pd.DataFrame, samples: pd.DataFrame, final: int | None = None
+) -> list[tuple[float, list[str]]]:
+    """Each rise of the cgroup's OOM-kill counter: when it was seen, and the processes of the
+    job that vanished first since the reading before, one tick per kill (the kernel's victims
+    as far as memprobe saw: the counter does not say whom it killed; a parent that ends because
+    its worker was killed vanishes in the same second, a tick or more later). ``final``: the
+    counter as the record ended (meta.json), a last reading where the series stops before."""
+    if system.empty or "cgroup_oom_kills" not in system:
+        return []
+    kills = pd.Series(
+        pd.to_numeric(system["cgroup_oom_kills"], errors="coerce").to_numpy(float), index=system["t"]
+    ).dropna()
+    gone = (
+        samples[samples["missing"].fillna(False).astype(bool)] if "missing" in samples else samples.iloc[0:0]
+    )
+    readings = list(kills.items())
+    if final is not None and readings and final > readings[-1][1]:
+        readings.append((max(float(samples["t"].max()), readings[-1][0]), float(final)))
+    out = []
+    for (t0, before), (t1, after) in pairwise(readings):
+        if after > before:
+            went = gone[gone["t"] > t0].sort_values("t")
+            went = went[went["t"].isin(sorted(went["t"].unique())[: int(after - before)])]
+            names = [f"{r['role']} (pid {int(r['pid'])})" for _, r in went.drop_duplicates("pid").iterrows()]
+            out.append((float(went["t"].min()) if len(went) else float(t1), names))
+    return out
+
+
+def against_limit(
+    meta: dict, samples: pd.DataFrame, system: pd.DataFrame, mem_total_mb: float | None
+) -> dict | None:
+    """The summary's ``memory_limit`` of a recorded job (None: no cgroup was read, an older
+    folder): the limit and what it is, the cgroup's charge as the job started, at its peak (read
+    once a second) and at its end, its rate over the job's last third and the minutes to the
+    limit at that rate (None: not rising, or not enough readings), the OOM kills while it ran
+    and, for each, when and whom memprobe saw vanish first."""
+    group = meta.get("cgroup")
+    if not isinstance(group, dict):
+        return None
+    limit_mb, words = memory_limit(meta, mem_total_mb)
+    charge = cgroup_charge(system, samples)
+    rate = time_to_limit(charge, limit_mb)
+    kills, before = group.get("oom_kills"), group.get("oom_kills_at_start")
+    return {
+        "limit_mb": limit_mb,
+        "limit_of": words,
+        "cgroup_version": group.get("version"),
+        "cgroup_path": group.get("path"),
+        "cgroup_limit_mb": group.get("limit_mb"),
+        "charge_start_mb": group.get("usage_at_start_mb"),
+        "charge_peak_mb": float(charge.max()) if charge is not None else None,
+        "charge_end_mb": group.get("usage_mb"),
+        "charge_rate_mb_per_min": rate[0] if rate else None,
+        "minutes_to_limit": rate[1] if rate else None,  # from the charge's peak
+        "oom_kills": kills - before if kills is not None and before is not None else None,
+        "oom_killed": [
+            {"t": t, "victims": who}
+            for t, who in oom_kills(system, samples, kills if kills is not None else None)
+        ],
+    }
+
+
+def oom_words(limit: dict | None) -> str | None:
+    """The OOM kills in the job's cgroup while it ran, in a sentence for the verdict (None: none,
+    or not known)."""
+    if not limit or not limit.get("oom_kills"):
+        return None
+    seen = [
+        f"{', '.join(k['victims'])} at {k['t']:.1f} s" for k in limit.get("oom_killed") or [] if k["victims"]
+    ]
+    n = limit["oom_kills"]
+    who = f": {'; '.join(seen)}" if seen else ""
+    own = limit.get("cgroup_limit_mb")
+    why = (
+        f"its memory cgroup's limit is {own:,.0f} MB"
+        if own is not None
+        else "its cgroup has no limit: the machine ran out"
+    )
+    return (
+        f"The kernel's OOM killer killed {n} process{'es' if n != 1 else ''} of the job's memory cgroup "
+        f"while it ran{who} ({why})."
+    )

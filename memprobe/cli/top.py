@@ -4,7 +4,7 @@
 process tree (torchrun ranks, DataLoader workers of every generation), and the terminal shows,
 about once a second, each live process (role, rank, worker index and generation, USS, whether
 that figure is this second's exact reading or the sampler's estimate, PSS at its latest exact
-reading carried to now, RSS, its own growth rate in MB/min over the last minute, a worker's USS
+reading carried to now, RSS, its own growth rate in MB/min over the last 30 s, a worker's USS
 gained since its start), the totals (total PSS, sum of RSS, the job's memory cgroup's charge and
 its limit), the verdict so far in words and the time to the limit at the current rate.
 
@@ -33,11 +33,11 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from memprobe.cli import watch
 from memprobe.cli.flags import bounded
-from memprobe.cli.record import add_common_arguments, print_result, settings_from
+from memprobe.cli.record import print_result
 from memprobe.core.text import printable
 
 if TYPE_CHECKING:
@@ -58,12 +58,7 @@ RED, GREEN, BOLD, REVERSE, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[7m",
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "pid", type=int, help="the process to watch (e.g. the torchrun launcher or a training script)"
-    )
-    p.add_argument(
-        "--duration", type=float, metavar="S", help="stop after S seconds (default: until it exits, or q)"
-    )
+    watch.add_arguments(p)  # the same PID, --duration, --marks and the rest
     p.add_argument(
         "--every",
         type=float,
@@ -71,34 +66,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="when stdout is not a terminal: one line every S seconds (default: 5)",
     )
-    add_common_arguments(p)
 
 
 def main(args: argparse.Namespace) -> int:
-    settings, verdict = settings_from(args)
-    if args.duration is not None:
-        bounded("--duration", args.duration, 0, above=True, unit="seconds")
     every = bounded("--every", args.every, 0.1, 3600, unit="seconds")
     from memprobe.cli.console import say
-    from memprobe.record.command import watch  # pandas and the rest, once the arguments are good
 
     display: Screen | Lines = (
         Screen(sys.stdout, color=not os.environ.get("NO_COLOR"))
         if sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
         else Lines(sys.stdout, every)
     )
-    live = Live(display, verdict.growth_threshold_mb, log=lambda line: say(line, sys.stderr))
+    live = Live(display, log=lambda line: say(line, sys.stderr))
     try:
-        result = watch(
-            args.pid,
-            Path(args.output) if args.output else None,
-            duration=args.duration,
-            settings=settings,
-            verdict=verdict,
-            render=not args.no_report,
-            log=live.log,
-            observer=live,
-        )
+        result = watch.follow(args, log=live.log, observer=live)
     finally:
         live.close()
     print_result(result, sys.stdout)
@@ -112,13 +93,13 @@ class Live:
     from the sampler's rows, shows a view every REFRESH_S, reads the quit key. Its own failure
     ends the view, never the sampling."""
 
-    def __init__(self, display: Screen | Lines, threshold_mb: float, log: Callable[[str], None]) -> None:
+    def __init__(self, display: Screen | Lines, log: Callable[[str], None]) -> None:
         from memprobe.record.live import LiveModel
 
         self.display = display
         # Made now: the sampler's first tick (every process's first exact reading) comes before
-        # the first poll; its limit is known at that poll (the recording's cgroup).
-        self.model = LiveModel(threshold_mb, None, "")
+        # the first poll; its threshold and limit are set at that poll (the recording's).
+        self.model = LiveModel(0.0, None, "")
         self.quit = False
         self._log = log
         self._held: list[str] = []  # log lines while the screen is shown: said when it closes
@@ -160,6 +141,7 @@ class Live:
     def _start(self, recording: Recording) -> None:
         from memprobe.record.limit import memory_limit
 
+        self.model.threshold_mb = recording.verdict.growth_threshold_mb
         env = recording.folder.manifest.get("environment") or {}
         self.model.limit_mb, self.model.limit_words = memory_limit(
             recording.cgroup_meta(), env.get("mem_total_mb")

@@ -26,10 +26,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memprobe.cli.flags import bounded
 from memprobe.cli.record import add_common_arguments, print_result, settings_from
+
+if TYPE_CHECKING:
+    from memprobe.record.recording import Observer, RecordResult
 
 NAME = "watch"
 HELP = "profile an already running process tree (e.g. a torchrun job) by PID"
@@ -57,13 +62,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from memprobe.cli.console import say
+
+    result = follow(args, log=lambda line: say(line, sys.stderr))
+    print_result(result, sys.stdout)
+    return result.exit_code
+
+
+def follow(
+    args: argparse.Namespace, log: Callable[[str], None], observer: Observer | None = None
+) -> RecordResult:
+    """The watch the flags ask for (``memprobe top``: with its live view as ``observer``)."""
     settings, verdict = settings_from(args)
     if args.duration is not None:
         bounded("--duration", args.duration, 0, above=True, unit="seconds")
-    from memprobe.cli.console import say
     from memprobe.record.command import watch  # pandas and the rest, once the arguments are good
 
-    result = watch(
+    return watch(
         args.pid,
         Path(args.output) if args.output else None,
         duration=args.duration,
@@ -71,7 +86,6 @@ def main(args: argparse.Namespace) -> int:
         settings=settings,
         verdict=verdict,
         render=not args.no_report,
-        log=lambda line: say(line, sys.stderr),
+        log=log,
+        observer=observer,
     )
-    print_result(result, sys.stdout)
-    return result.exit_code

@@ -138,6 +138,15 @@ def the_view(term: Terminal, job: subprocess.Popen) -> str:
     return term.wait_for(r"^total PSS [\d,]+ MB  sum of RSS [\d,]+ MB")
 
 
+def the_end(term: Terminal, out: Path, code: int, status: str) -> str:
+    """The screen once memprobe has exited with ``code``, the results folder named and saved."""
+    screen = term.wait_for(r"^EXIT=\d+")
+    assert f"EXIT={code}" in screen, screen
+    assert f"results: {out}" in screen
+    assert json.loads((out / "summary.json").read_text())["runs"][0]["status"] == status
+    return screen
+
+
 @pytest.mark.parametrize(("key", "code"), [("q", 0), ("C-c", 130)])
 def test_top_shows_each_process_and_the_totals_and_q_saves_what_was_sampled(
     tmp_path: Path, key: str, code: int
@@ -156,11 +165,8 @@ def test_top_shows_each_process_and_the_totals_and_q_saves_what_was_sampled(
         assert "limit " in screen  # the job's cgroup limit, else this machine's memory
         assert "\x1b[32m" in term.screen(escapes=True) or "\x1b[31m" in term.screen(escapes=True)
         term.keys(key)  # q, or Ctrl-C: the same end, q's exit code 0
-        screen = term.wait_for(r"^EXIT=\d+")
-        assert f"EXIT={code}" in screen, screen
-        assert f"results: {out}" in screen and "what was sampled has been saved" in screen
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["runs"][0]["status"] == "interrupted"
+        screen = the_end(term, out, code, "interrupted")
+        assert "what was sampled has been saved" in screen
         assert job.poll() is None, "memprobe top must never signal the job it watches"
     finally:
         term.close()
@@ -178,14 +184,10 @@ def test_top_ends_with_the_final_summary_when_the_job_exits(tmp_path: Path) -> N
         )
         stop.touch()
         assert job.wait(timeout=WAIT_S) == 0
-        screen = term.wait_for(r"^EXIT=\d+")
-        assert "EXIT=0" in screen, screen
+        screen = the_end(term, out, 0, "ok")
         assert re.search(rf"^{job.pid}\s+main\s+main", screen, re.M)  # the per-process table
         assert re.search(r"^\d+\s+worker 1\s+dataloader", screen, re.M)
-        assert f"results: {out}" in screen
         assert "q: quit and save" not in screen  # the live view has ended
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["runs"][0]["status"] == "ok"
     finally:
         term.close()
         end_job(job)

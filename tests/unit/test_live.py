@@ -229,7 +229,7 @@ def test_not_a_terminal_one_line_every_few_seconds():
 
 def test_the_rows_of_the_samplers_first_tick_are_kept_though_they_come_before_the_first_poll():
     # The first tick reads every process exactly; it is written before the view is first asked.
-    live = Live(Lines(io.StringIO(), 5.0), 50.0, log=lambda line: None)
+    live = Live(Lines(io.StringIO(), 5.0), log=lambda line: None)
     live.rows("samples", [exact(0.0, 100, "launcher", "launcher", pss=1.0, uss=0.1, rss=1.8, anon=0.1)])
     live.rows("samples", [cheap(1.0, 100, "launcher", "launcher", rss=1.8, anon=0.1, est=None)])
     view = live.model.view()

@@ -60,6 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="convert lists and tuples of at least N elements (default: 1,000)",
     )
     p.add_argument(
+        "--threshold",
+        type=float,
+        default=50.0,
+        metavar="MB",
+        help="a worker growing more than MB is 'growing' (default: 50)",
+    )
+    p.add_argument(
         "--timeout", type=float, default=300.0, metavar="S", help="per-run timeout in seconds (default: 300)"
     )
     p.add_argument(
@@ -81,6 +88,7 @@ def main(args: argparse.Namespace) -> int:
     bounded("--batch-size", args.batch_size, 1)
     bounded("--min-elements", args.min_elements, 1)
     bounded("--timeout", args.timeout, 1)
+    bounded("--threshold", args.threshold, 0)
     if args.items is not None:
         bounded("--items", args.items, 1)
     if os.getcwd() not in sys.path:  # the user's module, from here, as `run --dataset` finds it
@@ -108,6 +116,7 @@ def main(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         min_elements=args.min_elements,
         timeout_s=args.timeout,
+        growth_threshold_mb=args.threshold,
         log=lambda line: say(f"  {line}", sys.stderr),
     )
     say(render(outcomes, args.dataset, kwargs, out))

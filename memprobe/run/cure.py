@@ -359,6 +359,7 @@ def run_variants(
     rounds: int = 1,
     min_elements: int = MIN_ELEMENTS,
     timeout_s: float = 300.0,
+    growth_threshold_mb: float = 50.0,
     log: Any = None,
 ) -> list[Outcome]:
     """Each variant ``rounds`` times, interleaved (round 1: every variant in order, then round
@@ -395,6 +396,7 @@ def run_variants(
                 batch_size=batch_size,
                 gc_freeze=o.variant.gc_freeze,
                 timeout_s=timeout_s,
+                growth_threshold_mb=growth_threshold_mb,
                 out=folder,
             )
             if o.variant.convert and report.exists():

@@ -72,8 +72,9 @@ def test_a_factory_that_raises_exits_2_in_one_line(tmp_path: Path) -> None:
     r = _cure("test_cure_command:broken", "--kwargs", '{"split": "trian"}', out=tmp_path / "b")
     assert r.returncode == 2
     errors = [line for line in r.stderr.splitlines() if line.startswith("memprobe: error:")]
-    assert errors == [
+    expected = (
         "memprobe: error: dataset factory 'test_cure_command:broken' raised ValueError: "
         "no annotations for split 'trian'"
-    ], r.stderr
+    )
+    assert errors == [expected], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""

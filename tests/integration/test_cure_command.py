@@ -31,7 +31,7 @@ class Annotations(Dataset):
         return self.records[i]["image_id"]
 
 
-def annotations(n: int = 100_000) -> Annotations:
+def annotations(n: int = 200_000) -> Annotations:
     return Annotations(n)
 
 
@@ -56,13 +56,13 @@ def _row(stdout: str, variant: str) -> str:
 
 
 def test_cure_shows_the_shared_list_flat_where_the_list_grows(tmp_path: Path) -> None:
-    # 100,000 records: each worker reads every one; the list's pages it copies are ~+20 MB or
-    # more (measured: +27 MB), the SharedList's none (+0.2 MB): a 10 MB threshold tells them apart.
+    # 200,000 records, each worker reading half of them: measured (2 cores, loaded) each worker of
+    # the list grew +37.8 MB, of the SharedList +0.5 MB: a 10 MB threshold tells them apart.
     r = _cure("test_cure_command:annotations", "--threshold", "10", "--batch-size", "256", out=tmp_path / "c")
     assert r.returncode == 0, r.stderr
     assert _row(r.stdout, "as is (fork)").endswith("growing"), r.stdout
     assert _row(r.stdout, "SharedList / Arrow (fork)").endswith("flat"), r.stdout
-    assert "self.records: list of 100,000 dict -> memprobe.SharedList" in r.stdout
+    assert "self.records: list of 200,000 dict -> memprobe.SharedList" in r.stdout
     assert "    self.records = memprobe.SharedList(self.records)" in r.stdout
     for variant in ("as-is", "converted", "gc-freeze", "threads", "spawn"):
         assert (tmp_path / "c" / f"r1-{variant}" / "summary.json").is_file()

@@ -35,6 +35,18 @@ def annotations(n: int = 200_000) -> Annotations:
     return Annotations(n)
 
 
+class NeedsAList(Annotations):
+    """Calls a list's method on its records: a SharedList has not got it."""
+
+    def __getitem__(self, i: int) -> int:
+        self.records.append  # noqa: B018  (a list's method: the dataset relies on the list)
+        return self.records[i]["image_id"]
+
+
+def needs_a_list(n: int = 2_000) -> NeedsAList:
+    return NeedsAList(n)
+
+
 def broken(split: str = "train") -> Annotations:
     raise ValueError(f"no annotations for split {split!r}")
 
@@ -78,3 +90,16 @@ def test_a_factory_that_raises_exits_2_in_one_line(tmp_path: Path) -> None:
     )
     assert errors == [expected], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_a_dataset_that_relies_on_its_list_fails_in_the_converted_variant_and_says_why(
+    tmp_path: Path,
+) -> None:
+    r = _cure("test_cure_command:needs_a_list", "--items", "500", out=tmp_path / "n")
+    assert r.returncode == 0, r.stderr
+    row = _row(r.stdout, "SharedList / Arrow (fork)")
+    assert "failed: AttributeError" in row and "'SharedList' object has no attribute 'append'" in row, (
+        r.stdout
+    )
+    assert _row(r.stdout, "as is (fork)").endswith("flat"), r.stdout
+    assert "    self.records = memprobe.SharedList(self.records)" not in r.stdout

@@ -127,6 +127,9 @@ def render(outcomes: list[Any], dataset: str, kwargs: dict, out: Path) -> str:
     """The side-by-side table, what was converted, and the changes to make."""
     lines = [f"memprobe cure {dataset}" + (f" --kwargs '{json.dumps(kwargs)}'" if kwargs else ""), ""]
     lines += _conversion_lines(outcomes)
+    rounds = max((len(o.results) for o in outcomes), default=0)
+    if rounds > 1:
+        lines.append(f"medians of {rounds} rounds, run interleaved:")
     head = f"{'variant':<28}{'worker growth':>15}{'USS at start':>14}{'total PSS peak':>16}{'items/s':>11}  verdict"
     lines += [head]
     for o in outcomes:

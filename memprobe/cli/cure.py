@@ -134,7 +134,7 @@ def render(outcomes: list[Any], dataset: str, kwargs: dict, out: Path) -> str:
     lines += [head]
     for o in outcomes:
         lines.append(_row(o))
-    lines += ["", *_changes(outcomes), "", f"results: {out}"]
+    lines += ["", *_changes(outcomes), *_guard(outcomes, dataset, kwargs), "", f"results: {out}"]
     return "\n".join(lines)
 
 
@@ -206,6 +206,25 @@ def _changes(outcomes: list[Any]) -> list[str]:
     if not lines:
         return ["no fix stayed flat here"]
     return [head, *lines]
+
+
+def _guard(outcomes: list[Any], dataset: str, kwargs: dict) -> list[str]:
+    """The pytest guard (memprobe/core/cures.py's) that keeps the first flat fix made in the
+    user's own code flat: the conversion's under fork, else threads'. gc.freeze() and spawn get
+    none here (the guard profiles the factory as it is, in one mode)."""
+    from memprobe.core import cures
+
+    for o in outcomes:
+        if o.variant.key not in ("converted", "threads") or not o.results:
+            continue
+        runs = [r.summary for r in o.results]
+        if all(s.status == "ok" and s.verdict == "flat" for s in runs):
+            job = cures.Job(
+                dataset, kwargs or None, runs[0].mode, runs[0].workers, runs[0].growth_threshold_mb
+            )
+            text = cures.guard(cures.ADVICE[cures.COPY_ON_ACCESS], job)
+            return ["", f"once the change is made ({o.variant.label}), a pytest test keeps it so:", text]
+    return []
 
 
 def _median(values: list[float | None]) -> float | None:

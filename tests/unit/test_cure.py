@@ -201,3 +201,40 @@ def test_parser_registers_cure() -> None:
 
     args = _parser().parse_args(["cure", "m:f", "--rounds", "3"])
     assert isinstance(args, argparse.Namespace) and args.handler is cure_cli.main and args.rounds == 3
+
+
+def test_the_output_escapes_what_the_dataset_names_and_prints_the_guard(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An attribute named with an escape sequence is shown escaped; a flat conversion gets the
+    pytest guard for the user's factory, with its arguments."""
+    from types import SimpleNamespace
+
+    flat = SimpleNamespace(
+        summary=SimpleNamespace(
+            status="ok",
+            error=None,
+            verdict="flat",
+            mode="fork",
+            workers=2,
+            growth_threshold_mb=50.0,
+            worker_uss_growth_mb=0.5,
+            main_uss_growth_mb=0.1,
+            worker_uss_start_mb=9.0,
+            total_pss_peak_mb=400.0,
+            items_per_s=1000.0,
+        )
+    )
+    outcomes = [cure.Outcome(v) for v in cure.VARIANTS]
+    outcomes[1].results = [flat]
+    outcomes[1].conversion = cure.Conversion(
+        [cure.Converted("self.rec\x1b[2J", "list of 5 dict", "memprobe.SharedList", "self.rec = x")]
+    )
+    monkeypatch.setattr(cure, "run_variants", lambda *a, **k: outcomes)
+    assert (
+        main(["cure", "memprobe.run.cure:converted", "--kwargs", '{"n": 3}', "-o", str(tmp_path / "o")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "self.rec\\x1b[2J: list of 5 dict -> memprobe.SharedList" in out
+    assert 'memprobe.profile("memprobe.run.cure:converted", kwargs={\'n\': 3}, mode="fork", workers=2)' in out
+    assert "result.assert_flat()" in out

@@ -7,7 +7,8 @@ object columns of strings held as Arrow strings (fork); gc.freeze() before the w
 (fork); thread workers; spawn. Each run is sampled from the outside as `memprobe run` does. It
 prints, per variant, each worker's USS growth, USS at start, the peak of the total PSS, items/s
 and the verdict; what was converted (and what could not be, with why); and, for each fix that
-stayed flat, the one-line change that applies it in your code.
+stayed flat, the one-line change that applies it in your code, then a pytest test that keeps it
+flat once made.
 
 The module is imported from the current folder as `run --dataset` does. Results go to
 reports/cure-<name>-<UTC time>/ (or -o DIR), one folder per run (`memprobe report` renders one).
@@ -91,6 +92,13 @@ def main(args: argparse.Namespace) -> int:
     bounded("--threshold", args.threshold, 0)
     if args.items is not None:
         bounded("--items", args.items, 1)
+    from memprobe.run.limits import Machine
+
+    most = Machine.here().max_workers
+    if args.workers > most:
+        raise UsageError(
+            f"--workers: got {args.workers}; allowed: at most {most} on this machine (docs/limits.md)"
+        )
     if os.getcwd() not in sys.path:  # the user's module, from here, as `run --dataset` finds it
         sys.path.insert(0, os.getcwd())
     from memprobe.cli.console import say

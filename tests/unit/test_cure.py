@@ -165,6 +165,7 @@ def test_the_changes_are_the_advice_own_lines() -> None:
         (["cure", "x:y", "--kwargs", "{bad"], "--kwargs: not valid JSON"),
         (["cure", "x:y", "--kwargs", "[1]"], "--kwargs: a JSON object"),
         (["cure", "x:y", "--workers", "0"], "--workers: got 0"),
+        (["cure", "x:y", "--workers", "100000"], "--workers: got 100000; allowed: at most"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(

@@ -76,14 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.cli.flags import bounded
+    from memprobe.cli.flags import bounded, json_kwargs
 
-    try:
-        kwargs = json.loads(args.kwargs)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--kwargs: not valid JSON ({exc}); e.g. --kwargs '{{\"n\": 1000}}'") from None
-    if not isinstance(kwargs, dict):
-        raise UsageError(f"--kwargs: a JSON object of keyword arguments, not a {type(kwargs).__name__}")
+    kwargs = json_kwargs("--kwargs", args.kwargs)
     bounded("--workers", args.workers, 1)
     bounded("--rounds", args.rounds, 1)
     bounded("--batch-size", args.batch_size, 1)

@@ -125,15 +125,21 @@ def _attributes(obj: Any, path: str, min_elements: int, done: Conversion, depth:
             _look_inside(value, where, min_elements, done)
 
 
-def _container(where: str, value: Any, min_elements: int, done: Conversion, default: Any) -> Any:
+def _container(
+    where: str, value: Any, min_elements: int, done: Conversion, default: Any, *, dry: bool = False
+) -> Any:
     """``value`` converted (and recorded in ``done``), ``value`` itself where it is refused or
-    too small, or ``default`` where it is no container memprobe knows."""
+    too small, or ``default`` where it is no container memprobe knows. ``dry``: only record what
+    would be done to a list (nothing pickled)."""
     from memprobe.datasets.shared_list import SharedList
 
     if isinstance(value, SharedList):
         return value
     if isinstance(value, (list, tuple)):
         if len(value) < min_elements:
+            return value
+        if dry:
+            done.converted.append(Converted(where, _kind(value), "", shared_list_change(where)))
             return value
         try:
             shared = SharedList(value)
@@ -175,12 +181,15 @@ def _container(where: str, value: Any, min_elements: int, done: Conversion, defa
         return value
     pandas = sys.modules.get("pandas")
     if pandas is not None and isinstance(value, (pandas.DataFrame, pandas.Series)):
-        return _frame(where, value, min_elements, done, pandas)
+        return _frame(where, value, min_elements, done, pandas, dry=dry)
     return default
 
 
-def _frame(where: str, frame: Any, min_elements: int, done: Conversion, pandas: Any) -> Any:
-    """The frame (or Series) with its object columns of strings as Arrow-backed strings."""
+def _frame(
+    where: str, frame: Any, min_elements: int, done: Conversion, pandas: Any, *, dry: bool = False
+) -> Any:
+    """The frame (or Series) with its object columns of strings as Arrow-backed strings (``dry``:
+    only recorded, the frame returned as it is)."""
     if len(frame) < min_elements:
         return frame
     series = isinstance(frame, pandas.Series)
@@ -211,11 +220,11 @@ def _frame(where: str, frame: Any, min_elements: int, done: Conversion, pandas: 
         )
         return frame
     if series:
-        new = frame.astype(ARROW_STRINGS)
+        new = frame if dry else frame.astype(ARROW_STRINGS)
         change = f'{where} = {where}.astype("{ARROW_STRINGS}")'
     else:
         dtypes = {name: ARROW_STRINGS for name, _ in strings}
-        new = frame.astype(dtypes)
+        new = frame if dry else frame.astype(dtypes)
         change = f"{where} = {where}.astype({dtypes!r})"
     names = ", ".join(repr(name) for name, _ in strings)
     done.converted.append(
@@ -232,7 +241,7 @@ def _look_inside(obj: Any, where: str, min_elements: int, done: Conversion) -> N
         return
     for name, value in items:
         probe = Conversion()
-        _container(f"{where}.{name}", value, min_elements, probe, None)
+        _container(f"{where}.{name}", value, min_elements, probe, None, dry=True)
         found: list[tuple[str, str, str]] = [(c.attribute, c.was, c.change) for c in probe.converted]
         found += [(r.attribute, r.was, r.why) for r in probe.refused]
         for attribute, was, how in found:

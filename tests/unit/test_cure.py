@@ -239,3 +239,28 @@ def test_the_output_escapes_what_the_dataset_names_and_prints_the_guard(
     assert "\x1b" not in out and "self.rec\\x1b[2J: list of 5 dict -> memprobe.SharedList" in out
     assert 'memprobe.profile("memprobe.run.cure:converted", kwargs={\'n\': 3}, mode="fork", workers=2)' in out
     assert "result.assert_flat()" in out
+
+
+class Holder:
+    """A user's own structure holding a frame of strings."""
+
+    def __init__(self) -> None:
+        self.frame = Frame().frame
+
+
+class HoldsAFrame(Dataset):
+    def __init__(self) -> None:
+        self.holder = Holder()
+
+
+def test_a_frame_inside_the_users_own_class_is_named_and_left_as_it_is() -> None:
+    ds = HoldsAFrame()
+    _, done = cure.convert(ds)
+    assert done.converted == []
+    why = {r.attribute: r.why for r in done.refused}
+    assert "not those of a Holder" in why["self.holder.frame"]
+    assert (
+        "self.holder.frame = self.holder.frame.astype({'path': 'string[pyarrow]'})"
+        in why["self.holder.frame"]
+    )
+    assert ds.holder.frame["path"].dtype == object

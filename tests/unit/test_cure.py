@@ -226,7 +226,9 @@ def test_the_output_escapes_what_the_dataset_names_and_prints_the_guard(
             items_per_s=1000.0,
         )
     )
+    grew = SimpleNamespace(summary=SimpleNamespace(**{**vars(flat.summary), "verdict": "growing"}))
     outcomes = [cure.Outcome(v) for v in cure.VARIANTS]
+    outcomes[0].results = [grew]
     outcomes[1].results = [flat]
     outcomes[1].conversion = cure.Conversion(
         [cure.Converted("self.rec\x1b[2J", "list of 5 dict", "memprobe.SharedList", "self.rec = x")]
@@ -264,3 +266,26 @@ def test_a_frame_inside_the_users_own_class_is_named_and_left_as_it_is() -> None
         in why["self.holder.frame"]
     )
     assert ds.holder.frame["path"].dtype == object
+
+
+def test_no_guard_is_printed_where_the_dataset_as_it_is_stayed_flat() -> None:
+    from types import SimpleNamespace
+
+    summary = SimpleNamespace(
+        status="ok",
+        error=None,
+        verdict="flat",
+        mode="fork",
+        workers=2,
+        growth_threshold_mb=50.0,
+        worker_uss_growth_mb=0.5,
+        main_uss_growth_mb=0.1,
+        worker_uss_start_mb=9.0,
+        total_pss_peak_mb=400.0,
+        items_per_s=1000.0,
+    )
+    outcomes = [cure.Outcome(v) for v in cure.VARIANTS[:2]]
+    outcomes[0].results = outcomes[1].results = [SimpleNamespace(summary=summary)]
+    text = cure_cli.render(outcomes, "m:f", {}, Path("out"))
+    assert "the dataset as it is stayed flat: no fix is needed" in text
+    assert "def test_dataset_stays_flat" not in text

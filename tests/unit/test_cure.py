@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -204,29 +205,31 @@ def test_parser_registers_cure() -> None:
     assert isinstance(args, argparse.Namespace) and args.handler is cure_cli.main and args.rounds == 3
 
 
-def test_the_output_escapes_what_the_dataset_names_and_prints_the_guard(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """An attribute named with an escape sequence is shown escaped; a flat conversion gets the
-    pytest guard for the user's factory, with its arguments."""
-    from types import SimpleNamespace
-
-    flat = SimpleNamespace(
+def _run(verdict: str) -> SimpleNamespace:
+    """What the table reads of a memprobe.profile() result (a fork run of 2 workers)."""
+    return SimpleNamespace(
         summary=SimpleNamespace(
             status="ok",
             error=None,
-            verdict="flat",
+            verdict=verdict,
             mode="fork",
             workers=2,
             growth_threshold_mb=50.0,
-            worker_uss_growth_mb=0.5,
+            worker_uss_growth_mb=0.5 if verdict == "flat" else 80.0,
             main_uss_growth_mb=0.1,
             worker_uss_start_mb=9.0,
             total_pss_peak_mb=400.0,
             items_per_s=1000.0,
         )
     )
-    grew = SimpleNamespace(summary=SimpleNamespace(**{**vars(flat.summary), "verdict": "growing"}))
+
+
+def test_the_output_escapes_what_the_dataset_names_and_prints_the_guard(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An attribute named with an escape sequence is shown escaped; a flat conversion gets the
+    pytest guard for the user's factory, with its arguments."""
+    flat, grew = _run("flat"), _run("growing")
     outcomes = [cure.Outcome(v) for v in cure.VARIANTS]
     outcomes[0].results = [grew]
     outcomes[1].results = [flat]
@@ -269,23 +272,8 @@ def test_a_frame_inside_the_users_own_class_is_named_and_left_as_it_is() -> None
 
 
 def test_no_guard_is_printed_where_the_dataset_as_it_is_stayed_flat() -> None:
-    from types import SimpleNamespace
-
-    summary = SimpleNamespace(
-        status="ok",
-        error=None,
-        verdict="flat",
-        mode="fork",
-        workers=2,
-        growth_threshold_mb=50.0,
-        worker_uss_growth_mb=0.5,
-        main_uss_growth_mb=0.1,
-        worker_uss_start_mb=9.0,
-        total_pss_peak_mb=400.0,
-        items_per_s=1000.0,
-    )
     outcomes = [cure.Outcome(v) for v in cure.VARIANTS[:2]]
-    outcomes[0].results = outcomes[1].results = [SimpleNamespace(summary=summary)]
+    outcomes[0].results = outcomes[1].results = [_run("flat")]
     text = cure_cli.render(outcomes, "m:f", {}, Path("out"))
     assert "the dataset as it is stayed flat: no fix is needed" in text
     assert "def test_dataset_stays_flat" not in text

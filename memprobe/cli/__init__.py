@@ -24,11 +24,12 @@ EPILOG = """examples:
   memprobe compare reports/before reports/after -o compare.html
   memprobe record -- python train.py --epochs 2        # profile your own training command
   memprobe watch 12345 --duration 120                  # profile a running job (e.g. torchrun)
+  memprobe cure mypkg.data:build_dataset               # try the fixes on your dataset, side by side
 """
 
 
 def _parser() -> argparse.ArgumentParser:
-    from memprobe.cli import compare, record, report, run, scenarios, watch
+    from memprobe.cli import compare, cure, record, report, run, scenarios, watch
 
     parser = argparse.ArgumentParser(
         prog="memprobe",
@@ -39,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memprobe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, scenarios, report, compare, record, watch):
+    for module in (run, scenarios, report, compare, record, watch, cure):
         p = sub.add_parser(
             module.NAME,
             help=module.HELP,

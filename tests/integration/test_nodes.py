@@ -1,0 +1,230 @@
+"""A real job of two nodes on this one machine, each node recorded by its own ``memprobe
+record``, and ``memprobe report`` putting them together (issue 28).
+
+Two ``torchrun --nnodes=2 --node-rank=K`` launchers start at the same time, each under
+``memprobe record -o JOB/nodeK``, and meet over gloo on 127.0.0.1 (a free port); each runs one
+rank (global ranks 0 and 1) whose DataLoader has fork workers over a list of dicts
+(nodes/train.py): 2 workers on node 0, 3 on node 1, every one of them copying what it reads.
+The job is recorded once for the module; the tests read it, whole or with a node taken away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).parent / "nodes"
+WORKERS = {0: 2, 1: 3}  # DataLoader workers per node
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def torchrun() -> str:
+    exe = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    if exe is None:
+        pytest.skip(f"torchrun is not installed next to {sys.executable}")
+    return exe
+
+
+def memprobe(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "memprobe", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def run_meta(node: Path) -> dict:
+    (run,) = (node / "runs").iterdir()
+    return json.loads((run / "meta.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """JOB/node0 and JOB/node1, recorded at the same time by two memprobe records."""
+    root = tmp_path_factory.mktemp("job") / "job"
+    port = free_port()
+    launchers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memprobe",
+                "record",
+                "--no-report",
+                "-o",
+                str(root / f"node{k}"),
+                "--",
+                torchrun(),
+                "--nnodes=2",
+                f"--node-rank={k}",
+                "--nproc-per-node=1",
+                "--master-addr=127.0.0.1",
+                f"--master-port={port}",
+                "train.py",
+                "--workers",
+                str(w),
+            ],
+            cwd=HERE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for k, w in WORKERS.items()
+    ]
+    outs = []
+    try:
+        for p in launchers:
+            outs.append(p.communicate(timeout=180)[0])
+    finally:
+        for p in launchers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, out in zip(launchers, outs, strict=True):
+        assert p.returncode == 0, out[-4000:]
+    return root
+
+
+def page_text(html: str) -> str:
+    """The page's text as a reader sees it: no script, no tags, single spaces."""
+    html = re.sub(r"<script.*?</script>|<style.*?</style>", " ", html, flags=re.DOTALL)
+    return unescape(" ".join(re.sub(r"<[^>]+>", " ", html).split()))
+
+
+def test_each_node_s_folder_says_which_node_it_is(job: Path) -> None:
+    for k in WORKERS:
+        node = run_meta(job / f"node{k}")["node"]
+        assert node["node_rank"] == k and node["nodes"] == 2
+        assert node["host"] == platform.node()
+
+
+def test_one_page_for_the_job_names_both_nodes_every_rank_and_the_culprit(job: Path) -> None:
+    r = memprobe("report", job)
+    assert r.returncode == 0, r.stderr
+    assert f"report: {job / 'report.html'}" in r.stdout
+    host = platform.node()
+    assert f"node 0 ({host}): growing" in r.stdout and f"node 1 ({host}): growing" in r.stdout
+    html = (job / "report.html").read_text(encoding="utf-8")
+    text = page_text(html)
+    assert (
+        f"Growing on each of the 2 nodes, for the same cause on every node: node 0 ({host}): Rank 0's 2 DataLoader workers"
+        in text
+    )
+    assert f"node 1 ({host}): Rank 1's 3 DataLoader workers" in text
+    assert "copy-on-access" in text
+    # Both ranks in the rank table, each on its node, with its workers.
+    assert f"rank 0 node 0 ({host})" in text and f"rank 1 node 1 ({host})" in text
+    # Every rank of every node on the one timeline.
+    data = json.loads(
+        html.split('<script type="application/json" id="memprobe-data">')[1].split("</script>")[0]
+    )
+    (timeline,) = data["charts"]
+    assert [t["name"] for t in timeline["data"]] == [f"rank 0 · node 0 ({host})", f"rank 1 · node 1 ({host})"]
+    assert "Not every node is reported" not in text
+
+
+def test_the_library_gives_each_node_s_results_and_summary(job: Path) -> None:
+    from memprobe.analysis import analyse_all
+    from memprobe.results.job import Job
+
+    loaded = Job.load([job], analyse=analyse_all)
+    assert [n.node_rank for n in loaded.nodes] == [0, 1] and loaded.missing == []
+    for n in loaded.nodes:
+        assert n.summary is not None and n.summary.verdict == "growing"
+        workers = [p for p in n.summary.processes or [] if p["kind"] == "dataloader"]
+        assert len(workers) == WORKERS[n.node_rank]
+        assert {p["rank"] for p in workers} == {n.node_rank}  # the global rank
+
+
+def test_the_nodes_folders_named_one_by_one_make_the_same_page(job: Path, tmp_path: Path) -> None:
+    out = tmp_path / "job.html"
+    r = memprobe("report", job / "node0", job / "node1", "-o", out)
+    assert r.returncode == 0, r.stderr
+    text = page_text(out.read_text(encoding="utf-8"))
+    assert "Growing on each of the 2 nodes" in text
+
+
+def test_a_node_whose_folder_is_missing_is_named_and_the_rest_reported(job: Path, tmp_path: Path) -> None:
+    lost = tmp_path / "lost"
+    shutil.copytree(job / "node0", lost / "node0")
+    r = memprobe("report", lost)
+    assert r.returncode == 0, r.stderr
+    assert "node 1: no folder for it" in r.stdout
+    text = page_text((lost / "report.html").read_text(encoding="utf-8"))
+    assert "Not every node is reported in full: node 1: no folder for it (the job has 2 nodes)" in text
+    assert "Growing on the one node read" in text and "Rank 0's 2 DataLoader workers" in text
+
+
+def test_a_node_whose_recording_never_started_is_named_and_the_rest_reported(
+    job: Path, tmp_path: Path
+) -> None:
+    cut = tmp_path / "cut"
+    shutil.copytree(job / "node1", cut / "node1")
+    (cut / "node0").mkdir()  # memprobe was killed there before it wrote anything
+    r = memprobe("report", cut)
+    assert r.returncode == 0, r.stderr
+    text = page_text((cut / "report.html").read_text(encoding="utf-8"))
+    assert f"folder node0 ({cut / 'node0'}): no manifest.json" in text
+    assert "Rank 1's 3 DataLoader workers" in text
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_line(start: str) -> str:
+    (line,) = [ln for ln in README.read_text(encoding="utf-8").splitlines() if ln.startswith(start)]
+    return line
+
+
+def test_the_readme_s_slurm_lines_record_each_node_and_report_the_job(tmp_path: Path) -> None:
+    """The README's ``srun`` line as written, run with a stand-in ``srun`` (nodes/srun: SLURM's
+    variables for each node's task, the tasks at once): one rank per node here instead of 8, a
+    free port instead of 29500, and MASTER_ADDR set as the README's ``scontrol`` line would."""
+    line = readme_line("srun ")
+    assert "--nproc-per-node=8" in line and "--master-port=29500" in line
+    line = line.replace("--nproc-per-node=8", "--nproc-per-node=1").replace(
+        "--master-port=29500", f"--master-port={free_port()}"
+    )
+    shutil.copy(HERE / "train.py", tmp_path / "train.py")
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(HERE), os.path.dirname(torchrun()), os.environ.get("PATH", "")]),
+        "MASTER_ADDR": "127.0.0.1",
+    }
+    env.pop("SLURM_JOB_ID", None)
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for k in (0, 1):
+        node = run_meta(tmp_path / "job" / f"node{k}")["node"]
+        assert node["node_rank"] == k and node["nodes"] == 2
+        assert node["env"]["SLURM_JOB_ID"] == "4242" and node["env"]["SLURM_PROCID"] == str(k)
+    report = readme_line("memprobe report job/").split("#")[0].split()
+    r = subprocess.run(
+        report, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert r.returncode == 0, r.stderr
+    text = page_text((tmp_path / "job" / "report.html").read_text(encoding="utf-8"))
+    assert "Growing on each of the 2 nodes" in text
+    assert "SLURM_JOB_ID 4242" in text

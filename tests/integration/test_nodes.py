@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent / "nodes"
 WORKERS = {0: 2, 1: 3}  # DataLoader workers per node
+RECORD = [sys.executable, "-m", "memprobe", "record", "--no-report", "-o"]
 
 
 def free_port() -> int:
@@ -66,12 +67,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     launchers = [
         subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "memprobe",
-                "record",
-                "--no-report",
-                "-o",
+                *RECORD,
                 str(root / f"node{k}"),
                 "--",
                 torchrun(),
@@ -228,3 +224,30 @@ def test_the_readme_s_slurm_lines_record_each_node_and_report_the_job(tmp_path: 
     text = page_text((tmp_path / "job" / "report.html").read_text(encoding="utf-8"))
     assert "Growing on each of the 2 nodes" in text
     assert "SLURM_JOB_ID 4242" in text
+
+
+@pytest.mark.browser
+def test_the_job_page_draws_in_a_browser_without_errors(job: Path, tmp_path: Path) -> None:
+    """The job's page in headless Chromium (test_report_browser.py's driver): its timeline
+    drawn, no console error, nothing fetched from the network; a screenshot for a person to
+    look at in test-artifacts/report-nodes.png."""
+    from test_report_browser import ARTIFACTS, PAGE_STATE, Chromium, external, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium/Chrome binary found; install chromium to run browser tests")
+    page = tmp_path / "job.html"
+    assert memprobe("report", job, "-o", page).returncode == 0
+    (tmp_path / "profile").mkdir()
+    browser = Chromium(binary, tmp_path / "profile")
+    try:
+        browser.open_page()
+        browser.navigate(page.resolve().as_uri())
+        browser.wait_for("document.body.dataset.chartsDrawn !== undefined")
+        state = browser.evaluate(PAGE_STATE)
+        browser.screenshot(ARTIFACTS / "report-nodes.png", full_page=True)
+        assert browser.problems == []
+        assert external(browser.requests) == []  # works offline
+        assert state["plots"] == state["expected"] == state["drawn"] == state["withData"] == 1
+    finally:
+        browser.close()

@@ -99,7 +99,7 @@ def job_report(paths: list[Path], output: Path | None) -> int:
     from memprobe.cli.console import say
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
-    from memprobe.report.nodes import job_name, write_job_report
+    from memprobe.report.nodes import culprit_words, job_name, write_job_report
     from memprobe.results.job import Job, is_results_folder, node_folders
 
     if len(paths) == 1 and not paths[0].is_dir():
@@ -114,6 +114,7 @@ def job_report(paths: list[Path], output: Path | None) -> int:
     if not job.read:
         found = "; ".join(f"{display_path(n.folder)}: {n.problem}" for n in job.nodes) or "no folder in it"
         raise UsageError(f"{display_path(paths[0])}: no node's results folder could be read ({found})")
+    say(culprit_words(job)[0])
     for node in job.nodes:
         s = node.summary
         said = f"{s.verdict or 'no verdict'}, peak total PSS {s.total_pss_peak_mb or 0:,.0f} MB" if s else ""

@@ -27,6 +27,7 @@ from typing import Any
 from memprobe.core.errors import MemprobeError
 from memprobe.core.summary import RunSummary
 from memprobe.results.folder import ResultSet
+from memprobe.results.schema import is_recorded
 
 # The launcher's and the scheduler's variables a node's folder keeps, as they were set.
 NODE_VARIABLES = (
@@ -75,19 +76,8 @@ def node_identity(env: Mapping[str, str], argv: Sequence[str], host: str) -> dic
     ``NODE_VARIABLES`` that were set."""
     opts = launcher_options(argv)
     seen = {k: str(env[k])[:MAX_VALUE] for k in NODE_VARIABLES if k in env}
-    rank = next(
-        (
-            r
-            for v in (
-                opts.get("node_rank"),
-                seen.get("GROUP_RANK"),
-                seen.get("NODE_RANK"),
-                seen.get("SLURM_NODEID"),
-            )
-            if (r := count(v)) is not None
-        ),
-        None,
-    )
+    said = (opts.get("node_rank"), seen.get("GROUP_RANK"), seen.get("NODE_RANK"), seen.get("SLURM_NODEID"))
+    rank = next((r for r in map(count, said) if r is not None), None)
     nnodes = opts.get("nnodes", "").rpartition(":")[2]  # torchrun's elastic "1:4": at most 4
     nodes = count(nnodes) if count(nnodes) is not None else count(seen.get("SLURM_NNODES"))
     return {"host": str(host)[:MAX_VALUE], "node_rank": rank, "nodes": nodes, "env": seen}
@@ -206,6 +196,10 @@ def load_node(folder: Path, analyse: Callable[[ResultSet], list] | None) -> JobN
     node = JobNode(folder, identity, results)
     if not results.metas:
         node.problem = "no run was recorded there"
+        return node
+    if not is_recorded(meta):  # a `memprobe run` session: no node of a job
+        node.results = None
+        node.problem = f"not a recorded job (written by 'memprobe {meta.get('kind') or 'run'}')"
         return node
     status = meta.get("status")
     if status not in ("ok", None):

@@ -146,3 +146,24 @@ def test_every_string_from_a_node_s_folder_is_escaped(tmp_path: Path) -> None:
     html = render_job(Job.load([root], analyse=analyse_all), "<b>job")
     assert evil not in html and "<b>job" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_node_whose_recording_was_interrupted_is_named_and_reported_up_to_then(tmp_path: Path) -> None:
+    node_folder(tmp_path, 0, growth=(150.0, 3.0), host="n0", started=1_795_000_000.0)
+    meta, samples = rank_job((150.0, 3.0))
+    meta.update(status="interrupted", started=1_795_000_000.0)
+    meta["node"] = {"host": "n1", "node_rank": 1, "nodes": 2, "env": {}}
+    write_results(tmp_path / "node1", meta, samples)
+    text = page([tmp_path])
+    assert "node 1 (n1) (" in text and "its recording ended interrupted: reported up to then" in text
+    assert "Growing on each of the 2 nodes" in text
+
+
+def test_a_folder_that_is_not_a_recorded_job_is_no_node_and_is_named(tmp_path: Path) -> None:
+    node_folder(tmp_path, 0, growth=(150.0, 3.0), host="n0", started=1_795_000_000.0, nodes=1)
+    meta, samples = rank_job((150.0, 3.0))
+    meta["kind"] = "run"
+    write_results(tmp_path / "session", meta, samples)
+    job = Job.load([tmp_path], analyse=analyse_all)
+    assert [n.node_rank for n in job.read] == [0]
+    assert f"folder session ({tmp_path / 'session'}): " in page([tmp_path])

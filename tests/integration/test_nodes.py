@@ -1,8 +1,9 @@
 """A real job of two nodes on this one machine, each node recorded by its own ``memprobe
 record``, and ``memprobe report`` putting them together (issue 28).
 
-Two ``torchrun --nnodes=2 --node-rank=K`` launchers start at the same time, each under
-``memprobe record -o JOB/nodeK``, and meet over gloo on 127.0.0.1 (a free port); each runs one
+The README's torchrun line (``memprobe record -o job/node$K -- torchrun --nnodes=2
+--node-rank=$K ...``) runs twice at the same time, K = 0 and 1, one rank per node instead of 8;
+the two launchers meet over gloo on 127.0.0.1 (a free port) and each runs one
 rank (global ranks 0 and 1) whose DataLoader has fork workers over a list of dicts
 (nodes/train.py): 2 workers on node 0, 3 on node 1, every one of them copying what it reads.
 The job is recorded once for the module; the tests read it, whole or with a node taken away.
@@ -27,7 +28,6 @@ pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent / "nodes"
 WORKERS = {0: 2, 1: 3}  # DataLoader workers per node
-RECORD = [sys.executable, "-m", "memprobe", "record", "--no-report", "-o"]
 
 
 def free_port() -> int:
@@ -59,28 +59,44 @@ def run_meta(node: Path) -> dict:
     return json.loads((run / "meta.json").read_text())
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_line(start: str) -> str:
+    (line,) = [ln for ln in README.read_text(encoding="utf-8").splitlines() if ln.startswith(start)]
+    return line
+
+
+def as_here(line: str, port: int) -> str:
+    """A README line for this machine: one rank per node instead of 8, a free port for 29500."""
+    assert "--nproc-per-node=8" in line and "--master-port=29500" in line
+    return line.replace("--nproc-per-node=8", "--nproc-per-node=1").replace(
+        "--master-port=29500", f"--master-port={port}"
+    )
+
+
+def shell_env(**extra: str) -> dict[str, str]:
+    """This interpreter's memprobe and torchrun first on PATH, as an installed memprobe would be;
+    the master's address on this machine."""
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", **extra}
+    env["PATH"] = os.pathsep.join([str(HERE), os.path.dirname(torchrun()), os.environ.get("PATH", "")])
+    for name in ("SLURM_JOB_ID", "SLURM_NODEID", "SLURM_NNODES", "NODE_RANK", "GROUP_RANK"):
+        env.pop(name, None)
+    return env
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """JOB/node0 and JOB/node1, recorded at the same time by two memprobe records."""
-    root = tmp_path_factory.mktemp("job") / "job"
-    port = free_port()
+    """JOB/node0 and JOB/node1, recorded at the same time by the README's torchrun line run on
+    each node (K its node rank), with each node's worker count after train.py."""
+    root = tmp_path_factory.mktemp("nodes")
+    shutil.copy(HERE / "train.py", root / "train.py")
+    line = as_here(readme_line("memprobe record -o job/node$K -- torchrun"), free_port())
     launchers = [
         subprocess.Popen(
-            [
-                *RECORD,
-                str(root / f"node{k}"),
-                "--",
-                torchrun(),
-                "--nnodes=2",
-                f"--node-rank={k}",
-                "--nproc-per-node=1",
-                "--master-addr=127.0.0.1",
-                f"--master-port={port}",
-                "train.py",
-                "--workers",
-                str(w),
-            ],
-            cwd=HERE,
+            ["bash", "-c", f"{line} --workers {w}"],
+            cwd=root,
+            env=shell_env(K=str(k)),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -98,7 +114,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 p.wait()
     for p, out in zip(launchers, outs, strict=True):
         assert p.returncode == 0, out[-4000:]
-    return root
+    return root / "job"
 
 
 def page_text(html: str) -> str:
@@ -184,30 +200,13 @@ def test_a_node_whose_recording_never_started_is_named_and_the_rest_reported(
     assert "Rank 1's 3 DataLoader workers" in text
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def readme_line(start: str) -> str:
-    (line,) = [ln for ln in README.read_text(encoding="utf-8").splitlines() if ln.startswith(start)]
-    return line
-
-
 def test_the_readme_s_slurm_lines_record_each_node_and_report_the_job(tmp_path: Path) -> None:
     """The README's ``srun`` line as written, run with a stand-in ``srun`` (nodes/srun: SLURM's
     variables for each node's task, the tasks at once): one rank per node here instead of 8, a
     free port instead of 29500, and MASTER_ADDR set as the README's ``scontrol`` line would."""
-    line = readme_line("srun ")
-    assert "--nproc-per-node=8" in line and "--master-port=29500" in line
-    line = line.replace("--nproc-per-node=8", "--nproc-per-node=1").replace(
-        "--master-port=29500", f"--master-port={free_port()}"
-    )
+    line = as_here(readme_line("srun "), free_port())
     shutil.copy(HERE / "train.py", tmp_path / "train.py")
-    env = {
-        **os.environ,
-        "PATH": os.pathsep.join([str(HERE), os.path.dirname(torchrun()), os.environ.get("PATH", "")]),
-        "MASTER_ADDR": "127.0.0.1",
-    }
-    env.pop("SLURM_JOB_ID", None)
+    env = shell_env()
     done = subprocess.run(
         ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False
     )

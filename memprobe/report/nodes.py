@@ -196,12 +196,12 @@ def clock_note(job: Job) -> str:
     return f"The nodes started within {fmt.seconds(spread)} of each other by their own clocks ({lines})."
 
 
-def rank_timeline(job: Job, max_points: int) -> dict | None:
-    """Each rank's total PSS (the rank and every process under it) on every node, on one
-    wall-clock axis: seconds since the first node's command started."""
-    series = []
-    keys = []
-    parts = []
+Line = tuple[str, np.ndarray, np.ndarray]  # a line's name, seconds on the job's clock, MB
+
+
+def rank_lines(job: Job) -> list[Line]:
+    """Each rank's total PSS (the rank and every process under it) on every node."""
+    out = []
     for node in job.read:
         if not node.analysed or node.analysed[0].recorded is None:
             continue
@@ -210,29 +210,46 @@ def rank_timeline(job: Job, max_points: int) -> dict | None:
         for p in rec.procs:
             by_rank.setdefault(p.rank, []).append(p.pid)
         for rank, pids in sorted(by_rank.items()):
-            if rank < 0:
-                continue
-            pss = total_pss(rec.samples[rec.samples["pid"].isin(pids)])
-            if pss.empty:
-                continue
-            name = f"rank {rank} · {node.label}"
-            keys.append(name)
-            parts.append((name, pss.index.to_numpy(float) + job.offset(node), pss.to_numpy(float)))
-    colors = color_styles(keys)
-    for name, t, y in parts:
-        trace = {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": name,
-            "line": {"color": colors[name], "width": 2, "shape": "hv"},
-            "marker": {"size": 4},
-            "hovertemplate": "%{y:,.0f} MB at %{x:.1f} s<extra>%{fullData.name}</extra>",
-        }
-        series.append(Series(trace, t, y))
+            pss = total_pss(rec.samples[rec.samples["pid"].isin(pids)]) if rank >= 0 else None
+            if pss is not None and not pss.empty:
+                t = pss.index.to_numpy(float) + job.offset(node)
+                out.append((f"rank {rank} · {node.label}", t, pss.to_numpy(float)))
+    return out
+
+
+def node_lines(job: Job) -> list[Line]:
+    """Each node's total PSS: its whole process tree (launcher, ranks, workers, helpers)."""
+    out = []
+    for node in job.read:
+        if node.analysed and node.analysed[0].recorded is not None:
+            pss = total_pss(node.analysed[0].recorded.samples)
+            if not pss.empty:
+                out.append((node.label, pss.index.to_numpy(float) + job.offset(node), pss.to_numpy(float)))
+    return out
+
+
+def job_chart(chart_id: str, title: str, lines: list[Line], max_points: int) -> dict | None:
+    """Lines on the job's wall-clock axis: seconds since the first node's command started."""
+    colors = color_styles([name for name, _, _ in lines])
+    series = [
+        Series(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": name,
+                "line": {"color": colors[name], "width": 2, "shape": "hv"},
+                "marker": {"size": 4},
+                "hovertemplate": "%{y:,.0f} MB at %{x:.1f} s<extra>%{fullData.name}</extra>",
+            },
+            t,
+            y,
+        )
+        for name, t, y in lines
+    ]
     chart = build_chart(
-        "nodes-ranks",
+        chart_id,
         "timeline",
-        "Every rank's total PSS (the rank and its workers), all nodes on one clock",
+        title,
         series,
         None,
         "total PSS (MB)",
@@ -243,7 +260,7 @@ def rank_timeline(job: Job, max_points: int) -> dict | None:
     if chart is not None:
         layout = chart["layouts"]["time"]
         layout["xaxis"]["title"]["text"] = "seconds since the first node's command started"
-        layout.update(height=380, hovermode="closest")
+        layout.update(height=420, hovermode="closest")
         layout["margin"]["r"] = 260
     return chart
 
@@ -271,8 +288,16 @@ def node_view(i: int, node: JobNode) -> NodeView:
 
 def context(job: Job, name: str, max_points: int = MAX_POINTS) -> dict[str, Any]:
     """The job page's template context (see ``nodes.html``)."""
-    timeline = rank_timeline(job, max_points)
-    charts = [timeline] if timeline is not None else []
+    timeline = job_chart(
+        "nodes-ranks",
+        "Every rank's total PSS (the rank and its workers), all nodes on one clock",
+        rank_lines(job),
+        max_points,
+    )
+    totals = job_chart(
+        "nodes-total", "Each node's total PSS (its whole process tree)", node_lines(job), max_points
+    )
+    charts = [c for c in (totals, timeline) if c is not None]
     first = job.read[0].results if job.read else None
     env = (first.manifest.get("environment") or {}) if first is not None else {}
     missing = [
@@ -293,6 +318,7 @@ def context(job: Job, name: str, max_points: int = MAX_POINTS) -> dict[str, Any]
         "rank_rows": rank_rows(job),
         "clock_note": clock_note(job),
         "timeline": timeline,
+        "totals": totals,
         "nodes": [node_view(i, n) for i, n in enumerate(job.nodes)],
         "commands": sorted(c for c in commands if c),
         "env": env,

@@ -150,8 +150,11 @@ def test_one_page_for_the_job_names_both_nodes_every_rank_and_the_culprit(job: P
     data = json.loads(
         html.split('<script type="application/json" id="memprobe-data">')[1].split("</script>")[0]
     )
-    (timeline,) = data["charts"]
-    assert [t["name"] for t in timeline["data"]] == [f"rank 0 · node 0 ({host})", f"rank 1 · node 1 ({host})"]
+    charts = {c["id"]: c for c in data["charts"]}
+    names = [t["name"] for t in charts["nodes-ranks"]["data"]]
+    assert names == [f"rank 0 · node 0 ({host})", f"rank 1 · node 1 ({host})"]
+    # And each node's whole tree on the same clock.
+    assert [t["name"] for t in charts["nodes-total"]["data"]] == [f"node 0 ({host})", f"node 1 ({host})"]
     assert "Not every node is reported" not in text
 
 
@@ -247,6 +250,6 @@ def test_the_job_page_draws_in_a_browser_without_errors(job: Path, tmp_path: Pat
         browser.screenshot(ARTIFACTS / "report-nodes.png", full_page=True)
         assert browser.problems == []
         assert external(browser.requests) == []  # works offline
-        assert state["plots"] == state["expected"] == state["drawn"] == state["withData"] == 1
+        assert state["plots"] == state["expected"] == state["drawn"] == state["withData"] == 2
     finally:
         browser.close()

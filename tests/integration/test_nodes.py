@@ -253,3 +253,14 @@ def test_the_job_page_draws_in_a_browser_without_errors(job: Path, tmp_path: Pat
         assert state["plots"] == state["expected"] == state["drawn"] == state["withData"] == 2
     finally:
         browser.close()
+
+
+def test_a_job_folder_without_one_readable_node_exits_2_naming_each(tmp_path: Path) -> None:
+    (tmp_path / "job" / "node0").mkdir(parents=True)
+    (tmp_path / "job" / "node1").mkdir()
+    r = memprobe("report", tmp_path / "job")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"memprobe: error: {tmp_path / 'job'}: no node's results folder could be read (")
+    assert f"{tmp_path / 'job' / 'node1'}: no manifest.json" in line
+    assert not (tmp_path / "job" / "report.html").exists()

@@ -103,8 +103,8 @@ def identity_rows(node: JobNode) -> list[tuple[str, str]]:
         ("host", str(i.get("host") or "not recorded")),
         ("node rank", fmt.DASH if node.node_rank is None else str(node.node_rank)),
     ]
-    if isinstance(i.get("nodes"), int):
-        rows.append(("nodes in the job", str(i["nodes"])))
+    if node.node_count is not None:
+        rows.append(("nodes in the job", str(node.node_count)))
     found = i.get("env")
     env: dict = found if isinstance(found, dict) else {}
     rows += [(str(k), str(v)) for k, v in env.items()]
@@ -300,10 +300,7 @@ def context(job: Job, name: str, max_points: int = MAX_POINTS) -> dict[str, Any]
     charts = [c for c in (totals, timeline) if c is not None]
     first = job.read[0].results if job.read else None
     env = (first.manifest.get("environment") or {}) if first is not None else {}
-    missing = [
-        f"node {k}: no folder for it (the job has {max(int(n.identity.get('nodes') or 0) for n in job.read)} nodes)"
-        for k in job.missing
-    ]
+    missing = [f"node {k}: no folder for it (the job has {job.node_count} nodes)" for k in job.missing]
     problems = [f"{n.label} ({n.folder}): {n.problem}" for n in job.nodes if n.problem] + missing
     commands = {" ".join(map(str, n.meta.get("command") or [])) for n in job.read}
     return {

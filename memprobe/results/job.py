@@ -41,6 +41,7 @@ NODE_VARIABLES = (
     "TORCHELASTIC_RUN_ID",
 )
 MAX_VALUE = 200  # characters kept of one variable: a name, never a document
+MAX_NODES = 100_000  # above any job's node count: a folder saying more is not believed
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
 # torchrun's options that take no value (any other ``--opt`` without ``=`` takes the next word).
 NO_VALUE = {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "-m", "--module"}
@@ -93,11 +94,17 @@ class JobNode:
     results: ResultSet | None = None
     analysed: list | None = None  # memprobe.analysis.Analysed per run, where the caller analysed
     problem: str | None = None  # why the node is not (fully) reported
+    twin: bool = False  # another folder names the same node: its label names its folder too
 
     @property
     def node_rank(self) -> int | None:
-        r = self.identity.get("node_rank")
-        return r if isinstance(r, int) and not isinstance(r, bool) else None
+        return whole(self.identity.get("node_rank"), MAX_NODES - 1)
+
+    @property
+    def node_count(self) -> int | None:
+        """How many nodes the job has, as this node's launcher or scheduler said."""
+        n = whole(self.identity.get("nodes"), MAX_NODES)
+        return n if n else None
 
     @property
     def host(self) -> str | None:
@@ -108,7 +115,8 @@ class JobNode:
     def label(self) -> str:
         """'node 1 (gpu-07)', else the folder's name."""
         name = f"node {self.node_rank}" if self.node_rank is not None else f"folder {self.folder.name}"
-        return f"{name} ({self.host})" if self.host else name
+        where = ", ".join(w for w in (self.host, f"folder {self.folder.name}" if self.twin else None) if w)
+        return f"{name} ({where})" if where else name
 
     @property
     def meta(self) -> dict:
@@ -156,9 +164,26 @@ class Job:
         is run over each node read."""
         nodes = [load_node(f, analyse) for f in node_folders(paths)]
         nodes.sort(key=lambda n: (n.node_rank is None, n.node_rank or 0, n.folder.name))
-        expected = max((int(n.identity.get("nodes") or 0) for n in nodes if n.results is not None), default=0)
+        expected = max((n.node_count or 0 for n in nodes if n.results is not None), default=0)
         have = {n.node_rank for n in nodes}
+        ranks = [n.node_rank for n in nodes if n.node_rank is not None]
+        for n in nodes:  # two folders saying the same node (a launcher without --node-rank): told apart
+            if n.node_rank is not None and ranks.count(n.node_rank) > 1:
+                n.problem = n.problem or f"another folder says it is node {n.node_rank} too"
+                n.twin = True
         return cls(nodes, [k for k in range(expected) if k not in have])
+
+    @property
+    def node_count(self) -> int:
+        """The job's node count: the largest any node's folder said, else the folders there are."""
+        return max((n.node_count or 0 for n in self.read), default=0) or len(self.nodes)
+
+
+def whole(value: object, top: int) -> int | None:
+    """A whole number from 0 to ``top`` as a folder holds it (JSON), else None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= top else None
 
 
 def is_results_folder(path: Path) -> bool:

@@ -167,3 +167,25 @@ def test_a_folder_that_is_not_a_recorded_job_is_no_node_and_is_named(tmp_path: P
     job = Job.load([tmp_path], analyse=analyse_all)
     assert [n.node_rank for n in job.read] == [0]
     assert f"folder session ({tmp_path / 'session'}): " in page([tmp_path])
+
+
+def test_two_folders_saying_the_same_node_are_told_apart_by_their_folders(tmp_path: Path) -> None:
+    node_folder(tmp_path / "a", 0, growth=(150.0, 3.0), host="n0", started=1_795_000_000.0, nodes=1)
+    node_folder(tmp_path / "b", 0, growth=(150.0, 3.0), host="n0", started=1_795_000_000.0, nodes=1)
+    text = page([tmp_path / "a" / "node0", tmp_path / "b" / "node0"])
+    assert "node 0 (n0, folder node0)" in text and "another folder says it is node 0 too" in text
+
+
+def test_a_hand_edited_node_count_or_rank_is_not_believed(tmp_path: Path) -> None:
+    import json
+
+    for k, (rank, nodes) in enumerate([(0, "abc"), (True, 10**12), (-3, 2.5)]):
+        node_folder(tmp_path / str(k), 0, growth=(150.0, 3.0), host="h", started=1_795_000_000.0)
+        meta_path = next((tmp_path / str(k) / "node0" / "runs").iterdir()) / "meta.json"
+        meta = json.loads(meta_path.read_text())
+        meta["node"].update(node_rank=rank, nodes=nodes)
+        meta_path.write_text(json.dumps(meta))
+        job = Job.load([tmp_path / str(k) / "node0"], analyse=analyse_all)
+        assert job.missing == [] and job.nodes[0].node_count is None
+        assert job.nodes[0].node_rank == (0 if k == 0 else None)
+        assert "Growing on the one node read" in page([tmp_path / str(k) / "node0"])

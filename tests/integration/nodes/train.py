@@ -1,4 +1,4 @@
-"""One rank of a multi-node job (tests/integration/test_nodes.py): torch.distributed over gloo,
+"""One rank of a multi-node job (tests/integration/test_nodes_job.py): torch.distributed over gloo,
 a DataLoader with fork workers over a list of dicts. Reading an item touches its dict, its name
 and its box (their reference counts), so each worker copies the pages it reads: with shuffled
 indices, nearly all of them (copy-on-access: every worker grows)."""

@@ -68,15 +68,19 @@ def verdict_key(node: JobNode) -> tuple:
     return (s.verdict, tuple(s.causes or ()))
 
 
-def culprit_words(job: Job) -> tuple[str, list[tuple[str, str]]]:
+def culprit_words(job: Job) -> tuple[str, list[tuple[str, str, bool]]]:
     """The culprit across nodes: a sentence (the same verdict on every node read, or which node
-    differs and how), then each node's own culprit as (node, words)."""
+    differs and how), then each node's own culprit as (node, words, whether it differs)."""
     read = [n for n in job.read if n.summary is not None]
     if not read:
         return "No node's recording could be read.", []
-    each = [(n.label, recorded.culprit_text(n.summary)) for n in read if n.summary is not None]
     keys = Counter(verdict_key(n) for n in read)
     common, _ = keys.most_common(1)[0]
+    each = [
+        (n.label, recorded.culprit_text(n.summary), verdict_key(n) != common)
+        for n in read
+        if n.summary is not None
+    ]
     alike = [n for n in read if verdict_key(n) == common]
     first = alike[0].summary
     assert first is not None

@@ -103,6 +103,7 @@ def test_a_node_that_differs_is_named_with_its_verdict(tmp_path: Path) -> None:
     node_folder(tmp_path, 2, growth=(150.0, 3.0), host="n2", started=1_795_000_000.0, nodes=3)
     text = page([tmp_path])
     assert "Growing on 2 of 3 nodes (node 0 (n0), node 2 (n2)). Node 1 (n1) differs: flat." in text
+    assert "node 1 (n1) (differs): No process grew" in text
 
 
 def test_a_missing_node_is_named_and_the_others_reported(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from memprobe.core import cures
 from memprobe.core.series import total_pss
 from memprobe.core.vocabulary import RANK, WORKER_KINDS
 from memprobe.record import limit, projection
@@ -68,6 +69,17 @@ def verdict_key(node: JobNode) -> tuple:
     return (s.verdict, tuple(s.causes or ()))
 
 
+def how_it_differs(node: JobNode, common: str) -> str:
+    """A node's verdict against the common one: another verdict, or the same for another cause
+    (two nodes both "growing", one of them differing, read as a contradiction)."""
+    s = node.summary
+    verdict = (s.verdict if s else None) or "no verdict"
+    if verdict != common or s is None:
+        return verdict
+    titles = [a.title[:1].lower() + a.title[1:] for a in cures.advice_for(s.causes)]
+    return f"{verdict} too, for {' and '.join(titles) if titles else 'no cause named'}"
+
+
 def culprit_words(job: Job) -> tuple[str, list[tuple[str, str, bool]]]:
     """The culprit across nodes: a sentence (the same verdict on every node read, or which node
     differs and how), then each node's own culprit as (node, words, whether it differs)."""
@@ -94,10 +106,7 @@ def culprit_words(job: Job) -> tuple[str, list[tuple[str, str, bool]]]:
         )
     odd = [n for n in read if verdict_key(n) != common]
     names = ", ".join(n.label for n in alike)
-    differs = " ".join(
-        f"{n.label.capitalize()} differs: {(n.summary.verdict if n.summary else None) or 'no verdict'}."
-        for n in odd
-    )
+    differs = " ".join(f"{n.label.capitalize()} differs: {how_it_differs(n, verdict)}." for n in odd)
     return f"{verdict.capitalize()} on {len(alike)} of {len(read)} nodes ({names}). {differs}", each
 
 

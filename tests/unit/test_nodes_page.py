@@ -5,6 +5,7 @@ nodes stated, every string from a folder escaped."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from html import unescape
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from treejobs import rank_job, write_results
 
 from memprobe.analysis import analyse_all
-from memprobe.report.nodes import render_job
+from memprobe.report.nodes import culprit_words, render_job
 from memprobe.results.job import Job, launcher_options, node_identity
 
 TORCHRUN = [
@@ -104,6 +105,21 @@ def test_a_node_that_differs_is_named_with_its_verdict(tmp_path: Path) -> None:
     text = page([tmp_path])
     assert "Growing on 2 of 3 nodes (node 0 (n0), node 2 (n2)). Node 1 (n1) differs: flat." in text
     assert "node 1 (n1) (differs): No process grew" in text
+
+
+def test_a_node_growing_for_another_cause_says_which_not_only_its_verdict(tmp_path: Path) -> None:
+    """Both nodes growing, one for another cause: "Node 1 differs: growing" read as a
+    contradiction; it says the cause it was judged for."""
+    node_folder(tmp_path, 0, growth=(150.0, 3.0), host="n0", started=1_795_000_000.0)
+    node_folder(tmp_path, 1, growth=(150.0, 3.0), host="n1", started=1_795_000_000.0)
+    node_folder(tmp_path, 2, growth=(150.0, 3.0), host="n2", started=1_795_000_000.0, nodes=3)
+    job = Job.load([tmp_path], analyse=analyse_all)
+    odd = next(n for n in job.nodes if n.node_rank == 2)
+    assert odd.analysed is not None
+    (a,) = odd.analysed
+    odd.analysed = [dataclasses.replace(a, summary=dataclasses.replace(a.summary, causes=["main-grows"]))]
+    said, _ = culprit_words(job)
+    assert said.endswith("Node 2 (n2) differs: growing too, for the main process growing."), said
 
 
 def test_a_missing_node_is_named_and_the_others_reported(tmp_path: Path) -> None:

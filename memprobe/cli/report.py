@@ -71,8 +71,8 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
     from memprobe.report import write_report
-    from memprobe.results.folder import ResultsFolder
-    from memprobe.results.job import is_results_folder, node_folders
+    from memprobe.results.folder import ResultsFolder, is_results_folder
+    from memprobe.results.job import node_folders
 
     paths = [Path(p) for p in args.results]
     if len(paths) > 1 or (paths[0].is_dir() and not is_results_folder(paths[0]) and node_folders(paths)):
@@ -100,7 +100,8 @@ def job_report(paths: list[Path], output: Path | None) -> int:
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
     from memprobe.report.nodes import culprit_words, job_name, write_job_report
-    from memprobe.results.job import Job, is_results_folder, node_folders
+    from memprobe.results.folder import is_results_folder
+    from memprobe.results.job import Job, node_folders
 
     if len(paths) == 1 and not paths[0].is_dir():
         raise UsageError(f"{display_path(paths[0])}: no such results folder")

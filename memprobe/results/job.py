@@ -26,7 +26,7 @@ from typing import Any
 
 from memprobe.core.errors import MemprobeError
 from memprobe.core.summary import RunSummary
-from memprobe.results.folder import ResultSet
+from memprobe.results.folder import ResultSet, is_results_folder
 from memprobe.results.schema import is_recorded
 
 # The launcher's and the scheduler's variables a node's folder keeps, as they were set.
@@ -184,10 +184,6 @@ def whole(value: object, top: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value if 0 <= value <= top else None
-
-
-def is_results_folder(path: Path) -> bool:
-    return (path / "manifest.json").is_file()
 
 
 def node_folders(paths: Sequence[str | Path]) -> list[Path]:

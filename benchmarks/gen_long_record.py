@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 from memprobe.probe.sampler import SAMPLE_COLUMNS
 
@@ -108,6 +109,87 @@ class Proc:
         )  # see tree_sampler._compact
 
 
+def system_line(t: float, tick: int, processes: int, procs: list[Proc]) -> str:
+    available = 20000.0 - 400.0 - sum(p.growth_mb_h * t / 3600 for p in procs)
+    return (
+        json.dumps(
+            {
+                "t": round(t, 4),
+                "dev_shm_mb": 0.05,
+                "mem_available_mb": available if tick % MEM_AVAILABLE_EVERY == 0 else None,
+                "sampler_cpu_s": round(t * 0.008, 6),
+                "processes": processes,
+            }
+        )
+        + "\n"
+    )
+
+
+def write_ticks(samples: TextIO, system: TextIO, procs: list[Proc], rnd: random.Random, ticks: range) -> None:
+    """Every process's row at each of ``ticks`` (all alive, none new): `Proc.row`'s lines, byte for byte.
+
+    The same random draws in the same order and the same arithmetic as `Proc.row` and
+    `system_line`, formatted by templates made once per process (`json.dumps` writes a float as its
+    repr, the keys in insertion order, a compact row without its None fields) and written in blocks
+    of ticks: 116 MB (0.3 h x 64) in 3 s instead of 32 with a dict and a `json.dumps` per row.
+    """
+    n = len(procs)
+    step = INTERVAL_S * 0.9
+    draw = rnd.random
+    # by process: the text before its rss_mb (cheap, exact) and after its last field (cheap, exact)
+    heads, tails = {}, {}
+    for p in procs:
+        head = f'"pid": {p.pid}, "role": {json.dumps(p.role)}, "worker": {p.worker}, "state": "S", '
+        tail = f', "rank": -1, "kind": {json.dumps(p.kind)}'
+        heads[p.index] = (
+            head + '"tier": "cheap", "missing": false, "rss_mb": ',
+            head + '"tier": "pss", "missing": false, "rss_mb": ',
+        )
+        tails[p.index] = (tail + ', "uss_est_mb": ', tail + "}")
+    block: list[str] = []
+    sys_block: list[str] = []
+    for tick in ticks:
+        t = 0.0017 + tick * INTERVAL_S
+        ts = '{"t": ' + repr(round(t, 4)) + ", "
+        for p in procs:
+            own = p.own_mb + p.growth_mb_h * t / 3600 + (-2.0 + (2.0 - -2.0) * draw())
+            rss = p.shared_mb + own + 3.0
+            p.cpu_s += step
+            cpu = p.cpu_s
+            is_exact = (tick + p.index * 7) % EXACT_EVERY == 0
+            cheap_part = (
+                f'{rss!r}, "rss_anon_mb": {rss - 3.0!r}, "rss_file_mb": 3.0, "rss_shmem_mb": 0.0, '
+                f'"cpu_s": {round(cpu, 2)!r}, "minflt": {int(own * 256)}, "threads": 1, '
+                f'"sys_cpu_s": {round(cpu / 10, 2)!r}'
+            )
+            if is_exact:
+                pss = own + p.shared_mb / n
+                block.append(
+                    f'{ts}{heads[p.index][1]}{cheap_part}, "pss_mb": {pss!r}, "pss_anon_mb": {pss!r}, '
+                    f'"pss_file_mb": 0.0, "pss_shmem_mb": 0.0, "uss_mb": {own!r}, "shared_clean_mb": 3.0, '
+                    f'"shared_dirty_mb": {p.shared_mb!r}, "private_clean_mb": 0.0, '
+                    f'"private_dirty_mb": {own!r}, "swap_mb": 0.0, "swap_pss_mb": 0.0, '
+                    f'"anon_huge_mb": 0.0{tails[p.index][1]}\n'
+                )
+            else:
+                est = own + (-0.5 + (0.5 - -0.5) * draw())
+                block.append(f"{ts}{heads[p.index][0]}{cheap_part}{tails[p.index][0]}{est!r}}}\n")
+        if tick % MEM_AVAILABLE_EVERY == 0:
+            sys_block.append(system_line(t, tick, n, procs))
+        else:
+            sys_block.append(
+                f'{ts}"dev_shm_mb": 0.05, "mem_available_mb": null, "sampler_cpu_s": {round(t * 0.008, 6)!r}, '
+                f'"processes": {n}}}\n'
+            )
+        if len(block) >= 50_000:
+            samples.write("".join(block))
+            system.write("".join(sys_block))
+            block.clear()
+            sys_block.clear()
+    samples.write("".join(block))
+    system.write("".join(sys_block))
+
+
 def generate(out: Path, hours: float, processes: int, seed: int = 1) -> dict:
     rnd = random.Random(seed)
     out.mkdir(parents=True)
@@ -121,7 +203,7 @@ def generate(out: Path, hours: float, processes: int, seed: int = 1) -> dict:
     ticks = int(hours * 3600 / INTERVAL_S)
     command = ["python", "train.py"]
     with open(run_dir / "samples.jsonl", "w") as samples, open(run_dir / "system.jsonl", "w") as system:
-        for tick in range(ticks):
+        for tick in range(min(ticks, 2)):  # every process's first row: `Proc.row`, with every column
             t = 0.0017 + tick * INTERVAL_S
             # the workers are forked at 0.1 s: first seen at the second tick
             alive = procs if tick else procs[:1]
@@ -129,19 +211,8 @@ def generate(out: Path, hours: float, processes: int, seed: int = 1) -> dict:
                 json.dumps(p.row(t, tick, processes, rnd, tick == (0 if p.index == 0 else 1))) for p in alive
             ]
             samples.write("\n".join(lines) + "\n")
-            available = 20000.0 - 400.0 - sum(p.growth_mb_h * t / 3600 for p in procs)
-            system.write(
-                json.dumps(
-                    {
-                        "t": round(t, 4),
-                        "dev_shm_mb": 0.05,
-                        "mem_available_mb": available if tick % MEM_AVAILABLE_EVERY == 0 else None,
-                        "sampler_cpu_s": round(t * 0.008, 6),
-                        "processes": processes,
-                    }
-                )
-                + "\n"
-            )
+            system.write(system_line(t, tick, processes, procs))
+        write_ticks(samples, system, procs, rnd, range(2, ticks))
     for name in ("progress", "threads", "events"):
         (run_dir / f"{name}.jsonl").touch()
     (run_dir / "marks.txt").touch()

@@ -25,11 +25,12 @@ EPILOG = """examples:
   memprobe record -- python train.py --epochs 2        # profile your own training command
   memprobe watch 12345 --duration 120                  # profile a running job (e.g. torchrun)
   memprobe top 12345                                   # the same, with a live view per process
+  memprobe cure mypkg.data:build_dataset               # try the fixes on your dataset, side by side
 """
 
 
 def _parser() -> argparse.ArgumentParser:
-    from memprobe.cli import compare, record, report, run, scenarios, top, watch
+    from memprobe.cli import compare, cure, record, report, run, scenarios, top, watch
 
     parser = argparse.ArgumentParser(
         prog="memprobe",
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memprobe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, scenarios, report, compare, record, watch, top):
+    for module in (run, scenarios, report, compare, record, watch, top, cure):
         p = sub.add_parser(
             module.NAME,
             help=module.HELP,

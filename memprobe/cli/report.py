@@ -1,4 +1,5 @@
-"""Render report.html again from a results folder alone (no run is repeated)."""
+"""Render report.html again from a results folder alone (no run is repeated), or one page for
+a job of several nodes from the folders its nodes wrote (:mod:`memprobe.report.nodes`)."""
 
 from __future__ import annotations
 
@@ -6,35 +7,43 @@ import argparse
 from pathlib import Path
 
 NAME = "report"
-HELP = "re-render report.html from a saved results folder"
-EPILOG = """example:
+HELP = "re-render report.html from a saved results folder (or one page for a multi-node job)"
+EPILOG = """examples:
   memprobe report reports/lists_vs_arrays-20261122T101500Z
+  memprobe report job/                  # job/node0, job/node1, ...: one page, job/report.html
+  memprobe report n0/ n1/ -o job.html   # the nodes' folders named one by one
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "results", help="a results folder written by 'memprobe run', 'record', 'watch' or profile()"
+        "results",
+        nargs="+",
+        help="a results folder written by 'memprobe run', 'record', 'watch' or profile(); or a job "
+        "folder holding one such folder per node, or several nodes' folders",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="where a multi-node job's page goes (default: JOBDIR/report.html, or job-report.html "
+        "beside the first node's folder)",
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def finish_folder(root: Path) -> None:
+    """A folder whose writer died is marked and its rows gathered (once), before it is read."""
     import sys
 
-    from memprobe.analysis import analyse_all
-    from memprobe.cli.console import say, summary_table
-    from memprobe.core.errors import UsageError
+    from memprobe.cli.console import say
     from memprobe.core.safe_read import display_path
     from memprobe.probe.procfs import still_running
-    from memprobe.report import write_report
     from memprobe.results.files import check_run_records
     from memprobe.results.folder import ResultsFolder
     from memprobe.results.gather import consolidate, unconsolidated
 
-    root = Path(args.results)
     name = display_path(root)
-    if not root.is_dir():
-        raise UsageError(f"{name}: no such results folder")
     folder = ResultsFolder.open(root)
     check_run_records(root)
     # The folder is finished first, then loaded once: a killed recording's JSON lines are read
@@ -54,10 +63,67 @@ def main(args: argparse.Namespace) -> int:
         )
     elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
         consolidate(root)
+
+
+def main(args: argparse.Namespace) -> int:
+    from memprobe.analysis import analyse_all
+    from memprobe.cli.console import say, summary_table
+    from memprobe.core.errors import UsageError
+    from memprobe.core.safe_read import display_path
+    from memprobe.report import write_report
+    from memprobe.results.folder import ResultsFolder, is_results_folder
+    from memprobe.results.job import node_folders
+
+    paths = [Path(p) for p in args.results]
+    if len(paths) > 1 or (paths[0].is_dir() and not is_results_folder(paths[0]) and node_folders(paths)):
+        return job_report(paths, args.output)
+    root = paths[0]
+    if not root.is_dir():
+        raise UsageError(f"{display_path(root)}: no such results folder")
+    finish_folder(root)
+    folder = ResultsFolder.open(root)
     results = folder.load()
     analysed = analyse_all(results)  # once: the summary and the page draw from the same analysis
     summaries = [a.summary for a in analysed]
     folder.write_summary(summaries)
     say(summary_table(summaries))
     say(f"\nreport: {display_path(write_report(root, results, analysed))}")
+    return 0
+
+
+def job_report(paths: list[Path], output: Path | None) -> int:
+    """One page for the nodes in ``paths`` (a job folder, or the nodes' folders)."""
+    import sys
+
+    from memprobe.analysis import analyse_all
+    from memprobe.cli.console import say
+    from memprobe.core.errors import UsageError
+    from memprobe.core.safe_read import display_path
+    from memprobe.report.nodes import culprit_words, job_name, write_job_report
+    from memprobe.results.folder import is_results_folder
+    from memprobe.results.job import Job, node_folders
+
+    if len(paths) == 1 and not paths[0].is_dir():
+        raise UsageError(f"{display_path(paths[0])}: no such results folder")
+    for folder in node_folders(paths):
+        if is_results_folder(folder):
+            try:
+                finish_folder(folder)
+            except UsageError as e:  # this node is named on the page; the others are reported
+                say(f"memprobe: {e}", sys.stderr)
+    job = Job.load(paths, analyse=analyse_all)
+    if not job.read:
+        found = "; ".join(f"{display_path(n.folder)}: {n.problem}" for n in job.nodes) or "no folder in it"
+        raise UsageError(f"{display_path(paths[0])}: no node's results folder could be read ({found})")
+    say(culprit_words(job)[0])
+    for node in job.nodes:
+        s = node.summary
+        said = f"{s.verdict or 'no verdict'}, peak total PSS {s.total_pss_peak_mb or 0:,.0f} MB" if s else ""
+        say(f"{node.label}: {said}{'; ' if said and node.problem else ''}{node.problem or ''}")
+    for k in job.missing:
+        say(f"node {k}: no folder for it")
+    out = output or (
+        paths[0] / "report.html" if len(paths) == 1 else paths[0].resolve().parent / "job-report.html"
+    )
+    say(f"\nreport: {display_path(write_job_report(out, job, job_name(paths)))}")
     return 0

@@ -11,7 +11,6 @@ before anything runs; --no-limits runs it anyway.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -21,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from memprobe.cli.flags import bounded
+from memprobe.cli.flags import bounded, json_kwargs
 from memprobe.core.errors import UsageError
 
 NAME = "run"
@@ -56,10 +55,7 @@ def _scenario(args: argparse.Namespace) -> Any:
             "no scenario: give a shipped scenario's name (memprobe scenarios lists them), a scenario "
             "file, or --dataset MODULE:CALLABLE"
         )
-    try:
-        kwargs = json.loads(args.kwargs)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--kwargs: not valid JSON ({exc}); e.g. --kwargs '{{\"n\": 1000}}'") from None
+    kwargs = json_kwargs("--kwargs", args.kwargs)
     loader: dict[str, Any] = {"batch_size": args.batch_size}
     if args.items is not None:
         loader["items"] = args.items

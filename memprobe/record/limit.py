@@ -25,9 +25,7 @@ def memory_limit(meta: dict, mem_total_mb: float | None) -> tuple[float | None, 
     return (float(machine) if machine else None), "this machine's memory"
 
 
-RATE_MIN_SPAN_S = (
-    3.0  # the rise is taken over the last third of the readings up to the peak, at least this long
-)
+RATE_MIN_SPAN_S = 3.0  # the rise: over the last third of the readings up to the peak, at least this long
 RISING_MB_PER_MIN = 1.0  # below this the charge is not rising: no time to the limit
 
 

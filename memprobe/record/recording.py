@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import platform
 import re
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree_sampler import TreeSampler
 from memprobe.results.files import RunWriter
 from memprobe.results.folder import ResultsFolder
+from memprobe.results.job import node_identity
 from memprobe.run.runner import (
     ResultsFolderGone,
     environment,
@@ -458,6 +460,8 @@ class Recording:
             "verdict": asdict(self.verdict),
             "sampling": asdict(self.settings),
             **self.cgroup_meta(),
+            # Which node of a multi-node job this is (memprobe.results.job): host, node rank, scheduler ids.
+            "node": node_identity(os.environ, self.info.get("command") or [], platform.node()),
             **self.info,
         }
 

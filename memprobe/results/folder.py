@@ -144,6 +144,12 @@ def upgrade_meta(meta: dict, version: int) -> dict:
     return meta
 
 
+def is_results_folder(path: Path) -> bool:
+    """Whether ``path`` holds a results folder's manifest (a node's folder of a job, or a folder
+    of node folders: :mod:`memprobe.results.job`)."""
+    return (path / "manifest.json").is_file()
+
+
 class ResultsFolder:
     """The one owner of a results folder: its creation, its manifest (the same fields whether
     ``run``, ``record``, ``watch`` or ``profile()`` wrote it, told apart by ``kind``), its end, and

@@ -357,26 +357,3 @@ def test_a_report_of_a_long_session_still_going_reads_its_lines_reduced_and_move
     assert samples["t"].max() == max(r["t"] for r in rows)
     assert sorted(p.name for p in root.iterdir()) == ["manifest.json", "runs"]  # nothing gathered in it
     assert len(read_jsonl(root / "runs" / "a" / "samples.jsonl")) == len(rows)
-
-
-def test_a_recording_s_json_lines_are_read_past_the_tables_bound(tmp_path: Path, monkeypatch) -> None:
-    """72 hours of 64 processes are ~28 GB of JSON lines (benchmarks/gen_long_record.py): held to
-    the Parquet tables' 16 GiB, the finish and `memprobe report` refused them ("larger than
-    17,179,869,184 bytes"), and such a recording could be neither finished nor reported. They are
-    read a line at a time, so their bound is far above any recording; a table's stays."""
-    from memprobe.results import files as results_files
-
-    limits: dict[str, int] = {}
-    opened = results_files.open_regular
-
-    def spy(path: Path, *, limit: int, **kw):
-        limits[Path(path).name] = limit
-        return opened(path, limit=limit, **kw)
-
-    monkeypatch.setattr(results_files, "open_regular", spy)
-    root = _folder(tmp_path, _rows(10))
-    assert len(list(results_files.iter_jsonl(root / "runs" / "a" / "samples.jsonl", root))) == 30
-    assert limits["samples.jsonl"] >= 28 * 10**9 * 10  # ten such recordings, at least
-    (root / "t.parquet").write_bytes(b"x")
-    results_files.open_in_folder(root, root / "t.parquet").close()
-    assert limits["t.parquet"] == results_files.MAX_TABLE_BYTES == 16 << 30

@@ -52,6 +52,17 @@ def test_read_jsonl_skips_lines_that_are_not_rows_and_refuses_a_line_over_1_mb(t
         read_jsonl(f)
 
 
+def test_a_runs_json_lines_past_16_gib_are_gathered(tmp_path: Path) -> None:
+    """72 h of 64 processes write 29.8 GB of samples.jsonl (benchmarks/gen_long_record.py): their
+    rows are gathered a line at a time, not refused for their size (before: "larger than
+    17,179,869,184 bytes", the finish failed and `memprobe report` exited 2)."""
+    f = tmp_path / "samples.jsonl"
+    f.write_bytes(b'{"t": 0.1, "pid": 1}\n{"t": 0.2, "pid": 1}\n')
+    with open(f, "ab") as out:
+        out.truncate(17 << 30)  # 17 GiB, on no disk: the rows at its start are read first
+    assert next(gather.jsonl_chunks(f, size=2)) == [{"t": 0.1, "pid": 1}, {"t": 0.2, "pid": 1}]
+
+
 def test_read_jsonl_of_a_missing_file_is_empty(tmp_path: Path) -> None:
     assert read_jsonl(tmp_path / "nope.jsonl") == []
 

@@ -1,0 +1,253 @@
+"""Try the fixes for copy-on-access on your own dataset, side by side.
+
+Given a dataset factory (MODULE:CALLABLE, as `memprobe run --dataset` takes), runs a DataLoader
+over the dataset as it is (fork), then with each fix applied automatically: its large list and
+tuple attributes pickled into one shared buffer (memprobe.SharedList) and a pandas frame's
+object columns of strings held as Arrow strings (fork); gc.freeze() before the workers start
+(fork); thread workers; spawn. Each run is sampled from the outside as `memprobe run` does. It
+prints, per variant, each worker's USS growth, USS at start, the peak of the total PSS, items/s
+and the verdict; what was converted (and what could not be, with why); and, for each fix that
+stayed flat, the one-line change that applies it in your code, then a pytest test that keeps it
+flat once made.
+
+The module is imported from the current folder as `run --dataset` does. Results go to
+reports/cure-<name>-<UTC time>/ (or -o DIR), one folder per run (`memprobe report` renders one).
+Exit codes: 0 done (whatever the verdicts; a variant that failed is shown failed), 1 the runs
+could not be made, 2 bad input (a module or factory that cannot be imported, a factory that
+raises: its exception, in one line), 130 interrupted by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from memprobe.core.errors import UsageError
+
+NAME = "cure"
+HELP = "try the fixes for copy-on-access on your own dataset, side by side, with the change to make"
+EPILOG = """examples:
+  memprobe cure mypkg.data:build_dataset
+  memprobe cure mypkg.data:build_dataset --kwargs '{"split": "train"}' --items 50000 --rounds 3
+  memprobe cure user_datasets:coco_style --kwargs '{"images": 160000}' --items 60000 -o reports/coco-cure
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "dataset",
+        metavar="MODULE:CALLABLE",
+        help="a factory returning a torch Dataset, imported by name (e.g. mypkg.data:build)",
+    )
+    p.add_argument(
+        "--kwargs", metavar="JSON", default="{}", help="keyword arguments for the factory, as JSON"
+    )
+    p.add_argument("--workers", type=int, default=2, help="DataLoader workers (default: 2)")
+    p.add_argument("--items", type=int, help="stop each run after this many items (default: one pass)")
+    p.add_argument("--batch-size", type=int, default=64, help="batch size (default: 64)")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="runs of each variant, interleaved (default: 1); medians shown"
+    )
+    p.add_argument(
+        "--min-elements",
+        type=int,
+        default=1_000,
+        metavar="N",
+        help="convert lists and tuples of at least N elements (default: 1,000)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=50.0,
+        metavar="MB",
+        help="a worker growing more than MB is 'growing' (default: 50)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, metavar="S", help="per-run timeout in seconds (default: 300)"
+    )
+    p.add_argument(
+        "-o", "--output", metavar="DIR", help="results folder (default: reports/cure-<name>-<UTC time>)"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from memprobe.cli.flags import bounded, json_kwargs
+
+    kwargs = json_kwargs("--kwargs", args.kwargs)
+    bounded("--workers", args.workers, 1)
+    bounded("--rounds", args.rounds, 1)
+    bounded("--batch-size", args.batch_size, 1)
+    bounded("--min-elements", args.min_elements, 1)
+    bounded("--timeout", args.timeout, 1)
+    bounded("--threshold", args.threshold, 0)
+    if args.items is not None:
+        bounded("--items", args.items, 1)
+    from memprobe.run.limits import Machine
+
+    most = Machine.here().max_workers
+    if args.workers > most:
+        raise UsageError(
+            f"--workers: got {args.workers}; allowed: at most {most} on this machine (docs/limits.md)"
+        )
+    if os.getcwd() not in sys.path:  # the user's module, from here, as `run --dataset` finds it
+        sys.path.insert(0, os.getcwd())
+    from memprobe.cli.console import say
+    from memprobe.results.folder import check_output, default_out_dir
+    from memprobe.run.cure import run_variants
+    from memprobe.run.factory import load_factory
+
+    load_factory(args.dataset)  # a module or name that cannot be imported stops here (exit 2)
+    name = args.dataset.rsplit(":", 1)[-1].split(".")[-1] or "dataset"
+    if args.output:
+        out = Path(args.output)
+        check_output(out)
+    else:
+        out = default_out_dir(f"cure-{name}")
+    say(f"memprobe cure: {args.dataset}, {args.workers} workers, {args.rounds} round(s) -> {out}", sys.stderr)
+    outcomes = run_variants(
+        args.dataset,
+        kwargs,
+        out,
+        workers=args.workers,
+        items=args.items,
+        batch_size=args.batch_size,
+        rounds=args.rounds,
+        min_elements=args.min_elements,
+        timeout_s=args.timeout,
+        growth_threshold_mb=args.threshold,
+        log=lambda line: say(f"  {line}", sys.stderr),
+    )
+    say(render(outcomes, args.dataset, kwargs, out))
+    return 0
+
+
+def render(outcomes: list[Any], dataset: str, kwargs: dict, out: Path) -> str:
+    """The side-by-side table, what was converted, and the changes to make."""
+    lines = [f"memprobe cure {dataset}" + (f" --kwargs '{json.dumps(kwargs)}'" if kwargs else ""), ""]
+    lines += _conversion_lines(outcomes)
+    rounds = max((len(o.results) for o in outcomes), default=0)
+    if rounds > 1:
+        lines.append(f"medians of {rounds} rounds, run interleaved:")
+    head = f"{'variant':<28}{'worker growth':>15}{'USS at start':>14}{'total PSS peak':>16}{'items/s':>11}  verdict"
+    lines += [head]
+    for o in outcomes:
+        lines.append(_row(o))
+    lines += ["", *_changes(outcomes), *_guard(outcomes, dataset, kwargs), "", f"results: {out}"]
+    return "\n".join(lines)
+
+
+def _conversion_lines(outcomes: list[Any]) -> list[str]:
+    conv = next((o.conversion for o in outcomes if o.conversion is not None), None)
+    if conv is None:
+        return []
+    lines = []
+    if conv.converted:
+        lines.append("converted for the SharedList / Arrow variant:")
+        lines += [f"  {c.attribute}: {c.was} -> {c.now}" for c in conv.converted]
+    else:
+        lines.append("converted for the SharedList / Arrow variant: nothing (not run)")
+    if conv.refused:
+        lines.append("not converted:")
+        lines += [f"  {r.attribute} ({r.was}): {r.why}" for r in conv.refused]
+    return [*lines, ""]
+
+
+def _row(o: Any) -> str:
+    label = o.variant.label
+    if o.skipped or not o.results:
+        return f"{label:<28}  not run" + (f": {o.skipped}" if o.skipped else "")
+    ok = [r.summary for r in o.results if r.summary.status == "ok"]
+    if not ok:
+        errors = {r.summary.error or r.summary.status for r in o.results}
+        return f"{label:<28}  failed: {_one_line('; '.join(sorted(errors)))}"
+    thread = o.variant.mode == "thread"
+    growth = _median([s.main_uss_growth_mb if thread else s.worker_uss_growth_mb for s in ok])
+    start = None if thread else _median([s.worker_uss_start_mb for s in ok])
+    pss = _median([s.total_pss_peak_mb for s in ok])
+    rate = _median([s.items_per_s for s in ok])
+    verdicts = [s.verdict or "no window" for s in ok]
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else ", ".join(verdicts)
+    if len(ok) < len(o.results):
+        verdict += f" ({len(o.results) - len(ok)} of {len(o.results)} runs failed)"
+    return (
+        f"{label:<28}{_mb(growth, sign=True) + (' (main)' if thread else ''):>15}{_mb(start):>14}"
+        f"{_mb(pss):>16}{_num(rate):>11}  {verdict}"
+    )
+
+
+def _changes(outcomes: list[Any]) -> list[str]:
+    """The one-line change for each fix whose every run stayed flat, with its items/s and total
+    PSS against the dataset as it is."""
+    base = next((o for o in outcomes if o.variant.key == "as-is"), None)
+    base_ok = [r.summary for r in base.results if r.summary.status == "ok"] if base else []
+    base_rate = _median([s.items_per_s for s in base_ok])
+    base_pss = _median([s.total_pss_peak_mb for s in base_ok])
+    lines = []
+    for o in outcomes:
+        if o.variant.key == "as-is" or o.skipped or not o.results:
+            continue
+        if not all(r.summary.status == "ok" and r.summary.verdict == "flat" for r in o.results):
+            continue
+        rate = _median([r.summary.items_per_s for r in o.results])
+        pss = _median([r.summary.total_pss_peak_mb for r in o.results])
+        costs = []
+        if rate and base_rate:
+            costs.append(f"{rate / base_rate:.2f}x the items/s as is")
+        if pss is not None and base_pss is not None:
+            costs.append(f"total PSS peak {_mb(pss)} against {_mb(base_pss)}")
+        lines.append(f"{o.variant.label}: flat ({'; '.join(costs)}); the change:")
+        changes = [c.change for c in o.conversion.converted] if o.conversion else [o.variant.change()]
+        lines += [f"    {c}" for c in changes]
+    head = "what to change (the fixes that stayed flat):"
+    if base_ok and all(s.verdict == "flat" for s in base_ok):
+        head = "the dataset as it is stayed flat: no fix is needed; what each would cost:"
+    if not lines:
+        return ["no fix stayed flat here"]
+    return [head, *lines]
+
+
+def _guard(outcomes: list[Any], dataset: str, kwargs: dict) -> list[str]:
+    """The pytest guard (memprobe/core/cures.py's) that keeps the first flat fix made in the
+    user's own code flat, where the dataset as it is grew: the conversion's under fork, else
+    threads'. gc.freeze() and spawn get none here (the guard profiles the factory as it is, in
+    one mode)."""
+    from memprobe.core import cures
+
+    base = [r.summary for o in outcomes if o.variant.key == "as-is" for r in o.results]
+    if not any(s.verdict == "growing" for s in base):
+        return []  # nothing to fix, nothing to keep fixed
+    for o in outcomes:
+        if o.variant.key not in ("converted", "threads") or not o.results:
+            continue
+        runs = [r.summary for r in o.results]
+        if all(s.status == "ok" and s.verdict == "flat" for s in runs):
+            job = cures.Job(
+                dataset, kwargs or None, runs[0].mode, runs[0].workers, runs[0].growth_threshold_mb
+            )
+            text = cures.guard(cures.ADVICE[cures.COPY_ON_ACCESS], job)
+            return ["", f"once the change is made ({o.variant.label}), a pytest test keeps it so:", text]
+    return []
+
+
+def _median(values: list[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return median(found) if found else None
+
+
+def _mb(v: float | None, *, sign: bool = False) -> str:
+    return "-" if v is None else f"{v:+.1f} MB" if sign else f"{v:,.0f} MB"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _one_line(text: str) -> str:
+    from memprobe.cli.console import short_error
+
+    return short_error(text)

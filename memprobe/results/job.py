@@ -1,0 +1,230 @@
+"""A job of several nodes: each node's ``memprobe record`` wrote its own results folder (one
+machine each), and this puts them together as the nodes of one job, for ``memprobe report`` and
+for the library::
+
+    from memprobe.analysis import analyse_all
+    from memprobe.results.job import Job
+
+    job = Job.load(["job/"], analyse=analyse_all)  # a job folder holding node folders, or several
+    for node in job.nodes:
+        print(node.label, node.problem or node.summary.verdict)
+
+A node knows itself by ``meta["node"]`` (:func:`node_identity`, written by ``record``): its
+host, its node rank (torchrun's ``--node-rank`` or the launcher's ``GROUP_RANK`` / ``NODE_RANK``,
+else SLURM's ``SLURM_NODEID``), how many nodes the job has where the launcher says, and the
+scheduler's variables (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``, ...). A node whose folder is
+missing or cannot be read is kept with its problem in words: the rest of the job is still
+reported. Everything in a folder is data: strings are kept as written, for the page to escape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memprobe.core.errors import MemprobeError
+from memprobe.core.summary import RunSummary
+from memprobe.results.folder import ResultSet, is_results_folder
+from memprobe.results.schema import is_recorded
+
+# The launcher's and the scheduler's variables a node's folder keeps, as they were set.
+NODE_VARIABLES = (
+    "GROUP_RANK",
+    "NODE_RANK",
+    "SLURM_NODEID",
+    "SLURM_PROCID",
+    "SLURM_JOB_ID",
+    "SLURM_NNODES",
+    "SLURMD_NODENAME",
+    "TORCHELASTIC_RUN_ID",
+)
+MAX_VALUE = 200  # characters kept of one variable: a name, never a document
+MAX_NODES = 100_000  # above any job's node count: a folder saying more is not believed
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
+# torchrun's options that take no value (any other ``--opt`` without ``=`` takes the next word).
+NO_VALUE = {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "-m", "--module"}
+
+
+def count(value: object) -> int | None:
+    """A node rank or count as a launcher writes it (ASCII digits), else None."""
+    if not isinstance(value, str) or not 0 < len(value) <= 9 or not (value.isascii() and value.isdigit()):
+        return None
+    return int(value)
+
+
+def launcher_options(argv: Sequence[str]) -> dict[str, str]:
+    """torchrun's own options in a command (``--nnodes=2 --node-rank 1 ...``), up to its script."""
+    words = [str(a) for a in argv]
+    start = next((i for i, a in enumerate(words) if any(a.endswith(n) for n in LAUNCHERS)), None)
+    if start is None:
+        return {}
+    out: dict[str, str] = {}
+    i = start + 1
+    while i < len(words) and words[i].startswith("-"):
+        name, eq, value = words[i].partition("=")
+        if not eq and name not in NO_VALUE and i + 1 < len(words):
+            value, i = words[i + 1], i + 1
+        out[name.lstrip("-").replace("-", "_")] = value
+        i += 1
+    return out
+
+
+def node_identity(env: Mapping[str, str], argv: Sequence[str], host: str) -> dict[str, Any]:
+    """What a node's folder says of its node (``meta["node"]``): ``host``, ``node_rank`` and
+    ``nodes`` where the launcher or the scheduler gives them (None otherwise), and ``env``: the
+    ``NODE_VARIABLES`` that were set."""
+    opts = launcher_options(argv)
+    seen = {k: str(env[k])[:MAX_VALUE] for k in NODE_VARIABLES if k in env}
+    said = (opts.get("node_rank"), seen.get("GROUP_RANK"), seen.get("NODE_RANK"), seen.get("SLURM_NODEID"))
+    rank = next((r for r in map(count, said) if r is not None), None)
+    nnodes = opts.get("nnodes", "").rpartition(":")[2]  # torchrun's elastic "1:4": at most 4
+    nodes = count(nnodes) if count(nnodes) is not None else count(seen.get("SLURM_NNODES"))
+    return {"host": str(host)[:MAX_VALUE], "node_rank": rank, "nodes": nodes, "env": seen}
+
+
+@dataclass
+class JobNode:
+    """One node of a job: its folder, what it says of its node, and its runs (None: not read,
+    ``problem`` says why)."""
+
+    folder: Path
+    identity: dict = field(default_factory=dict)
+    results: ResultSet | None = None
+    analysed: list | None = None  # memprobe.analysis.Analysed per run, where the caller analysed
+    problem: str | None = None  # why the node is not (fully) reported
+    twin: bool = False  # another folder names the same node: its label names its folder too
+
+    @property
+    def node_rank(self) -> int | None:
+        return whole(self.identity.get("node_rank"), MAX_NODES - 1)
+
+    @property
+    def node_count(self) -> int | None:
+        """How many nodes the job has, as this node's launcher or scheduler said."""
+        n = whole(self.identity.get("nodes"), MAX_NODES)
+        return n if n else None
+
+    @property
+    def host(self) -> str | None:
+        h = self.identity.get("host")
+        return h if isinstance(h, str) and h else None
+
+    @property
+    def label(self) -> str:
+        """'node 1 (gpu-07)', else the folder's name."""
+        name = f"node {self.node_rank}" if self.node_rank is not None else f"folder {self.folder.name}"
+        where = ", ".join(w for w in (self.host, f"folder {self.folder.name}" if self.twin else None) if w)
+        return f"{name} ({where})" if where else name
+
+    @property
+    def meta(self) -> dict:
+        return self.results.metas[0] if self.results is not None and self.results.metas else {}
+
+    @property
+    def summary(self) -> RunSummary | None:
+        return self.analysed[0].summary if self.analysed else None
+
+    @property
+    def started(self) -> float | None:
+        """The wall-clock time its command started (seconds since the epoch)."""
+        t = self.meta.get("started")
+        if not isinstance(t, int | float) or isinstance(t, bool):
+            t = (self.results.manifest if self.results is not None else {}).get("started")
+        return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
+
+
+@dataclass
+class Job:
+    """The nodes of one job, in node-rank order, and the node ranks no folder holds."""
+
+    nodes: list[JobNode]
+    missing: list[int]  # node ranks below the job's node count that no folder answers for
+
+    @property
+    def read(self) -> list[JobNode]:
+        """The nodes whose runs were read."""
+        return [n for n in self.nodes if n.results is not None and n.results.metas]
+
+    @property
+    def start(self) -> float | None:
+        """The earliest start among the nodes: where the job's wall-clock axis begins."""
+        times = [n.started for n in self.read if n.started is not None]
+        return min(times) if times else None
+
+    def offset(self, node: JobNode) -> float:
+        """Seconds from the job's start to this node's start."""
+        return (node.started - self.start) if node.started is not None and self.start is not None else 0.0
+
+    @classmethod
+    def load(cls, paths: Sequence[str | Path], analyse: Callable[[ResultSet], list] | None = None) -> Job:
+        """The nodes in ``paths``: each a node's results folder, or a job folder holding one per
+        node (``job/node0``, ``job/node1``). ``analyse`` (e.g. ``memprobe.analysis.analyse_all``)
+        is run over each node read."""
+        nodes = [load_node(f, analyse) for f in node_folders(paths)]
+        nodes.sort(key=lambda n: (n.node_rank is None, n.node_rank or 0, n.folder.name))
+        expected = max((n.node_count or 0 for n in nodes if n.results is not None), default=0)
+        have = {n.node_rank for n in nodes}
+        ranks = [n.node_rank for n in nodes if n.node_rank is not None]
+        for n in nodes:  # two folders saying the same node (a launcher without --node-rank): told apart
+            if n.node_rank is not None and ranks.count(n.node_rank) > 1:
+                n.problem = n.problem or f"another folder says it is node {n.node_rank} too"
+                n.twin = True
+        return cls(nodes, [k for k in range(expected) if k not in have])
+
+    @property
+    def node_count(self) -> int:
+        """The job's node count: the largest any node's folder said, else the folders there are."""
+        return max((n.node_count or 0 for n in self.read), default=0) or len(self.nodes)
+
+
+def whole(value: object, top: int) -> int | None:
+    """A whole number from 0 to ``top`` as a folder holds it (JSON), else None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= top else None
+
+
+def node_folders(paths: Sequence[str | Path]) -> list[Path]:
+    """Every node folder ``paths`` name: a results folder as it is, a job folder's subfolders
+    (a subfolder without manifest.json is a node that never wrote one), a path that is not
+    there as itself (a missing node)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir() and not is_results_folder(p):
+            out += sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith("."))
+        else:
+            out.append(p)
+    return list(dict.fromkeys(out))
+
+
+def load_node(folder: Path, analyse: Callable[[ResultSet], list] | None) -> JobNode:
+    """One node's folder read, or the reason it cannot be (never an exception)."""
+    if not folder.is_dir():
+        return JobNode(folder, problem="no such folder")
+    if not is_results_folder(folder):
+        return JobNode(
+            folder, problem="no manifest.json: memprobe never finished starting there, or the folder was lost"
+        )
+    try:
+        results = ResultSet.load(folder)
+    except (MemprobeError, OSError, ValueError) as e:
+        return JobNode(folder, problem=f"could not be read: {e}")
+    meta = results.metas[0] if results.metas else {}
+    found = meta.get("node")
+    identity: dict = found if isinstance(found, dict) else {}
+    node = JobNode(folder, identity, results)
+    if not results.metas:
+        node.problem = "no run was recorded there"
+        return node
+    if not is_recorded(meta):  # a `memprobe run` session: no node of a job
+        node.results = None
+        node.problem = f"not a recorded job (written by 'memprobe {meta.get('kind') or 'run'}')"
+        return node
+    status = meta.get("status")
+    if status not in ("ok", None):
+        node.problem = f"its recording ended {status}: reported up to then"
+    if analyse is not None:
+        node.analysed = analyse(results)
+    return node

@@ -16,7 +16,8 @@ the view ends the same way, with the final summary.
 The view uses the terminal's alternate screen (plain ANSI, redrawn whole, as `top` does over
 ssh), shows every string from the job (roles, command lines) with its control characters
 escaped, and honours NO_COLOR (no colour, no attribute). When stdout is not a terminal (a pipe, a
-file, TERM=dumb) it prints one line every --every seconds instead.
+file, TERM=dumb) it prints one line every --every seconds instead. Ctrl-Z gives the terminal back
+as it was and stops memprobe (its sampling too; the job runs on); fg brings the view back.
 
 Exit codes: as `memprobe watch`: 0 done (the job exited, --duration, or q), 1 the results could
 not be written, 2 bad input, 128+N stopped by signal N (130 Ctrl-C).
@@ -31,6 +32,7 @@ import select
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
@@ -167,7 +169,8 @@ class Live:
 
 class Screen:
     """The view on a terminal: the alternate screen redrawn whole each time (plain ANSI), keys
-    read without echo (Ctrl-C still interrupts), everything given back as it was on close."""
+    read without echo (Ctrl-C still interrupts), everything given back as it was on close, and
+    while memprobe is stopped (Ctrl-Z): the view comes back when it is in the foreground again."""
 
     def __init__(self, stream: TextIO, *, color: bool) -> None:
         self.stream = stream
@@ -175,11 +178,18 @@ class Screen:
         self._open = False
         self._keys: int | None = None  # stdin, when it is our terminal in the foreground
         self._saved: list | None = None
+        self._suspended = False  # left for a Ctrl-Z: to be drawn again once in the foreground
+        self._tstp: object = None  # SIGTSTP's handler before ours
 
     def open_now(self) -> bool:
-        return self._open
+        return self._open or self._suspended
 
     def open(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._tstp = signal.signal(signal.SIGTSTP, self._stop)
+        self._enter()
+
+    def _enter(self) -> None:
         import termios
         import tty
 
@@ -190,7 +200,19 @@ class Screen:
                 self._keys = 0
         self._open = self._write("\x1b[?1049h\x1b[?25l")
 
+    def _stop(self, signum: int, frame: object) -> None:
+        """Ctrl-Z: the terminal given back as it was, then stopped as any program is; on SIGCONT
+        the view is drawn again once memprobe is in the foreground (see show)."""
+        self._leave()
+        self._suspended = True
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stops here until SIGCONT (fg, bg)
+        signal.signal(signal.SIGTSTP, self._stop)
+
     def due(self) -> bool:
+        if self._suspended and _foreground(self.stream):
+            self._suspended = False
+            self._enter()
         return self._open
 
     def key_pressed(self, keys: bytes) -> bool:
@@ -217,6 +239,14 @@ class Screen:
         self._open = self._write("\x1b[H" + "\x1b[K\r\n".join(lines) + "\x1b[K\x1b[J")
 
     def close(self) -> None:
+        self._suspended = False
+        if self._tstp is not None:
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signal.SIGTSTP, self._tstp)  # type: ignore[arg-type]
+            self._tstp = None
+        self._leave()
+
+    def _leave(self) -> None:
         if self._saved is not None:
             import termios
 
@@ -234,6 +264,14 @@ class Screen:
             return True
         except (OSError, ValueError):  # the terminal went away: the recording goes on
             return False
+
+
+def _foreground(stream: TextIO) -> bool:
+    """Whether memprobe is in its terminal's foreground (again)."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = stream.fileno()
+        return os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+    return False
 
 
 class Lines:

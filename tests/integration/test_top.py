@@ -218,3 +218,30 @@ def test_top_without_a_terminal_prints_one_line_every_few_seconds(tmp_path: Path
             proc.kill()
         proc.wait()
         end_job(job)
+
+
+def test_ctrl_z_gives_the_terminal_back_and_fg_brings_the_view_again(tmp_path: Path) -> None:
+    job, _ = start_job(tmp_path)
+    out = tmp_path / "out"
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash not found: job control needs an interactive shell")
+    term = Terminal(tmp_path, [bash, "--norc", "--noprofile", "-i"], env={"PS1": "prompt$ "})
+    try:
+        term.wait_for(r"^prompt\$")
+        term.keys(" ".join(shlex.quote(c) for c in top(job.pid, out)), "Enter")
+        the_view(term, job)
+        term.keys("C-z")  # the shell's own screen again, memprobe stopped as any program is
+        screen = term.wait_for(r"Stopped\s+.*memprobe")
+        assert "q: quit and save" not in screen
+        # the terminal as it was: neither cbreak (-icanon) nor without echo (-echo)
+        term.keys("echo \"cbreak=$(stty -a | grep -cE -- '(^| )-(icanon|echo)( |$)')\"", "Enter")
+        term.wait_for(r"^cbreak=0$")
+        term.keys("fg", "Enter")
+        term.wait_for(r"q: quit and save")
+        term.keys("q")
+        screen = term.wait_for(rf"^results: {re.escape(str(out))}")
+        assert json.loads((out / "summary.json").read_text())["runs"][0]["status"] == "interrupted"
+    finally:
+        term.close()
+        end_job(job)

@@ -70,9 +70,19 @@ def _track_popen_groups() -> None:
     subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
 
 
+def _hear_ctrl_c() -> None:
+    """Ctrl-C raises KeyboardInterrupt in the suite whoever started it: a shell that starts a
+    command in the background (``make test &``, a CI step run that way) hands it SIGINT ignored,
+    Python then installs no handler of its own, and the tests of what Ctrl-C does (the thread
+    loader's, the supervisor's) failed: "DID NOT RAISE KeyboardInterrupt"."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _become_subreaper()
     _track_popen_groups()
+    _hear_ctrl_c()
 
 
 TESTS = Path(__file__).resolve().parent

@@ -72,14 +72,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     every = bounded("--every", args.every, 0.1, 3600, unit="seconds")
-    from memprobe.cli.console import say
-
+    watch.checked(args)  # the watch's flags too, before the view (and pandas) is made
     display: Screen | Lines = (
         Screen(sys.stdout, color=not os.environ.get("NO_COLOR"))
         if sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
         else Lines(sys.stdout, every)
     )
-    live = Live(display, log=lambda line: say(line, sys.stderr))
+    live = Live(display, log=watch.log_line)
     try:
         result = watch.follow(args, log=live.log, observer=live)
     finally:

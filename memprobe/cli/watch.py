@@ -62,20 +62,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.cli.console import say
-
-    result = follow(args, log=lambda line: say(line, sys.stderr))
+    result = follow(args, log=log_line)
     print_result(result, sys.stdout)
     return result.exit_code
+
+
+def log_line(line: str) -> None:
+    """A line to stderr; the console (and pandas with it) imported only once the flags are good."""
+    from memprobe.cli.console import say
+
+    say(line, sys.stderr)
+
+
+def checked(args: argparse.Namespace) -> tuple:
+    """The sampler's settings and the verdict the flags ask for, or a UsageError naming the flag:
+    before anything heavy is imported (``memprobe top`` checks them before it builds its view)."""
+    settings, verdict = settings_from(args)
+    if args.duration is not None:
+        bounded("--duration", args.duration, 0, above=True, unit="seconds")
+    return settings, verdict
 
 
 def follow(
     args: argparse.Namespace, log: Callable[[str], None], observer: Observer | None = None
 ) -> RecordResult:
     """The watch the flags ask for (``memprobe top``: with its live view as ``observer``)."""
-    settings, verdict = settings_from(args)
-    if args.duration is not None:
-        bounded("--duration", args.duration, 0, above=True, unit="seconds")
+    settings, verdict = checked(args)
     from memprobe.record.command import watch  # pandas and the rest, once the arguments are good
 
     return watch(

@@ -117,6 +117,7 @@ print(code, *heavy, file=sys.__stdout__)
         ["record", "--interval", "nan", "--", "true"],
         ["watch", "1", "--pss-budget", "2"],
         ["watch", "1", "--duration", "nan"],
+        ["top", "1", "--pss-budget", "2"],
     ],
 )
 def test_bad_input_is_refused_before_the_heavy_imports(tmp_path: Path, args: list[str]) -> None:

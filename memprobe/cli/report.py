@@ -72,9 +72,19 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.core.safe_read import display_path
     from memprobe.report import write_report
     from memprobe.results.folder import ResultsFolder, is_results_folder
-    from memprobe.results.job import node_folders
+    from memprobe.results.job import node_folders, not_one_job
 
     paths = [Path(p) for p in args.results]
+    if len(paths) == 1 and paths[0].is_dir() and not is_results_folder(paths[0]) and node_folders(paths):
+        inside = [f for f in node_folders(paths) if is_results_folder(f)]
+        why = not_one_job(inside)
+        if why:  # a folder of separate results (reports/): each is re-rendered on its own
+            name = display_path(paths[0])
+            raise UsageError(
+                f"{name}: holds {len(inside)} results folders that are not the nodes of one job ({why}); "
+                f"name one (memprobe report {display_path(inside[0])}), or name a job's nodes' folders "
+                "one by one to put them on one page"
+            )
     if len(paths) > 1 or (paths[0].is_dir() and not is_results_folder(paths[0]) and node_folders(paths)):
         return job_report(paths, args.output)
     root = paths[0]

@@ -26,8 +26,8 @@ from typing import Any
 
 from memprobe.core.errors import MemprobeError
 from memprobe.core.summary import RunSummary
-from memprobe.results.folder import ResultSet, is_results_folder
-from memprobe.results.schema import is_recorded
+from memprobe.results.folder import ResultSet, ResultsFolder, is_results_folder
+from memprobe.results.schema import RECORDED_KINDS, is_recorded
 
 # The launcher's and the scheduler's variables a node's folder keeps, as they were set.
 NODE_VARIABLES = (
@@ -197,6 +197,47 @@ def node_folders(paths: Sequence[str | Path]) -> list[Path]:
         else:
             out.append(p)
     return list(dict.fromkeys(out))
+
+
+def not_one_job(folders: Sequence[Path]) -> str | None:
+    """Why the results folders found in one folder are not the nodes of one job, in words (None:
+    they are). A job folder holds the folders of one recorded command, one per node; a folder of
+    separate results (``reports/`` after several ``memprobe run`` sessions, or records of
+    different commands) is not one: a ``run`` session is never a node, and recorded folders are
+    a job when their launcher or scheduler names the nodes or they all recorded one command.
+    Reads only each folder's manifest and first run record; a folder that cannot be read is a
+    node whose problem the job page names."""
+    commands: dict[str, list[str]] = {}
+    scenarios: list[str] = []
+    identified = False
+    for folder in folders:
+        if not is_results_folder(folder):
+            continue
+        try:
+            results = ResultsFolder.open(folder)
+        except (MemprobeError, OSError, ValueError):
+            continue
+        try:
+            metas = results.metas()
+        except (MemprobeError, OSError, ValueError):  # its kind is the manifest's
+            metas = []
+        if not (is_recorded(metas[0]) if metas else results.manifest.get("kind") in RECORDED_KINDS):
+            scenarios.append(folder.name)
+            continue
+        meta = metas[0] if metas else {}
+        node = meta.get("node") if isinstance(meta.get("node"), dict) else {}
+        identified = (
+            identified
+            or any(node.get(k) is not None for k in ("node_rank", "nodes"))
+            or bool(node.get("env"))
+        )
+        command = meta.get("command")
+        commands.setdefault(repr(command) if command else folder.name, []).append(folder.name)
+    if scenarios:
+        return f"{', '.join(scenarios[:5])}{' ...' if len(scenarios) > 5 else ''}: written by 'memprobe run' or profile(), not a node of a job"
+    if len(commands) > 1 and not identified:
+        return "they recorded different commands and no launcher or scheduler named them as nodes"
+    return None
 
 
 def load_node(folder: Path, analyse: Callable[[ResultSet], list] | None) -> JobNode:

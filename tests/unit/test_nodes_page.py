@@ -10,6 +10,8 @@ import re
 from html import unescape
 from pathlib import Path
 
+import pytest
+
 from treejobs import rank_job, write_results
 
 from memprobe.analysis import analyse_all
@@ -206,3 +208,46 @@ def test_a_hand_edited_node_count_or_rank_is_not_believed(tmp_path: Path) -> Non
         assert job.missing == [] and job.nodes[0].node_count is None
         assert job.nodes[0].node_rank == (0 if k == 0 else None)
         assert "Growing on the one node read" in page([tmp_path / str(k) / "node0"])
+
+
+def test_a_folder_of_separate_results_is_no_job_and_the_user_is_told_to_name_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memprobe report reports/` (several `memprobe run` sessions, or records of different
+    commands): one line naming why and what to type, exit 2; not a page of "nodes"."""
+    from memprobe.cli import main
+
+    runs = tmp_path / "reports"
+    for name in ("a", "b"):
+        meta, samples = rank_job((150.0, 3.0))
+        meta["kind"] = "run"
+        write_results(runs / name, meta, samples)
+    assert main(["report", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "holds 2 results folders that are not the nodes of one job (a, b: written by 'memprobe run'" in err
+    assert f"name one (memprobe report {runs / 'a'})" in err and not (runs / "report.html").exists()
+
+    records = tmp_path / "records"
+    for name, command in (("x", ["python", "train.py"]), ("y", ["python", "eval.py"])):
+        meta, samples = rank_job((150.0, 3.0))
+        meta["command"] = command
+        write_results(records / name, meta, samples)
+    assert main(["report", str(records)]) == 2
+    assert (
+        "they recorded different commands and no launcher or scheduler named them" in capsys.readouterr().err
+    )
+
+
+def test_a_job_s_folders_without_node_ranks_are_still_one_job_when_they_ran_one_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memprobe.cli import main
+
+    for name in ("host-a", "host-b"):
+        meta, samples = rank_job((150.0, 3.0))
+        meta["command"] = ["python", "train.py"]
+        meta["node"] = {"host": name, "node_rank": None, "nodes": None, "env": {}}
+        write_results(tmp_path / name, meta, samples)
+    assert main(["report", str(tmp_path)]) == 0
+    assert "Growing on each of the 2 nodes" in capsys.readouterr().out
+    assert (tmp_path / "report.html").exists()

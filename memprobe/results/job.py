@@ -225,7 +225,8 @@ def not_one_job(folders: Sequence[Path]) -> str | None:
             scenarios.append(folder.name)
             continue
         meta = metas[0] if metas else {}
-        node = meta.get("node") if isinstance(meta.get("node"), dict) else {}
+        found = meta.get("node")
+        node: dict = found if isinstance(found, dict) else {}
         identified = (
             identified
             or any(node.get(k) is not None for k in ("node_rank", "nodes"))
@@ -234,7 +235,10 @@ def not_one_job(folders: Sequence[Path]) -> str | None:
         command = meta.get("command")
         commands.setdefault(repr(command) if command else folder.name, []).append(folder.name)
     if scenarios:
-        return f"{', '.join(scenarios[:5])}{' ...' if len(scenarios) > 5 else ''}: written by 'memprobe run' or profile(), not a node of a job"
+        more = " ..." if len(scenarios) > 5 else ""
+        return (
+            f"{', '.join(scenarios[:5])}{more}: written by 'memprobe run' or profile(), not a node of a job"
+        )
     if len(commands) > 1 and not identified:
         return "they recorded different commands and no launcher or scheduler named them as nodes"
     return None

@@ -11,7 +11,6 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-
 from treejobs import rank_job, write_results
 
 from memprobe.analysis import analyse_all

@@ -1,12 +1,17 @@
 """The rules a recorded tree is read by, the same live (the tree sampler, :mod:`memprobe.probe.tree`)
-and afterwards (the record path's analysis, :mod:`memprobe.record.windows`,
-:mod:`memprobe.record.upgrade`), so that the report, which reads results, never reaches the probe:
-when a spawned or exec'd worker's start-up is over (:func:`settled_at`, :func:`startup_end`) and
-which index a new worker or rank takes (:func:`lowest_free`). Standard library only."""
+and afterwards (the record path's analysis, :mod:`memprobe.record.windows`; an older folder's
+upgrade on load, :mod:`memprobe.results.upgrade`), so that the report, which reads results, never
+reaches the probe: when a spawned or exec'd worker's start-up is over (:func:`settled_at`,
+:func:`startup_end`), which index a new worker or rank takes (:func:`lowest_free`), and the
+generation of a worker no parent of the tree numbered (:func:`with_generations`). Standard
+library only."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+from memprobe.core.vocabulary import WORKER_KINDS
 
 # The end of a spawned or exec'd worker's start-up (it boots an interpreter and unpickles what it
 # was given: its own copy, not growth): the first moment its RSS held still while it ran. Still
@@ -23,6 +28,27 @@ STARTUP_MAX_S = 10.0
 def lowest_free(taken: set[int]) -> int:
     """The lowest index not taken: a worker or rank appearing while others live takes it."""
     return next(i for i in range(len(taken) + 1) if i not in taken)
+
+
+def with_generations(processes: list[dict]) -> list[dict]:
+    """A meta's process list (its entries' ``pid``, ``ppid``, ``kind``, ``generation``,
+    ``start_t``, ``last_t``, ``end_t``) with a generation for every worker that has none (the
+    tree numbers the workers of its own processes; one whose parent it never saw, or an older
+    meta's): per parent, a worker that starts after all earlier workers of that parent ended
+    begins the next one."""
+    out = {p["pid"]: p for p in processes}
+    by_parent: dict[int | None, list[dict]] = {}
+    for p in processes:
+        if p["kind"] in WORKER_KINDS and p["generation"] is None:
+            by_parent.setdefault(p["ppid"], []).append(p)
+    for group in by_parent.values():
+        gen, ends = -1, -math.inf
+        for p in sorted(group, key=lambda p: (p["start_t"], p["pid"])):
+            if p["start_t"] > ends:
+                gen += 1
+            ends = max(ends, p["end_t"] if p["end_t"] is not None else p["last_t"])
+            out[p["pid"]] = {**p, "generation": gen}
+    return [out[p["pid"]] for p in processes]
 
 
 def settled_at(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float], i: int) -> bool:

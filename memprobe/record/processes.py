@@ -1,7 +1,8 @@
-"""Every process of a recorded job (:func:`processes`), from the meta's process list (what an
-older meta lacks filled in by :mod:`memprobe.record.upgrade`) and, for a process the meta does
-not list, from the samples. One correction applies to every meta: DataLoader workers recorded as
-one generation that were two (:func:`with_loader_generations`).
+"""Every process of a recorded job (:func:`processes`), as its meta lists them: today's memprobe
+lists every process it sampled with all of its facts, and a loaded folder of an older version
+has its list completed once on load (:mod:`memprobe.results.upgrade`); nothing is derived here
+from roles or samples. One correction applies to every meta: DataLoader workers recorded as one
+generation that were two (:func:`with_loader_generations`), which the tree cannot see live.
 """
 
 from __future__ import annotations
@@ -9,84 +10,46 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeVar
 
-import pandas as pd
-
-from memprobe.core.vocabulary import DATALOADER, FORK, MAIN, OTHER
-from memprobe.record import upgrade
+from memprobe.core.vocabulary import DATALOADER, OTHER
 from memprobe.record.process import Proc, finite_or, owner
+
+_T = TypeVar("_T", int, None)
 
 END_TOGETHER_S = 2.0  # DataLoader workers whose last ticks alive are this close ended together
 
 
-def processes(meta: dict, samples: pd.DataFrame) -> list[Proc]:
-    """Every process of the run, from the meta where it lists them, else from the samples."""
-    listed = {int(p["pid"]): p for p in meta.get("processes") or []}
-    seen = _seen(samples)
-    for pid, row in seen.items():
-        listed.setdefault(pid, row)
-    methods = meta.get("start_methods") or {}
-    # Older metas: one start method for the run's DataLoader workers, the most common seen.
-    method = next(iter(methods)) if len(methods) == 1 else meta.get("start_method")
-    root = next((p.get("command") for p in listed.values() if p.get("role") == MAIN), None)
-    procs = [
-        _proc(pid, p, seen.get(pid, {}), method, bool(meta.get("ranks")), root) for pid, p in listed.items()
-    ]
-    return upgrade.with_generations(with_loader_generations(upgrade.with_lineage(procs, meta)))
+def processes(meta: dict) -> list[Proc]:
+    """Every process of the run, from the meta's list (in today's shape: a loaded folder's)."""
+    return with_loader_generations([_proc(p) for p in meta.get("processes") or []])
 
 
-def _proc(
-    pid: int, p: dict, seen: dict, method: str | None, has_ranks: bool, root_command: str | None
-) -> Proc:
-    """One process's facts; what an older meta lacks is derived from its role and the samples."""
-    role = str(p.get("role") or OTHER)
-    worker = int(p["worker"]) if p.get("worker") is not None else -1
-    kind = p.get("kind") or upgrade.older_kind(role, worker, has_ranks, p.get("command"), root_command)
-    start_method = p.get("start_method") or (method if kind == DATALOADER else None)
-    forked = p.get("forked")
-    if forked is None:
-        forked = kind == FORK or (kind == DATALOADER and start_method == FORK)
-    first_t = finite_or(p.get("first_t"), seen.get("first_t", 0.0))
+def _proc(p: dict) -> Proc:
+    """One process's facts as listed (a value of the wrong type, from a folder edited by hand, as
+    none: the schema let it through as null)."""
+    first_t = finite_or(p.get("first_t"), 0.0)
     return Proc(
-        pid,
-        _int_or_none(p.get("ppid")),
-        role,
-        kind,
-        bool(forked),
-        start_method,
-        int(p["rank"]) if p.get("rank") is not None else -1,
-        worker,
-        _int_or_none(p.get("generation")),
+        int(p["pid"]),
+        _int_or(p.get("ppid"), None),
+        str(p.get("role") or OTHER),
+        str(p.get("kind") or OTHER),
+        bool(p.get("forked")),
+        p.get("start_method"),
+        _int_or(p.get("rank"), -1),
+        _int_or(p.get("worker"), -1),
+        _int_or(p.get("generation"), None),
         finite_or(p.get("start_t"), first_t),
         first_t,
-        finite_or(p.get("last_t"), seen.get("last_t", first_t)),
+        finite_or(p.get("last_t"), first_t),
         finite_or(p.get("end_t"), None),
         finite_or(p.get("threads_first_t"), None),
         finite_or(p.get("threads_last_t"), None),
     )
 
 
-def _seen(samples: pd.DataFrame) -> dict[int, dict]:
-    if samples.empty:
-        return {}
-    ok = samples[~samples["missing"].fillna(False).astype(bool)].sort_values("t")
-    g = ok.groupby("pid")
-    table = pd.DataFrame(
-        {
-            "role": g["role"].last(),
-            "worker": g["worker"].last(),
-            "first_t": g["t"].first(),
-            "last_t": g["t"].last(),
-        }
-    )
-    if "rank" in ok:
-        table["rank"] = g["rank"].last()
-    return {int(pid): r for pid, r in table.to_dict("index").items()}
-
-
-def _int_or_none(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _int_or(v: Any, default: _T) -> int | _T:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
 
 _INDEXED = re.compile(r"^((?:rank \d+ )?worker )\d+$")

@@ -17,7 +17,9 @@ JSON lines into Parquet, :mod:`memprobe.results.gather`'s.
 :class:`ResultsFolder` is the one owner of a folder's life: it creates the folder (one naming
 rule for every kind), writes the manifest (the same fields for ``run``, ``record``, ``watch`` and
 ``profile()``), finishes it, and opens it again, refusing a schema version it cannot read.
-Older versions are read by mapping their keys (:func:`upgrade_meta`), never rewritten.
+Older versions are read by mapping their keys (:func:`upgrade_meta`, and for a recorded job
+:func:`memprobe.results.schema.upgrade_recorded`, then its process list completed from its
+samples, :func:`memprobe.results.upgrade.complete_processes`), never rewritten.
 :class:`ResultSet` is a folder loaded back for the analysis and the report. This module knows
 files, not processes: who writes a folder (the manifest's ``writer``) and whether that process
 still runs are given by the caller (:func:`memprobe.probe.procfs.process_identity`,
@@ -50,18 +52,22 @@ from memprobe.results.files import (
 )
 from memprobe.results.gather import PARQUET_TABLES, consolidate, read_parquet, run_frame
 from memprobe.results.schema import check_manifest, check_meta, check_table, upgrade_recorded
+from memprobe.results.upgrade import PROCESSES_COMPLETE, complete_processes
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
     from memprobe.core.summary import RunSummary
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = PROCESSES_COMPLETE
 # Every schema version this memprobe reads, and what it changed. A folder of an older version is
-# read by mapping its keys (upgrade_meta); it is never rewritten in the new shape.
+# read by mapping its keys (upgrade_meta, upgrade_recorded, complete_processes); it is never
+# rewritten in the new shape.
 SCHEMA_VERSIONS = {
     1: "run milestones (warm, done, ...) under the key 'marks' of meta.json",
     2: "run milestones under 'milestones'; every manifest has kind, description, started, finished",
     3: "a recorded job's meta.json holds its own fields (start_method, max_workers, verdict, sampling, "
     "command), not a scenario-like spec (upgraded on load: results.schema.upgrade_recorded)",
+    4: "a recorded job's meta.json lists every process sampled with its kind, parent, rank, worker "
+    "index and generation (older lists completed on load: results.upgrade.complete_processes)",
 }
 KINDS = ("scenario", "record", "watch", "profile")  # what wrote a folder: run, record, watch, profile()
 DEFAULT_BASE = Path("reports")
@@ -349,6 +355,16 @@ class ResultSet:
         metas = folder.metas()
         moments = {str(m.get("run_id")): reduce.moments(m) for m in metas}
         tables = {t: cls._load_table(root, t, moments) for t in PARQUET_TABLES}
+        # An older recorded meta's process list completed, now that its samples are known.
+        samples = tables["samples"]
+        metas = [
+            complete_processes(
+                m,
+                samples[samples["run_id"] == m["run_id"]] if "run_id" in samples else samples,
+                folder.schema_version,
+            )
+            for m in metas
+        ]
         tables["events"] = pd.concat(
             [run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()], ignore_index=True
         )

@@ -137,3 +137,32 @@ def test_the_children_lists_are_read_again_only_when_a_pid_was_allocated_since_t
     assert sampler.discover(1.2) == [4242, 5000, 5001, 5002] and len(reads) == 11  # the thread scan
     # The next scan, no pid allocated since the last: the lists read whole at 1.2 stand.
     assert sampler.discover(2.4) == [4242, 5000, 5001, 5002] and len(reads) == 11
+
+
+def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_is() -> None:
+    """Schema version 4: the analysis derives nothing from a meta's process list. A process gone
+    before the tree classified it had no kind (the analysis made it "other" from its role) and
+    no start (the analysis took its first tick), and a worker whose parent the tree never saw no
+    generation (the analysis numbered them by their lives)."""
+    from memprobe.probe.tree_sampler import ProcessInfo
+
+    sampler = TreeSampler(4242, lambda table, rows: None, SamplerSettings(), t0=time.monotonic())
+    gone = 2**22 + 1  # above any pid_max: never a process, so never classified
+    sampler._info(gone, 0.5, {"role": "other", "missing": False})
+
+    def worker(pid: int, first_t: float, end_t: float | None) -> ProcessInfo:
+        return ProcessInfo(
+            pid=pid, ppid=77, role="other", kind="exec", forked=False, start_method=None, rank=-1,
+            worker=-1, generation=None, parent_role=None, start_t=first_t, first_t=first_t,
+            last_t=end_t or 9.0, end_t=end_t, command="",
+        )  # fmt: skip
+
+    # Its parent (77) outside the tree; the third started after the first two ended.
+    sampler.processes |= {
+        6000: worker(6000, 1.0, 3.0),
+        6001: worker(6001, 1.2, 3.0),
+        6002: worker(6002, 4.0, None),
+    }
+    listed = {p["pid"]: p for p in sampler.process_list()}
+    assert (listed[gone]["kind"], listed[gone]["start_t"], listed[gone]["generation"]) == ("other", 0.5, None)
+    assert [listed[p]["generation"] for p in (6000, 6001, 6002)] == [0, 0, 1]

@@ -91,3 +91,54 @@ def _rounded(value):
 def test_an_older_recorded_folder_gives_the_summary_it_gave_before(tmp_path: Path, name: str) -> None:
     expected = json.loads((EXPECTED / f"{name}.json").read_text())
     assert summary_of(FOLDERS[name](tmp_path)) == expected
+
+
+def _listed(root: Path) -> dict[int, dict]:
+    (meta,) = ResultSet.load(root).metas
+    return {p["pid"]: p for p in meta["processes"]}
+
+
+def test_an_older_folder_is_loaded_with_every_process_listed_with_all_its_facts(tmp_path: Path) -> None:
+    """The analysis takes the list as it is: loading an older folder derives what its meta
+    lacks, once (kind from the role, parent, generation), and lists a process only its samples
+    hold."""
+    before = _listed(v1_before_the_tree(tmp_path))
+    assert set(before) == {22798, 22800, 22801}  # 22801: in the samples only
+    assert [(before[p]["kind"], before[p]["ppid"], before[p]["generation"]) for p in (22800, 22801)] == [
+        ("dataloader", 22798, 0),
+        ("dataloader", 22798, 0),
+    ]
+    assert before[22798]["kind"] == "main" and before[22801]["role"] == "worker 1"
+    generations = _listed(v2_generations(tmp_path))
+    assert [(generations[p]["ppid"], generations[p]["generation"]) for p in (11, 12, 21, 22)] == [
+        (1, 0),
+        (1, 0),
+        (1, 1),
+        (1, 1),
+    ]
+    lightning = _listed(v2_lightning(tmp_path))
+    assert (lightning[10]["kind"], lightning[10]["role"], lightning[100]["role"]) == (
+        "rank",
+        "rank 0",
+        "rank 0 worker 0",
+    )
+
+
+def test_a_folder_of_today_s_version_is_taken_as_written(tmp_path: Path) -> None:
+    """Version 4 on, the tree sampler lists every process with all of its facts: nothing is
+    derived on load, even where a fact is missing (here a worker's generation, removed by hand)."""
+    meta, samples = generations_job()
+    meta["processes"][1]["generation"] = None
+    root = write_results(tmp_path / "v4", meta, samples)
+    assert _listed(root)[11]["generation"] is None
+    assert _listed(root)[12]["generation"] == 0
+
+
+def test_a_process_the_samples_hold_that_a_checkpointed_meta_does_not_list_is_added(tmp_path: Path) -> None:
+    """memprobe killed after the meta's last checkpoint: the samples hold a process that started
+    later, which the analysis would not see; loading lists it from its rows, whatever the version."""
+    meta, samples = generations_job()
+    meta["processes"] = [p for p in meta["processes"] if p["pid"] != 22]
+    listed = _listed(write_results(tmp_path / "v4", meta, samples))
+    assert (listed[22]["role"], listed[22]["worker"], listed[22]["ppid"]) == ("worker 1", 1, 1)
+    assert listed[22]["first_t"] == 12.2 and listed[22]["last_t"] == 20.0

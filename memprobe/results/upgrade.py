@@ -1,6 +1,10 @@
-"""A recorded job's process list in today's shape, for a meta an older memprobe wrote: derived once,
-when its folder is loaded (:meth:`memprobe.results.folder.ResultSet.of`, which knows the folder's
-schema version and its samples), never in the analysis.
+"""A results folder's run records (meta.json) of an older schema version in today's shape, when the
+folder is loaded, never rewritten: the one place older metas are upgraded; the analysis reads
+every meta in today's shape and derives none of it. Each meta as read (:func:`upgraded`):
+version 1 named the run's milestones ``marks``; before version 3 a recorded job's meta was a
+scenario-like spec (:func:`memprobe.results.schema.upgrade_recorded`, which the schema check
+applies too). A recorded job's process list once its samples are loaded
+(:func:`complete_processes`, called by :meth:`memprobe.results.folder.ResultSet.of`), below.
 
 From schema version 4 (:data:`PROCESSES_COMPLETE`) the tree sampler lists every process it
 sampled with its kind, parent, rank, worker index, generation and life
@@ -17,8 +21,6 @@ as it is (:func:`memprobe.record.processes.processes`). An older meta lacks some
 * a process the samples hold that the list does not (a version-1 meta listed only some; a meta
   saved at a checkpoint, memprobe killed after it, lists none that started later): added from
   its rows, then completed as above, whatever the version.
-
-Read this way, never rewritten.
 """
 
 from __future__ import annotations
@@ -40,12 +42,26 @@ from memprobe.core.vocabulary import (
     RANK,
     WORKER_KINDS,
 )
-from memprobe.results.schema import is_recorded
+from memprobe.results.schema import is_recorded, upgrade_recorded
 
 # The first schema version whose recorded metas list every process with all of its facts.
 PROCESSES_COMPLETE = 4
 
 _RANK = re.compile(r"^rank \d+$")
+
+
+def upgraded(meta: dict, version: int) -> dict:
+    """A run record (meta.json) of schema ``version`` in today's shape, but for a recorded job's
+    process list (:func:`complete_processes`, which needs the samples)."""
+    return upgrade_recorded(upgrade_meta(meta, version))
+
+
+def upgrade_meta(meta: dict, version: int) -> dict:
+    """Version 1 named the run's milestones ``marks``, the word :func:`memprobe.mark` uses for
+    counting items."""
+    if version < 2 and "marks" in meta and "milestones" not in meta:
+        return {("milestones" if k == "marks" else k): v for k, v in meta.items()}
+    return meta
 
 
 def complete_processes(meta: dict, samples: pd.DataFrame, version: int) -> dict:

@@ -239,7 +239,9 @@ def test_an_older_record_folder_renders_without_estimates(tmp_path: Path) -> Non
         for k in ("kind", "ppid", "forked", "start_method", "start_t", "generation", "end_t"):
             p.pop(k)
     html = page_of(
-        write_results(tmp_path / "old", meta, samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]))
+        write_results(
+            tmp_path / "old", meta, samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]), version=1
+        )
     )
     assert 'id="culprit"' in html and "USS estimate vs" not in html
     traces = [t for c in chart_data(html)["charts"] if c["kind"] == "timeline" for t in c["data"]]

@@ -139,6 +139,7 @@ def _seen(samples: pd.DataFrame) -> dict[int, dict]:
     )
     if "rank" in ok:
         table["rank"] = g["rank"].last()
+    table = table.astype(object).where(table.notna(), None)  # a null worker index or rank: none
     return {int(pid): r for pid, r in table.to_dict("index").items()}
 
 

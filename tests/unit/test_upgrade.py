@@ -142,3 +142,19 @@ def test_a_process_the_samples_hold_that_a_checkpointed_meta_does_not_list_is_ad
     listed = _listed(write_results(tmp_path / "v4", meta, samples))
     assert (listed[22]["role"], listed[22]["worker"], listed[22]["ppid"]) == ("worker 1", 1, 1)
     assert listed[22]["first_t"] == 12.2 and listed[22]["last_t"] == 20.0
+
+
+def test_a_process_only_the_samples_hold_with_no_worker_index_or_rank_is_listed_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A folder edited by hand (or a row written without them): its rows' worker and rank are
+    null; int(NaN) raised ValueError when the list was completed."""
+    meta, samples = generations_job()
+    meta["processes"] = [p for p in meta["processes"] if p["pid"] != 22]
+    samples = samples.astype({"worker": float, "rank": float})
+    samples.loc[samples["pid"] == 22, ["worker", "rank"]] = None
+    root = write_results(tmp_path / "v4", meta, samples)
+    listed = _listed(root)
+    assert (listed[22]["worker"], listed[22]["rank"], listed[22]["kind"]) == (-1, -1, "other")
+    (summary,) = summarize_all(ResultSet.load(root))
+    assert 22 in {p["pid"] for p in summary.processes or []}

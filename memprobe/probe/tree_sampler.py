@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from memprobe.core.system import PAGE_SIZE
-from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at, with_generations
+from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at, with_generations, with_loader_generations
 from memprobe.core.vocabulary import OTHER, is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
@@ -443,12 +443,13 @@ class TreeSampler(Sampler):
 
     # -- for the meta --------------------------------------------------------------------
     def process_list(self) -> list[dict]:
-        """Every process sampled, with every fact the analysis takes as it is (schema version 4): a
-        worker no process of the tree numbered (its parent never seen) has its generation among its
-        parent's others (:func:`memprobe.core.tree_rules.with_generations`)."""
+        """Every process sampled, with every fact the analysis takes as it is (schema version 4):
+        DataLoader workers numbered as one generation that were two split (the next epoch's,
+        started while the last one's lived); a worker whose parent the tree never saw has its
+        generation among its parent's others (:mod:`memprobe.core.tree_rules`)."""
         with self._lock:
             listed = [asdict(p) for p in sorted(self.processes.values(), key=lambda p: (p.first_t, p.pid))]
-        return with_generations(listed)
+        return with_generations(with_loader_generations(listed))
 
     def stats(self, elapsed_s: float) -> dict[str, object]:
         """The base sampler's statistics, with the exact readings taken and the estimate's error."""

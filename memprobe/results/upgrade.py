@@ -18,6 +18,8 @@ as it is (:func:`memprobe.record.processes.processes`). An older meta lacks some
 * written before ranks that do not say so were named at record time (versions 1 and 2, until
   7fb42a5): ``torch.multiprocessing.spawn``'s ranks and Lightning's root are renamed ranks
   (:func:`with_nested_parents`);
+* written before the recorder split DataLoader workers numbered as one generation that were
+  two (version 3 and before): split (:func:`memprobe.core.tree_rules.with_loader_generations`);
 * a process the samples hold that the list does not (a version-1 meta listed only some; a meta
   saved at a checkpoint, memprobe killed after it, lists none that started later): added from
   its rows, then completed as above, whatever the version.
@@ -31,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.core.tree_rules import lowest_free, with_generations
+from memprobe.core.tree_rules import lowest_free, owner, with_generations, with_loader_generations
 from memprobe.core.vocabulary import (
     DATALOADER,
     FORK,
@@ -82,7 +84,8 @@ def complete_processes(meta: dict, samples: pd.DataFrame, version: int) -> dict:
     root = next((p.get("command") for p in listed.values() if p.get("role") == MAIN), None)
     has_ranks = bool(meta.get("ranks"))
     entries = [_entry(pid, p, seen.get(pid, {}), method, has_ranks, root) for pid, p in listed.items()]
-    return meta | {"processes": with_generations(with_nested_parents(with_parents(entries, meta)))}
+    lineage = with_nested_parents(with_parents(entries, meta))
+    return meta | {"processes": with_generations(with_loader_generations(lineage))}
 
 
 def _entry(
@@ -172,15 +175,6 @@ def with_parents(entries: list[dict], meta: dict) -> list[dict]:
     ]
 
 
-def _owner(p: dict, by_pid: dict[int, dict]) -> dict | None:
-    """The process a worker works for: its parent, or the parent's parent when a helper (a
-    forkserver) forked it (as :func:`memprobe.record.process.owner` reads a process)."""
-    parent = by_pid.get(p["ppid"]) if p["ppid"] is not None else None
-    if parent is not None and parent["kind"] in HELPER_ROLES:
-        return by_pid.get(parent["ppid"]) if parent["ppid"] is not None else parent
-    return parent
-
-
 def _under_rank(role: str, old: str, rank: int) -> str:
     """A role under a process that became ``rank K``: ``worker K.J`` (a spawned child's worker)
     and ``worker J`` (a launcher's) become ``rank K worker J``, ``forkserver`` ``rank K forkserver``."""
@@ -204,7 +198,7 @@ def with_nested_parents(entries: list[dict]) -> list[dict]:
     the lowest rank its children do not hold), and what it started ``rank K worker J``."""
     by_pid = {p["pid"]: p for p in entries}
     roots = {p["pid"] for p in entries if p["kind"] in (MAIN, LAUNCHER)}
-    owners = {o["pid"] for q in entries if q["kind"] == DATALOADER and (o := _owner(q, by_pid)) is not None}
+    owners = {o["pid"] for q in entries if q["kind"] == DATALOADER and (o := owner(q, by_pid)) is not None}
     spawned = [p for p in entries if p["kind"] in WORKER_KINDS and p["pid"] in owners and p["ppid"] in roots]
     taken = {p["rank"] for p in entries if p["kind"] == RANK}
     promoted: dict[int, int] = {}

@@ -24,6 +24,7 @@ from treejobs import (
 from memprobe.analysis import summarize
 from memprobe.core import series
 from memprobe.core.series import carried_pss
+from memprobe.core.tree_rules import with_loader_generations
 from memprobe.record.process import as_analysed
 from memprobe.record.processes import processes
 from memprobe.record.table import estimate_error, table
@@ -1152,7 +1153,17 @@ def test_spawned_dataloader_workers_of_two_epochs_recorded_as_one_generation_are
         worker(13, 2, 35.0, 60.0),
         worker(14, 3, 45.0, 60.2),
     ]
-    got = {p.pid: (p.role, p.generation) for p in processes(job_meta(procs)) if p.pid > 10}
+
+    def recorded(procs: list[dict]) -> dict[int, tuple]:
+        """As the tree sampler lists them (process_list), and as an older folder loads them."""
+        listed = {
+            p["pid"]: (p["role"], p["generation"]) for p in with_loader_generations(procs) if p["pid"] > 10
+        }
+        meta = loaded(job_meta([dict(p) for p in procs]), pd.DataFrame(), version=3)
+        assert {p.pid: (p.role, p.generation) for p in processes(meta) if p.pid > 10} == listed
+        return listed
+
+    got = recorded(procs)
     assert got == {
         11: ("rank 0 worker 0", 0),
         12: ("rank 0 worker 1", 0),
@@ -1160,7 +1171,7 @@ def test_spawned_dataloader_workers_of_two_epochs_recorded_as_one_generation_are
         14: ("rank 0 worker 1", 1),
     }
     procs[4]["start_t"] = 21.0  # started with the first two: one generation whose ends came apart
-    kept = {p.pid: (p.role, p.generation) for p in processes(job_meta(procs)) if p.pid > 10}
+    kept = recorded(procs)
     assert kept == {pid: (f"rank 0 worker {pid - 11}", 0) for pid in (11, 12, 13, 14)}
 
 

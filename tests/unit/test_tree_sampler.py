@@ -142,8 +142,9 @@ def test_the_children_lists_are_read_again_only_when_a_pid_was_allocated_since_t
 def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_is() -> None:
     """Schema version 4: the analysis derives nothing from a meta's process list. A process gone
     before the tree classified it had no kind (the analysis made it "other" from its role) and
-    no start (the analysis took its first tick), and a worker whose parent the tree never saw no
-    generation (the analysis numbered them by their lives)."""
+    no start (the analysis took its first tick), a worker whose parent the tree never saw no
+    generation (the analysis numbered them by their lives), and DataLoader workers of two epochs
+    numbered as one generation stayed so (the analysis split them)."""
     from memprobe.probe.tree_sampler import ProcessInfo
 
     sampler = TreeSampler(4242, lambda table, rows: None, SamplerSettings(), t0=time.monotonic())
@@ -163,6 +164,28 @@ def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_i
         6001: worker(6001, 1.2, 3.0),
         6002: worker(6002, 4.0, None),
     }
+    # Lightning's ddp_spawn: the next epoch's spawned DataLoader workers started while the last
+    # epoch's lived, numbered workers 2 and 3 of one generation; they end apart, in two pairs.
+    parent = worker(7000, 0.0, None)
+    parent.kind, parent.ppid = "main", 1
+    sampler.processes[7000] = parent
+    for k, (start, last) in enumerate(((20.0, 40.0), (31.0, 40.4), (35.0, 60.0), (45.0, 60.2))):
+        loader = worker(7001 + k, start, None)
+        loader.kind, loader.ppid, loader.role, loader.worker, loader.generation = (
+            "dataloader",
+            7000,
+            f"worker {k}",
+            k,
+            0,
+        )
+        loader.last_t = last
+        sampler.processes[7001 + k] = loader
     listed = {p["pid"]: p for p in sampler.process_list()}
     assert (listed[gone]["kind"], listed[gone]["start_t"], listed[gone]["generation"]) == ("other", 0.5, None)
     assert [listed[p]["generation"] for p in (6000, 6001, 6002)] == [0, 0, 1]
+    assert [(listed[p]["role"], listed[p]["generation"]) for p in range(7001, 7005)] == [
+        ("worker 0", 0),
+        ("worker 1", 0),
+        ("worker 0", 1),
+        ("worker 1", 1),
+    ]

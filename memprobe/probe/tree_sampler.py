@@ -436,7 +436,7 @@ class TreeSampler(Sampler):
             if not info.command and node is not None and not node.shares_parent:  # it exec'd since
                 info.command = " ".join(procfs.read_cmdline(pid))[:COMMAND_CHARS]
         if node is not None:  # the latest classification: a young process may still exec or be renamed
-            info.role, info.kind, info.forked = node.role, node.kind, node.forked
+            info.ppid, info.role, info.kind, info.forked = node.ppid, node.role, node.kind, node.forked
             info.start_method, info.rank, info.worker = node.start_method, node.rank, node.worker
             info.generation, info.parent_role = node.generation, self.roles.parent_role(pid)
         return info

@@ -144,12 +144,19 @@ def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_i
     before the tree classified it had no kind (the analysis made it "other" from its role) and
     no start (the analysis took its first tick), a worker whose parent the tree never saw no
     generation (the analysis numbered them by their lives), and DataLoader workers of two epochs
-    numbered as one generation stayed so (the analysis split them)."""
+    numbered as one generation stayed so (the analysis split them); a process classified after its
+    first row had no parent (the analysis made its rank's process or the root its parent)."""
+    from memprobe.probe.tree import Node
     from memprobe.probe.tree_sampler import ProcessInfo
 
     sampler = TreeSampler(4242, lambda table, rows: None, SamplerSettings(), t0=time.monotonic())
     gone = 2**22 + 1  # above any pid_max: never a process, so never classified
     sampler._info(gone, 0.5, {"role": "other", "missing": False})
+    # Classified only after its first row: its parent as the tree knows it, not none.
+    late = gone + 1
+    sampler._info(late, 0.5, {"role": "other", "missing": False})
+    sampler.roles.nodes[late] = Node(late, 4242, "fork", "worker 0", worker=0, generation=0, owner=4242)
+    sampler._info(late, 0.7, {"role": "worker 0", "missing": False})
 
     def worker(pid: int, first_t: float, end_t: float | None) -> ProcessInfo:
         return ProcessInfo(
@@ -183,6 +190,7 @@ def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_i
     listed = {p["pid"]: p for p in sampler.process_list()}
     assert (listed[gone]["kind"], listed[gone]["start_t"], listed[gone]["generation"]) == ("other", 0.5, None)
     assert [listed[p]["generation"] for p in (6000, 6001, 6002)] == [0, 0, 1]
+    assert (listed[late]["ppid"], listed[late]["kind"], listed[late]["generation"]) == (4242, "fork", 0)
     assert [(listed[p]["role"], listed[p]["generation"]) for p in range(7001, 7005)] == [
         ("worker 0", 0),
         ("worker 1", 0),

@@ -1,12 +1,20 @@
 """The rules a recorded tree is read by, the same live (the tree sampler, :mod:`memprobe.probe.tree`)
-and afterwards (the record path's analysis, :mod:`memprobe.record.windows`,
-:mod:`memprobe.record.upgrade`), so that the report, which reads results, never reaches the probe:
-when a spawned or exec'd worker's start-up is over (:func:`settled_at`, :func:`startup_end`) and
-which index a new worker or rank takes (:func:`lowest_free`). Standard library only."""
+and afterwards (the record path's analysis, :mod:`memprobe.record.windows`; an older folder's
+upgrade on load, :mod:`memprobe.results.upgrade`), so that the report, which reads results, never
+reaches the probe: when a spawned or exec'd worker's start-up is over (:func:`settled_at`,
+:func:`startup_end`), which index a new worker or rank takes (:func:`lowest_free`), and, on a
+meta's process list, the generation of a worker no parent of the tree numbered
+(:func:`with_generations`) and DataLoader workers numbered as one generation that were two
+(:func:`with_loader_generations`). Standard library only."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
+from itertools import pairwise
+
+from memprobe.core.vocabulary import DATALOADER, HELPER_ROLES, WORKER_KINDS
 
 # The end of a spawned or exec'd worker's start-up (it boots an interpreter and unpickles what it
 # was given: its own copy, not growth): the first moment its RSS held still while it ran. Still
@@ -23,6 +31,83 @@ STARTUP_MAX_S = 10.0
 def lowest_free(taken: set[int]) -> int:
     """The lowest index not taken: a worker or rank appearing while others live takes it."""
     return next(i for i in range(len(taken) + 1) if i not in taken)
+
+
+def with_generations(processes: list[dict]) -> list[dict]:
+    """A meta's process list (its entries' ``pid``, ``ppid``, ``kind``, ``generation``,
+    ``start_t``, ``last_t``, ``end_t``) with a generation for every worker that has none (the
+    tree numbers the workers of its own processes; one whose parent it never saw, or an older
+    meta's): per parent, a worker that starts after all earlier workers of that parent ended
+    begins the next one."""
+    out = {p["pid"]: p for p in processes}
+    by_parent: dict[int | None, list[dict]] = {}
+    for p in processes:
+        if p["kind"] in WORKER_KINDS and p["generation"] is None:
+            by_parent.setdefault(p["ppid"], []).append(p)
+    for group in by_parent.values():
+        gen, ends = -1, -math.inf
+        for p in sorted(group, key=lambda p: (p["start_t"], p["pid"])):
+            if p["start_t"] > ends:
+                gen += 1
+            ends = max(ends, p["end_t"] if p["end_t"] is not None else p["last_t"])
+            out[p["pid"]] = {**p, "generation": gen}
+    return [out[p["pid"]] for p in processes]
+
+
+END_TOGETHER_S = 2.0  # DataLoader workers whose last ticks alive are this close ended together
+_INDEXED = re.compile(r"^((?:rank \d+ )?worker )\d+$")
+
+
+def owner(p: dict, by_pid: dict[int, dict]) -> dict | None:
+    """The entry of the process a worker works for: its parent, or the parent's parent when a
+    helper (a forkserver) forked it (as :func:`memprobe.record.process.owner` reads a process)."""
+    parent = by_pid.get(p["ppid"]) if p["ppid"] is not None else None
+    if parent is not None and parent["kind"] in HELPER_ROLES:
+        return by_pid.get(parent["ppid"]) if parent["ppid"] is not None else parent
+    return parent
+
+
+def with_loader_generations(processes: list[dict]) -> list[dict]:
+    """A meta's process list with a parent's DataLoader workers numbered as one generation that
+    were two split: those that end together (within ``END_TOGETHER_S``: an iterator shuts its
+    workers down together, and torch never replaces one) started after every one of those that
+    ended before them. Lightning's ``ddp_spawn`` starts the next epoch's spawned workers (one
+    after the other, each once the last has read its copy) while the last epoch's still live:
+    the tree cannot tell while they start, and they were "worker 2" and "worker 3" of one
+    generation, 4 workers per rank "at once"."""
+    by_pid = {p["pid"]: p for p in processes}
+    groups: dict[tuple, list[dict]] = {}
+    for p in processes:
+        if p["kind"] == DATALOADER and p["generation"] is not None and (o := owner(p, by_pid)) is not None:
+            groups.setdefault((o["pid"], p["generation"]), []).append(p)
+    splits = {key: _end_clusters(ws) for key, ws in groups.items()}
+    if all(len(c) < 2 for c in splits.values()):
+        return processes
+    out = {p["pid"]: p for p in processes}
+    for parent in {key[0] for key in groups}:
+        clusters = [c for key in sorted(k for k in groups if k[0] == parent) for c in splits[key]]
+        for gen, cluster in enumerate(clusters):
+            for index, p in enumerate(sorted(cluster, key=lambda p: (p["start_t"], p["pid"]))):
+                m = _INDEXED.match(p["role"])
+                role = f"{m.group(1)}{index}" if m else p["role"]
+                out[p["pid"]] = {**p, "generation": gen, "worker": index if m else p["worker"], "role": role}
+    return [out[p["pid"]] for p in processes]
+
+
+def _end_clusters(workers: list[dict]) -> list[list[dict]]:
+    """Workers of one recorded generation in groups that ended together, in order of their end;
+    one group unless each group started after every worker of the group before it."""
+    ends = sorted(workers, key=lambda p: (p["last_t"], p["pid"]))
+    clusters: list[list[dict]] = []
+    for p in ends:
+        if clusters and p["last_t"] - clusters[-1][-1]["last_t"] <= END_TOGETHER_S:
+            clusters[-1].append(p)
+        else:
+            clusters.append([p])
+    for before, after in pairwise(clusters):
+        if min(p["start_t"] for p in after) <= max(p["start_t"] for p in before):
+            return [workers]
+    return clusters
 
 
 def settled_at(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float], i: int) -> bool:

@@ -28,8 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from memprobe.core.system import PAGE_SIZE
-from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
-from memprobe.core.vocabulary import is_loader_thread
+from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at, with_generations, with_loader_generations
+from memprobe.core.vocabulary import OTHER, is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
 from memprobe.probe.estimator import ExactPlanner
@@ -83,7 +83,7 @@ class ProcessInfo:
     pid: int
     ppid: int | None
     role: str
-    kind: str | None
+    kind: str
     forked: bool
     start_method: str | None
     rank: int
@@ -413,18 +413,19 @@ class TreeSampler(Sampler):
         if info is None:
             # A forked child's command line is its parent's: not worth repeating.
             cmd = "" if node is not None and node.shares_parent else " ".join(procfs.read_cmdline(pid))
+            start = self.roles.start_t(pid, self._boot_at_t0)
             info = self.processes[pid] = ProcessInfo(
                 pid=pid,
                 ppid=node.ppid if node else None,
                 role=str(row["role"]),
-                kind=None,
+                kind=OTHER,  # until the tree classifies it: one gone before that stays "other"
                 forked=False,
                 start_method=None,
                 rank=-1,
                 worker=-1,
                 generation=None,
                 parent_role=None,
-                start_t=self.roles.start_t(pid, self._boot_at_t0),
+                start_t=t if start is None else start,  # its start, else its first tick
                 first_t=t,
                 last_t=t,
                 end_t=None,
@@ -435,15 +436,20 @@ class TreeSampler(Sampler):
             if not info.command and node is not None and not node.shares_parent:  # it exec'd since
                 info.command = " ".join(procfs.read_cmdline(pid))[:COMMAND_CHARS]
         if node is not None:  # the latest classification: a young process may still exec or be renamed
-            info.role, info.kind, info.forked = node.role, node.kind, node.forked
+            info.ppid, info.role, info.kind, info.forked = node.ppid, node.role, node.kind, node.forked
             info.start_method, info.rank, info.worker = node.start_method, node.rank, node.worker
             info.generation, info.parent_role = node.generation, self.roles.parent_role(pid)
         return info
 
     # -- for the meta --------------------------------------------------------------------
     def process_list(self) -> list[dict]:
+        """Every process sampled, with every fact the analysis takes as it is (schema version 4):
+        DataLoader workers numbered as one generation that were two split (the next epoch's,
+        started while the last one's lived); a worker whose parent the tree never saw has its
+        generation among its parent's others (:mod:`memprobe.core.tree_rules`)."""
         with self._lock:
-            return [asdict(p) for p in sorted(self.processes.values(), key=lambda p: (p.first_t, p.pid))]
+            listed = [asdict(p) for p in sorted(self.processes.values(), key=lambda p: (p.first_t, p.pid))]
+        return with_generations(with_loader_generations(listed))
 
     def stats(self, elapsed_s: float) -> dict[str, object]:
         """The base sampler's statistics, with the exact readings taken and the estimate's error."""
@@ -459,13 +465,8 @@ class TreeSampler(Sampler):
         exit: invisible to the counters) are counted apart."""
         plain = [c.error_pct for c in self.plan.checks if not c.event]
         events = [c.error_pct for c in self.plan.checks if c.event]
-        out: dict = {
-            "median_pct": None,
-            "max_pct": None,
-            "n": len(plain),
-            "n_events": len(events),
-            "events_median_pct": round(statistics.median(events), 2) if events else None,
-        }
+        out: dict = {"median_pct": None, "max_pct": None, "n": len(plain), "n_events": len(events)}
+        out["events_median_pct"] = round(statistics.median(events), 2) if events else None
         if plain:
             out.update(median_pct=round(statistics.median(plain), 2), max_pct=round(max(plain), 2))
             worst = max((c for c in self.plan.checks if not c.event), key=lambda c: c.error_pct)

@@ -16,7 +16,8 @@ from memprobe.core.vocabulary import HELPER_ROLES, PARENT_KINDS, RANK, WORKER_KI
 
 @dataclass(frozen=True)
 class Proc:
-    """The static facts of one process of the tree (meta ``processes``, older metas filled in)."""
+    """The static facts of one process of the tree (meta ``processes``; an older folder's
+    completed on load, :mod:`memprobe.results.upgrade`)."""
 
     pid: int
     ppid: int | None

@@ -106,7 +106,7 @@ def table(
 ) -> list[Growth]:
     """The per-process table: every process of the tree (``procs``, :func:`processes` where not
     given), parents first, then per rank."""
-    procs = processes(meta, samples) if procs is None else procs
+    procs = processes(meta) if procs is None else procs
     milestones = meta.get("milestones") or {}
     # Each process's own rows once: an hour-long job has hundreds of thousands of rows.
     own = dict(tuple(samples.groupby("pid", sort=False))) if not samples.empty else {}

@@ -35,8 +35,8 @@ private by others, positive), ``written_mb`` (a parent's pages made private by i
 and ``shared_mb`` (pages shared at a fork, negative): stated, never judged.
 
 The modules of this analysis: :mod:`memprobe.record.process` (what a process is),
-:mod:`memprobe.record.processes` (every process of a run, from its meta and samples),
-:mod:`memprobe.record.upgrade` (what an older meta lacks), :mod:`memprobe.record.windows` (the
+:mod:`memprobe.record.processes` (every process of a run, as its meta lists them; an older
+meta's list is completed on load, :mod:`memprobe.results.upgrade`), :mod:`memprobe.record.windows` (the
 window of each kind), this one (own growth between readings, and each process's row) and
 :mod:`memprobe.record.table` (the table, items, the estimate's error). The total PSS is
 :mod:`memprobe.core.series`'s, the same as a scenario's.

@@ -17,7 +17,10 @@ JSON lines into Parquet, :mod:`memprobe.results.gather`'s.
 :class:`ResultsFolder` is the one owner of a folder's life: it creates the folder (one naming
 rule for every kind), writes the manifest (the same fields for ``run``, ``record``, ``watch`` and
 ``profile()``), finishes it, and opens it again, refusing a schema version it cannot read.
-Older versions are read by mapping their keys (:func:`upgrade_meta`), never rewritten.
+Older versions are read in today's shape, never rewritten: every upgrade is
+:mod:`memprobe.results.upgrade`'s (each meta as read, :func:`memprobe.results.upgrade.upgraded`;
+a recorded job's process list once its samples are loaded,
+:func:`memprobe.results.upgrade.complete_processes`).
 :class:`ResultSet` is a folder loaded back for the analysis and the report. This module knows
 files, not processes: who writes a folder (the manifest's ``writer``) and whether that process
 still runs are given by the caller (:func:`memprobe.probe.procfs.process_identity`,
@@ -49,19 +52,22 @@ from memprobe.results.files import (
     write_text_atomic,
 )
 from memprobe.results.gather import PARQUET_TABLES, consolidate, read_parquet, run_frame
-from memprobe.results.schema import check_manifest, check_meta, check_table, upgrade_recorded
+from memprobe.results.schema import check_manifest, check_meta, check_table
+from memprobe.results.upgrade import PROCESSES_COMPLETE, complete_processes, upgraded
 
 if TYPE_CHECKING:  # analysis reads results; results only names its summaries' type
     from memprobe.core.summary import RunSummary
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = PROCESSES_COMPLETE
 # Every schema version this memprobe reads, and what it changed. A folder of an older version is
-# read by mapping its keys (upgrade_meta); it is never rewritten in the new shape.
+# read in the new shape (memprobe.results.upgrade); it is never rewritten.
 SCHEMA_VERSIONS = {
     1: "run milestones (warm, done, ...) under the key 'marks' of meta.json",
     2: "run milestones under 'milestones'; every manifest has kind, description, started, finished",
     3: "a recorded job's meta.json holds its own fields (start_method, max_workers, verdict, sampling, "
     "command), not a scenario-like spec (upgraded on load: results.schema.upgrade_recorded)",
+    4: "a recorded job's meta.json lists every process sampled with its kind, parent, rank, worker "
+    "index and generation (older lists completed on load: results.upgrade.complete_processes)",
 }
 KINDS = ("scenario", "record", "watch", "profile")  # what wrote a folder: run, record, watch, profile()
 DEFAULT_BASE = Path("reports")
@@ -134,14 +140,6 @@ def check_schema(path: Path, manifest: dict) -> int:
     else:
         what = f"schema version {found!r}, which no memprobe writes"
     raise SchemaVersionError(f"{display_path(path)}: {what}; this memprobe reads schema versions {readable}")
-
-
-def upgrade_meta(meta: dict, version: int) -> dict:
-    """A run record (meta.json) of schema ``version`` in the current shape: version 1 named the
-    run's milestones ``marks``, the word :func:`memprobe.mark` uses for counting items."""
-    if version < 2 and "marks" in meta and "milestones" not in meta:
-        return {("milestones" if k == "marks" else k): v for k, v in meta.items()}
-    return meta
 
 
 def is_results_folder(path: Path) -> bool:
@@ -234,7 +232,7 @@ class ResultsFolder:
         (see :mod:`memprobe.results.schema`)."""
         metas = []
         for d in run_dirs(self.root):
-            meta = upgrade_recorded(upgrade_meta(read_json(d / "meta.json", self.root), self.schema_version))
+            meta = upgraded(read_json(d / "meta.json", self.root), self.schema_version)
             check_meta(d / "meta.json", meta)
             metas.append(meta)
         return metas
@@ -349,6 +347,16 @@ class ResultSet:
         metas = folder.metas()
         moments = {str(m.get("run_id")): reduce.moments(m) for m in metas}
         tables = {t: cls._load_table(root, t, moments) for t in PARQUET_TABLES}
+        # An older recorded meta's process list completed, now that its samples are known.
+        samples = tables["samples"]
+        metas = [
+            complete_processes(
+                m,
+                samples[samples["run_id"] == m["run_id"]] if "run_id" in samples else samples,
+                folder.schema_version,
+            )
+            for m in metas
+        ]
         tables["events"] = pd.concat(
             [run_frame(d, "events") for d in run_dirs(root)] or [pd.DataFrame()], ignore_index=True
         )

@@ -442,7 +442,7 @@ def test_the_total_pss_of_a_wide_fork_tree_is_what_every_smaps_rollup_sums_to(
     run_id = results.tables["samples"]["run_id"].iloc[0]
     samples, progress = results.run_table("samples", run_id), results.run_table("progress", run_id)
     (marked,) = progress["t"].tolist()  # just after the job's own reading
-    procs = processes(meta, samples)
+    procs = processes(meta)
     assert sum(p.is_worker for p in procs) == children
     total = series.total_pss(as_analysed(samples, procs)).dropna()
     after = total[total.index >= marked]

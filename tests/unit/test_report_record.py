@@ -239,7 +239,9 @@ def test_an_older_record_folder_renders_without_estimates(tmp_path: Path) -> Non
         for k in ("kind", "ppid", "forked", "start_method", "start_t", "generation", "end_t"):
             p.pop(k)
     html = page_of(
-        write_results(tmp_path / "old", meta, samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]))
+        write_results(
+            tmp_path / "old", meta, samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]), version=1
+        )
     )
     assert 'id="culprit"' in html and "USS estimate vs" not in html
     traces = [t for c in chart_data(html)["charts"] if c["kind"] == "timeline" for t in c["data"]]
@@ -354,7 +356,7 @@ def test_a_recorded_job_s_total_pss_holds_between_its_exact_rounds() -> None:
 def test_the_stacked_total_names_each_process_by_its_final_role(tmp_path: Path) -> None:
     """Lightning's rank 0 was "launcher" in its rows until its workers started (and its workers
     "worker 0/1"): the stacked PSS chart drew a grey "launcher" beside "rank 0"."""
-    html = page_of(write_results(tmp_path / "pl", *treejobs.lightning_job()))
+    html = page_of(write_results(tmp_path / "pl", *treejobs.lightning_job(), version=2))
     charts = chart_data(html)["charts"]
     names = {t["name"] for c in charts if c["kind"] == "pss_by_role" for t in c["data"]}
     assert {"rank 0", "rank 0 worker 0", "rank 1"} <= names and not names & {"launcher", "worker 0", "main"}

@@ -15,6 +15,7 @@ from treejobs import (
     job_meta,
     levelled_fork_job,
     lightning_job,
+    loaded,
     proc_info,
     proc_rows,
     rank_job,
@@ -23,6 +24,7 @@ from treejobs import (
 from memprobe.analysis import summarize
 from memprobe.core import series
 from memprobe.core.series import carried_pss
+from memprobe.core.tree_rules import with_loader_generations
 from memprobe.record.process import as_analysed
 from memprobe.record.processes import processes
 from memprobe.record.table import estimate_error, table
@@ -396,7 +398,8 @@ def test_an_older_record_without_kinds_or_start_times_still_summarizes() -> None
             p.pop(key)
     samples = samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"])
     meta["processes"][1]["first_t"] = meta["processes"][2]["first_t"] = 5.2
-    procs = {p.pid: p for p in processes(meta, samples)}
+    meta = loaded(meta, samples, version=1)
+    procs = {p.pid: p for p in processes(meta)}
     assert (
         procs[11].kind == "dataloader"
         and procs[11].forked
@@ -544,7 +547,8 @@ def test_an_older_record_s_other_children_with_their_parent_s_command_are_forked
     samples = samples.drop(columns=["kind", "uss_est_mb", "anon_huge_mb"]).assign(
         role=lambda d: d["role"].where(d["pid"] == 1, "other"), worker=-1
     )
-    procs = {p.pid: p for p in processes(meta, samples)}
+    meta = loaded(meta, samples, version=1)
+    procs = {p.pid: p for p in processes(meta)}
     assert procs[11].kind == "fork" and procs[11].forked and procs[11].ppid == 1
     s = _summary(meta, samples)
     assert s.verdict == "growing" and s.culprit.startswith("growing: The main process's 2 forked children")
@@ -874,7 +878,7 @@ def test_a_worker_never_read_exactly_counts_in_total_pss_by_its_estimated_uss_an
         samples.loc[unread, col] = None
     samples.loc[unread, "tier"] = "cheap"  # worker 1: never read exactly, estimated at every tick
     s = _summary(meta, samples)
-    procs = processes(meta, samples)
+    procs = processes(meta)
     total = series.total_pss(as_analysed(samples, procs))
     # At t=20: main 215 + worker 0 205 (exact: 5 of its 120 MB shared pages are its share) + worker
     # 1 its estimated USS 200 and the same share of its own 120 MB: 205, as its twin.
@@ -906,7 +910,7 @@ def test_a_parent_held_at_a_reading_from_before_its_fork_keeps_what_its_unread_c
         samples.loc[rows, "tier"] = "cheap"
     samples.loc[samples["pid"].eq(11) & samples["t"].eq(20.0), "tier"] = "pss"  # one reading, worker 0
     samples.loc[samples["pid"].eq(11) & samples["t"].eq(20.0), ["pss_mb", "uss_mb"]] = [205.0, 200.0]
-    procs = processes(meta, samples)
+    procs = processes(meta)
     total = series.total_pss(as_analysed(samples, procs))
     # main held at its reading at 4.0 (305 MB) less the 100 MB its RSS fell since (316 -> 216);
     # worker 1 by its USS alone; worker 0 exact.
@@ -987,7 +991,7 @@ def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_
             p.update(kind="dataloader", start_method="fork")
     s = _summary(meta, samples)
     rows = [Growth(**r) for r in s.processes]
-    basis = projection_basis(rows, procs_of(meta, samples))
+    basis = projection_basis(rows, procs_of(meta))
     assert basis is not None and basis.workers == 2 and basis.workers_measured == 2
     assert basis.worker_growth_mb == pytest.approx(20, abs=1)
 
@@ -1028,7 +1032,8 @@ def test_a_spawned_child_of_main_that_runs_dataloader_workers_is_a_rank() -> Non
             for pid, w in ((11, 0), (12, 1))
         ],
     ]
-    s = _summary(job_meta(procs, mode="spawn", workers=2), pd.DataFrame(main + rank + workers))
+    samples = pd.DataFrame(main + rank + workers)
+    s = _summary(loaded(job_meta(procs, mode="spawn", workers=2), samples, version=2), samples)
     row = next(p for p in s.processes if p["pid"] == 2)
     assert row["kind"] == "rank" and row["built_mb"] == pytest.approx(380, abs=1), row
     assert row["growth_mb"] == pytest.approx(1, abs=1)
@@ -1050,7 +1055,8 @@ def test_a_generation_that_starts_before_the_last_one_is_seen_gone_still_leaves_
 
 def test_an_older_lightning_root_that_trained_with_workers_of_its_own_is_rank_0() -> None:
     meta, samples = lightning_job()
-    by_pid = {p.pid: p for p in processes(meta, samples)}
+    meta = loaded(meta, samples, version=2)
+    by_pid = {p.pid: p for p in processes(meta)}
     assert (by_pid[10].kind, by_pid[10].role, by_pid[10].rank) == ("rank", "rank 0", 0)
     assert [(by_pid[p].role, by_pid[p].rank) for p in (100, 101)] == [
         ("rank 0 worker 0", 0),
@@ -1088,7 +1094,8 @@ def test_spawned_ranks_and_their_workers_are_named_as_ranks_in_an_older_meta() -
             for k, w, p in ((0, 0, 20), (0, 1, 21), (1, 0, 30), (1, 1, 31))
         ],
     ]
-    roles = {p.pid: (p.role, p.kind, p.rank) for p in processes(job_meta(procs), pd.DataFrame())}
+    meta = loaded(job_meta(procs), pd.DataFrame(), version=2)
+    roles = {p.pid: (p.role, p.kind, p.rank) for p in processes(meta)}
     assert roles == {
         1: ("launcher", "launcher", -1),
         2: ("rank 0", "rank", 0),
@@ -1146,7 +1153,17 @@ def test_spawned_dataloader_workers_of_two_epochs_recorded_as_one_generation_are
         worker(13, 2, 35.0, 60.0),
         worker(14, 3, 45.0, 60.2),
     ]
-    got = {p.pid: (p.role, p.generation) for p in processes(job_meta(procs), pd.DataFrame()) if p.pid > 10}
+
+    def recorded(procs: list[dict]) -> dict[int, tuple]:
+        """As the tree sampler lists them (process_list), and as an older folder loads them."""
+        listed = {
+            p["pid"]: (p["role"], p["generation"]) for p in with_loader_generations(procs) if p["pid"] > 10
+        }
+        meta = loaded(job_meta([dict(p) for p in procs]), pd.DataFrame(), version=3)
+        assert {p.pid: (p.role, p.generation) for p in processes(meta) if p.pid > 10} == listed
+        return listed
+
+    got = recorded(procs)
     assert got == {
         11: ("rank 0 worker 0", 0),
         12: ("rank 0 worker 1", 0),
@@ -1154,7 +1171,7 @@ def test_spawned_dataloader_workers_of_two_epochs_recorded_as_one_generation_are
         14: ("rank 0 worker 1", 1),
     }
     procs[4]["start_t"] = 21.0  # started with the first two: one generation whose ends came apart
-    kept = {p.pid: (p.role, p.generation) for p in processes(job_meta(procs), pd.DataFrame()) if p.pid > 10}
+    kept = recorded(procs)
     assert kept == {pid: (f"rank 0 worker {pid - 11}", 0) for pid in (11, 12, 13, 14)}
 
 

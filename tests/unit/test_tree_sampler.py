@@ -137,3 +137,63 @@ def test_the_children_lists_are_read_again_only_when_a_pid_was_allocated_since_t
     assert sampler.discover(1.2) == [4242, 5000, 5001, 5002] and len(reads) == 11  # the thread scan
     # The next scan, no pid allocated since the last: the lists read whole at 1.2 stand.
     assert sampler.discover(2.4) == [4242, 5000, 5001, 5002] and len(reads) == 11
+
+
+def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_is() -> None:
+    """Schema version 4: the analysis derives nothing from a meta's process list. A process gone
+    before the tree classified it had no kind (the analysis made it "other" from its role) and
+    no start (the analysis took its first tick), a worker whose parent the tree never saw no
+    generation (the analysis numbered them by their lives), and DataLoader workers of two epochs
+    numbered as one generation stayed so (the analysis split them); a process classified after its
+    first row had no parent (the analysis made its rank's process or the root its parent)."""
+    from memprobe.probe.tree import Node
+    from memprobe.probe.tree_sampler import ProcessInfo
+
+    sampler = TreeSampler(4242, lambda table, rows: None, SamplerSettings(), t0=time.monotonic())
+    gone = 2**22 + 1  # above any pid_max: never a process, so never classified
+    sampler._info(gone, 0.5, {"role": "other", "missing": False})
+    # Classified only after its first row: its parent as the tree knows it, not none.
+    late = gone + 1
+    sampler._info(late, 0.5, {"role": "other", "missing": False})
+    sampler.roles.nodes[late] = Node(late, 4242, "fork", "worker 0", worker=0, generation=0, owner=4242)
+    sampler._info(late, 0.7, {"role": "worker 0", "missing": False})
+
+    def worker(pid: int, first_t: float, end_t: float | None) -> ProcessInfo:
+        return ProcessInfo(
+            pid=pid, ppid=77, role="other", kind="exec", forked=False, start_method=None, rank=-1,
+            worker=-1, generation=None, parent_role=None, start_t=first_t, first_t=first_t,
+            last_t=end_t or 9.0, end_t=end_t, command="",
+        )  # fmt: skip
+
+    # Its parent (77) outside the tree; the third started after the first two ended.
+    sampler.processes |= {
+        6000: worker(6000, 1.0, 3.0),
+        6001: worker(6001, 1.2, 3.0),
+        6002: worker(6002, 4.0, None),
+    }
+    # Lightning's ddp_spawn: the next epoch's spawned DataLoader workers started while the last
+    # epoch's lived, numbered workers 2 and 3 of one generation; they end apart, in two pairs.
+    parent = worker(7000, 0.0, None)
+    parent.kind, parent.ppid = "main", 1
+    sampler.processes[7000] = parent
+    for k, (start, last) in enumerate(((20.0, 40.0), (31.0, 40.4), (35.0, 60.0), (45.0, 60.2))):
+        loader = worker(7001 + k, start, None)
+        loader.kind, loader.ppid, loader.role, loader.worker, loader.generation = (
+            "dataloader",
+            7000,
+            f"worker {k}",
+            k,
+            0,
+        )
+        loader.last_t = last
+        sampler.processes[7001 + k] = loader
+    listed = {p["pid"]: p for p in sampler.process_list()}
+    assert (listed[gone]["kind"], listed[gone]["start_t"], listed[gone]["generation"]) == ("other", 0.5, None)
+    assert [listed[p]["generation"] for p in (6000, 6001, 6002)] == [0, 0, 1]
+    assert (listed[late]["ppid"], listed[late]["kind"], listed[late]["generation"]) == (4242, "fork", 0)
+    assert [(listed[p]["role"], listed[p]["generation"]) for p in range(7001, 7005)] == [
+        ("worker 0", 0),
+        ("worker 1", 0),
+        ("worker 0", 1),
+        ("worker 1", 1),
+    ]

@@ -11,6 +11,7 @@ import pandas as pd
 from memprobe.results.files import RunWriter, write_json_atomic
 from memprobe.results.folder import SCHEMA_VERSION
 from memprobe.results.gather import consolidate
+from memprobe.results.upgrade import complete_processes
 
 MB_PER_FAULT = 4096 / 2**20
 
@@ -306,7 +307,7 @@ def levelled_fork_job() -> tuple[dict, pd.DataFrame]:
 
 
 def lightning_job() -> tuple[dict, pd.DataFrame]:
-    """Lightning's DDP as an older meta saw it: the root (called "launcher") re-ran the script
+    """Lightning's DDP as an older meta (schema version 2) saw it: the root (called "launcher") re-ran the script
     for rank 1 and trained as rank 0 with DataLoader workers of its own, then tore its data
     down (anonymous RSS 402 -> 200 MB) after its workers ended at 20 s, while rank 1 lived on."""
     meta, samples = rank_job()
@@ -332,6 +333,12 @@ def lightning_job() -> tuple[dict, pd.DataFrame]:
     return meta, pd.concat([samples, pd.DataFrame(tail)], ignore_index=True)
 
 
+def loaded(meta: dict, samples: pd.DataFrame, version: int) -> dict:
+    """``meta`` as a loaded folder of schema ``version`` gives it to the analysis: an older
+    version's process list completed from its samples (memprobe.results.upgrade)."""
+    return complete_processes(meta, samples, version)
+
+
 def write_results(
     root: Path,
     run_meta: dict,
@@ -339,8 +346,10 @@ def write_results(
     progress: pd.DataFrame | None = None,
     environment: dict | None = None,
     system: pd.DataFrame | None = None,
+    version: int = SCHEMA_VERSION,
 ) -> Path:
-    """A results folder as `memprobe record` leaves it, from these tables (summary and report not written)."""
+    """A results folder as `memprobe record` leaves it, from these tables (summary and report not
+    written); ``version``: the schema version its manifest says (an older meta's folder)."""
     run_dir = root / "runs" / run_meta["run_id"]
     writer = RunWriter(run_dir)
     writer.append("samples", json.loads(samples.to_json(orient="records")))
@@ -353,7 +362,7 @@ def write_results(
     write_json_atomic(
         root / "manifest.json",
         {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": version,
             "scenario": f"record-{run_meta['run_id']}",
             "kind": run_meta["kind"],
             "scenario_path": None,

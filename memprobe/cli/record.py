@@ -246,6 +246,12 @@ def limit_line(limit: dict) -> str:
         line += f"; OOM kills in its cgroup: {limit['oom_kills']}" + (
             f" ({printable(', '.join(victims))})" if victims else ""
         )
+    if machine := limit.get("machine_oom_killed"):
+        victims = [v for k in machine for v in k["victims"]]
+        line += (
+            f"; the machine's OOM killer (machine-wide) killed {sum(int(k.get('kills') or 1) for k in machine)}"
+            f" right before the job lost {printable(', '.join(victims))}"
+        )
     return line
 
 

@@ -136,7 +136,8 @@ def report_so_far(root: Path, writer: int) -> int:
         )
         return 0
     say(summary_table(summaries))
-    say(f"\nreport (still recording, as of {clock(as_of)}): {display_path(path)}")
+    going = "recording" if folder.manifest.get("kind") in ("record", "watch") else "running"
+    say(f"\nreport (still {going}, as of {clock(as_of)}): {display_path(path)}")
     return 0
 
 

@@ -44,8 +44,9 @@ def banner(manifest: dict, summaries: list[RunSummary]) -> tuple[str, str] | Non
         )
     seen = manifest.get("seen_running")  # `memprobe report` of a session its memprobe still writes
     if status == "running" and isinstance(seen, dict) and fmt.is_num(seen.get("as_of")):
+        going = "recording" if manifest.get("kind") in ("record", "watch") else "running"
         return "warn", (
-            f"Still recording, as of {fmt.clock(seen['as_of'])} (memprobe pid {seen.get('writer_pid')} "
+            f"Still {going}, as of {fmt.clock(seen['as_of'])} (memprobe pid {seen.get('writer_pid')} "
             f"writes this folder): this page shows what was sampled until then, and the recording "
             f"replaces it with its own when it ends. {done} of {planned or done} runs have results so far."
         )

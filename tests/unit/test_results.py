@@ -649,9 +649,18 @@ def test_finishing_waits_for_a_page_so_far_being_written(
 def test_the_banner_of_a_session_seen_running_says_still_recording_as_of() -> None:
     from memprobe.report import session
 
-    manifest = {"status": "running", "runs": ["a"], "seen_running": {"as_of": 1795720035.5, "writer_pid": 42}}
+    manifest = {
+        "kind": "record",
+        "status": "running",
+        "runs": ["a"],
+        "seen_running": {"as_of": 1795720035.5, "writer_pid": 42},
+    }
     level, text = session.banner(manifest, [])
     assert level == "warn" and text.startswith("Still recording, as of 19:07:15 UTC (memprobe pid 42")
+    # A scenario's memprobe run, still going: running, not recording.
+    assert session.banner({**manifest, "kind": "scenario"}, [])[1].startswith(
+        "Still running, as of 19:07:15 UTC"
+    )
     # Without the reader's word that the writer runs, running may mean crashed: said as before.
     level, text = session.banner({"status": "running", "runs": ["a"]}, [])
     assert level == "error" and "still running or it crashed" in text

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
+
 from memprobe.cli.top import Lines, Live, line, render
 from memprobe.probe.tree_sampler import ProcessInfo
 from memprobe.record.live import LiveModel, rate
@@ -171,6 +173,11 @@ def test_a_rate_needs_a_few_seconds_of_points():
     assert rate([(0.0, 1.0), (1.0, 2.0)]) is None
     assert rate([(0.0, 1.0), (1.0, 1.5), (2.0, 2.0)]) is None  # 2 s: too short
     assert rate([(float(t), 2.0 * t) for t in range(10)]) == 120.0
+    # From ``since`` on only (a parent's from its first worker), over the last 30 s only.
+    bent = [(float(t), float(t) if t < 5 else 3.0 * t) for t in range(12)]
+    assert rate(bent, since=5.0) == pytest.approx(180.0)
+    assert rate(bent, since=10.0) is None  # 1 s from there: too short
+    assert rate([(float(t), 0.0 if t < 40 else t) for t in range(80)]) == pytest.approx(60.0)
 
 
 def view_for_screen(role: str = "worker 0"):

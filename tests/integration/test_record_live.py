@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -135,3 +137,32 @@ def test_record_live_without_a_terminal_says_one_line_every_few_seconds_on_stder
     lines = stdout.splitlines()
     assert lines[-1] == "job done" and job_lines_intact("\n".join(lines[:-1]))[0] == 0
     assert "\x1b" not in "".join(said) + rest and f"results: {out}" in rest
+
+
+def test_ctrl_z_gives_the_whole_screen_back_and_fg_draws_the_view_again(tmp_path: Path) -> None:
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash not found: job control needs an interactive shell")
+    out = tmp_path / "out"
+    command, _ = record_live(tmp_path, out)
+    term = Terminal(tmp_path, [bash, "--norc", "--noprofile", "-i"], env={"PS1": "prompt$ "}, size=(160, 30))
+    try:
+        term.wait_for(r"^prompt\$")
+        term.keys(" ".join(shlex.quote(c) for c in command), "Enter")
+        the_view(term)
+        term.keys("C-z")  # the job and memprobe stopped; the view cleared, the screen scrolls whole
+        screen = term.wait_for(r"Stopped\s+.*memprobe")
+        assert "Ctrl-C: stop the job, save" not in screen
+        for k in range(40):  # the shell's output scrolls through the whole screen, the foot included
+            term.keys(f"echo shell line {k}", "Enter")
+        screen = term.wait_for(r"^shell line 39$")
+        assert screen.rstrip("\n").splitlines()[-1].startswith("prompt$"), (
+            screen
+        )  # the last line is the shell's
+        term.keys("fg", "Enter")
+        term.wait_for(r"Ctrl-C: stop the job, save")
+        term.keys("C-c")
+        term.wait_for(rf"^results: {re.escape(str(out))}")
+        assert json.loads((out / "summary.json").read_text())["runs"][0]["status"] == "interrupted"
+    finally:
+        term.close()

@@ -236,10 +236,16 @@ class ResultsFolder:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """The folder's advisory lock (flock on the folder itself), held only around a status
-        change and the writes of a page of the session so far."""
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        change and the writes of a page of the session so far. Never a reason to fail: a folder
+        that cannot be opened, or a file system that refuses the lock, goes unlocked."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:  # the folder gone: the write that follows says so
+            yield
+            return
+        try:
+            with contextlib.suppress(OSError):  # a file system without locks: written unlocked
+                fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)  # closing the folder's descriptor releases the lock

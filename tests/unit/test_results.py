@@ -664,3 +664,14 @@ def test_the_banner_of_a_session_seen_running_says_still_recording_as_of() -> No
     # Without the reader's word that the writer runs, running may mean crashed: said as before.
     level, text = session.banner({"status": "running", "runs": ["a"]}, [])
     assert level == "error" and "still running or it crashed" in text
+
+
+def test_a_folder_deleted_before_its_finish_is_said_as_before_not_a_lock_error(tmp_path: Path) -> None:
+    """The finish's lock is no reason to fail: a folder deleted under it gets the write's own
+    error (naming the file), as it did before the lock."""
+    import shutil
+
+    folder = _create(tmp_path / "gone", kind="record")
+    shutil.rmtree(tmp_path / "gone")
+    with pytest.raises(ResultsWriteError, match="manifest.json"):
+        folder.finish("complete")

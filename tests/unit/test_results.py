@@ -673,5 +673,5 @@ def test_a_folder_deleted_before_its_finish_is_said_as_before_not_a_lock_error(t
 
     folder = _create(tmp_path / "gone", kind="record")
     shutil.rmtree(tmp_path / "gone")
-    with pytest.raises(ResultsWriteError, match="manifest.json"):
+    with pytest.raises(ResultsWriteError, match=r"manifest\.json"):
         folder.finish("complete")

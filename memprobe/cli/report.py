@@ -116,24 +116,31 @@ def report_so_far(root: Path, writer: int) -> int:
 
     as_of = time.time()
     folder = ResultsFolder.open(root)
-    results = folder.load()
-    # What this reader saw, for the page's banner; never written to the folder.
-    results.manifest = {**results.manifest, "seen_running": {"as_of": as_of, "writer_pid": writer}}
-    analysed = analyse_all(results)
-    summaries = [a.summary for a in analysed]
-    page = render(results, analysed=analysed)
     path = root / "report.html"
+    ended = (
+        f"memprobe: {display_path(root)}: the session ended while this report was made; its own "
+        f"summary and report are written by the memprobe that recorded it ({display_path(path)})"
+    )
+    try:
+        results = folder.load()
+        # What this reader saw, for the page's banner; never written to the folder.
+        results.manifest = {**results.manifest, "seen_running": {"as_of": as_of, "writer_pid": writer}}
+        analysed = analyse_all(results)
+        summaries = [a.summary for a in analysed]
+        page = render(results, analysed=analysed)
+    except Exception:
+        # Its rows gathered (moved) by its own finish while they were read: that finish's page is the one.
+        if ResultsFolder.open(root).manifest.get("status") != "running":
+            say(ended, sys.stderr)
+            return 0
+        raise
 
     def write() -> None:
         folder.write_summary(summaries)
         write_text_atomic(path, page)
 
     if not folder.write_while_running(write):
-        say(
-            f"memprobe: {display_path(root)}: the session ended while this report was made; its own "
-            f"summary and report are written by the memprobe that recorded it ({display_path(path)})",
-            sys.stderr,
-        )
+        say(ended, sys.stderr)
         return 0
     say(summary_table(summaries))
     going = "recording" if folder.manifest.get("kind") in ("record", "watch") else "running"

@@ -675,3 +675,24 @@ def test_a_folder_deleted_before_its_finish_is_said_as_before_not_a_lock_error(t
     shutil.rmtree(tmp_path / "gone")
     with pytest.raises(ResultsWriteError, match=r"manifest\.json"):
         folder.finish("complete")
+
+
+def test_a_report_made_while_the_session_ends_leaves_the_sessions_own_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memprobe report` of a session still going whose memprobe finishes it meanwhile (its rows
+    moved into Parquet while they were read, or its status changed before the page was written):
+    no page, no summary of ours, and it says why, exit 0; never a traceback."""
+    from memprobe.cli.report import report_so_far
+
+    root = tmp_path / "out"
+    _create(root, kind="record")
+
+    def finished_while_read(self: results.ResultsFolder) -> ResultSet:
+        results.ResultsFolder.open(self.root).finish("complete")  # the recorder's own finish
+        raise FileNotFoundError("samples.jsonl")  # its rows moved under the reader
+
+    monkeypatch.setattr(results.ResultsFolder, "load", finished_while_read)
+    assert report_so_far(root, os.getpid()) == 0
+    assert "the session ended while this report was made" in capsys.readouterr().err
+    assert not (root / "report.html").exists() and not (root / "summary.json").exists()

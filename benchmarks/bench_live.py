@@ -11,8 +11,14 @@ prints each as a percentage of one core. The job runs on until the end, so each 
 
     python benchmarks/bench_live.py                       # 3 rounds of the 3 modes, 30 s each
     python benchmarks/bench_live.py --rounds 1 --window 20
+    python benchmarks/bench_live.py --tree wide --children 64   # a 65-process tree instead
 
-Needs torchrun (torch) and tmux (`apt-get install tmux`).
+--tree wide: a main process holding a list of dicts and 64 forked children, each reading a slice
+of it twice a second until the end (65 processes alive throughout: the view's model keeps a rate
+and a held PSS for each, and the screen shows the rows that fit). Each line printed states the
+load average (/proc/loadavg) at the end of its window: the machine is shared.
+
+Needs torchrun (torch) for the default tree and tmux (`apt-get install tmux`).
 """
 
 from __future__ import annotations
@@ -45,6 +51,29 @@ for old, new in (
     assert old in RANK, f"bench_record_tree.RANK changed: {old!r} not in it"
     RANK = RANK.replace(old, new)
 TICKS = os.sysconf("SC_CLK_TCK")
+
+WIDE = """
+import os, sys, time
+children, stop = int(sys.argv[1]), sys.argv[2]
+rows = [{"id": i, "label": i % 1000, "box": [float(i), 1.0]} for i in range(200_000)]
+for c in range(children):
+    if os.fork() == 0:
+        mine, s = rows[c::children], 0
+        while not os.path.exists(stop):
+            for r in mine[:500]:
+                s += r["id"] + r["label"]
+            time.sleep(0.5)
+        os._exit(0)
+while not os.path.exists(stop):
+    time.sleep(0.5)
+for _ in range(children):
+    os.wait()
+"""
+
+
+def load() -> str:
+    """The 1-minute load average now."""
+    return Path("/proc/loadavg").read_text().split()[0]
 
 
 def cpu_by_thread(pid: int) -> tuple[float, float]:
@@ -133,20 +162,29 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=30.0, help="seconds measured (default 30)")
     ap.add_argument("--records", type=int, default=200_000, help="records per rank (default 200,000)")
     ap.add_argument("--pause", type=float, default=0.02, help="seconds per batch (default 0.02)")
+    ap.add_argument("--tree", choices=("torchrun", "wide"), default="torchrun")
+    ap.add_argument("--children", type=int, default=64, help="--tree wide: forked children (default 64)")
     args = ap.parse_args()
     tmux_bin = shutil.which("tmux")
     if tmux_bin is None:
         sys.exit("tmux not found: apt-get install tmux")
     base = Path(tempfile.mkdtemp(prefix="bench-live-"))
     script, stop_file = base / "rank.py", base / "stop"
-    script.write_text(RANK)
-    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-    job = subprocess.Popen(
-        [torchrun, "--nproc_per_node=2", str(script), str(args.records), str(args.pause), str(stop_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        process_group=0,
-    )
+    if args.tree == "wide":
+        script.write_text(WIDE)
+        command = [sys.executable, str(script), str(args.children), str(stop_file)]
+    else:
+        script.write_text(RANK)
+        torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+        command = [
+            torchrun,
+            "--nproc_per_node=2",
+            str(script),
+            str(args.records),
+            str(args.pause),
+            str(stop_file),
+        ]
+    job = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0)
     tmux = [tmux_bin, "-S", str(base / "tmux.sock")]
     modes = ("watch", "top (terminal)", "top (not a terminal)")
     results: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
@@ -157,7 +195,8 @@ def main() -> None:
                 got = run_mode(m, job.pid, base / f"{r}-{modes.index(m)}", tmux, args.warmup, args.window)
                 results[m].append(got)
                 print(
-                    f"round {r + 1} {m:22s} sampler {got[0]:.2f} %  main {got[1]:.2f} %  total {sum(got):.2f} %",
+                    f"round {r + 1} {m:22s} sampler {got[0]:.2f} %  main {got[1]:.2f} %  total {sum(got):.2f} %"
+                    f"  (load {load()})",
                     flush=True,
                 )
     finally:

@@ -28,16 +28,29 @@ under it, memprobe stops sampling and says so, the command runs to its end, memp
 its exit code and says what was kept (`memprobe report DIR` finishes a folder once there is space).
 A process that leaves the tree and the process group before memprobe first sees it (a daemon's
 double fork within one tick, 0.2 s) is not seen.
+
+--live shows `memprobe top`'s view while the job runs, at the foot of the terminal, under the
+job's own output, which passes through unchanged (the terminal's scroll region, as apt draws its
+progress line; see memprobe.cli.panel). The job keeps the terminal and the keyboard: Ctrl-C
+stops it as without --live, and memprobe saves what was sampled. A full-screen view (top's
+alternate screen) would hide the job's output, and the job's output redirected to a file would
+change what it prints (no terminal: no progress bars, other buffering); so the job's output stays
+where the user expects it, and the view takes the lines below. Where stderr is no terminal, one
+line every --every seconds goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memprobe.cli.flags import bounded
+
+if TYPE_CHECKING:
+    from memprobe.cli.top import Live
 
 NAME = "record"
 HELP = "run your command (e.g. python train.py) and profile its workers' memory"
@@ -58,6 +71,20 @@ NO_ITEMS = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="a live view of the job's memory per process at the foot of the terminal, under the "
+        "job's own output (which passes through unchanged); where stderr is no terminal, one line "
+        "every --every seconds on stderr",
+    )
+    p.add_argument(
+        "--every",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="with --live, when stderr is not a terminal: one line every S seconds (default: 5)",
+    )
     p.add_argument(
         "cmd",
         nargs=argparse.REMAINDER,
@@ -122,19 +149,46 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
     settings, verdict = settings_from(args)
+    every = bounded("--every", args.every, 0.1, 3600, unit="seconds")
     from memprobe.cli.console import say
     from memprobe.record.command import record  # pandas and the rest, once the arguments are good
 
-    result = record(
-        command,
-        Path(args.output) if args.output else None,
-        settings=settings,
-        verdict=verdict,
-        render=not args.no_report,
-        log=lambda line: say(line, sys.stderr),
-    )
+    def log(line: str) -> None:
+        say(line, sys.stderr)
+
+    live = live_view(every, log) if args.live else None
+    try:
+        result = record(
+            command,
+            Path(args.output) if args.output else None,
+            settings=settings,
+            verdict=verdict,
+            render=not args.no_report,
+            log=live.log if live else log,
+            observer=live,
+        )
+    finally:
+        if live is not None:
+            live.close()
     print_result(result, sys.stderr)
     return result.exit_code
+
+
+def live_view(every: float, log: Callable[[str], None]) -> Live:
+    """``--live``: the view at the foot of the terminal the job shares (:mod:`memprobe.cli.panel`)
+    where stderr is one, else one line every ``every`` seconds on stderr."""
+    import os
+
+    from memprobe.cli.panel import Panel
+    from memprobe.cli.top import Lines, Live
+
+    name = "memprobe record"
+    display: Panel | Lines = (
+        Panel(sys.stderr, color=not os.environ.get("NO_COLOR"), name=name, hint="Ctrl-C: stop the job, save")
+        if sys.stderr.isatty() and os.environ.get("TERM", "") != "dumb"
+        else Lines(sys.stderr, every, name=name)
+    )
+    return Live(display, log=log)
 
 
 def print_result(result, stream) -> None:
@@ -191,6 +245,12 @@ def limit_line(limit: dict) -> str:
         victims = [v for k in limit.get("oom_killed") or [] for v in k["victims"]]
         line += f"; OOM kills in its cgroup: {limit['oom_kills']}" + (
             f" ({printable(', '.join(victims))})" if victims else ""
+        )
+    if machine := limit.get("machine_oom_killed"):
+        victims = [v for k in machine for v in k["victims"]]
+        line += (
+            f"; the machine's OOM killer (machine-wide) killed {sum(int(k.get('kills') or 1) for k in machine)}"
+            f" right before the job lost {printable(', '.join(victims))}"
         )
     return line
 

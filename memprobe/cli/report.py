@@ -32,8 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def finish_folder(root: Path) -> None:
-    """A folder whose writer died is marked and its rows gathered (once), before it is read."""
+def finish_folder(root: Path) -> int | None:
+    """A folder whose writer died is marked and its rows gathered (once), before it is read.
+    A folder whose memprobe still writes it is left as it is: the pid of that memprobe."""
     import sys
 
     from memprobe.cli.console import say
@@ -51,18 +52,21 @@ def finish_folder(root: Path) -> None:
     writer_running = still_running(folder.manifest.get("writer") or {})
     if folder.manifest.get("status") == "running" and writer_running:
         # Its rows are still being written: read them, move nothing.
+        pid = int(folder.manifest["writer"]["pid"])
         say(
-            f"memprobe: {name} is still being written by memprobe (pid {folder.manifest['writer']['pid']}): "
-            "this report shows what was saved so far",
+            f"memprobe: {name} is still being written by memprobe (pid {pid}): this report shows what "
+            "was saved so far; that memprobe writes its own when it ends",
             sys.stderr,
         )
-    elif folder.finish_abandoned(writer_running=writer_running):
+        return pid
+    if folder.finish_abandoned(writer_running=writer_running):
         say(
             f"memprobe: the memprobe that wrote {name} ended before finishing (killed?): marked interrupted",
             sys.stderr,
         )
     elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
         consolidate(root)
+    return None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -90,7 +94,9 @@ def main(args: argparse.Namespace) -> int:
     root = paths[0]
     if not root.is_dir():
         raise UsageError(f"{display_path(root)}: no such results folder")
-    finish_folder(root)
+    writer = finish_folder(root)
+    if writer is not None:
+        return report_so_far(root, writer)
     folder = ResultsFolder.open(root)
     results = folder.load()
     analysed = analyse_all(results)  # once: the summary and the page draw from the same analysis
@@ -98,6 +104,57 @@ def main(args: argparse.Namespace) -> int:
     folder.write_summary(summaries)
     say(summary_table(summaries))
     say(f"\nreport: {display_path(write_report(root, results, analysed))}")
+    return 0
+
+
+def report_so_far(root: Path, writer: int) -> int:
+    """The page of a session memprobe ``writer`` still writes, from its rows so far, read and
+    never moved (no gathering, no marking): the recording goes on undisturbed and writes its own
+    summary and page at its end. Ours are written only while the manifest still says running,
+    under the lock the recorder's finish takes (:meth:`memprobe.results.folder.ResultsFolder.write_while_running`), so
+    they never replace the session's own."""
+    import sys
+    import time
+
+    from memprobe.analysis import analyse_all
+    from memprobe.cli.console import say, summary_table
+    from memprobe.core.safe_read import display_path
+    from memprobe.report import render
+    from memprobe.report.format import clock
+    from memprobe.results.files import write_text_atomic
+    from memprobe.results.folder import ResultsFolder
+
+    as_of = time.time()
+    folder = ResultsFolder.open(root)
+    path = root / "report.html"
+    ended = (
+        f"memprobe: {display_path(root)}: the session ended while this report was made; its own "
+        f"summary and report are written by the memprobe that recorded it ({display_path(path)})"
+    )
+    try:
+        results = folder.load()
+        # What this reader saw, for the page's banner; never written to the folder.
+        results.manifest = {**results.manifest, "seen_running": {"as_of": as_of, "writer_pid": writer}}
+        analysed = analyse_all(results)
+        summaries = [a.summary for a in analysed]
+        page = render(results, analysed=analysed)
+    except Exception:
+        # Its rows gathered (moved) by its own finish while they were read: that finish's page is the one.
+        if ResultsFolder.open(root).manifest.get("status") != "running":
+            say(ended, sys.stderr)
+            return 0
+        raise
+
+    def write() -> None:
+        folder.write_summary(summaries)
+        write_text_atomic(path, page)
+
+    if not folder.write_while_running(write):
+        say(ended, sys.stderr)
+        return 0
+    say(summary_table(summaries))
+    going = "recording" if folder.manifest.get("kind") in ("record", "watch") else "running"
+    say(f"\nreport (still {going}, as of {clock(as_of)}): {display_path(path)}")
     return 0
 
 

@@ -43,6 +43,7 @@ from memprobe.cli.record import print_result
 from memprobe.core.text import printable
 
 if TYPE_CHECKING:
+    from memprobe.cli.panel import Panel
     from memprobe.record.live import LiveView
     from memprobe.record.recording import Recording
 
@@ -94,7 +95,7 @@ class Live:
     from the sampler's rows, shows a view every REFRESH_S, reads the quit key. Its own failure
     ends the view, never the sampling."""
 
-    def __init__(self, display: Screen | Lines, log: Callable[[str], None]) -> None:
+    def __init__(self, display: Screen | Lines | Panel, log: Callable[[str], None]) -> None:
         from memprobe.record.live import LiveModel
 
         self.display = display
@@ -150,6 +151,13 @@ class Live:
         command = " ".join(recording.info.get("command") or [])
         self._title = f"pid {recording.root} ({printable(command)[:60]})"
         self.display.open()
+
+    def suspend(self) -> None:
+        self.display.close()
+
+    def resume(self) -> None:
+        if not self._failed and self._title:
+            self.display.open()
 
     def _fail(self, exc: Exception) -> None:
         self._failed = True
@@ -276,8 +284,14 @@ def _foreground(stream: TextIO) -> bool:
 class Lines:
     """The view where stdout is not a terminal: one line every ``every`` seconds."""
 
-    def __init__(self, stream: TextIO, every: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.stream, self.every, self.clock = stream, every, clock
+    def __init__(
+        self,
+        stream: TextIO,
+        every: float,
+        clock: Callable[[], float] = time.monotonic,
+        name: str = "memprobe top",
+    ) -> None:
+        self.stream, self.every, self.clock, self.name = stream, every, clock, name
         self._last: float | None = None
 
     def open_now(self) -> bool:
@@ -299,7 +313,7 @@ class Lines:
         self._last = self.clock()
         from memprobe.cli.console import say
 
-        say(line(view), self.stream)
+        say(line(view, self.name), self.stream)
 
     def close(self) -> None:
         pass
@@ -329,10 +343,10 @@ def totals_words(view: LiveView) -> str:
     return words
 
 
-def line(view: LiveView) -> str:
+def line(view: LiveView, name: str = "memprobe top") -> str:
     """The view in one line (stdout not a terminal)."""
     return (
-        f"memprobe top: {view.t:.0f} s: {view.totals.processes} process(es): {totals_words(view)}; "
+        f"{name}: {view.t:.0f} s: {view.totals.processes} process(es): {totals_words(view)}; "
         f"{view.verdict}; {view.limit}"
     )
 
@@ -366,9 +380,13 @@ def render(
     color: bool,
     note: str = "",
     quitting: bool = False,
+    name: str = "memprobe top",
+    hint: str = "q: quit and save",
+    compact: bool = False,
 ) -> list[str]:
     """The screen's lines, each at most ``width`` characters (escape sequences aside), at most
-    ``height`` of them; colour and attributes only where ``color``."""
+    ``height`` of them; colour and attributes only where ``color``. ``compact``: no blank line,
+    no legend (the panel under a job's own output, :mod:`memprobe.cli.panel`)."""
 
     def paint(text: str, code: str) -> str:
         return f"{code}{text}{RESET}" if color and text else text
@@ -377,8 +395,8 @@ def render(
         return printable(text)[:width]
 
     minutes, seconds = divmod(int(view.t), 60)
-    head = f"memprobe top  {title}  {minutes}:{seconds:02d}  " + (
-        "quitting: saving what was sampled..." if quitting else "q: quit and save"
+    head = f"{name}  {title}  {minutes}:{seconds:02d}  " + (
+        "quitting: saving what was sampled..." if quitting else hint
     )
     grows = view.verdict.startswith("GROWING")
     top = [
@@ -413,10 +431,16 @@ def render(
         )
         for row in table
     ]
-    room = max(height - len(top) - 3, 1)
+    if compact:
+        top.pop()  # the blank line
+    room = max(height - len(top) - (1 if compact else 3), 1)
+    if compact and len(text) - 1 > room:
+        room = max(room - 1, 1)  # the last line says how many more
     body = [paint(fit(text[0]), REVERSE)] + [fit(t) for t in text[1 : 1 + room]]
     if len(text) - 1 > room:
         body.append(fit(f"... and {len(text) - 1 - room} more process(es)"))
+    if compact:
+        return (top + body)[:height]
     foot = ["", fit(LEGEND)]
     if view.ended:
         foot.append(fit(f"{view.ended} process(es) of the tree ended so far"))

@@ -133,6 +133,12 @@ def charge(where: CgroupLocation) -> tuple[int | None, int | None]:
     return _number(d / "memory.current"), _keyed(d / "memory.events").get("oom_kill")
 
 
+def machine_oom_kills(proc: Path = Path("/proc")) -> int | None:
+    """The machine's OOM kills since boot (``oom_kill`` of /proc/vmstat: every OOM killer, the
+    machine's and every cgroup's, machine-wide), None where the kernel does not count them."""
+    return _keyed(proc / "vmstat").get("oom_kill")
+
+
 def _number(path: Path) -> int | None:
     """A one-number file; v2's ``max`` (no limit) and anything else unreadable give None."""
     text = read_text(str(path))

@@ -399,21 +399,24 @@ class Sampler:
         return rows
 
     def system_row(self, tick: float) -> Row:
-        """The tick's row of the ``system`` table: /dev/shm, MemAvailable and the memory cgroup's
-        charge and OOM kills (now and then), the sampler's CPU time, the processes followed."""
+        """The tick's row of the ``system`` table: /dev/shm, MemAvailable, the memory cgroup's
+        charge and OOM kills and the machine's OOM kills (now and then), the sampler's CPU time,
+        the processes followed."""
         shm = procfs.dev_shm_used()
-        avail = charged = kills = None
+        avail = charged = kills = machine_kills = None
         if tick >= self._next_meminfo:
             self._next_meminfo = tick + self.settings.mem_available_interval_s
             avail = procfs.mem_available()
             if self.cgroup is not None:
                 charged, kills = cgroup.charge(self.cgroup)
+            machine_kills = cgroup.machine_oom_kills()
         return {
             "t": round(tick - self.t0, 4),
             "dev_shm_mb": None if shm is None else shm / MB,
             "mem_available_mb": None if avail is None else avail / MB,
             "cgroup_mb": None if charged is None else charged / MB,
             "cgroup_oom_kills": kills,
+            "machine_oom_kills": machine_kills,  # machine-wide (record.limit: whose, if the job's)
             "sampler_cpu_s": self.cpu_s,
             "processes": len(self._alive),
         }

@@ -111,9 +111,10 @@ def record(
     verdict: VerdictSpec | None = None,
     render: bool = True,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+    observer: Observer | None = None,
 ) -> RecordResult:
     """Run ``command`` with inherited stdin/stdout/stderr, sample its whole process tree until
-    it exits, save and summarize. ``exit_code`` is the command's (128+N if killed by signal N;
+    it exits, save and summarize (``observer``: a live view, ``memprobe record --live``). ``exit_code`` is the command's (128+N if killed by signal N;
     128+N too if memprobe itself got signal N, which it forwards to the command's group).
 
     The command runs in its own process group; when memprobe has the terminal, that group is
@@ -149,6 +150,7 @@ def record(
         raise ResultsWriteError(mark_path, exc) from None
     rec.marks = MarkReader(mark_path, rec.t0)
     rec.info = {"command": command}
+    rec.observer = observer
     env = {**os.environ, MARK_ENV: str(mark_path.resolve())}
     tty = _foreground_tty()
     got: list[int] = []
@@ -298,20 +300,24 @@ def _wait(proc: subprocess.Popen, rec: Recording, tty: int | None) -> None:
         if info.si_code == os.CLD_STOPPED:
             os.waitid(os.P_PID, proc.pid, os.WSTOPPED | os.WNOHANG)  # take the stop, leave the exit
             if tty is not None:
-                _suspend_with(proc, tty)
+                _suspend_with(proc, tty, rec.observer)
             continue
         rec.poll()
         return
 
 
-def _suspend_with(proc: subprocess.Popen, tty: int) -> None:
-    """The command was stopped (Ctrl-Z): take the terminal back and stop memprobe too, so the
-    shell sees the job stopped; on resume, hand the terminal back if in the foreground."""
+def _suspend_with(proc: subprocess.Popen, tty: int, observer: Observer | None = None) -> None:
+    """The command was stopped (Ctrl-Z): take the terminal back (a live view's screen too) and
+    stop memprobe too, so the shell sees the job stopped; on resume, hand them back if in the foreground."""
     _set_foreground(tty, os.getpgrp())
+    if observer is not None:
+        observer.suspend()
     os.kill(os.getpid(), signal.SIGSTOP)
     try:
         if os.tcgetpgrp(tty) == os.getpgrp():
             _set_foreground(tty, proc.pid)
+            if observer is not None:
+                observer.resume()
     except OSError:
         pass
     _killpg(proc.pid, signal.SIGCONT)

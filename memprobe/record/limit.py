@@ -76,25 +76,74 @@ def oom_kills(
     as far as memprobe saw: the counter does not say whom it killed; a parent that ends because
     its worker was killed vanishes in the same second, a tick or more later). ``final``: the
     counter as the record ended (meta.json), a last reading where the series stops before."""
-    if system.empty or "cgroup_oom_kills" not in system:
+    kills = _counter(system, "cgroup_oom_kills")
+    if kills is None:
         return []
-    kills = pd.Series(
-        pd.to_numeric(system["cgroup_oom_kills"], errors="coerce").to_numpy(float), index=system["t"]
-    ).dropna()
-    gone = (
-        samples[samples["missing"].fillna(False).astype(bool)] if "missing" in samples else samples.iloc[0:0]
-    )
+    gone = _gone(samples)
     readings = list(kills.items())
     if final is not None and readings and final > readings[-1][1]:
         readings.append((max(float(samples["t"].max()), readings[-1][0]), float(final)))
     out = []
     for (t0, before), (t1, after) in pairwise(readings):
         if after > before:
-            went = gone[gone["t"] > t0].sort_values("t")
-            went = went[went["t"].isin(sorted(went["t"].unique())[: int(after - before)])]
-            names = [f"{r['role']} (pid {int(r['pid'])})" for _, r in went.drop_duplicates("pid").iterrows()]
-            out.append((float(went["t"].min()) if len(went) else float(t1), names))
+            when, names = _vanished(gone[gone["t"] > t0], int(after - before))
+            out.append((when if names else float(t1), names))
     return out
+
+
+MACHINE_KILL_AFTER_S = 1.0  # a process of the job vanishing at most this long after the reading
+
+
+def machine_oom_kills(system: pd.DataFrame, samples: pd.DataFrame) -> list[tuple[float, int, list[str]]]:
+    """Each rise of the machine's OOM-kill counter (/proc/vmstat, machine-wide: any process of
+    the machine) that memprobe lays at the job's door: only where a process of the job vanished
+    between the reading before and :data:`MACHINE_KILL_AFTER_S` after the one that rose, and the
+    job's cgroup's own counter did not rise meanwhile (that kill is :func:`oom_kills`' already).
+    When, by how many, and whom memprobe saw vanish first; a rise with no process of the job
+    vanishing is another program's, and not said."""
+    kills = _counter(system, "machine_oom_kills")
+    if kills is None:
+        return []
+    own = _counter(system, "cgroup_oom_kills")
+    gone = _gone(samples)
+    out = []
+    for (t0, before), (t1, after) in pairwise(kills.items()):
+        if after <= before:
+            continue
+        if own is not None:
+            during = own[(own.index >= t0) & (own.index <= t1 + MACHINE_KILL_AFTER_S)]
+            if len(during) > 1 and during.iloc[-1] > during.iloc[0]:
+                continue
+        when, names = _vanished(
+            gone[(gone["t"] > t0) & (gone["t"] <= t1 + MACHINE_KILL_AFTER_S)], int(after - before)
+        )
+        if names:
+            out.append((when, int(after - before), names))
+    return out
+
+
+def _counter(system: pd.DataFrame, column: str) -> pd.Series | None:
+    if system.empty or column not in system:
+        return None
+    series = pd.Series(
+        pd.to_numeric(system[column], errors="coerce").to_numpy(float), index=system["t"]
+    ).dropna()
+    return series if len(series) else None
+
+
+def _gone(samples: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the processes that vanished (the sampler's ``missing`` rows)."""
+    return (
+        samples[samples["missing"].fillna(False).astype(bool)] if "missing" in samples else samples.iloc[0:0]
+    )
+
+
+def _vanished(went: pd.DataFrame, ticks: int) -> tuple[float, list[str]]:
+    """When and which of ``went``'s processes vanished first: those of its first ``ticks`` ticks."""
+    went = went.sort_values("t")
+    went = went[went["t"].isin(sorted(went["t"].unique())[:ticks])]
+    names = [f"{r['role']} (pid {int(r['pid'])})" for _, r in went.drop_duplicates("pid").iterrows()]
+    return (float(went["t"].min()) if len(went) else 0.0), names
 
 
 def against_limit(
@@ -128,14 +177,22 @@ def against_limit(
             {"t": t, "victims": who}
             for t, who in oom_kills(system, samples, kills if kills is not None else None)
         ],
+        # The machine's OOM killer (its counter machine-wide), where a process of the job vanished
+        # right after it rose: a machine out of memory, the job's cgroup without a limit of its own.
+        "machine_oom_killed": [
+            {"t": t, "kills": n, "victims": who} for t, n, who in machine_oom_kills(system, samples)
+        ],
     }
 
 
 def oom_words(limit: dict | None) -> str | None:
-    """The OOM kills in the job's cgroup while it ran, in a sentence for the verdict (None: none,
-    or not known)."""
-    if not limit or not limit.get("oom_kills"):
+    """The OOM kills in the job's cgroup while it ran, and the machine's that a process of the job
+    vanished right after, in a sentence for the verdict (None: none, or not known)."""
+    if not limit:
         return None
+    machine = machine_oom_words(limit)
+    if not limit.get("oom_kills"):
+        return machine
     seen = [
         f"{', '.join(k['victims'])} at {k['t']:.1f} s" for k in limit.get("oom_killed") or [] if k["victims"]
     ]
@@ -149,5 +206,20 @@ def oom_words(limit: dict | None) -> str | None:
     )
     return (
         f"The kernel's OOM killer killed {n} process{'es' if n != 1 else ''} of the job's memory cgroup "
-        f"while it ran{who} ({why})."
+        f"while it ran{who} ({why})." + (f" {machine}" if machine else "")
+    )
+
+
+def machine_oom_words(limit: dict) -> str | None:
+    """The machine's OOM kills a process of the job vanished right after, in a sentence."""
+    kills = limit.get("machine_oom_killed") or []
+    if not kills:
+        return None
+    n = sum(int(k.get("kills") or 1) for k in kills)
+    seen = "; ".join(f"{', '.join(k['victims'])} at {k['t']:.1f} s" for k in kills)
+    return (
+        f"The machine's OOM killer killed {n} process{'es' if n != 1 else ''} while the job ran (a "
+        f"machine-wide count, /proc/vmstat), and right after, the job lost {seen}: the machine ran out "
+        "of memory. The count does not say whom it killed; memprobe names the job's processes that "
+        "vanished then."
     )

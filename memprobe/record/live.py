@@ -31,7 +31,7 @@ from __future__ import annotations
 import statistics
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -241,7 +241,7 @@ class LiveModel:
             exact=tr.exact_now,
             pss_mb=tr.held_pss(),
             rss_mb=tr.rss,
-            rate_mb_min=rate([p for p in tr.points if since is None or p[0] >= since]),
+            rate_mb_min=rate(tr.points, since),
             grown_mb=_grown(tr, bool(getattr(info, "forked", False))) if tr.is_worker() else None,
             command=str(getattr(info, "command", "") or ""),
         )
@@ -273,22 +273,33 @@ class LiveModel:
         )
 
 
-def rate(points: list[tuple[float, float]]) -> float | None:
-    """MB/min: the least-squares line over the last RATE_WINDOW_S of ``points`` (t, MB), or
-    None when they span less than RATE_MIN_SPAN_S."""
+def rate(points: Sequence[tuple[float, float]], since: float | None = None) -> float | None:
+    """MB/min: the least-squares line over the last RATE_WINDOW_S of ``points`` (t, MB, in time
+    order), those from ``since`` on, or None when they span less than RATE_MIN_SPAN_S."""
     if len(points) < 3:
         return None
     end = points[-1][0]
-    recent = [(t, v) for t, v in points if t >= end - RATE_WINDOW_S]
-    if len(recent) < 3 or end - recent[0][0] < RATE_MIN_SPAN_S:
+    start = end - RATE_WINDOW_S if since is None else max(end - RATE_WINDOW_S, since)
+    # The least-squares slope in closed form, in one pass from the newest point back (times
+    # taken from the newest: small numbers, no cancellation): paid per process every second,
+    # 65 processes' took 5.8 ms a view with four passes over a copied list.
+    n = 0
+    st = sv = stt = stv = 0.0
+    first = end
+    for t, v in reversed(points):
+        if t < start:
+            break
+        x = t - end
+        n += 1
+        st += x
+        sv += v
+        stt += x * x
+        stv += x * v
+        first = t
+    if n < 3 or end - first < RATE_MIN_SPAN_S:
         return None
-    # The least-squares slope in closed form: a tenth of np.polyfit's cost, paid per process
-    # every second (a tree of hundreds of processes).
-    n = len(recent)
-    mt = sum(p[0] for p in recent) / n
-    mv = sum(p[1] for p in recent) / n
-    var = sum((p[0] - mt) ** 2 for p in recent)
-    return sum((p[0] - mt) * (p[1] - mv) for p in recent) / var * 60.0
+    var = stt - st * st / n
+    return (stv - st * sv / n) / var * 60.0 if var > 0 else None
 
 
 def limit_words(series: pd.Series, limit_mb: float | None, what: str) -> str:

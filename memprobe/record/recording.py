@@ -175,6 +175,10 @@ class Observer(Protocol):
 
     def poll(self, recording: Recording) -> None: ...
 
+    def suspend(self) -> None: ...  # the job and memprobe are stopped (Ctrl-Z): the terminal given back
+
+    def resume(self) -> None: ...  # in the foreground again (fg)
+
     def close(self) -> None: ...
 
 
@@ -229,7 +233,7 @@ class Recording:
         self.meta_saved_t: float | None = None  # when the run's meta was last saved
         self.cgroup: cgroup.CgroupLocation | None = None
         self.cgroup_at_start: cgroup.CgroupMemory | None = None
-        self.observer: Observer | None = None  # a live view (memprobe top)
+        self.observer: Observer | None = None  # a live view (memprobe top, record --live)
 
     def start_sampling(self, root: int, pgid: int | None) -> None:
         self.root = root

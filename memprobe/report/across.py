@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from memprobe.core.series import Clock, total_pss
@@ -25,9 +26,17 @@ class RunLine:
 
 
 def chart_runs_pss(
-    chart_id: str, title: str, lines: list[RunLine], *, max_points: int = MAX_POINTS
+    chart_id: str,
+    title: str,
+    lines: list[RunLine],
+    *,
+    max_points: int = MAX_POINTS,
+    limit_mb: float | None = None,
+    limit_of: str = "",
 ) -> dict | None:
-    """Every run's total PSS against items fetched (so runs of different speed line up)."""
+    """Every run's total PSS against items fetched (so runs of different speed line up).
+    ``limit_mb``: the memory the runs had to fit in (``limit_of``: what it is), drawn across the
+    chart where a run reaches a quarter of it (further down, it would flatten them into the axis)."""
     series = []
     for line in lines:
         pss = total_pss(line.samples)
@@ -47,6 +56,23 @@ def chart_runs_pss(
         if line.group:
             trace["legendgroup"] = line.group
         series.append(Series(trace, clock.items_at(t), pss.to_numpy(float)))
+    top = max((float(np.nanmax(s.y)) for s in series if len(s.y) and not np.isnan(s.y).all()), default=0.0)
+    if limit_mb and series and top >= 0.25 * limit_mb:
+        xs = np.concatenate([np.asarray(s.t, float) for s in series])
+        xs = xs[np.isfinite(xs)]
+        if len(xs):
+            limit = {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "memory limit",
+                "line": {"color": "#8b1d1d", "width": 2, "dash": "dot"},
+                "hovertemplate": "limit %{y:,.0f} MB"
+                + (f" ({limit_of})" if limit_of else "")
+                + "<extra></extra>",
+            }
+            series.append(
+                Series(limit, np.array([xs.min(), xs.max()]), np.array([limit_mb, limit_mb], float))
+            )
     chart = build_chart(
         chart_id,
         "runs_pss",

@@ -311,6 +311,19 @@ class Cell:
     anchor: str | None = None
     style: str = ""
     bar: float = 0.0  # peak total PSS as a share of the largest on the page
+    fit: tuple[bool, str] | None = None  # whether its peak total PSS fits the limit, in words
+
+
+def fit_words(peak_mb: float | None, limit: tuple[float | None, str]) -> tuple[bool, str] | None:
+    """Whether a configuration's peak total PSS fits the memory its runs had to fit in, in
+    words (None: a peak or limit not known)."""
+    limit_mb, of = limit
+    if peak_mb is None or not limit_mb:
+        return None
+    share = peak_mb / limit_mb
+    if peak_mb <= limit_mb:
+        return True, f"fits: {share:.0%} of the {fmt.mb(limit_mb)} limit ({of})"
+    return False, f"over the {fmt.mb(limit_mb)} limit ({of}) by {fmt.mb(peak_mb - limit_mb)}"
 
 
 @dataclass(frozen=True)
@@ -332,8 +345,11 @@ def cell_style(s: RunSummary) -> str:
     return "background: #e9ecef"
 
 
-def matrices(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Matrix]:
-    """One backend x mode table per worker count; axes come from the data, in run order."""
+def matrices(
+    summaries: list[RunSummary], anchors: dict[str, str], limit: tuple[float | None, str] = (None, "")
+) -> list[Matrix]:
+    """One backend x mode table per worker count; axes come from the data, in run order; each
+    configuration marked as fitting ``limit`` (MB, what it is) or not."""
     peak = max((s.total_pss_peak_mb or 0 for s in summaries), default=0) or 1
     out = []
     for workers in sorted({s.workers for s in summaries}):
@@ -347,7 +363,13 @@ def matrices(summaries: list[RunSummary], anchors: dict[str, str]) -> list[Matri
                 cells.append(
                     Cell(None)
                     if s is None
-                    else Cell(s, anchors[s.run_id], cell_style(s), (s.total_pss_peak_mb or 0) / peak)
+                    else Cell(
+                        s,
+                        anchors[s.run_id],
+                        cell_style(s),
+                        (s.total_pss_peak_mb or 0) / peak,
+                        fit_words(s.total_pss_peak_mb, limit),
+                    )
                 )
             rows.append((row_label(backend, runs), cells))
         out.append(Matrix(workers, modes, rows))

@@ -412,8 +412,10 @@ def run_charts(
     decode: DecodeInfo | None = None,
     cpu_count: int | None = None,
     gil_enabled: bool | None = None,
+    limit_mb: float | None = None,
 ) -> list[dict]:
-    """Every chart one run's data supports, in page order (runs without samples get none)."""
+    """Every chart one run's data supports, in page order (runs without samples get none).
+    ``limit_mb``: the memory the run had to fit in, drawn on its total memory chart."""
     clock = Clock.from_progress(progress)
     threads = threads if threads is not None else pd.DataFrame()
     # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
@@ -421,7 +423,9 @@ def run_charts(
         chart_pss_by_role(
             f"{prefix}-pss", samples, clock, milestones, max_points=max_points, band_of=worker_bands(samples)
         ),
-        chart_rss_vs_pss(f"{prefix}-rss", samples, clock, milestones, max_points=max_points),
+        chart_rss_vs_pss(
+            f"{prefix}-rss", samples, clock, milestones, max_points=max_points, limit_mb=limit_mb
+        ),
         chart_uss(f"{prefix}-uss", samples, clock, milestones, max_points=max_points),
         chart_faults(f"{prefix}-faults", samples, clock, milestones, max_points=max_points),
         chart_items_rate(f"{prefix}-rate", progress, clock, milestones, max_points=max_points, decode=decode),

@@ -95,6 +95,11 @@ def timestamp(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def clock(epoch: float) -> str:
+    """The time of day of a wall-clock time, as UTC: ``HH:MM:SS UTC``."""
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S UTC")
+
+
 FILTERS = {
     "mb": mb,
     "size": size,

@@ -323,6 +323,16 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
                 + (f" ({seen})" if seen else " (a process was killed for memory)" if kills else ""),
             )
         )
+    if machine := limit.get("machine_oom_killed"):
+        rows.append(
+            (
+                "OOM kills on the machine",
+                f"{sum(int(k.get('kills') or 1) for k in machine)} (a machine-wide count, /proc/vmstat) right "
+                "before the job lost "
+                + "; ".join(f"{', '.join(k['victims'])} at {fmt.seconds(k['t'])}" for k in machine)
+                + ": the machine ran out of memory",
+            )
+        )
     return rows
 
 

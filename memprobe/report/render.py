@@ -81,9 +81,23 @@ def factories(results: ResultSet) -> dict[str, dict]:
     return out
 
 
+def run_limit(manifest: dict) -> tuple[float | None, str]:
+    """The memory a scenario's runs had to fit in, and what it is: memprobe's memory cgroup's
+    limit where it was below the machine's memory (the runs are charged to memprobe's cgroup),
+    else the machine's memory; (None, "") where neither is known (an older folder)."""
+    env = manifest.get("environment") or {}
+    own, total = env.get("cgroup_limit_mb"), env.get("mem_total_mb")
+    if fmt.is_num(own) and own > 0 and not (fmt.is_num(total) and total and own >= total):
+        return float(own), "memprobe's memory cgroup's limit"
+    if fmt.is_num(total) and total > 0:
+        return float(total), "this machine's memory"
+    return None, ""
+
+
 def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) -> list[RunView]:
     ids = anchors(summaries)
     cpu_count = (results.manifest.get("environment") or {}).get("cpu_count")
+    limit_mb = run_limit(results.manifest)[0]
     views = []
     for i, (meta, s) in enumerate(zip(results.metas, summaries, strict=True)):
         samples = results.run_table("samples", s.run_id)
@@ -100,6 +114,7 @@ def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) 
             decode=figures.DecodeInfo.from_meta(meta),
             cpu_count=cpu_count if isinstance(cpu_count, int) else None,
             gil_enabled=s.gil_enabled,
+            limit_mb=limit_mb,
         )
         error = meta.get("error") or {}
         views.append(
@@ -133,8 +148,14 @@ def all_runs_chart(results: ResultSet, summaries: list[RunSummary], max_points: 
         )
         for s in summaries
     ]
+    limit_mb, limit_of = run_limit(results.manifest)
     chart = across.chart_runs_pss(
-        "c-all", f"Every run's total PSS over {page_noun(summaries)} fetched", lines, max_points=max_points
+        "c-all",
+        f"Every run's total PSS over {page_noun(summaries)} fetched",
+        lines,
+        max_points=max_points,
+        limit_mb=limit_mb,
+        limit_of=limit_of,
     )
     return name_items_axis([chart], page_noun(summaries))[0] if chart is not None else None
 
@@ -206,7 +227,8 @@ def context(results: ResultSet, max_points: int, analysed: list[Analysed] | None
         "runs": views,
         "overview": content.overview(summaries),
         "banner": session.banner(manifest, summaries),
-        "matrices": content.matrices(summaries, ids),
+        "matrices": content.matrices(summaries, ids, run_limit(manifest)),
+        "limit": run_limit(manifest),
         "advice": advice.advice(summaries, ids),
         "cause_groups": advice.cause_groups(summaries, ids, factories(results)),
         "unsplit": cures.UNSPLIT,

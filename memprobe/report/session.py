@@ -42,6 +42,14 @@ def banner(manifest: dict, summaries: list[RunSummary]) -> tuple[str, str] | Non
             f"This session was interrupted: {done} of {planned or done} runs have results, and the "
             f"last of them may have been cut short. Figures below are from what was saved."
         )
+    seen = manifest.get("seen_running")  # `memprobe report` of a session its memprobe still writes
+    if status == "running" and isinstance(seen, dict) and fmt.is_num(seen.get("as_of")):
+        going = "recording" if manifest.get("kind") in ("record", "watch") else "running"
+        return "warn", (
+            f"Still {going}, as of {fmt.clock(seen['as_of'])} (memprobe pid {seen.get('writer_pid')} "
+            f"writes this folder): this page shows what was sampled until then, and the recording "
+            f"replaces it with its own when it ends. {done} of {planned or done} runs have results so far."
+        )
     if status not in (None, "complete"):
         return "error", (
             f"This session did not finish (status '{status}'): it is still running or it crashed. "

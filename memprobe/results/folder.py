@@ -30,10 +30,11 @@ still runs are given by the caller (:func:`memprobe.probe.procfs.process_identit
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -222,10 +223,41 @@ class ResultsFolder:
 
     def finish(self, status: str, **fields: Any) -> None:
         """Say how the session ended (``complete`` or ``interrupted``) and when, then gather
-        the runs' rows into Parquet. Safe to repeat (a full disk part-way)."""
+        the runs' rows into Parquet. Safe to repeat (a full disk part-way). The status changes
+        under the folder's lock (:meth:`write_while_running`): a page `memprobe report` made of
+        the session so far is written before it or not at all, never over the session's own."""
         self.manifest.update(status=status, finished=time.time(), **fields)
-        self.save()
+        with self._locked():
+            self.save()
         consolidate(self.root)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The folder's advisory lock (flock on the folder itself), held only around a status
+        change and the writes of a page of the session so far. Never a reason to fail: a folder
+        that cannot be opened, or a file system that refuses the lock, goes unlocked."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:  # the folder gone: the write that follows says so
+            yield
+            return
+        try:
+            with contextlib.suppress(OSError):  # a file system without locks: written unlocked
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the folder's descriptor releases the lock
+
+    def write_while_running(self, write: Callable[[], object]) -> bool:
+        """Call ``write`` (the summary and page of a session still going, which its writer
+        replaces at its end) only if the manifest on disk still says ``running``, under the
+        lock :meth:`finish` changes the status under; False, and nothing written, once the
+        session has ended (its writer's own summary and page come, or came, after)."""
+        with self._locked():
+            if read_json(self.root / "manifest.json", self.root).get("status") != "running":
+                return False
+            write()
+            return True
 
     def metas(self) -> list[dict]:
         """Every run's record, in run order, in the current schema's shape, its values checked

@@ -186,7 +186,12 @@ MANIFEST = _object(
         "finished": _NUM,
         "ended": _TEXT,
         "environment": _object(
-            {"cpu_count": _number(whole=True, low=1), "gil_enabled": _flag, "mem_total_mb": _SECONDS},
+            {
+                "cpu_count": _number(whole=True, low=1),
+                "gil_enabled": _flag,
+                "mem_total_mb": _SECONDS,
+                "cgroup_limit_mb": _SECONDS,
+            },
             null=False,
         ),
         "runs": _list(_text(optional=False)),

@@ -31,7 +31,7 @@ from memprobe.probe.sampler import Sampler, SamplerSettings
 from memprobe.results.files import RunWriter
 from memprobe.run.child import SUPERVISOR_ENV
 from memprobe.run.ending import OWN_PROCESS_GROUP, end_group, wait_exiting
-from memprobe.run.limits import mem_total_mb
+from memprobe.run.limits import mem_total_mb, memory_limit_mb
 from memprobe.run.scenario import RunSpec
 
 ProgressCallback = Callable[["RunState"], None]
@@ -414,8 +414,15 @@ def environment() -> dict[str, Any]:
         "cpu_model": cpu,
         "cpu_count": os.cpu_count(),
         "mem_total_mb": mem_total_mb(),
+        # The memory the runs must fit in where below the machine's: memprobe's memory cgroup's
+        # limit (a container, a scheduler's job), None without one (the report draws either).
+        "cgroup_limit_mb": _below(memory_limit_mb(), mem_total_mb()),
         "hostname": platform.node(),
     }
+
+
+def _below(limit: int, total: int) -> int | None:
+    return limit if limit and (not total or limit < total) else None
 
 
 def writer_identity() -> dict:

@@ -84,9 +84,15 @@ def end_job(job: subprocess.Popen) -> None:
 
 
 class Terminal:
-    """A tmux server of the test's own (its socket in tmp_path) with one 200x50 pane."""
+    """A tmux server of the test's own (its socket in tmp_path) with one pane (200x50 unless ``size``)."""
 
-    def __init__(self, tmp_path: Path, command: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        command: list[str],
+        env: dict[str, str] | None = None,
+        size: tuple[int, int] = (200, 50),
+    ) -> None:
         tmux = shutil.which("tmux")
         if tmux is None:
             pytest.skip(
@@ -100,7 +106,20 @@ class Terminal:
         )
         setenv = [f"{k}={v}" for k, v in (env or {}).items()]
         subprocess.run(
-            [*self.base, "new-session", "-d", "-x", "200", "-y", "50", "env", *setenv, "sh", "-c", shell],
+            [
+                *self.base,
+                "new-session",
+                "-d",
+                "-x",
+                str(size[0]),
+                "-y",
+                str(size[1]),
+                "env",
+                *setenv,
+                "sh",
+                "-c",
+                shell,
+            ],
             check=True,
         )
 

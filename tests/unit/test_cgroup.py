@@ -169,3 +169,61 @@ def test_an_oom_kill_names_the_process_that_vanished_with_it_not_those_that_ende
     early = system.iloc[:2]
     assert oom_kills(early, samples) == []
     assert oom_kills(early, samples, final=1) == [(1.5, ["worker 0 (pid 11)"])]
+
+
+def test_the_machines_oom_kill_counter_is_read_from_vmstat(tmp_path: Path) -> None:
+    from memprobe.probe.cgroup import machine_oom_kills
+
+    (tmp_path / "vmstat").write_text("nr_free_pages 12345\noom_kill 29\nnr_dirty 7\n")
+    assert machine_oom_kills(tmp_path) == 29
+    (tmp_path / "vmstat").write_text("nr_free_pages 12345\n")  # a kernel without the counter
+    assert machine_oom_kills(tmp_path) is None
+
+
+def test_a_machine_oom_kill_is_the_jobs_only_if_a_process_of_it_vanished_right_after() -> None:
+    """The machine's counter (machine-wide) rose twice: at 2 s a worker of the job vanished right
+    after (the job's); at 5 s nothing of the job did (another program's: not said). A rise the
+    cgroup's own counter saw too is the cgroup's kill, said once, as the cgroup's."""
+    import pandas as pd
+
+    from memprobe.record.limit import against_limit, machine_oom_kills, oom_words
+
+    t = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    system = pd.DataFrame({"t": t, "machine_oom_kills": [29, 29, 30, 30, 30, 31, 31, 31]})
+    samples = pd.DataFrame(
+        {
+            "t": [0.0, 2.2, 6.5, 7.5],
+            "pid": [10, 11, 12, 10],
+            "role": ["main", "worker 0", "worker 1", "main"],
+            "missing": [False, True, True, True],
+        }
+    )
+    # Worker 1 vanished 1.5 s after the rise at 5 s: too late to be laid at the job's door.
+    assert machine_oom_kills(system, samples) == [(2.2, 1, ["worker 0 (pid 11)"])]
+    assert machine_oom_kills(system.drop(columns="machine_oom_kills"), samples) == []
+    # The job's cgroup counted a kill in the same second: the cgroup's, not said twice.
+    counted = system.assign(cgroup_oom_kills=[0, 0, 1, 1, 1, 1, 1, 1])
+    assert machine_oom_kills(counted, samples) == []
+
+    meta = {
+        "cgroup": {"version": 1, "path": "/", "limit_mb": None, "oom_kills": None, "oom_kills_at_start": None}
+    }
+    limit = against_limit(meta, samples, system, 24_000.0)
+    assert limit is not None and limit["machine_oom_killed"] == [
+        {"t": 2.2, "kills": 1, "victims": ["worker 0 (pid 11)"]}
+    ]
+    words = oom_words(limit)
+    assert words is not None and "machine-wide" in words and "worker 0 (pid 11) at 2.2 s" in words
+    assert words.startswith("The machine's OOM killer killed 1 process while the job ran")
+    # The terminal's line and the record page's facts say it too, machine-wide.
+    from memprobe.cli.record import limit_line
+    from memprobe.report.record_tables import cgroup_facts
+
+    assert "the machine's OOM killer (machine-wide) killed 1 right before the job lost worker 0 (pid 11)" in (
+        limit_line(limit)
+    )
+    facts = dict(cgroup_facts(limit, 24_000.0))
+    assert (
+        "machine-wide" in facts["OOM kills on the machine"]
+        and "worker 0 (pid 11)" in facts["OOM kills on the machine"]
+    )

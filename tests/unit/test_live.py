@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
+
 from memprobe.cli.top import Lines, Live, line, render
 from memprobe.probe.tree_sampler import ProcessInfo
 from memprobe.record.live import LiveModel, rate
@@ -171,6 +173,11 @@ def test_a_rate_needs_a_few_seconds_of_points():
     assert rate([(0.0, 1.0), (1.0, 2.0)]) is None
     assert rate([(0.0, 1.0), (1.0, 1.5), (2.0, 2.0)]) is None  # 2 s: too short
     assert rate([(float(t), 2.0 * t) for t in range(10)]) == 120.0
+    # From ``since`` on only (a parent's from its first worker), over the last 30 s only.
+    bent = [(float(t), float(t) if t < 5 else 3.0 * t) for t in range(12)]
+    assert rate(bent, since=5.0) == pytest.approx(180.0)
+    assert rate(bent, since=10.0) is None  # 1 s from there: too short
+    assert rate([(float(t), 0.0 if t < 40 else t) for t in range(80)]) == pytest.approx(60.0)
 
 
 def view_for_screen(role: str = "worker 0"):
@@ -251,3 +258,38 @@ def test_a_parents_growth_rate_starts_at_its_first_worker_not_while_it_built_its
         model.feed("samples", rows)
     view = model.view({100: main, 101: worker}.get)
     assert view.rows[0].role == "main" and view.rows[0].rate_mb_min == 0.0
+
+
+def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_back(monkeypatch) -> None:
+    """``memprobe record --live``: the view in the terminal's last third, in its scroll region,
+    each repaint one write() that saves and restores the job's cursor; closed, the view's lines
+    cleared and the whole screen scrolling again."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from memprobe.cli import panel as panel_module
+    from memprobe.cli.panel import Panel
+
+    main, sub = os.openpty()
+    fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))  # 30 lines, 100 columns
+    writes: list[bytes] = []
+    monkeypatch.setattr(panel_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    with os.fdopen(sub, "w") as stream:
+        shown = Panel(stream, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
+        shown.open()
+        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        shown.close()
+    os.close(main)
+    first, again, closed = (w.decode() for w in writes)
+    # Room made at the foot (10 lines: a third of 30), the region set around the cursor.
+    assert first.startswith("\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8")
+    for drawn in (first, again):  # drawn from line 21 on, the cursor put back where the job left it
+        body = drawn[drawn.index("\x1b7\x1b[21;1H") :]
+        assert body.endswith("\x1b8") and "\x1b[30;1H" in body and "\x1b[31;1H" not in body
+        assert "memprobe record  pid 100 (python train.py)  0:21  Ctrl-C: stop the job, save" in body
+        assert re.search(r"\x1b\[25;1H\s*pid  role", body)  # the table's head under 4 lines of totals
+    assert "\x1b[1;20r" not in again  # the size unchanged: the region kept
+    assert closed == "\x1b7\x1b[21;1H\x1b[J\x1b8\x1b7\x1b[r\x1b8"

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -598,3 +600,99 @@ def test_a_file_name_from_the_folder_is_shown_with_its_control_characters_escape
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and err.count("\n") == 1
     assert "runs/x\\x1b]0;HACKED\\x07\\x1b[2J/meta.json: not a memprobe JSON file" in err
+
+
+# -- a page of a session so far (memprobe report while it records) --------------------------------
+
+
+def test_a_page_so_far_is_written_while_running_and_not_once_finished(tmp_path: Path) -> None:
+    folder = _create(tmp_path / "out", kind="record")
+    written: list[str] = []
+    assert folder.write_while_running(lambda: written.append("so far"))
+    assert written == ["so far"]
+    # Another process (the recorder) finished the folder: the reader's copy of the manifest is stale.
+    results.ResultsFolder.open(tmp_path / "out").finish("complete")
+    assert not folder.write_while_running(lambda: written.append("late"))
+    assert written == ["so far"]
+
+
+def test_finishing_waits_for_a_page_so_far_being_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorder's status change waits for the lock the reader holds while it writes: a page
+    so far is written before the session's own, never after (over) it."""
+    folder = _create(tmp_path / "out", kind="record")
+    waiting = threading.Event()
+    real_flock = fcntl.flock
+
+    def flock(fd: int, op: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            waiting.set()  # the finishing thread is about to wait for the lock
+        real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    finisher = threading.Thread(
+        target=lambda: results.ResultsFolder.open(tmp_path / "out").finish("complete")
+    )
+
+    def write() -> None:
+        finisher.start()
+        waiting.wait()
+        status = json.loads((tmp_path / "out" / "manifest.json").read_text())["status"]
+        assert status == "running"  # it cannot change while the page is being written
+
+    assert folder.write_while_running(write)
+    finisher.join()
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_the_banner_of_a_session_seen_running_says_still_recording_as_of() -> None:
+    from memprobe.report import session
+
+    manifest = {
+        "kind": "record",
+        "status": "running",
+        "runs": ["a"],
+        "seen_running": {"as_of": 1795720035.5, "writer_pid": 42},
+    }
+    level, text = session.banner(manifest, [])
+    assert level == "warn" and text.startswith("Still recording, as of 19:07:15 UTC (memprobe pid 42")
+    # A scenario's memprobe run, still going: running, not recording.
+    assert session.banner({**manifest, "kind": "scenario"}, [])[1].startswith(
+        "Still running, as of 19:07:15 UTC"
+    )
+    # Without the reader's word that the writer runs, running may mean crashed: said as before.
+    level, text = session.banner({"status": "running", "runs": ["a"]}, [])
+    assert level == "error" and "still running or it crashed" in text
+
+
+def test_a_folder_deleted_before_its_finish_is_said_as_before_not_a_lock_error(tmp_path: Path) -> None:
+    """The finish's lock is no reason to fail: a folder deleted under it gets the write's own
+    error (naming the file), as it did before the lock."""
+    import shutil
+
+    folder = _create(tmp_path / "gone", kind="record")
+    shutil.rmtree(tmp_path / "gone")
+    with pytest.raises(ResultsWriteError, match=r"manifest\.json"):
+        folder.finish("complete")
+
+
+def test_a_report_made_while_the_session_ends_leaves_the_sessions_own_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memprobe report` of a session still going whose memprobe finishes it meanwhile (its rows
+    moved into Parquet while they were read, or its status changed before the page was written):
+    no page, no summary of ours, and it says why, exit 0; never a traceback."""
+    from memprobe.cli.report import report_so_far
+
+    root = tmp_path / "out"
+    _create(root, kind="record")
+
+    def finished_while_read(self: results.ResultsFolder) -> ResultSet:
+        results.ResultsFolder.open(self.root).finish("complete")  # the recorder's own finish
+        raise FileNotFoundError("samples.jsonl")  # its rows moved under the reader
+
+    monkeypatch.setattr(results.ResultsFolder, "load", finished_while_read)
+    assert report_so_far(root, os.getpid()) == 0
+    assert "the session ended while this report was made" in capsys.readouterr().err
+    assert not (root / "report.html").exists() and not (root / "summary.json").exists()

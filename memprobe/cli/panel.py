@@ -1,0 +1,143 @@
+"""The live view at the foot of a terminal the job shares (``memprobe record --live``).
+
+The job keeps the terminal: its stdout and stderr are the terminal itself, byte for byte, and
+its output scrolls as it would without memprobe, in the lines above the view (the terminal's
+scroll region, as apt's progress line does); memprobe repaints the bottom lines about once a
+second, each time in one write that saves the cursor, draws, and puts the cursor back where the
+job left it (the kernel writes one write() to a terminal whole, never interleaved with the job's
+own), so the job's next byte lands where it would have. The keyboard stays the job's: Ctrl-C
+reaches the job as without ``--live`` (memprobe saves what was sampled when it ends), Ctrl-Z
+stops both; no key is read from the job's stdin.
+
+On close (the job ended, or memprobe stops) the view is cleared and the whole screen given back
+to scrolling; memprobe's summary then follows the job's last line. A job that draws on the whole
+screen (a full-screen program, a progress bar that moves the cursor to absolute rows) may draw
+over the view; the next repaint draws it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import threading
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from memprobe.record.live import LiveView
+
+SAVE, RESTORE = "\x1b7", "\x1b8"
+MIN_JOB_LINES = 5  # below this many lines for the job's output, the view is not drawn
+
+
+def height(lines: int) -> int:
+    """How many of the terminal's ``lines`` the view takes: a third, between 3 and 12 (the
+    totals, the limit, the verdict, the table's head and the processes that fit)."""
+    return max(3, min(lines // 3, 12))
+
+
+class Panel:
+    """The view drawn under the job's output (see the module's docstring)."""
+
+    def __init__(self, stream: TextIO, *, color: bool, name: str, hint: str) -> None:
+        self.stream = stream
+        self.color = color
+        self.name, self.hint = name, hint
+        self._open = False
+        self._size: tuple[int, int] | None = None  # (columns, lines) the scroll region was set for
+        self._rows = 0  # the view's height then
+        self._ttou: object = None
+
+    def open_now(self) -> bool:
+        return False  # memprobe's own lines scroll with the job's, above the view
+
+    def open(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            # The job is the terminal's foreground group: a terminal set to `stty tostop` would
+            # stop memprobe at its first write (SIGTTOU). Ignored, the write is allowed.
+            self._ttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        self._open = True
+
+    def key_pressed(self, keys: bytes) -> bool:
+        return False  # the keyboard is the job's
+
+    def due(self) -> bool:
+        return self._open
+
+    def show(self, view: LiveView, title: str, note: str, quitting: bool) -> None:
+        from memprobe.cli.top import render
+
+        if not self._open:
+            return
+        try:
+            size = os.get_terminal_size(self.stream.fileno())
+        except (OSError, ValueError):
+            size = shutil.get_terminal_size()
+        columns, lines = size.columns, size.lines
+        rows = height(lines)
+        text = ""
+        if (columns, lines) != self._size:
+            if lines - rows < MIN_JOB_LINES:  # no room: the job's output only
+                text += self._release()
+                self._open = self._write(text) and False
+                return
+            if self._size is None:  # room at the foot: the job's last lines scroll up by the view's height
+                text += "\n" * rows + f"\x1b[{rows}A"
+            else:
+                text += self._clear()
+            # Setting the region moves the cursor home: saved and put back.
+            text += f"{SAVE}\x1b[1;{lines - rows}r{RESTORE}"
+            self._size, self._rows = (columns, lines), rows
+        drawn = render(
+            view,
+            title,
+            columns,
+            rows,
+            color=self.color,
+            note=note,
+            quitting=quitting,
+            name=self.name,
+            hint=self.hint,
+            compact=True,
+        )
+        drawn += [""] * (rows - len(drawn))
+        text += (
+            SAVE + "".join(f"\x1b[{lines - rows + 1 + i};1H{d}\x1b[K" for i, d in enumerate(drawn)) + RESTORE
+        )
+        self._open = self._write(text)
+
+    def _clear(self) -> str:
+        """The view's lines cleared (the cursor kept), as the terminal was last sized."""
+        if self._size is None:
+            return ""
+        return f"{SAVE}\x1b[{self._size[1] - self._rows + 1};1H\x1b[J{RESTORE}"
+
+    def _release(self) -> str:
+        """The view cleared and the whole screen scrolling again (resetting the region moves the
+        cursor home: saved and put back)."""
+        text = self._clear() + (f"{SAVE}\x1b[r{RESTORE}" if self._size is not None else "")
+        self._size = None
+        return text
+
+    def close(self) -> None:
+        text = self._release()
+        if text:
+            self._write(text)
+        self._open = False
+        if self._ttou is not None:
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signal.SIGTTOU, self._ttou)  # type: ignore[arg-type]
+            self._ttou = None
+
+    def _write(self, text: str) -> bool:
+        """``text`` in one write() to the terminal: whole, never split by the job's output."""
+        try:
+            self.stream.flush()  # memprobe's own lines first
+            data = text.encode("utf-8", "replace")
+            fd = self.stream.fileno()
+            while data:
+                data = data[os.write(fd, data) :]
+            return True
+        except (OSError, ValueError):  # the terminal went away: the recording goes on
+            return False

@@ -247,7 +247,8 @@ def test_no_two_runs_of_a_scenario_report_share_a_colour(tmp_path: Path) -> None
     every run, and each mode x workers its own on the bars (ten colours went round)."""
 
     class Runs:  # what render reads of a results folder: the manifest and the tables of each run
-        manifest: dict = {"environment": {"mem_total_mb": 24_000.0}}
+        def __init__(self) -> None:
+            self.manifest = {"environment": {"mem_total_mb": 24_000.0}}
 
         def run_table(self, name: str, run_id: str) -> pd.DataFrame:
             n = int(run_id.rsplit("w", 1)[1])

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from memprobe.core.series import Clock, total_pss
-from memprobe.report.chart import MAX_POINTS, Milestones, Series, build_chart, color_styles, num
+from memprobe.report.chart import MAX_POINTS, Milestones, Series, build_chart, color_styles, limit_line, num
 
 
 @dataclass(frozen=True)
@@ -56,23 +55,9 @@ def chart_runs_pss(
         if line.group:
             trace["legendgroup"] = line.group
         series.append(Series(trace, clock.items_at(t), pss.to_numpy(float)))
-    top = max((float(np.nanmax(s.y)) for s in series if len(s.y) and not np.isnan(s.y).all()), default=0.0)
-    if limit_mb and series and top >= 0.25 * limit_mb:
-        xs = np.concatenate([np.asarray(s.t, float) for s in series])
-        xs = xs[np.isfinite(xs)]
-        if len(xs):
-            limit = {
-                "type": "scatter",
-                "mode": "lines",
-                "name": "memory limit",
-                "line": {"color": "#8b1d1d", "width": 2, "dash": "dot"},
-                "hovertemplate": "limit %{y:,.0f} MB"
-                + (f" ({limit_of})" if limit_of else "")
-                + "<extra></extra>",
-            }
-            series.append(
-                Series(limit, np.array([xs.min(), xs.max()]), np.array([limit_mb, limit_mb], float))
-            )
+    limit = limit_line(limit_mb, series, of=limit_of)
+    if limit is not None:
+        series.append(limit)
     chart = build_chart(
         chart_id,
         "runs_pss",

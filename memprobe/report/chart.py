@@ -88,6 +88,41 @@ class Series:
     y: np.ndarray
 
 
+LIMIT_COLOR = "#8b1d1d"
+LIMIT_SHOWN_FROM = 0.25  # a limit is drawn once a line reaches this share of it (further down, the
+# limit would flatten the lines into the axis)
+
+
+def limit_line(
+    limit_mb: float | None,
+    lines: Sequence[Series],
+    *,
+    name: str = "memory limit",
+    of: str = "",
+    color: str = LIMIT_COLOR,
+) -> Series | None:
+    """The memory a job or run must fit in, drawn across ``lines``' x range as a dotted line,
+    where one of them reaches :data:`LIMIT_SHOWN_FROM` of it; None otherwise (no limit known, no
+    point drawn). ``of``: what the limit is ("this machine's memory"), said on hover."""
+    ys = [np.asarray(s.y, float) for s in lines]
+    ys = [y[np.isfinite(y)] for y in ys]
+    top = max((float(y.max()) for y in ys if len(y)), default=0.0)
+    if not limit_mb or top < LIMIT_SHOWN_FROM * limit_mb:
+        return None
+    xs = np.concatenate([np.asarray(s.t, float) for s in lines])
+    xs = xs[np.isfinite(xs)]
+    if not len(xs):
+        return None
+    trace = {
+        "type": "scatter",
+        "mode": "lines",
+        "name": name,
+        "line": {"color": color, "width": 2, "dash": "dot"},
+        "hovertemplate": "limit %{y:,.0f} MB" + (f" ({of})" if of else "") + "<extra></extra>",
+    }
+    return Series(trace, np.array([xs.min(), xs.max()]), np.array([limit_mb, limit_mb], float))
+
+
 def num(v: float, digits: int = 3) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), digits)
 

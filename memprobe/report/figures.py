@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from memprobe.core.series import (
@@ -33,6 +32,7 @@ from memprobe.report.chart import (
     Milestones,
     Series,
     build_chart,
+    limit_line,
     name_items_axis,
     role_color,
     share_x,
@@ -198,26 +198,6 @@ def chart_rss_vs_pss(
                 charge.to_numpy(float),
             )
         )
-    top = max(
-        (float(x.max()) for x in (rss, pss, charge) if x is not None and not x.dropna().empty), default=0.0
-    )
-    if limit_mb and top >= 0.25 * limit_mb:
-        ends = [float(x.index.min()) for x in (rss, pss) if not x.empty] + [
-            float(x.index.max()) for x in (rss, pss) if not x.empty
-        ]
-        extra.append(
-            Series(
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "name": "memory limit",
-                    "line": {"color": "#8b1d1d", "width": 2, "dash": "dot"},
-                    "hovertemplate": "limit %{y:,.0f} MB",
-                },
-                np.array([min(ends), max(ends)], dtype=float),
-                np.array([limit_mb, limit_mb], dtype=float),
-            )
-        )
     series = [
         Series(
             {
@@ -246,6 +226,10 @@ def chart_rss_vs_pss(
         ),
         *extra,
     ]
+    limit = limit_line(limit_mb, series)
+    if limit is not None:
+        series.append(limit)
+        extra.append(limit)
     return build_chart(
         chart_id,
         "rss_vs_pss",

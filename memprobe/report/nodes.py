@@ -22,7 +22,15 @@ from memprobe.core.vocabulary import RANK, WORKER_KINDS
 from memprobe.record import limit, projection
 from memprobe.report import content, recorded
 from memprobe.report import format as fmt
-from memprobe.report.chart import MAX_POINTS, Milestones, Series, build_chart, color_styles
+from memprobe.report.chart import (
+    LIMIT_COLOR,
+    MAX_POINTS,
+    Milestones,
+    Series,
+    build_chart,
+    color_styles,
+    limit_line,
+)
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.report.record_tables import ProcessRow, Projection, cgroup_facts, process_rows, projection_table
 from memprobe.report.render import environment
@@ -241,8 +249,33 @@ def node_lines(job: Job) -> list[Line]:
     return out
 
 
-def job_chart(chart_id: str, title: str, lines: list[Line], max_points: int) -> dict | None:
-    """Lines on the job's wall-clock axis: seconds since the first node's command started."""
+def node_limits(job: Job) -> list[tuple[str, float, str]]:
+    """The memory the nodes must fit in, a line's name, MB and what it is for each distinct
+    limit: one "memory limit" where every node has the same, else one per limit naming its nodes."""
+    by_limit: dict[tuple[float, str], list[str]] = {}
+    for node in job.read:
+        if node.summary is not None:
+            mem, of = node_limit(node)
+            if mem:
+                by_limit.setdefault((float(mem), of), []).append(node.label)
+    if len(by_limit) == 1:
+        ((mem, of),) = by_limit
+        return [("memory limit", mem, of)]
+    return [(f"limit of {', '.join(labels)}", mem, of) for (mem, of), labels in by_limit.items()]
+
+
+LIMIT_COLORS = (LIMIT_COLOR, "#5c2d0e", "#3b0764", "#0b3d2e")  # dark: a limit is no node's line
+
+
+def job_chart(
+    chart_id: str,
+    title: str,
+    lines: list[Line],
+    max_points: int,
+    limits: list[tuple[str, float, str]] | None = None,
+) -> dict | None:
+    """Lines on the job's wall-clock axis: seconds since the first node's command started;
+    ``limits`` (:func:`node_limits`) drawn across them where a line reaches a quarter of one."""
     colors = color_styles([name for name, _, _ in lines])
     series = [
         Series(
@@ -259,6 +292,11 @@ def job_chart(chart_id: str, title: str, lines: list[Line], max_points: int) -> 
         )
         for name, t, y in lines
     ]
+    limit_colors = color_styles([name for name, _, _ in limits or []], LIMIT_COLORS)
+    drawn = [
+        limit_line(mb, series, name=name, of=of, color=limit_colors[name]) for name, mb, of in limits or []
+    ]
+    series += [line for line in drawn if line is not None]
     chart = build_chart(
         chart_id,
         "timeline",
@@ -308,7 +346,11 @@ def context(job: Job, name: str, max_points: int = MAX_POINTS) -> dict[str, Any]
         max_points,
     )
     totals = job_chart(
-        "nodes-total", "Each node's total PSS (its whole process tree)", node_lines(job), max_points
+        "nodes-total",
+        "Each node's total PSS (its whole process tree) against the memory it must fit in",
+        node_lines(job),
+        max_points,
+        node_limits(job),
     )
     charts = [c for c in (totals, timeline) if c is not None]
     first = job.read[0].results if job.read else None

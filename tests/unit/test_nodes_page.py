@@ -250,3 +250,32 @@ def test_a_job_s_folders_without_node_ranks_are_still_one_job_when_they_ran_one_
     assert main(["report", str(tmp_path)]) == 0
     assert "Growing on each of the 2 nodes" in capsys.readouterr().out
     assert (tmp_path / "report.html").exists()
+
+
+def test_each_node_s_total_is_drawn_against_the_memory_it_must_fit_in(tmp_path: Path) -> None:
+    """The nodes' chart draws the limit: one line where every node has the same memory, one per
+    limit naming its nodes where they differ."""
+    from memprobe.report.nodes import context
+
+    def chart_names(mem: dict[int, float]) -> dict[str, list]:
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        for k, mb in mem.items():
+            meta, samples = rank_job((150.0, 3.0))
+            meta.update(started=1_795_000_000.0)
+            meta["node"] = {"host": f"n{k}", "node_rank": k, "nodes": 2, "env": {}}
+            write_results(root / f"node{k}", meta, samples, environment={"mem_total_mb": mb})
+        totals = context(Job.load([root], analyse=analyse_all), "job")["totals"]
+        return {t["name"]: t["y"] for t in totals["data"] if "limit" in t["name"]}
+
+    peak = max(
+        n.summary.total_pss_peak_mb
+        for n in Job.load(
+            [node_folder(tmp_path / "x", 0, growth=(150.0, 3.0), host="h", started=0.0).parent],
+            analyse=analyse_all,
+        ).read
+    )
+    assert chart_names({0: 2 * peak, 1: 2 * peak}) == {"memory limit": [2 * peak, 2 * peak]}
+    lines = chart_names({0: 2 * peak, 1: 3 * peak})
+    assert sorted(lines) == ["limit of node 0 (n0)", "limit of node 1 (n1)"]
+    assert lines["limit of node 1 (n1)"] == [3 * peak, 3 * peak]
+    assert chart_names({0: 100 * peak, 1: 100 * peak}) == {}  # far above: the lines would be flattened

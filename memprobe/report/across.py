@@ -1,15 +1,28 @@
-"""Charts that put runs side by side: every run's total PSS against items fetched, and grouped
-bars per backend, mode and worker count (the report's comparison and ``memprobe compare``)."""
+"""Charts that put runs side by side: every run's total PSS against items fetched, grouped bars
+per backend, mode and worker count (the report's comparison and ``memprobe compare``), and
+items/s and scaling efficiency against the worker count."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
+from memprobe.core.scaling import Scaling
 from memprobe.core.series import Clock, total_pss
-from memprobe.report.chart import MAX_POINTS, Milestones, Series, build_chart, color_styles, limit_line, num
+from memprobe.report.chart import (
+    DASHES,
+    MAX_POINTS,
+    Milestones,
+    Series,
+    build_chart,
+    color_styles,
+    limit_line,
+    num,
+    styles,
+)
 
 
 @dataclass(frozen=True)
@@ -133,5 +146,100 @@ def chart_bars(
         "data": data,
         "x": {"time": xs},
         "layouts": {"time": _bar_layout(ytitle, xtitle)},
+        "default": "time",
+    }
+
+
+# -- across worker counts: items/s and scaling efficiency (memprobe.core.scaling) ---------------
+
+
+def chart_scaling(chart_id: str, groups: Sequence[Scaling], noun: str = "items") -> dict | None:
+    """Items/s (top) and scaling efficiency (bottom) against the worker count, one line per
+    mode x backend, a colour each (a dash per mode); a dotted line at efficiency 1 (perfect)."""
+    if not groups:
+        return None
+    names = [f"{g.mode} · {g.backend}" for g in groups]
+    colors = color_styles(names)
+    dashes = styles([g.mode for g in groups], DASHES)
+    data: list[dict[str, Any]] = []
+    xs: list[list[int]] = []
+    for g, name in zip(groups, names, strict=True):
+        workers = [p.workers for p in g.points]
+        cpu = [f"{p.cpu_ms_per_item:.4g} ms CPU per item" if p.cpu_ms_per_item else "" for p in g.points]
+        line = {"color": colors[name], "dash": dashes[g.mode], "width": 2}
+        common = {"type": "scatter", "mode": "lines+markers", "legendgroup": name, "line": line}
+        data.append(
+            {
+                **common,
+                "name": name,
+                "y": [num(p.items_per_s, 1) for p in g.points],
+                "customdata": cpu,
+                "marker": {"size": 8, "color": colors[name]},
+                "hovertemplate": "%{y:,.0f} " + noun + "/s at %{x} workers (%{customdata})"
+                "<extra>%{fullData.name}</extra>",
+            }
+        )
+        data.append(
+            {
+                **common,
+                "name": name,
+                "showlegend": False,
+                "yaxis": "y2",
+                "y": [num(p.efficiency) for p in g.points],
+                "marker": {"size": 8, "color": colors[name]},
+                "hovertemplate": "efficiency %{y:.2f} at %{x} workers<extra>%{fullData.name}</extra>",
+            }
+        )
+        xs += [workers, workers]
+    counts = sorted({p.workers for g in groups for p in g.points})
+    top = max(p.efficiency for g in groups for p in g.points)
+    layout = {
+        "height": 560,
+        "margin": {"l": 80, "r": 20, "t": 20, "b": 60},
+        "xaxis": {"title": {"text": "workers"}, "tickvals": counts, "anchor": "y2"},
+        "yaxis": {"title": {"text": f"{noun}/s"}, "domain": [0.5, 1.0], "rangemode": "tozero"},
+        "yaxis2": {
+            "title": {"text": "scaling efficiency"},
+            "domain": [0.0, 0.4],
+            "range": [0, max(1.1, top * 1.1)],
+        },
+        "shapes": [
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y2",
+                "y0": 1,
+                "y1": 1,
+                "line": {"color": "#868e96", "dash": "dot", "width": 1},
+            }
+        ],
+        "annotations": [
+            {
+                "xref": "paper",
+                "x": 0,
+                "xanchor": "left",
+                "yref": "y2",
+                "y": 1,
+                "yanchor": "bottom",
+                "text": "1 = N workers give N times one worker's rate",
+                "showarrow": False,
+                "font": {"size": 11, "color": "#868e96"},
+            }
+        ],
+        "legend": {"orientation": "h", "y": -0.15},
+        "showlegend": True,
+        "hovermode": "closest",
+        "plot_bgcolor": "#ffffff",
+    }
+    return {
+        "id": chart_id,
+        "kind": "scaling",
+        "title": f"Scaling: {noun}/s and efficiency against the worker count, per mode and backend",
+        "downsampled": False,
+        "data": data,
+        "x": {"time": xs},
+        "layouts": {"time": layout},
         "default": "time",
     }

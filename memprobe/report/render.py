@@ -16,6 +16,7 @@ import jinja2
 
 from memprobe.analysis import Analysed, analyse_all
 from memprobe.core import cures
+from memprobe.core.scaling import contention_note, scaling
 from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.vocabulary import THREAD_NAME_PREFIX
 from memprobe.report import across, advice, content, figures, recorded, session
@@ -217,7 +218,10 @@ def context(results: ResultSet, max_points: int, analysed: list[Analysed] | None
     ids = anchors(summaries)
     overview_chart = all_runs_chart(results, summaries, max_points)
     bars = bar_charts(summaries)
+    groups = scaling(summaries)
+    scaling_chart = across.chart_scaling("c-scaling", groups, page_noun(summaries))
     charts = [c for v in views for c in v.charts] + ([overview_chart] if overview_chart else []) + bars
+    charts += [scaling_chart] if scaling_chart else []
     manifest = results.manifest
     return {
         "title": f"memprobe · {manifest.get('scenario') or results.root.name}",
@@ -235,6 +239,8 @@ def context(results: ResultSet, max_points: int, analysed: list[Analysed] | None
         "nothing_to_fix": content.nothing_to_fix(summaries),
         "overview_chart": overview_chart,
         "bar_charts": bars,
+        "scaling_chart": scaling_chart,
+        "contention_note": contention_note(groups),
         "not_in_bars": content.not_in_bars(summaries) if bars else [],
         "cost_rows": content.cost_rows(summaries, ids),
         "churn_note": content.churn_note(summaries),

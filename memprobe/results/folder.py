@@ -43,6 +43,7 @@ import pandas as pd
 
 from memprobe.core.errors import SchemaVersionError, UsageError
 from memprobe.core.safe_read import MAX_SCENARIO_CHARS, display_path, read_regular
+from memprobe.core.scaling import scaling_dicts
 from memprobe.results import reduce
 from memprobe.results.files import (
     IN_FOLDER,
@@ -273,7 +274,8 @@ class ResultsFolder:
         return ResultSet.of(self)
 
     def write_summary(self, summaries: Sequence[RunSummary]) -> None:
-        """summary.json: the session's facts from the manifest and one entry per run."""
+        """summary.json: the session's facts from the manifest, one entry per run, and how each
+        (mode, backend) scaled with its worker count (:mod:`memprobe.core.scaling`)."""
         m = self.manifest
         write_json_atomic(
             self.root / "summary.json",
@@ -286,6 +288,7 @@ class ResultsFolder:
                 "finished": m.get("finished"),
                 "environment": m.get("environment"),
                 "runs": [s.to_dict() for s in summaries],
+                "scaling": scaling_dicts(summaries),
             },
         )
 

@@ -37,7 +37,17 @@ Workloads (``scenarios/workloads.py``):
 * ``pillow``  decode a 640x408 JPEG (64 distinct real photographs), resize (short side 256),
               centre-crop 224, to a uint8 tensor; batch 64; CPU-heavy, the GIL released in Pillow;
 * ``list``    memprobe's list-of-dicts records with a cheap per-item transform; batch 256;
-* ``arrow``   the same records in a pyarrow table, read one row at a time; batch 256.
+* ``arrow``   the same records in a pyarrow table, read one row at a time; batch 256;
+* ``numpy``   the same records as numpy columns, each item built at its read; batch 256.
+
+Two more axes, for the free-threaded comparison (issue 29): ``--workers 1,2`` runs every loader
+at each worker count (the report adds each loader's scaling efficiency, items/s at N ÷ (N x
+items/s at 1), round by round), and ``--python LABEL=PATH[:LOADERS]`` (repeatable) runs the
+children under other interpreters (e.g. ``gil=.venv/bin/python`` and
+``ft=/work/ft/venv/bin/python``, ``benchmarks/freethreaded/build.sh``), every interpreter's runs
+interleaved in the same rounds, optionally only the listed loaders; the report adds each
+interpreter's items/s over the first one's, round by round. ``--scale 0.5`` halves every
+workload's length.
 
 Every run is a fresh process (``--child``), with ``torch.set_num_threads(1)`` as the issue's
 measurement had it. The parent samples the run's whole process tree from /proc (memprobe's own
@@ -53,8 +63,10 @@ batch is reported too.
 Rounds: every loader once per workload per round, the order rotated every round and reversed on
 odd rounds; per round, ``thread`` is compared with the best other thread loader of that round.
 
-    python benchmarks/bench_threads.py [--rounds 5] [--workloads pillow,list,arrow]
+    python benchmarks/bench_threads.py [--rounds 5] [--workloads pillow,list,arrow,numpy]
                                        [--loaders thread,threadpool,...] [--out DIR]
+                                       [--workers 1,2] [--python LABEL=PATH[:LOADERS] ...]
+                                       [--scale 0.5]
     python benchmarks/bench_threads.py --report-only --out DIR
 
 Results (``results.json``, ``results.md``) go to ``--out``. About 10-15 minutes for 5 rounds
@@ -84,7 +96,8 @@ ROOT = HERE.parent
 # memprobe from this checkout; workloads (scenarios/workloads.py) by name
 sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "scenarios")]
 
-WORKERS = 2
+WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))  # a child's: the parent sets it per run
+SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 THREAD_LOADERS = (
     "thread",
     "thread-before",
@@ -137,6 +150,7 @@ WORKLOADS = {
     "pillow": Workload("pillow_decode_resize", {"images": 64, "length": 1536}, 64),
     "list": Workload("list_records", {"records": 200_000}, 256),
     "arrow": Workload("arrow_records", {"records": 200_000}, 256),
+    "numpy": Workload("numpy_records", {"records": 200_000}, 256),
 }
 
 
@@ -336,7 +350,8 @@ def child(loader: str, workload: str) -> int:
 
     torch.set_num_threads(1)
     w = WORKLOADS[workload]
-    ds = getattr(workloads, w.factory)(**w.kwargs)
+    kwargs = {k: int(v * SCALE) if k in ("records", "length") else v for k, v in w.kwargs.items()}
+    ds = getattr(workloads, w.factory)(**kwargs)
     batches = _batches(len(ds), w.batch_size)
     _import_modules(loader)
     # The collector's first full pass over the objects just built (list: 200,000 dicts, ~0.14 s)
@@ -415,9 +430,19 @@ def _event(proc: subprocess.Popen) -> dict:
     raise RuntimeError(f"run ended without an event (exit code {proc.wait()})")
 
 
-def run_one(loader: str, workload: str, timeout_s: float) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", loader, workload]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
+def run_one(
+    loader: str,
+    workload: str,
+    timeout_s: float,
+    python: str | None = None,
+    workers: int = 2,
+    scale: float = 1,
+) -> dict:
+    cmd = [python or sys.executable, str(Path(__file__).resolve()), "--child", loader, workload]
+    env = {**os.environ, "BENCH_WORKERS": str(workers), "BENCH_SCALE": str(scale)}
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT), env=env
+    )
     watchdog = threading.Timer(timeout_s, proc.kill)
     watchdog.start()
     pss = PssPeak(proc.pid)
@@ -502,7 +527,23 @@ def machine() -> dict[str, Any]:
     }
 
 
-def round_order(loaders: list[str], rnd: int) -> list[str]:
+def interpreter(path: str) -> dict[str, Any]:
+    """The versions and GIL state of the interpreter at ``path`` (a child's)."""
+    code = """if True:
+        import importlib.metadata, json, platform, sys, PIL, torch
+        try:
+            td = importlib.metadata.version("torchdata")
+        except importlib.metadata.PackageNotFoundError:
+            td = None
+        gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+        print(json.dumps({"python": platform.python_version(), "torch": torch.__version__,
+                          "torchdata": td, "pillow": PIL.__version__, "gil_enabled": gil}))
+    """
+    out = subprocess.run([path, "-c", code], capture_output=True, text=True, check=True).stdout
+    return {"path": path, **json.loads(out.splitlines()[-1])}
+
+
+def round_order(loaders: list, rnd: int) -> list:
     k = rnd % len(loaders)
     order = loaders[k:] + loaders[:k]
     return order[::-1] if rnd % 2 else order
@@ -511,6 +552,7 @@ def round_order(loaders: list[str], rnd: int) -> list[str]:
 def run_rounds(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "machine": machine(),
+        "pythons": {label: interpreter(path) for label, (path, _) in args.python.items()},
         "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "loadavg_before": loadavg(),
@@ -519,11 +561,17 @@ def run_rounds(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.monotonic()
     for rnd in range(args.rounds):
         for workload in args.workloads if rnd % 2 == 0 else args.workloads[::-1]:
-            for loader in round_order(
-                [n for n in args.loaders if workload in ONLY_ON.get(n, (workload,))], rnd
-            ):
-                r = run_one(loader, workload, args.timeout)
-                r.update(round=rnd, loadavg=loadavg())
+            cells = [
+                (label, n, w)
+                for label, (_, loaders) in args.python.items()
+                for n in loaders or args.loaders
+                if workload in ONLY_ON.get(n, (workload,))
+                for w in args.workers
+            ]
+            for label, loader, workers in round_order(cells, rnd):
+                path = args.python[label][0]
+                r = run_one(loader, workload, args.timeout, path, workers, args.scale)
+                r.update(round=rnd, loadavg=loadavg(), python=label, workers=workers)
                 results["runs"].append(r)
                 rate = (
                     f"{r['items_per_s']:>9,.0f} items/s  {r['cpu_ms_per_item']:.3f} CPU ms/item  "
@@ -532,7 +580,8 @@ def run_rounds(args: argparse.Namespace) -> dict[str, Any]:
                     else r["error"]
                 )
                 print(
-                    f"round {rnd + 1}/{args.rounds} {workload:6s} {loader:16s} {rate}  (load {r['loadavg']})",
+                    f"round {rnd + 1}/{args.rounds} {label:4s} {workload:6s} {loader:16s} x{workers} {rate}  "
+                    f"(load {r['loadavg']})",
                     flush=True,
                 )
     results["loadavg_after"] = loadavg()
@@ -653,6 +702,114 @@ def report(results: dict[str, Any]) -> str:
         ),
         "",
     ]
+    for label, p in results.get("pythons", {}).items():
+        lines.append(
+            f"* `{label}`: `{p['path']}`: Python {p['python']} (GIL "
+            f"{'enabled' if p['gil_enabled'] else 'disabled'}), torch {p['torch']}, "
+            f"torchdata {p['torchdata']}, Pillow {p['pillow']}"
+        )
+    variants = list(dict.fromkeys(_variant(r) for r in results["runs"]))
+    for variant in variants:
+        if len(variants) > 1:
+            lines += [f"## `{variant[0]}`, {variant[1]} workers", ""]
+        lines += _tables({**results, "runs": [r for r in results["runs"] if _variant(r) == variant]}, rounds)
+    lines += _scaling(results) + _versus(results)
+    failed = [r for r in results["runs"] if r["status"] != "ok"]
+    if failed:
+        lines += (
+            ["Failed runs:", ""]
+            + [
+                f"* round {r['round'] + 1} {r.get('python', '')} {r['workload']} {r['loader']} "
+                f"x{r.get('workers', 2)}: {r['error']}"
+                for r in failed
+            ]
+            + [""]
+        )
+    return "\n".join(lines)
+
+
+def _variant(r: dict) -> tuple[str, int]:
+    """The interpreter's label and the worker count of a run (older results: this one, 2)."""
+    return r.get("python", ""), r.get("workers", 2)
+
+
+def _scaling(results: dict) -> list[str]:
+    """Each loader's scaling efficiency, round by round: items/s at the largest worker count ÷
+    (that count x items/s at the smallest), and CPU per item at the largest ÷ at the smallest."""
+    counts = sorted({_variant(r)[1] for r in results["runs"]})
+    if len(counts) < 2:
+        return []
+    lo, hi = counts[0], counts[-1]
+    rows = []
+    for label in dict.fromkeys(_variant(r)[0] for r in results["runs"]):
+        for workload in dict.fromkeys(r["workload"] for r in results["runs"]):
+            for loader in LOADERS:
+                eff, cpu = [], []
+                for rnd in sorted({r["round"] for r in results["runs"]}):
+                    cell = {
+                        r["workers"]: r
+                        for r in results["runs"]
+                        if (r["round"], r["workload"], r["loader"], r["status"])
+                        == (rnd, workload, loader, "ok")
+                        and _variant(r)[0] == label
+                    }
+                    if lo in cell and hi in cell:
+                        eff.append(cell[hi]["items_per_s"] * lo / (hi * cell[lo]["items_per_s"]))
+                        cpu.append(cell[hi]["cpu_ms_per_item"] / cell[lo]["cpu_ms_per_item"])
+                if eff:
+                    rows.append(
+                        f"| {label} | {workload} | {loader} | {_spread(eff, '.2f')} | {_spread(cpu, '.2f')} |"
+                    )
+    return [
+        f"### Scaling efficiency, {lo} to {hi} workers: items/s at {hi} ÷ ({hi} x items/s at {lo}), per round",
+        "",
+        f"| interpreter | workload | loader | efficiency: median (min-max) | CPU per item at {hi} ÷ at {lo} |",
+        "|---|---|---|---:|---:|",
+        *rows,
+        "",
+    ]
+
+
+def _versus(results: dict) -> list[str]:
+    """Each other interpreter's items/s and CPU per item over the first one's, per round."""
+    labels = list(results.get("pythons", {}))
+    if len(labels) < 2:
+        return []
+    base, rows = labels[0], []
+    for other in labels[1:]:
+        for workload in dict.fromkeys(r["workload"] for r in results["runs"]):
+            for loader in LOADERS:
+                for workers in sorted({_variant(r)[1] for r in results["runs"]}):
+                    speed, cpu = [], []
+                    for rnd in sorted({r["round"] for r in results["runs"]}):
+                        cell = {
+                            r["python"]: r
+                            for r in results["runs"]
+                            if (r["round"], r["workload"], r["loader"], r["workers"], r["status"])
+                            == (rnd, workload, loader, workers, "ok")
+                        }
+                        if base in cell and other in cell:
+                            speed.append(cell[other]["items_per_s"] / cell[base]["items_per_s"])
+                            cpu.append(cell[other]["cpu_ms_per_item"] / cell[base]["cpu_ms_per_item"])
+                    if speed:
+                        rows.append(
+                            f"| {workload} | {loader} | {workers} | {_spread(speed, '.2f')} | {_spread(cpu, '.2f')} |"
+                        )
+        return [
+            f"### `{other}` ÷ `{base}`, per round: median (min-max)",
+            "",
+            "| workload | loader | workers | items/s ratio | CPU per item ratio |",
+            "|---|---|---:|---:|---:|",
+            *rows,
+            "",
+        ]
+    return []
+
+
+def _tables(results: dict, rounds: int) -> list[str]:
+    """The tables of one interpreter at one worker count: each loader's figures, thread against
+    the other thread loaders, the targets."""
+    lines: list[str] = []
     for workload in dict.fromkeys(r["workload"] for r in results["runs"]):
         lines += [
             f"### {workload}: median (min-max) over {rounds} rounds",
@@ -693,15 +850,7 @@ def report(results: dict[str, Any]) -> str:
                 name = f"**{rival}** (best median items/s)" if rival == best else rival
                 lines.append(f"| {name} | {_spread(speed, '.2f')} | {_spread(cpu, '.2f')} |")
         lines.append("")
-    lines += _targets(results)
-    failed = [r for r in results["runs"] if r["status"] != "ok"]
-    if failed:
-        lines += (
-            ["Failed runs:", ""]
-            + [f"* round {r['round'] + 1} {r['workload']} {r['loader']}: {r['error']}" for r in failed]
-            + [""]
-        )
-    return "\n".join(lines)
+    return lines + _targets(results)
 
 
 def _names(text: str, allowed: Iterable[str], flag: str) -> list[str]:
@@ -726,6 +875,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--out", type=Path, default=None, help="results folder (default /tmp/bench-threads-<time>)"
     )
+    ap.add_argument("--workers", default="2", help="comma-separated worker counts (default 2)")
+    ap.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH[:LOADERS]",
+        help="run the children under this interpreter (repeatable; default: this one), only LOADERS if given",
+    )
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every workload's length (default 1)")
     ap.add_argument("--report-only", action="store_true", help="re-render results.md from --out/results.json")
     ap.add_argument("--child", nargs=2, metavar=("LOADER", "WORKLOAD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -733,6 +891,13 @@ def main(argv: list[str] | None = None) -> int:
         return child(*args.child)
     args.workloads = _names(args.workloads, WORKLOADS, "--workloads")
     args.loaders = _names(args.loaders, LOADERS, "--loaders")
+    args.workers = sorted({int(w) for w in args.workers.split(",")})
+    pythons = {}
+    for spec in args.python or [f"this={sys.executable}"]:
+        label, _, rest = spec.partition("=")
+        path, _, only = rest.partition(":")
+        pythons[label] = (path, _names(only, LOADERS, "--python") if only else None)
+    args.python = pythons
     args.out = args.out or Path("/tmp") / f"bench-threads-{datetime.now().strftime('%Y%m%dT%H%M%S')}"
     args.out.mkdir(parents=True, exist_ok=True)
     if args.report_only:

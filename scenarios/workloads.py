@@ -1,7 +1,7 @@
 """Dataset factories for scenarios, imported by name in the run's process.
 
-``list_records`` / ``arrow_records``: memprobe's built-in ``list`` / ``arrow`` records datasets, as
-factories.
+``list_records`` / ``numpy_records`` / ``arrow_records``: memprobe's built-in ``list`` / ``numpy`` /
+``arrow`` records datasets, as factories.
 
 ``null_items``: items that cost nothing (the index itself, or one shared tiny tensor), for
 measuring a loader's own cost per batch (``threads_inprocess.py``'s overhead probe).
@@ -153,6 +153,14 @@ def list_records(records: int = 100_000, floats: int = 4, seed: int = 0) -> Any:
     from memprobe.datasets import RecordSpec, build_dataset
 
     return build_dataset("list", RecordSpec(records=records, floats=floats, seed=seed))
+
+
+def numpy_records(records: int = 100_000, floats: int = 4, seed: int = 0) -> Any:
+    """The same records in memprobe's ``numpy`` backend (columns of numpy arrays, each item built
+    from them at its read), as a factory."""
+    from memprobe.datasets import RecordSpec, build_dataset
+
+    return build_dataset("numpy", RecordSpec(records=records, floats=floats, seed=seed))
 
 
 def arrow_records(records: int = 100_000, floats: int = 4, seed: int = 0) -> Any:

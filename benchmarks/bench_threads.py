@@ -733,6 +733,26 @@ def _variant(r: dict) -> tuple[str, int]:
     return r.get("python", ""), r.get("workers", 2)
 
 
+def _field(r: dict, name: str) -> Any:
+    return dict(zip(("python", "workers"), _variant(r), strict=True)).get(name, r.get(name))
+
+
+def _paired(results: dict, select: dict, side: str, a: Any, b: Any) -> tuple[list, list]:
+    """Per round, among the ok runs whose fields are ``select``'s: run ``b``'s items/s and CPU per
+    item over run ``a``'s, where the field ``side`` tells the two apart."""
+    speed, cpu = [], []
+    for rnd in sorted({r["round"] for r in results["runs"]}):
+        cell = {
+            _field(r, side): r
+            for r in results["runs"]
+            if r["round"] == rnd and r["status"] == "ok" and all(_field(r, k) == v for k, v in select.items())
+        }
+        if a in cell and b in cell:
+            speed.append(cell[b]["items_per_s"] / cell[a]["items_per_s"])
+            cpu.append(cell[b]["cpu_ms_per_item"] / cell[a]["cpu_ms_per_item"])
+    return speed, cpu
+
+
 def _scaling(results: dict) -> list[str]:
     """Each loader's scaling efficiency, round by round: items/s at the largest worker count ÷
     (that count x items/s at the smallest), and CPU per item at the largest ÷ at the smallest."""
@@ -744,19 +764,15 @@ def _scaling(results: dict) -> list[str]:
     for label in dict.fromkeys(_variant(r)[0] for r in results["runs"]):
         for workload in dict.fromkeys(r["workload"] for r in results["runs"]):
             for loader in LOADERS:
-                eff, cpu = [], []
-                for rnd in sorted({r["round"] for r in results["runs"]}):
-                    cell = {
-                        r["workers"]: r
-                        for r in results["runs"]
-                        if (r["round"], r["workload"], r["loader"], r["status"])
-                        == (rnd, workload, loader, "ok")
-                        and _variant(r)[0] == label
-                    }
-                    if lo in cell and hi in cell:
-                        eff.append(cell[hi]["items_per_s"] * lo / (hi * cell[lo]["items_per_s"]))
-                        cpu.append(cell[hi]["cpu_ms_per_item"] / cell[lo]["cpu_ms_per_item"])
-                if eff:
+                speed, cpu = _paired(
+                    results,
+                    {"python": label, "workload": workload, "loader": loader},
+                    "workers",
+                    lo,
+                    hi,
+                )
+                if speed:
+                    eff = [x * lo / hi for x in speed]
                     rows.append(
                         f"| {label} | {workload} | {loader} | {_spread(eff, '.2f')} | {_spread(cpu, '.2f')} |"
                     )
@@ -773,37 +789,32 @@ def _scaling(results: dict) -> list[str]:
 def _versus(results: dict) -> list[str]:
     """Each other interpreter's items/s and CPU per item over the first one's, per round."""
     labels = list(results.get("pythons", {}))
-    if len(labels) < 2:
-        return []
-    base, rows = labels[0], []
+    lines = []
     for other in labels[1:]:
+        rows = []
         for workload in dict.fromkeys(r["workload"] for r in results["runs"]):
             for loader in LOADERS:
                 for workers in sorted({_variant(r)[1] for r in results["runs"]}):
-                    speed, cpu = [], []
-                    for rnd in sorted({r["round"] for r in results["runs"]}):
-                        cell = {
-                            r["python"]: r
-                            for r in results["runs"]
-                            if (r["round"], r["workload"], r["loader"], r["workers"], r["status"])
-                            == (rnd, workload, loader, workers, "ok")
-                        }
-                        if base in cell and other in cell:
-                            speed.append(cell[other]["items_per_s"] / cell[base]["items_per_s"])
-                            cpu.append(cell[other]["cpu_ms_per_item"] / cell[base]["cpu_ms_per_item"])
+                    speed, cpu = _paired(
+                        results,
+                        {"workload": workload, "loader": loader, "workers": workers},
+                        "python",
+                        labels[0],
+                        other,
+                    )
                     if speed:
                         rows.append(
                             f"| {workload} | {loader} | {workers} | {_spread(speed, '.2f')} | {_spread(cpu, '.2f')} |"
                         )
-        return [
-            f"### `{other}` ÷ `{base}`, per round: median (min-max)",
+        lines += [
+            f"### `{other}` ÷ `{labels[0]}`, per round: median (min-max)",
             "",
             "| workload | loader | workers | items/s ratio | CPU per item ratio |",
             "|---|---|---:|---:|---:|",
             *rows,
             "",
         ]
-    return []
+    return lines
 
 
 def _tables(results: dict, rounds: int) -> list[str]:

@@ -4,6 +4,7 @@ items/s and scaling efficiency against the worker count."""
 
 from __future__ import annotations
 
+import colorsys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,20 +154,44 @@ def chart_bars(
 # -- across worker counts: items/s and scaling efficiency (memprobe.core.scaling) ---------------
 
 
+# Scaling chart: a hue per backend, a shade of it per mode (and a dash and marker per mode), so the
+# lines of one backend read as a family and no two lines share a colour.
+BACKEND_HUES = (0.58, 0.07, 0.36, 0.76, 0.50, 0.97, 0.15)
+MODE_SHADES = (0.30, 0.47, 0.62, 0.38, 0.55, 0.25, 0.68)
+MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross")
+
+
+def scaling_colors(groups: Sequence[Scaling]) -> dict[tuple[str, str], str]:
+    """A colour per (mode, backend): the backend's hue, the mode's shade; distinct for every pair."""
+    backends = list(dict.fromkeys(g.backend for g in groups))
+    modes = list(dict.fromkeys(g.mode for g in groups))
+    out = {}
+    for g in groups:
+        b, m = backends.index(g.backend), modes.index(g.mode)
+        hue = BACKEND_HUES[b] if b < len(BACKEND_HUES) else (b * 0.381966) % 1.0
+        light = MODE_SHADES[m % len(MODE_SHADES)] + 0.02 * (m // len(MODE_SHADES))
+        r, gr, bl = colorsys.hls_to_rgb(hue, light, 0.8)
+        out[(g.mode, g.backend)] = f"#{round(r * 255):02x}{round(gr * 255):02x}{round(bl * 255):02x}"
+    return out
+
+
 def chart_scaling(chart_id: str, groups: Sequence[Scaling], noun: str = "items") -> dict | None:
-    """Items/s (top) and scaling efficiency (bottom) against the worker count, one line per
-    mode x backend, a colour each (a dash per mode); a dotted line at efficiency 1 (perfect)."""
+    """Items/s (top; a log axis where the rates span more than 20x) and scaling efficiency
+    (bottom) against the worker count, one line per mode x backend, each its own colour (a hue
+    per backend, a shade, dash and marker per mode); a dotted line at efficiency 1 (perfect)."""
     if not groups:
         return None
     names = [f"{g.mode} · {g.backend}" for g in groups]
-    colors = color_styles(names)
+    colors = {f"{m} · {b}": c for (m, b), c in scaling_colors(groups).items()}
     dashes = styles([g.mode for g in groups], DASHES)
+    markers = styles([g.mode for g in groups], MARKERS)
     data: list[dict[str, Any]] = []
     xs: list[list[int]] = []
     for g, name in zip(groups, names, strict=True):
         workers = [p.workers for p in g.points]
         cpu = [f"{p.cpu_ms_per_item:.4g} ms CPU per item" if p.cpu_ms_per_item else "" for p in g.points]
         line = {"color": colors[name], "dash": dashes[g.mode], "width": 2}
+        marker = {"size": 8, "color": colors[name], "symbol": markers[g.mode]}
         common = {"type": "scatter", "mode": "lines+markers", "legendgroup": name, "line": line}
         data.append(
             {
@@ -174,7 +199,7 @@ def chart_scaling(chart_id: str, groups: Sequence[Scaling], noun: str = "items")
                 "name": name,
                 "y": [num(p.items_per_s, 1) for p in g.points],
                 "customdata": cpu,
-                "marker": {"size": 8, "color": colors[name]},
+                "marker": marker,
                 "hovertemplate": "%{y:,.0f} " + noun + "/s at %{x} workers (%{customdata})"
                 "<extra>%{fullData.name}</extra>",
             }
@@ -186,20 +211,23 @@ def chart_scaling(chart_id: str, groups: Sequence[Scaling], noun: str = "items")
                 "showlegend": False,
                 "yaxis": "y2",
                 "y": [num(p.efficiency) for p in g.points],
-                "marker": {"size": 8, "color": colors[name]},
+                "marker": marker,
                 "hovertemplate": "efficiency %{y:.2f} at %{x} workers<extra>%{fullData.name}</extra>",
             }
         )
         xs += [workers, workers]
     counts = sorted({p.workers for g in groups for p in g.points})
     top = max(p.efficiency for g in groups for p in g.points)
+    rates = [p.items_per_s for g in groups for p in g.points]
+    log = max(rates) > 20 * min(rates)
     layout = {
         "height": 560,
         "margin": {"l": 80, "r": 20, "t": 20, "b": 60},
         "xaxis": {"title": {"text": "workers"}, "tickvals": counts, "anchor": "y2"},
-        "yaxis": {"title": {"text": f"{noun}/s"}, "domain": [0.5, 1.0], "rangemode": "tozero"},
+        "yaxis": {"title": {"text": f"{noun}/s" + (" (log)" if log else "")}, "domain": [0.5, 1.0]}
+        | ({"type": "log", "dtick": 1} if log else {"rangemode": "tozero"}),
         "yaxis2": {
-            "title": {"text": "scaling efficiency"},
+            "title": {"text": "scaling efficiency (1: perfect)"},
             "domain": [0.0, 0.4],
             "range": [0, max(1.1, top * 1.1)],
         },
@@ -213,19 +241,6 @@ def chart_scaling(chart_id: str, groups: Sequence[Scaling], noun: str = "items")
                 "y0": 1,
                 "y1": 1,
                 "line": {"color": "#868e96", "dash": "dot", "width": 1},
-            }
-        ],
-        "annotations": [
-            {
-                "xref": "paper",
-                "x": 0,
-                "xanchor": "left",
-                "yref": "y2",
-                "y": 1,
-                "yanchor": "bottom",
-                "text": "1 = N workers give N times one worker's rate",
-                "showarrow": False,
-                "font": {"size": 11, "color": "#868e96"},
             }
         ],
         "legend": {"orientation": "h", "y": -0.15},

@@ -94,19 +94,30 @@ def test_summary_json_has_the_scaling_per_mode_and_backend(tmp_path: Path) -> No
 def test_chart_has_a_line_per_mode_and_backend_in_distinct_colours() -> None:
     runs = [
         run(b, m, n, 1000.0 * n**0.5, 0.01)
-        for b in ("list", "arrow")
-        for m in ("thread", "fork")
+        for b in ("list", "numpy", "arrow", "pillow")
+        for m in ("thread", "fork", "spawn")
         for n in (1, 2)
     ]
     chart = chart_scaling("c-scaling", scaling(runs))
     assert chart is not None and chart["kind"] == "scaling"
     rate = [t for t in chart["data"] if t.get("yaxis") != "y2"]
     eff = [t for t in chart["data"] if t.get("yaxis") == "y2"]
-    assert [t["name"] for t in rate] == ["thread · list", "fork · list", "thread · arrow", "fork · arrow"]
-    assert len({t["line"]["color"] for t in rate}) == 4
-    assert [t["y"] for t in eff] == [[1.0, pytest.approx(0.707, abs=1e-3)]] * 4
-    assert chart["x"]["time"] == [[1, 2]] * 8
+    assert [t["name"] for t in rate[:4]] == ["thread · list", "fork · list", "spawn · list", "thread · numpy"]
+    assert len({t["line"]["color"] for t in rate}) == 12  # the two panels' lines of one run share it
+    assert [t["line"]["color"] for t in eff] == [t["line"]["color"] for t in rate]
+    assert [t["y"] for t in eff] == [[1.0, pytest.approx(0.707, abs=1e-3)]] * 12
+    assert chart["x"]["time"] == [[1, 2]] * 24
+    assert chart["layouts"]["time"]["yaxis"].get("type") != "log"
     assert chart_scaling("c-scaling", []) is None
+
+
+def test_chart_rates_on_a_log_axis_when_they_span_more_than_20x() -> None:
+    """Pillow's tens of images/s next to a list's 100,000 items/s: a linear axis flattens one."""
+    runs = [run("list", "thread", n, 50_000.0 * n) for n in (1, 2)] + [
+        run("pillow", "thread", n, 30.0 * n) for n in (1, 2)
+    ]
+    chart = chart_scaling("c-scaling", scaling(runs))
+    assert chart is not None and chart["layouts"]["time"]["yaxis"]["type"] == "log"
 
 
 def free(backend: str, e: float, cpu_rise: float = 1.0, mode: str = "thread", gil: bool | None = False):

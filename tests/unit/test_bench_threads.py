@@ -105,3 +105,32 @@ def test_a_tie_with_noisy_rounds_is_not_called_a_win_or_a_loss() -> None:
     for rnd, ratio in enumerate([0.85, 1.15, 0.95, 1.1, 1.0, 0.9]):
         runs += [_run(rnd, "arrow", "thread", 100.0 * ratio), _run(rnd, "arrow", "threadpool", 100.0)]
     assert _target_rows(bt.report(_results(runs)))[("arrow", "threadpool")].startswith("within the noise")
+
+
+def test_the_report_pairs_worker_counts_and_interpreters_round_by_round() -> None:
+    """--workers 1,2 and --python gil=... --python ft=...: each loader's scaling efficiency and the
+    second interpreter's items/s over the first's come from runs of the same round only."""
+    runs = []
+    for rnd, load in enumerate((1.0, 0.5, 0.8)):  # the machine's load changes between rounds
+        for python, rate1, rate2 in (("gil", 100.0, 110.0), ("ft", 90.0, 162.0)):
+            for workers, rate in ((1, rate1), (2, rate2)):
+                r = _run(rnd, "list", "thread", rate * load)
+                r.update(python=python, workers=workers, cpu_ms_per_item=workers * 1.0)
+                runs.append(r)
+    results = _results(runs) | {
+        "pythons": {
+            k: {
+                "path": k,
+                **dict.fromkeys(("python", "torch", "torchdata", "pillow"), "x"),
+                "gil_enabled": k == "gil",
+            }
+            for k in ("gil", "ft")
+        }
+    }
+    text = bt.report(results)
+    assert "| gil | list | thread | 0.55 (0.55-0.55) | 2.00 (2.00-2.00) |" in text  # 110 / (2 x 100)
+    assert "| ft | list | thread | 0.90 (0.90-0.90) | 2.00 (2.00-2.00) |" in text  # 162 / (2 x 90)
+    assert "### `ft` ÷ `gil`, per round: median (min-max)" in text
+    assert "| list | thread | 1 | 0.90 (0.90-0.90) | 1.00 (1.00-1.00) |" in text
+    assert "| list | thread | 2 | 1.47 (1.47-1.47) | 1.00 (1.00-1.00) |" in text
+    assert "## `ft`, 2 workers" in text and "Python x (GIL disabled)" in text

@@ -135,7 +135,9 @@ if ! done_step venv; then
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
     mark venv
 fi
-PIP=("$VENV/bin/python" -m pip install --quiet --progress-bar off)
+# --prefer-binary: numpy's newest release has no cp313t wheel, and pip would compile it from its
+# sdist (seen: 10+ minutes of C++ at nice 10) instead of taking 2.4.6's wheel.
+PIP=("$VENV/bin/python" -m pip install --quiet --progress-bar off --prefer-binary)
 [[ -n "$DOWNLOAD" ]] && wait "$DOWNLOAD"
 if ! done_step packages; then
     say "pip install torch==$TORCH_VERSION numpy pyarrow pillow psutil torchdata pytest"

@@ -41,6 +41,9 @@ QUICK_IMAGES = 128
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+DATASET_MODES, DATASET_WORKERS, DATASET_BATCH = "fork,thread", "2", 64  # a one-off --dataset run's
+
+
 def _scenario(args: argparse.Namespace) -> Any:
     """The scenario file, or one made from --dataset and its flags."""
     from memprobe.run.scenario import load_scenario, parse_scenario
@@ -49,24 +52,61 @@ def _scenario(args: argparse.Namespace) -> Any:
     if args.scenario and args.dataset:
         raise UsageError("give a scenario file or --dataset, not both")
     if args.scenario:
-        return load_scenario(find_scenario(args.scenario))
+        given = [
+            f"--{k.replace('_', '-')}"
+            for k in ("kwargs", "items", "batch_size")
+            if getattr(args, k) is not None
+        ]
+        if given:
+            raise UsageError(
+                f"{given[0]}: sets a one-off --dataset run; a scenario file sets it itself "
+                "(dataset.kwargs, loader.items, loader.batch_size)"
+            )
+        return with_axes(load_scenario(find_scenario(args.scenario)), args)
     if not args.dataset:
         raise UsageError(
             "no scenario: give a shipped scenario's name (memprobe scenarios lists them), a scenario "
             "file, or --dataset MODULE:CALLABLE"
         )
-    kwargs = json_kwargs("--kwargs", args.kwargs)
-    loader: dict[str, Any] = {"batch_size": args.batch_size}
+    kwargs = json_kwargs("--kwargs", "{}" if args.kwargs is None else args.kwargs)
+    loader: dict[str, Any] = {"batch_size": DATASET_BATCH if args.batch_size is None else args.batch_size}
     if args.items is not None:
         loader["items"] = args.items
     doc = {
         "name": args.dataset.rsplit(":", 1)[-1].split(".")[-1] or "dataset",
         "dataset": {"factory": args.dataset, "kwargs": kwargs},
-        "modes": [m.strip() for m in args.modes.split(",") if m.strip()],
-        "workers": [_int("--workers", w) for w in args.workers.split(",") if w.strip()],
+        "modes": listed(DATASET_MODES if args.modes is None else args.modes),
+        "workers": [
+            _int("--workers", w) for w in listed(DATASET_WORKERS if args.workers is None else args.workers)
+        ],
         "loader": loader,
     }
     return parse_scenario(yaml.safe_dump(doc, sort_keys=False), "--dataset", base_dir=os.getcwd())
+
+
+def listed(text: str) -> list[str]:
+    """A comma-separated flag's values."""
+    return [w.strip() for w in text.split(",") if w.strip()]
+
+
+def with_axes(scenario: Any, args: argparse.Namespace) -> Any:
+    """A scenario file's matrix narrowed or widened by --modes and --workers, checked as the
+    file's own ``modes:`` and ``workers:`` are (the results folder keeps the file as written)."""
+    from memprobe.run.scenario import parse_scenario, with_overrides
+
+    if args.modes is None and args.workers is None:
+        return scenario
+    axes: dict[str, Any] = {}
+    if args.modes is not None:
+        axes["modes"] = listed(args.modes)
+    if args.workers is not None:
+        axes["workers"] = [_int("--workers", w) for w in listed(args.workers)]
+    flags = parse_scenario(yaml.safe_dump(axes), "--modes/--workers", base_dir=os.getcwd())
+    return with_overrides(
+        scenario,
+        modes=flags.modes if args.modes is not None else None,
+        workers=flags.workers if args.workers is not None else None,
+    )
 
 
 def _preflight(scenario: Any) -> None:
@@ -130,13 +170,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="MODULE:CALLABLE",
         help="a factory returning a torch Dataset, imported by name (e.g. mypkg.data:build)",
     )
+    one.add_argument("--kwargs", metavar="JSON", help="keyword arguments for the factory, as JSON")
     one.add_argument(
-        "--kwargs", metavar="JSON", default="{}", help="keyword arguments for the factory, as JSON"
+        "--modes",
+        help=f"comma-separated modes (default: {DATASET_MODES}); with a scenario file, instead of its modes",
     )
-    one.add_argument("--modes", default="fork,thread", help="comma-separated modes (default: fork,thread)")
-    one.add_argument("--workers", default="2", help="comma-separated worker counts (default: 2)")
+    one.add_argument(
+        "--workers",
+        help=f"comma-separated worker counts (default: {DATASET_WORKERS}); with a scenario file, instead "
+        "of its workers",
+    )
     one.add_argument("--items", type=int, help="stop each run after this many items")
-    one.add_argument("--batch-size", type=int, default=64, help="batch size (default: 64)")
+    one.add_argument("--batch-size", type=int, help=f"batch size (default: {DATASET_BATCH})")
     p.add_argument(
         "-o", "--output", metavar="DIR", help="results folder (default: reports/<name>-<UTC time>)"
     )

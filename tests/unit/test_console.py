@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from memprobe.cli.console import TerminalConsole, summary_table
 from memprobe.cli.run import QUICK_IMAGES, QUICK_RECORDS, _quick
 from memprobe.core.summary import RunSummary
@@ -121,3 +123,29 @@ def test_summary_table_marks_the_main_process_growth_of_runs_without_worker_proc
         ]
     )
     assert "-19 MB (main)" in table.splitlines()[2]
+
+
+def test_modes_and_workers_flags_narrow_a_scenario_file_and_one_off_flags_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`memprobe run FILE --modes fork --workers 1` runs that matrix (the flags were ignored with a
+    file: every mode ran); --items and --batch-size with a file are refused, naming where the file
+    sets them; a bad mode is refused as the file's own would be."""
+    import argparse
+
+    from memprobe.cli import main
+    from memprobe.cli.run import _scenario
+
+    def args(**given: object) -> argparse.Namespace:
+        base = {"scenario": str(RECORDS), "dataset": None, "kwargs": None, "items": None, "batch_size": None}
+        return argparse.Namespace(**{**base, "modes": None, "workers": None, **given})
+
+    whole = _scenario(args())
+    narrowed = _scenario(args(modes="fork", workers="1,3"))
+    assert {r.mode for r in narrowed.runs()} == {"fork"} and {r.workers for r in narrowed.runs()} == {1, 3}
+    assert {r.backend for r in narrowed.runs()} == {r.backend for r in whole.runs()}
+    assert narrowed.text == whole.text  # the folder keeps the file as written
+    assert main(["run", str(RECORDS), "--items", "5"]) == 2
+    assert "--items: sets a one-off --dataset run; a scenario file sets it itself" in capsys.readouterr().err
+    assert main(["run", str(RECORDS), "--modes", "fork,frok"]) == 2
+    assert "modes': got 'frok'; allowed: fork, spawn" in capsys.readouterr().err

@@ -218,6 +218,16 @@ def gil_enabled() -> bool | None:
         return None
 
 
+# -- what a memory cgroup's charge is made of (memprobe.probe.cgroup.breakdown) ------------------
+
+CGROUP_PARTS: dict[str, str] = {
+    "anonymous": "anonymous memory (what PSS and USS count)",
+    "page_cache": "page cache (files read or written; the kernel may reclaim it)",
+    "shared_memory": "shared memory (/dev/shm, memfd, tmpfs)",
+    "kernel_and_other": "kernel memory and the rest (page tables, slab, sockets)",
+}
+
+
 # -- signals and exit codes -----------------------------------------------------------------------
 
 

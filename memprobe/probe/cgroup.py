@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from memprobe.core.vocabulary import CGROUP_PARTS
 from memprobe.probe.procfs import read_text
 
 UNLIMITED = 1 << 62  # v1 writes "no limit" as 9223372036854771712 (the page-aligned largest long)
@@ -43,16 +44,37 @@ class CgroupMemory:
     limit_bytes: int | None  # the lowest limit on it and above it; None: unlimited
     usage_bytes: int | None  # charged to it now
     oom_kills: int | None  # processes the OOM killer killed in it, since it was made
+    # What the charge is made of (bytes; :func:`breakdown`), where memory.stat says.
+    parts: dict[str, int] | None = None
 
     def to_dict(self) -> dict:
         mb = lambda b: None if b is None else round(b / MiB, 1)  # noqa: E731
-        return {
+        out = {
             "version": self.version,
             "path": self.path,
             "limit_mb": mb(self.limit_bytes),
             "usage_mb": mb(self.usage_bytes),
             "oom_kills": self.oom_kills,
         }
+        if self.parts is not None:
+            out["parts_mb"] = {k: mb(v) for k, v in self.parts.items()}
+        return out
+
+
+def breakdown(stat: dict[str, int], usage: int | None, version: int) -> dict[str, int] | None:
+    """What a cgroup's charge is made of, from its memory.stat: anonymous memory (what the
+    processes' PSS and USS count), page cache (files read or written, which the kernel may
+    reclaim), shared memory (/dev/shm, memfd, tmpfs: charged to whoever first touched it) and the
+    rest (kernel memory: page tables, slab, sockets), in bytes; None where memory.stat lacks
+    them. v1 counts the hierarchy under ``total_*`` (its page cache includes shared memory);
+    v2's ``file`` includes ``shmem`` too."""
+    keys = ("total_rss", "total_cache", "total_shmem") if version == 1 else ("anon", "file", "shmem")
+    anon, file, shmem = (stat.get(k) for k in keys)
+    if anon is None or file is None or shmem is None or usage is None:
+        return None
+    return dict(
+        zip(CGROUP_PARTS, (anon, max(file - shmem, 0), shmem, max(usage - anon - file, 0)), strict=True)
+    )
 
 
 def locate(pid: int | str, proc: Path = Path("/proc")) -> CgroupLocation | None:
@@ -105,8 +127,8 @@ def _unescape(field: str) -> str:
 def read(where: CgroupLocation) -> CgroupMemory:
     """Its limit, charge and OOM kills now (a file that cannot be read gives None)."""
     d = where.directory
+    stat = _keyed(d / "memory.stat")
     if where.version == 1:
-        stat = _keyed(d / "memory.stat")
         limit = stat.get("hierarchical_memory_limit", _number(d / "memory.limit_in_bytes"))
     else:
         limits = []
@@ -120,7 +142,12 @@ def read(where: CgroupLocation) -> CgroupMemory:
         limit = min(known) if known else None
     usage, kills = charge(where)
     return CgroupMemory(
-        where.version, where.path, limit if limit is not None and limit < UNLIMITED else None, usage, kills
+        where.version,
+        where.path,
+        limit if limit is not None and limit < UNLIMITED else None,
+        usage,
+        kills,
+        breakdown(stat, usage, where.version),
     )
 
 

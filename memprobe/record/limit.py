@@ -170,6 +170,8 @@ def against_limit(
         "charge_start_mb": group.get("usage_at_start_mb"),
         "charge_peak_mb": float(charge.max()) if charge is not None else None,
         "charge_end_mb": group.get("usage_mb"),
+        # What the charge at the end was made of (core.vocabulary.CGROUP_PARTS), where memory.stat said.
+        "charge_end_parts_mb": group.get("parts_mb"),
         "charge_rate_mb_per_min": rate[0] if rate else None,
         "minutes_to_limit": rate[1] if rate else None,  # from the charge's peak
         "oom_kills": kills - before if kills is not None and before is not None else None,

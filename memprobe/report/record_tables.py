@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import (
+    CGROUP_PARTS,
     DATALOADER,
     HELPER_ROLES,
     LAUNCHER,
@@ -305,6 +306,16 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
                 + (f", at most {fmt.mb(peak)} read while it ran (once a second)" if peak is not None else "")
                 + " (what the OOM killer counts: page cache, shared and kernel memory too, not total "
                 "PSS; the whole cgroup, memprobe and any other process in it included)",
+            )
+        )
+    parts = limit.get("charge_end_parts_mb")
+    if isinstance(parts, dict) and end is not None:
+        said = [(CGROUP_PARTS[k], float(parts[k])) for k in CGROUP_PARTS if fmt.is_num(parts.get(k))]
+        rows.append(
+            (
+                "the charge at its end",
+                "; ".join(f"{fmt.mb(v)} {words}" for words, v in sorted(said, key=lambda x: -x[1]))
+                + " (the cgroup's memory.stat)",
             )
         )
     if limit.get("charge_rate_mb_per_min") is not None:

@@ -21,6 +21,7 @@ import pandas as pd
 from memprobe.core.errors import UsageError
 from memprobe.core.safe_read import display_path
 from memprobe.core.text import has_control
+from memprobe.core.vocabulary import CGROUP_PARTS
 
 MAX_NUMBER = 1e15
 
@@ -331,6 +332,7 @@ RECORDED = _object(
                 "usage_at_start_mb": _number(low=0),
                 "oom_kills": _COUNT,
                 "oom_kills_at_start": _COUNT,
+                "parts_mb": _object({k: _number(low=0) for k in CGROUP_PARTS}),
             }
         ),
     },

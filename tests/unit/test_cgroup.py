@@ -227,3 +227,56 @@ def test_a_machine_oom_kill_is_the_jobs_only_if_a_process_of_it_vanished_right_a
         "machine-wide" in facts["OOM kills on the machine"]
         and "worker 0 (pid 11)" in facts["OOM kills on the machine"]
     )
+
+
+def test_what_the_charge_is_made_of_is_read_from_memory_stat_on_v1_and_v2(tmp_path: Path) -> None:
+    """The charge is not total PSS: the page says by what (anonymous memory, page cache, shared
+    memory, the kernel's), from memory.stat, each version's own keys (v1 hierarchical totals,
+    its cache including shmem; v2's file including shmem)."""
+    from memprobe.report.record_tables import cgroup_facts
+
+    v1 = tmp_path / "memory" / "job"
+    _files(
+        v1,
+        memory_limit_in_bytes=V1_NONE,
+        memory_stat=(
+            f"cache 1\nrss 1\nshmem 1\ntotal_cache {300 * MiB}\ntotal_rss {500 * MiB}\n"
+            f"total_shmem {40 * MiB}\nhierarchical_memory_limit {V1_NONE}\n"
+        ),
+        memory_usage_in_bytes=str(830 * MiB),
+    )
+    got = cgroup.read(
+        cgroup.locate(42, _proc(tmp_path / "a", "4:memory:/job\n", [("/", v1.parent, "cgroup", "rw,memory")]))
+    )  # type: ignore[arg-type]
+    assert got.to_dict()["parts_mb"] == {
+        "anonymous": 500.0,
+        "page_cache": 260.0,
+        "shared_memory": 40.0,
+        "kernel_and_other": 30.0,
+    }
+    v2 = tmp_path / "cgroup"
+    _files(
+        v2,
+        memory_max="max",
+        memory_current=str(700 * MiB),
+        memory_stat=f"anon {400 * MiB}\nfile {250 * MiB}\nshmem {50 * MiB}\nkernel {45 * MiB}\n",
+    )
+    got = cgroup.read(cgroup.locate(42, _proc(tmp_path / "b", "0::/\n", [("/", v2, "cgroup2", "rw")])))  # type: ignore[arg-type]
+    parts = got.to_dict()["parts_mb"]
+    assert parts == {"anonymous": 400.0, "page_cache": 200.0, "shared_memory": 50.0, "kernel_and_other": 50.0}
+    facts = dict(
+        cgroup_facts(
+            {"cgroup_version": 2, "cgroup_path": "/", "charge_end_mb": 700.0, "charge_end_parts_mb": parts},
+            24_000.0,
+        )
+    )
+    assert facts["the charge at its end"].startswith(
+        "400 MB anonymous memory (what PSS and USS count); 200 MB page cache (files read or written"
+    )
+    _files(v2, memory_stat="anon 1\n")  # a kernel whose memory.stat lacks a part: none said
+    assert (
+        "parts_mb"
+        not in cgroup.read(
+            cgroup.locate(42, _proc(tmp_path / "c", "0::/\n", [("/", v2, "cgroup2", "rw")]))
+        ).to_dict()
+    )  # type: ignore[arg-type]

@@ -2,9 +2,10 @@
 
 A recording samples every process every 0.2 s: 72 hours of 64 processes are 83 million sample
 rows, more than the analysis can hold. A run with more than :data:`REDUCE_ABOVE_ROWS` rows in a
-table is therefore read in two streamed passes over its Parquet file (one row group at a time):
-the first chooses the ticks to keep, the second reads only the rows at those ticks. The full data
-stays in the Parquet file; a run below the limit is read whole, exactly as before.
+table (:data:`SYSTEM_REDUCE_ABOVE_ROWS` in ``system``: :func:`reduce_above`) is therefore read
+in two streamed passes over its Parquet file (one row group at a time): the first chooses the
+ticks to keep, the second reads only the rows at those ticks. The full data stays in the Parquet
+file; a run below the limit is read whole, exactly as before.
 
 Kept, for every run reduced (whole ticks: every process's row at a kept time, so totals summed
 across processes at one time stay right):
@@ -41,6 +42,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 REDUCE_ABOVE_ROWS = 200_000  # a run's rows in one table beyond which its series are reduced
+# The system table (the machine's: one row per tick) is reduced from 20,000 rows a run (1.1 h at
+# the default interval of 0.2 s): read whole up to 200,000 rows (11 h) it cost the finish of 8 h x
+# 64 processes ~10 MB more than of 1 h (144,000 rows: 7.4 MB as pandas, and what the analysis and
+# the page derive from it). Reduced it keeps at most (1 + 2 x its numeric columns) x BUCKETS ticks
+# and the ticks around the run's moments: about what 20,000 rows are, whatever the job's length.
+SYSTEM_REDUCE_ABOVE_ROWS = 20_000
 BUCKETS = 500  # equal slices of a reduced run
 # Exact readings kept of a reduced run's processes, shared between them: each process's first one
 # in each of EXACT_TICKS // processes slices (its growth is measured on its exact readings).
@@ -131,7 +138,7 @@ def load_table(
         # Values no memprobe wrote (a pid of inf or text, a damaged folder): read whole, where
         # they are refused naming the file and the column, whatever the table's length.
         return read_whole(path)
-    long = {run for run, span in spans.items() if span.rows > REDUCE_ABOVE_ROWS}
+    long = {run for run, span in spans.items() if span.rows > reduce_above(table)}
     if not long:
         return read_whole(path)
     ticks = {
@@ -156,6 +163,11 @@ def load_table(
     keep = {run: t.times() for run, t in ticks.items()}
     parts = [_kept_rows(group, keep) for group in parquet_groups(path)]
     return check(_to_pandas(parts))
+
+
+def reduce_above(table: str) -> int:
+    """A run's rows in ``table`` beyond which they are read reduced."""
+    return min(REDUCE_ABOVE_ROWS, SYSTEM_REDUCE_ABOVE_ROWS) if table == "system" else REDUCE_ABOVE_ROWS
 
 
 def _spans(path: Path) -> dict[str, _Span]:

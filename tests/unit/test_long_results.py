@@ -357,3 +357,25 @@ def test_a_report_of_a_long_session_still_going_reads_its_lines_reduced_and_move
     assert samples["t"].max() == max(r["t"] for r in rows)
     assert sorted(p.name for p in root.iterdir()) == ["manifest.json", "runs"]  # nothing gathered in it
     assert len(read_jsonl(root / "runs" / "a" / "samples.jsonl")) == len(rows)
+
+
+def test_the_system_table_of_a_few_hours_is_read_reduced_like_the_samples(tmp_path: Path) -> None:
+    """One row per tick: 25,000 rows (1.4 h at 0.2 s), far below the samples' limit, are read
+    reduced with the default limits, so what the finish holds of it does not grow with the job's
+    length; the lowest available memory, the first and last tick kept."""
+    root = _folder(tmp_path, _rows(5))
+    w = RunWriter(root / "runs" / "a")
+    w.append(
+        "system",
+        [
+            {"t": 0.2 * i, "mem_available_mb": 5000.0 if i == 14321 else 9000.0 - i % 3, "processes": 3}
+            for i in range(25_000)
+        ],
+    )
+    w.close()
+    gather.consolidate(root)
+    system = ResultSet.load(root).tables["system"]
+    # at most (1 + 2 x numeric columns) ticks a slice, and the run's first and last
+    assert len(system) <= 5 * reduce.BUCKETS + 2
+    assert system["mem_available_mb"].min() == 5000.0
+    assert system["t"].min() == 0.0 and system["t"].max() == pytest.approx(0.2 * 24_999)

@@ -68,7 +68,13 @@ def consolidate(root: Path) -> None:
             (d / f"{table}.jsonl").unlink(missing_ok=True)
 
 
-GATHER_ROWS = 20_000  # rows of JSON lines parsed at once: ~30 MB of Python objects
+# Rows of JSON lines parsed at once: ~7 MB of Python objects. Parsed 20,000 at a time (~30 MB)
+# they left pymalloc's arenas pinned by a few objects that outlive a chunk (caches, lazily
+# imported modules): after gathering 1 h x 64 processes, 95 arenas (99 MB) held 30 MB of objects
+# and 66 MB of free pools, which Python keeps and no Arrow or numpy buffer can use, so the reading
+# back and the analysis stood on them (the finish's peak RSS 389-396 MB). At 5,000: 50 arenas, 17
+# MB free, peak 355 MB (docs/performance.md). The row groups do not depend on it (group_bytes).
+GATHER_ROWS = 5_000
 
 
 def jsonl_chunks(path: Path, root: Path | None = None, size: int | None = None) -> Iterator[list[dict]]:
@@ -174,25 +180,28 @@ GROUP_BYTES = 16 << 20
 
 
 # Row groups a gathered table aims at: ~12 MB of footer (24.5 KB a group). Up to ~2.7 GB of JSON
-# lines (6 h of 64 processes, 3 days of 3) a 500th is less than a chunk, and every chunk is a group
-# as it always was; beyond ~8 GB (26 h of 64) the groups are GROUP_BYTES and their number grows.
+# lines (6 h of 64 processes, 3 days of 3) a 500th is less than LEAST_GROUP_BYTES; beyond ~8 GB
+# (26 h of 64) the groups are GROUP_BYTES and their number grows.
 MAX_GROUPS = 500
+# The least Arrow data of a row group, whatever the chunks parsed (GATHER_ROWS): ~20,000 sample
+# rows, the groups a short table always had.
+LEAST_GROUP_BYTES = 5 << 20
 
 
 def group_bytes(sources: list[Path]) -> int:
     """The least size of the row groups a table gathered from ``sources`` (its JSON lines, and
-    the part gathered before) is written in: a :data:`MAX_GROUPS`-th of their bytes, at most
-    :data:`GROUP_BYTES` (0 when there are none: one chunk a group). Only a long, wide job pays
-    for groups larger than a chunk, where they save more footer than they cost."""
+    the part gathered before) is written in: a :data:`MAX_GROUPS`-th of their bytes, at least
+    :data:`LEAST_GROUP_BYTES`, at most :data:`GROUP_BYTES`. In bytes, not chunks parsed: only a
+    long, wide job pays for larger groups, where they save more footer than they cost."""
     size = 0
     for path in sources:
         with contextlib.suppress(OSError):
             size += path.stat().st_size
-    return min(GROUP_BYTES, size // MAX_GROUPS)
+    return min(GROUP_BYTES, max(LEAST_GROUP_BYTES, size // MAX_GROUPS))
 
 
 class _RowGroup:
-    """Chunks held until they make one row group of at least ``nbytes`` (0: one chunk a group)."""
+    """Chunks held until they make one row group of at least ``nbytes``."""
 
     def __init__(self, nbytes: int) -> None:
         self.least = nbytes

@@ -91,10 +91,11 @@ def test_gathering_writes_the_json_lines_chunk_by_chunk_with_the_same_rows(
 
 def test_a_long_table_is_gathered_in_fewer_row_groups_than_chunks(tmp_path: Path, monkeypatch) -> None:
     """Parquet's footer describes every row group, and whoever opens the file holds it whole: a
-    table whose JSON lines make more than MAX_GROUPS chunks' worth is written in about MAX_GROUPS
-    groups of several chunks, so the footer stops growing with the job's length; a short one keeps
-    a group per chunk (no chunk held longer than it was). The same rows either way."""
+    table whose JSON lines make more than MAX_GROUPS groups of LEAST_GROUP_BYTES is written in
+    about MAX_GROUPS groups of several chunks, so the footer stops growing with the job's length;
+    a short one in groups of LEAST_GROUP_BYTES. The same rows either way."""
     monkeypatch.setattr(gather, "GATHER_ROWS", 25)  # 48 chunks of 1,200 rows
+    monkeypatch.setattr(gather, "LEAST_GROUP_BYTES", 1)
     (tmp_path / "short").mkdir()
     (tmp_path / "long").mkdir()
     short = _folder(tmp_path / "short", _rows(200), runs=("a", "b"))
@@ -108,6 +109,16 @@ def test_a_long_table_is_gathered_in_fewer_row_groups_than_chunks(tmp_path: Path
     parts = list(gather.parquet_groups(long / "samples.parquet"))
     loaded = pd.concat([p.to_pandas() for p in parts], ignore_index=True)
     pd.testing.assert_frame_equal(loaded, pd.read_parquet(short / "samples.parquet"))
+
+
+def test_row_groups_are_sized_in_bytes_not_by_the_rows_parsed_at_once(tmp_path: Path, monkeypatch) -> None:
+    """The lines are parsed a few thousand rows at a time (the fewer, the less of Python's memory
+    stays pinned after the gathering), but a row group is not written per chunk parsed: a table
+    of 1,200 rows parsed 25 at a time is one group, as parsed whole, with the same rows."""
+    monkeypatch.setattr(gather, "GATHER_ROWS", 25)
+    root = _folder(tmp_path, _rows(200), runs=("a", "b"))
+    gather.consolidate(root)
+    assert _row_groups(root / "samples.parquet") == [2 * 200 * 3]
 
 
 def test_chunks_that_type_a_column_differently_join_under_one_schema(tmp_path: Path, monkeypatch) -> None:

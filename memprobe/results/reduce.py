@@ -30,7 +30,7 @@ length (measured: 143,233 sample rows kept of 1,151,937 for 1 h of 64 processes;
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
@@ -156,13 +156,23 @@ def load_table(
     wanted = (
         ["run_id", "t", "pid", "tier", "missing", *values] if table == "samples" else ["run_id", "t", *values]
     )
-    for group in parquet_groups(path, wanted):
-        frame = group.to_pandas()
+    for frame in _frames(parquet_groups(path, wanted)):
         for run, rows in frame[frame["run_id"].isin(long)].groupby("run_id", sort=False):
             (_choose_samples if table == "samples" else _choose_system)(ticks[str(run)], rows, values)
     keep = {run: t.times() for run, t in ticks.items()}
-    parts = [_kept_rows(group, keep) for group in parquet_groups(path)]
+    parts = list(parquet_groups(path, where=lambda key: _kept(key, keep)))
     return check(_to_pandas(parts))
+
+
+READ_ROWS = 65_536  # rows of a row group made pandas at once (a long table's groups are large)
+
+
+def _frames(groups: Iterator[pa.Table]) -> Iterator[pd.DataFrame]:
+    """Each group's rows as pandas, :data:`READ_ROWS` at a time (what is chosen from them does not
+    depend on where they are cut: every choice is the least, the largest or the earliest)."""
+    for group in groups:
+        for start in range(0, group.num_rows, READ_ROWS):
+            yield group.slice(start, READ_ROWS).to_pandas()
 
 
 def reduce_above(table: str) -> int:
@@ -174,10 +184,9 @@ def _spans(path: Path) -> dict[str, _Span]:
     from memprobe.results.gather import parquet_groups
 
     spans: dict[str, _Span] = {}
-    for group in parquet_groups(path, ["run_id", "t", "pid"]):
-        if "t" not in group.column_names or "run_id" not in group.column_names or not group.num_rows:
+    for frame in _frames(parquet_groups(path, ["run_id", "t", "pid"])):
+        if "t" not in frame.columns or "run_id" not in frame.columns or frame.empty:
             continue  # not a table memprobe wrote: read whole, where it is refused with its reason
-        frame = group.to_pandas()
         for run, rows in frame.groupby("run_id", sort=False):
             span = spans.setdefault(str(run), _Span())
             span.rows += len(rows)
@@ -252,28 +261,25 @@ def _extremes(ticks: _Ticks, rows: pd.DataFrame, key: str, values: list[str]) ->
         known = rows[[key, column, "t"]].dropna(subset=[column])
         if known.empty:
             continue
-        ordered = known.sort_values([column, "t"], kind="stable")
-        for larger, picked in (
-            (False, ordered.drop_duplicates(key, keep="first")),
-            (True, ordered.drop_duplicates(key, keep="last")),
-        ):
-            for k, value, t in picked.itertuples(index=False, name=None):
+        for larger in (False, True):
+            # the least (largest) value, and of equal ones the earliest: whatever the rows' order
+            ordered = known.sort_values([column, "t"], ascending=[not larger, True], kind="stable")
+            for k, value, t in ordered.drop_duplicates(key, keep="first").itertuples(index=False, name=None):
                 ticks.extreme((k, column, "max" if larger else "min"), float(value), float(t), larger)
 
 
-def _kept_rows(group: pa.Table, keep: dict[str, np.ndarray]) -> pa.Table:
-    """The rows of ``group`` of a run not reduced, and of a reduced run those at its kept ticks."""
+def _kept(key: pa.Table, keep: dict[str, np.ndarray]) -> pa.Array:
+    """Which rows of a group (its ``run_id`` and ``t``) to read: those of a run not reduced, and
+    of a reduced run those at its kept ticks."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if "run_id" not in group.column_names or not group.num_rows:
-        return group
-    run_id, t = group.column("run_id"), group.column("t")
+    run_id, t = key.column("run_id"), key.column("t")
     mask = pc.invert(pc.is_in(run_id, value_set=pa.array(list(keep), run_id.type)))
     for run, times in keep.items():
         at = pc.and_(pc.equal(run_id, run), pc.is_in(t, value_set=pa.array(times, pa.float64())))
         mask = pc.or_(mask, at)
-    return group.filter(mask)
+    return mask
 
 
 def _to_pandas(parts: list[pa.Table]) -> pd.DataFrame:

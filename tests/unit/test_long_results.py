@@ -239,6 +239,27 @@ def test_a_long_run_is_read_reduced_to_whole_ticks_keeping_each_process_s_extrem
     assert kept["rss_mb"].max() == 900.0
 
 
+def test_a_long_run_reads_back_the_same_whatever_its_row_groups(tmp_path: Path, monkeypatch) -> None:
+    """A long table's row groups grow with its length and are read a slice at a time: the rows
+    kept do not depend on where the groups or slices are cut (a value's largest, repeated every
+    7 ticks here, keeps its earliest tick, as its smallest does)."""
+    monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
+    monkeypatch.setattr(reduce, "BUCKETS", 20)
+    monkeypatch.setattr(reduce, "EXACT_TICKS", 60)
+    monkeypatch.setattr(gather, "GATHER_ROWS", 90)
+    loaded = []
+    for name, group_bytes, read_rows in (("whole", 1 << 30, 1 << 20), ("cut", 1, 200)):
+        (tmp_path / name).mkdir()
+        root = _folder(tmp_path / name, _rows(600))
+        monkeypatch.setattr(gather, "GROUP_BYTES", group_bytes)
+        monkeypatch.setattr(reduce, "READ_ROWS", read_rows)
+        gather.consolidate(root)
+        assert len(_row_groups(root / "samples.parquet")) == (1 if name == "whole" else 20)
+        loaded.append(ResultSet.load(root).tables["samples"])
+    assert len(loaded[0]) < 600 * 3 / 4
+    pd.testing.assert_frame_equal(loaded[0], loaded[1])
+
+
 def test_the_ticks_around_the_runs_milestones_are_kept(long_run) -> None:
     root, _ = long_run
     meta_path = root / "runs" / "long" / "meta.json"

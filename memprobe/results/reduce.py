@@ -3,9 +3,10 @@
 A recording samples every process every 0.2 s: 72 hours of 64 processes are 83 million sample
 rows, more than the analysis can hold. A run with more than :data:`REDUCE_ABOVE_ROWS` rows in a
 table (:data:`SYSTEM_REDUCE_ABOVE_ROWS` in ``system``: :func:`reduce_above`) is therefore read
-in two streamed passes over its Parquet file (one row group at a time): the first chooses the
-ticks to keep, the second reads only the rows at those ticks. The full data stays in the Parquet
-file; a run below the limit is read whole, exactly as before.
+in two streamed passes over its Parquet file: the first chooses the ticks to keep (a row group's
+columns it needs, :data:`READ_ROWS` rows at a time), the second reads only the rows at those
+ticks (a column of a row group at a time). The full data stays in the Parquet file; a run below
+the limit is read whole, exactly as before.
 
 Kept, for every run reduced (whole ticks: every process's row at a kept time, so totals summed
 across processes at one time stay right):

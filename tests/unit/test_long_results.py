@@ -339,20 +339,27 @@ def test_the_terminal_and_the_page_say_a_long_process_s_life_in_hours() -> None:
     assert record_tables.process_row(row, 50.0, has_workers=False).alive == "0.0–8.0 h"
 
 
-def test_a_long_system_table_keeps_the_lowest_available_memory_of_each_slice(
-    tmp_path: Path, monkeypatch
-) -> None:
-    root = _folder(tmp_path, _rows(5))
+def _with_system(root: Path, ticks: int, low_at: int) -> Path:
+    """A gathered folder whose run has a system row every 0.2 s for ``ticks`` ticks, available
+    memory at its lowest (5,000 MB) at tick ``low_at``."""
+    _folder(root, _rows(5))
     w = RunWriter(root / "runs" / "a")
     w.append(
         "system",
         [
-            {"t": 0.2 * i, "mem_available_mb": 5000.0 if i == 4321 else 9000.0 - i % 3, "processes": 3}
-            for i in range(6000)
+            {"t": 0.2 * i, "mem_available_mb": 5000.0 if i == low_at else 9000.0 - i % 3, "processes": 3}
+            for i in range(ticks)
         ],
     )
     w.close()
     gather.consolidate(root)
+    return root
+
+
+def test_a_long_system_table_keeps_the_lowest_available_memory_of_each_slice(
+    tmp_path: Path, monkeypatch
+) -> None:
+    root = _with_system(tmp_path, 6000, low_at=4321)
     monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
     monkeypatch.setattr(reduce, "BUCKETS", 20)
     system = ResultSet.load(root).tables["system"]
@@ -395,17 +402,7 @@ def test_the_system_table_of_a_few_hours_is_read_reduced_like_the_samples(tmp_pa
     """One row per tick: 25,000 rows (1.4 h at 0.2 s), far below the samples' limit, are read
     reduced with the default limits, so what the finish holds of it does not grow with the job's
     length; the lowest available memory, the first and last tick kept."""
-    root = _folder(tmp_path, _rows(5))
-    w = RunWriter(root / "runs" / "a")
-    w.append(
-        "system",
-        [
-            {"t": 0.2 * i, "mem_available_mb": 5000.0 if i == 14321 else 9000.0 - i % 3, "processes": 3}
-            for i in range(25_000)
-        ],
-    )
-    w.close()
-    gather.consolidate(root)
+    root = _with_system(tmp_path, 25_000, low_at=14321)
     system = ResultSet.load(root).tables["system"]
     # at most (1 + 2 x numeric columns) ticks a slice, and the run's first and last
     assert len(system) <= 5 * reduce.BUCKETS + 2

@@ -176,8 +176,9 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path, row_group_bytes: int 
 # with the job's length (72 h of 64 processes: 1,037 groups of 16 MB, ~27 MB). A group is held
 # whole while it is written, during the gathering, whose peak is ~150 MB below the analysis's at
 # 64 processes; it is read a slice or a column at a time (memprobe.results.reduce). So from ~2.5
-# GB of JSON lines (~6 h of 64 processes) a table is ~290 groups (a 500th of its JSON lines, ~1.7
-# times its Arrow data), ~8 MB of footer, whatever the length up to ~32 GB (~80 h of 64).
+# GB of JSON lines (~6 h of 64 processes) the samples are ~370 groups (a 500th of the JSON lines
+# each; their Arrow data is ~0.74 of them: 369 groups at 8 h x 64), ~10 MB of footer, whatever
+# the length up to ~32 GB (~80 h of 64).
 GROUP_BYTES = 64 << 20
 
 

@@ -12,8 +12,12 @@ measures, each in its own child process under /usr/bin/time (wall, user + system
 
     python benchmarks/bench_finish.py --hours 1 8 24 72 --processes 3
     python benchmarks/bench_finish.py --hours 1 8 --processes 64 --recover
+    python benchmarks/bench_finish.py --hours 8 --processes 64 --src old=/tmp/src-main --src new=.
 
 Prints one Markdown row per measurement; the folders are removed afterwards (--keep to keep).
+``--src NAME=DIR`` (repeated) measures memprobe from each source tree DIR (put first on
+PYTHONPATH) in turn, interleaved, each on its own copy of the one folder generated; ``--reuse``
+takes the folder already generated in --base instead of writing it again.
 """
 
 from __future__ import annotations
@@ -34,14 +38,21 @@ FINISH = (
 )
 
 
-def measured(argv: list[str]) -> dict:
-    """Run ``argv`` under /usr/bin/time: wall s, CPU s, peak RSS MB, exit code."""
+def measured(argv: list[str], src: Path | None = None) -> dict:
+    """Run ``argv`` under /usr/bin/time (memprobe from ``src`` when given): wall s, CPU s, peak RSS
+    MB, exit code."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src.resolve()), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
     with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
         done = subprocess.run(
             ["/usr/bin/time", "-o", out.name, "-f", "%e %U %S %M", *argv],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         wall, user, system, peak_kb = out.read().split()[-4:]
     if done.returncode:
@@ -69,38 +80,55 @@ def main() -> int:
     p.add_argument("--recover", action="store_true", help="also recover a killed copy (twice the disk)")
     p.add_argument("--base", type=Path, default=Path(tempfile.gettempdir()), help="where the folders go")
     p.add_argument("--keep", action="store_true", help="keep the folders")
+    p.add_argument(
+        "--src", action="append", default=[], metavar="NAME=DIR", help="memprobe from the tree DIR"
+    )
+    p.add_argument("--reuse", action="store_true", help="the folders already generated in --base")
     args = p.parse_args()
+    sources: list[tuple[str, Path | None]] = [
+        (name, Path(tree)) for name, _, tree in (s.partition("=") for s in args.src)
+    ] or [("", None)]
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f}")
     print("| job | processes | sample rows | step | wall s | CPU s | peak RSS MB |")
     print("|---|---|---|---|---|---|---|")
     for processes in args.processes:
         for hours in args.hours:
             folder = args.base / f"memprobe-long-{hours:g}h-{processes}p"
-            shutil.rmtree(folder, ignore_errors=True)
             t0 = time.monotonic()
             sys.path.insert(0, str(HERE))
-            from gen_long_record import generate
+            from gen_long_record import INTERVAL_S, generate
 
-            facts = generate(folder, hours, processes)
+            if not (args.reuse and folder.exists()):
+                shutil.rmtree(folder, ignore_errors=True)
+                generate(folder, hours, processes)
+            ticks = int(hours * 3600 / INTERVAL_S)  # what generate() writes
+            rows = ticks * processes - processes + 1
+            mb = sum(f.stat().st_size for f in folder.glob("runs/*/*.jsonl")) / 2**20
             print(
-                f"<!-- generated {facts['rows']:,} rows, {facts['jsonl_mb']:,.0f} MB of JSON lines "
-                f"in {time.monotonic() - t0:.0f} s -->",
+                f"<!-- {rows:,} sample rows, {mb:,.0f} MB of JSON lines, ready in {time.monotonic() - t0:.0f} s -->",
                 flush=True,
             )
-            copy = folder.with_name(folder.name + "-killed")
-            if args.recover:
+            for name, src in sources:
+                what = f"{name}: " if name else ""
+                copy = folder.with_name(f"{folder.name}-{name or 'run'}")
                 shutil.rmtree(copy, ignore_errors=True)
                 shutil.copytree(folder, copy)
-            m = measured([sys.executable, "-c", FINISH, str(folder)])
-            print(row(hours, processes, facts["rows"], "finish", m), flush=True)
-            m = measured([sys.executable, "-m", "memprobe", "report", str(folder)])
-            print(row(hours, processes, facts["rows"], "report", m), flush=True)
-            if args.recover:
-                m = measured([sys.executable, "-m", "memprobe", "report", str(copy)])
-                print(row(hours, processes, facts["rows"], "recover (killed)", m), flush=True)
+                killed = copy.with_name(copy.name + "-killed")
+                if args.recover:
+                    shutil.rmtree(killed, ignore_errors=True)
+                    shutil.copytree(folder, killed)
+                m = measured([sys.executable, "-c", FINISH, str(copy)], src)
+                print(row(hours, processes, rows, what + "finish", m), flush=True)
+                m = measured([sys.executable, "-m", "memprobe", "report", str(copy)], src)
+                print(row(hours, processes, rows, what + "report", m), flush=True)
+                if args.recover:
+                    m = measured([sys.executable, "-m", "memprobe", "report", str(killed)], src)
+                    print(row(hours, processes, rows, what + "recover (killed)", m), flush=True)
+                if not args.keep:
+                    shutil.rmtree(copy, ignore_errors=True)
+                    shutil.rmtree(killed, ignore_errors=True)
             if not args.keep:
                 shutil.rmtree(folder, ignore_errors=True)
-                shutil.rmtree(copy, ignore_errors=True)
     return 0
 
 

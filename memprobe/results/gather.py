@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,7 +68,13 @@ def consolidate(root: Path) -> None:
             (d / f"{table}.jsonl").unlink(missing_ok=True)
 
 
-GATHER_ROWS = 20_000  # rows of JSON lines parsed at once: ~30 MB of Python objects
+# Rows of JSON lines parsed at once: ~7 MB of Python objects. Parsed 20,000 at a time (~30 MB)
+# they left pymalloc's arenas pinned by a few objects that outlive a chunk (caches, lazily
+# imported modules): after gathering 1 h x 64 processes, 95 arenas (99 MB) held 30 MB of objects
+# and 66 MB of free pools, which Python keeps and no Arrow or numpy buffer can use, so the reading
+# back and the analysis stood on them (the finish's peak RSS 389-396 MB). At 5,000: 50 arenas, 17
+# MB free, peak 355 MB (docs/performance.md). The row groups do not depend on it (group_bytes).
+GATHER_ROWS = 5_000
 
 
 def jsonl_chunks(path: Path, root: Path | None = None, size: int | None = None) -> Iterator[list[dict]]:
@@ -163,36 +169,40 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path, row_group_bytes: int 
                 spool.unlink(missing_ok=True)
 
 
-# The most Arrow data per Parquet row group written (group_bytes): ~60,000 sample rows.
-# Whoever opens a Parquet file holds its footer, which describes every row group: 24.5 KB of
-# memory per group of the samples' 32 columns (measured: pq.ParquetFile of a 200-group file),
-# so groups of one chunk made it grow with the job's length (72 h of 64 processes: 4,150 groups,
-# ~100 MB). A group is held whole while it is written and read, so larger ones cost at every
-# length (peak RSS of the finish of 24 h x 3 processes: 278 MB with one-chunk groups, 305 MB
-# with 16 MB, 392 MB with 32 MB; docs/performance.md): 16 MB keeps the footer of 72 h x 64 to ~33 MB.
-GROUP_BYTES = 16 << 20
+# The most Arrow data per Parquet row group written (group_bytes): ~240,000 sample rows.
+# Whoever opens a Parquet file holds its footer, which describes every row group: 26.6 KB of
+# memory per group of the samples' 32 columns, with or without column statistics (measured:
+# pq.ParquetFile opened ten times on a 1,000-group file), so groups of a fixed size made it grow
+# with the job's length (72 h of 64 processes: 1,037 groups of 16 MB, ~27 MB). A group is held
+# whole while it is written, during the gathering, whose peak is ~150 MB below the analysis's at
+# 64 processes; it is read a slice or a column at a time (memprobe.results.reduce). So from ~2.5
+# GB of JSON lines (~6 h of 64 processes) the samples are ~370 groups (a 500th of the JSON lines
+# each; their Arrow data is ~0.74 of them: 369 groups at 8 h x 64), ~10 MB of footer, whatever
+# the length up to ~32 GB (~80 h of 64).
+GROUP_BYTES = 64 << 20
 
 
-# Row groups a gathered table aims at: ~12 MB of footer (24.5 KB a group). Up to ~2.7 GB of JSON
-# lines (6 h of 64 processes, 3 days of 3) a 500th is less than a chunk, and every chunk is a group
-# as it always was; beyond ~8 GB (26 h of 64) the groups are GROUP_BYTES and their number grows.
+# Row groups a gathered table aims at (of MAX_GROUPS-th of its JSON lines each).
 MAX_GROUPS = 500
+# The least Arrow data of a row group, whatever the chunks parsed (GATHER_ROWS): ~20,000 sample
+# rows, the groups a short table always had.
+LEAST_GROUP_BYTES = 5 << 20
 
 
 def group_bytes(sources: list[Path]) -> int:
     """The least size of the row groups a table gathered from ``sources`` (its JSON lines, and
-    the part gathered before) is written in: a :data:`MAX_GROUPS`-th of their bytes, at most
-    :data:`GROUP_BYTES` (0 when there are none: one chunk a group). Only a long, wide job pays
-    for groups larger than a chunk, where they save more footer than they cost."""
+    the part gathered before) is written in: a :data:`MAX_GROUPS`-th of their bytes, at least
+    :data:`LEAST_GROUP_BYTES`, at most :data:`GROUP_BYTES`. In bytes, not chunks parsed: only a
+    long, wide job pays for larger groups, where they save more footer than they cost."""
     size = 0
     for path in sources:
         with contextlib.suppress(OSError):
             size += path.stat().st_size
-    return min(GROUP_BYTES, size // MAX_GROUPS)
+    return min(GROUP_BYTES, max(LEAST_GROUP_BYTES, size // MAX_GROUPS))
 
 
 class _RowGroup:
-    """Chunks held until they make one row group of at least ``nbytes`` (0: one chunk a group)."""
+    """Chunks held until they make one row group of at least ``nbytes``."""
 
     def __init__(self, nbytes: int) -> None:
         self.least = nbytes
@@ -228,9 +238,18 @@ def _join_spools(spools: list[Path], schema: pa.Schema, out: Path, row_group_byt
         group.write(writer)
 
 
-def parquet_groups(path: Path, columns: list[str] | None = None) -> Iterator[pa.Table]:
+def parquet_groups(
+    path: Path,
+    columns: list[str] | None = None,
+    where: Callable[[pa.Table], pa.Array] | None = None,
+    by: tuple[str, ...] = ("run_id", "t"),
+) -> Iterator[pa.Table]:
     """The row groups of a Parquet file memprobe wrote, one at a time (``columns`` only, those of
-    them it has), or a :class:`UsageError` naming a file that cannot be read."""
+    them it has), or a :class:`UsageError` naming a file that cannot be read.
+
+    With ``where`` (a group's ``by`` columns -> which of its rows to keep), only those rows, read
+    a column at a time: a long table's groups are large (:func:`group_bytes`), and only one
+    column of one is held whole, besides the rows kept."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -238,9 +257,16 @@ def parquet_groups(path: Path, columns: list[str] | None = None) -> Iterator[pa.
         with open_in_folder(path.parent, path) as f:  # an open file: see _write_parquet_atomic
             parquet = pq.ParquetFile(f)
             names = parquet.schema_arrow.names
-            wanted = None if columns is None else [c for c in columns if c in names]
+            wanted = names if columns is None else [c for c in columns if c in names]
             for i in range(parquet.num_row_groups):
-                yield parquet.read_row_group(i, columns=wanted)
+                if where is None or not all(c in names for c in by):
+                    yield parquet.read_row_group(i, columns=wanted)
+                    continue
+                mask = where(parquet.read_row_group(i, columns=list(by)))
+                yield pa.Table.from_arrays(
+                    [parquet.read_row_group(i, columns=[c]).column(0).filter(mask) for c in wanted],
+                    schema=pa.schema([parquet.schema_arrow.field(c) for c in wanted]),
+                )
     except (OSError, pa.ArrowException) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise UsageError(

@@ -2,9 +2,11 @@
 
 A recording samples every process every 0.2 s: 72 hours of 64 processes are 83 million sample
 rows, more than the analysis can hold. A run with more than :data:`REDUCE_ABOVE_ROWS` rows in a
-table is therefore read in two streamed passes over its Parquet file (one row group at a time):
-the first chooses the ticks to keep, the second reads only the rows at those ticks. The full data
-stays in the Parquet file; a run below the limit is read whole, exactly as before.
+table (:data:`SYSTEM_REDUCE_ABOVE_ROWS` in ``system``: :func:`reduce_above`) is therefore read
+in two streamed passes over its Parquet file: the first chooses the ticks to keep (a row group's
+columns it needs, :data:`READ_ROWS` rows at a time), the second reads only the rows at those
+ticks (a column of a row group at a time). The full data stays in the Parquet file; a run below
+the limit is read whole, exactly as before.
 
 Kept, for every run reduced (whole ticks: every process's row at a kept time, so totals summed
 across processes at one time stay right):
@@ -29,7 +31,7 @@ length (measured: 143,233 sample rows kept of 1,151,937 for 1 h of 64 processes;
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
@@ -41,6 +43,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 REDUCE_ABOVE_ROWS = 200_000  # a run's rows in one table beyond which its series are reduced
+# The system table (the machine's: one row per tick) is reduced from 20,000 rows a run (1.1 h at
+# the default interval of 0.2 s): read whole up to 200,000 rows (11 h) it cost the finish of 8 h x
+# 64 processes ~10 MB more than of 1 h (144,000 rows: 7.4 MB as pandas, and what the analysis and
+# the page derive from it). Reduced it keeps at most (1 + 2 x its numeric columns) x BUCKETS ticks
+# and the ticks around the run's moments: about what 20,000 rows are, whatever the job's length.
+SYSTEM_REDUCE_ABOVE_ROWS = 20_000
 BUCKETS = 500  # equal slices of a reduced run
 # Exact readings kept of a reduced run's processes, shared between them: each process's first one
 # in each of EXACT_TICKS // processes slices (its growth is measured on its exact readings).
@@ -131,7 +139,7 @@ def load_table(
         # Values no memprobe wrote (a pid of inf or text, a damaged folder): read whole, where
         # they are refused naming the file and the column, whatever the table's length.
         return read_whole(path)
-    long = {run for run, span in spans.items() if span.rows > REDUCE_ABOVE_ROWS}
+    long = {run for run, span in spans.items() if span.rows > reduce_above(table)}
     if not long:
         return read_whole(path)
     ticks = {
@@ -149,23 +157,37 @@ def load_table(
     wanted = (
         ["run_id", "t", "pid", "tier", "missing", *values] if table == "samples" else ["run_id", "t", *values]
     )
-    for group in parquet_groups(path, wanted):
-        frame = group.to_pandas()
+    for frame in _frames(parquet_groups(path, wanted)):
         for run, rows in frame[frame["run_id"].isin(long)].groupby("run_id", sort=False):
             (_choose_samples if table == "samples" else _choose_system)(ticks[str(run)], rows, values)
     keep = {run: t.times() for run, t in ticks.items()}
-    parts = [_kept_rows(group, keep) for group in parquet_groups(path)]
+    parts = list(parquet_groups(path, where=lambda key: _kept(key, keep)))
     return check(_to_pandas(parts))
+
+
+READ_ROWS = 65_536  # rows of a row group made pandas at once (a long table's groups are large)
+
+
+def _frames(groups: Iterator[pa.Table]) -> Iterator[pd.DataFrame]:
+    """Each group's rows as pandas, :data:`READ_ROWS` at a time (what is chosen from them does not
+    depend on where they are cut: every choice is the least, the largest or the earliest)."""
+    for group in groups:
+        for start in range(0, group.num_rows, READ_ROWS):
+            yield group.slice(start, READ_ROWS).to_pandas()
+
+
+def reduce_above(table: str) -> int:
+    """A run's rows in ``table`` beyond which they are read reduced."""
+    return min(REDUCE_ABOVE_ROWS, SYSTEM_REDUCE_ABOVE_ROWS) if table == "system" else REDUCE_ABOVE_ROWS
 
 
 def _spans(path: Path) -> dict[str, _Span]:
     from memprobe.results.gather import parquet_groups
 
     spans: dict[str, _Span] = {}
-    for group in parquet_groups(path, ["run_id", "t", "pid"]):
-        if "t" not in group.column_names or "run_id" not in group.column_names or not group.num_rows:
+    for frame in _frames(parquet_groups(path, ["run_id", "t", "pid"])):
+        if "t" not in frame.columns or "run_id" not in frame.columns or frame.empty:
             continue  # not a table memprobe wrote: read whole, where it is refused with its reason
-        frame = group.to_pandas()
         for run, rows in frame.groupby("run_id", sort=False):
             span = spans.setdefault(str(run), _Span())
             span.rows += len(rows)
@@ -240,28 +262,25 @@ def _extremes(ticks: _Ticks, rows: pd.DataFrame, key: str, values: list[str]) ->
         known = rows[[key, column, "t"]].dropna(subset=[column])
         if known.empty:
             continue
-        ordered = known.sort_values([column, "t"], kind="stable")
-        for larger, picked in (
-            (False, ordered.drop_duplicates(key, keep="first")),
-            (True, ordered.drop_duplicates(key, keep="last")),
-        ):
-            for k, value, t in picked.itertuples(index=False, name=None):
+        for larger in (False, True):
+            # the least (largest) value, and of equal ones the earliest: whatever the rows' order
+            ordered = known.sort_values([column, "t"], ascending=[not larger, True], kind="stable")
+            for k, value, t in ordered.drop_duplicates(key, keep="first").itertuples(index=False, name=None):
                 ticks.extreme((k, column, "max" if larger else "min"), float(value), float(t), larger)
 
 
-def _kept_rows(group: pa.Table, keep: dict[str, np.ndarray]) -> pa.Table:
-    """The rows of ``group`` of a run not reduced, and of a reduced run those at its kept ticks."""
+def _kept(key: pa.Table, keep: dict[str, np.ndarray]) -> pa.Array:
+    """Which rows of a group (its ``run_id`` and ``t``) to read: those of a run not reduced, and
+    of a reduced run those at its kept ticks."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if "run_id" not in group.column_names or not group.num_rows:
-        return group
-    run_id, t = group.column("run_id"), group.column("t")
+    run_id, t = key.column("run_id"), key.column("t")
     mask = pc.invert(pc.is_in(run_id, value_set=pa.array(list(keep), run_id.type)))
     for run, times in keep.items():
         at = pc.and_(pc.equal(run_id, run), pc.is_in(t, value_set=pa.array(times, pa.float64())))
         mask = pc.or_(mask, at)
-    return group.filter(mask)
+    return mask
 
 
 def _to_pandas(parts: list[pa.Table]) -> pd.DataFrame:

@@ -91,10 +91,11 @@ def test_gathering_writes_the_json_lines_chunk_by_chunk_with_the_same_rows(
 
 def test_a_long_table_is_gathered_in_fewer_row_groups_than_chunks(tmp_path: Path, monkeypatch) -> None:
     """Parquet's footer describes every row group, and whoever opens the file holds it whole: a
-    table whose JSON lines make more than MAX_GROUPS chunks' worth is written in about MAX_GROUPS
-    groups of several chunks, so the footer stops growing with the job's length; a short one keeps
-    a group per chunk (no chunk held longer than it was). The same rows either way."""
+    table whose JSON lines make more than MAX_GROUPS groups of LEAST_GROUP_BYTES is written in
+    about MAX_GROUPS groups of several chunks, so the footer stops growing with the job's length;
+    a short one in groups of LEAST_GROUP_BYTES. The same rows either way."""
     monkeypatch.setattr(gather, "GATHER_ROWS", 25)  # 48 chunks of 1,200 rows
+    monkeypatch.setattr(gather, "LEAST_GROUP_BYTES", 1)
     (tmp_path / "short").mkdir()
     (tmp_path / "long").mkdir()
     short = _folder(tmp_path / "short", _rows(200), runs=("a", "b"))
@@ -108,6 +109,16 @@ def test_a_long_table_is_gathered_in_fewer_row_groups_than_chunks(tmp_path: Path
     parts = list(gather.parquet_groups(long / "samples.parquet"))
     loaded = pd.concat([p.to_pandas() for p in parts], ignore_index=True)
     pd.testing.assert_frame_equal(loaded, pd.read_parquet(short / "samples.parquet"))
+
+
+def test_row_groups_are_sized_in_bytes_not_by_the_rows_parsed_at_once(tmp_path: Path, monkeypatch) -> None:
+    """The lines are parsed a few thousand rows at a time (the fewer, the less of Python's memory
+    stays pinned after the gathering), but a row group is not written per chunk parsed: a table
+    of 1,200 rows parsed 25 at a time is one group, as parsed whole, with the same rows."""
+    monkeypatch.setattr(gather, "GATHER_ROWS", 25)
+    root = _folder(tmp_path, _rows(200), runs=("a", "b"))
+    gather.consolidate(root)
+    assert _row_groups(root / "samples.parquet") == [2 * 200 * 3]
 
 
 def test_chunks_that_type_a_column_differently_join_under_one_schema(tmp_path: Path, monkeypatch) -> None:
@@ -228,6 +239,27 @@ def test_a_long_run_is_read_reduced_to_whole_ticks_keeping_each_process_s_extrem
     assert kept["rss_mb"].max() == 900.0
 
 
+def test_a_long_run_reads_back_the_same_whatever_its_row_groups(tmp_path: Path, monkeypatch) -> None:
+    """A long table's row groups grow with its length and are read a slice at a time: the rows
+    kept do not depend on where the groups or slices are cut (a value's largest, repeated every
+    7 ticks here, keeps its earliest tick, as its smallest does)."""
+    monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
+    monkeypatch.setattr(reduce, "BUCKETS", 20)
+    monkeypatch.setattr(reduce, "EXACT_TICKS", 60)
+    monkeypatch.setattr(gather, "GATHER_ROWS", 90)
+    loaded = []
+    for name, group_bytes, read_rows in (("whole", 1 << 30, 1 << 20), ("cut", 1, 200)):
+        (tmp_path / name).mkdir()
+        root = _folder(tmp_path / name, _rows(600))
+        monkeypatch.setattr(gather, "GROUP_BYTES", group_bytes)
+        monkeypatch.setattr(reduce, "READ_ROWS", read_rows)
+        gather.consolidate(root)
+        assert len(_row_groups(root / "samples.parquet")) == (1 if name == "whole" else 20)
+        loaded.append(ResultSet.load(root).tables["samples"])
+    assert len(loaded[0]) < 600 * 3 / 4
+    pd.testing.assert_frame_equal(loaded[0], loaded[1])
+
+
 def test_the_ticks_around_the_runs_milestones_are_kept(long_run) -> None:
     root, _ = long_run
     meta_path = root / "runs" / "long" / "meta.json"
@@ -307,20 +339,27 @@ def test_the_terminal_and_the_page_say_a_long_process_s_life_in_hours() -> None:
     assert record_tables.process_row(row, 50.0, has_workers=False).alive == "0.0–8.0 h"
 
 
-def test_a_long_system_table_keeps_the_lowest_available_memory_of_each_slice(
-    tmp_path: Path, monkeypatch
-) -> None:
-    root = _folder(tmp_path, _rows(5))
+def _with_system(root: Path, ticks: int, low_at: int) -> Path:
+    """A gathered folder whose run has a system row every 0.2 s for ``ticks`` ticks, available
+    memory at its lowest (5,000 MB) at tick ``low_at``."""
+    _folder(root, _rows(5))
     w = RunWriter(root / "runs" / "a")
     w.append(
         "system",
         [
-            {"t": 0.2 * i, "mem_available_mb": 5000.0 if i == 4321 else 9000.0 - i % 3, "processes": 3}
-            for i in range(6000)
+            {"t": 0.2 * i, "mem_available_mb": 5000.0 if i == low_at else 9000.0 - i % 3, "processes": 3}
+            for i in range(ticks)
         ],
     )
     w.close()
     gather.consolidate(root)
+    return root
+
+
+def test_a_long_system_table_keeps_the_lowest_available_memory_of_each_slice(
+    tmp_path: Path, monkeypatch
+) -> None:
+    root = _with_system(tmp_path, 6000, low_at=4321)
     monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
     monkeypatch.setattr(reduce, "BUCKETS", 20)
     system = ResultSet.load(root).tables["system"]
@@ -357,3 +396,15 @@ def test_a_report_of_a_long_session_still_going_reads_its_lines_reduced_and_move
     assert samples["t"].max() == max(r["t"] for r in rows)
     assert sorted(p.name for p in root.iterdir()) == ["manifest.json", "runs"]  # nothing gathered in it
     assert len(read_jsonl(root / "runs" / "a" / "samples.jsonl")) == len(rows)
+
+
+def test_the_system_table_of_a_few_hours_is_read_reduced_like_the_samples(tmp_path: Path) -> None:
+    """One row per tick: 25,000 rows (1.4 h at 0.2 s), far below the samples' limit, are read
+    reduced with the default limits, so what the finish holds of it does not grow with the job's
+    length; the lowest available memory, the first and last tick kept."""
+    root = _with_system(tmp_path, 25_000, low_at=14321)
+    system = ResultSet.load(root).tables["system"]
+    # at most (1 + 2 x numeric columns) ticks a slice, and the run's first and last
+    assert len(system) <= 5 * reduce.BUCKETS + 2
+    assert system["mem_available_mb"].min() == 5000.0
+    assert system["t"].min() == 0.0 and system["t"].max() == pytest.approx(0.2 * 24_999)

@@ -243,14 +243,19 @@ def test_request_pss_forces_a_round_soon() -> None:
     sink = Collect()
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        # A huge min interval: only a requested round can measure PSS after the first one.
-        sampler = Sampler(proc.pid, sink, SamplerSettings(interval_s=0.05, pss_min_interval_s=3600.0))
+        # An hour between scheduled rounds, at least and at most: only a requested round can
+        # measure PSS after the first one, however long this process is kept off the CPU.
+        # (Before: the 10 s default ceiling let a scheduled round in on a loaded CI machine.)
+        hour = SamplerSettings(interval_s=0.05, pss_min_interval_s=3600.0, pss_max_interval_s=3600.0)
+        sampler = Sampler(proc.pid, sink, hour)
         sampler.start()
-        time.sleep(0.3)
-        before = len(sampler.pss_round_costs)
-        assert sampler.request_pss(wait_s=60.0)
-        assert len(sampler.pss_round_costs) == before + 1
-        sampler.stop(final_pss=False)
+        try:
+            time.sleep(0.3)
+            before = len(sampler.pss_round_costs)
+            assert sampler.request_pss(wait_s=60.0)
+            assert len(sampler.pss_round_costs) == before + 1
+        finally:
+            sampler.stop(final_pss=False)
     finally:
         proc.kill()
         proc.wait()

@@ -13,6 +13,7 @@ measures, each in its own child process under /usr/bin/time (wall, user + system
     python benchmarks/bench_finish.py --hours 1 8 24 72 --processes 3
     python benchmarks/bench_finish.py --hours 1 8 --processes 64 --recover
     python benchmarks/bench_finish.py --hours 8 --processes 64 --src old=/tmp/src-main --src new=.
+    python benchmarks/bench_finish.py --hours 72 --processes 64 --recover --in-place --base /work/long
 
 Prints one Markdown row per measurement; the folders are removed afterwards (--keep to keep).
 ``--src NAME=DIR`` (repeated) measures memprobe from each source tree DIR (put first on
@@ -73,6 +74,22 @@ def row(hours: float, processes: int, rows: int, what: str, m: dict) -> str:
     )
 
 
+def measure_in_place(folder: Path, hours: float, processes: int, rows: int, recover: bool) -> None:
+    """Finish and report ``folder`` itself, then (``recover``) generate it again and recover it as
+    a killed memprobe left it: one folder's disk at a time."""
+    from gen_long_record import generate
+
+    m = measured([sys.executable, "-c", FINISH, str(folder)])
+    print(row(hours, processes, rows, "finish", m), flush=True)
+    m = measured([sys.executable, "-m", "memprobe", "report", str(folder)])
+    print(row(hours, processes, rows, "report", m), flush=True)
+    if recover:
+        shutil.rmtree(folder)
+        generate(folder, hours, processes)
+        m = measured([sys.executable, "-m", "memprobe", "report", str(folder)])
+        print(row(hours, processes, rows, "recover (killed)", m), flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hours", type=float, nargs="+", default=[1, 8, 24, 72])
@@ -84,6 +101,12 @@ def main() -> int:
         "--src", action="append", default=[], metavar="NAME=DIR", help="memprobe from the tree DIR"
     )
     p.add_argument("--reuse", action="store_true", help="the folders already generated in --base")
+    p.add_argument(
+        "--in-place",
+        action="store_true",
+        help="measure on the generated folder itself, no copy (72 h x 64: the JSON lines are 28.5 GB);"
+        " with --recover the folder is generated a second time for it",
+    )
     args = p.parse_args()
     sources: list[tuple[str, Path | None]] = [
         (name, Path(tree)) for name, _, tree in (s.partition("=") for s in args.src)
@@ -108,6 +131,11 @@ def main() -> int:
                 f"<!-- {rows:,} sample rows, {mb:,.0f} MB of JSON lines, ready in {time.monotonic() - t0:.0f} s -->",
                 flush=True,
             )
+            if args.in_place:
+                measure_in_place(folder, hours, processes, rows, args.recover)
+                if not args.keep:
+                    shutil.rmtree(folder, ignore_errors=True)
+                continue
             for name, src in sources:
                 what = f"{name}: " if name else ""
                 copy = folder.with_name(f"{folder.name}-{name or 'run'}")

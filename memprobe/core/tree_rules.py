@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
+from operator import itemgetter
+from typing import TypeVar
 
 from memprobe.core.vocabulary import DATALOADER, HELPER_ROLES, WORKER_KINDS
+
+E = TypeVar("E")  # a process as one stage knows it: a meta's entry, the analysis' Proc
 
 # The end of a spawned or exec'd worker's start-up (it boots an interpreter and unpickles what it
 # was given: its own copy, not growth): the first moment its RSS held still while it ran. Still
@@ -58,13 +62,22 @@ END_TOGETHER_S = 2.0  # DataLoader workers whose last ticks alive are this close
 _INDEXED = re.compile(r"^((?:rank \d+ )?worker )\d+$")
 
 
-def owner(p: dict, by_pid: dict[int, dict]) -> dict | None:
-    """The entry of the process a worker works for: its parent, or the parent's parent when a
-    helper (a forkserver) forked it (as :func:`memprobe.record.process.owner` reads a process)."""
-    parent = by_pid.get(p["ppid"]) if p["ppid"] is not None else None
-    if parent is not None and parent["kind"] in HELPER_ROLES:
-        return by_pid.get(parent["ppid"]) if parent["ppid"] is not None else parent
+def owner_of(
+    ppid: int | None, by_pid: Mapping[int, E], ppid_of: Callable[[E], int | None], kind_of: Callable[[E], str]
+) -> E | None:
+    """The process a worker whose parent is ``ppid`` works for: its parent, or the parent's parent
+    when a helper (a forkserver) forked it. The one rule, for a meta's entries (:func:`owner`)
+    and the analysis' processes (:func:`memprobe.record.process.owner`)."""
+    parent = by_pid.get(ppid) if ppid is not None else None
+    if parent is not None and kind_of(parent) in HELPER_ROLES:
+        up = ppid_of(parent)
+        return by_pid.get(up) if up is not None else parent
     return parent
+
+
+def owner(p: dict, by_pid: dict[int, dict]) -> dict | None:
+    """The entry of the process a worker works for (:func:`owner_of`)."""
+    return owner_of(p["ppid"], by_pid, itemgetter("ppid"), itemgetter("kind"))
 
 
 def with_loader_generations(processes: list[dict]) -> list[dict]:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import pandas as pd
 
-from memprobe.core.vocabulary import HELPER_ROLES, PARENT_KINDS, RANK, WORKER_KINDS
+from memprobe.core.tree_rules import owner_of
+from memprobe.core.vocabulary import PARENT_KINDS, RANK, WORKER_KINDS
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,8 @@ def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
 
 
 def owner(p: Proc, by_pid: dict[int, Proc]) -> Proc | None:
-    """The process a worker works for: its parent, or the parent's parent when a helper (a
-    forkserver) forked it."""
-    parent = by_pid.get(p.ppid) if p.ppid is not None else None
-    if parent is not None and parent.kind in HELPER_ROLES:
-        return by_pid.get(parent.ppid) if parent.ppid is not None else parent
-    return parent
+    """The process a worker works for (:func:`memprobe.core.tree_rules.owner_of`)."""
+    return owner_of(p.ppid, by_pid, attrgetter("ppid"), attrgetter("kind"))
 
 
 def own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:

@@ -16,13 +16,12 @@ from memprobe.core.series import Clock, total_pss
 from memprobe.report.chart import (
     DASHES,
     MAX_POINTS,
-    Milestones,
     Series,
-    build_chart,
     color_styles,
     limit_line,
     num,
     styles,
+    totals_chart,
 )
 
 
@@ -72,22 +71,9 @@ def chart_runs_pss(
     limit = limit_line(limit_mb, series, of=limit_of)
     if limit is not None:
         series.append(limit)
-    chart = build_chart(
-        chart_id,
-        "runs_pss",
-        title,
-        series,
-        None,
-        "total PSS (MB)",
-        Milestones({}),
-        max_points=max_points,
-        axes=("items",),
-    )
+    chart = totals_chart(chart_id, "runs_pss", title, series, "items", max_points=max_points, legend_room=220)
     if chart is not None:
-        layout = chart["layouts"]["items"]
-        layout.update(height=420, hovermode="closest")
-        layout["legend"].update(x=1.01)
-        layout["margin"]["r"] = 220
+        chart["layouts"]["items"]["legend"].update(x=1.01)
     return chart
 
 

@@ -383,6 +383,37 @@ def build_chart(
     }
 
 
+def totals_chart(
+    chart_id: str,
+    kind: str,
+    title: str,
+    series: list[Series],
+    axis: str,
+    *,
+    max_points: int,
+    legend_room: int,
+) -> dict | None:
+    """One chart of total-PSS lines that compares runs or nodes on one x axis (``axis``, in the
+    series' own units): taller than a run's charts, the nearest line's hover, and ``legend_room``
+    pixels at the right for a legend of long names."""
+    chart = build_chart(
+        chart_id,
+        kind,
+        title,
+        series,
+        None,
+        "total PSS (MB)",
+        Milestones({}),
+        max_points=max_points,
+        axes=(axis,),
+    )
+    if chart is not None:
+        layout = chart["layouts"][axis]
+        layout.update(height=420, hovermode="closest")
+        layout["margin"]["r"] = legend_room
+    return chart
+
+
 def name_items_axis(charts: list[dict], noun: str) -> list[dict]:
     """'images fetched' for a decode run's second x axis."""
     for c in charts:

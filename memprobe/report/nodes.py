@@ -25,11 +25,10 @@ from memprobe.report import format as fmt
 from memprobe.report.chart import (
     LIMIT_COLOR,
     MAX_POINTS,
-    Milestones,
     Series,
-    build_chart,
     color_styles,
     limit_line,
+    totals_chart,
 )
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.report.record_tables import ProcessRow, Projection, cgroup_facts, process_rows, projection_table
@@ -297,22 +296,9 @@ def job_chart(
         limit_line(mb, series, name=name, of=of, color=limit_colors[name]) for name, mb, of in limits or []
     ]
     series += [line for line in drawn if line is not None]
-    chart = build_chart(
-        chart_id,
-        "timeline",
-        title,
-        series,
-        None,
-        "total PSS (MB)",
-        Milestones({}),
-        max_points=max_points,
-        axes=("time",),
-    )
+    chart = totals_chart(chart_id, "timeline", title, series, "time", max_points=max_points, legend_room=260)
     if chart is not None:
-        layout = chart["layouts"]["time"]
-        layout["xaxis"]["title"]["text"] = "seconds since the first node's command started"
-        layout.update(height=420, hovermode="closest")
-        layout["margin"]["r"] = 260
+        chart["layouts"]["time"]["xaxis"]["title"]["text"] = "seconds since the first node's command started"
     return chart
 
 

@@ -368,7 +368,9 @@ def test_watch_samples_a_running_job_and_leaves_it_running(tmp_path: Path) -> No
         assert (workers["tier"] == "pss").sum() >= 1
         meta = _run_meta(out)
         assert meta["kind"] == "watch" and meta["start_method"] == "fork"
-        assert 2.5 <= meta["elapsed_s"] < 15
+        # Ended by its --duration (the job is still running), however long the final round and the
+        # saving took on this machine (before: under 15 s, a premise on the machine's load).
+        assert meta["ended"] == "duration" and meta["elapsed_s"] >= 2.5
         # The job was started with MEMPROBE_MARK_FILE: watch found it in its environment.
         assert meta["items"] > 0
     finally:

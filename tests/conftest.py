@@ -505,21 +505,22 @@ REPO = TESTS.parent
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+def cli(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
     """``cli(*args) -> Ran``: ``memprobe ARGS`` run in-process from the repository's folder (as the
     tests' subprocesses were), with its exit code (argparse's ``SystemExit`` included) and what it
-    printed."""
+    and the processes it started printed (on file descriptors 1 and 2: a recorded command's own
+    output too)."""
     from memprobe.cli import main
 
     monkeypatch.chdir(REPO)
 
     def run(*args: object) -> Ran:
-        capsys.readouterr()
+        capfd.readouterr()
         try:
             code = main([str(a) for a in args])
         except SystemExit as exc:  # --help, --version, argparse's refusals
             code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-        out, err = capsys.readouterr()
+        out, err = capfd.readouterr()
         return Ran(code, out, err)
 
     return run

@@ -155,10 +155,12 @@ def test_record_follows_each_epochs_workers_and_passes_output_and_exit_code_thro
     assert all(p["growth_mb"] > 25 for p in per_worker), per_worker
 
 
-def test_record_exit_code_is_the_commands(tmp_path: Path) -> None:
+def test_record_exit_code_is_the_commands(cli, tmp_path: Path) -> None:
+    """In-process (the ``cli`` fixture): main()'s return is the process's exit code; a real process
+    passes it through in the test above."""
     script = _script(tmp_path, "import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n")
     out = tmp_path / "out"
-    done = _memprobe("record", "--no-report", "-o", str(out), "--", sys.executable, str(script))
+    done = cli("record", "--no-report", "-o", str(out), "--", sys.executable, str(script))
     assert done.returncode == 3, done.stderr
     assert "about to fail" in done.stdout
     meta = _run_meta(out)
@@ -167,11 +169,11 @@ def test_record_exit_code_is_the_commands(tmp_path: Path) -> None:
     assert json.loads((out / "summary.json").read_text())["runs"][0]["items_per_s"] is None
 
     killed = _script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", "killed.py")
-    done = _memprobe("record", "--no-report", "-o", str(tmp_path / "k"), "--", sys.executable, str(killed))
+    done = cli("record", "--no-report", "-o", str(tmp_path / "k"), "--", sys.executable, str(killed))
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert _run_meta(tmp_path / "k")["error"]["message"] == "the command was killed by signal SIGTERM"
 
-    done = _memprobe("record", "--no-report", "-o", str(tmp_path / "n"), "--", "no-such-command-memprobe")
+    done = cli("record", "--no-report", "-o", str(tmp_path / "n"), "--", "no-such-command-memprobe")
     assert done.returncode == 127 and "not found" in done.stderr
 
 
@@ -377,8 +379,8 @@ def test_watch_samples_a_running_job_and_leaves_it_running(tmp_path: Path) -> No
         _kill_group(job)
 
 
-def test_watch_rejects_a_missing_pid(tmp_path: Path) -> None:
-    done = _memprobe("watch", "999999999", "--duration", "1", "-o", str(tmp_path / "x"))
+def test_watch_rejects_a_missing_pid(cli, tmp_path: Path) -> None:
+    done = cli("watch", "999999999", "--duration", "1", "-o", str(tmp_path / "x"))
     assert done.returncode == 2 and "no running process" in done.stderr
 
 

@@ -196,7 +196,7 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.5)
+        _until_saved(out, "the command sampled")  # (was a fixed 0.5 s)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
@@ -217,6 +217,20 @@ def _saved_rows(out: Path, pid: int) -> list[dict]:
     return [
         r for path in (out / "runs").glob("*/samples.jsonl") for r in read_jsonl(path) if r.get("pid") == pid
     ]
+
+
+def _until_saved(out: Path, what: str, pids: set[int] | frozenset[int] = frozenset()) -> None:
+    """Wait (at most a minute) until the recording has saved sample rows: of each of ``pids``, or
+    of any process."""
+    from memprobe.results.files import read_jsonl
+
+    deadline = time.monotonic() + 60
+    while True:
+        saved = {r.get("pid") for path in (out / "runs").glob("*/samples.jsonl") for r in read_jsonl(path)}
+        if saved and set(pids) <= saved:
+            return
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
 
 
 def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tmp_path: Path) -> None:
@@ -303,7 +317,9 @@ def test_on_sigterm_every_live_process_gets_an_exact_reading_before_the_command_
         words = proc.stdout.readline().split()
         assert words[0] == "ready", words
         kids = {int(w) for w in words[1:]}
-        time.sleep(1.0)
+        # Once both children are sampled (was a fixed 1 s: under load the sampler may not have
+        # seen them by then, and the test is about processes it follows).
+        _until_saved(out, "both children sampled", kids)
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     finally:

@@ -182,8 +182,8 @@ def test_record_forwards_sigint_saves_and_exits_130(tmp_path: Path) -> None:
         tmp_path,
         textwrap.dedent("""
         import time
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)  # in the try: a SIGINT as soon as it is read is caught
             while True:
                 time.sleep(0.05)
         except KeyboardInterrupt:
@@ -304,8 +304,8 @@ def test_on_sigterm_every_live_process_gets_an_exact_reading_before_the_command_
                 while True:
                     time.sleep(0.05)
             kids.append(pid)
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))  # before "ready": no window without it
         print("ready", *kids, flush=True)
-        signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
         while True:
             time.sleep(0.05)
     """),

@@ -16,6 +16,9 @@ unit tests alone).
   as in a new process.
 * ``simulated_env`` / ``hide_nvimgcodec``: run memprobe in a subprocess with a ``sitecustomize``
   that changes every Python process it starts (e.g. nvImageCodec not installed).
+* ``cli``: the ``memprobe`` command in-process (``memprobe.cli.main``), for what a test asks of
+  its arguments, messages and exit code; a new process costs 1-3 CPU-s (pandas, pyarrow, torch)
+  and is kept for what happens at the process boundary (signals, rlimits, what is imported).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -483,3 +487,40 @@ def simulated_env():
         return {**os.environ, "PYTHONPATH": path, "XDG_CACHE_HOME": str(folder / "cache")}
 
     return make
+
+
+# -- the memprobe command in-process -----------------------------------------------------------
+
+
+@dataclass
+class Ran:
+    """What a ``memprobe`` command did: as :class:`subprocess.CompletedProcess` has it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+REPO = TESTS.parent
+
+
+@pytest.fixture
+def cli(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+    """``cli(*args) -> Ran``: ``memprobe ARGS`` run in-process from the repository's folder (as the
+    tests' subprocesses were), with its exit code (argparse's ``SystemExit`` included) and what it
+    and the processes it started printed (on file descriptors 1 and 2: a recorded command's own
+    output too)."""
+    from memprobe.cli import main
+
+    monkeypatch.chdir(REPO)
+
+    def run(*args: object) -> Ran:
+        capfd.readouterr()
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # --help, --version, argparse's refusals
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        out, err = capfd.readouterr()
+        return Ran(code, out, err)
+
+    return run

@@ -1,5 +1,9 @@
 """The `memprobe` command as a user runs it: help, bad input, a small run, re-rendering the
-report, and Ctrl-C in the middle of a run (fork and forkserver)."""
+report, and Ctrl-C in the middle of a run (fork and forkserver).
+
+Help, refusals and re-rendering run the command in-process (the ``cli`` fixture, tests/conftest.py);
+a real process is started where the process is what is tested: the installed script, the imports
+a refusal makes, a run with its progress and table, Ctrl-C and SIGTERM, a file-size limit."""
 
 from __future__ import annotations
 
@@ -35,8 +39,8 @@ def memprobe(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 # -- help --------------------------------------------------------------------------------------
 
 
-def test_help_shows_examples() -> None:
-    r = memprobe("--help")
+def test_help_shows_examples(cli) -> None:
+    r = cli("--help")
     assert r.returncode == 0
     assert "examples:" in r.stdout and "memprobe run lists_vs_arrays" in r.stdout
     assert "memprobe scenarios copy" in r.stdout
@@ -44,8 +48,8 @@ def test_help_shows_examples() -> None:
         assert command in r.stdout
 
 
-def test_run_help_shows_examples_and_flags() -> None:
-    r = memprobe("run", "--help")
+def test_run_help_shows_examples_and_flags(cli) -> None:
+    r = cli("run", "--help")
     assert r.returncode == 0
     assert "examples:" in r.stdout and "memprobe run lists_vs_arrays" in r.stdout
     assert "memprobe run my.yaml" in r.stdout
@@ -53,8 +57,8 @@ def test_run_help_shows_examples_and_flags() -> None:
         assert flag in r.stdout
 
 
-def test_no_command_prints_help_and_exits_2() -> None:
-    r = memprobe()
+def test_no_command_prints_help_and_exits_2(cli) -> None:
+    r = cli()
     assert r.returncode == 2 and "usage:" in r.stdout + r.stderr
 
 
@@ -80,10 +84,12 @@ def test_console_script_is_installed() -> None:
         ("modes: [fork\n", ["not valid YAML", "line"]),
     ],
 )
-def test_bad_scenario_exits_2_with_a_clear_message(tmp_path: Path, text: str, expected: list[str]) -> None:
+def test_bad_scenario_exits_2_with_a_clear_message(
+    cli, tmp_path: Path, text: str, expected: list[str]
+) -> None:
     f = tmp_path / "bad.yaml"
     f.write_text(text)
-    r = memprobe("run", f, "-o", tmp_path / "out")
+    r = cli("run", f, "-o", tmp_path / "out")
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and r.stderr.startswith("memprobe: error:")
     assert str(f) in r.stderr
@@ -92,8 +98,8 @@ def test_bad_scenario_exits_2_with_a_clear_message(tmp_path: Path, text: str, ex
     assert not (tmp_path / "out").exists()  # nothing ran
 
 
-def test_missing_scenario_file_exits_2(tmp_path: Path) -> None:
-    r = memprobe("run", tmp_path / "nope.yaml")
+def test_missing_scenario_file_exits_2(cli, tmp_path: Path) -> None:
+    r = cli("run", tmp_path / "nope.yaml")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert str(tmp_path / "nope.yaml") in r.stderr and "no such" in r.stderr
 
@@ -133,8 +139,8 @@ def test_bad_input_is_refused_before_the_heavy_imports(tmp_path: Path, args: lis
     assert r.stdout.split() == ["2"], r.stdout  # exit code 2, and none of the heavy modules
 
 
-def test_report_of_a_folder_that_is_not_results_exits_2(tmp_path: Path) -> None:
-    r = memprobe("report", tmp_path)
+def test_report_of_a_folder_that_is_not_results_exits_2(cli, tmp_path: Path) -> None:
+    r = cli("report", tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert str(tmp_path) in r.stderr
 
@@ -193,9 +199,9 @@ def test_quick_caps_the_dataset_and_no_report_skips_the_html(cli_run) -> None:
 
 
 @pytest.mark.slow
-def test_report_rerenders_from_saved_results(cli_run) -> None:
+def test_report_rerenders_from_saved_results(cli, cli_run) -> None:
     _, out = cli_run
-    r = memprobe("report", out)
+    r = cli("report", out)
     assert r.returncode == 0, r.stderr
     assert "arrow-fork-w2" in r.stdout and "report:" in r.stdout
     html = out / "report.html"
@@ -370,8 +376,8 @@ def test_a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_saved(tm
 # -- flags that must stop before anything runs (issue 13) --------------------------------------
 
 
-def test_run_help_names_the_limits_override() -> None:
-    r = memprobe("run", "--help")
+def test_run_help_names_the_limits_override(cli) -> None:
+    r = cli("run", "--help")
     assert r.returncode == 0 and "--no-limits" in r.stdout
 
 
@@ -384,16 +390,16 @@ def test_run_help_names_the_limits_override() -> None:
         (["--kwargs", "[1]"], ["kwargs", "a mapping"]),
     ],
 )
-def test_bad_one_off_flags_exit_2(tmp_path: Path, flags: list[str], words: list[str]) -> None:
-    r = memprobe("run", "--dataset", "user_datasets:coco_style", *flags, "-o", tmp_path / "out")
+def test_bad_one_off_flags_exit_2(cli, tmp_path: Path, flags: list[str], words: list[str]) -> None:
+    r = cli("run", "--dataset", "user_datasets:coco_style", *flags, "-o", tmp_path / "out")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert all(w in r.stderr for w in words), r.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_compare_output_must_be_a_file_in_a_folder_memprobe_can_create(tmp_path: Path) -> None:
+def test_compare_output_must_be_a_file_in_a_folder_memprobe_can_create(cli, tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text('{"schema_version": 1, "status": "complete"}')
     for out, words in ((tmp_path, "is a folder"), (Path("/proc/self/x/c.html"), "cannot create the folder")):
-        r = memprobe("compare", tmp_path, tmp_path, "-o", out)
+        r = cli("compare", tmp_path, tmp_path, "-o", out)
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert r.stderr.startswith(f"memprobe: error: -o {out}: {words}"), r.stderr

@@ -1,7 +1,8 @@
 """`memprobe compare` as a user runs it: the page it writes, where, and its errors.
 
 The folders here hold only a manifest (a session stopped before any run), so no loader runs;
-the pages' contents from real runs are tested in tests/unit/test_report.py.
+the pages' contents from real runs are tested in tests/unit/test_report.py. The command runs
+in-process (the ``cli`` fixture, tests/conftest.py) but where a closed pipe is what is tested.
 """
 
 from __future__ import annotations
@@ -14,16 +15,6 @@ from pathlib import Path
 from memprobe.results.folder import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def memprobe(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "memprobe", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
 
 
 def results_folder(path: Path, scenario: str) -> Path:
@@ -44,21 +35,21 @@ def results_folder(path: Path, scenario: str) -> Path:
     return path
 
 
-def test_compare_writes_into_b_by_default_and_to_o_when_given(tmp_path: Path) -> None:
+def test_compare_writes_into_b_by_default_and_to_o_when_given(cli, tmp_path: Path) -> None:
     a, b = results_folder(tmp_path / "before", "old"), results_folder(tmp_path / "after", "new")
-    r = memprobe("compare", a, b)
+    r = cli("compare", a, b)
     assert r.returncode == 0, r.stderr
     page = b / "compare.html"
     assert r.stdout.strip() == f"compare: {page}"
     html = page.read_text(encoding="utf-8")
     assert "A: before" in html and "B: after" in html and "No run of A has a partner in B" in html
     out = tmp_path / "pages" / "before-vs-after.html"
-    assert memprobe("compare", a, b, "-o", out).returncode == 0 and out.exists()
+    assert cli("compare", a, b, "-o", out).returncode == 0 and out.exists()
 
 
-def test_compare_of_a_folder_that_is_not_results_exits_2(tmp_path: Path) -> None:
+def test_compare_of_a_folder_that_is_not_results_exits_2(cli, tmp_path: Path) -> None:
     a = results_folder(tmp_path / "before", "old")
-    r = memprobe("compare", a, tmp_path / "typo")
+    r = cli("compare", a, tmp_path / "typo")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{tmp_path / 'typo'}: not a memprobe results folder (no manifest.json)" in r.stderr
     assert not (tmp_path / "typo").exists()

@@ -404,7 +404,10 @@ def test_a_hang_times_out_and_keeps_its_samples(forkserver_faults) -> None:
     assert meta["status"] == "timeout"
     timeout = forkserver_faults["hang_timeout_s"]
     assert f"timeout_s={timeout:g}" in meta["error"]["message"]
-    assert timeout - 0.5 < meta["elapsed_s"] < timeout + 25
+    # Not before its timeout; after it by as long as ending the run's processes takes on this
+    # machine, and a starved supervisor moves the deadline on by the time it lost (runner.PAUSED_S):
+    # no upper bound that holds under any load (before: within 25 s of it).
+    assert timeout - 0.5 < meta["elapsed_s"]
     assert "warm" in meta["milestones"]  # it hung while iterating, not while starting
     samples = forkserver_faults["results"].run_table("samples", "forkserver-hang")
     assert {"main", "forkserver"} <= set(samples["role"])

@@ -46,6 +46,17 @@ time.sleep(30)
 """
 
 
+def _until(sampler: TreeSampler, done, what: str) -> dict:
+    """The sampler's one process's facts, once ``done(facts)`` (within a minute)."""
+    deadline = time.monotonic() + 60
+    while True:
+        facts = sampler.process_list()
+        if facts and done(facts[0]):
+            return facts[0]
+        assert time.monotonic() < deadline and sampler.error is None, (what, facts, sampler.error)
+        time.sleep(0.05)
+
+
 def test_a_process_s_dataloader_thread_workers_are_seen_by_their_names() -> None:
     root = subprocess.Popen(
         [sys.executable, "-c", THREADS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -57,10 +68,12 @@ def test_a_process_s_dataloader_thread_workers_are_seen_by_their_names() -> None
         assert root.stdout is not None and root.stdin is not None
         root.stdout.readline()
         sampler.start()
-        time.sleep(0.3)
+        # Each step waits for what the sampler recorded, not a fixed 0.3 s (a premise that it
+        # ticks within that time, which a loaded machine broke).
+        _until(sampler, lambda p: p["threads_max"] == 2, "both thread workers seen")
         root.stdin.write("\n")
         root.stdin.flush()  # the thread workers end
-        time.sleep(0.3)
+        _until(sampler, lambda p: p["last_t"] > p["threads_last_t"], "a tick without them")
     finally:
         sampler.stop(final_pss=False)
         root.kill()
@@ -83,7 +96,7 @@ def test_rows_carry_kind_and_estimates_and_a_requested_round_reads_everyone() ->
         kids = [int(x) for x in root.stdout.readline().split()]
         sampler.start()
         time.sleep(0.3)
-        assert sampler.request_pss(wait_s=2.0)
+        assert sampler.request_pss(wait_s=60.0)  # returns when it has run (was a 2 s limit)
     finally:
         sampler.stop(final_pss=False)
         root.kill()

@@ -35,7 +35,7 @@ def _threads() -> set[threading.Thread]:
     return set(threading.enumerate())
 
 
-def _wait_threads_gone(before: set[threading.Thread], timeout: float = 5.0) -> set[threading.Thread]:
+def _wait_threads_gone(before: set[threading.Thread], timeout: float = 60.0) -> set[threading.Thread]:
     deadline = time.monotonic() + timeout
     while True:
         extra_threads = {t for t in _threads() - before if t.is_alive()}

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import _thread
-import time
+import threading
 
 import pytest
 from threadtest import FailsAt, Slow, Squares, no_cyclic_gc, wait_no_worker_threads, worker_threads
+from torch.utils.data import Dataset
 
 from memprobe.loaders.thread import ThreadDataLoader
 
@@ -56,12 +57,36 @@ def test_worker_thread_dying_in_worker_init_fn_is_reported() -> None:
         list(ThreadDataLoader(Squares(8), num_workers=2, worker_init_fn=init))
 
 
+class Held(Dataset):
+    """Items (or only item ``only``) that load once ``release`` is set (or a minute has passed)."""
+
+    def __init__(self, release: threading.Event, n: int = 4, only: int | None = None) -> None:
+        self.release, self.n, self.only = release, n, only
+        self.loaded: list[int] = []
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        if self.only is None or i == self.only:
+            self.release.wait(60)
+        self.loaded.append(i)
+        return i
+
+
 def test_timeout_raises_promptly() -> None:
-    loader = ThreadDataLoader(Slow(4, 0.6), num_workers=1, timeout=0.1)
-    start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"timed out after 0\.1 seconds"):
-        next(iter(loader))
-    assert time.monotonic() - start < 0.4  # not blocked by the item still loading
+    """The timeout is raised while the item is still loading, not once it has loaded: the item
+    is held until the test lets it go (before: it took 0.6 s and the error had to come within
+    0.4 s, a premise on the machine's load)."""
+    release = threading.Event()
+    held = Held(release)
+    loader = ThreadDataLoader(held, num_workers=1, timeout=0.1)
+    try:
+        with pytest.raises(RuntimeError, match=r"timed out after 0\.1 seconds"):
+            next(iter(loader))
+        assert held.loaded == []  # not blocked by the item still loading
+    finally:
+        release.set()
 
 
 def test_break_out_of_loop_stops_threads() -> None:
@@ -143,8 +168,18 @@ def test_close_stops_live_iterators() -> None:
 
 
 def test_in_order_false_yields_all_batches_early() -> None:
-    loader = ThreadDataLoader(Slow(10, 0.4, slow_index=0), num_workers=2, in_order=False)
-    batches = [int(b) for b in loader]
+    """Batch 0 loads only once a batch has been received (or after a minute): the others come
+    first whatever the machine's speed (before: batch 0 took 0.4 s, and a loaded machine could
+    keep the other worker from loading batch 1 sooner)."""
+    release = threading.Event()
+    loader = ThreadDataLoader(Held(release, 10, only=0), num_workers=2, in_order=False)
+    batches = []
+    try:
+        for b in loader:
+            batches.append(int(b))
+            release.set()
+    finally:
+        release.set()
     assert sorted(batches) == list(range(10))
     assert batches[0] != 0  # the slow batch 0 did not block the others
 

@@ -13,7 +13,6 @@ a gathered table whole (a long one is read reduced: :mod:`memprobe.results.reduc
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -67,26 +66,6 @@ def consolidate(root: Path) -> None:
     for d in dirs:
         for table in PARQUET_TABLES:
             (d / f"{table}.jsonl").unlink(missing_ok=True)
-    give_back_freed_heap()
-
-
-def give_back_freed_heap() -> bool:
-    """Return to the system the pages glibc's heap holds free (``malloc_trim(0)``); False where
-    the C library has no such call (musl, macOS).
-
-    A Parquet writer holds ~27 KB of metadata per row group in glibc's heap until it is closed,
-    and as much again to build the footer at the close; freed, it stays in the heap: ~20 MB at
-    the ~370 groups of a long, wide job's samples (8 h x 64 processes and beyond), ~3 MB at 1 h,
-    more than the reading back takes again (one reader's footer, ~10 MB). Given back, the
-    finish's peak at 4 h x 64 was 363 and 365 MB against 374 twice, and 361 at 1 h either way
-    (docs/performance.md, "Round 4")."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim(0)
-    return True
 
 
 # Rows of JSON lines parsed at once: ~7 MB of Python objects. Parsed 20,000 at a time (~30 MB)

@@ -3,7 +3,6 @@ once, durations in the unit that fits (the measurements: benchmarks/bench_finish
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 from pathlib import Path
@@ -458,36 +457,3 @@ def test_a_gathered_tables_row_groups_stop_growing_with_its_length(tmp_path: Pat
         assert sum(sizes) == ticks * len(BOUND_PIDS)
         groups[ticks] = len(sizes)
     assert groups[600] <= gather.MAX_GROUPS and groups[600] <= groups[150] + 1
-
-
-def test_the_gathering_gives_the_heap_its_parquet_writers_freed_back_to_the_system(
-    tmp_path: Path, monkeypatch
-) -> None:
-    """The Parquet writer's per-group metadata (~20 MB at a long, wide job's ~370 groups) stays
-    in glibc's heap once freed: the gathering ends by giving the heap's free pages back
-    (malloc_trim), after every table is written and the JSON lines are gone; where the C library
-    has no malloc_trim, nothing is called and nothing fails."""
-    calls: list[tuple[int, bool, bool]] = []
-    root = _folder(tmp_path, _rows(30))
-
-    class Libc:
-        def __init__(self, name: object) -> None:
-            self.malloc_trim = Trim()
-
-    class Trim:
-        argtypes: object = None
-
-        def __call__(self, pad: int) -> int:
-            calls.append((pad, (root / "samples.parquet").exists(), (root / "runs/a/samples.jsonl").exists()))
-            return 1
-
-    monkeypatch.setattr(ctypes, "CDLL", Libc)
-    gather.consolidate(root)
-    assert calls == [(0, True, False)]
-    assert len(pd.read_parquet(root / "samples.parquet")) == 30 * 3
-
-    class NoTrim:
-        def __init__(self, name: object) -> None: ...
-
-    monkeypatch.setattr(ctypes, "CDLL", NoTrim)
-    assert gather.give_back_freed_heap() is False

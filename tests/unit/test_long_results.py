@@ -408,3 +408,52 @@ def test_the_system_table_of_a_few_hours_is_read_reduced_like_the_samples(tmp_pa
     assert len(system) <= 5 * reduce.BUCKETS + 2
     assert system["mem_available_mb"].min() == 5000.0
     assert system["t"].min() == 0.0 and system["t"].max() == pytest.approx(0.2 * 24_999)
+
+
+# -- what the finish holds does not grow with the job's length ---------------------------------
+# The finish's memory at 64 processes grew from 1 to 8 hours of job, its rows analysed did not
+# (docs/performance.md, "Round 4"): these pin the two bounds it rests on.
+
+BOUND_PIDS = (1, 2, 3, 4)
+
+
+def _kept(root: Path, ticks: int) -> tuple[int, int]:
+    """The sample rows, and the exact ones, a run of ``ticks`` ticks keeps once gathered and loaded."""
+    root.mkdir()
+    gather.consolidate(_folder(root, _rows(ticks, BOUND_PIDS)))
+    samples = ResultSet.load(root).tables["samples"]
+    return len(samples), int((samples["tier"] == "pss").sum())
+
+
+def test_the_rows_a_reduced_run_keeps_do_not_grow_with_its_length(tmp_path: Path, monkeypatch) -> None:
+    """Exact readings come every 10 ticks of each process, so a run 4 times longer has 4 times
+    as many; what the analysis holds of it stays within the reduction's bound (whole ticks, at
+    most 2 x BUCKETS + EXACT_TICKS + 26 per process, times the processes), the exact rows too."""
+    monkeypatch.setattr(reduce, "REDUCE_ABOVE_ROWS", 100)
+    monkeypatch.setattr(reduce, "BUCKETS", 20)
+    monkeypatch.setattr(reduce, "EXACT_TICKS", 60)
+    bound = (2 * reduce.BUCKETS + reduce.EXACT_TICKS + 26 * len(BOUND_PIDS)) * len(BOUND_PIDS)
+    short_rows, short_exact = _kept(tmp_path / "short", 500)
+    long_rows, long_exact = _kept(tmp_path / "long", 2000)
+    assert short_rows <= bound and long_rows <= bound
+    assert long_exact < 2000 * len(BOUND_PIDS) / 10 / 4  # a quarter of the exact readings at most
+    # the same order of rows kept at 500 and at 2,000 ticks, not 4 times as many
+    assert long_rows < 1.5 * short_rows and long_exact < 1.5 * short_exact
+
+
+def test_a_gathered_tables_row_groups_stop_growing_with_its_length(tmp_path: Path, monkeypatch) -> None:
+    """Whoever writes or opens a Parquet file holds ~27 KB per row group of the samples (its
+    footer), so the groups are a MAX_GROUPS-th of the table at least: about as many groups for a
+    table 4 times as long (as long as a group stays below GROUP_BYTES)."""
+    monkeypatch.setattr(gather, "GATHER_ROWS", 20)
+    monkeypatch.setattr(gather, "LEAST_GROUP_BYTES", 1)
+    monkeypatch.setattr(gather, "MAX_GROUPS", 5)
+    groups = {}
+    for ticks in (150, 600):
+        root = tmp_path / str(ticks)
+        root.mkdir()
+        gather.consolidate(_folder(root, _rows(ticks, BOUND_PIDS)))
+        sizes = _row_groups(root / "samples.parquet")
+        assert sum(sizes) == ticks * len(BOUND_PIDS)
+        groups[ticks] = len(sizes)
+    assert groups[600] <= gather.MAX_GROUPS and groups[600] <= groups[150] + 1

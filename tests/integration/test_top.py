@@ -57,7 +57,11 @@ def start_job(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     job = subprocess.Popen(
         [sys.executable, str(script), str(stop)], stdout=subprocess.DEVNULL, process_group=0
     )
-    wait_for(lambda: len(workers_of(job.pid)) >= 2, f"the job (pid {job.pid}) started no 2 workers")
+    try:
+        wait_for(lambda: len(workers_of(job.pid)) >= 2, f"the job (pid {job.pid}) started no 2 workers")
+    except BaseException:
+        end_job(job)  # not left running for the next test
+        raise
     return job, stop
 
 

@@ -224,7 +224,7 @@ class Memprobe:
             raise Hung(f"memprobe {' '.join(map(str, args))}: still running after {timeout} s")
 
         out, err = io.StringIO(), io.StringIO()
-        before = signal.signal(signal.SIGALRM, hung)
+        before = signal.signal(signal.SIGALRM, hung)  # (pytest and its xdist workers: main thread)
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
             with contextlib.chdir(self.cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_faults import Memprobe
 from torch.utils.data import Dataset
 
 HERE = Path(__file__).resolve().parent
@@ -81,15 +82,26 @@ def test_cure_shows_the_shared_list_flat_where_the_list_grows(tmp_path: Path) ->
 
 
 def test_a_factory_that_raises_exits_2_in_one_line(tmp_path: Path) -> None:
-    r = _cure("test_cure_command:broken", "--kwargs", '{"split": "trian"}', out=tmp_path / "b")
-    assert r.returncode == 2
-    errors = [line for line in r.stderr.splitlines() if line.startswith("memprobe: error:")]
+    # `memprobe cure` called in this process (its run of the dataset as it is still a process
+    # of its own, where the factory raises): a process for the command would add only its start.
+    r = Memprobe(HERE).inline(
+        "cure",
+        "test_cure_command:broken",
+        "--kwargs",
+        '{"split": "trian"}',
+        "-o",
+        tmp_path / "b",
+        timeout=600,
+    )
+    assert r.code == 2
+    errors = [line for line in r.err.splitlines() if line.startswith("memprobe: error:")]
     expected = (
         "memprobe: error: dataset factory 'test_cure_command:broken' raised ValueError: "
         "no annotations for split 'trian'"
     )
-    assert errors == [expected], r.stderr
-    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert errors == [expected], r.err
+    assert "Traceback" not in r.err and r.out == ""
+    assert r.left == []
 
 
 def test_a_dataset_that_relies_on_its_list_fails_in_the_converted_variant_and_says_why(

@@ -21,13 +21,14 @@ import pytest
 from memprobe.probe import procfs
 from memprobe.run import ending as runner
 
-# The leader exits at once; a member of its group ignores SIGTERM and lives on for a moment.
+# The leader exits at once; a member of its group ignores SIGTERM and lives on until SIGKILL
+# (before: for 1.5 s, which a loaded machine could spend before end_group signalled the group).
 LEADER_LEAVES_A_MEMBER = """
 import os, signal, sys, time
 if os.fork() == 0:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print("member", os.getpid(), flush=True)
-    time.sleep(1.5)
+    time.sleep(600)
     os._exit(0)
 time.sleep(0.3)
 """
@@ -103,15 +104,24 @@ def test_a_run_process_still_working_at_its_exit_is_waited_for_and_a_hung_one_is
     """A run's process that frees a large heap at exit works past the grace on a busy machine
     (the CI's first run was ended by SIGTERM and marked failed after it had finished); one that
     uses no CPU is not waited for beyond the grace."""
+    # 0.5 s of CPU: past the 0.2 s grace on any machine, and done within the 30 s limit with a
+    # share of a core down to 2 % (1.5 s of CPU once missed it on a 2-core machine at load 22);
+    # waited for once it computes, not while the interpreter starts (reading files, not CPU).
     busy = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import time\nend = time.process_time() + 1.5\nwhile time.process_time() < end: pass",
-        ]
+            (
+                "import time\nprint('computing', flush=True)\n"
+                "end = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
+        assert busy.stdout is not None and busy.stdout.readline() == "computing\n"
         assert runner.wait_exiting(busy, 0.2, 30.0)  # past the grace, while it computes
         assert busy.wait() == 0
         t = time.monotonic()

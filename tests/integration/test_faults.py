@@ -207,6 +207,49 @@ class Memprobe:
     def __call__(self, *args: object, results: Path | None = None, timeout: float = 120) -> Done:
         return self.finish(self.start(*args), results, timeout)
 
+    def inline(self, *args: object, timeout: float = 60) -> Done:
+        """`memprobe ARGS` called in this process (memprobe.cli.main, from ``cwd``): for what a
+        command says and writes when it refuses its input, where a process of its own adds only
+        its start (~1 CPU-s of imports for `report`). A traceback is printed to its stderr; a
+        hang is cut after ``timeout`` s (SIGALRM); ``left``: children of this process still
+        alive afterwards."""
+        import io
+        import traceback
+
+        import psutil
+
+        from memprobe.cli import main
+
+        def hung(signum: int, frame: object) -> None:
+            raise Hung(f"memprobe {' '.join(map(str, args))}: still running after {timeout} s")
+
+        out, err = io.StringIO(), io.StringIO()
+        before = signal.signal(signal.SIGALRM, hung)  # (pytest and its xdist workers: main thread)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            with contextlib.chdir(self.cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main([str(a) for a in args])
+                except SystemExit as e:  # argparse's refusals
+                    code = e.code if isinstance(e.code, int) else 2
+                except Exception:
+                    traceback.print_exc()
+                    code = 1
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, before)
+        left = []
+        for p in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(f"{p.pid} ({p.name()})")
+        return Done(code, out.getvalue(), err.getvalue(), left)
+
+
+class Hung(BaseException):
+    """An in-process command ran past its time (a BaseException: no ``except Exception`` of
+    memprobe's takes it for a refusal)."""
+
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -370,7 +413,7 @@ def test_a_bad_flag_stops_before_anything_runs(
     full.mkdir()
     (full / "thesis.tex").write_text("keep")
     path = scenario(tmp_path, "name: ok\ndataset: {records: 1000}\n")
-    done = memprobe("run", path, *(f.format(file=file, full=full) for f in flag))
+    done = memprobe.inline("run", path, *(f.format(file=file, full=full) for f in flag))
     assert done.code == 2
     line = done.one_line_error()
     assert all(w in line for w in words), line
@@ -382,7 +425,7 @@ def test_a_bad_flag_stops_before_anything_runs(
 @pytest.mark.slow
 def test_a_default_results_folder_that_cannot_be_made_is_named(tmp_path: Path) -> None:
     (tmp_path / "reports").write_text("not a folder")  # where the results would go by default
-    done = Memprobe(tmp_path)("run", scenario(tmp_path, "name: ok\ndataset: {records: 1000}\n"))
+    done = Memprobe(tmp_path).inline("run", scenario(tmp_path, "name: ok\ndataset: {records: 1000}\n"))
     assert done.code == 2
     assert "reports: exists and is not a folder" in done.one_line_error() and "-o" in done.err
     assert (tmp_path / "reports").read_text() == "not a folder" and done.left == []
@@ -649,13 +692,13 @@ def test_damaged_results_get_one_line_from_report(memprobe: Memprobe, runs: dict
     shutil.copytree(original, copy)
     samples = copy / "samples.parquet"
     samples.write_bytes(samples.read_bytes()[:500])  # the issue's truncated samples.parquet
-    done = memprobe("report", copy)
+    done = memprobe.inline("report", copy)
     assert done.code == 2
     line = done.one_line_error()
     assert "samples.parquet" in line and "truncated or damaged" in line
     samples.unlink()
     (copy / "manifest.json").write_text('{"schema_version": 1, "status": "comp')
-    done = memprobe("report", copy)
+    done = memprobe.inline("report", copy)
     assert done.code == 2 and "manifest.json" in done.one_line_error()
     assert (copy / "report.html").read_bytes() == (original / "report.html").read_bytes()  # untouched
 
@@ -752,7 +795,7 @@ def test_a_results_folder_from_someone_else_reads_nothing_outside_it(
         args = (
             ("report", root) if command == "report" else ("compare", V1, root, "-o", tmp_path / f"c{i}.html")
         )
-        done = memprobe(*args, timeout=60)
+        done = memprobe.inline(*args, timeout=60)
         lines = done.err.strip().splitlines()
         written = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and SECRET in _data(p)]
         if (
@@ -778,7 +821,7 @@ def test_report_writes_no_file_through_a_link_left_in_the_folder(memprobe: Mempr
     precious.write_text("export KEEP=1\n")
     (root / ".report.html.tmp").symlink_to(precious)
     (root / ".summary.json.tmp").symlink_to(precious)
-    done = memprobe("report", root)
+    done = memprobe.inline("report", root)
     assert done.code == 0, done.err
     assert precious.read_text() == "export KEEP=1\n"
     assert (root / "report.html").is_file() and not (root / "report.html").is_symlink()
@@ -815,7 +858,7 @@ def test_a_command_line_with_bytes_that_are_not_utf8_is_recorded_and_shown_escap
     assert "true \\xff" in (out / "report.html").read_text(encoding="utf-8")  # strict: no surrogate
     assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
     (out / "report.html").unlink()
-    again = memprobe("report", out)
+    again = memprobe.inline("report", out)
     assert again.code == 0 and "Traceback" not in again.err, again.err[-2000:]
     assert "true \\xff" in (out / "report.html").read_text(encoding="utf-8")
 

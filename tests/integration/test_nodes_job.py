@@ -23,6 +23,7 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from test_faults import Done, Memprobe
 
 pytestmark = pytest.mark.slow
 
@@ -43,15 +44,10 @@ def torchrun() -> str:
     return exe
 
 
-def memprobe(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "memprobe", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def memprobe(*args: object) -> Done:
+    """`memprobe ARGS` called in this process (test_faults.Memprobe.inline): the pages are the
+    same, without a process start (~1 CPU-s of imports) for each."""
+    return Memprobe(Path.cwd()).inline(*args, timeout=120)
 
 
 def run_meta(node: Path) -> dict:
@@ -132,10 +128,10 @@ def test_each_node_s_folder_says_which_node_it_is(job: Path) -> None:
 
 def test_one_page_for_the_job_names_both_nodes_every_rank_and_the_culprit(job: Path) -> None:
     r = memprobe("report", job)
-    assert r.returncode == 0, r.stderr
-    assert f"report: {job / 'report.html'}" in r.stdout
+    assert r.code == 0, r.err
+    assert f"report: {job / 'report.html'}" in r.out
     host = platform.node()
-    assert f"node 0 ({host}): growing" in r.stdout and f"node 1 ({host}): growing" in r.stdout
+    assert f"node 0 ({host}): growing" in r.out and f"node 1 ({host}): growing" in r.out
     html = (job / "report.html").read_text(encoding="utf-8")
     text = page_text(html)
     assert (
@@ -174,7 +170,7 @@ def test_the_library_gives_each_node_s_results_and_summary(job: Path) -> None:
 def test_the_nodes_folders_named_one_by_one_make_the_same_page(job: Path, tmp_path: Path) -> None:
     out = tmp_path / "job.html"
     r = memprobe("report", job / "node0", job / "node1", "-o", out)
-    assert r.returncode == 0, r.stderr
+    assert r.code == 0, r.err
     text = page_text(out.read_text(encoding="utf-8"))
     assert "Growing on each of the 2 nodes" in text
 
@@ -183,8 +179,8 @@ def test_a_node_whose_folder_is_missing_is_named_and_the_rest_reported(job: Path
     lost = tmp_path / "lost"
     shutil.copytree(job / "node0", lost / "node0")
     r = memprobe("report", lost)
-    assert r.returncode == 0, r.stderr
-    assert "node 1: no folder for it" in r.stdout
+    assert r.code == 0, r.err
+    assert "node 1: no folder for it" in r.out
     text = page_text((lost / "report.html").read_text(encoding="utf-8"))
     assert "Not every node is reported in full: node 1: no folder for it (the job has 2 nodes)" in text
     assert "Growing on the one node read" in text and "Rank 0's 2 DataLoader workers" in text
@@ -197,7 +193,7 @@ def test_a_node_whose_recording_never_started_is_named_and_the_rest_reported(
     shutil.copytree(job / "node1", cut / "node1")
     (cut / "node0").mkdir()  # memprobe was killed there before it wrote anything
     r = memprobe("report", cut)
-    assert r.returncode == 0, r.stderr
+    assert r.code == 0, r.err
     text = page_text((cut / "report.html").read_text(encoding="utf-8"))
     assert f"folder node0 ({cut / 'node0'}): no manifest.json" in text
     assert "Rank 1's 3 DataLoader workers" in text
@@ -218,11 +214,10 @@ def test_the_readme_s_slurm_lines_record_each_node_and_report_the_job(tmp_path: 
         node = run_meta(tmp_path / "job" / f"node{k}")["node"]
         assert node["node_rank"] == k and node["nodes"] == 2
         assert node["env"]["SLURM_JOB_ID"] == "4242" and node["env"]["SLURM_PROCID"] == str(k)
-    report = readme_line("memprobe report job/").split("#")[0].split()
-    r = subprocess.run(
-        report, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert r.returncode == 0, r.stderr
+    command, *args = readme_line("memprobe report job/").split("#")[0].split()
+    assert command == "memprobe"
+    r = Memprobe(tmp_path).inline(*args, timeout=120)
+    assert r.code == 0, r.err
     text = page_text((tmp_path / "job" / "report.html").read_text(encoding="utf-8"))
     assert "Growing on each of the 2 nodes" in text
     assert "SLURM_JOB_ID 4242" in text
@@ -239,7 +234,7 @@ def test_the_job_page_draws_in_a_browser_without_errors(job: Path, tmp_path: Pat
     if binary is None:
         pytest.skip("no Chromium/Chrome binary found; install chromium to run browser tests")
     page = tmp_path / "job.html"
-    assert memprobe("report", job, "-o", page).returncode == 0
+    assert memprobe("report", job, "-o", page).code == 0
     (tmp_path / "profile").mkdir()
     browser = Chromium(binary, tmp_path / "profile")
     try:
@@ -259,8 +254,8 @@ def test_a_job_folder_without_one_readable_node_exits_2_naming_each(tmp_path: Pa
     (tmp_path / "job" / "node0").mkdir(parents=True)
     (tmp_path / "job" / "node1").mkdir()
     r = memprobe("report", tmp_path / "job")
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    (line,) = r.stderr.strip().splitlines()
+    assert r.code == 2 and "Traceback" not in r.err
+    (line,) = r.err.strip().splitlines()
     assert line.startswith(f"memprobe: error: {tmp_path / 'job'}: no node's results folder could be read (")
     assert f"{tmp_path / 'job' / 'node1'}: no manifest.json" in line
     assert not (tmp_path / "job" / "report.html").exists()

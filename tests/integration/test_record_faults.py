@@ -78,18 +78,24 @@ def no_traceback(done: Done) -> None:
 # -- a full disk, a deleted folder: memprobe stops sampling, never the job ----------------------
 
 FILLS_THE_DISK = textwrap.dedent("""
-    import os, sys, time
-    blob = sys.argv[1]
-    while len(sys.argv) > 3 and not os.path.exists(sys.argv[3]):  # watch: until it samples
-        time.sleep(0.02)
-    time.sleep(1.0)  # a few ticks written first
+    import glob, os, sys, time
+    blob, then, go = sys.argv[1:4]
+
+    def wait_for(done):
+        while not done():
+            time.sleep(0.02)
+
+    # A tick written first: until a samples.jsonl of the run's folder (record: where the mark
+    # file lies; watch: under argv[4], the results' runs/) holds a row.
+    runs = sys.argv[4] if len(sys.argv) > 4 else os.path.dirname(os.path.dirname(os.environ["MEMPROBE_MARK_FILE"]))
+    wait_for(lambda: any(os.path.getsize(f) for f in glob.glob(os.path.join(runs, "*", "samples.jsonl"))))
     try:
         with open(blob, "wb") as f:
             f.write(b"x" * (4 << 20))  # more than the 2 MB the disk holds
     except OSError as exc:
         print("job: the disk is full:", exc.strerror, flush=True)
-    time.sleep(1.5)  # sampling stops meanwhile; the job goes on
-    if sys.argv[2] == "frees":
+    wait_for(lambda: os.path.exists(go))  # the test saw memprobe stop sampling; the job goes on
+    if then == "frees":
         os.unlink(blob)
     time.sleep(0.5)
     print("job: done", flush=True)
@@ -111,15 +117,27 @@ def small_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+def _once_sampling_stopped(tmp_path: Path, go: Path, *args: object) -> Done:
+    """`memprobe ARGS` to its end, ``go`` made once it has said it stopped sampling (the job
+    waits for it: before, a 1.5 s sleep, within which a loaded machine may take no tick)."""
+    err = tmp_path / "err.txt"
+    with open(err, "w") as stderr:
+        proc = start(*args, stderr=stderr)
+    _wait_for_line(err, "sampling stopped at", proc)
+    go.touch()
+    done = finish(proc)
+    done.err = err.read_text()
+    return done
+
+
 @pytest.mark.parametrize("then", ["stays full", "frees"])
 def test_a_full_disk_stops_the_sampling_never_the_job(tmp_path: Path, small_disk: Path, then: str) -> None:
     """Before: the command got SIGTERM after its first tick and memprobe exited 1."""
     script = tmp_path / "fills.py"
     script.write_text(FILLS_THE_DISK)
-    out = small_disk / "out"
-    done = memprobe(
-        "record", "--no-report", "-o", out, "--", sys.executable, script, small_disk / "blob", then.split()[0]
-    )
+    out, go = small_disk / "out", tmp_path / "go"
+    job = [sys.executable, script, small_disk / "blob", then.split()[0], go]
+    done = _once_sampling_stopped(tmp_path, go, "record", "--no-report", "-o", out, "--", *job)
     no_traceback(done)
     assert done.code == 7, done.err  # the job's exit code, passed through
     assert "job: the disk is full" in done.out and "job: done" in done.out  # it ran to its end
@@ -154,14 +172,14 @@ def test_a_full_disk_stops_watch_and_never_the_watched_job(tmp_path: Path, small
     what that was."""
     script = tmp_path / "fills.py"
     script.write_text(FILLS_THE_DISK)
-    out = small_disk / "out"
+    out, go = small_disk / "out", tmp_path / "go"
     job = subprocess.Popen(
-        [sys.executable, str(script), str(small_disk / "blob"), "stays", str(out / "runs")],
+        [sys.executable, str(script), str(small_disk / "blob"), "stays", str(go), str(out / "runs")],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        done = memprobe("watch", job.pid, "--no-report", "-o", out)
+        done = _once_sampling_stopped(tmp_path, go, "watch", job.pid, "--no-report", "-o", out)
         no_traceback(done)
         assert done.code == 1, done.err
         assert "No space left on device: sampling stopped at" in done.err, done.err
@@ -268,8 +286,16 @@ def test_watch_shows_a_foreign_command_line_with_its_control_characters_escaped(
 def _wait_for_line(path: Path, words: str, proc: subprocess.Popen, within: float = 60) -> None:
     deadline = time.monotonic() + within
     while words not in path.read_text():
-        assert proc.poll() is None, path.read_text()
+        assert proc.poll() is None or words in path.read_text(), path.read_text()  # said, then ended
         assert time.monotonic() < deadline, path.read_text()
+        time.sleep(0.05)
+
+
+def _wait_for_a_sample(out: Path, proc: subprocess.Popen, within: float = 60) -> None:
+    """Until a samples.jsonl of the results folder ``out`` holds a row (one tick written)."""
+    deadline = time.monotonic() + within
+    while not any(f.stat().st_size for f in out.glob("runs/*/samples.jsonl")):
+        assert proc.poll() is None and time.monotonic() < deadline, f"no sample in {out} within {within} s"
         time.sleep(0.05)
 
 
@@ -284,7 +310,7 @@ def test_watch_stopped_by_a_signal_keeps_what_was_sampled(tmp_path: Path, name: 
         with open(err, "w") as stderr:
             proc = start("watch", job.pid, "-o", out, stderr=stderr)
         _wait_for_line(err, "memprobe: watching pid", proc)
-        time.sleep(1.0)
+        _wait_for_a_sample(out, proc)  # what was sampled: something (before: a 1 s sleep)
         os.kill(proc.pid, getattr(signal, name))
         done = finish(proc)
         done.err = err.read_text()

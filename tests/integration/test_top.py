@@ -20,7 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,7 +57,11 @@ def start_job(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     job = subprocess.Popen(
         [sys.executable, str(script), str(stop)], stdout=subprocess.DEVNULL, process_group=0
     )
-    wait_for(lambda: len(workers_of(job.pid)) >= 2, f"the job (pid {job.pid}) started no 2 workers")
+    try:
+        wait_for(lambda: len(workers_of(job.pid)) >= 2, f"the job (pid {job.pid}) started no 2 workers")
+    except BaseException:
+        end_job(job)  # not left running for the next test
+        raise
     return job, stop
 
 
@@ -144,6 +148,26 @@ def top(pid: int, out: Path, *more: str) -> list[str]:
     return [sys.executable, "-m", "memprobe", "top", str(pid), "--no-report", "-o", str(out), *more]
 
 
+@contextlib.contextmanager
+def watched_in_a_terminal(
+    tmp_path: Path,
+    command: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[subprocess.Popen, Path, Path, Terminal]]:
+    """A job (start_job), and a Terminal running ``command`` (by default `memprobe top` on the
+    job, its results in tmp_path/out): (job, its stop file, out, terminal); both ended after."""
+    job, stop = start_job(tmp_path)
+    out = tmp_path / "out"
+    try:
+        term = Terminal(tmp_path, command or top(job.pid, out), env=env)
+        try:
+            yield job, stop, out, term
+        finally:
+            term.close()
+    finally:
+        end_job(job)
+
+
 def the_view(term: Terminal, job: subprocess.Popen) -> str:
     """The screen once it shows the job's main process and both workers with their figures."""
     row = r"^\s*{pid}\s+{role}\s+\S+\s+-\s+{worker}\s+{gen}\s+[\d,.]+\s+(exact|est\.)\s+[\d,.]+\s+[\d,.]+"
@@ -170,10 +194,7 @@ def the_end(term: Terminal, out: Path, code: int, status: str) -> str:
 def test_top_shows_each_process_and_the_totals_and_q_saves_what_was_sampled(
     tmp_path: Path, key: str, code: int
 ) -> None:
-    job, _ = start_job(tmp_path)
-    out = tmp_path / "out"
-    term = Terminal(tmp_path, top(job.pid, out))
-    try:
+    with watched_in_a_terminal(tmp_path) as (job, _, out, term):
         screen = the_view(term, job)
         assert f"memprobe top  pid {job.pid} (" in screen and "q: quit and save" in screen
         assert re.search(
@@ -187,16 +208,10 @@ def test_top_shows_each_process_and_the_totals_and_q_saves_what_was_sampled(
         screen = the_end(term, out, code, "interrupted")
         assert "what was sampled has been saved" in screen
         assert job.poll() is None, "memprobe top must never signal the job it watches"
-    finally:
-        term.close()
-        end_job(job)
 
 
 def test_top_ends_with_the_final_summary_when_the_job_exits(tmp_path: Path) -> None:
-    job, stop = start_job(tmp_path)
-    out = tmp_path / "out"
-    term = Terminal(tmp_path, top(job.pid, out), env={"NO_COLOR": "1"})
-    try:
+    with watched_in_a_terminal(tmp_path, env={"NO_COLOR": "1"}) as (job, stop, out, term):
         the_view(term, job)
         assert not re.search(r"\x1b\[[0-9;]*m", term.screen(escapes=True)), (
             "NO_COLOR: no colour, no attribute"
@@ -207,9 +222,6 @@ def test_top_ends_with_the_final_summary_when_the_job_exits(tmp_path: Path) -> N
         assert re.search(rf"^{job.pid}\s+main\s+main", screen, re.M)  # the per-process table
         assert re.search(r"^\d+\s+worker 1\s+dataloader", screen, re.M)
         assert "q: quit and save" not in screen  # the live view has ended
-    finally:
-        term.close()
-        end_job(job)
 
 
 def test_top_without_a_terminal_prints_one_line_every_few_seconds(tmp_path: Path) -> None:
@@ -240,13 +252,11 @@ def test_top_without_a_terminal_prints_one_line_every_few_seconds(tmp_path: Path
 
 
 def test_ctrl_z_gives_the_terminal_back_and_fg_brings_the_view_again(tmp_path: Path) -> None:
-    job, _ = start_job(tmp_path)
-    out = tmp_path / "out"
     bash = shutil.which("bash")
     if bash is None:
         pytest.skip("bash not found: job control needs an interactive shell")
-    term = Terminal(tmp_path, [bash, "--norc", "--noprofile", "-i"], env={"PS1": "prompt$ "})
-    try:
+    shell = [bash, "--norc", "--noprofile", "-i"]
+    with watched_in_a_terminal(tmp_path, shell, env={"PS1": "prompt$ "}) as (job, _, out, term):
         term.wait_for(r"^prompt\$")
         term.keys(" ".join(shlex.quote(c) for c in top(job.pid, out)), "Enter")
         the_view(term, job)
@@ -261,6 +271,3 @@ def test_ctrl_z_gives_the_terminal_back_and_fg_brings_the_view_again(tmp_path: P
         term.keys("q")
         screen = term.wait_for(rf"^results: {re.escape(str(out))}")
         assert json.loads((out / "summary.json").read_text())["runs"][0]["status"] == "interrupted"
-    finally:
-        term.close()
-        end_job(job)

@@ -370,8 +370,8 @@ def test_workers_that_allocate_their_own_memory_are_not_said_to_copy(tree: Tree,
     _check_every_worker_is_in_the_table(tree, rec)
     assert rec.run["verdict"] == "growing", why
     workers = rec.processes(WORKER_KINDS)
-    # 120 MB each, 10 MB every 0.1 s from the fork on: what came before a worker's first tick
-    # (0.2-0.45 s apart) is not seen, so the figure is a lower bound (84 of 120 MB seen).
+    # 120 MB each, 10 MB every 0.1 s from the worker's first sample on (os_fork.py waits for
+    # it: before, what a worker allocated before a late first tick was not seen, 84 of 120 MB).
     assert all(p["allocated_mb"] > 60 for p in workers), why
     assert all(p["allocated_mb"] <= p["growth_mb"] + 5 for p in workers), why
     assert ": mostly new memory of their own (at least +" in rec.run["culprit"], why

@@ -2,8 +2,9 @@
 
 --parent-grows MB: once its children run, the main process allocates MB of new memory (1 MB
 objects, 10 a tenth of a second) and keeps it until they end.
---workers-allocate MB: each child first allocates MB of new memory the same way and keeps it
-until it exits (memory of its own, not pages copied from its parent).
+--workers-allocate MB: each child, once memprobe has sampled it (when recorded), first allocates
+MB of new memory the same way and keeps it until it exits (memory of its own, not pages copied
+from its parent): all of it after its first sample, however late the sampler comes.
 --then-builds MB: once its children ended, the main process allocates MB of new memory with none
 of them alive, then forks N more (a second generation) that read the dataset as the first did."""
 
@@ -35,6 +36,8 @@ def fork_children(ds: coco.DatasetFromList, args, first: int = 0) -> list[int]:
             try:
                 # Kept to the end: freed after reading, a reading the sampler took between the
                 # free and the exit ended the child's growth there (74 of 122 MB seen).
+                if args.workers_allocate:
+                    coco.wait_until_sampled()
                 _kept = allocate(args.workers_allocate)
                 coco.worker_main(ds, args.seconds, args.hold, worker=i)
                 code = 0

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from inprocess import call_memprobe
 
 GRACE_S = 3.0
 SAMPLER_THREAD = "memprobe-sampler"
@@ -510,16 +511,11 @@ def cli(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> C
     tests' subprocesses were), with its exit code (argparse's ``SystemExit`` included) and what it
     and the processes it started printed (on file descriptors 1 and 2: a recorded command's own
     output too)."""
-    from memprobe.cli import main
-
     monkeypatch.chdir(REPO)
 
     def run(*args: object) -> Ran:
         capfd.readouterr()
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as exc:  # --help, --version, argparse's refusals
-            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        code = call_memprobe(*args)
         out, err = capfd.readouterr()
         return Ran(code, out, err)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inprocess import call_memprobe
 
 REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 5.0  # end_group's grace (3 s) plus a margin for a loaded machine
@@ -218,37 +219,19 @@ class Memprobe:
 
         import psutil
 
-        from memprobe.cli import main
-
-        def hung(signum: int, frame: object) -> None:
-            raise Hung(f"memprobe {' '.join(map(str, args))}: still running after {timeout} s")
-
         out, err = io.StringIO(), io.StringIO()
-        before = signal.signal(signal.SIGALRM, hung)  # (pytest and its xdist workers: main thread)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
-        try:
-            with contextlib.chdir(self.cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    code = main([str(a) for a in args])
-                except SystemExit as e:  # argparse's refusals
-                    code = e.code if isinstance(e.code, int) else 2
-                except Exception:
-                    traceback.print_exc()
-                    code = 1
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, before)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = call_memprobe(*args, cwd=self.cwd, timeout=timeout)
+            except Exception:
+                traceback.print_exc()
+                code = 1
         left = []
         for p in psutil.Process().children(recursive=True):
             with contextlib.suppress(psutil.NoSuchProcess):
                 if p.status() != psutil.STATUS_ZOMBIE:
                     left.append(f"{p.pid} ({p.name()})")
         return Done(code, out.getvalue(), err.getvalue(), left)
-
-
-class Hung(BaseException):
-    """An in-process command ran past its time (a BaseException: no ``except Exception`` of
-    memprobe's takes it for a refusal)."""
 
 
 @pytest.fixture(scope="module")

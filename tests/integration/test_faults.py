@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inprocess import call_memprobe
 
 REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 5.0  # end_group's grace (3 s) plus a margin for a loaded machine
@@ -218,6 +217,7 @@ class Memprobe:
         import traceback
 
         import psutil
+        from inprocess import call_memprobe  # here: a run's child imports this module as a dataset's
 
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

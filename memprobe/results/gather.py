@@ -219,8 +219,8 @@ class _RowGroup:
         """Write the chunks held as one row group (every chunk has the writer's schema)."""
         import pyarrow as pa
 
-        if self.chunks:
-            table = pa.concat_tables(self.chunks)
+        table = pa.concat_tables(self.chunks) if self.chunks else None
+        if table is not None and table.num_rows:  # a table gathered before with no row gives 0
             writer.write_table(table, row_group_size=table.num_rows)
         self.chunks, self.nbytes = [], 0
 

@@ -219,6 +219,17 @@ class Memprobe:
         import psutil
         from inprocess import call_memprobe  # here: a run's child imports this module as a dataset's
 
+        def children() -> dict[int, str]:
+            alive = {}
+            for p in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if p.status() != psutil.STATUS_ZOMBIE:
+                        alive[p.pid] = p.name()
+            return alive
+
+        # What this pytest process had started before (multiprocessing's resource tracker or
+        # forkserver, which live as long as it does) is not what the command left.
+        before = children()
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -226,12 +237,17 @@ class Memprobe:
             except Exception:
                 traceback.print_exc()
                 code = 1
-        left = []
-        for p in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if p.status() != psutil.STATUS_ZOMBIE:
-                    left.append(f"{p.pid} ({p.name()})")
-        return Done(code, out.getvalue(), err.getvalue(), left)
+        # As wait_gone: what is still alive GONE_WITHIN_S after the command returned (a run's
+        # process reaped by now may still be exiting), then killed.
+        deadline = time.monotonic() + GONE_WITHIN_S
+        while (
+            new := {p: n for p, n in children().items() if p not in before}
+        ) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in new:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        return Done(code, out.getvalue(), err.getvalue(), [f"{pid} ({name})" for pid, name in new.items()])
 
 
 @pytest.fixture(scope="module")

@@ -132,6 +132,23 @@ def test_consolidation_stopped_part_way_does_not_count_rows_twice(tmp_path: Path
     assert not list(tmp_path.glob("runs/*/samples.jsonl"))
 
 
+def test_consolidating_again_after_a_table_with_no_rows_was_gathered_finishes(tmp_path: Path) -> None:
+    """memprobe killed in its clean-up, after the tables were gathered (``progress`` with no row:
+    a recorded job has none) and before the manifest said so: `memprobe report` gathers again.
+    Before: the empty table's one row group of 0 rows was written back and Arrow refused it
+    ("Row group size cannot be 0", a traceback; found by test_faults' SIGKILL at clean-up)."""
+    write_json_atomic(tmp_path / "manifest.json", {"schema_version": SCHEMA_VERSION, "runs": ["a"]})
+    w = RunWriter(tmp_path / "runs" / "a")
+    w.append("samples", [{**ROW, "t": float(i), "pid": 1, "rss_mb": 10.0} for i in range(3)])
+    w.write_meta({**run_record("a"), "index": 0})
+    w.close()
+    gather.consolidate(tmp_path)
+    assert pd.read_parquet(tmp_path / "progress.parquet").empty
+    gather.consolidate(tmp_path)
+    assert len(pd.read_parquet(tmp_path / "samples.parquet")) == 3
+    assert pd.read_parquet(tmp_path / "progress.parquet").empty
+
+
 def test_write_json_atomic_handles_numpy_scalars(tmp_path: Path) -> None:
     import numpy as np
 

@@ -83,12 +83,12 @@ check-code:
 	exit $$fail
 
 # The code checks run beside pytest (mypy's ~15 s of one core overlap the suite's start-up); either
-# one failing fails the target. pytest exits 5 when it collected no test: a failure here, not a pass.
+# one failing fails the target. The 25 slowest tests are listed: where the suite's time goes. pytest exits 5 when it collected no test: a failure here, not a pass.
 test: install-test
 	@$(MAKE) --no-print-directory -j2 check-code check-tests
 
 check-tests:
-	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); code=$$?; \
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$code
 
 # The unit tests alone (no real run; about a minute): the quick loop while editing.

@@ -19,15 +19,19 @@ Each worker prints ``TREE {"pid": ..., "uss_mb": ...}`` (its own USS just before
 for DataLoader workers, ``TREE_WORKER ... pid=...``: the tests check memprobe found exactly
 those processes as workers.
 
-Every job is recorded once, all of them a few at a time when the module starts (the
-``recorded`` fixture; only those the selected tests need), each feeding the assertions of its
-test: at the default CPU budget (1 %) and, for two of them, at 5 %, where the parent is read
-five times as often and must get the same verdict. Real torchrun runs with --standalone (its
-rendezvous on localhost: no network needed).
+Every job is recorded once, a few at a time, before the first test that reads it (only those
+the selected tests need), each feeding the assertions of its test: at the default CPU budget
+(1 %) and, for two of them, at 5 %, where the parent is read five times as often and must get
+the same verdict. The recordings are made by two fixtures, ``over_lists`` (the jobs over the
+list of dicts) and ``over_arrays`` (over the serialized data), of about the same CPU each (~50
+CPU-s, measured one recording at a time): two xdist groups, which ``make test`` runs on two
+workers at once. One fixture of all 19 was the suite's longest item (172 s of set-up in CI).
+Real torchrun runs with --standalone (its rendezvous on localhost: no network needed).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -158,21 +162,31 @@ def _case(item: pytest.Item) -> tuple[str, str, str] | None:
     return tree.name, data, budget
 
 
+Recordings = dict[tuple[str, str, str], Recorded | BaseException]
+
+
 @pytest.fixture(scope="module")
-def recorded(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> dict[tuple[str, str, str], Recorded | BaseException]:
-    """Every recording the selected tests of this module need, made before the first of them
-    runs (so that nothing of theirs outlives a test), PARALLEL at a time."""
-    wanted = sorted({c for item in request.session.items if (c := _case(item)) in CASES})
-    root = tmp_path_factory.mktemp("trees")
-    sys.path.insert(0, str(TREES))
-    try:
-        from coco_json import make_coco_json
-    finally:
-        sys.path.remove(str(TREES))
-    coco = root / "instances.json"
-    make_coco_json(str(coco), RECORDS)
+def over_lists(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    """The recordings of the jobs over the list of dicts that the selected tests need."""
+    return _recordings(request, tmp_path_factory, "over_lists")
+
+
+@pytest.fixture(scope="module")
+def over_arrays(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    """The recordings of the jobs over the serialized data that the selected tests need."""
+    return _recordings(request, tmp_path_factory, "over_arrays")
+
+
+def _recordings(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, fixture: str
+) -> Recordings:
+    """Every recording the selected tests that use ``fixture`` need, made before the first of
+    them runs (so that nothing of theirs outlives a test), PARALLEL at a time."""
+    wanted = sorted(
+        {c for item in request.session.items if fixture in item.fixturenames and (c := _case(item)) in CASES}
+    )
+    root = tmp_path_factory.mktemp(fixture)
+    coco = _annotations(tmp_path_factory)
     trees = {
         **BY_NAME,
         PARENT_GROWS.name: PARENT_GROWS,
@@ -191,7 +205,25 @@ def recorded(
         return dict(zip(wanted, pool.map(one, wanted), strict=True))
 
 
-def _get(recorded: dict, tree: Tree, data: str, budget: str = DEFAULT_BUDGET) -> Recorded:
+def _annotations(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The annotations file, written once per pytest run: both fixtures read the same one, on
+    one xdist worker or two (~2.7 CPU-s to write)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's, every worker's
+    coco = folder / f"trees-instances-{RECORDS}.json"
+    with open(folder / "trees-instances.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the file rather than write it too
+        if not coco.exists():
+            sys.path.insert(0, str(TREES))
+            try:
+                from coco_json import make_coco_json
+            finally:
+                sys.path.remove(str(TREES))
+            make_coco_json(str(coco), RECORDS)  # written whole or not at all (os.replace)
+    return coco
+
+
+def _get(recorded: Recordings, tree: Tree, data: str, budget: str = DEFAULT_BUDGET) -> Recorded:
     rec = recorded[(tree.name, data, budget)]
     if isinstance(rec, BaseException):
         raise rec
@@ -317,8 +349,8 @@ def _check_list_of_dicts(tree: Tree, rec: Recorded) -> None:
 
 
 @pytest.mark.parametrize("tree", TREES_UNDER_TEST, ids=[t.name for t in TREES_UNDER_TEST])
-def test_list_of_dicts(tree: Tree, recorded: dict) -> None:
-    _check_list_of_dicts(tree, _get(recorded, tree, "list"))
+def test_list_of_dicts(tree: Tree, over_lists: Recordings) -> None:
+    _check_list_of_dicts(tree, _get(over_lists, tree, "list"))
 
 
 # Read five times as often, the parent's own growth (the new memory it allocates) is the same:
@@ -326,13 +358,13 @@ def test_list_of_dicts(tree: Tree, recorded: dict) -> None:
 # private by its own writes to the pages its workers share.
 @pytest.mark.parametrize("budget", [HIGH_BUDGET])
 @pytest.mark.parametrize("tree", [BY_NAME["start_processes_fork"]], ids=["start_processes_fork"])
-def test_list_of_dicts_read_more_often(tree: Tree, budget: str, recorded: dict) -> None:
-    _check_list_of_dicts(tree, _get(recorded, tree, "list", budget))
+def test_list_of_dicts_read_more_often(tree: Tree, budget: str, over_lists: Recordings) -> None:
+    _check_list_of_dicts(tree, _get(over_lists, tree, "list", budget))
 
 
 @pytest.mark.parametrize("tree", TREES_UNDER_TEST, ids=[t.name for t in TREES_UNDER_TEST])
-def test_numpy_serialized(tree: Tree, recorded: dict) -> None:
-    rec = _get(recorded, tree, "numpy")
+def test_numpy_serialized(tree: Tree, over_arrays: Recordings) -> None:
+    rec = _get(over_arrays, tree, "numpy")
     why = _table(rec)
     _check_every_worker_is_in_the_table(tree, rec)
     _check_parents_built_and_are_not_blamed(tree, rec, "numpy")
@@ -344,9 +376,9 @@ def test_numpy_serialized(tree: Tree, recorded: dict) -> None:
 @pytest.mark.parametrize("budget", [DEFAULT_BUDGET, HIGH_BUDGET])
 @pytest.mark.parametrize("tree", [PARENT_GROWS], ids=["os_fork"])
 def test_a_parent_that_allocates_while_its_workers_run_is_blamed(
-    tree: Tree, budget: str, recorded: dict
+    tree: Tree, budget: str, over_arrays: Recordings
 ) -> None:
-    rec = _get(recorded, tree, "numpy", budget)
+    rec = _get(over_arrays, tree, "numpy", budget)
     why = _table(rec)
     _check_every_worker_is_in_the_table(tree, rec)
     (main,) = rec.processes({"main"})
@@ -362,10 +394,12 @@ def test_a_parent_that_allocates_while_its_workers_run_is_blamed(
 
 
 @pytest.mark.parametrize("tree", [WORKERS_ALLOCATE], ids=["os_fork"])
-def test_workers_that_allocate_their_own_memory_are_not_said_to_copy(tree: Tree, recorded: dict) -> None:
+def test_workers_that_allocate_their_own_memory_are_not_said_to_copy(
+    tree: Tree, over_arrays: Recordings
+) -> None:
     """A forked worker's growth can be memory it allocates (HF datasets.map's pool workers do
     both): its anonymous RSS rises with it, which a copy-on-access fault does not do."""
-    rec = _get(recorded, tree, "numpy")
+    rec = _get(over_arrays, tree, "numpy")
     why = _table(rec) + "\n" + str([(p["pid"], p.get("allocated_mb")) for p in rec.run["processes"]])
     _check_every_worker_is_in_the_table(tree, rec)
     assert rec.run["verdict"] == "growing", why
@@ -380,11 +414,11 @@ def test_workers_that_allocate_their_own_memory_are_not_said_to_copy(tree: Tree,
 
 @pytest.mark.parametrize("tree", [BUILDS_BETWEEN], ids=["os_fork"])
 def test_what_main_builds_between_two_generations_of_workers_is_built_not_growth(
-    tree: Tree, recorded: dict
+    tree: Tree, over_lists: Recordings
 ) -> None:
     """main's window runs from its first worker to its last one's end; the 100 MB it allocated
     while none of them lived was once its "growth", and the verdict blamed it."""
-    rec = _get(recorded, tree, "list")
+    rec = _get(over_lists, tree, "list")
     why = _table(rec) + "\n" + str([(p["pid"], p.get("built_between_mb")) for p in rec.run["processes"]])
     workers = rec.processes(WORKER_KINDS)
     assert {p["pid"] for p in workers} == rec.worker_pids and len(workers) == tree.workers, why

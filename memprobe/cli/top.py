@@ -108,6 +108,7 @@ class Live:
         self._next = 0.0
         self._title = ""
         self._failed = False
+        self._entered: object = None  # the job's memory cgroup whose limit the view shows
 
     def log(self, line: str) -> None:
         if self.display.open_now():
@@ -128,6 +129,7 @@ class Live:
         try:
             if not self._title:
                 self._start(recording)
+            self._follow(recording)
             if self.display.key_pressed(QUIT_KEYS) and not self.quit:
                 self.quit = True
                 os.kill(os.getpid(), signal.SIGINT)  # the watch stops and saves as on Ctrl-C
@@ -141,16 +143,26 @@ class Live:
             self._fail(exc)
 
     def _start(self, recording: Recording) -> None:
-        from memprobe.record.limit import memory_limit
-
         self.model.threshold_mb = recording.verdict.growth_threshold_mb
-        env = recording.folder.manifest.get("environment") or {}
-        self.model.limit_mb, self.model.limit_words = memory_limit(
-            recording.cgroup_meta(), env.get("mem_total_mb")
-        )
+        self._follow(recording)
         command = " ".join(recording.info.get("command") or [])
         self._title = f"pid {recording.root} ({printable(command)[:60]})"
         self.display.open()
+
+    def _follow(self, recording: Recording) -> None:
+        """The limit of the job's memory cgroup, again where the job moved into another as it
+        started (the sampler follows it: cgexec, systemd-run --scope)."""
+        from memprobe.record.limit import memory_limit
+
+        entered = recording.sampler.cgroup if recording.sampler is not None else None
+        if self._title and entered is self._entered:
+            return
+        self._entered = entered
+        env = recording.folder.manifest.get("environment") or {}
+        meta = recording.cgroup_meta()
+        limit_mb, words = memory_limit(meta, env.get("mem_total_mb"))
+        group = meta.get("cgroup") or {}
+        self.model.entered(limit_mb, words, group.get("since_t") or 0.0, group.get("oom_kills_at_start"))
 
     def suspend(self) -> None:
         self.display.close()

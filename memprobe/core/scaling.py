@@ -157,7 +157,7 @@ def _sentence(poor: Scaling, good: Scaling) -> str:
     cpu = poor.cpu_ratio()
     cpu_good = good.cpu_ratio()
     rose = (
-        f"; its CPU per item went from {poor.base.cpu_ms_per_item:.4g} to {poor.last.cpu_ms_per_item:.4g} ms"
+        f"; its CPU per item went from {poor.base.cpu_ms_per_item:.3g} to {poor.last.cpu_ms_per_item:.3g} ms"
         f" ({cpu:.2f}x)"
         if cpu is not None
         else ""

@@ -8,8 +8,11 @@ Both hierarchies: cgroup v1 (the ``memory`` controller's own mount; ``hierarchic
 memory.stat is the effective limit) and cgroup v2 (one mount; ``memory.max`` on each level up to the
 mount, the lowest applies). The process's cgroup comes from ``/proc/PID/cgroup``, the mounts from
 memprobe's own ``/proc/self/mountinfo`` (the files are read in memprobe's mount namespace).
-:func:`locate` finds it once (the job may have ended when it is read again, :func:`read`).
-memprobe never creates, moves or changes a cgroup.
+:func:`locate` finds it as the job starts (the job may have ended when it is read again,
+:func:`read`); :func:`follow` finds it again where the job moved itself into another one as it
+started (``cgexec -g memory:G CMD``, ``systemd-run --scope -p MemoryMax=... CMD``: the command
+memprobe started enters the cgroup, then runs the job). memprobe never creates, moves or changes a
+cgroup.
 """
 
 from __future__ import annotations
@@ -84,6 +87,49 @@ def locate(pid: int | str, proc: Path = Path("/proc")) -> CgroupLocation | None:
     mounts = read_text(str(proc / "self" / "mountinfo"))
     if text is None or mounts is None:
         return None
+    v1, v2 = _paths(text)
+    for version, path in ((1, v1), (2, v2)):  # the controller sits on v1 where it is mounted there
+        mount = _mount(mounts, version)
+        if path is not None and mount is not None:
+            root, point = mount
+            inside = path[len(root) :] if root != "/" and (path + "/").startswith(root + "/") else path
+            return CgroupLocation(version, path, point / inside.lstrip("/"), point)
+    return None
+
+
+def follow(where: CgroupLocation, pid: int, proc: Path = Path("/proc")) -> CgroupLocation:
+    """The memory cgroup of ``pid`` now, given ``where`` it was: ``where`` itself while the
+    process stays in it (one small read, /proc/PID/cgroup), the new one where it moved (and
+    ``where`` where the process is gone: its last cgroup is the one that counted)."""
+    text = read_text(str(proc / str(pid) / "cgroup"))
+    if text is None or _paths(text)[where.version - 1] == where.path:
+        return where
+    return locate(pid, proc) or where
+
+
+@dataclass(frozen=True)
+class Entered:
+    """The memory cgroup a job is in, as read when memprobe first saw the job in it: at the
+    start, or where the job's first process moved into another (:func:`follow`), ``t`` seconds
+    after the start. Its charge and OOM kills count from then on."""
+
+    where: CgroupLocation
+    at_entry: CgroupMemory
+    t: float = 0.0
+
+    @classmethod
+    def of(cls, pid: int, proc: Path = Path("/proc")) -> Entered | None:
+        where = locate(pid, proc)
+        return None if where is None else cls(where, read(where))
+
+    def followed(self, pid: int, t: float, proc: Path = Path("/proc")) -> Entered:
+        """Itself while ``pid`` stays in its cgroup; the cgroup it moved into, entered at ``t``."""
+        where = follow(self.where, pid, proc)
+        return self if where is self.where else Entered(where, read(where), t)
+
+
+def _paths(text: str) -> tuple[str | None, str | None]:
+    """The memory controller's path on cgroup v1 and the unified (v2) path in a /proc/PID/cgroup."""
     v1 = v2 = None
     for line in text.splitlines():
         parts = line.split(":", 2)
@@ -93,13 +139,7 @@ def locate(pid: int | str, proc: Path = Path("/proc")) -> CgroupLocation | None:
             v1 = parts[2]
         elif parts[0] == "0" and parts[1] == "":
             v2 = parts[2]
-    for version, path in ((1, v1), (2, v2)):  # the controller sits on v1 where it is mounted there
-        mount = _mount(mounts, version)
-        if path is not None and mount is not None:
-            root, point = mount
-            inside = path[len(root) :] if root != "/" and (path + "/").startswith(root + "/") else path
-            return CgroupLocation(version, path, point / inside.lstrip("/"), point)
-    return None
+    return v1, v2
 
 
 def _mount(mountinfo: str, version: int) -> tuple[str, Path] | None:

@@ -136,8 +136,9 @@ class Sampler:
         self._next_pss = 0.0
         self._next_scan = 0.0
         self._next_meminfo = 0.0
-        # The memory cgroup the root is charged to: its charge and OOM kills with MemAvailable.
-        self.cgroup = cgroup.locate(root)
+        # The memory cgroup the root is charged to: its charge and OOM kills with MemAvailable;
+        # followed where the root moves into another (cgexec, systemd-run --scope).
+        self.cgroup = cgroup.Entered.of(root)
         self.cpu_s = 0.0
         self._cpu0 = time.thread_time()  # the sampling thread's, from its start (see _run)
         self.pss_round_costs: list[float] = []
@@ -408,7 +409,9 @@ class Sampler:
             self._next_meminfo = tick + self.settings.mem_available_interval_s
             avail = procfs.mem_available()
             if self.cgroup is not None:
-                charged, kills = cgroup.charge(self.cgroup)
+                if self.root in self._alive:
+                    self.cgroup = self.cgroup.followed(self.root, round(tick - self.t0, 4))
+                charged, kills = cgroup.charge(self.cgroup.where)
             machine_kills = cgroup.machine_oom_kills()
         return {
             "t": round(tick - self.t0, 4),

@@ -29,13 +29,21 @@ RATE_MIN_SPAN_S = 3.0  # the rise: over the last third of the readings up to the
 RISING_MB_PER_MIN = 1.0  # below this the charge is not rising: no time to the limit
 
 
-def cgroup_charge(system: pd.DataFrame, samples: pd.DataFrame) -> pd.Series | None:
+def entered_at(meta: dict) -> float:
+    """When the job entered the memory cgroup meta.json names (s after the start): 0, unless its
+    first process moved into it as it started (cgexec, systemd-run --scope: the sampler followed
+    it); the charge and OOM kills read before then were another cgroup's."""
+    since = (meta.get("cgroup") or {}).get("since_t")
+    return float(since) if isinstance(since, (int, float)) else 0.0
+
+
+def cgroup_charge(system: pd.DataFrame, samples: pd.DataFrame, since: float = 0.0) -> pd.Series | None:
     """The job's memory cgroup's charge over time (MB, index t), where the sampler read it while
-    a process of the job lived (after, it falls by what the job freed: no rate of the job's)."""
-    if system.empty or "cgroup_mb" not in system:
+    a process of the job lived (after, it falls by what the job freed: no rate of the job's), from
+    ``since`` on (:func:`entered_at`)."""
+    charge = _counter(system, "cgroup_mb", since)
+    if charge is None:
         return None
-    charge = pd.Series(pd.to_numeric(system["cgroup_mb"], errors="coerce").to_numpy(float), index=system["t"])
-    charge = charge.dropna()
     alive = (
         samples.loc[~samples["missing"].fillna(False).astype(bool), "t"]
         if "missing" in samples
@@ -69,14 +77,15 @@ def time_to_limit(charge: pd.Series | None, limit_mb: float | None) -> tuple[flo
 
 
 def oom_kills(
-    system: pd.DataFrame, samples: pd.DataFrame, final: int | None = None
+    system: pd.DataFrame, samples: pd.DataFrame, final: int | None = None, since: float = 0.0
 ) -> list[tuple[float, list[str]]]:
     """Each rise of the cgroup's OOM-kill counter: when it was seen, and the processes of the
     job that vanished first since the reading before, one tick per kill (the kernel's victims
     as far as memprobe saw: the counter does not say whom it killed; a parent that ends because
     its worker was killed vanishes in the same second, a tick or more later). ``final``: the
-    counter as the record ended (meta.json), a last reading where the series stops before."""
-    kills = _counter(system, "cgroup_oom_kills")
+    counter as the record ended (meta.json), a last reading where the series stops before; from
+    ``since`` on (:func:`entered_at`)."""
+    kills = _counter(system, "cgroup_oom_kills", since)
     if kills is None:
         return []
     gone = _gone(samples)
@@ -94,17 +103,19 @@ def oom_kills(
 MACHINE_KILL_AFTER_S = 1.0  # a process of the job vanishing at most this long after the reading
 
 
-def machine_oom_kills(system: pd.DataFrame, samples: pd.DataFrame) -> list[tuple[float, int, list[str]]]:
+def machine_oom_kills(
+    system: pd.DataFrame, samples: pd.DataFrame, since: float = 0.0
+) -> list[tuple[float, int, list[str]]]:
     """Each rise of the machine's OOM-kill counter (/proc/vmstat, machine-wide: any process of
     the machine) that memprobe lays at the job's door: only where a process of the job vanished
     between the reading before and :data:`MACHINE_KILL_AFTER_S` after the one that rose, and the
     job's cgroup's own counter did not rise meanwhile (that kill is :func:`oom_kills`' already).
     When, by how many, and whom memprobe saw vanish first; a rise with no process of the job
-    vanishing is another program's, and not said."""
+    vanishing is another program's, and not said. The cgroup's counter from ``since`` on."""
     kills = _counter(system, "machine_oom_kills")
     if kills is None:
         return []
-    own = _counter(system, "cgroup_oom_kills")
+    own = _counter(system, "cgroup_oom_kills", since)
     gone = _gone(samples)
     out = []
     for (t0, before), (t1, after) in pairwise(kills.items()):
@@ -122,12 +133,14 @@ def machine_oom_kills(system: pd.DataFrame, samples: pd.DataFrame) -> list[tuple
     return out
 
 
-def _counter(system: pd.DataFrame, column: str) -> pd.Series | None:
+def _counter(system: pd.DataFrame, column: str, since: float = 0.0) -> pd.Series | None:
+    """A column of the system table over t, its readings from ``since`` on (None: none)."""
     if system.empty or column not in system:
         return None
     series = pd.Series(
         pd.to_numeric(system[column], errors="coerce").to_numpy(float), index=system["t"]
     ).dropna()
+    series = series[series.index >= since]
     return series if len(series) else None
 
 
@@ -158,7 +171,8 @@ def against_limit(
     if not isinstance(group, dict):
         return None
     limit_mb, words = memory_limit(meta, mem_total_mb)
-    charge = cgroup_charge(system, samples)
+    since = entered_at(meta)
+    charge = cgroup_charge(system, samples, since)
     rate = time_to_limit(charge, limit_mb)
     kills, before = group.get("oom_kills"), group.get("oom_kills_at_start")
     return {
@@ -177,12 +191,12 @@ def against_limit(
         "oom_kills": kills - before if kills is not None and before is not None else None,
         "oom_killed": [
             {"t": t, "victims": who}
-            for t, who in oom_kills(system, samples, kills if kills is not None else None)
+            for t, who in oom_kills(system, samples, kills if kills is not None else None, since)
         ],
         # The machine's OOM killer (its counter machine-wide), where a process of the job vanished
         # right after it rose: a machine out of memory, the job's cgroup without a limit of its own.
         "machine_oom_killed": [
-            {"t": t, "kills": n, "victims": who} for t, n, who in machine_oom_kills(system, samples)
+            {"t": t, "kills": n, "victims": who} for t, n, who in machine_oom_kills(system, samples, since)
         ],
     }
 

@@ -144,6 +144,14 @@ class LiveModel:
         self._totals: list[tuple[float, float]] = []
         self._kills: tuple[int | None, int | None] = (None, None)  # first, latest
 
+    def entered(self, limit_mb: float | None, words: str, since: float, kills_then: int | None) -> None:
+        """The job's memory cgroup and its limit, entered ``since`` s after the start (0: from
+        the start) with ``kills_then`` OOM kills: the charge read before was another cgroup's."""
+        with self._lock:
+            self.limit_mb, self.limit_words = limit_mb, words
+            self._charge = [(t, v) for t, v in self._charge if t >= since]
+            self._kills = (kills_then, kills_then)  # the next reading's, from then on
+
     # -- fed from the sampler's thread ---------------------------------------------------------
     def feed(self, table: str, rows: list[dict]) -> None:
         with self._lock:

@@ -231,16 +231,10 @@ class Recording:
         self.saved_t: float | None = None  # the latest tick whose sample rows were written
         self.outlived: list[dict] = []  # processes of the tree still running when the command ended
         self.meta_saved_t: float | None = None  # when the run's meta was last saved
-        self.cgroup: cgroup.CgroupLocation | None = None
-        self.cgroup_at_start: cgroup.CgroupMemory | None = None
         self.observer: Observer | None = None  # a live view (memprobe top, record --live)
 
     def start_sampling(self, root: int, pgid: int | None) -> None:
         self.root = root
-        # The job's memory cgroup as it starts: its limit, charge and OOM kills (read again for
-        # each meta: the charge and the kills while the job ran).
-        self.cgroup = cgroup.locate(root)
-        self.cgroup_at_start = cgroup.read(self.cgroup) if self.cgroup is not None else None
         self.sampler = TreeSampler(root, self._sink, self.settings, t0=self.t0, pgid=pgid)
         self.sampler.start()
 
@@ -470,11 +464,19 @@ class Recording:
         }
 
     def cgroup_meta(self) -> dict:
-        """The job's memory cgroup now, with its charge and OOM kills as the job started."""
-        if self.cgroup is None or self.cgroup_at_start is None:
+        """The job's memory cgroup now (the sampler's: where the job moved into another as it
+        started, that one), with its charge and OOM kills as the job started or entered it, and
+        when that was (``since_t``: 0 from the start)."""
+        entered = self.sampler.cgroup if self.sampler is not None else None
+        if entered is None:
             return {}
-        now = cgroup.read(self.cgroup).to_dict()
-        start = self.cgroup_at_start.to_dict()
+        now = cgroup.read(entered.where).to_dict()
+        start = entered.at_entry.to_dict()
         return {
-            "cgroup": now | {"usage_at_start_mb": start["usage_mb"], "oom_kills_at_start": start["oom_kills"]}
+            "cgroup": now
+            | {
+                "usage_at_start_mb": start["usage_mb"],
+                "oom_kills_at_start": start["oom_kills"],
+                "since_t": entered.t,
+            }
         }

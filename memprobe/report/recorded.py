@@ -426,7 +426,7 @@ def context(
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
     system = results.run_table("system", meta["run_id"])
-    charge = limit.cgroup_charge(system, samples)
+    charge = limit.cgroup_charge(system, samples, limit.entered_at(meta))
     limit_mb, limit_of = (s.memory_limit or {}).get("limit_mb"), (s.memory_limit or {}).get("limit_of")
     if s.memory_limit is None:  # an older folder: no cgroup read, the machine's memory
         limit_mb, limit_of = limit.memory_limit(

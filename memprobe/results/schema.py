@@ -332,6 +332,7 @@ RECORDED = _object(
                 "usage_at_start_mb": _number(low=0),
                 "oom_kills": _COUNT,
                 "oom_kills_at_start": _COUNT,
+                "since_t": _SECONDS,  # when the job entered it (0: from the start)
                 "parts_mb": _object({k: _number(low=0) for k in CGROUP_PARTS}),
             }
         ),

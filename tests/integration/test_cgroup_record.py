@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -100,6 +101,29 @@ def test_a_job_killed_by_its_cgroup_s_limit_is_shown_against_that_limit(
     (rss,) = [c for c in charts if c["id"] == "mem-rss"]
     names = [trace["name"] for trace in rss["data"]]
     assert "cgroup charge" in names and "memory limit" in names
+
+
+def test_a_job_that_moves_itself_into_a_limited_cgroup_is_shown_against_that_limit(
+    tmp_path: Path, limited: Path
+) -> None:
+    """What `cgexec -g memory:G` and `systemd-run --scope -p MemoryMax=` do: memprobe stays where it
+    is; the command it started enters the limited cgroup, then runs the job. Its limit, charge and
+    OOM kill are the job's (before: the machine's memory, and the kill said machine-wide)."""
+    enter = f"echo $$ > {limited / 'cgroup.procs'} && exec {sys.executable} -c {shlex.quote(JOB)}"
+    argv = [sys.executable, "-m", "memprobe", "record", "-o", str(tmp_path / "rec"), "--", "sh", "-c", enter]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run,) = json.loads((tmp_path / "rec" / "summary.json").read_text())["runs"]
+    limit = run["memory_limit"]
+    inside = cgroup.locate(os.getpid())
+    assert inside is not None
+    assert limit["limit_mb"] == 300.0 and limit["cgroup_path"] == f"{inside.path.rstrip('/')}/{limited.name}"
+    worker = _worker_pid(tmp_path / "rec")
+    assert limit["oom_kills"] == 1 and limit["oom_killed"][0]["victims"] == [f"worker 0 (pid {worker})"]
+    assert limit["machine_oom_killed"] == []
+    assert limit["charge_peak_mb"] < 310  # the charge of the cgroup it entered, not of the one memprobe is in
+    assert f"OOM kills in its cgroup: 1 (worker 0 (pid {worker}))" in done.stdout + done.stderr
+    assert "memory limit: 300 MB, the job's memory limit (cgroup v1 " in done.stdout + done.stderr
 
 
 RISING = """

@@ -280,3 +280,80 @@ def test_what_the_charge_is_made_of_is_read_from_memory_stat_on_v1_and_v2(tmp_pa
             cgroup.locate(42, _proc(tmp_path / "c", "0::/\n", [("/", v2, "cgroup2", "rw")]))
         ).to_dict()
     )  # type: ignore[arg-type]
+
+
+def test_a_job_that_moves_into_another_cgroup_is_followed_there(tmp_path: Path) -> None:
+    """cgexec and systemd-run --scope: the command memprobe started moves itself into the cgroup
+    that limits it, then runs the job. The cgroup is found again where /proc/PID/cgroup changed,
+    read as it was entered, and kept where the process is gone."""
+    mount = tmp_path / "memory"
+    _files(
+        mount / "outer", memory_limit_in_bytes=V1_NONE, memory_stat="", memory_usage_in_bytes=str(3000 * MiB)
+    )
+    _files(
+        mount / "outer" / "job",
+        memory_limit_in_bytes=str(700 * MiB),
+        memory_stat=f"hierarchical_memory_limit {700 * MiB}\n",
+        memory_usage_in_bytes=str(5 * MiB),
+        memory_oom_control="oom_kill 4\n",
+    )
+    proc = _proc(tmp_path, "4:memory:/outer\n0::/\n", [("/", mount, "cgroup", "rw,memory")])
+    first = cgroup.Entered.of(42, proc)
+    assert first is not None and first.where.path == "/outer" and first.t == 0.0
+    assert first.at_entry.usage_bytes == 3000 * MiB and first.at_entry.limit_bytes is None
+    assert first.followed(42, 0.5, proc) is first  # still there: the same, no cgroup file read
+    (proc / "42" / "cgroup").write_text("4:memory:/outer/job\n0::/\n")
+    moved = first.followed(42, 1.0, proc)
+    assert moved.where.path == "/outer/job" and moved.where.directory == mount / "outer" / "job"
+    assert moved.t == 1.0 and moved.at_entry.limit_bytes == 700 * MiB and moved.at_entry.oom_kills == 4
+    assert moved.followed(42, 2.0, proc) is moved
+    (proc / "42" / "cgroup").unlink()  # the process is gone: its last cgroup stays the job's
+    assert moved.followed(42, 3.0, proc) is moved
+
+
+def test_the_charge_and_kills_of_the_cgroup_the_job_left_are_not_its() -> None:
+    """The job entered a 700 MB cgroup 2 s after the start: the 3,000 MB charged to the one it
+    left, and that one's OOM kill, are not the job's; its own kill is, and the machine's counter
+    that rose with it is the cgroup's (not said machine-wide)."""
+    import pandas as pd
+
+    from memprobe.record.limit import against_limit
+
+    t = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    system = pd.DataFrame(
+        {
+            "t": t,
+            "cgroup_mb": [3000.0, 3100.0, 100.0, 250.0, 400.0, 550.0, 690.0, 120.0],
+            "cgroup_oom_kills": [8, 9, 4, 4, 4, 4, 5, 5],
+            "machine_oom_kills": [40, 41, 41, 41, 41, 41, 42, 42],
+        }
+    )
+    samples = pd.DataFrame(
+        {
+            "t": [0.0, 6.3, 7.0, 7.4],
+            "pid": [10, 11, 10, 10],
+            "role": ["main", "worker 0", "main", "main"],
+            "missing": [False, True, False, True],
+        }
+    )
+    meta = {
+        "cgroup": {
+            "version": 1,
+            "path": "/outer/job",
+            "limit_mb": 700.0,
+            "usage_mb": 120.0,
+            "usage_at_start_mb": 100.0,
+            "oom_kills": 5,
+            "oom_kills_at_start": 4,
+            "since_t": 2.0,
+        }
+    }
+    limit = against_limit(meta, samples, system, 24_000.0)
+    assert limit is not None and limit["limit_mb"] == 700.0
+    assert limit["charge_peak_mb"] == 690.0  # not the 3,100 MB of the cgroup it left
+    assert limit["charge_rate_mb_per_min"] == pytest.approx(147.0 * 60, rel=0.05)
+    assert limit["oom_kills"] == 1 and limit["oom_killed"] == [{"t": 6.3, "victims": ["worker 0 (pid 11)"]}]
+    assert limit["machine_oom_killed"] == []
+    # Without since_t (a job that stayed in one cgroup), every reading counts, as before.
+    del meta["cgroup"]["since_t"]
+    assert against_limit(meta, samples, system, 24_000.0)["charge_peak_mb"] == 3100.0  # type: ignore[index]

@@ -293,3 +293,20 @@ def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_b
         assert re.search(r"\x1b\[25;1H\s*pid  role", body)  # the table's head under 4 lines of totals
     assert "\x1b[1;20r" not in again  # the size unchanged: the region kept
     assert closed == "\x1b7\x1b[21;1H\x1b[J\x1b8\x1b7\x1b[r\x1b8"
+
+
+def test_a_job_that_moved_into_another_cgroup_is_shown_against_that_ones_limit_and_charge():
+    """cgexec/systemd-run --scope: the sampler follows the job into the cgroup that limits it; the
+    view takes that cgroup's limit, and its charge and OOM kills from then on only."""
+    model = LiveModel(50.0, 24_000.0, "this machine's memory")
+    job(model, worker_growth_per_s=1.0, seconds=4)  # the charge of the cgroup it left: 1,000-1,040 MB
+    model.entered(700.0, "the job's memory limit (cgroup v1 /job)", 5.0, 0)
+    for s in range(5, 12):
+        model.feed(
+            "system",
+            [{"t": float(s), "cgroup_mb": 100.0 + 50.0 * (s - 5), "cgroup_oom_kills": 1 if s == 11 else 0}],
+        )
+    view = model.view(FACTS.get)
+    assert view.totals.limit_mb == 700.0 and view.totals.cgroup_mb == 400.0 and view.totals.oom_kills == 1
+    # +50 MB a second in the new cgroup only (with the old one's 1,000 MB it would not be rising)
+    assert view.limit.startswith("time to the limit: ") and "+3,000 MB/min" in view.limit

@@ -107,7 +107,10 @@ def test_a_factory_that_raises_exits_2_in_one_line(tmp_path: Path) -> None:
 def test_a_dataset_that_relies_on_its_list_fails_in_the_converted_variant_and_says_why(
     tmp_path: Path,
 ) -> None:
-    r = _cure("test_cure_command:needs_a_list", "--items", "500", out=tmp_path / "n")
+    # The two variants the test reads (--only): the other three are the first test's.
+    r = _cure(
+        "test_cure_command:needs_a_list", "--items", "500", "--only", "as-is,converted", out=tmp_path / "n"
+    )
     assert r.returncode == 0, r.stderr
     row = _row(r.stdout, "SharedList / Arrow (fork)")
     assert "failed: AttributeError" in row and "'SharedList' object has no attribute 'append'" in row, (
@@ -115,3 +118,5 @@ def test_a_dataset_that_relies_on_its_list_fails_in_the_converted_variant_and_sa
     )
     assert _row(r.stdout, "as is (fork)").endswith("flat"), r.stdout
     assert "    self.records = memprobe.SharedList(self.records)" not in r.stdout
+    assert [v for v in ("gc.freeze() (fork)", "threads", "spawn (as is)") if f"\n{v} " in r.stdout] == []
+    assert sorted(p.name for p in (tmp_path / "n").iterdir() if p.is_dir()) == ["r1-as-is", "r1-converted"]

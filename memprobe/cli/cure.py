@@ -35,6 +35,7 @@ EPILOG = """examples:
   memprobe cure mypkg.data:build_dataset
   memprobe cure mypkg.data:build_dataset --kwargs '{"split": "train"}' --items 50000 --rounds 3
   memprobe cure user_datasets:coco_style --kwargs '{"images": 160000}' --items 60000 -o reports/coco-cure
+  memprobe cure mypkg.data:build_dataset --only as-is,converted   # two of the variants
 """
 
 
@@ -71,6 +72,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout", type=float, default=300.0, metavar="S", help="per-run timeout in seconds (default: 300)"
     )
     p.add_argument(
+        "--only",
+        metavar="VARIANTS",
+        # The names are run/cure.py's VARIANTS' keys (a unit test holds them equal): importing it
+        # here would slow every memprobe command's start.
+        help="run only these variants, comma-separated: as-is, converted, gc-freeze, threads, spawn "
+        "(default: all)",
+    )
+    p.add_argument(
         "-o", "--output", metavar="DIR", help="results folder (default: reports/cure-<name>-<UTC time>)"
     )
 
@@ -87,6 +96,7 @@ def main(args: argparse.Namespace) -> int:
     bounded("--threshold", args.threshold, 0)
     if args.items is not None:
         bounded("--items", args.items, 1)
+    only = variant_keys(args.only)
     from memprobe.run.limits import Machine
 
     most = Machine.here().max_workers
@@ -120,10 +130,26 @@ def main(args: argparse.Namespace) -> int:
         min_elements=args.min_elements,
         timeout_s=args.timeout,
         growth_threshold_mb=args.threshold,
+        only=only,
         log=lambda line: say(f"  {line}", sys.stderr),
     )
     say(render(outcomes, args.dataset, kwargs, out))
     return 0
+
+
+def variant_keys(text: str | None) -> tuple[str, ...] | None:
+    """``--only``'s variants in the table's order (None: all), or a UsageError naming the one
+    that is not a variant."""
+    if text is None:
+        return None
+    from memprobe.run.cure import VARIANTS
+
+    keys = [k.strip() for k in text.split(",")]
+    allowed = [v.key for v in VARIANTS]
+    for key in keys:
+        if key not in allowed:
+            raise UsageError(f"--only: unknown variant {key!r}; allowed: {', '.join(allowed)}")
+    return tuple(k for k in allowed if k in keys)
 
 
 def render(outcomes: list[Any], dataset: str, kwargs: dict, out: Path) -> str:

@@ -369,16 +369,18 @@ def run_variants(
     min_elements: int = MIN_ELEMENTS,
     timeout_s: float = 300.0,
     growth_threshold_mb: float = 50.0,
+    only: tuple[str, ...] | None = None,
     log: Any = None,
 ) -> list[Outcome]:
-    """Each variant ``rounds`` times, interleaved (round 1: every variant in order, then round
-    2, ...), each in its own results folder under ``out``. The first run (the dataset as is)
-    failing because the factory failed is a ``UsageError`` naming it; a converted variant
-    with nothing to convert is run once, stopped before its workers, and then skipped."""
+    """Each variant (``only`` those keys, when given) ``rounds`` times, interleaved (round 1:
+    every variant in order, then round 2, ...), each in its own results folder under ``out``.
+    The first run failing because the factory failed is a ``UsageError`` naming it; a converted
+    variant with nothing to convert is run once, stopped before its workers, and then skipped."""
     from memprobe.core.errors import UsageError
     from memprobe.run.api import profile
 
-    outcomes = [Outcome(v) for v in VARIANTS]
+    outcomes = [Outcome(v) for v in VARIANTS if only is None or v.key in only]
+    first = True
     for r in range(1, rounds + 1):
         for o in outcomes:
             if o.skipped:
@@ -414,8 +416,9 @@ def run_variants(
                     o.skipped = "nothing converted"
                     continue
             error = result.summary.error or ""
-            if o.variant.key == AS_IS and result.summary.status != "ok" and "dataset factory" in error:
+            if first and result.summary.status != "ok" and "dataset factory" in error:
                 raise UsageError(_factory_error(error))
+            first = False
             o.results.append(result)
     return outcomes
 

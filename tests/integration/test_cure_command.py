@@ -1,5 +1,5 @@
-"""`memprobe cure` end to end on a small list-of-dicts dataset (defined here, imported by name by
-the runs' processes): the dataset as it is grows under fork, its SharedList variant stays flat,
+"""`memprobe cure` end to end on a small list-of-dicts dataset (cure_datasets.py, imported by name
+by the runs' processes): the dataset as it is grows under fork, its SharedList variant stays flat,
 and the change to make is printed; a factory that raises exits 2 in one line."""
 
 from __future__ import annotations
@@ -10,46 +10,9 @@ from pathlib import Path
 
 import pytest
 from test_faults import Memprobe
-from torch.utils.data import Dataset
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.slow
-
-
-class Annotations(Dataset):
-    """COCO-like annotation dicts in a list, read whole by each worker."""
-
-    def __init__(self, n: int) -> None:
-        self.records = [
-            {"image_id": i, "file_name": f"train/{i:012d}.jpg", "bbox": [i * 0.5, 1.0, 20.0, 30.0]}
-            for i in range(n)
-        ]
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, i: int) -> int:
-        return self.records[i]["image_id"]
-
-
-def annotations(n: int = 200_000) -> Annotations:
-    return Annotations(n)
-
-
-class NeedsAList(Annotations):
-    """Calls a list's method on its records: a SharedList has not got it."""
-
-    def __getitem__(self, i: int) -> int:
-        self.records.append  # noqa: B018  (a list's method: the dataset relies on the list)
-        return self.records[i]["image_id"]
-
-
-def needs_a_list(n: int = 2_000) -> NeedsAList:
-    return NeedsAList(n)
-
-
-def broken(split: str = "train") -> Annotations:
-    raise ValueError(f"no annotations for split {split!r}")
 
 
 def _cure(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
@@ -71,7 +34,7 @@ def _row(stdout: str, variant: str) -> str:
 def test_cure_shows_the_shared_list_flat_where_the_list_grows(tmp_path: Path) -> None:
     # 200,000 records, each worker reading half of them: measured (2 cores, loaded) each worker of
     # the list grew +37.8 MB, of the SharedList +0.5 MB: a 10 MB threshold tells them apart.
-    r = _cure("test_cure_command:annotations", "--threshold", "10", "--batch-size", "256", out=tmp_path / "c")
+    r = _cure("cure_datasets:annotations", "--threshold", "10", "--batch-size", "256", out=tmp_path / "c")
     assert r.returncode == 0, r.stderr
     assert _row(r.stdout, "as is (fork)").endswith("growing"), r.stdout
     assert _row(r.stdout, "SharedList / Arrow (fork)").endswith("flat"), r.stdout
@@ -86,7 +49,7 @@ def test_a_factory_that_raises_exits_2_in_one_line(tmp_path: Path) -> None:
     # of its own, where the factory raises): a process for the command would add only its start.
     r = Memprobe(HERE).inline(
         "cure",
-        "test_cure_command:broken",
+        "cure_datasets:broken",
         "--kwargs",
         '{"split": "trian"}',
         "-o",
@@ -96,7 +59,7 @@ def test_a_factory_that_raises_exits_2_in_one_line(tmp_path: Path) -> None:
     assert r.code == 2
     errors = [line for line in r.err.splitlines() if line.startswith("memprobe: error:")]
     expected = (
-        "memprobe: error: dataset factory 'test_cure_command:broken' raised ValueError: "
+        "memprobe: error: dataset factory 'cure_datasets:broken' raised ValueError: "
         "no annotations for split 'trian'"
     )
     assert errors == [expected], r.err
@@ -107,7 +70,8 @@ def test_a_factory_that_raises_exits_2_in_one_line(tmp_path: Path) -> None:
 def test_a_dataset_that_relies_on_its_list_fails_in_the_converted_variant_and_says_why(
     tmp_path: Path,
 ) -> None:
-    r = _cure("test_cure_command:needs_a_list", "--items", "500", out=tmp_path / "n")
+    # The two variants the test reads (--only): the other three are the first test's.
+    r = _cure("cure_datasets:needs_a_list", "--items", "500", "--only", "as-is,converted", out=tmp_path / "n")
     assert r.returncode == 0, r.stderr
     row = _row(r.stdout, "SharedList / Arrow (fork)")
     assert "failed: AttributeError" in row and "'SharedList' object has no attribute 'append'" in row, (
@@ -115,3 +79,5 @@ def test_a_dataset_that_relies_on_its_list_fails_in_the_converted_variant_and_sa
     )
     assert _row(r.stdout, "as is (fork)").endswith("flat"), r.stdout
     assert "    self.records = memprobe.SharedList(self.records)" not in r.stdout
+    assert [v for v in ("gc.freeze() (fork)", "threads", "spawn (as is)") if f"\n{v} " in r.stdout] == []
+    assert sorted(p.name for p in (tmp_path / "n").iterdir() if p.is_dir()) == ["r1-as-is", "r1-converted"]

@@ -18,34 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from torch.utils.data import Dataset
+from shared_list_datasets import annotations
 
 import memprobe
 from memprobe.datasets.shared_list import MEMFD_NAME
 
 pytestmark = pytest.mark.slow
-
-
-class Annotations(Dataset):
-    """A COCO-like annotation list, held as a list or as a SharedList."""
-
-    def __init__(self, records: int, shared: bool, blob: int = 0) -> None:
-        recs = (
-            {"id": i, "file": f"images/{i:012d}.jpg", "box": [i * 0.5, 2.0, 30.0, 40.0], "blob": bytes(blob)}
-            for i in range(records)
-        )
-        self.records = memprobe.SharedList(recs) if shared else list(recs)
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        rec = self.records[index]
-        return {"id": rec["id"], "box": rec["box"]}
-
-
-def annotations(records: int, shared: bool, blob: int = 0) -> Annotations:
-    return Annotations(records, shared, blob)
 
 
 def _profile(
@@ -97,7 +75,7 @@ JOB = """
 import sys, time
 from torch.utils.data import DataLoader
 sys.path.insert(0, {here!r})
-from test_shared_list_loaders import annotations
+from shared_list_datasets import annotations
 loader = DataLoader(annotations(2_000, True, 20_000), num_workers=2, multiprocessing_context={mode!r},
                     batch_size=8, persistent_workers=True)
 it = iter(loader)

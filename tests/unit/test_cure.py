@@ -167,6 +167,11 @@ def test_the_changes_are_the_advice_own_lines() -> None:
         (["cure", "x:y", "--kwargs", "[1]"], "--kwargs: a JSON object"),
         (["cure", "x:y", "--workers", "0"], "--workers: got 0"),
         (["cure", "x:y", "--workers", "100000"], "--workers: got 100000; allowed: at most"),
+        (
+            ["cure", "x:y", "--only", "as-is,frozen"],
+            "--only: unknown variant 'frozen'; allowed: as-is, converted, gc-freeze, threads, spawn",
+        ),
+        (["cure", "x:y", "--only", ""], "--only: unknown variant ''"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -181,6 +186,37 @@ def test_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["cure", "--help"])
     assert "memprobe cure mypkg.data:build_dataset" in capsys.readouterr().out
+
+
+def test_help_names_every_variant_only_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["cure", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    keys = ", ".join(v.key for v in cure.VARIANTS)
+    assert f"--only VARIANTS run only these variants, comma-separated: {keys} (default: all)" in help_text
+
+
+def test_only_runs_the_named_variants_in_the_tables_order(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only spawn,as-is``: two runs (as is first, as in the table), two rows, no other
+    variant run or shown."""
+    ran = []
+
+    def profile(ref: str, **kwargs: object) -> SimpleNamespace:
+        ran.append((ref, kwargs["mode"], kwargs["out"]))
+        return _run("growing" if kwargs["mode"] == "fork" else "flat")
+
+    monkeypatch.setattr("memprobe.run.api.profile", profile)
+    argv = ["cure", "memprobe.run.cure:converted", "--only", "spawn,as-is", "-o", str(tmp_path / "o")]
+    assert main(argv) == 0
+    assert ran == [
+        ("memprobe.run.cure:converted", "fork", tmp_path / "o" / "r1-as-is"),
+        ("memprobe.run.cure:converted", "spawn", tmp_path / "o" / "r1-spawn"),
+    ]
+    rows = [line[:28].strip() for line in capsys.readouterr().out.splitlines()]
+    assert "as is (fork)" in rows and "spawn (as is)" in rows
+    assert not {"SharedList / Arrow (fork)", "gc.freeze() (fork)", "threads"} & set(rows)
 
 
 def test_a_skipped_variant_and_the_conversion_are_shown() -> None:

@@ -73,10 +73,11 @@ def test_lambda(memprobe):
         memprobe.profile(lambda: [1, 2, 3])
 """
     )
-    # In this process: refused before anything starts (a new pytest process costs ~1.5 CPU-s). The
-    # entry point is tested above; the partial below needs a process of its own (numpy cannot be
-    # imported again in this one).
-    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    # A process of its own (~1.5 CPU-s): pytester's in-process run forgets the modules its inner
+    # run imported (numpy among them, through memprobe.profile), and numpy cannot be imported
+    # again in a process: every later test of this xdist worker that imports numpy or pandas
+    # failed (test_cure_command's in-process `memprobe cure`, found by running the two in a row).
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
 def test_profile_runs_a_partial_with_its_arguments(pytester: pytest.Pytester) -> None:

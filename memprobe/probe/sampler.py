@@ -405,12 +405,14 @@ class Sampler:
         the processes followed."""
         shm = procfs.dev_shm_used()
         avail = charged = kills = machine_kills = None
+        if self.cgroup is not None and self.root in self._alive:
+            # Every tick, not once a second: a job that moves itself into a cgroup as it starts
+            # (cgexec) is seen there before it can allocate much (one small read, ~19 us).
+            self.cgroup = self.cgroup.followed(self.root, round(tick - self.t0, 4))
         if tick >= self._next_meminfo:
             self._next_meminfo = tick + self.settings.mem_available_interval_s
             avail = procfs.mem_available()
             if self.cgroup is not None:
-                if self.root in self._alive:
-                    self.cgroup = self.cgroup.followed(self.root, round(tick - self.t0, 4))
                 charged, kills = cgroup.charge(self.cgroup.where)
             machine_kills = cgroup.machine_oom_kills()
         return {

@@ -109,7 +109,10 @@ def test_a_job_that_moves_itself_into_a_limited_cgroup_is_shown_against_that_lim
     """What `cgexec -g memory:G` and `systemd-run --scope -p MemoryMax=` do: memprobe stays where it
     is; the command it started enters the limited cgroup, then runs the job. Its limit, charge and
     OOM kill are the job's (before: the machine's memory, and the kill said machine-wide)."""
-    enter = f"echo $$ > {limited / 'cgroup.procs'} && exec {sys.executable} -c {shlex.quote(JOB)}"
+    # The job allocates a second after entering (a real job imports its libraries first): the kill
+    # must come after memprobe has seen the move, or the cgroup's counter already holds it.
+    job = "import time\ntime.sleep(1)\n" + JOB
+    enter = f"echo $$ > {limited / 'cgroup.procs'} && exec {sys.executable} -c {shlex.quote(job)}"
     argv = [sys.executable, "-m", "memprobe", "record", "-o", str(tmp_path / "rec"), "--", "sh", "-c", enter]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

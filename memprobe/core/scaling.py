@@ -13,7 +13,8 @@ Definitions:
 * contention (:func:`contention_note`): on a build without the GIL (every run's ``gil_enabled``
   False), thread workers scale poorly (efficiency under :data:`POOR`) on a dataset of Python
   objects (:data:`OBJECT_BACKENDS`) while, in the same mode, a buffer-backed dataset
-  (:data:`BUFFER_BACKENDS`) does not. Every read of a shared Python object writes its reference
+  (:data:`BUFFER_BACKENDS`) does not, by a clear margin (:data:`CONTENTION_GAP`), and the
+  objects' CPU per item rose more (:data:`CONTENTION_CPU`). Every read of a shared Python object writes its reference
   count; threads writing the same counts from two cores fight over their cache lines. Those are
   the writes that make forked workers copy the pages they read.
 """
@@ -34,6 +35,13 @@ POOR = 0.75
 # datasets whose items are made fresh from buffers at each read (numpy, Arrow, SharedList).
 OBJECT_BACKENDS = ("list",)
 BUFFER_BACKENDS = ("numpy", "arrow", "shared_list", "sharedlist")
+# The contention sentence needs the difference itself, not two sides of POOR: the buffer dataset
+# scaling this much better, and the objects' CPU per item rising this much more than the
+# buffer's. Three 10-epoch runs on the free-threaded build (docs/perf/threads.md, "On a quiet
+# machine") put list and Arrow at 0.71-0.76 and 0.71-0.77 with CPU per item 1.07-1.17x and
+# 1.10-1.20x: the sentence fired in 2 of 3 on 0.74 against 0.77.
+CONTENTION_GAP = 0.15  # good efficiency - poor efficiency, at least
+CONTENTION_CPU = 1.15  # poor CPU-per-item ratio / good's, at least (where both are known)
 
 
 @dataclass(frozen=True)
@@ -142,13 +150,26 @@ def contention_note(groups: Sequence[Scaling]) -> str | None:
         if poor.backend not in OBJECT_BACKENDS or poor.efficiency >= POOR:
             continue
         good = [
-            g for g in free if g.mode == poor.mode and g.backend in BUFFER_BACKENDS and g.efficiency >= POOR
+            g
+            for g in free
+            if g.mode == poor.mode
+            and g.backend in BUFFER_BACKENDS
+            and g.efficiency >= POOR
+            and g.efficiency - poor.efficiency >= CONTENTION_GAP
+            and _cpu_rose_more(poor, g)
         ]
         if not good:
             continue
         best = max(good, key=lambda g: g.efficiency)
         return _sentence(poor, best)
     return None
+
+
+def _cpu_rose_more(poor: Scaling, good: Scaling) -> bool:
+    """The objects' CPU per item rose clearly more than the buffer's with the workers (true
+    where either is not known: the efficiencies alone then)."""
+    a, b = poor.cpu_ratio(), good.cpu_ratio()
+    return a is None or b is None or a >= b * CONTENTION_CPU
 
 
 def _sentence(poor: Scaling, good: Scaling) -> str:

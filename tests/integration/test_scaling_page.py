@@ -58,15 +58,16 @@ def test_the_page_says_why_when_the_rule_fires(
     assert 'id="contention-note"' not in write_report(root).read_text(encoding="utf-8")  # GIL on: none
 
     def made_up(summaries: list) -> list[Scaling]:
-        def group(backend: str, e: float) -> Scaling:
+        def group(backend: str, e: float, cpu: float) -> Scaling:
             return Scaling(
                 "thread",
                 backend,
                 False,
-                (Point(1, 1000.0, 0.01, 1.0, ("a",)), Point(2, 2000.0 * e, 0.016, e, ("b",))),
+                (Point(1, 1000.0, 0.01, 1.0, ("a",)), Point(2, 2000.0 * e, cpu, e, ("b",))),
             )
 
-        return [group("list", 0.55), group("arrow", 0.9)]
+        # The list's CPU per item rising 1.6x, the buffer's not: the rule's signature.
+        return [group("list", 0.55, 0.016), group("arrow", 0.9, 0.0105)]
 
     monkeypatch.setattr(RENDER, "scaling", made_up)
     html = write_report(root).read_text(encoding="utf-8")

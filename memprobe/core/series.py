@@ -294,8 +294,13 @@ def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
 
 def total_pss(samples: pd.DataFrame) -> pd.Series:
     """Total PSS of the tree per PSS round; NaN for a round with a process that could not be read."""
-    table = pss_by_role(samples)
-    return table.sum(axis=1, skipna=False) if not table.empty else pd.Series(dtype=float)
+    return total_of(pss_by_role(samples))
+
+
+def total_of(by_role: pd.DataFrame) -> pd.Series:
+    """The total of a :func:`pss_by_role` table per round (NaN where a role's sum is): for a
+    caller that has the table already, which costs most of an analysis to build."""
+    return by_role.sum(axis=1, skipna=False) if not by_role.empty else pd.Series(dtype=float)
 
 
 def tick_sum(samples: pd.DataFrame, column: str) -> pd.Series:

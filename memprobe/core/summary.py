@@ -101,12 +101,17 @@ class JobFigures:
 
 
 def job_figures(
-    meta: dict, samples: pd.DataFrame, progress: pd.DataFrame, gil_enabled: bool | None
+    meta: dict,
+    samples: pd.DataFrame,
+    progress: pd.DataFrame,
+    gil_enabled: bool | None,
+    totals: pd.Series | None = None,
 ) -> JobFigures:
     """The run's status, items and rate, duration, total PSS in its window, sum of RSS at its
-    peak, the sampler's CPU share and the CPU and fault costs per item."""
+    peak, the sampler's CPU share and the CPU and fault costs per item. ``totals``: the samples'
+    total PSS per round where the caller has it (:func:`pss_rounds`)."""
     milestones = meta.get("milestones", {})
-    rounds = pss_rounds(samples)
+    rounds = pss_rounds(samples, totals)
     start, end = window_of(rounds, milestones.get("warm"), milestones.get("done"))
     window = rounds[(rounds["t"] >= start) & (rounds["t"] <= end)] if start is not None else rounds.iloc[0:0]
     sum_rss_peak = peak(series.sum_rss(samples))
@@ -143,11 +148,11 @@ def job_figures(
     return JobFigures(rounds, start, end, fields)
 
 
-def pss_rounds(samples: pd.DataFrame) -> pd.DataFrame:
+def pss_rounds(samples: pd.DataFrame, totals: pd.Series | None = None) -> pd.DataFrame:
     """Per PSS round (one timestamp): total PSS over the tree (:func:`memprobe.core.series.total_pss`,
-    NaN for a round with a process that could not be read), and the sum of RSS and number of
-    processes read exactly at that round."""
-    totals = series.total_pss(samples)
+    NaN for a round with a process that could not be read; ``totals``, where the caller has them),
+    and the sum of RSS and number of processes read exactly at that round."""
+    totals = series.total_pss(samples) if totals is None else totals
     if totals.empty:
         return pd.DataFrame(columns=["t", "total_pss_mb", "sum_rss_mb", "processes"])
     g = samples[samples["tier"] == "pss"].groupby("t")

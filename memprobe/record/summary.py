@@ -28,12 +28,14 @@ from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_
 class RecordedAnalysis:
     """A recorded job analysed once: its processes (:class:`Proc`), their growth rows
     (:class:`Growth`, the per-process table), its samples with each process's final role and
-    lineage (:func:`~memprobe.record.process.as_analysed`) and the summary. The record
-    page draws from it without deriving any of it again."""
+    lineage (:func:`~memprobe.record.process.as_analysed`), their PSS summed per role at each
+    round (:func:`~memprobe.core.series.pss_by_role`: most of an analysis's time) and the
+    summary. The record page draws from it without deriving any of it again."""
 
     procs: list[Proc]
     rows: list[Growth]
     samples: pd.DataFrame
+    pss_by_role: pd.DataFrame
     summary: RunSummary
 
 
@@ -54,7 +56,10 @@ def analyse(
     procs = processes(meta)
     rows = table(meta, samples, progress, procs)
     analysed = as_analysed(samples, procs)
-    job = job_figures(meta, samples, progress, gil_enabled)
+    # The rounds' times are the samples' either way (as_analysed adds roles and lineage, no row).
+    by_role = series.pss_by_role(analysed)
+    all_totals = series.total_of(by_role)
+    job = job_figures(meta, samples, progress, gil_enabled, all_totals)
     threshold = float(meta["verdict"]["growth_threshold_mb"])
     workers, parents = judged_workers(rows), judged_parents(rows)
     judged = workers + parents
@@ -67,7 +72,7 @@ def analyse(
     items = job.fields["items"]
     # The same totals as the scenario summary and the record page's chart: a round with a process
     # that could not be read is a gap (left out here), never a smaller sum.
-    totals = series.total_pss(analysed).dropna()
+    totals = all_totals.dropna()
     fields = job.fields
     if len(totals):
         fields = fields | {
@@ -108,6 +113,7 @@ def analyse(
         procs,
         rows,
         analysed,
+        by_role,
         replace(summary, culprit=words, causes=causes, explanation=explanation(summary, words)),
     )
 

@@ -23,6 +23,7 @@ from memprobe.core.series import (
     item_rate,
     pss_by_role,
     sum_rss,
+    total_of,
     total_pss,
 )
 from memprobe.report import groups
@@ -63,12 +64,14 @@ def chart_pss_by_role(
     max_points: int,
     held: bool = False,
     band_of: dict[str, str] | None = None,
+    by_role: pd.DataFrame | None = None,
 ) -> dict | None:
     """``held``: a recorded job's totals, known only at its sparse exact rounds and held between
     them (:func:`memprobe.core.series.held_readings`): drawn as steps, not as slopes between rounds.
     ``band_of``: role -> its band, in the bands' order (a job of many processes: a band per rank
-    or kind, not 65 bands); a band is a gap where one of its processes could not be read."""
-    table = pss_by_role(samples)
+    or kind, not 65 bands); a band is a gap where one of its processes could not be read.
+    ``by_role``: the samples' :func:`~memprobe.core.series.pss_by_role`, where the caller has it."""
+    table = pss_by_role(samples) if by_role is None else by_role
     if table.empty:
         return None
     colors = {role: role_color(role) for role in table.columns}
@@ -173,13 +176,15 @@ def chart_rss_vs_pss(
     held: bool = False,
     charge: pd.Series | None = None,
     limit_mb: float | None = None,
+    by_role: pd.DataFrame | None = None,
 ) -> dict | None:
     """``held``: as :func:`chart_pss_by_role`'s (a recorded job: total PSS drawn as steps; a
     torchrun job's total once sloped down over 70 s from one round to the next, where it had
     dropped at once when its workers exited). ``charge``: the job's memory cgroup's charge over
     time (MB), drawn beside them; ``limit_mb``: the limit the job must fit in, drawn where the
-    lines reach a quarter of it (further down, it would flatten them into the axis)."""
-    rss, pss = sum_rss(samples), total_pss(samples)
+    lines reach a quarter of it (further down, it would flatten them into the axis). ``by_role``:
+    as :func:`chart_pss_by_role`'s."""
+    rss, pss = sum_rss(samples), total_pss(samples) if by_role is None else total_of(by_role)
     if rss.empty and pss.empty:
         return None
     extra = []
@@ -402,13 +407,26 @@ def run_charts(
     ``limit_mb``: the memory the run had to fit in, drawn on its total memory chart."""
     clock = Clock.from_progress(progress)
     threads = threads if threads is not None else pd.DataFrame()
+    by_role = pss_by_role(samples)  # both memory charts draw from it
     # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
     charts = [
         chart_pss_by_role(
-            f"{prefix}-pss", samples, clock, milestones, max_points=max_points, band_of=worker_bands(samples)
+            f"{prefix}-pss",
+            samples,
+            clock,
+            milestones,
+            max_points=max_points,
+            band_of=worker_bands(samples),
+            by_role=by_role,
         ),
         chart_rss_vs_pss(
-            f"{prefix}-rss", samples, clock, milestones, max_points=max_points, limit_mb=limit_mb
+            f"{prefix}-rss",
+            samples,
+            clock,
+            milestones,
+            max_points=max_points,
+            limit_mb=limit_mb,
+            by_role=by_role,
         ),
         chart_uss(f"{prefix}-uss", samples, clock, milestones, max_points=max_points),
         chart_faults(f"{prefix}-faults", samples, clock, milestones, max_points=max_points),

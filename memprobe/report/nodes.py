@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from memprobe.core import cures
-from memprobe.core.series import total_pss
+from memprobe.core.series import total_of, total_pss
 from memprobe.core.vocabulary import RANK, WORKER_KINDS
 from memprobe.record import limit, projection
 from memprobe.report import content, recorded
@@ -242,7 +242,7 @@ def node_lines(job: Job) -> list[Line]:
     out = []
     for node in job.read:
         if node.analysed and node.analysed[0].recorded is not None:
-            pss = total_pss(node.analysed[0].recorded.samples)
+            pss = total_of(node.analysed[0].recorded.pss_by_role)
             if not pss.empty:
                 out.append((node.label, pss.index.to_numpy(float) + job.offset(node), pss.to_numpy(float)))
     return out

@@ -223,13 +223,22 @@ def memory_charts(
     groups: dict[str, str] | None = None,
     charge: pd.Series | None = None,
     limit_mb: float | None = None,
+    by_role: pd.DataFrame | None = None,
 ) -> list[dict]:
     """Total PSS stacked by process (by group: ``stack_groups``), sum of RSS next to it with the
-    cgroup's charge and the job's limit, and items/s where the job counted items."""
+    cgroup's charge and the job's limit, and items/s where the job counted items. ``by_role``:
+    the analysis's PSS per role (:class:`~memprobe.record.summary.RecordedAnalysis`)."""
     milestones = figures.Milestones({})
     charts = [
         figures.chart_pss_by_role(
-            "mem-pss", samples, clock, milestones, max_points=max_points, held=True, band_of=groups
+            "mem-pss",
+            samples,
+            clock,
+            milestones,
+            max_points=max_points,
+            held=True,
+            band_of=groups,
+            by_role=by_role,
         ),
         figures.chart_rss_vs_pss(
             "mem-rss",
@@ -240,6 +249,7 @@ def memory_charts(
             held=True,
             charge=charge,
             limit_mb=limit_mb,
+            by_role=by_role,
         ),
     ]
     if items:
@@ -433,7 +443,15 @@ def context(
             meta, (results.manifest.get("environment") or {}).get("mem_total_mb")
         )
     memory = memory_charts(
-        job.samples, progress, clock, max_points, items, stack_groups(procs), charge, limit_mb
+        job.samples,
+        progress,
+        clock,
+        max_points,
+        items,
+        stack_groups(procs),
+        charge,
+        limit_mb,
+        job.pss_by_role,
     )
     kind = meta.get("kind") or "record"
     charts = _retitle(share_x(timelines + memory), kind)

@@ -24,7 +24,6 @@ from memprobe.core.series import (
     pss_by_role,
     sum_rss,
     total_of,
-    total_pss,
 )
 from memprobe.report import groups
 from memprobe.report.chart import (
@@ -57,21 +56,21 @@ _STEPS = {"shape": "hv"}  # a value holds until the next point
 
 def chart_pss_by_role(
     chart_id: str,
-    samples: pd.DataFrame,
+    by_role: pd.DataFrame,
     clock: Clock,
     milestones: Milestones,
     *,
     max_points: int,
     held: bool = False,
     band_of: dict[str, str] | None = None,
-    by_role: pd.DataFrame | None = None,
 ) -> dict | None:
-    """``held``: a recorded job's totals, known only at its sparse exact rounds and held between
+    """The run's PSS stacked by role: ``by_role``, its samples'
+    :func:`~memprobe.core.series.pss_by_role` (the caller builds it once for both memory charts).
+    ``held``: a recorded job's totals, known only at its sparse exact rounds and held between
     them (:func:`memprobe.core.series.held_readings`): drawn as steps, not as slopes between rounds.
     ``band_of``: role -> its band, in the bands' order (a job of many processes: a band per rank
-    or kind, not 65 bands); a band is a gap where one of its processes could not be read.
-    ``by_role``: the samples' :func:`~memprobe.core.series.pss_by_role`, where the caller has it."""
-    table = pss_by_role(samples) if by_role is None else by_role
+    or kind, not 65 bands); a band is a gap where one of its processes could not be read."""
+    table = by_role
     if table.empty:
         return None
     colors = {role: role_color(role) for role in table.columns}
@@ -169,6 +168,7 @@ def _at(clock: Clock, axis: str, t: float) -> float:
 def chart_rss_vs_pss(
     chart_id: str,
     samples: pd.DataFrame,
+    by_role: pd.DataFrame,
     clock: Clock,
     milestones: Milestones,
     *,
@@ -176,15 +176,14 @@ def chart_rss_vs_pss(
     held: bool = False,
     charge: pd.Series | None = None,
     limit_mb: float | None = None,
-    by_role: pd.DataFrame | None = None,
 ) -> dict | None:
-    """``held``: as :func:`chart_pss_by_role`'s (a recorded job: total PSS drawn as steps; a
+    """Sum of RSS (``samples``) next to total PSS (``by_role``: as :func:`chart_pss_by_role`'s).
+    ``held``: as :func:`chart_pss_by_role`'s (a recorded job: total PSS drawn as steps; a
     torchrun job's total once sloped down over 70 s from one round to the next, where it had
     dropped at once when its workers exited). ``charge``: the job's memory cgroup's charge over
     time (MB), drawn beside them; ``limit_mb``: the limit the job must fit in, drawn where the
-    lines reach a quarter of it (further down, it would flatten them into the axis). ``by_role``:
-    as :func:`chart_pss_by_role`'s."""
-    rss, pss = sum_rss(samples), total_pss(samples) if by_role is None else total_of(by_role)
+    lines reach a quarter of it (further down, it would flatten them into the axis)."""
+    rss, pss = sum_rss(samples), total_of(by_role)
     if rss.empty and pss.empty:
         return None
     extra = []
@@ -411,22 +410,10 @@ def run_charts(
     # Two columns on the page: totals, then per process, then throughput next to CPU, then shared memory.
     charts = [
         chart_pss_by_role(
-            f"{prefix}-pss",
-            samples,
-            clock,
-            milestones,
-            max_points=max_points,
-            band_of=worker_bands(samples),
-            by_role=by_role,
+            f"{prefix}-pss", by_role, clock, milestones, max_points=max_points, band_of=worker_bands(samples)
         ),
         chart_rss_vs_pss(
-            f"{prefix}-rss",
-            samples,
-            clock,
-            milestones,
-            max_points=max_points,
-            limit_mb=limit_mb,
-            by_role=by_role,
+            f"{prefix}-rss", samples, by_role, clock, milestones, max_points=max_points, limit_mb=limit_mb
         ),
         chart_uss(f"{prefix}-uss", samples, clock, milestones, max_points=max_points),
         chart_faults(f"{prefix}-faults", samples, clock, milestones, max_points=max_points),

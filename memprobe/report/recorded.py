@@ -216,6 +216,7 @@ def timeline_charts(
 
 def memory_charts(
     samples: pd.DataFrame,
+    by_role: pd.DataFrame,
     progress: pd.DataFrame,
     clock: Clock,
     max_points: int,
@@ -223,33 +224,25 @@ def memory_charts(
     groups: dict[str, str] | None = None,
     charge: pd.Series | None = None,
     limit_mb: float | None = None,
-    by_role: pd.DataFrame | None = None,
 ) -> list[dict]:
     """Total PSS stacked by process (by group: ``stack_groups``), sum of RSS next to it with the
     cgroup's charge and the job's limit, and items/s where the job counted items. ``by_role``:
-    the analysis's PSS per role (:class:`~memprobe.record.summary.RecordedAnalysis`)."""
+    the samples' PSS per role, as the analysis built it (:class:`~memprobe.record.summary.RecordedAnalysis`)."""
     milestones = figures.Milestones({})
     charts = [
         figures.chart_pss_by_role(
-            "mem-pss",
-            samples,
-            clock,
-            milestones,
-            max_points=max_points,
-            held=True,
-            band_of=groups,
-            by_role=by_role,
+            "mem-pss", by_role, clock, milestones, max_points=max_points, held=True, band_of=groups
         ),
         figures.chart_rss_vs_pss(
             "mem-rss",
             samples,
+            by_role,
             clock,
             milestones,
             max_points=max_points,
             held=True,
             charge=charge,
             limit_mb=limit_mb,
-            by_role=by_role,
         ),
     ]
     if items:
@@ -444,6 +437,7 @@ def context(
         )
     memory = memory_charts(
         job.samples,
+        job.pss_by_role,
         progress,
         clock,
         max_points,
@@ -451,7 +445,6 @@ def context(
         stack_groups(procs),
         charge,
         limit_mb,
-        job.pss_by_role,
     )
     kind = meta.get("kind") or "record"
     charts = _retitle(share_x(timelines + memory), kind)

@@ -123,7 +123,11 @@ def test_unreadable_samples_are_gaps_not_zeros() -> None:
     worker = next(t for t in chart["data"] if t["name"] == "worker 0")
     assert worker["y"][0] == 20.0 and None in worker["y"] and 0.0 not in worker["y"]
     stacked = figures.chart_pss_by_role(
-        "p", samples, series.Clock.from_progress(pd.DataFrame()), figures.Milestones({}), max_points=100
+        "p",
+        series.pss_by_role(samples),
+        series.Clock.from_progress(pd.DataFrame()),
+        figures.Milestones({}),
+        max_points=100,
     )
     worker = next(t for t in stacked["data"] if t["name"] == "worker 0")
     assert worker["y"] == [40.0, None, 0.0] and worker["stackgaps"] == "interpolate"  # 0.0: it had exited

@@ -15,7 +15,7 @@ import treejobs
 from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
 from memprobe.analysis import summarize, summarize_all
-from memprobe.core.series import Clock
+from memprobe.core.series import Clock, pss_by_role
 from memprobe.report import figures, lifelines, record_tables, recorded, write_report
 from memprobe.report.compare import write_compare
 from memprobe.results.folder import ResultSet, ResultsFolder
@@ -345,7 +345,9 @@ def test_a_recorded_job_s_total_pss_holds_between_its_exact_rounds() -> None:
     """Rounds are sparse where nothing moves: an mp.spawn DDP job's total sloped down for 70 s
     from one round to the next, where it had dropped at once when its workers exited."""
     _, samples = fork_job()
-    charts = recorded.memory_charts(samples, pd.DataFrame(), Clock.from_progress(pd.DataFrame()), 1000, False)
+    charts = recorded.memory_charts(
+        samples, pss_by_role(samples), pd.DataFrame(), Clock.from_progress(pd.DataFrame()), 1000, False
+    )
     pss = [t for c in charts if c["kind"] == "pss_by_role" for t in c["data"]]
     total = [t for c in charts if c["kind"] == "rss_vs_pss" for t in c["data"] if t["name"] == "total PSS"]
     assert pss and total and all(t["line"].get("shape") == "hv" for t in pss + total)

@@ -65,5 +65,7 @@ def test_the_limit_is_drawn_on_the_total_memory_charts_where_the_runs_reach_a_qu
     assert far is not None and _limit_line(far) is None  # 650 MB against 24 GB: the runs' lines kept readable
 
     clock, milestones = series.Clock.from_progress(PROGRESS), figures.Milestones({}, None)
-    chart = figures.chart_rss_vs_pss("c0-rss", samples, clock, milestones, max_points=100, limit_mb=900.0)
+    chart = figures.chart_rss_vs_pss(
+        "c0-rss", samples, series.pss_by_role(samples), clock, milestones, max_points=100, limit_mb=900.0
+    )
     assert chart is not None and "memory limit" in [t["name"] for t in chart["data"]]

@@ -88,6 +88,7 @@ def _plotted(samples: pd.DataFrame) -> dict[str, dict[float, float | None]]:
     chart = figures.chart_rss_vs_pss(
         "c",
         samples,
+        series.pss_by_role(samples),
         series.Clock.from_progress(PROGRESS),
         figures.Milestones(MILESTONES, window),
         max_points=100,

@@ -206,6 +206,7 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
     fault = _parse_fault(spec.fault)
     counter.events.send("iter_start", epoch=epoch)
     it = iter(loader)
+    keep_errors_reportable()
     _LIVE[:] = [it]
     # The GIL state as this process runs: an extension imported here (torch, the user's dataset)
     # can turn it back on in a free-threaded build; the supervisor imports none of them.
@@ -288,9 +289,40 @@ def _dead_workers() -> list[str]:
     return out
 
 
+TORCH_SIGCHLD_MODULE = "torch.utils.data._utils.signal_handling"  # where torch's handler is defined
+
+
+class _TorchSigchldUnlessFailing:
+    """torch's SIGCHLD handler, silent while this process handles an exception.
+
+    torch's handler raises for a dead worker on every SIGCHLD, wherever the main thread is. A
+    worker's death is often seen first by the transport (a connection reset while its batch was
+    handed over) and its SIGCHLD handled a moment later, by then inside the reporting of that
+    error: the handler raised there, the report was lost and the run ended with exit code 1 and
+    no reason (seen in CI: a spawn worker's kill, on a loaded machine). While an exception is
+    handled (``except`` or ``finally`` on its way), this process already knows something went
+    wrong and torch checks its workers in its own handlers: no second error is raised then."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if sys.exc_info()[1] is None:
+            self.handler(signum, frame)
+
+
+def keep_errors_reportable() -> None:
+    """Wrap torch's SIGCHLD handler (installed once per process, by the first iterator with worker
+    processes) in ``_TorchSigchldUnlessFailing``; any other handler, a dataset's, is left alone."""
+    handler = signal.getsignal(signal.SIGCHLD)
+    if getattr(handler, "__module__", None) == TORCH_SIGCHLD_MODULE:
+        signal.signal(signal.SIGCHLD, _TorchSigchldUnlessFailing(handler))
+
+
 def _report_error(events: Events, exc: BaseException) -> None:
-    # torch's SIGCHLD handler raises again if another worker dies while we report: silence it.
-    with contextlib.suppress(ValueError, OSError):
+    # No more SIGCHLD handling: a worker dying while the error is reported must not replace it.
+    # RuntimeError: torch's own handler, if the error came before keep_errors_reportable wrapped it.
+    with contextlib.suppress(ValueError, OSError, RuntimeError):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     message = str(exc)
     time.sleep(0.05)  # let a killed worker's exit status be collected

@@ -36,7 +36,9 @@ def test_a_worker_s_sigchld_while_the_error_is_reported_does_not_lose_the_report
     # Seen in CI: the transport saw a killed spawn worker first (a connection reset), its SIGCHLD
     # was handled inside the reporting, torch's handler raised there, and the run ended with
     # exit code 1 and no error at all.
-    monkeypatch.setattr(child, "DEAD_WORKER_WAIT_S", 0.1)  # no loader here to name a dead worker
+    # No loader here to name a dead worker: no wait for one (a unit test does not sleep).
+    monkeypatch.setattr(child, "DEAD_WORKER_WAIT_S", 0.0)
+    monkeypatch.setattr(child.time, "sleep", lambda seconds: None)
     child.keep_errors_reportable()
     sent: list[tuple[str, dict]] = []
     events = SimpleNamespace(send=lambda event, **fields: sent.append((event, fields)))

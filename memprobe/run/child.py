@@ -296,12 +296,13 @@ class _TorchSigchldUnlessFailing:
     """torch's SIGCHLD handler, silent while this process handles an exception.
 
     torch's handler raises for a dead worker on every SIGCHLD, wherever the main thread is. A
-    worker's death is often seen first by the transport (a connection reset while its batch was
-    handed over) and its SIGCHLD handled a moment later, by then inside the reporting of that
-    error: the handler raised there, the report was lost and the run ended with exit code 1 and
-    no reason (seen in CI: a spawn worker's kill, on a loaded machine). While an exception is
-    handled (``except`` or ``finally`` on its way), this process already knows something went
-    wrong and torch checks its workers in its own handlers: no second error is raised then."""
+    worker's death is sometimes seen first by the transport (a connection reset while its batch
+    was handed over: 1 spawn kill in 25 here) and its SIGCHLD handled a moment later, inside the
+    reporting of that error: the handler raised there, the report was lost and the run ended with
+    exit code 1 and no reason (seen in CI: a spawn worker's kill, on a loaded machine). While an
+    exception is handled (``except`` or ``finally`` on its way), this process already knows
+    something went wrong and torch checks its workers in its own handlers: no second error is
+    raised then."""
 
     def __init__(self, handler: Any) -> None:
         self.handler = handler

@@ -85,15 +85,12 @@ def oom_kills(
     its worker was killed vanishes in the same second, a tick or more later). ``final``: the
     counter as the record ended (meta.json), a last reading where the series stops before; from
     ``since`` on (:func:`entered_at`)."""
-    kills = _counter(system, "cgroup_oom_kills", since)
+    kills = _cgroup_kills(system, samples, final, since)
     if kills is None:
         return []
     gone = _gone(samples)
-    readings = list(kills.items())
-    if final is not None and readings and final > readings[-1][1]:
-        readings.append((max(float(samples["t"].max()), readings[-1][0]), float(final)))
     out = []
-    for (t0, before), (t1, after) in pairwise(readings):
+    for (t0, before), (t1, after) in pairwise(kills.items()):
         if after > before:
             when, names = _vanished(gone[gone["t"] > t0], int(after - before))
             out.append((when if names else float(t1), names))
@@ -104,27 +101,26 @@ MACHINE_KILL_AFTER_S = 1.0  # a process of the job vanishing at most this long a
 
 
 def machine_oom_kills(
-    system: pd.DataFrame, samples: pd.DataFrame, since: float = 0.0
+    system: pd.DataFrame, samples: pd.DataFrame, final: int | None = None, since: float = 0.0
 ) -> list[tuple[float, int, list[str]]]:
     """Each rise of the machine's OOM-kill counter (/proc/vmstat, machine-wide: any process of
     the machine) that memprobe lays at the job's door: only where a process of the job vanished
     between the reading before and :data:`MACHINE_KILL_AFTER_S` after the one that rose, and the
-    job's cgroup's own counter did not rise meanwhile (that kill is :func:`oom_kills`' already).
-    When, by how many, and whom memprobe saw vanish first; a rise with no process of the job
-    vanishing is another program's, and not said. The cgroup's counter from ``since`` on."""
+    job's cgroup's own counter did not rise around it (that kill is :func:`oom_kills`' already:
+    :func:`_rose_around`). When, by how many, and whom memprobe saw vanish first; a rise with no
+    process of the job vanishing is another program's, and not said. The cgroup's counter from
+    ``since`` on, ``final`` its count as the record ended (as :func:`oom_kills`)."""
     kills = _counter(system, "machine_oom_kills")
     if kills is None:
         return []
-    own = _counter(system, "cgroup_oom_kills", since)
+    own = _cgroup_kills(system, samples, final, since)
     gone = _gone(samples)
     out = []
     for (t0, before), (t1, after) in pairwise(kills.items()):
         if after <= before:
             continue
-        if own is not None:
-            during = own[(own.index >= t0) & (own.index <= t1 + MACHINE_KILL_AFTER_S)]
-            if len(during) > 1 and during.iloc[-1] > during.iloc[0]:
-                continue
+        if own is not None and _rose_around(own, t0, t1):
+            continue
         when, names = _vanished(
             gone[(gone["t"] > t0) & (gone["t"] <= t1 + MACHINE_KILL_AFTER_S)], int(after - before)
         )
@@ -142,6 +138,33 @@ def _counter(system: pd.DataFrame, column: str, since: float = 0.0) -> pd.Series
     ).dropna()
     series = series[series.index >= since]
     return series if len(series) else None
+
+
+def _cgroup_kills(
+    system: pd.DataFrame, samples: pd.DataFrame, final: int | None, since: float
+) -> pd.Series | None:
+    """The cgroup's OOM-kill counter over t from ``since`` on; ``final``, its count as the record
+    ended (meta.json), a last reading where the series stops below it (a kill in the job's last
+    second, after the last once-a-second reading)."""
+    kills = _counter(system, "cgroup_oom_kills", since)
+    if kills is None or final is None or final <= kills.iloc[-1]:
+        return kills
+    end = max(float(samples["t"].max()), float(kills.index[-1]))
+    return pd.concat([kills, pd.Series([float(final)], index=[end])])
+
+
+def _rose_around(own: pd.Series, t0: float, t1: float) -> bool:
+    """Whether the cgroup's OOM-kill counter rose around a rise of the machine's between readings
+    ``t0`` and ``t1``: from its reading before ``t0`` to its first after ``t1`` (or its last). The
+    two counters are read one after the other in a tick, and one kill can fall between the two
+    reads: seen on a loaded machine, the machine's counter risen at a tick where the cgroup's had
+    not yet, and the cgroup's rise only in the count at the end, 0.6 s later (the kill was said
+    twice, the second time machine-wide)."""
+    t = own.index.to_numpy(float)
+    start = max(int(np.searchsorted(t, t0, side="left")) - 1, 0)
+    end = int(np.searchsorted(t, t1, side="right"))
+    window = own.iloc[start : end + 1]
+    return len(window) > 1 and float(window.max()) > float(window.iloc[0])
 
 
 def _gone(samples: pd.DataFrame) -> pd.DataFrame:
@@ -196,7 +219,8 @@ def against_limit(
         # The machine's OOM killer (its counter machine-wide), where a process of the job vanished
         # right after it rose: a machine out of memory, the job's cgroup without a limit of its own.
         "machine_oom_killed": [
-            {"t": t, "kills": n, "victims": who} for t, n, who in machine_oom_kills(system, samples, since)
+            {"t": t, "kills": n, "victims": who}
+            for t, n, who in machine_oom_kills(system, samples, kills if kills is not None else None, since)
         ],
     }
 

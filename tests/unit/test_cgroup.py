@@ -229,6 +229,57 @@ def test_a_machine_oom_kill_is_the_jobs_only_if_a_process_of_it_vanished_right_a
     )
 
 
+def test_a_kill_between_the_two_counters_reads_of_a_tick_is_the_cgroup_s_not_the_machine_s() -> None:
+    """The sampler reads the cgroup's counter, then the machine's; a loaded machine can run the
+    kill between the two reads. Seen (test_cgroup_record.py, at load ~7 on the 2 cores): the
+    machine's counter risen at 2.02 s, the cgroup's still 0 there, its rise only in the count at
+    the end (the job ended at 2.62 s, before the next reading): said once, as the cgroup's (before:
+    said twice, the second time machine-wide). And the other way round: the cgroup's counter
+    risen a tick before the machine's."""
+    import pandas as pd
+
+    from memprobe.record.limit import against_limit, machine_oom_kills
+
+    system = pd.DataFrame(
+        {
+            "t": [0.0113, 1.0205, 2.0212],
+            "cgroup_mb": [2466.0, 4.7, 272.8],
+            "cgroup_oom_kills": [0, 0, 0],
+            "machine_oom_kills": [95, 95, 96],
+        }
+    )
+    samples = pd.DataFrame(
+        {
+            "t": [0.0, 2.254, 2.6239],
+            "pid": [7875, 7888, 7875],
+            "role": ["main", "worker 0", "main"],
+            "missing": [False, True, True],
+        }
+    )
+    meta = {
+        "cgroup": {
+            "version": 1,
+            "path": "/job/limited",
+            "limit_mb": 300.0,
+            "usage_mb": 0.3,
+            "usage_at_start_mb": 4.7,
+            "oom_kills": 1,
+            "oom_kills_at_start": 0,
+            "since_t": 0.2152,
+        }
+    }
+    limit = against_limit(meta, samples, system, 24_000.0)
+    assert limit is not None and limit["oom_kills"] == 1
+    assert limit["oom_killed"] == [{"t": 2.254, "victims": ["worker 0 (pid 7888)"]}]
+    assert limit["machine_oom_killed"] == []
+    # Without the count at the end, nothing says the cgroup's counter rose: the machine's, as before.
+    assert machine_oom_kills(system, samples, since=0.2152) == [(2.254, 1, ["worker 0 (pid 7888)"])]
+    # Read the other way round (a job that stayed in its cgroup): the cgroup's counter risen at
+    # 1.02 s, the machine's only at the next tick.
+    early = system.assign(cgroup_oom_kills=[0, 1, 1])
+    assert machine_oom_kills(early, samples, final=1) == []
+
+
 def test_what_the_charge_is_made_of_is_read_from_memory_stat_on_v1_and_v2(tmp_path: Path) -> None:
     """The charge is not total PSS: the page says by what (anonymous memory, page cache, shared
     memory, the kernel's), from memory.stat, each version's own keys (v1 hierarchical totals,

@@ -77,15 +77,19 @@ def time_to_limit(charge: pd.Series | None, limit_mb: float | None) -> tuple[flo
 
 
 def oom_kills(
-    system: pd.DataFrame, samples: pd.DataFrame, final: int | None = None, since: float = 0.0
+    system: pd.DataFrame,
+    samples: pd.DataFrame,
+    final: int | None = None,
+    since: float = 0.0,
+    at_start: int | None = None,
 ) -> list[tuple[float, list[str]]]:
     """Each rise of the cgroup's OOM-kill counter: when it was seen, and the processes of the
     job that vanished first since the reading before, one tick per kill (the kernel's victims
     as far as memprobe saw: the counter does not say whom it killed; a parent that ends because
     its worker was killed vanishes in the same second, a tick or more later). ``final``: the
     counter as the record ended (meta.json), a last reading where the series stops before; from
-    ``since`` on (:func:`entered_at`)."""
-    kills = _cgroup_kills(system, samples, final, since)
+    ``since`` on (:func:`entered_at`), ``at_start`` the counter then (meta.json), a first reading."""
+    kills = _cgroup_kills(system, samples, final, since, at_start)
     if kills is None:
         return []
     gone = _gone(samples)
@@ -101,7 +105,11 @@ MACHINE_KILL_AFTER_S = 1.0  # a process of the job vanishing at most this long a
 
 
 def machine_oom_kills(
-    system: pd.DataFrame, samples: pd.DataFrame, final: int | None = None, since: float = 0.0
+    system: pd.DataFrame,
+    samples: pd.DataFrame,
+    final: int | None = None,
+    since: float = 0.0,
+    at_start: int | None = None,
 ) -> list[tuple[float, int, list[str]]]:
     """Each rise of the machine's OOM-kill counter (/proc/vmstat, machine-wide: any process of
     the machine) that memprobe lays at the job's door: only where a process of the job vanished
@@ -109,11 +117,12 @@ def machine_oom_kills(
     job's cgroup's own counter did not rise around it (that kill is :func:`oom_kills`' already:
     :func:`_rose_around`). When, by how many, and whom memprobe saw vanish first; a rise with no
     process of the job vanishing is another program's, and not said. The cgroup's counter from
-    ``since`` on, ``final`` its count as the record ended (as :func:`oom_kills`)."""
+    ``since`` on, ``final`` and ``at_start`` its counts as the record ended and then (as
+    :func:`oom_kills`)."""
     kills = _counter(system, "machine_oom_kills")
     if kills is None:
         return []
-    own = _cgroup_kills(system, samples, final, since)
+    own = _cgroup_kills(system, samples, final, since, at_start)
     gone = _gone(samples)
     out = []
     for (t0, before), (t1, after) in pairwise(kills.items()):
@@ -141,16 +150,21 @@ def _counter(system: pd.DataFrame, column: str, since: float = 0.0) -> pd.Series
 
 
 def _cgroup_kills(
-    system: pd.DataFrame, samples: pd.DataFrame, final: int | None, since: float
+    system: pd.DataFrame, samples: pd.DataFrame, final: int | None, since: float, at_start: int | None
 ) -> pd.Series | None:
-    """The cgroup's OOM-kill counter over t from ``since`` on; ``final``, its count as the record
-    ended (meta.json), a last reading where the series stops below it (a kill in the job's last
-    second, after the last once-a-second reading)."""
+    """The cgroup's OOM-kill counter over t from ``since`` on (None: never read, an older folder),
+    read once a second; ``at_start``, its count at ``since`` (meta.json), a first reading (a kill
+    before the first of those readings); ``final``, its count as the record ended, a last reading
+    where the series stops below it (a kill in the job's last second)."""
     kills = _counter(system, "cgroup_oom_kills", since)
-    if kills is None or final is None or final <= kills.iloc[-1]:
-        return kills
-    end = max(float(samples["t"].max()), float(kills.index[-1]))
-    return pd.concat([kills, pd.Series([float(final)], index=[end])])
+    if kills is None:
+        return None
+    if at_start is not None and kills.index[0] > since and at_start <= kills.iloc[0]:
+        kills = pd.concat([pd.Series([float(at_start)], index=[since]), kills])
+    if final is not None and final > kills.iloc[-1]:
+        end = max(float(samples["t"].max()), float(kills.index[-1]))
+        kills = pd.concat([kills, pd.Series([float(final)], index=[end])])
+    return kills
 
 
 def _rose_around(own: pd.Series, t0: float, t1: float) -> bool:
@@ -213,14 +227,13 @@ def against_limit(
         "minutes_to_limit": rate[1] if rate else None,  # from the charge's peak
         "oom_kills": kills - before if kills is not None and before is not None else None,
         "oom_killed": [
-            {"t": t, "victims": who}
-            for t, who in oom_kills(system, samples, kills if kills is not None else None, since)
+            {"t": t, "victims": who} for t, who in oom_kills(system, samples, kills, since, before)
         ],
         # The machine's OOM killer (its counter machine-wide), where a process of the job vanished
         # right after it rose: a machine out of memory, the job's cgroup without a limit of its own.
         "machine_oom_killed": [
             {"t": t, "kills": n, "victims": who}
-            for t, n, who in machine_oom_kills(system, samples, kills if kills is not None else None, since)
+            for t, n, who in machine_oom_kills(system, samples, kills, since, before)
         ],
     }
 

@@ -274,6 +274,12 @@ def test_a_kill_between_the_two_counters_reads_of_a_tick_is_the_cgroup_s_not_the
     assert limit["machine_oom_killed"] == []
     # Without the count at the end, nothing says the cgroup's counter rose: the machine's, as before.
     assert machine_oom_kills(system, samples, since=0.2152) == [(2.254, 1, ["worker 0 (pid 7888)"])]
+    # A kill between the job's entry (0.22 s) and the cgroup's first reading after it (1.02 s):
+    # listed, with whom, against the count at entry (before: not listed, and said machine-wide).
+    entered = system.assign(cgroup_oom_kills=[0, 1, 1], machine_oom_kills=[95, 96, 96])
+    limit = against_limit(meta, samples.assign(t=[0.0, 0.8, 2.6239]), entered, 24_000.0)
+    assert limit is not None and limit["oom_killed"] == [{"t": 0.8, "victims": ["worker 0 (pid 7888)"]}]
+    assert limit["machine_oom_killed"] == []
     # Read the other way round (a job that stayed in its cgroup): the cgroup's counter risen at
     # 1.02 s, the machine's only at the next tick.
     early = system.assign(cgroup_oom_kills=[0, 1, 1])

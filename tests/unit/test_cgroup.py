@@ -231,7 +231,7 @@ def test_a_machine_oom_kill_is_the_jobs_only_if_a_process_of_it_vanished_right_a
 
 def test_a_kill_between_the_two_counters_reads_of_a_tick_is_the_cgroup_s_not_the_machine_s() -> None:
     """The sampler reads the cgroup's counter, then the machine's; a loaded machine can run the
-    kill between the two reads. Seen (test_cgroup_record.py, at load ~7 on the 2 cores): the
+    kill between the two reads. Seen (test_cgroup_record.py, 3 pytest workers and 2 CPU hogs on 2 cores): the
     machine's counter risen at 2.02 s, the cgroup's still 0 there, its rise only in the count at
     the end (the job ended at 2.62 s, before the next reading): said once, as the cgroup's (before:
     said twice, the second time machine-wide). And the other way round: the cgroup's counter

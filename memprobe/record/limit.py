@@ -162,7 +162,9 @@ def _cgroup_kills(
     if at_start is not None and kills.index[0] > since and at_start <= kills.iloc[0]:
         kills = pd.concat([pd.Series([float(at_start)], index=[since]), kills])
     if final is not None and final > kills.iloc[-1]:
-        end = max(float(samples["t"].max()), float(kills.index[-1]))
+        end = float(kills.index[-1])
+        if len(samples) and "t" in samples:  # no sample at all: a command that ended at once
+            end = max(end, float(samples["t"].max()))
         kills = pd.concat([kills, pd.Series([float(final)], index=[end])])
     return kills
 

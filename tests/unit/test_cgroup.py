@@ -238,7 +238,7 @@ def test_a_kill_between_the_two_counters_reads_of_a_tick_is_the_cgroup_s_not_the
     risen a tick before the machine's."""
     import pandas as pd
 
-    from memprobe.record.limit import against_limit, machine_oom_kills
+    from memprobe.record.limit import against_limit, machine_oom_kills, oom_kills
 
     system = pd.DataFrame(
         {
@@ -280,6 +280,8 @@ def test_a_kill_between_the_two_counters_reads_of_a_tick_is_the_cgroup_s_not_the
     limit = against_limit(meta, samples.assign(t=[0.0, 0.8, 2.6239]), entered, 24_000.0)
     assert limit is not None and limit["oom_killed"] == [{"t": 0.8, "victims": ["worker 0 (pid 7888)"]}]
     assert limit["machine_oom_killed"] == []
+    # No sample at all (a command that ended at once): the kill at the last reading, not at NaN.
+    assert oom_kills(system, samples.iloc[0:0], final=1, since=0.2152) == [(2.0212, [])]
     # Read the other way round (a job that stayed in its cgroup): the cgroup's counter risen at
     # 1.02 s, the machine's only at the next tick.
     early = system.assign(cgroup_oom_kills=[0, 1, 1])

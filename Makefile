@@ -31,22 +31,22 @@ $(PY):
 # compile its ~90 modules again (~0.1 CPU-s each time, measured on `import memprobe.record.command`).
 # A .pyc older than its source is ignored: an edit after the install costs that compile again.
 COMPILE := $(PY) -m compileall -q -j 0 memprobe scenarios tests
-# pip compiles what it installs one file at a time (~11,500 modules, most of them torch's: ~45 s of
-# one core on the build VM); it installs with --no-compile and the environment is compiled here on
-# every core (~29 s on 2, measured). A third-party file that does not compile on this Python (torch
-# ships one in Python 3.12's syntax) is skipped, as pip skips it.
-COMPILE_DEPS := $(PY) -m compileall -qq -j 0 $(VENV)/lib/python*/site-packages || true
+# pip installs with --no-compile, and what is compiled is what memprobe and the tests import:
+# tools/warm_bytecode.py imports it once with bytecode writing on (~1,300 modules, most of them
+# torch's). Compiling the whole environment (compileall over its ~11,500 modules) took ~20 s of
+# wall time on the build VM's 2 cores for ten times what is ever imported; this takes ~7 s on one.
+WARM := PYTHONDONTWRITEBYTECODE= $(PY) tools/warm_bytecode.py
 
 $(VENV)/.installed: pyproject.toml $(TORCH_CONSTRAINT) | $(PY)
 	$(PIP) install --quiet --no-compile $(CONSTRAINT_FLAG) -e .
-	$(COMPILE_DEPS)
+	$(WARM)
 	$(COMPILE)
 	touch $@
 
 # One pip call for memprobe and its test extras (one resolve; the plain install is part of it).
 $(VENV)/.installed-test: pyproject.toml $(TORCH_CONSTRAINT) | $(PY)
 	$(PIP) install --quiet --no-compile $(CONSTRAINT_FLAG) -e '.[test,images,nvimgcodec]'
-	$(COMPILE_DEPS)
+	$(WARM) --test
 	$(COMPILE)
 	touch $(VENV)/.installed $@
 

@@ -10,7 +10,8 @@ PYTHONDONTWRITEBYTECODE for it), so Python writes each of those modules' ``.pyc`
 What it imports: every module of memprobe (whatever they import at their top), and the libraries
 memprobe imports inside functions (a run's process imports torch when it starts, the report
 plotly when it draws) or that its users' jobs and the tests start (torchrun, pytest's workers).
-A module that is not installed (an optional extra) is passed over. A module imported by nothing
+A module that is not installed (an optional extra) is passed over; nvImageCodec is left to
+its first import (a few Python files, and it prints a loader's error on a machine without nvTIFF). A module imported by nothing
 here is compiled by the first process that imports it, as Python does anyway.
 
     python tools/warm_bytecode.py [--test]    # --test: the test suite's libraries too
@@ -41,7 +42,6 @@ RUNTIME = (
     "PIL.Image",
     "PIL.JpegImagePlugin",
     "simplejpeg",
-    "nvidia.nvimgcodec",
 )
 # What `make test` adds: pytest and its workers (four processes import them at once as the
 # suite starts), psutil, and the decode tests' image libraries.

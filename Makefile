@@ -103,13 +103,8 @@ check-code:
 test: install-test
 	@$(MAKE) --no-print-directory -j2 check-code check-tests
 
-# The suite's processes write the bytecode of what they import (Python's default; the build VM
-# sets PYTHONDONTWRITEBYTECODE): a module the install did not warm (pip's and setuptools' in the
-# wheel test, scipy's under scikit-image) is compiled by the first process that imports it, not by
-# every one. The suite passes either way (run both ways on this VM); __pycache__ folders appear
-# only in the repository, the environment and the tests' temporary folders.
 check-tests:
-	@PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); code=$$?; \
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$code
 
 # The unit tests alone (no real run; about a minute): the quick loop while editing.

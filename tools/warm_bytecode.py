@@ -42,9 +42,10 @@ RUNTIME = (
     "PIL.Image",
     "PIL.JpegImagePlugin",
     "simplejpeg",
+    "skimage.data",  # the decode benchmark's sample images (the images extra)
 )
 # What `make test` adds: pytest and its workers (four processes import them at once as the
-# suite starts), psutil, and the decode tests' image libraries.
+# suite starts) and psutil.
 TEST = (
     "pytest",
     "_pytest.pytester",
@@ -53,9 +54,6 @@ TEST = (
     "xdist.scheduler",
     "execnet",
     "psutil",
-    "skimage",
-    "skimage.data",
-    "skimage.io",
 )
 
 

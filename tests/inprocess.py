@@ -4,16 +4,32 @@ of its own adds only its start (1-3 CPU-s of imports: pandas, pyarrow, torch). W
 process boundary (signals, rlimits, what is imported) keeps a real process.
 
 Used by tests/conftest.py's ``cli`` fixture and tests/integration/test_faults.py's
-``Memprobe.inline``; each captures the output its own way.
+``Memprobe.inline``; each captures the output its own way. ``load_tool`` imports a script of tools/
+(the checks `make check-code` runs, the install's bytecode warm-up) for its unit tests.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_tool(name: str):
+    """tools/<name>.py imported as the module ``name`` (registered in sys.modules: a dataclass
+    of its own looks its module up there)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 class Hung(BaseException):

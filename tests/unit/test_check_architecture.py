@@ -4,23 +4,12 @@ Each test builds a small fake tree (memprobe/ and docs/architecture.md) in tmp_p
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
 
+from inprocess import load_tool
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location(
-        "check_architecture", REPO / "tools" / "check_architecture.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def _tree(root: Path, files: dict[str, str], doc: str) -> Path:
@@ -50,11 +39,11 @@ FILES = {
 
 
 def test_a_tree_that_agrees_with_its_doc_has_no_finding(tmp_path: Path) -> None:
-    assert _tool().problems(_tree(tmp_path, FILES, DOC)) == []
+    assert load_tool("check_architecture").problems(_tree(tmp_path, FILES, DOC)) == []
 
 
 def test_a_module_the_doc_does_not_name_is_found_with_its_path(tmp_path: Path) -> None:
-    tool = _tool()
+    tool = load_tool("check_architecture")
     root = _tree(tmp_path, {**FILES, "run/runner.py": '"""Runner."""\n', "probe/__init__.py": ""}, DOC)
     found = tool.problems(root)
     assert found == [
@@ -71,7 +60,7 @@ def test_a_module_the_doc_does_not_name_is_found_with_its_path(tmp_path: Path) -
 
 
 def test_a_module_over_500_lines_must_say_why_in_its_docstring(tmp_path: Path) -> None:
-    tool = _tool()
+    tool = load_tool("check_architecture")
     body = "x = 1\n" * 500
     files = {
         **FILES,
@@ -83,7 +72,7 @@ def test_a_module_over_500_lines_must_say_why_in_its_docstring(tmp_path: Path) -
     assert "'Over 500 lines because'" in found[0]
     # Exactly 500 lines is within the limit.
     files["run/session.py"] = '"""Sessions."""\n' + "x = 1\n" * 499
-    assert _tool().problems(_tree(tmp_path, files, DOC)) == []
+    assert load_tool("check_architecture").problems(_tree(tmp_path, files, DOC)) == []
 
 
 def test_a_docstring_or_comment_naming_what_does_not_exist_is_found_with_its_line(tmp_path: Path) -> None:
@@ -128,7 +117,7 @@ def test_a_docstring_or_comment_naming_what_does_not_exist_is_found_with_its_lin
         "run/session.py": session,
         "core/text.py": '"""Text."""\n\ndef printable(s):\n    return s\n',
     }
-    found = _tool().problems(_tree(tmp_path, files, DOC))
+    found = load_tool("check_architecture").problems(_tree(tmp_path, files, DOC))
     assert found == [
         "memprobe/run/session.py:12: `missing_helper` names nothing that exists",
         "memprobe/run/session.py:25: `stop` names nothing that exists",
@@ -139,7 +128,7 @@ def test_a_docstring_or_comment_naming_what_does_not_exist_is_found_with_its_lin
 
 
 def test_main_prints_one_line_per_finding_and_exits_1(tmp_path: Path, capsys) -> None:
-    tool = _tool()
+    tool = load_tool("check_architecture")
     root = _tree(tmp_path, {**FILES, "run/runner.py": '"""See :func:`nothing`."""\n'}, DOC)
     assert tool.main([str(root)]) == 1
     lines = capsys.readouterr().err.splitlines()
@@ -151,7 +140,7 @@ def test_main_prints_one_line_per_finding_and_exits_1(tmp_path: Path, capsys) ->
 
 
 def test_the_checkout_itself_names_every_module_in_docs_architecture() -> None:
-    tool = _tool()
+    tool = load_tool("check_architecture")
     assert [p for p in tool.problems(REPO) if "not named in" in p] == []
 
 
@@ -167,7 +156,7 @@ def test_a_report_module_reaching_the_probe_through_another_module_is_found_with
         "probe/tree.py": '"""Tree."""\n',
     }
     doc = DOC + "| `report/` | `page.py` |\n| `probe/` | `tree.py` |\n| `core/words.py` | words |\n"
-    tool = _tool()
+    tool = load_tool("check_architecture")
     assert tool.problems(_tree(tmp_path, files, doc)) == []
     # the words now come from the probe: the page reaches it through them, and so does the core
     (tmp_path / "memprobe" / "core" / "words.py").write_text(
@@ -187,7 +176,7 @@ def test_a_private_name_used_by_another_module_is_found(tmp_path: Path) -> None:
         **FILES,
         "run/session.py": '"""Sessions."""\nfrom memprobe.core import text\n\n\ndef f():\n    return text.escape()\n',
     }
-    tool = _tool()
+    tool = load_tool("check_architecture")
     assert tool.problems(_tree(tmp_path, files, DOC)) == []
     (tmp_path / "memprobe" / "run" / "session.py").write_text(
         '"""Sessions."""\nfrom memprobe.core import text\nfrom memprobe.core.text import _table\n\n\n'

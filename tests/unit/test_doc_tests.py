@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("check_doc_tests", REPO / "tools" / "check_doc_tests.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from inprocess import load_tool
 
 
 def test_a_named_test_that_does_not_exist_is_found_and_one_that_does_is_not(tmp_path: Path) -> None:
-    tool = _tool()
+    tool = load_tool("check_doc_tests")
     doc = tmp_path / "example.md"
     doc.write_text(
         "| case | what | `tests/unit/test_text.py::test_printable_lines_keeps_memprobe_s_own_newlines`, "
@@ -39,4 +30,4 @@ def test_a_named_test_that_does_not_exist_is_found_and_one_that_does_is_not(tmp_
 
 
 def test_the_documentation_names_only_tests_that_exist() -> None:
-    assert _tool().main([]) == 0
+    assert load_tool("check_doc_tests").main([]) == 0

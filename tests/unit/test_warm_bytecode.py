@@ -7,21 +7,14 @@ would be compiled again by every process that imports it where PYTHONDONTWRITEBY
 from __future__ import annotations
 
 import ast
-import importlib.util
 import sys
 from pathlib import Path
+
+from inprocess import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 # Left to its first import on purpose (the tool's docstring says why).
 NOT_WARMED = {"nvidia"}
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("warm_bytecode", REPO / "tools" / "warm_bytecode.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _imported_in_functions(tree: ast.Module) -> set[str]:
@@ -40,7 +33,7 @@ def _imported_in_functions(tree: ast.Module) -> set[str]:
 
 
 def test_every_library_memprobe_imports_inside_a_function_is_warmed_by_make_install() -> None:
-    warmed = {name.split(".")[0] for name in _tool().RUNTIME}
+    warmed = {name.split(".")[0] for name in load_tool("warm_bytecode").RUNTIME}
     missing = {}
     for path in sorted((REPO / "memprobe").rglob("*.py")):
         for name in _imported_in_functions(ast.parse(path.read_text(encoding="utf-8"))) - warmed - NOT_WARMED:

@@ -32,7 +32,7 @@ $(PY):
 # A .pyc older than its source is ignored: an edit after the install costs that compile again.
 COMPILE := $(PY) -m compileall -q -j 0 memprobe scenarios tests
 # pip installs with --no-compile, and what is compiled is what memprobe and the tests import:
-# tools/warm_bytecode.py imports it once with bytecode writing on (~1,300 modules, most of them
+# tools/warm_bytecode.py imports it once with bytecode writing on (~1,700 modules, most of them
 # torch's). Compiling the whole environment (compileall over its ~11,500 modules) took ~20 s of
 # wall time on the build VM's 2 cores for ten times what is ever imported; this takes ~7 s on one.
 WARM := PYTHONDONTWRITEBYTECODE= $(PY) tools/warm_bytecode.py

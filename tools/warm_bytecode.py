@@ -5,14 +5,15 @@ process writes a ``.pyc``, and each process that imports torch compiled its ~1,0
 3.3 CPU-s more per import (5.9 against 2.6 s, measured). Compiling every module of the environment
 (``compileall``: ~11,500 files, ~20 s of wall time on 2 cores) compiles ten times what is ever
 imported here. This imports what is, once, in one process (the Makefile clears
-PYTHONDONTWRITEBYTECODE for it), so Python writes each of those modules' ``.pyc``: ~1,300 files.
+PYTHONDONTWRITEBYTECODE for it), so Python writes each of those modules' ``.pyc``: ~1,700
+modules, ~2,000 files.
 
 What it imports: every module of memprobe (whatever they import at their top), and the libraries
 memprobe imports inside functions (a run's process imports torch when it starts, the report
 plotly when it draws) or that its users' jobs and the tests start (torchrun, pytest's workers).
-A module that is not installed (an optional extra) is passed over; nvImageCodec is left to
-its first import (a few Python files, and it prints a loader's error on a machine without nvTIFF). A module imported by nothing
-here is compiled by the first process that imports it, as Python does anyway.
+A module that is not installed (an optional extra) is passed over; nvImageCodec is left to its
+first import (a few Python files, and it prints a loader's error on a machine without nvTIFF). A
+module imported by nothing here is compiled by the first process that imports it, as Python does.
 
     python tools/warm_bytecode.py [--test]    # --test: the test suite's libraries too
 """

@@ -25,6 +25,10 @@ from memprobe.probe.procfs import read_text
 
 UNLIMITED = 1 << 62  # v1 writes "no limit" as 9223372036854771712 (the page-aligned largest long)
 MiB = 1024 * 1024
+# A cgroup's name is any bytes but "/": one that is not UTF-8 must open again (decoded with
+# "replace", the path named a directory that does not exist, and the job was shown against the
+# machine's memory). results/files.py escapes the lone surrogates where the path is written.
+_PATHS = "surrogateescape"
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,8 @@ def breakdown(stat: dict[str, int], usage: int | None, version: int) -> dict[str
 def locate(pid: int | str, proc: Path = Path("/proc")) -> CgroupLocation | None:
     """The memory cgroup of process ``pid`` (``"self"`` for memprobe), or None: no cgroup file,
     no memory controller mounted, or the process is gone."""
-    text = read_text(str(proc / str(pid) / "cgroup"))
-    mounts = read_text(str(proc / "self" / "mountinfo"))
+    text = read_text(str(proc / str(pid) / "cgroup"), _PATHS)
+    mounts = read_text(str(proc / "self" / "mountinfo"), _PATHS)
     if text is None or mounts is None:
         return None
     v1, v2 = _paths(text)
@@ -101,7 +105,7 @@ def follow(where: CgroupLocation, pid: int, proc: Path = Path("/proc")) -> Cgrou
     """The memory cgroup of ``pid`` now, given ``where`` it was: ``where`` itself while the
     process stays in it (one small read, /proc/PID/cgroup), the new one where it moved (and
     ``where`` where the process is gone: its last cgroup is the one that counted)."""
-    text = read_text(str(proc / str(pid) / "cgroup"))
+    text = read_text(str(proc / str(pid) / "cgroup"), _PATHS)
     if text is None or _paths(text)[where.version - 1] == where.path:
         return where
     return locate(pid, proc) or where

@@ -95,13 +95,15 @@ class PssSample:
         return self.private_clean + self.private_dirty
 
 
-def read_text(path: str) -> str | None:
-    """The text of a /proc (or /sys) file, or None when it cannot be read (gone, not ours)."""
-    text = _read_or_errno(path)
+def read_text(path: str, errors: str = "replace") -> str | None:
+    """The text of a /proc (or /sys) file, or None when it cannot be read (gone, not ours).
+    ``errors="surrogateescape"`` for a file that names paths (/proc/PID/cgroup, mountinfo): a
+    byte that is not UTF-8 is kept as :func:`os.fsdecode` keeps it, so the path opens again."""
+    text = _read_or_errno(path, errors)
     return text if isinstance(text, str) else None
 
 
-def _read_or_errno(path: str) -> str | int:
+def _read_or_errno(path: str, errors: str = "replace") -> str | int:
     """The file's text, or the errno that stopped the read."""
     # os.open/os.read rather than open(): no buffered file object, half the cost per read
     # (~10 vs ~22 µs for /proc/PID/stat), and the sampler does a few of these per process per tick.
@@ -113,7 +115,7 @@ def _read_or_errno(path: str) -> str | int:
         chunks = []
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
-        return b"".join(chunks).decode("utf-8", "replace")
+        return b"".join(chunks).decode("utf-8", errors)
     except OSError as e:
         # ESRCH and friends: the process went away between open and read.
         return e.errno or 0

@@ -4,10 +4,12 @@ limit that applies (the lowest on the cgroup and above it), the charge and the O
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from memprobe.core.text import printable
 from memprobe.probe import cgroup
 
 MiB = 1024 * 1024
@@ -416,3 +418,24 @@ def test_the_charge_and_kills_of_the_cgroup_the_job_left_are_not_its() -> None:
     # Without since_t (a job that stayed in one cgroup), every reading counts, as before.
     del meta["cgroup"]["since_t"]
     assert against_limit(meta, samples, system, 24_000.0)["charge_peak_mb"] == 3100.0  # type: ignore[index]
+
+
+def test_a_cgroup_whose_name_is_not_utf8_is_found_and_read(tmp_path: Path) -> None:
+    """A cgroup's name is any bytes but "/": one that is not UTF-8 (``lim\\xffit``, 350 MB) is the
+    job's limit, its path shown with the byte escaped (before: decoded with replacement
+    characters, its directory not found, and the job shown against the machine's memory)."""
+    mount = tmp_path / "memory"
+    name = os.fsdecode(b"lim\xffit")
+    _files(
+        mount / name,
+        memory_limit_in_bytes=str(350 * MiB),
+        memory_stat=f"hierarchical_memory_limit {350 * MiB}\n",
+        memory_usage_in_bytes=str(5 * MiB),
+    )
+    proc = _proc(tmp_path, "0::/\n", [("/", mount, "cgroup", "rw,memory")])
+    (proc / "42" / "cgroup").write_bytes(b"4:memory:/lim\xffit\n0::/\n")
+    entered = cgroup.Entered.of(42, proc)
+    assert entered is not None and entered.where.directory == mount / name
+    assert entered.at_entry.limit_bytes == 350 * MiB and entered.at_entry.usage_bytes == 5 * MiB
+    assert entered.followed(42, 1.0, proc) is entered  # the same cgroup, not a move to another
+    assert printable(entered.where.path) == "/lim\\xffit"

@@ -1,5 +1,6 @@
 """The main process's memory and CPU for one epoch's shuffled indices: torch's RandomSampler
-(``shuffle=True``), SubsetRandomSampler and memprobe.ChunkedRandomSampler, each in a fresh
+(``shuffle=True``), SubsetRandomSampler and memprobe.ChunkedRandomSampler, and a DDP rank's (rank
+0 of 2): torch's DistributedSampler and memprobe.ChunkedDistributedSampler, each in a fresh
 process, interleaved round by round (docs/performance.md, "The sampler's index list").
 
     python benchmarks/bench_index_list.py [--records 6000000] [--rounds 3]
@@ -11,16 +12,22 @@ import argparse
 import subprocess
 import sys
 
-SAMPLERS = ("random", "subset", "chunked")
+SAMPLERS = ("random", "subset", "chunked", "distributed", "chunked-distributed")
 
 CHILD = """
 import sys, time
 import torch
-from torch.utils.data import RandomSampler, SubsetRandomSampler
+from torch.utils.data import DistributedSampler, RandomSampler, SubsetRandomSampler
 import memprobe
 
 n = int(sys.argv[2])
-make = {"random": RandomSampler, "subset": SubsetRandomSampler, "chunked": memprobe.ChunkedRandomSampler}
+make = {
+    "random": RandomSampler,
+    "subset": SubsetRandomSampler,
+    "chunked": memprobe.ChunkedRandomSampler,
+    "distributed": lambda d: DistributedSampler(d, num_replicas=2, rank=0),
+    "chunked-distributed": lambda d: memprobe.ChunkedDistributedSampler(d, num_replicas=2, rank=0),
+}
 
 
 def anon_kb():
@@ -46,7 +53,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=6_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    print("round  sampler   MB after the first index  peak MB  CPU-s for the epoch's indices")
+    print("round  sampler              MB after the first index  peak MB  CPU-s for the epoch's indices")
     for r in range(1, args.rounds + 1):
         for name in SAMPLERS:
             out = subprocess.run(
@@ -55,7 +62,7 @@ def main() -> None:
                 text=True,
                 check=True,
             ).stdout.split()
-            print(f"{r:>5}  {name:<8}  {out[0]:>24}  {out[1]:>7}  {out[2]:>29}")
+            print(f"{r:>5}  {name:<19}  {out[0]:>24}  {out[1]:>7}  {out[2]:>29}")
 
 
 if __name__ == "__main__":

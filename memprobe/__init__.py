@@ -10,7 +10,8 @@ The public API is small:
 * :class:`SharedList` — records pickled once into one buffer that fork, spawn, forkserver and
   thread workers share (one copy, no copy-on-access); imports neither torch nor pyarrow.
 * :class:`ChunkedRandomSampler` — the shuffled order of ``shuffle=True`` without a Python int per
-  record in the main process (8 bytes per record instead of about 38).
+  record in the main process (8 bytes per record instead of about 38);
+  :class:`ChunkedDistributedSampler` — the same for ``DistributedSampler``, in each DDP rank.
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from typing import Any
 from memprobe.record.marks import mark
 
 __version__ = "0.1.0"
-__all__ = ["ChunkedRandomSampler", "ProfileResult", "SharedList", "ThreadDataLoader", "mark", "profile"]
+__all__ = [
+    "ChunkedDistributedSampler",
+    "ChunkedRandomSampler",
+    "ProfileResult",
+    "SharedList",
+    "ThreadDataLoader",
+    "mark",
+    "profile",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -39,8 +48,8 @@ def __getattr__(name: str) -> Any:
         from memprobe.datasets.shared_list import SharedList
 
         return SharedList
-    if name == "ChunkedRandomSampler":
-        from memprobe.datasets.sampler import ChunkedRandomSampler
+    if name in ("ChunkedRandomSampler", "ChunkedDistributedSampler"):
+        from memprobe.datasets import sampler
 
-        return ChunkedRandomSampler
+        return getattr(sampler, name)
     raise AttributeError(f"module 'memprobe' has no attribute {name!r}")

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from memprobe.core.cures import COPY_ON_ACCESS, MAIN_GROWS, SHARED_GROWS, STARTUP_COPY, WORKERS_ALLOCATE
+from memprobe.core.cures import (
+    COPY_ON_ACCESS,
+    MAIN_GROWS,
+    MAIN_INDEX,
+    MAIN_KEEPS,
+    SHARED_GROWS,
+    STARTUP_COPY,
+    WORKERS_ALLOCATE,
+    new_memory_part,
+)
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import (
     DATALOADER,
@@ -19,11 +28,16 @@ from memprobe.core.vocabulary import (
     kind_words,
 )
 from memprobe.record.process import Proc
+from memprobe.record.shape import EPOCH_STEPS, SHAPE_MIN_MB, STEADY
 from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
 SEEN_LATE_S = 0.5  # a process started this long before memprobe began was running already (watch)
+# Below the threshold, forked workers that copied at least this share of it are named: a short
+# trial's copy-on-access grows with the dataset (+44 MB each at 100,000 records, ~+350 at 800,000).
+COPY_NAMED_SHARE = 0.5
+SCALE = 10  # a loop's steady growth below the threshold, projected to this many times the steps
 
 
 # -- the culprit in words ------------------------------------------------------------------------------
@@ -92,7 +106,10 @@ def judge(
     sentences, causes = [text for text, _ in said], [cause for _, cause in said]
     grew = [g for g in parents if grown(g) > threshold]
     sentences += [_parent_grows(g, workers) for g in grew]
-    causes += [MAIN_GROWS] if grew else []
+    causes += [parent_cause(g) for g in grew]
+    for g in _steady_below(parents, threshold):
+        sentences.append(_steady_words(g, workers))
+        causes.append(MAIN_KEEPS)
     calm = [
         g
         for g in parents
@@ -120,8 +137,43 @@ def _since(g: Growth, workers: list[Growth]) -> str:
 def _parent_grows(g: Growth, workers: list[Growth]) -> str:
     besides = f"; besides, it {_between(g)} (not growth)" if _between(g) else ""
     return _capital(
-        f"{who(g.role)} grew {signed(grown(g))} of its own {_since(g, workers)}{_rate(g)}{besides}."
+        f"{who(g.role)} grew {signed(grown(g))} of its own {_since(g, workers)}{_rate(g)}"
+        f"{SHAPE_WORDS.get(g.shape or '', '')}{besides}."
     )
+
+
+SHAPE_WORDS = {
+    STEADY: ", steadily while its loop ran (the shape of a loop that keeps something every step)",
+    EPOCH_STEPS: ", in steps as each generation of its workers began (the shape of a sampler's list of the "
+    "epoch's indices)",
+}
+
+
+def parent_cause(g: Growth) -> str:
+    """A growing parent's cause, by the shape of its growth: a loop keeping references (a steady
+    rise), the sampler's index list (steps as epochs begin), or either (:data:`MAIN_GROWS`)."""
+    return {STEADY: MAIN_KEEPS, EPOCH_STEPS: MAIN_INDEX}.get(g.shape or "", MAIN_GROWS)
+
+
+def _steady_below(parents: list[Growth], threshold: float) -> list[Growth]:
+    """Parents whose own growth is below the threshold but a steady rise while their loop ran:
+    it grows with the job's steps, however short the trial."""
+    return [g for g in parents if g.shape == STEADY and SHAPE_MIN_MB <= grown(g) <= threshold]
+
+
+def _steady_words(g: Growth, workers: list[Growth]) -> str:
+    pace = ([f"{g.growth_mb_per_min:,.1f} MB/min"] if g.growth_mb_per_min is not None else []) + (
+        [f"{g.growth_per_1k_items_mb:,.3f} MB per 1,000 items"] if g.growth_per_1k_items_mb else []
+    )
+    return _capital(
+        f"{who(g.role)} rose {signed(grown(g))} of its own {_since(g, workers)}, steadily while its loop "
+        f"ran{_listed(pace)}: below the threshold, but a loop that keeps "
+        f"something every step grows with the steps ({SCALE} times as many: about {signed(SCALE * grown(g))})."
+    )
+
+
+def _listed(parts: list[str]) -> str:
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _between(g: Growth) -> str:
@@ -261,14 +313,11 @@ def seen_late(start_t: float | None) -> bool:
     return start_t is not None and start_t < -SEEN_LATE_S
 
 
-NEW_MEMORY_WORTH_MB, NEW_MEMORY_SHARE = 10.0, 0.15  # below both, a forked worker's new memory goes unsaid
-
-
 def _new_memory_words(group: list[Growth]) -> tuple[bool, str]:
     """What part of forked workers' growth is memory they allocated (the rise of their anonymous
     RSS since their first tick: a lower bound) rather than pages they copied from their parent:
     (whether it is most of it, so the cause; the words: the cause, a clause when it is a fair
-    part, nothing when it is small or not known)."""
+    part, nothing when it is small or not known). The rule is :func:`memprobe.core.cures.new_memory_part`."""
     allocated = [g.allocated_mb for g in group if g.allocated_mb is not None]
     if len(allocated) != len(group):
         return False, ""
@@ -276,12 +325,13 @@ def _new_memory_words(group: list[Growth]) -> tuple[bool, str]:
     new = min(float(np.mean(allocated)), growth)
     copied = growth - new
     each, they, their = (" each", "they", "their") if len(group) > 1 else ("", "it", "its")
-    if growth > 0 and new >= 0.5 * growth:
+    part = new_memory_part(growth, new)
+    if part == "most":
         return True, (
             f": mostly new memory of {their} own (at least {signed(new)}{each} allocated; at most "
             f"{signed(copied)} copied from {their} parent)"
         )
-    if new >= NEW_MEMORY_WORTH_MB and new >= NEW_MEMORY_SHARE * growth:
+    if part == "part":
         return False, f"; at least {signed(new)} of that{each} is new memory {they} allocated"
     return False, ""
 
@@ -346,14 +396,65 @@ def _flat_words(
             text += f" ({', '.join(built)})"
         parts.append(text)
     text = f"flat: no process grew more than {threshold:g} MB of its own: " + "; ".join(parts) + "."
+    causes: list[str] = []
+    for group in _copying_below(workers, threshold, by_pid):
+        text += " " + _short_trial_copy(group, by_pid)
+        causes.append(COPY_ON_ACCESS)
+    for g in _steady_below(parents, threshold):
+        text += " " + _steady_words(g, workers)
+        causes.append(MAIN_KEEPS)
     upfront = [g.startup_mb for g in workers if g.startup_mb is not None]
     if upfront and float(np.mean(upfront)) >= threshold:
         text += (
             f" But each {'spawned ' if len(upfront) == len(workers) else ''}worker started with "
             f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not growth)."
         )
-        return text, [STARTUP_COPY]
-    return text, []
+        causes.append(STARTUP_COPY)
+    return text, list(dict.fromkeys(causes))
+
+
+def _copying_below(workers: list[Growth], threshold: float, by_pid: dict[int, Growth]) -> list[list[Growth]]:
+    """Groups of forked workers that copied their parent's pages below the threshold, at least
+    :data:`COPY_NAMED_SHARE` of it each on average: copy-on-access on a short trial."""
+    out = []
+    for group in _worker_groups(workers, by_pid):
+        g0 = group[0]
+        forked = g0.start_method in (None, FORK) and g0.startup_mb is None
+        mean = float(np.mean([grown(g) for g in group]))
+        if forked and mean >= COPY_NAMED_SHARE * threshold and not _new_memory_words(group)[0]:
+            out.append(group)
+    return out
+
+
+def _short_trial_copy(group: list[Growth], by_pid: dict[int, Growth]) -> str:
+    """Copy-on-access below the threshold in words. Still copying as they ended (a trial cut
+    short): at their last third's pace per item, what more items would cost, up to a full copy of
+    what their parent held. Levelled off: what that size costs, and what tells how it scales."""
+    said, _ = _group_words(group, by_pid)
+    n = len(group)
+    levelled = [g.levelled for g in group]
+    head = f"Copy-on-access below the threshold: {said[0].lower()}{said[1:]}"
+    if levelled and not any(levelled) and all(v is not None for v in levelled):
+        parents = [by_pid[g.parent_pid] for g in group if g.parent_pid in by_pid]
+        held = min((p.held_mb for p in parents if p.held_mb is not None), default=None)
+        pace = [g.tail_per_1k_items_mb for g in group if g.tail_per_1k_items_mb is not None]
+        upto = (
+            f", up to a full copy of the {mb(held)} {who(parents[0].role)} held" if held and parents else ""
+        )
+        more = (
+            f" at {float(np.mean(pace)):,.2f} MB per 1,000 items over their last third: each 100,000 more "
+            f"items a worker reads would copy about {signed(100 * float(np.mean(pace)))} more{upto}"
+            if len(pace) == n
+            else f": reading on, each copies more{upto}"
+        )
+        return f"{head} They were still copying as they ended,{more} (a short trial shows only the start)."
+    return (
+        f"{head} {'Each' if n > 1 else 'It'} levelled off by its end: about what a worker of this job copies "
+        "at this dataset's size. The part of it that is the records' reference counts grows with the "
+        "dataset; a part may be a fixed cost (the cyclic GC writing the interpreter's own objects once, "
+        "which gc.freeze() removes): record the job at its full size, or try the fixes on the dataset "
+        "with memprobe cure, to see which."
+    )
 
 
 def signed(v: float) -> str:

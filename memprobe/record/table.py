@@ -46,19 +46,34 @@ def with_items(rows: list[Growth], progress: pd.DataFrame) -> list[Growth]:
             out.append(g)
             continue
         items = items_between(progress, g.baseline_t, g.last_t)
+        tail = items_between(progress, g.tail_from_t, g.last_t) if g.tail_from_t is not None else 0.0
         if g.worker >= 0 or g.kind in WORKER_KINDS:
-            mid = (g.baseline_t + g.last_t) / 2
-            alive = sum(
-                1
-                for w in rows
-                if w.kind in WORKER_KINDS
-                and w.baseline_t is not None
-                and w.last_t is not None
-                and w.baseline_t <= mid <= w.last_t
+            alive = _alive_at((g.baseline_t + g.last_t) / 2, rows)
+            items /= alive
+            tail /= _alive_at((g.tail_from_t + g.last_t) / 2, rows) if g.tail_from_t is not None else alive
+        out.append(
+            replace(
+                g,
+                growth_per_1k_items_mb=g.growth_mb / (items / 1000) if items >= 1 else None,
+                tail_per_1k_items_mb=g.tail_rise_mb / (tail / 1000)
+                if g.tail_rise_mb is not None and tail >= 1
+                else None,
             )
-            items /= max(alive, 1)
-        out.append(replace(g, growth_per_1k_items_mb=g.growth_mb / (items / 1000) if items >= 1 else None))
+        )
     return out
+
+
+def _alive_at(t: float, rows: list[Growth]) -> int:
+    """How many workers' windows hold ``t`` (at least 1): the items are shared among them."""
+    alive = sum(
+        1
+        for w in rows
+        if w.kind in WORKER_KINDS
+        and w.baseline_t is not None
+        and w.last_t is not None
+        and w.baseline_t <= t <= w.last_t
+    )
+    return max(alive, 1)
 
 
 # -- the estimate's error ------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from memprobe.core.summary import first, last
 from memprobe.core.system import PAGE_SIZE
 from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
 from memprobe.record.process import Proc, own_workers, owner
+from memprobe.record.shape import growth_shape
 from memprobe.record.windows import baseline, before_teardown, between_generations, renamed_t, settled_t
 
 PAGE_MB = PAGE_SIZE / 2**20
@@ -208,11 +209,19 @@ class Growth:
     built_between_mb: float | None = None
     # When its DataLoader thread workers were first seen (None: it had none); its window opens there.
     threads_first_t: float | None = None
-    # A worker's USS stopped rising before its window ended (None: its window is too short to say).
+    # A worker's USS stopped rising before its window ended (None: its window is too short to say),
+    # judged over its last third from ``tail_from_t``, where it rose ``tail_rise_mb`` (its pace
+    # there per 1,000 items: ``tail_per_1k_items_mb``, memprobe.record.table).
     levelled: bool | None = None
+    tail_from_t: float | None = None
+    tail_rise_mb: float | None = None
+    tail_per_1k_items_mb: float | None = None
     # Why the kernel refused memprobe its memory map (the sampler's reason: another user's
     # process); None when it was readable. Such a process is left out of total PSS.
     denied: str | None = None
+    # A parent's own growth: a steady rise or steps as its worker generations began
+    # (memprobe.record.shape); None: neither, too small, or not a parent.
+    shape: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -275,6 +284,7 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
         held_mb=_held(readings, built) if p.is_parent and _read_before_workers(p, readings, procs) else None,
         growth_mb_per_min=rate,
         judged=p.is_worker or p.is_parent,
+        shape=growth_shape(p, samples, procs, t0, t1) if p.is_parent else None,
     )
     return (
         _with_levelled(_with_allocated(_estimated_to_end(g, samples, p.forked), p, samples), samples)
@@ -305,7 +315,12 @@ def _with_levelled(g: Growth, samples: pd.DataFrame) -> Growth:
     if before.empty or curve["t"].iloc[-1] <= tail_from:
         return g
     rise = float(curve["v"].iloc[-1]) - float(before["v"].iloc[-1])
-    return replace(g, levelled=rise < LEVEL_SHARE * max(g.growth_mb, 0.0) + LEVEL_NOISE_MB)
+    return replace(
+        g,
+        levelled=rise < LEVEL_SHARE * max(g.growth_mb, 0.0) + LEVEL_NOISE_MB,
+        tail_from_t=tail_from,
+        tail_rise_mb=rise,
+    )
 
 
 def _with_allocated(g: Growth, p: Proc, samples: pd.DataFrame) -> Growth:

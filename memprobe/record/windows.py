@@ -129,7 +129,7 @@ def between_generations(
     if "rss_anon_mb" not in samples:
         return None, 0.0
     built, seconds = None, 0.0
-    for since, until in _gaps(own_workers(p, procs)):
+    for since, until in worker_gaps(own_workers(p, procs)):
         a, b = _tick_at(samples, p.pid, since), _tick_at(samples, p.pid, until)
         if a is None or b is None or not t0 <= a["t"] <= b["t"] <= t1:
             continue
@@ -139,7 +139,7 @@ def between_generations(
     return built, seconds
 
 
-def _gaps(workers: list[Proc]) -> list[tuple[float, float]]:
+def worker_gaps(workers: list[Proc]) -> list[tuple[float, float]]:
     """When none of these processes lived, between two of them: (the last tick one was seen
     alive, the next one's start). Not from the tick they were first seen gone (``end_t``): a
     DataLoader's next workers often start within that tick, and what a Hugging Face job's main

@@ -226,6 +226,29 @@ def fork_job(worker_growth: float = 200.0, allocated_share: float | None = None)
     return job_meta(procs), samples
 
 
+# -- a main process that allocates while its workers run ------------------------------------------
+
+
+def main_job(anon: list[float] | None = None) -> tuple[dict, pd.DataFrame]:
+    """Flat workers (forked at 5 s); main allocates 120 MB while they run, read every 0.5 s from
+    5.2 s: its anonymous RSS at each reading is ``anon`` (by default a steady rise)."""
+    meta, samples = fork_job(worker_growth=6.0)
+    n = 20
+    anon = anon or [301 + 120 * k / (n - 1) for k in range(n)]
+    points = [(0.1, "pss", 5, 20, 5), (2.0, "pss", 150, 165, 150), (4.0, "pss", 300, 315, 300)]
+    points += [(5.2 + 0.5 * k, "pss", 10 + 190 * k / (n - 1), 316, a + 1) for k, a in enumerate(anon)]
+    rows = proc_rows(1, "main", -1, points, kind="main")
+    for row, a in zip(rows, [5, 150, 300, *anon], strict=True):
+        row["rss_anon_mb"] = a
+    return meta, pd.concat([samples[samples["pid"] != 1], pd.DataFrame(rows)], ignore_index=True)
+
+
+# main's anonymous RSS over its 20 readings (5.2 to 14.7 s; its workers start at 5): +120 MB in
+# one step as they start (a sampler's index list), or half of it then and half at the end (neither).
+STEP_AT_START = [301.0] + [421.0] * 19
+HALF_AND_HALF = [301.0] + [361.0] * 15 + [376.0, 391.0, 406.0, 421.0]
+
+
 # -- ranks ------------------------------------------------------------------------------------------
 
 

@@ -267,7 +267,7 @@ def print_advice(summaries: list, runs: list) -> None:
     }
     for g in cures.by_causes(summaries, factories):
         say("\n" + ", ".join(f"{s.run_id} ({s.verdict})" for s in g.runs) + ":")
-        lines = cures.text_lines([a.cause for a in g.advice], scenario=True)[1:]  # [0]: the blank said
+        lines = cures.text_lines([a.cause for a in g.advice], scenario=g.unsplit)[1:]  # [0]: the blank said
         for line in lines + cures.guard_lines(g.guards):
             say(line)
 

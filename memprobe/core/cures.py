@@ -25,10 +25,12 @@ if TYPE_CHECKING:
 # The causes, as summary.json's ``causes`` names them.
 COPY_ON_ACCESS = "copy-on-access"  # forked workers copying the Python objects their parent built
 WORKERS_ALLOCATE = "workers-allocate"  # workers (or the dataset in them) allocating memory of their own
-MAIN_GROWS = "main-grows"  # the main process (or a rank) growing of its own while its workers run
+MAIN_GROWS = "main-grows"  # the main process (or a rank) growing of its own, in neither shape below
+MAIN_KEEPS = "main-keeps"  # ... steadily while its loop runs: the loop keeps something every step
+MAIN_INDEX = "main-index"  # ... in steps as each epoch's workers start: the sampler's index list
 STARTUP_COPY = "startup-copy"  # spawn/forkserver workers each starting with a copy of the data
 SHARED_GROWS = "shared-grows"  # /dev/shm growing while the workers run: batches handed over, kept
-CAUSES = (SHARED_GROWS, COPY_ON_ACCESS, WORKERS_ALLOCATE, MAIN_GROWS, STARTUP_COPY)
+CAUSES = (SHARED_GROWS, COPY_ON_ACCESS, WORKERS_ALLOCATE, MAIN_KEEPS, MAIN_INDEX, MAIN_GROWS, STARTUP_COPY)
 
 PERF = "docs/performance.md"
 WIDTH = 100  # the terminal's lines of words (code is never wrapped)
@@ -46,15 +48,14 @@ class Cure:
 
 @dataclass(frozen=True)
 class CauseAdvice:
-    """What to do about one cause: the fixes in the order to try them, where to look next, and
-    why no pytest guard applies where none does (``no_guard``; the guard itself: :func:`guard`)."""
+    """What to do about one cause: the fixes in the order to try them, and where to look next
+    (its pytest guard: :func:`guard`)."""
 
     cause: str
     title: str
     why: str
     cures: tuple[Cure, ...]
     next_step: str = ""
-    no_guard: str = ""
 
 
 MEMRAY = (
@@ -161,13 +162,14 @@ _FORK_COLUMNS = Cure(
     "spawn (2 workers)",
 )
 
-LOOP_ONLY = (
-    "memprobe.profile() runs the DataLoader alone, not your training loop: no pytest guard covers "
-    "this; record the loop again (memprobe record -- python train.py) after the change"
-)
 GUARD = """def test_dataset_stays_flat(memprobe):  # memprobe's pytest fixture
     result = memprobe.profile("{factory}",{kwargs} mode="{mode}", workers={workers})
     {check}"""
+# A training loop's own growth: memprobe.profile() runs the DataLoader alone, so the guard records
+# a short run of the user's own command (memprobe.record_command, the fixture's ``record``).
+LOOP_GUARD = """def test_training_loop_stays_flat(memprobe):  # memprobe's pytest fixture
+    result = memprobe.record(["python", "train.py", "--max-steps", "300"])  # your command, a short run
+    result.assert_flat(max_main_growth_mb=20)  # fails naming the process and the shape of its growth"""
 FACTORY = "your_package.data:build_dataset"  # what the guard profiles when memprobe does not know it
 
 ADVICE = {
@@ -177,6 +179,8 @@ ADVICE = {
         "forked workers read Python objects their parent built (lists, dicts, strings, pandas object "
         "columns); reading one writes its reference count, so each page read is copied into the worker",
         (_BUFFER, _COLUMNS, _FREEZE, _THREADS),
+        next_step=f"measure these fixes on your own dataset, side by side: memprobe cure {FACTORY} (the "
+        "module and the function or class that builds it; --kwargs for its arguments)",
     ),
     WORKERS_ALLOCATE: CauseAdvice(
         WORKERS_ALLOCATE,
@@ -187,6 +191,22 @@ ADVICE = {
         next_step=f"find what allocates: {MEMRAY}; for spawn or forkserver workers, "
         "tracemalloc.start() in worker_init_fn and compare two tracemalloc snapshots",
     ),
+    MAIN_KEEPS: CauseAdvice(
+        MAIN_KEEPS,
+        "the training loop keeping something every step",
+        "the main process rose steadily while its loop ran: the loop keeps references each step "
+        "(a loss summed as a tensor with its graph, outputs or batches appended to a list), and it "
+        "grows with the steps",
+        (_REFERENCES,),
+        next_step="find what it keeps: memray run -o main.bin train.py; then memray flamegraph main.bin",
+    ),
+    MAIN_INDEX: CauseAdvice(
+        MAIN_INDEX,
+        "the sampler's list of the epoch's indices",
+        "the main process (or a rank) grew in steps as each epoch's workers started: the sampler "
+        "makes the epoch's shuffled order one Python list, about 38 bytes per record",
+        (_INDEX_CHUNKS,),
+    ),
     MAIN_GROWS: CauseAdvice(
         MAIN_GROWS,
         "the main process growing",
@@ -194,7 +214,6 @@ ADVICE = {
         "while the loop runs); or the sampler's list of the epoch's indices (a step as an epoch begins)",
         (_REFERENCES, _INDEX_CHUNKS),
         next_step="find what it keeps: memray run -o main.bin train.py; then memray flamegraph main.bin",
-        no_guard=LOOP_ONLY,
     ),
     SHARED_GROWS: CauseAdvice(
         SHARED_GROWS,
@@ -205,7 +224,6 @@ ADVICE = {
         (_REFERENCES,),
         next_step="find what keeps them: count the tensors alive after a step, "
         "sum(torch.is_tensor(o) for o in gc.get_objects()), and watch it rise",
-        no_guard=LOOP_ONLY,
     ),
     STARTUP_COPY: CauseAdvice(
         STARTUP_COPY,
@@ -231,13 +249,14 @@ def causes_of(s: RunSummary) -> list[str]:
 
 
 def scenario_causes(s: RunSummary) -> list[str]:
-    """A scenario or profile() run's causes, from its mode: a growing fork run copies what its
-    parent built or allocates its own (the run does not tell them apart: both, copy first), a
-    growing spawn/forkserver run allocates its own, a growing thread or single-process run's
-    dataset allocates in the main process; a flat spawn/forkserver run whose workers started
+    """A scenario or profile() run's causes, from its mode and what its workers allocated: a
+    growing fork run copies what its parent built, or allocates its own (told apart by the rise
+    of its workers' anonymous RSS, :func:`forked_causes`; both, copy first, where that is not
+    known), a growing spawn/forkserver run allocates its own, a growing thread or single-process
+    run's dataset allocates in the main process; a flat spawn/forkserver run whose workers started
     with more than the threshold each pays a start-up copy."""
     if s.verdict == "growing":
-        return growth_causes(s.mode, s.workers)
+        return grown_causes(s)
     if (
         s.verdict == "flat"
         and has_worker_processes(s.mode, s.workers)
@@ -248,16 +267,56 @@ def scenario_causes(s: RunSummary) -> list[str]:
     return []
 
 
-# A scenario fork run's growth: copied or allocated, not told apart (scenario_causes).
+# A scenario fork run's growth where what its workers allocated is not known (an older folder):
+# copied or allocated, not told apart (scenario_causes).
 UNSPLIT_CAUSES = (COPY_ON_ACCESS, WORKERS_ALLOCATE)
 UNSPLIT = (
     "memprobe run does not tell what fork workers copied from what they allocated: try the "
     "copy-on-access fixes first; memprobe record -- python your_script.py tells the two apart"
 )
+# A forked worker's growth: allocated at least this share of it, it is its own memory; below both
+# of the next two, what it allocated goes unsaid (the rest is pages copied from its parent).
+MOSTLY_NEW_SHARE = 0.5
+NEW_MEMORY_WORTH_MB, NEW_MEMORY_SHARE = 10.0, 0.15
+
+
+def new_memory_part(growth_mb: float, allocated_mb: float) -> str:
+    """How much of a forked worker's growth is memory it allocated (the rest it copied):
+    ``"most"``, ``"part"`` (worth saying) or ``"little"``."""
+    new = min(allocated_mb, growth_mb)
+    if growth_mb > 0 and new >= MOSTLY_NEW_SHARE * growth_mb:
+        return "most"
+    return "part" if new >= NEW_MEMORY_WORTH_MB and new >= NEW_MEMORY_SHARE * growth_mb else "little"
+
+
+def forked_causes(growth_mb: float, allocated_mb: float) -> list[str]:
+    """A growing forked worker's causes by :func:`new_memory_part`."""
+    part = new_memory_part(growth_mb, allocated_mb)
+    return {
+        "most": [WORKERS_ALLOCATE],
+        "part": [COPY_ON_ACCESS, WORKERS_ALLOCATE],
+        "little": [COPY_ON_ACCESS],
+    }[part]
+
+
+def is_unsplit(s: RunSummary) -> bool:
+    """Whether a run's two causes of a fork run's growth are named untold apart (its workers'
+    allocated memory not known)."""
+    return s.causes is None and s.worker_allocated_mb is None and s.mode == FORK and s.workers > 0
+
+
+def grown_causes(s: RunSummary) -> list[str]:
+    """What a scenario run's growth comes from, whatever its verdict (a pytest guard's own limit
+    may be below the threshold): told apart for a fork run whose workers' allocated memory is
+    known (:func:`forked_causes`), else by its mode (:func:`growth_causes`)."""
+    if s.mode == FORK and s.workers > 0 and s.worker_allocated_mb is not None:
+        return forked_causes(s.worker_uss_growth_mb or 0.0, s.worker_allocated_mb)
+    return growth_causes(s.mode, s.workers)
 
 
 def growth_causes(mode: str, workers: int) -> list[str]:
-    """What a scenario run's growth in ``mode`` may come from (:func:`scenario_causes`)."""
+    """What a scenario run's growth in ``mode`` may come from, where what its workers allocated
+    is not known (:func:`scenario_causes`)."""
     return list(UNSPLIT_CAUSES) if mode == FORK and workers > 0 else [WORKERS_ALLOCATE]
 
 
@@ -272,24 +331,40 @@ class Job:
     workers: int = 2
     threshold: float = 50.0
     start_mb: float | None = None  # what each worker started with (a start-up copy's guard)
+    # What each worker grew where that is below the threshold (copy-on-access named on a short
+    # trial): the guard's limit is half of it, so the copy coming back fails it.
+    below_mb: float | None = None
 
 
 def job_of(s: RunSummary, factory: str | None = None, kwargs: dict | None = None) -> Job:
     """The guard's job for a run: its mode (a recorded job's start method; fork when unknown),
     workers and threshold."""
     mode = s.mode if s.mode in MODES else FORK
-    return Job(factory, kwargs, mode, max(s.workers, 1), s.growth_threshold_mb, s.worker_uss_start_mb)
+    grew = s.worker_uss_growth_mb
+    below = grew if s.verdict == "flat" and grew is not None and grew <= s.growth_threshold_mb else None
+    return Job(factory, kwargs, mode, max(s.workers, 1), s.growth_threshold_mb, s.worker_uss_start_mb, below)
+
+
+# The causes in the training loop, not the dataset: their guard records the user's own command.
+LOOP_CAUSES = (MAIN_KEEPS, MAIN_INDEX, MAIN_GROWS, SHARED_GROWS)
 
 
 def guard(a: CauseAdvice, job: Job) -> str:
-    """The pytest test to paste for this cause's fix ('' where none applies: ``a.no_guard``)."""
-    if a.no_guard:
-        return ""
+    """The pytest test to paste for this cause's fix: a short run of the user's own command for
+    a cause in the training loop (:data:`LOOP_CAUSES`), else a profile of the dataset."""
+    if a.cause in LOOP_CAUSES:
+        return LOOP_GUARD
     if a.cause == STARTUP_COPY:
         # Below what each worker started with here: the copy the fix removes (a spawned worker's
         # own imports stay, so no fixed figure fits every job).
         limit = f"{job.start_mb:.0f}" if job.start_mb else f"{job.threshold:g}"
         check = f"assert result.summary.worker_uss_start_mb < {limit}  # MB each worker started with here"
+    elif job.below_mb is not None:
+        half = max(5, round(job.below_mb / 2))
+        check = (
+            f"result.assert_flat(max_worker_growth_mb={half})  # each worker grew ~{job.below_mb:.0f} MB here, "
+            f"below the {job.threshold:g} MB threshold"
+        )
     else:
         check = "result.assert_flat()  # fails, naming the worker, when one grows past the threshold"
     return GUARD.format(
@@ -334,8 +409,7 @@ def by_causes(summaries: list[RunSummary], factories: dict[str, dict] | None = N
             job = job_of(s, f.get("factory"), f.get("kwargs"))
             jobs.setdefault(repr((job.factory, job.kwargs, job.mode, job.workers)), job)
         said = [g for job in jobs.values() for g in guards(advice, job)]
-        unsplit = set(UNSPLIT_CAUSES) <= set(causes) and any(s.causes is None for s in runs)
-        out.append(RunGroup(runs, advice, list(dict.fromkeys(said)), unsplit))
+        out.append(RunGroup(runs, advice, list(dict.fromkeys(said)), any(is_unsplit(s) for s in runs)))
     return out
 
 
@@ -367,9 +441,10 @@ def text_lines(
             lines.append(f"     change: {c.change}")  # code: never wrapped
             lines += _wrapped(f"cost: {c.cost}", "     ", "           ")
         if a.next_step:
-            lines += _wrapped(f"next: {a.next_step}", "  ", "        ")
-        if a.no_guard:
-            lines += _wrapped(f"no pytest guard: {a.no_guard}", "  ", "    ")
+            step = (
+                a.next_step.replace(FACTORY, job.factory) if job is not None and job.factory else a.next_step
+            )
+            lines += _wrapped(f"next: {step}", "  ", "        ")
     return lines + (guard_lines(guards(advice, job)) if job is not None else [])
 
 

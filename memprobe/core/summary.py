@@ -67,6 +67,10 @@ class RunSummary:
     # What the verdict blames, as memprobe.core.cures names it (what to do is said there); None
     # for a scenario run, whose causes follow from its mode (cures.scenario_causes).
     causes: list[str] | None = None
+    # A scenario run's: what its workers allocated over the window (mean, at least: the rise of
+    # their anonymous RSS); the rest of their growth is pages copied from their parent. None
+    # where not known (results without anonymous RSS).
+    worker_allocated_mb: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: clean(v) for k, v in asdict(self).items()}

@@ -50,6 +50,8 @@ def per_process_growth(
         w = w[late.isna() | (w["t"] >= late.fillna(0.0))]  # its forced round comes just after it
     w = w.sort_values("t")
     dirty = "private_dirty_mb" if "private_dirty_mb" in w else "uss_mb"
+    if "rss_anon_mb" not in w:
+        w = w.assign(rss_anon_mb=float("nan"))
     g = w.groupby("pid")
     out = pd.DataFrame(
         {
@@ -59,11 +61,16 @@ def per_process_growth(
             "uss_end_mb": g["uss_mb"].last(),
             "dirty_start_mb": g[dirty].first(),
             "dirty_end_mb": g[dirty].last(),
+            "anon_start_mb": g["rss_anon_mb"].first(),
+            "anon_end_mb": g["rss_anon_mb"].last(),
             "samples": g.size(),
         }
     ).reset_index()
     out["growth_mb"] = out["uss_end_mb"] - out["uss_start_mb"]
     out["dirty_growth_mb"] = out["dirty_end_mb"] - out["dirty_start_mb"]
+    # Memory a worker allocated over the window, at least: the rise of its anonymous RSS (a
+    # copy-on-access fault replaces a shared anonymous page by a private one, RSS unchanged).
+    out["allocated_mb"] = (out["anon_end_mb"] - out["anon_start_mb"]).clip(lower=0.0)
     return out
 
 
@@ -113,6 +120,9 @@ def summarize(
         worker_uss_growth_mb=w_growth,
         worker_uss_growth_max_mb=float(workers["growth_mb"].max())
         if workers is not None and len(workers)
+        else None,
+        worker_allocated_mb=_mean(workers["allocated_mb"].dropna())
+        if workers is not None and len(workers) and workers["allocated_mb"].notna().all()
         else None,
         main_uss_growth_mb=m_growth,
         growth_per_1k_items_per_worker_mb=per_1k_items_per_worker(

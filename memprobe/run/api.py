@@ -218,7 +218,7 @@ class ProfileResult:
             f"{w.growth_mb:>+7.1f} MB{'  <-- over' if w.growth_mb > limit else ''}"
             for w in checked
         ]
-        advice = cures.text_lines(cures.growth_causes(s.mode, s.workers), scenario=True)
+        advice = cures.text_lines(cures.grown_causes(s), scenario=cures.is_unsplit(s))
         return "\n".join([head, "", *rows, *advice, "", f"results: {self.results_dir}"])
 
 

@@ -307,3 +307,34 @@ def test_a_later_generation_of_spawn_workers_grows_from_its_own_warm_not_its_sta
     # An older meta knows only the first later generation's warm, in its milestones.
     older = _meta(mode="spawn", milestones={"warm": 2.0, "epoch_warm": 12.5, "done": 20.0})
     assert summarize(older, samples, _progress(), pd.DataFrame()).worker_uss_growth_max_mb == 0.0
+
+
+@pytest.mark.parametrize(
+    "anon_rise, causes",
+    [
+        (0.5, ["copy-on-access"]),  # anonymous RSS flat: pages copied, nothing allocated
+        (80.0, ["workers-allocate"]),  # it rose as much as USS did: memory of their own
+        (25.0, ["copy-on-access", "workers-allocate"]),  # a fair part of each
+    ],
+)
+def test_a_fork_run_s_growth_is_told_copied_or_allocated_by_the_workers_anonymous_rss(
+    anon_rise: float, causes: list[str]
+) -> None:
+    """A scenario run's workers' anonymous RSS at the window's ends tells what they allocated
+    from what they copied, so a guard's message names only the cause the run shows (before: both,
+    "copied or allocated, not told apart", and a pure copy got "lru_cache" advice)."""
+    from memprobe.core import cures
+
+    samples = _samples()
+    workers = samples["worker"] >= 0
+    samples.loc[workers, "rss_anon_mb"] = 250.0
+    late = workers & (samples["t"] >= 3.0)
+    samples.loc[late, "rss_anon_mb"] = 250.0 + anon_rise
+    s = summarize(_meta(threshold=50.0), samples, _progress(), pd.DataFrame())
+    assert s.verdict == "growing" and s.worker_allocated_mb == pytest.approx(anon_rise)
+    assert cures.scenario_causes(s) == causes and not cures.is_unsplit(s)
+    assert cures.grown_causes(s) == causes
+    # Results without anonymous RSS (an older folder): both, said to be untold apart.
+    old = summarize(_meta(threshold=50.0), _samples(), _progress(), pd.DataFrame())
+    assert old.worker_allocated_mb is None and cures.is_unsplit(old)
+    assert cures.scenario_causes(old) == ["copy-on-access", "workers-allocate"]

@@ -5,6 +5,8 @@ The public API is small:
 * :func:`profile` — build a dataset in a fresh process, load it in a given mode, sample its
   memory from outside, and assert on the result (``result.assert_flat(...)``).
 * :class:`ThreadDataLoader` — torch's DataLoader on worker threads instead of processes.
+* :func:`record_command` — run a command (a short run of a training script) under ``memprobe
+  record`` and assert on its recording (``result.assert_flat(max_main_growth_mb=20)``).
 * :func:`mark` — count items from inside a training loop that ``memprobe record`` watches; a
   no-op otherwise.
 * :class:`SharedList` — records pickled once into one buffer that fork, spawn, forkserver and
@@ -31,6 +33,7 @@ __all__ = [
     "ThreadDataLoader",
     "mark",
     "profile",
+    "record_command",
 ]
 
 
@@ -40,6 +43,10 @@ def __getattr__(name: str) -> Any:
         from memprobe.run import api
 
         return getattr(api, name)
+    if name in ("record_command", "RecordedJob"):
+        from memprobe.record import api as record_api
+
+        return getattr(record_api, name)
     if name == "ThreadDataLoader":
         from memprobe.loaders.thread import ThreadDataLoader
 

@@ -48,8 +48,10 @@ def test_fixture_fails_a_growing_dataset_with_a_readable_message(pytester: pytes
     # Then a per-worker table and what to do about the cause: each fix with its change and cost.
     assert "worker 0" in out and "worker 1" in out and "USS start" in out
     assert "what to do: copy-on-access of Python objects" in out
-    assert "change: self.records = memprobe.SharedList(self.records)" in out
-    assert "what to do: workers allocating memory of their own" in out and "cost: " in out
+    assert "change: self.records = memprobe.SharedList(self.records)" in out and "cost: " in out
+    # Pure copy-on-access (its workers' anonymous RSS did not rise): no second cause that is not
+    # there (before: "workers allocating memory of their own ... lru_cache" too).
+    assert "workers allocating memory of their own" not in out and "lru_cache" not in out
     # The user's own line is shown, not memprobe's assert_flat internals (__tracebackhide__).
     assert "result.assert_flat(max_worker_growth_mb=5)" in out and "def assert_flat" not in out
     assert "test_list_dataset_stays_flat" in out and "test_numpy_dataset_stays_flat PASSED" not in out
@@ -104,3 +106,46 @@ def test_partial(memprobe):
 """
     )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+LOOP = """
+import time
+kept = []
+for step in range(300):
+    out = b"x" * 400_000
+    if KEEP:
+        kept.append(out)  # a loop that keeps something every step
+    time.sleep(0.01)
+"""
+LOOP_TESTS = f"""
+import sys
+
+LOOP = {LOOP!r}
+
+def test_a_loop_that_keeps_its_outputs(memprobe):
+    result = memprobe.record([sys.executable, "-c", "KEEP = True" + LOOP])
+    result.assert_flat(max_main_growth_mb=20)
+
+def test_a_loop_that_keeps_nothing(memprobe):
+    result = memprobe.record([sys.executable, "-c", "KEEP = False" + LOOP])
+    result.assert_flat(max_main_growth_mb=20)
+"""
+
+
+def test_the_fixture_records_a_training_loop_and_fails_one_that_keeps_its_outputs(
+    pytester: pytest.Pytester,
+) -> None:
+    """The guard for a training loop's own growth (outputs or losses kept), which a dataset's
+    profile cannot see: ``memprobe.record([...])`` records the command in a process of its own;
+    ``assert_flat(max_main_growth_mb=...)`` fails naming the main process, its growth and its
+    shape, with what to do; the loop that keeps nothing passes."""
+    pytester.makepyfile(test_loop=LOOP_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.re_match_lines(
+        [r".*AssertionError: main \(pid \d+\) grew \+\d+\.\d MB of its own; limit 20 MB"]
+    )
+    out = " ".join(result.stdout.str().split())
+    assert "steadily while its loop ran" in out
+    assert "what to do: the training loop keeping something every step" in out
+    assert "FAILED test_loop.py::test_a_loop_that_keeps_its_outputs" in out

@@ -15,7 +15,9 @@ Items/s cannot be seen from outside. To get them, add one line to the training l
 It does nothing (and costs nothing) when memprobe is not recording, and is safe to call from
 DataLoader workers and threads. Without it, the report shows memory and CPU only.
 
-memprobe exits with the command's exit code (128+N if the command was killed by signal N). A
+memprobe exits with the command's exit code (128+N if the command was killed by signal N), or
+with 3 where the command succeeded but the verdict is one --fail-on names (`--fail-on growing`
+for CI: the job itself passed, its memory did not). A
 SIGINT/SIGTERM sent to memprobe itself is forwarded to the command's process group (a second
 Ctrl-C sends SIGTERM, a third SIGKILL); what was sampled is saved and memprobe exits 128+N
 (130 for Ctrl-C). Processes the command leaves behind in its process group are ended after 3 s.
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memprobe.cli.flags import bounded
+from memprobe.core.cures import CAUSES  # the words only: no torch, pandas or numpy
 
 if TYPE_CHECKING:
     from memprobe.cli.top import Live
@@ -58,7 +61,10 @@ EPILOG = """examples:
   memprobe record -- python train.py --epochs 2
   memprobe record -o reports/mine -- torchrun --nproc-per-node 2 train.py
   memprobe record --pss-budget 0.05 -- python -m mypkg.train
+  memprobe record --fail-on growing -- python train.py --max-steps 300   # CI: exit 3 if it grows
 """
+# --fail-on: the exit code where the command succeeded but the verdict names what the flag lists.
+VERDICT_EXIT = 3
 
 
 NO_ITEMS = {
@@ -121,6 +127,51 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         metavar="MB",
         help="worker USS growth (mean per worker) above which the verdict is 'growing' (default: 50)",
     )
+    p.add_argument(
+        "--fail-on",
+        metavar="WHAT",
+        help="exit 3 where the command succeeded but the verdict is 'growing', or names one of these "
+        "causes (comma-separated: growing, " + ", ".join(CAUSES) + "), below the threshold too",
+    )
+
+
+def fail_on(args: argparse.Namespace) -> set[str]:
+    """What --fail-on names, checked before anything runs (one line naming the flag, the value
+    and what is allowed)."""
+    from memprobe.core.errors import UsageError
+
+    if not getattr(args, "fail_on", None):
+        return set()
+    wanted = {w.strip() for w in args.fail_on.split(",") if w.strip()}
+    allowed = ("growing", *CAUSES)
+    bad = sorted(wanted - set(allowed))
+    if bad or not wanted:
+        from memprobe.core.text import printable
+
+        raise UsageError(
+            f"--fail-on {printable(args.fail_on)!r}: {', '.join(map(repr, bad)) or 'nothing'} is not a "
+            f"verdict or cause; allowed: {', '.join(allowed)} (comma-separated)"
+        )
+    return wanted
+
+
+def verdict_exit(result, wanted: set[str], stream) -> int:
+    """The exit code: the command's, unless it succeeded and the verdict names what ``wanted``
+    lists (:data:`VERDICT_EXIT`, said in one line)."""
+    from memprobe.cli.console import say
+
+    if not wanted or result.exit_code != 0:
+        return result.exit_code
+    found = [
+        w
+        for s in result.summaries
+        for w in ([s.verdict] if s.verdict == "growing" else []) + list(s.causes or [])
+        if w in wanted
+    ]
+    if not found:
+        return result.exit_code
+    say(f"\nmemprobe: --fail-on {', '.join(dict.fromkeys(found))}: exit {VERDICT_EXIT}", stream)
+    return VERDICT_EXIT
 
 
 def settings_from(args: argparse.Namespace):
@@ -149,6 +200,7 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
     settings, verdict = settings_from(args)
+    wanted = fail_on(args)
     every = bounded("--every", args.every, 0.1, 3600, unit="seconds")
     from memprobe.cli.console import say
     from memprobe.record.command import record  # pandas and the rest, once the arguments are good
@@ -171,7 +223,7 @@ def main(args: argparse.Namespace) -> int:
         if live is not None:
             live.close()
     print_result(result, sys.stderr)
-    return result.exit_code
+    return verdict_exit(result, wanted, sys.stderr)
 
 
 def live_view(every: float, log: Callable[[str], None]) -> Live:

@@ -18,8 +18,8 @@ its tree but not the group (a child's child whose parent exited) are found and s
 that also left the group (a daemon's double fork with setsid) before memprobe saw it is not seen.
 
 Exit codes: 0 done, 1 the results could not be written (a full disk: what was kept is named),
-2 bad input (no such process, a thread id, not readable), 128+N stopped by signal N (130 Ctrl-C,
-143 SIGTERM, 129 SIGHUP).
+2 bad input (no such process, a thread id, not readable), 3 the verdict is one --fail-on names,
+128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memprobe.cli.flags import bounded
-from memprobe.cli.record import add_common_arguments, print_result, settings_from
+from memprobe.cli.record import add_common_arguments, fail_on, print_result, settings_from, verdict_exit
 
 if TYPE_CHECKING:
     from memprobe.record.recording import Observer, RecordResult
@@ -62,9 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    wanted = fail_on(args)
     result = follow(args, log=log_line)
     print_result(result, sys.stdout)
-    return result.exit_code
+    return verdict_exit(result, wanted, sys.stdout)
 
 
 def log_line(line: str) -> None:

@@ -313,3 +313,27 @@ def test_no_guard_is_printed_where_the_dataset_as_it_is_stayed_flat() -> None:
     text = cure_cli.render(outcomes, "m:f", {}, Path("out"))
     assert "the dataset as it is stayed flat: no fix is needed" in text
     assert "def test_dataset_stays_flat" not in text
+
+
+def test_a_flat_fix_that_costs_more_memory_in_all_is_not_offered_as_a_fix() -> None:
+    """spawn stayed flat at a total PSS peak of 3,424 MB against 1,563 MB as is (each worker its
+    own copy): set apart, not among the fixes (before: listed among "the fixes that stayed flat");
+    the fixes come least memory first."""
+    outcomes = [cure.Outcome(v) for v in cure.VARIANTS]
+    peaks = {"as-is": 1563.0, "converted": 720.0, "gc-freeze": 1400.0, "threads": 650.0, "spawn": 3424.0}
+    for o in outcomes:
+        run = _run("growing" if o.variant.key == "as-is" else "flat")
+        run.summary.total_pss_peak_mb = peaks[o.variant.key]
+        o.results = [run]
+    text = cure_cli.render(outcomes, "m:f", {}, Path("out"))
+    fixes = text[text.index("what to change") : text.index("flat, but more memory in all")]
+    assert "spawn" not in fixes
+    order = [
+        fixes.index(label)
+        for label in ("threads: flat", "SharedList / Arrow (fork): flat", "gc.freeze() (fork): flat")
+    ]
+    assert order == sorted(order)
+    assert (
+        "  spawn (as is): flat, but +1,861.0 MB more in all" in text
+        or "  spawn (as is): flat, but 1,861 MB more in all" in text
+    )

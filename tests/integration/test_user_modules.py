@@ -102,14 +102,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def _timed(run: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.monotonic()
-    return run(), time.monotonic() - start
-
-
 @pytest.fixture(scope="module")
 def outcomes(project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
-    """Every case's (Done, seconds), keyed by (command, reference), run four at a time."""
+    """Every case's Done or the exception it raised (a command that did not end within its
+    time), keyed by (command, reference), run four at a time."""
     memprobe = Memprobe(project)
     cases: dict[tuple[str, str], Callable[[], Any]] = {}
     for ref in IMPORT_FAILURES:
@@ -144,8 +140,15 @@ def outcomes(project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tu
     )  # fmt: skip
     with pytest.MonkeyPatch.context() as env, ThreadPoolExecutor(AT_ONCE) as pool:
         env.setenv("HELPER_PID_FILE", str(project / "helper.pids"))  # the commands inherit it
-        futures = {key: pool.submit(_timed, run) for key, run in cases.items()}
-        return {key: f.result() for key, f in futures.items()}
+        futures = {key: pool.submit(run) for key, run in cases.items()}
+        return {key: f.exception() or f.result() for key, f in futures.items()}
+
+
+def outcome(outcomes: dict, command: str, ref: str) -> Done:
+    found = outcomes[command, ref]
+    if isinstance(found, BaseException):
+        raise found
+    return found
 
 
 def _line(done: Done) -> str:
@@ -163,7 +166,7 @@ def test_a_module_that_cannot_be_imported_stops_the_command_in_one_line_with_not
 ) -> None:
     # Before: a traceback and exit 1 (raises, SyntaxError), exit 3 and no word (sys.exit(3)), a
     # crash of memprobe itself (SIGSEGV), and a hang no timeout ended (memprobe never ended).
-    done, _ = outcomes[command, ref]
+    done = outcome(outcomes, command, ref)
     assert done.code == 2, (done.code, done.err[-3000:])
     assert done.one_line_error().startswith(
         f"memprobe: error: dataset factory '{ref}': {IMPORT_FAILURES[ref]}"
@@ -178,7 +181,7 @@ def test_a_process_the_module_started_in_a_session_of_its_own_is_ended_too(
     outcomes: dict, project: Path
 ) -> None:
     for command in ("cure", "run"):
-        assert outcomes[command, "leaves_a_process:f"][0].code == 2
+        assert outcome(outcomes, command, "leaves_a_process:f").code == 2
     pids = [int(line) for line in (project / "helper.pids").read_text().split()]
     assert len(pids) == 2
     for pid in pids:
@@ -211,7 +214,7 @@ def test_ctrl_c_while_the_module_is_imported_ends_it_and_leaves_nothing(
 
 
 def test_a_scenario_file_s_factory_is_imported_within_its_timeout(outcomes: dict) -> None:
-    done, _ = outcomes["scenario", "hangs_at_import:f"]
+    done = outcome(outcomes, "scenario", "hangs_at_import:f")
     assert done.code == 2
     assert done.one_line_error() == (
         "memprobe: error: dataset factory 'hangs_at_import:f': importing module 'hangs_at_import' did not "
@@ -224,7 +227,7 @@ def test_a_scenario_file_s_factory_is_imported_within_its_timeout(outcomes: dict
 def test_cure_finds_a_dataset_that_cannot_be_built_once_before_the_variants(outcomes: dict, ref: str) -> None:
     # Before: each of the five variants ran and failed in turn (a factory that never returns: the
     # whole --timeout five times, "run did not finish"), then exit 0 with a table of failures.
-    done, _ = outcomes["cure", ref]
+    done = outcome(outcomes, "cure", ref)
     assert done.code == 2, (done.code, done.err[-3000:])
     line = _line(done)
     assert line.startswith(f"memprobe: error: dataset factory '{ref}'{CALL_FAILURES[ref]}"), line
@@ -237,7 +240,7 @@ def test_cure_finds_a_dataset_that_cannot_be_built_once_before_the_variants(outc
 
 
 def test_run_names_the_factory_that_never_returned_not_the_run(outcomes: dict) -> None:
-    done, _ = outcomes["run", "factories:hangs"]
+    done = outcome(outcomes, "run", "factories:hangs")
     assert done.code == 1  # a run failed (timed out); the runs of a scenario each stand alone
     run = done.summary()["hangs-fork-w2"]
     assert run["status"] == "timeout"
@@ -249,7 +252,7 @@ def test_run_names_the_factory_that_never_returned_not_the_run(outcomes: dict) -
 
 
 def test_what_a_module_prints_stays_out_of_memprobe_s_output(outcomes: dict) -> None:
-    done, _ = outcomes["cure", "prints_at_import:f"]
+    done = outcome(outcomes, "cure", "prints_at_import:f")
     assert done.code == 0, done.err[-3000:]
     assert any(line.startswith("as is (fork) ") and line.endswith("flat") for line in done.out.splitlines())
     assert "from import" not in done.out + done.err and "from the factory" not in done.out + done.err

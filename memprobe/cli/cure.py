@@ -10,11 +10,19 @@ and the verdict; what was converted (and what could not be, with why); and, for 
 stayed flat, the one-line change that applies it in your code, then a pytest test that keeps it
 flat once made.
 
-The module is imported from the current folder as `run --dataset` does. Results go to
-reports/cure-<name>-<UTC time>/ (or -o DIR), one folder per run (`memprobe report` renders one).
-Exit codes: 0 done (whatever the verdicts; a variant that failed is shown failed), 1 the runs
-could not be made, 2 bad input (a module or factory that cannot be imported, a factory that
-raises: its exception, in one line), 130 interrupted by Ctrl-C.
+The module is imported from the current folder as `run --dataset` does, and never in memprobe's
+own process: first in a process of its own, within --timeout, where a module that cannot be
+imported (it raises, has a SyntaxError, calls sys.exit, ends its process, or does not return)
+stops cure with nothing written; then in each run's process, which builds the dataset and
+iterates it within --timeout. The first run is the check that the factory builds a dataset: one
+that raises, ends the process, returns something that is not a dataset, or does not return
+within --timeout stops cure there, once, before any other variant runs.
+
+Results go to reports/cure-<name>-<UTC time>/ (or -o DIR), one folder per run (`memprobe report`
+renders one). Exit codes: 0 done (whatever the verdicts; a variant that failed is shown failed),
+1 the runs could not be made, 2 bad input: a flag, or your module or factory failing as above
+(one line naming MODULE:CALLABLE, what went wrong and where in your code; the first run's folder
+keeps the whole traceback), 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -69,7 +77,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a worker growing more than MB is 'growing' (default: 50)",
     )
     p.add_argument(
-        "--timeout", type=float, default=300.0, metavar="S", help="per-run timeout in seconds (default: 300)"
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="per-run timeout in seconds, which also bounds importing your module and building the "
+        "dataset (default: 300)",
     )
     p.add_argument(
         "--only",
@@ -104,14 +117,17 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--workers: got {args.workers}; allowed: at most {most} on this machine (docs/limits.md)"
         )
-    if os.getcwd() not in sys.path:  # the user's module, from here, as `run --dataset` finds it
-        sys.path.insert(0, os.getcwd())
     from memprobe.cli.console import say
     from memprobe.results.folder import check_output, default_out_dir
     from memprobe.run.cure import run_variants
-    from memprobe.run.factory import load_factory
+    from memprobe.run.import_check import check_imports
 
-    load_factory(args.dataset)  # a module or name that cannot be imported stops here (exit 2)
+    # The user's module, from here, as `run --dataset` finds it: in each run's process (profile()
+    # passes this path on); never imported in this one, where it could hang memprobe.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    # A name or module that cannot be imported stops here, nothing written (exit 2).
+    check_imports([args.dataset], [p for p in sys.path if p], args.timeout, "--timeout")
     name = args.dataset.rsplit(":", 1)[-1].split(".")[-1] or "dataset"
     if args.output:
         out = Path(args.output)

@@ -6,6 +6,15 @@ timed out (or, with --strict, an expectation was not met), 2 bad input, 130 inte
 (143 by SIGTERM, 129 by SIGHUP: handled the same way, what was measured is saved and no process of
 the run is left). A scenario above what this machine can hold (workers, dataset size) is refused
 before anything runs; --no-limits runs it anyway.
+
+Your dataset factories (--dataset, a scenario's dataset.factory) are never imported in memprobe's
+own process. Before anything runs, each module is imported in a process of its own, within the
+per-run timeout (--timeout, or the scenario's timeout_s, default 300 s): a name that is not
+MODULE:CALLABLE, a module that cannot be imported (it raises, has a SyntaxError, calls sys.exit,
+ends its process or does not return in time) or a name it does not hold stops memprobe with one
+line naming it, exit 2, nothing written. Each run then imports it and calls the factory in the
+run's own process, within that same timeout: a factory that raises, returns no dataset, ends the
+process or does not return fails that run (named, the others go on: exit 1).
 """
 
 from __future__ import annotations
@@ -110,10 +119,10 @@ def with_axes(scenario: Any, args: argparse.Namespace) -> Any:
 
 
 def _preflight(scenario: Any) -> None:
-    """Import every user factory now, so a wrong name stops before any run starts (exit 2); say
-    up front which decoders cannot run here (their runs fail, the others go on)."""
-    from memprobe.run.factory import load_factory
-
+    """Import every user factory now, in a process of its own within the per-run timeout
+    (memprobe.run.import_check), so a wrong name or a module that cannot be imported stops before
+    any run starts (exit 2); say up front which decoders cannot run here (their runs fail, the
+    others go on)."""
     if scenario.workload == "decode":
         from memprobe.decode import available_decoders
 
@@ -124,13 +133,15 @@ def _preflight(scenario: Any) -> None:
                     file=sys.stderr,
                 )
 
-    extra = [p for p in scenario.sys_path if p not in sys.path]
-    sys.path[:0] = extra
-    try:
-        for f in scenario.factories:
-            load_factory(f.factory)
-    finally:
-        del sys.path[: len(extra)]
+    if scenario.factories:
+        from memprobe.run.import_check import check_imports
+
+        check_imports(
+            [f.factory for f in scenario.factories],
+            scenario.sys_path,
+            scenario.timeout_s,
+            "the per-run timeout: --timeout, or the scenario's timeout_s",
+        )
 
 
 def _quick(scenario: Any) -> Any:
@@ -196,7 +207,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
     p.add_argument(
-        "--timeout", type=float, metavar="S", help="per-run timeout in seconds (overrides the scenario)"
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="per-run timeout in seconds (overrides the scenario's timeout_s, default 300); it also bounds "
+        "importing your dataset factories before the runs",
     )
     p.add_argument(
         "--no-limits",
@@ -210,12 +225,12 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.run.scenario import with_overrides
 
     scenario = _scenario(args)
-    _preflight(scenario)
-    if args.quick:
-        scenario = _quick(scenario)
     if args.timeout is not None:
         scenario = with_overrides(scenario, timeout_s=bounded("--timeout", args.timeout, 1, unit="seconds"))
+    if args.quick:
+        scenario = _quick(scenario)
     check_limits(scenario, lifted=args.no_limits)
+    _preflight(scenario)
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.
     from memprobe.cli.console import TerminalConsole, say, summary_table

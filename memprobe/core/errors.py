@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from typing import Any
 
 
 class MemprobeError(Exception):
@@ -15,6 +16,21 @@ class UsageError(MemprobeError):
     """Bad input: a scenario file, a flag, a factory name. Exit code 2."""
 
     exit_code = 2
+
+
+class FactoryError(UsageError):
+    """A user's dataset factory (``module:callable``) that gives no dataset: a reference that names
+    no module or callable, a module that cannot be imported (it raises, has a SyntaxError, calls
+    ``sys.exit``, ends its process, or does not return within the time allowed), a factory that
+    raises, ends its process, does not return, or returns something that is not a dataset. The
+    message names the reference, what went wrong and where in the user's code. Exit code 2.
+
+    ``result``: the run that found it, where there was one (``memprobe.profile()``'s
+    ``ProfileResult``, its results folder holding the whole traceback)."""
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class SchemaVersionError(UsageError):

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.core import cures
-from memprobe.core.errors import UsageError
+from memprobe.core.errors import FactoryError, UsageError
 from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
 from memprobe.results.folder import ResultSet, ResultsFolder
 from memprobe.run.analysis import per_process_growth
-from memprobe.run.factory import load_factory
+from memprobe.run.factory import parse_ref
 from memprobe.run.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
 from memprobe.run.runner import environment, execute, writer_identity
 from memprobe.run.scenario import (
@@ -49,6 +49,7 @@ def factory_ref(factory: Callable[..., Any] | str) -> str:
     """ "module:qualname" for a factory that the run's process can import by name, or a
     :class:`UsageError` saying plainly why this one cannot be (it is imported, never pickled)."""
     if isinstance(factory, str):
+        parse_ref(factory)  # checked as text: the module is imported in the run's process only
         return factory
     if isinstance(factory, functools.partial):
         raise UsageError(
@@ -68,15 +69,30 @@ def factory_ref(factory: Callable[..., Any] | str) -> str:
             f"dataset factory {ref}: defined in __main__, which the run's process cannot "
             "import; move it into a module"
         )
-    try:
-        found = load_factory(ref)
-    except UsageError as exc:
-        raise UsageError(f"{exc} (the run's process imports factories by name)") from None
+    found = _by_name(module, qualname)
+    if found is None:
+        raise UsageError(
+            f"dataset factory {ref}: importing it by name does not give it (the run's process imports "
+            f"factories by name, and module {module!r} does not hold it under that name)"
+        )
     # A classmethod is a new bound method at every lookup: equal, not identical.
     same = found == factory if inspect.ismethod(factory) else found is factory
     if not same and getattr(found, "__wrapped__", None) is not factory:
         raise UsageError(f"dataset factory {ref}: importing it by name gives a different object")
     return ref
+
+
+def _by_name(module_name: str, qualname: str) -> Any:
+    """What ``module_name:qualname`` names in the module as this process has already imported it
+    (None where it is not imported or holds no such name). Nothing is imported: the caller's
+    process never runs the user's module (its import could raise, exit or never return); the
+    run's process imports it, within the run's timeout."""
+    obj: Any = sys.modules.get(module_name)
+    for part in qualname.split(".") if obj is not None else ():
+        obj = getattr(obj, part, None)
+        if obj is None:
+            break
+    return obj
 
 
 def _not_importable(factory: Any) -> str | None:
@@ -253,7 +269,15 @@ def profile(
     machine can hold unless ``no_limits`` (as ``--no-limits``).
 
     The results folder (manifest, tables, summary.json; ``memprobe report DIR`` renders its page)
-    is ``out``, new or empty, or by default a new ``<temp>/memprobe/profile-<factory>-<UTC time>``."""
+    is ``out``, new or empty, or by default a new ``<temp>/memprobe/profile-<factory>-<UTC time>``.
+
+    A factory that gives no dataset - its module cannot be imported (it raises, exits, ends the
+    process or does not return within ``timeout_s``), or the factory raises, exits, returns
+    something that is not a dataset or does not return within ``timeout_s`` - raises
+    :class:`memprobe.core.errors.FactoryError` (a ``UsageError``) naming it, once the results
+    folder is written (``.result``: the run's ``ProfileResult``). The module is imported in the
+    run's process only, never in the caller's."""
+    __tracebackhide__ = True  # pytest: the user's line and the error, not memprobe's frames
     if mode not in MODES:
         raise UsageError(f"profile(): mode {mode!r}; allowed: {', '.join(MODES)}")
     _check_numbers(
@@ -334,6 +358,7 @@ def _check_numbers(
 
 
 def _execute(spec: RunSpec, out: Path | None) -> ProfileResult:
+    __tracebackhide__ = True  # pytest: see profile()
     assert spec.factory is not None
     folder = ResultsFolder.create(
         out,
@@ -348,9 +373,14 @@ def _execute(spec: RunSpec, out: Path | None) -> ProfileResult:
     state = execute(spec, folder.root / "runs" / spec.run_id)
     session = finalize(folder, "interrupted" if state.status == "interrupted" else "complete", render=False)
     results = folder.load()
-    return ProfileResult(
+    result = ProfileResult(
         summary=session.summaries[0], results_dir=folder.root, **_growth(results, spec.run_id)
     )
+    error = state.error or {}
+    if error.get("type") == FactoryError.__name__:
+        # No dataset, nothing measured: raised, not returned for the caller to read a verdict of None.
+        raise FactoryError(f"{error.get('message')} (results: {folder.root})", result)
+    return result
 
 
 def _growth(results: ResultSet, run_id: str) -> dict[str, Any]:

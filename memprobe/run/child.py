@@ -399,6 +399,11 @@ def main() -> int:
     # User factories are imported by name: their directories come first, as in the caller.
     sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
     events.send("started", pid=os.getpid())
+    if spec.workload == "factory":
+        from memprobe.run import factory
+
+        # The supervisor names what of the user's code did not return, or ended this process.
+        factory.tell_phases(lambda ref, phase: events.send("factory", ref=ref, phase=phase))
     try:
         t = time.monotonic()
         dataset, info = build(spec)

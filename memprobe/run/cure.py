@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.core import cures
+from memprobe.core.errors import FactoryError, MemprobeError
 from memprobe.run.factory import call_factory
 
 MIN_ELEMENTS = 1_000  # a container with fewer elements is left as it is: too small to matter
@@ -36,8 +37,9 @@ FLAT_MODULES = ("numpy", "pandas", "pyarrow", "torch", "datasets", "memprobe", "
 NOTHING_CONVERTED = "memprobe cure: nothing in this dataset to convert"
 
 
-class NothingConverted(Exception):
-    """Raised by :func:`converted` when it converted nothing (its run stops before the workers)."""
+class NothingConverted(MemprobeError):
+    """Raised by :func:`converted` when it converted nothing (its run stops before the workers).
+    memprobe's own error, not the user's factory's: ``call_factory`` passes it on as it is."""
 
 
 @dataclass(frozen=True)
@@ -374,9 +376,11 @@ def run_variants(
 ) -> list[Outcome]:
     """Each variant (``only`` those keys, when given) ``rounds`` times, interleaved (round 1:
     every variant in order, then round 2, ...), each in its own results folder under ``out``.
-    The first run failing because the factory failed is a ``UsageError`` naming it; a converted
-    variant with nothing to convert is run once, stopped before its workers, and then skipped."""
-    from memprobe.core.errors import UsageError
+    The first run is the check that the factory builds a dataset: where it cannot (it raises,
+    ends the run's process, returns no dataset or does not return within ``timeout_s``), the
+    :class:`FactoryError` naming it is raised then, before any other variant runs; later it fails
+    only that run. A converted variant with nothing to convert is run once, stopped before its
+    workers, and then skipped."""
     from memprobe.run.api import profile
 
     outcomes = [Outcome(v) for v in VARIANTS if only is None or v.key in only]
@@ -398,33 +402,34 @@ def run_variants(
                 }
             if log:
                 log(f"round {r}/{rounds}: {o.variant.label} ...")
-            result = profile(
-                ref,
-                kwargs=args,
-                mode=o.variant.mode,
-                workers=workers,
-                items=items,
-                batch_size=batch_size,
-                gc_freeze=o.variant.gc_freeze,
-                timeout_s=timeout_s,
-                growth_threshold_mb=growth_threshold_mb,
-                out=folder,
-            )
+            try:
+                result = profile(
+                    ref,
+                    kwargs=args,
+                    mode=o.variant.mode,
+                    workers=workers,
+                    items=items,
+                    batch_size=batch_size,
+                    gc_freeze=o.variant.gc_freeze,
+                    timeout_s=timeout_s,
+                    growth_threshold_mb=growth_threshold_mb,
+                    out=folder,
+                )
+            except FactoryError as exc:
+                if first or exc.result is None:
+                    bound = " (cure's --timeout)" if _timed_out(exc) else ""
+                    raise FactoryError(f"{exc}{bound}; no other variant was run", exc.result) from None
+                result = exc.result  # built before, not this time: this run failed, the others stand
             if o.variant.convert and report.exists():
                 o.conversion = Conversion.from_json(json.loads(report.read_text()))
                 if not o.conversion.converted:
                     o.skipped = "nothing converted"
                     continue
-            error = result.summary.error or ""
-            if first and result.summary.status != "ok" and "dataset factory" in error:
-                raise UsageError(_factory_error(error))
             first = False
             o.results.append(result)
     return outcomes
 
 
-def _factory_error(error: str) -> str:
-    """The factory's own error in one line, from a run's error text."""
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    found = next((line for line in lines if "dataset factory" in line), lines[0] if lines else error)
-    return found[found.index("dataset factory") :] if "dataset factory" in found else found
+def _timed_out(exc: FactoryError) -> bool:
+    result = exc.result
+    return result is not None and getattr(getattr(result, "summary", None), "status", None) == "timeout"

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import memprobe
-from memprobe.core.errors import MemprobeError, ResultsWriteError
+from memprobe.core.errors import FactoryError, MemprobeError, ResultsWriteError
 from memprobe.core.vocabulary import gil_enabled, is_thread_mode, signal_name
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Sampler, SamplerSettings
 from memprobe.results.files import RunWriter
+from memprobe.run import factory
 from memprobe.run.child import SUPERVISOR_ENV
 from memprobe.run.ending import OWN_PROCESS_GROUP, end_group, wait_exiting
 from memprobe.run.limits import mem_total_mb, memory_limit_mb
@@ -122,6 +123,9 @@ class RunState:
     exit_code: int | None = None
     sampler: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)  # facts the loader process reported about its dataset
+    # A user's factory being imported or called (ref, phase: memprobe.run.factory's), until it
+    # has returned a dataset: what a timeout or the process's end is then named by.
+    factory_at: tuple[str, str] | None = None
 
     def meta(self) -> dict:
         return {
@@ -254,10 +258,7 @@ class _Supervisor:
             remaining = deadline - now
             if remaining <= 0:
                 self.state.status = "timeout"
-                self.state.error = {
-                    "type": "Timeout",
-                    "message": f"run did not finish within timeout_s={self.state.spec.timeout_s:g}",
-                }
+                self.state.error = self._timed_out()
                 return
             if self.sampler.error is not None:
                 # Without its sampler a run measures nothing: end it now, saying why (often a
@@ -308,6 +309,9 @@ class _Supervisor:
                 "progress",
                 [{"t": t, "items": ev["items"], "batches": ev["batches"], "epoch": ev.get("epoch")}],
             )
+        elif name == "factory":
+            ref, phase = str(ev.get("ref")), str(ev.get("phase"))
+            self.state.factory_at = None if phase == factory.BUILT else (ref, phase)
         elif name == "error":
             self.state.error = {
                 "type": ev["type"],
@@ -352,11 +356,31 @@ class _Supervisor:
             how = (
                 f"killed by signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
             )
+            log = self.run_dir / "child.log"
+            if self.state.factory_at:  # the user's module or factory ended it (os._exit, a crash)
+                ref, phase = self.state.factory_at
+                self.state.error = {
+                    "type": FactoryError.__name__,
+                    "message": f"dataset factory {ref!r}: the run's process ended ({how}) while "
+                    f"{factory.doing(ref, phase)}; its output: {log}",
+                }
+                return
             self.state.error = {
                 "type": "ChildExited",
-                "message": f"the run's process ended ({how}) "
-                f"before finishing; see {self.run_dir / 'child.log'}",
+                "message": f"the run's process ended ({how}) before finishing; see {log}",
             }
+
+    def _timed_out(self) -> dict:
+        """The timeout's error: the user's module or factory named where it had not returned."""
+        limit = f"timeout_s={self.state.spec.timeout_s:g}"
+        if self.state.factory_at:
+            ref, phase = self.state.factory_at
+            return {
+                "type": FactoryError.__name__,
+                "message": f"dataset factory {ref!r}: {factory.doing(ref, phase)} did not return within "
+                f"{limit}; the dataset was never built",
+            }
+        return {"type": "Timeout", "message": f"run did not finish within {limit}"}
 
 
 def folder_identity(path: Path) -> tuple[int, int] | None:

@@ -457,9 +457,21 @@ def _factories(check: _Checker, data: dict) -> tuple[FactorySpec, ...]:
 
 def _factory(check: _Checker, key: str, raw: Any) -> FactorySpec:
     data = check.mapping(key, raw, ("name", "factory", "kwargs"))
+    # Here, not at the top: the run's process imports this module, and what it imports changes what
+    # its forked workers measure (with run/factory.py and sysconfig imported there, list-fork-w2's
+    # workers grew +50 MB, not the > 80 MB tests/integration/test_run.py::test_list_under_fork_grows
+    # expects, in 3 runs of 3; it passed once they were not).
+    from memprobe.run.factory import ref_problem
+
     ref = data.get("factory")
-    if not isinstance(ref, str) or ":" not in ref or not all(ref.split(":", 1)):
-        raise check.fail(f"{key}.factory", ref, '"module.path:callable", e.g. "mypkg.data:build_dataset"')
+    # Checked as text only: the module is imported in a process of its own (run/import_check.py).
+    why = ref_problem(ref) if isinstance(ref, str) else None
+    if not isinstance(ref, str) or why:
+        raise check.fail(
+            f"{key}.factory",
+            ref,
+            '"module.path:callable", e.g. "mypkg.data:build_dataset"' + (f"; here {why}" if why else ""),
+        )
     kwargs = data.get("kwargs", {}) or {}
     if not isinstance(kwargs, dict):
         raise check.fail(f"{key}.kwargs", kwargs, "a mapping of keyword arguments")

@@ -60,7 +60,9 @@ def test_a_factory_that_raises_exits_2_in_one_line(tmp_path: Path) -> None:
     errors = [line for line in r.err.splitlines() if line.startswith("memprobe: error:")]
     expected = (
         "memprobe: error: dataset factory 'cure_datasets:broken' raised ValueError: "
-        "no annotations for split 'trian'"
+        "no annotations for split 'trian'; at cure_datasets.py:43 in broken "
+        '(raise ValueError(f"no annotations for split {split!r}")) '
+        f"(results: {tmp_path / 'b' / 'r1-as-is'}); no other variant was run"
     )
     assert errors == [expected], r.err
     assert "Traceback" not in r.err and r.out == ""

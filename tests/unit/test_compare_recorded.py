@@ -144,3 +144,23 @@ def test_a_recording_and_scenario_runs_are_refused_in_one_line(
     assert "\n" not in message and "a recording, of memprobe record or watch" in message
     assert "scenario runs, of memprobe run or profile()" in message and "allowed: two recordings" in message
     assert not (tmp_path / "out").exists()
+
+
+def test_a_parent_s_growth_in_a_job_of_ranks_is_named_as_the_most_a_parent_grew() -> None:
+    """The summary's main_uss_growth_mb is the largest parent's: in a job of ranks, no "main process"."""
+    from dataclasses import replace
+
+    from memprobe.analysis import summarize
+    from memprobe.report.compare_recorded import what_changed
+
+    meta, samples = rank_job()
+    s = summarize(meta, samples, pd.DataFrame(), pd.DataFrame())
+    a = replace(s, causes=["main-grows"], main_uss_growth_mb=300.0)
+    b = replace(s, causes=["main-grows"], main_uss_growth_mb=60.0)
+    assert what_changed(a, b).startswith(
+        "The most a parent process grew of its own went from +300 MB to +60 MB;"
+    )
+    single, _ = fork_job()
+    f = summarize(single, fork_job()[1], pd.DataFrame(), pd.DataFrame())
+    a, b = replace(f, causes=["main-grows"], main_uss_growth_mb=300.0), replace(f, causes=[], verdict="flat")
+    assert what_changed(a, b).startswith("The main process's own growth went from +300 MB to ")

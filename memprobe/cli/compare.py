@@ -23,7 +23,7 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import say
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
-    from memprobe.report.compare import write_compare
+    from memprobe.report.compare import compare_folders
     from memprobe.results.files import check_run_records
     from memprobe.results.folder import ResultsFolder
 
@@ -40,5 +40,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(
             f"-o {display_path(out)}: cannot create the folder {display_path(out.parent)}: {exc.strerror}"
         ) from None
-    say(f"compare: {display_path(write_compare(a, b, out))}")
+    page, lines = compare_folders(a, b, out)
+    for line in lines:  # two recordings: their figures side by side, what changed
+        say(line)
+    say(f"compare: {display_path(page)}")
     return 0

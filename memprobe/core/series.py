@@ -158,7 +158,8 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
     """Exact readings, plus, at every time a total is taken (:func:`total_times`), each other
     live process's last exact reading (readings are spent where memory moves, not on every
     process at once; one that was not read has not moved). A live process never read exactly yet
-    counts with an estimate (:func:`_unread_pss`). Rows: t, pid, role, pss_mb, uss_mb, held."""
+    counts with an estimate (:func:`_unread_pss`). Rows: t, pid, role, pss_mb, uss_mb, held; a
+    held worker's USS, like its PSS, plus what its estimated USS gained since its reading."""
     cols = ["t", "pid", "role", "pss_mb", "uss_mb", "held"]
     samples = readable(samples) if not samples.empty else samples
     if samples.empty or not (samples["tier"] == "pss").any():
@@ -201,11 +202,13 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
         if anon:
             anon_now = pd.to_numeric(held["rss_anon_mb"], errors="coerce")
             built = (anon_now - held["anon_read_mb"]).clip(lower=0.0)
+        gained = rise.where(worker & rise.notna(), 0.0)
         held = held.assign(
             pss_mb=held["pss_mb"]
-            + rise.where(worker & rise.notna(), 0.0)
+            + gained
             + built.where(~worker, 0.0).fillna(0.0)
-            - fell.where(~worker, 0.0).fillna(0.0)
+            - fell.where(~worker, 0.0).fillna(0.0),
+            uss_mb=held["uss_mb"] + gained,
         )
     parts = [exact[cols], held[cols]]
     if "uss_est_mb" in carried:
@@ -275,8 +278,9 @@ def carried_pss(samples: pd.DataFrame) -> pd.DataFrame:
     return rows.pivot_table(index="t", columns="pid", values="pss_mb", aggfunc="last")
 
 
-def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
-    """PSS summed per role at every PSS round (index t); NaN where a process could not be read."""
+def pss_by_role(samples: pd.DataFrame, held: pd.DataFrame | None = None) -> pd.DataFrame:
+    """PSS summed per role at every PSS round (index t); NaN where a process could not be read.
+    ``held``: the samples' :func:`held_readings`, where the caller has them."""
     if samples.empty or "tier" not in samples or not (samples["tier"] == "pss").any():
         return pd.DataFrame()
     rounds = total_times(samples)
@@ -284,12 +288,21 @@ def pss_by_role(samples: pd.DataFrame) -> pd.DataFrame:
     at = samples[samples["t"].isin(rounds)]
     # A recorded job's sampler reads only the processes whose memory moved: the others count
     # with their last reading.
-    ok = held_readings(samples)
+    ok = held_readings(samples) if held is None else held
     table = ok.pivot_table(index="t", columns="role", values="pss_mb", aggfunc="sum").reindex(rounds)
     table = table.fillna(0.0)
     for _, row in at[failed_reads(at)].iterrows():
         table.loc[row["t"], row["role"]] = np.nan
     return table[role_order(list(table.columns))]
+
+
+def by_pid(held: pd.DataFrame, column: str, rounds: pd.Index) -> pd.DataFrame:
+    """One column of :func:`held_readings`' rows (``pss_mb``, ``uss_mb``) per process (columns:
+    pid) at ``rounds`` (a :func:`pss_by_role` table's index); NaN where a process was not alive
+    or not read yet."""
+    if held.empty:
+        return pd.DataFrame(index=rounds)
+    return held.pivot_table(index="t", columns="pid", values=column, aggfunc="last").reindex(rounds)
 
 
 def total_pss(samples: pd.DataFrame) -> pd.Series:

@@ -61,6 +61,9 @@ class RunSummary:
         None  # USS estimate vs the next exact reading: median_pct, max_pct, max_mb, n
     )
     projection: list[dict] | None = None  # memory at other worker and rank counts
+    # The round of the peak total PSS in the parts the projection scales (its time, the total, the
+    # USS of the workers it scales and how many, the PSS of the processes counted once).
+    projection_peak: dict | None = None
     # The job against the memory it must fit in (memprobe.record.limit.against_limit): the limit,
     # the cgroup's charge and its rate, the time to the limit, the OOM kills while it ran.
     memory_limit: dict | None = None

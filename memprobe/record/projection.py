@@ -1,6 +1,15 @@
 """What a recorded job would need at other worker and rank counts: each rank (or the job's only
 parent) as measured (:class:`RankShape`), their means (:class:`Basis`) and the projection
 from them, as measured and with every forked worker holding a full copy of its parent.
+
+The projection scales the recording itself (:class:`Rounds`): at each round of its total PSS, the
+workers' private memory (USS) counted for N workers in place of those that ran, and the ranks'
+part for R ranks; each figure is the highest of those over the recording, so the configuration
+that ran is the peak total PSS, the figure the summary, the page and the terminal state. Built
+from USS figures alone (what a parent held before its fork, its own growth, each worker's), the
+projection of one recording said "4 workers (measured) 1,164 MB" beside a peak of 1,297 MB: total
+PSS also counts the pages the main process copied by writing to pages its workers share (+92 MB,
+in no process's own growth) and its share of pages other programs map (its libraries).
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from memprobe.core.vocabulary import (
     DATALOADER,
@@ -36,6 +46,7 @@ class RankShape:
     worker_growth_mb: float  # per worker: own growth as measured (mean)
     workers: int  # most workers alive at once
     forked: bool
+    written_mb: float = 0.0  # pages it made private by writing to pages its workers share: not growth
 
 
 def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
@@ -60,6 +71,7 @@ def rank_shapes(rows: list[Growth], procs: list[Proc]) -> list[RankShape]:
                 float(np.mean([g.growth_mb for g in mine])),
                 most_alive(mine, by_pid),
                 forked,
+                max(parent.written_mb or 0.0, 0.0),
             )
         )
     return out
@@ -132,6 +144,7 @@ class Basis:
     # whose USS levelled off before (counted as measured); how many of them levelled off.
     full_copy_worker_mb: float | None = None
     levelled: int = 0
+    written_mb: float = 0.0  # per rank: pages its process copied by writing to pages its workers share
 
 
 def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
@@ -172,16 +185,78 @@ def projection_basis(rows: list[Growth], procs: list[Proc]) -> Basis | None:
         any(abs(g.built_between_mb or 0.0) >= 1 for g in rows if g.kind in PARENT_KINDS),
         mean(full_copy(g) for g in measured) if measured else None,
         sum(1 for g in measured if g.levelled),
+        mean(s.written_mb for s in shapes),
     )
 
 
-def projection(basis: Basis | None) -> list[dict]:
-    """The memory the job would need at other worker counts per rank and rank counts: each rank
-    as measured (the mean over its ranks), its shared pages once per rank, each worker's private
-    memory as measured over the same duration; ``full_copy_mb``: every forked worker ends with a
-    full copy of what its parent held when it started, except those whose USS levelled off (a
-    worker that copied 40 % and stopped is counted as measured). Other processes (launcher,
-    helpers) once."""
+@dataclass(frozen=True)
+class Rounds:
+    """The recording as the projection scales it: at each round of its total PSS (the summary's,
+    whose highest is the peak total PSS), the PSS of the processes counted once whatever the rank
+    count (launcher, helpers, parents without workers: ``once_mb``) and the private memory (USS)
+    of the workers whose count the projection varies (``workers_uss_mb``, ``workers_alive`` of
+    them with a reading then)."""
+
+    t: np.ndarray
+    total_mb: np.ndarray
+    once_mb: np.ndarray
+    workers_uss_mb: np.ndarray
+    workers_alive: np.ndarray
+
+    def peak(self) -> dict:
+        """The round of the peak total PSS, in its parts (summary.json's ``projection_peak``)."""
+        i = int(np.argmax(self.total_mb))
+        return {
+            "t": float(self.t[i]),
+            "total_mb": float(self.total_mb[i]),
+            "workers_uss_mb": float(self.workers_uss_mb[i]),
+            "workers": int(self.workers_alive[i]),
+            "once_mb": float(self.once_mb[i]),
+        }
+
+
+def projection_rounds(
+    rows: list[Growth], totals: pd.Series, pss: pd.DataFrame, uss: pd.DataFrame
+) -> Rounds | None:
+    """The rounds of ``totals`` (total PSS, NaN rounds left out) split for the projection:
+    ``pss`` and ``uss`` per process at those rounds (:func:`memprobe.core.series.by_pid`). None
+    without a round or without a worker to scale."""
+    with_workers = {g.parent_pid for g in rows if g.kind in WORKER_KINDS}
+    scaled = [
+        g.pid
+        for pid in with_workers
+        for g in projected([w for w in rows if w.kind in WORKER_KINDS and w.parent_pid == pid])
+    ]
+    once = [g.pid for g in rows if g.kind not in WORKER_KINDS and g.pid not in with_workers]
+    if totals.empty or not scaled:
+        return None
+
+    def columns(table: pd.DataFrame, pids: list[int]) -> pd.DataFrame:
+        return table.reindex(index=totals.index, columns=pids)
+
+    workers = columns(uss, scaled)
+    return Rounds(
+        totals.index.to_numpy(float),
+        totals.to_numpy(float),
+        columns(pss, once).sum(axis=1).to_numpy(float),
+        workers.sum(axis=1).to_numpy(float),
+        workers.notna().sum(axis=1).to_numpy(int),
+    )
+
+
+def projection(basis: Basis | None, rounds: Rounds | None = None) -> list[dict]:
+    """The memory the job would need at other worker counts per rank and rank counts.
+
+    With the recording's ``rounds``: at each round, the workers' private memory (USS) times
+    N / the workers per rank that ran, the ranks' part (all but the processes counted once) times
+    R / the ranks that ran; the highest over the recording. The configuration that ran is the
+    peak total PSS itself. Without rounds (no total PSS): each rank as measured (the mean over its
+    ranks), its shared pages once per rank, each worker's private memory as measured over the
+    same duration, other processes (launcher, helpers) once.
+
+    ``full_copy_mb``: the same with every forked worker ending with a full copy of what its
+    parent held when it started (each worker plus what it had left to copy), except those whose
+    USS levelled off (a worker that copied 40 % and stopped is counted as measured)."""
     if basis is None:
         return []
     b = basis
@@ -193,12 +268,21 @@ def projection(basis: Basis | None) -> list[dict]:
         copy = max(per_worker, b.full_copy_worker_mb)
     else:
         copy = max(per_worker, b.worker_start_mb + b.full_copy_mb)
+
+    def measured(r: int, w: int) -> float:
+        if rounds is None:
+            return b.others_mb + r * (b.parent_mb + w * per_worker)
+        ranks, workers = r / b.ranks - 1.0, (r / b.ranks) * (w / b.workers - 1.0)
+        # As the difference from each round's total: the configuration that ran is the total itself.
+        total = rounds.total_mb
+        return float(np.max(total + ranks * (total - rounds.once_mb) + workers * rounds.workers_uss_mb))
+
     return [
         {
             "ranks": r,
             "workers_per_rank": w,
-            "measured_mb": b.others_mb + r * (b.parent_mb + w * per_worker),
-            "full_copy_mb": b.others_mb + r * (b.parent_mb + w * copy),
+            "measured_mb": measured(r, w),
+            "full_copy_mb": measured(r, w) + r * w * (copy - per_worker),
             "as_measured": r == b.ranks and w == b.workers,
         }
         for w in sorted({b.workers, *PROJECTION_WORKERS})

@@ -19,7 +19,7 @@ from memprobe.record.culprit import judge
 from memprobe.record.limit import against_limit, oom_words
 from memprobe.record.process import Proc, as_analysed
 from memprobe.record.processes import processes
-from memprobe.record.projection import projection, projection_basis
+from memprobe.record.projection import projection, projection_basis, projection_rounds
 from memprobe.record.table import estimate_error, table
 from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
 
@@ -57,7 +57,8 @@ def analyse(
     rows = table(meta, samples, progress, procs)
     analysed = as_analysed(samples, procs)
     # The rounds' times are the samples' either way (as_analysed adds roles and lineage, no row).
-    by_role = series.pss_by_role(analysed)
+    held = series.held_readings(analysed)
+    by_role = series.pss_by_role(analysed, held)
     all_totals = series.total_of(by_role)
     job = job_figures(meta, samples, progress, gil_enabled, all_totals)
     threshold = float(meta["verdict"]["growth_threshold_mb"])
@@ -80,6 +81,10 @@ def analyse(
             "total_pss_peak_mb": float(totals.max()),
             "total_pss_end_mb": last(totals),
         }
+    # The projection scales these rounds: the configuration that ran is the peak total PSS.
+    rounds = projection_rounds(
+        rows, totals, series.by_pid(held, "pss_mb", totals.index), series.by_pid(held, "uss_mb", totals.index)
+    )
     if fields["sum_rss_peak_mb"] is not None and fields["total_pss_peak_mb"] is not None:
         fields = fields | {"rss_overcount_mb": fields["sum_rss_peak_mb"] - fields["total_pss_peak_mb"]}
     summary = RunSummary(
@@ -101,7 +106,8 @@ def analyse(
         workload=meta["kind"],
         processes=[g.to_dict() for g in rows],
         estimate_error=estimate_error(samples, meta.get("sampler")),
-        projection=projection(projection_basis(rows, procs)),
+        projection=projection(basis := projection_basis(rows, procs), rounds),
+        projection_peak=rounds.peak() if rounds is not None and basis is not None else None,
         memory_limit=against_limit(
             meta, samples, system if system is not None else pd.DataFrame(), mem_total_mb
         ),

@@ -35,6 +35,15 @@ class RunLine:
     color: str
     dash: str = "solid"
     group: str | None = None
+    # The run's total PSS per round where its analysis has it (a recorded job's: held readings and
+    # estimates, whose highest is its summary's peak); else summed from ``samples``.
+    total: pd.Series | None = None
+
+
+HOVER = {
+    "items": "%{y:,.0f} MB at %{x:,} items<extra>%{fullData.name}</extra>",
+    "time": "%{y:,.0f} MB at %{x:,.1f} s<extra>%{fullData.name}</extra>",
+}
 
 
 def chart_runs_pss(
@@ -45,16 +54,18 @@ def chart_runs_pss(
     max_points: int = MAX_POINTS,
     limit_mb: float | None = None,
     limit_of: str = "",
+    axis: str = "items",
 ) -> dict | None:
-    """Every run's total PSS against items fetched (so runs of different speed line up).
-    ``limit_mb``: the memory the runs had to fit in (``limit_of``: what it is), drawn across the
-    chart where a run reaches a quarter of it (further down, it would flatten them into the axis)."""
+    """Every run's total PSS against items fetched (so runs of different speed line up), or
+    against seconds since each run started (``axis="time"``: runs that counted no items, which
+    against items would stand at x = 0). ``limit_mb``: the memory the runs had to fit in
+    (``limit_of``: what it is), drawn across the chart where a run reaches a quarter of it
+    (further down, it would flatten them into the axis)."""
     series = []
     for line in lines:
-        pss = total_pss(line.samples)
+        pss = line.total if line.total is not None else total_pss(line.samples)
         if pss.empty:
             continue
-        clock = Clock.from_progress(line.progress)
         t = pss.index.to_numpy(float)
         trace = {
             "type": "scatter",
@@ -63,17 +74,18 @@ def chart_runs_pss(
             "connectgaps": False,
             "line": {"color": line.color, "dash": line.dash, "width": 2},
             "marker": {"size": 5},
-            "hovertemplate": "%{y:,.0f} MB at %{x:,} items<extra>%{fullData.name}</extra>",
+            "hovertemplate": HOVER[axis],
         }
         if line.group:
             trace["legendgroup"] = line.group
-        series.append(Series(trace, clock.items_at(t), pss.to_numpy(float)))
+        x = Clock.from_progress(line.progress).items_at(t) if axis == "items" else t
+        series.append(Series(trace, x, pss.to_numpy(float)))
     limit = limit_line(limit_mb, series, of=limit_of)
     if limit is not None:
         series.append(limit)
-    chart = totals_chart(chart_id, "runs_pss", title, series, "items", max_points=max_points, legend_room=220)
+    chart = totals_chart(chart_id, "runs_pss", title, series, axis, max_points=max_points, legend_room=220)
     if chart is not None:
-        chart["layouts"]["items"]["legend"].update(x=1.01)
+        chart["layouts"][axis]["legend"].update(x=1.01)
     return chart
 
 

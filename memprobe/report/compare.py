@@ -3,6 +3,10 @@
 Runs are matched by (backend, mode, workers), in run order when a folder holds the same key
 twice; runs without a partner are listed. A change counts ("better"/"worse", highlighted) when
 it is beyond both an absolute and a relative tolerance, so sampling noise stays plain.
+
+Two recordings (``memprobe record`` / ``watch``) get a page of their own
+(:mod:`memprobe.report.compare_recorded`); a recording and a scenario run are refused in one
+line: they measured different things (a user's job, memprobe's loader on a dataset).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memprobe.analysis import summarize_all
+from memprobe.analysis import is_recorded, summarize_all
+from memprobe.core.errors import UsageError
 from memprobe.core.safe_read import display_path
 from memprobe.core.summary import RunSummary
 from memprobe.report import across, content, session
@@ -22,6 +27,7 @@ from memprobe.report.chart import SERIES_COLORS, styles
 from memprobe.report.render import environment, plotly_js, script_json
 from memprobe.results.files import write_text_atomic
 from memprobe.results.folder import ResultSet
+from memprobe.results.schema import RECORDED_KINDS
 
 Key = tuple[str, str, int]
 VERDICT_RANK = {"flat": 0, "growing": 1}  # no verdict (failed, cut short) ranks worst
@@ -221,16 +227,70 @@ def scenario_diff(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> str |
 
 def render_compare(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None) -> str:
     """The comparison page for two loaded result sets, as one HTML string."""
+    return compared(ra, rb, names).page
+
+
+@dataclass(frozen=True)
+class Compared:
+    """The page, and what the terminal says of it besides its path (two recordings: each one's
+    command, the figures side by side, what changed; nothing for scenario runs)."""
+
+    page: str
+    lines: list[str]
+
+
+def is_recordings(results: ResultSet) -> bool:
+    """A results folder of a recorded job (``memprobe record`` / ``watch``), not of scenario runs."""
+    if results.metas:
+        return all(is_recorded(m) for m in results.metas)
+    return results.manifest.get("kind") in RECORDED_KINDS
+
+
+KIND_WORDS = {
+    True: "a recording, of memprobe record or watch",
+    False: "scenario runs, of memprobe run or profile()",
+}
+
+
+def compared(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None) -> Compared:
+    """Two loaded result sets compared: scenario runs matched by backend, mode and workers; two
+    recordings side by side (:mod:`memprobe.report.compare_recorded`); a recording and scenario
+    runs refused (:class:`~memprobe.core.errors.UsageError`, naming both folders' kinds)."""
+    from memprobe.report import compare_recorded
+
     names = names or (ra.root.name, rb.root.name)
-    return environment().get_template("compare.html").render(**context(ra, rb, names))
+    recorded = is_recordings(ra), is_recordings(rb)
+    if recorded[0] != recorded[1]:
+        raise UsageError(
+            f"cannot compare {display_path(ra.root)} ({KIND_WORDS[recorded[0]]}) with {display_path(rb.root)} "
+            f"({KIND_WORDS[recorded[1]]}): they measured different things; allowed: two recordings, or two "
+            "folders of scenario runs"
+        )
+    if not recorded[0]:
+        return Compared(environment().get_template("compare.html").render(**context(ra, rb, names)), [])
+    for r in (ra, rb):
+        if len(r.metas) != 1:
+            raise UsageError(
+                f"{display_path(r.root)}: a recording with {len(r.metas)} runs; allowed: a recording of one "
+                "job (memprobe record or watch writes one run)"
+            )
+    a, b = compare_recorded.load(ra, rb, names)
+    page = environment().get_template("compare_record.html").render(**compare_recorded.context(a, b))
+    return Compared(page, compare_recorded.terminal_lines(a, b))
 
 
 def write_compare(a: Path, b: Path, out: Path) -> Path:
     """Compare results folders ``a`` (before) and ``b`` (after); write the page to ``out``."""
+    return compare_folders(a, b, out)[0]
+
+
+def compare_folders(a: Path, b: Path, out: Path) -> tuple[Path, list[str]]:
+    """:func:`write_compare`, and what the terminal says besides the page's path (:class:`Compared`)."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     ra, rb = ResultSet.load(a), ResultSet.load(b)
     names = (display_path(Path(a).resolve().name), display_path(Path(b).resolve().name))
     if names[0] == names[1]:
         names = (f"{names[0]} (A)", f"{names[1]} (B)")
-    return write_text_atomic(out, render_compare(ra, rb, names))
+    done = compared(ra, rb, names)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(out, done.page), done.lines

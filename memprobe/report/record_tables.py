@@ -222,12 +222,19 @@ def projection_table(
         )
     over = any(c.over_ram or c.full_over_ram for _, cells in rows for c in cells)
     return Projection(
-        columns, rows, assumptions(basis), fmt.size(ram_mb) if ram_mb else None, over, ram_words
+        columns,
+        rows,
+        assumptions(basis, s.projection_peak),
+        fmt.size(ram_mb) if ram_mb else None,
+        over,
+        ram_words,
     )
 
 
-def assumptions(b: projection.Basis) -> list[str]:
-    """The projection's assumptions, in words, with the measured numbers they scale."""
+def assumptions(b: projection.Basis, peak: dict | None = None) -> list[str]:
+    """The projection's assumptions, in words, with the measured numbers they scale; ``peak``:
+    the round of the peak total PSS in its parts (summary.json's ``projection_peak``), where the
+    projection scales the recording's rounds (:func:`memprobe.record.projection.projection`)."""
     share = " (the pages its forked workers share are counted once)" if b.forked else ""
     between = " and what it built between worker generations" if b.built_between else ""
     parent = (
@@ -238,6 +245,68 @@ def assumptions(b: projection.Basis) -> list[str]:
         else "The main process holds what it held just before its first worker started plus its own growth since"
         f"{between}: {fmt.mb(b.parent_mb)}, once{share}."
     )
+    if peak is not None:
+        return [*peak_words(b, peak), *worker_words(b, scaled=True), *others_words(peak["once_mb"])]
+    return [parent, *worker_words(b), *others_words(b.others_mb)]
+
+
+def peak_words(b: projection.Basis, peak: dict) -> list[str]:
+    """How the projection scales the recording, and the peak total PSS in its parts: the workers'
+    own memory then and the rest, against what the main process (or each rank) held and grew."""
+    ranks = " and the ranks' part for the ranks in the column" if b.has_ranks else ""
+    lead = (
+        "Each figure is this recording's total PSS at its highest, with its workers' private memory (USS) "
+        f"counted for the workers in the row in place of the {b.workers} that ran{ranks}: the outlined cell is "
+        f"the peak total PSS itself ({fmt.mb(peak['total_mb'])}, at {fmt.seconds(peak['t'])})."
+    )
+    k, own, once = int(peak["workers"]), float(peak["workers_uss_mb"]), float(peak["once_mb"])
+    whose = "the ranks'" if b.has_ranks else "the main process's"
+    if not k:
+        alone = (
+            f"No worker was alive then: the peak is {whose} alone, and no worker count takes it below "
+            f"{fmt.mb(peak['total_mb'])}."
+        )
+        return [lead, alone]
+    rest = peak["total_mb"] - own - once
+    per_rank = rest / b.ranks
+    then = (
+        f"Then {k} worker{'s' if k != 1 else ''} held {fmt.mb(own)} of their own ({fmt.mb(own / k)} each); "
+        f"the other {fmt.mb(rest)} {'were' if b.has_ranks else 'was'} {whose}"
+        + (f" ({fmt.mb(per_rank)} per rank)" if b.has_ranks and b.ranks > 1 else "")
+        + (f" and {fmt.mb(once)} of the processes counted once" if once >= 1 else "")
+        + "."
+    )
+    held = (
+        f"What {'each rank' if b.has_ranks else 'the main process'} held just before its first worker started "
+        "plus its own growth since"
+        + (" and what it built between worker generations" if b.built_between else "")
+        + f" is {fmt.mb(b.parent_mb)}"
+    )
+    gap = per_rank - b.parent_mb
+    if gap >= 1:
+        written = (
+            f"pages it copied by writing to pages its workers share ({fmt.signed_mb(b.written_mb)}: the old "
+            "pages stay with the workers) and "
+            if b.written_mb >= 1
+            else ""
+        )
+        held += (
+            f" of it; the other {fmt.signed_mb(gap)} are in no process's own growth: {written}its share of "
+            "pages other processes map too (libraries, shared memory)."
+        )
+    elif gap <= -1:
+        held += (
+            f"; total PSS counted {fmt.mb(-gap)} less at the peak: that growth came after it, or the process "
+            "freed pages it had held."
+        )
+    else:
+        held += " of it."
+    return [lead, then, held]
+
+
+def worker_words(b: projection.Basis, *, scaled: bool = False) -> list[str]:
+    """A worker's memory as the projection counts it, and with a full copy of its parent;
+    ``scaled``: the projection scales the recording's rounds (the workers' USS at each)."""
     start = (
         "it starts at 0 MB, sharing its parent's pages"
         if b.forked
@@ -248,8 +317,13 @@ def assumptions(b: projection.Basis) -> list[str]:
         f"per worker): {start}, then {fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the "
         f"{b.workers_measured} worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows "
         "further while workers are still growing."
+        if not scaled
+        else f"A worker's own memory over its life ({fmt.seconds(b.duration_s)} on average): {start}, then "
+        f"{fmt.signed_mb(b.worker_growth_mb)} of its own growth, the mean of the {b.workers_measured} "
+        f"worker{'s' if b.workers_measured != 1 else ''} measured. A longer run grows further while workers "
+        "are still growing."
     )
-    out = [parent, each]
+    out = [each]
     if b.forked and b.levelled and b.levelled >= b.workers_measured:
         out.append(
             f"“Full copy” is as measured: {all_of(b.workers_measured)} measured levelled off (over the last third of "
@@ -269,11 +343,13 @@ def assumptions(b: projection.Basis) -> list[str]:
             f"started ({fmt.mb(b.full_copy_mb)}): where copy-on-access ends once workers have read every "
             "record." + levelled
         )
-    if b.others_mb >= 1:
-        out.append(
-            f"Other processes (launcher, helpers, processes without workers): {fmt.mb(b.others_mb)}, once."
-        )
     return out
+
+
+def others_words(once_mb: float) -> list[str]:
+    if once_mb < 1:
+        return []
+    return [f"Other processes (launcher, helpers, processes without workers): {fmt.mb(once_mb)}, once."]
 
 
 def all_of(n: int) -> str:

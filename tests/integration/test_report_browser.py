@@ -25,8 +25,11 @@ from typing import Any
 
 import pytest
 
+from memprobe.analysis import analyse_all
+from memprobe.core.series import total_of
 from memprobe.report import write_report
 from memprobe.report.compare import write_compare
+from memprobe.results.folder import ResultSet
 from memprobe.run.scenario import parse_scenario
 from memprobe.run.session import run_scenario
 
@@ -466,6 +469,31 @@ def test_record_report_draws_its_own_page(browser: Chromium, record_results: Pat
     assert page["timelines"] and all(t["drawn"] for t in page["timelines"])
     assert page["toggle"] is False  # no items counted: no items axis to offer
     assert page["rows"] == 3  # main and its two children
+
+
+def test_compare_of_two_recordings_draws_total_pss_over_seconds(
+    browser: Chromium, record_results: Path, tmp_path: Path
+) -> None:
+    """Issue 40: a recording without item marks (no memprobe.mark()) was drawn at x = 0."""
+    page = write_compare(record_results, record_results, tmp_path / "compare.html")
+    state = load(browser, page)
+    browser.screenshot(ARTIFACTS / "compare-record.png", full_page=True)
+    assert browser.problems == []
+    assert state["plots"] == state["expected"] == state["drawn"] == state["withData"] == 1
+    chart = browser.evaluate(
+        "(() => { const p = document.getElementById('c-compare');"
+        " return {title: p.layout.xaxis.title.text, ends: p.data.map(t => Math.max(...t.x))}; })()"
+    )
+    assert chart["title"] == "seconds since the command started"
+    # Each line ends at the recording's last total PSS, seconds after its command started (not 0 items).
+    job = analyse_all(ResultSet.load(record_results))[0].recorded
+    assert job is not None
+    last = float(total_of(job.pss_by_role).dropna().index.max())
+    assert last > 0 and chart["ends"] == [pytest.approx(last, abs=1e-3)] * 2
+    changed = browser.evaluate("document.getElementById('changed').innerText")
+    assert changed.startswith("The workers' copy-on-access stayed at ") and changed.endswith(
+        "; both growing."
+    )
 
 
 WIDE_JOB = """

@@ -74,3 +74,36 @@ def test_compare_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     err = proc.communicate(timeout=120)[1]
     assert proc.returncode == 0 and "Traceback" not in err, err
     assert (b / "compare.html").is_file()
+
+
+def test_compare_of_two_recordings_prints_their_figures_and_what_changed(cli, tmp_path: Path) -> None:
+    """Issue 40: two `memprobe record` folders are compared as recordings, in the terminal too
+    (a folder of an older version among them: version 1's recording)."""
+    import shutil
+
+    v1 = REPO / "tests" / "data" / "results-v1" / "record"
+    b = Path(shutil.copytree(v1, tmp_path / "again"))
+    r = cli("compare", v1, b)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "A: record: .venv/bin/python /tmp/results-fx/job.py"
+    assert lines[1] == "B: again: .venv/bin/python /tmp/results-fx/job.py"
+    assert any(line.startswith("total PSS peak ") and line.endswith("+0.0 MB (+0%)") for line in lines)
+    assert lines[-2] == "what changed: Total PSS peak 22 MB → 22 MB (+0.0 MB, +0%); both flat."
+    assert lines[-1] == f"compare: {b / 'compare.html'}"
+    assert not any(line.startswith("items/s") for line in lines)  # counted, but too few for a rate
+    assert "two recordings" in (b / "compare.html").read_text(encoding="utf-8")
+
+
+def test_compare_of_a_recording_with_scenario_runs_is_refused_in_one_line(cli, tmp_path: Path) -> None:
+    data = REPO / "tests" / "data" / "results-v1"
+    out = tmp_path / "pages" / "compare.html"
+    r = cli("compare", data / "record", data / "scenario", "-o", out)
+    assert r.returncode == 2 and r.stdout == ""
+    said = (
+        f"memprobe: error: cannot compare {data / 'record'} (a recording, of memprobe record or watch) with "
+        f"{data / 'scenario'} (scenario runs, of memprobe run or profile()): they measured different things; "
+        "allowed: two recordings, or two folders of scenario runs"
+    )
+    assert r.stderr.strip().splitlines() == [said]
+    assert not out.exists()

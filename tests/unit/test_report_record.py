@@ -138,8 +138,25 @@ def test_the_projection_scales_workers_and_ranks_and_states_its_assumptions(rank
         "8 workers",
         "16 workers",
     ]
-    assert "once per rank" in section and "the mean of the 4 workers measured" in section
+    assert "the ranks' part for the ranks in the column" in unescape(section)
+    assert "the mean of the 4 workers measured" in section
     assert "over-ram" in section and "more than this machine's memory (2,048 MB)" in unescape(section)
+
+
+def test_the_projection_s_measured_cell_is_the_peak_total_pss_the_page_states(tmp_path: Path) -> None:
+    """Issue 40: "4 workers (measured) 2,069 MB" beside a peak total PSS of 2,266 MB. The outlined
+    cell is the peak, and the words say what it holds: the workers' own memory then, and the rest."""
+    meta, samples = fork_job()
+    html = unescape(page_of(write_results(tmp_path / "fork", meta, samples)))
+    section = html[html.index('id="projection"') : html.index('id="sampling"')]
+    cell = re.search(r'<td class="measured[^"]*">([^<]*)<', section)
+    assert cell and cell.group(1) == "625 MB"
+    assert "(its peak total PSS was 625 MB)" in section
+    assert "the outlined cell is the peak total PSS itself (625 MB, at 20.0 s)" in section
+    assert (
+        "Then 2 workers held 400 MB of their own (200 MB each); the other 225 MB was the main process's."
+        in section
+    )
 
 
 def test_a_job_without_workers_has_no_projection_and_no_bands(tmp_path: Path) -> None:

@@ -597,9 +597,11 @@ def test_bytes_that_are_not_utf8_are_shown_escaped(tmp_path: Path, capsys) -> No
     assert "rec\\xff/report.html" in out
     page = (root / "report.html").read_text(encoding="utf-8")  # strict: no lone surrogate written
     assert "true \\xff" in page
-    b = _copy_v1("scenario", tmp_path)
+    b = Path(shutil.copytree(root, tmp_path / "b"))  # two recordings (a scenario folder is refused)
     assert main(["compare", str(root), str(b)]) == 0
-    assert "rec\\xff" in (b / "compare.html").read_text(encoding="utf-8")
+    assert "A: rec\\xff: true \\xff" in capsys.readouterr().out
+    compared = (b / "compare.html").read_text(encoding="utf-8")
+    assert "rec\\xff" in compared and "true \\xff" in compared
 
 
 def test_a_file_name_from_the_folder_is_shown_with_its_control_characters_escaped(

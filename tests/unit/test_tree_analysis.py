@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from treejobs import (
@@ -27,12 +28,22 @@ from memprobe.core.series import carried_pss
 from memprobe.core.tree_rules import with_loader_generations
 from memprobe.record.process import as_analysed
 from memprobe.record.processes import processes
+from memprobe.record.projection import Basis, Rounds, projection, projection_basis
 from memprobe.record.table import estimate_error, table
 from memprobe.record.tree_analysis import Growth, interval_own, split_growth
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
     return summarize(meta, samples, progress if progress is not None else pd.DataFrame(), pd.DataFrame())
+
+
+def _uss_projection(meta: dict, samples: pd.DataFrame) -> list[dict]:
+    """The projection from USS figures alone (what each parent held before its fork, its own
+    growth, each worker's): a job without a total PSS gets it, and the page's words and the
+    "full copy" figures rest on its parts. (These made-up tables' PSS is USS + 5 MB, with no
+    shared page in it: their total PSS is not what the parts add up to.)"""
+    procs = processes(meta)
+    return projection(projection_basis(table(meta, samples, pd.DataFrame(), procs), procs))
 
 
 def test_forked_workers_grow_from_zero_at_their_start_and_the_main_process_is_not_blamed() -> None:
@@ -171,14 +182,81 @@ def test_projection_per_worker_count_and_rank_count_with_the_measured_cell_flagg
     }
     measured = [r for r in proj if r["as_measured"]]
     assert [(r["ranks"], r["workers_per_rank"]) for r in measured] == [(2, 2)]
-    by = {(r["ranks"], r["workers_per_rank"]): r for r in proj}
+    assert measured[0]["measured_mb"] == _summary(meta, samples).total_pss_peak_mb
+    assert all(r["full_copy_mb"] >= r["measured_mb"] for r in proj)
+    by = {(r["ranks"], r["workers_per_rank"]): r for r in _uss_projection(meta, samples)}
     # Each rank: its own memory once, plus per worker the mean growth of the workers of both ranks.
     per_worker = (150 + 3) / 2
     assert by[(1, 4)]["measured_mb"] - by[(1, 2)]["measured_mb"] == pytest.approx(2 * per_worker, rel=0.01)
     assert by[(4, 4)]["measured_mb"] - by[(2, 4)]["measured_mb"] == pytest.approx(
         2 * (by[(2, 4)]["measured_mb"] - by[(1, 4)]["measured_mb"])
     )
-    assert all(r["full_copy_mb"] >= r["measured_mb"] for r in proj)
+
+
+def _basis(**kw) -> Basis:
+    fields: dict = {
+        "ranks": 1,
+        "has_ranks": False,
+        "workers": 2,
+        "workers_measured": 2,
+        "duration_s": 10.0,
+        "parent_mb": 300.0,
+        "full_copy_mb": 300.0,
+        "worker_start_mb": 0.0,
+        "worker_growth_mb": 200.0,
+        "others_mb": 0.0,
+        "forked": True,
+        "full_copy_worker_mb": 300.0,
+    }
+    return Basis(**(fields | kw))
+
+
+def _rounds(total: list[float], workers_uss: list[float], once: list[float] | None = None) -> Rounds:
+    n = len(total)
+    alive = [2 if u else 0 for u in workers_uss]
+    return Rounds(
+        *(np.asarray(x, float) for x in (range(n), total, once or [0.0] * n, workers_uss)), np.array(alive)
+    )
+
+
+def test_the_projection_scales_the_recording_so_the_configuration_that_ran_is_its_peak() -> None:
+    """Issue 40: "4 workers (measured) 2,069 MB" stood beside a peak total PSS of 2,266 MB. Each
+    round's workers' USS is counted N/2 times for N workers, and the highest over the recording is
+    the figure: 2 workers (as run) is the peak itself; a peak with no worker alive holds at fewer."""
+    # 900 MB at the round where the 2 workers held 400 MB of their own; 1,000 MB before any worker.
+    proj = {r["workers_per_rank"]: r for r in projection(_basis(), _rounds([500, 900, 700], [0, 400, 200]))}
+    assert proj[2]["measured_mb"] == 900 and proj[2]["as_measured"]
+    assert proj[4]["measured_mb"] == 900 + 400 and proj[16]["measured_mb"] == 900 + 7 * 400
+    # A full copy: each worker plus what it had left to copy (300 - 200 MB).
+    assert proj[4]["full_copy_mb"] == 1300 + 4 * 100
+    early = {r["workers_per_rank"]: r for r in projection(_basis(workers=4), _rounds([1000, 900], [0, 400]))}
+    assert early[4]["measured_mb"] == 1000 and early[2]["measured_mb"] == 1000  # not 900 - 200
+    assert early[8]["measured_mb"] == 900 + 400
+    # Ranks: the processes counted once (a launcher, 10 MB) once; the rest per rank.
+    ranks = projection(_basis(ranks=2, has_ranks=True), _rounds([810, 1210], [0, 400], once=[10, 10]))
+    by = {(r["ranks"], r["workers_per_rank"]): r["measured_mb"] for r in ranks}
+    assert by[(2, 2)] == 1210 and by[(4, 2)] == 10 + 2 * 1200 and by[(1, 4)] == 10 + (1200 + 400) / 2
+
+
+def test_a_recorded_job_s_projection_states_its_peak_total_pss_as_the_configuration_that_ran() -> None:
+    meta, samples = fork_job()
+    s = _summary(meta, samples)
+    ran = next(r for r in s.projection if r["as_measured"])
+    assert ran["measured_mb"] == s.total_pss_peak_mb == pytest.approx(625)
+    # Its parts: the 2 workers' own 400 MB at 20 s, and the rest once.
+    assert s.projection_peak == {
+        "t": 20.0,
+        "total_mb": s.total_pss_peak_mb,
+        "workers_uss_mb": pytest.approx(400),
+        "workers": 2,
+        "once_mb": 0.0,
+    }
+    assert next(r for r in s.projection if r["workers_per_rank"] == 4)["measured_mb"] == pytest.approx(
+        625 + 400
+    )
+    meta, samples = rank_job()
+    s = _summary(meta, samples)
+    assert next(r for r in s.projection if r["as_measured"])["measured_mb"] == s.total_pss_peak_mb
 
 
 def test_the_projection_counts_what_the_parent_held_before_its_fork_once() -> None:
@@ -187,11 +265,13 @@ def test_the_projection_counts_what_the_parent_held_before_its_fork_once() -> No
     # full copies: 300 MB plus 2 x 300 MB. A projection from the parent's USS after its fork
     # would leave the 300 MB every process shares out of every cell.
     meta, samples = fork_job()
-    proj = _summary(meta, samples).projection
-    ran = next(r for r in proj if r["as_measured"])
+    ran = next(r for r in _uss_projection(meta, samples) if r["as_measured"])
     assert ran["workers_per_rank"] == 2
     assert ran["measured_mb"] == pytest.approx(300 + 2 * 200, rel=0.03)
     assert ran["full_copy_mb"] == pytest.approx(300 + 2 * 300, rel=0.03)
+    # Scaling the recording, a full copy adds what each worker had left to copy of those 300 MB.
+    ran = next(r for r in _summary(meta, samples).projection if r["as_measured"])
+    assert ran["full_copy_mb"] - ran["measured_mb"] == pytest.approx(2 * (300 - 200), rel=0.03)
 
 
 # -- a spawn child, and a parent whose pages become private ------------------------------------------
@@ -352,6 +432,10 @@ def test_a_worker_carried_at_its_last_reading_adds_what_its_estimate_gained_sinc
     assert pss.loc[2.0, 2] == 15 + 60  # its reading's PSS, and 60 MB of copies since
     assert pss.loc[2.0, 1] == 105  # main: as read
     assert pss.loc[2.0, 3] == 80  # read then: its reading
+    # Its USS likewise (what the projection scales: the workers' own memory at each round).
+    held = series.held_readings(pd.DataFrame(rows))
+    uss = series.by_pid(held, "uss_mb", pd.Index([1.0, 2.0]))
+    assert uss.loc[2.0, 2] == 10 + 60 and uss.loc[2.0, 3] == 75 and uss.loc[2.0, 1] == 100
 
 
 def test_a_recorded_job_s_total_at_a_tick_with_an_unreadable_process_is_a_gap_not_a_smaller_sum() -> None:
@@ -780,7 +864,8 @@ def test_what_a_parent_builds_while_none_of_its_workers_lives_is_built_not_growt
         "not growth." in s.culprit
     )
     # What it holds is still counted where memory is projected (300 MB at its first fork, as before).
-    assert s.projection[0]["measured_mb"] == pytest.approx(300 + 100 + 2 * 200)
+    meta, samples = generations_job(built_between=100.0)
+    assert _uss_projection(meta, samples)[0]["measured_mb"] == pytest.approx(300 + 100 + 2 * 200)
 
 
 def test_a_parent_s_growth_while_its_generations_of_workers_live_still_counts() -> None:
@@ -1124,14 +1209,18 @@ def test_workers_that_levelled_off_are_projected_as_measured_not_as_full_copies(
     s = _summary(*levelled_fork_job())
     assert [p["levelled"] for p in s.processes if p["kind"] == "dataloader"] == [True, True]
     ran = next(r for r in s.projection if r["as_measured"])
+    assert ran["full_copy_mb"] == pytest.approx(ran["measured_mb"])
+    ran = next(r for r in _uss_projection(*levelled_fork_job()) if r["as_measured"])
     assert ran["measured_mb"] == pytest.approx(300 + 2 * 120, rel=0.03)
     assert ran["full_copy_mb"] == pytest.approx(ran["measured_mb"])
     # Still copying at the end: a full copy is where they are going.
     going = _summary(*fork_job(worker_growth=120.0))
     assert [p["levelled"] for p in going.processes if p["kind"] == "dataloader"] == [False, False]
-    assert next(r for r in going.projection if r["as_measured"])["full_copy_mb"] == pytest.approx(
-        300 + 2 * 300, rel=0.03
-    )
+    ran = next(r for r in going.projection if r["as_measured"])
+    assert ran["full_copy_mb"] - ran["measured_mb"] == pytest.approx(2 * (300 - 120), rel=0.03)
+    assert next(r for r in _uss_projection(*fork_job(worker_growth=120.0)) if r["as_measured"])[
+        "full_copy_mb"
+    ] == pytest.approx(300 + 2 * 300, rel=0.03)
 
 
 def test_spawned_dataloader_workers_of_two_epochs_recorded_as_one_generation_are_two() -> None:
@@ -1189,5 +1278,5 @@ def test_a_rank_never_read_before_its_workers_started_is_shown_what_it_built() -
     assert all(p["held_mb"] is None for p in ranks)  # its first reading holds its pages shared already
     assert "copy-on-access of what rank 0 built (+380 MB before its workers started)" in s.culprit, s.culprit
     # The projection counts what each rank held at least (380 MB), not its USS once its pages were shared.
-    ran = next(r for r in s.projection if r["as_measured"])
+    ran = next(r for r in _uss_projection(meta, samples) if r["as_measured"])
     assert ran["measured_mb"] == pytest.approx(9 + 2 * (380 + 2 * (150 + 3) / 2), rel=0.03)

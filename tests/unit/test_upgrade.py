@@ -1,7 +1,9 @@
 """Recorded metas of older schema versions are completed in one place, when their folder is loaded
 (:mod:`memprobe.results.upgrade`), and summarized as before: tests/data/upgrade holds each
 folder's summary as memprobe computed it before the derivation moved out of the analysis (main
-at ac4d2e6, where ``record/upgrade.py`` derived it inside the analysis)."""
+at ac4d2e6, where ``record/upgrade.py`` derived it inside the analysis), but for its
+``projection`` and ``projection_peak``: since issue 40 the projection scales the recording's
+rounds, and its measured cell is the peak total PSS (v1_record's was 17.5 MB beside a peak of 22.3 MB)."""
 
 from __future__ import annotations
 

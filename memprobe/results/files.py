@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,21 +40,45 @@ IN_FOLDER = "a regular file inside the results folder"
 def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` then rename ``tmp`` to ``path``: readers see the old file or the new
     one, never half. On failure the temporary file is removed and a :class:`ResultsWriteError`
-    (a full disk, say) names the file."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    (a full disk, a read-only folder) names the file.
+
+    ``tmp`` is a name of this call's own (``.NAME.PID.RANDOM.tmp``), created here and only if it
+    did not exist: two memprobes writing one file at once (two ``memprobe report`` of one folder)
+    each rename a whole file of their own, the last one's staying (before: one fixed name, which
+    the other removed under it); and no name left in the folder (a killed memprobe's, or a
+    symbolic link to ~/.bashrc in a folder from someone else) is ever written through."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        # A name left there (a killed memprobe, or a folder from someone else whose temporary
-        # name is a symbolic link to ~/.bashrc) is removed, not written through.
-        tmp.unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
         write(tmp)
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
         raise ResultsWriteError(path, exc) from exc
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
         raise
     return path
+
+
+def _remove(tmp: Path) -> None:
+    """A temporary file removed where it can be: on a read-only file system even the attempt
+    fails (EROFS), and the error that matters is the write's."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why memprobe cannot write in ``folder``, in words (a read-only file system, an immutable
+    folder, no permission), or None when it can: asked before anything is written, so that a
+    report of a folder it may only read changes nothing and says what to do instead."""
+    try:
+        if os.access(folder, os.W_OK):
+            return None
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "a read-only file system" if read_only else "memprobe may not write there"
 
 
 def write_text_atomic(path: Path, text: str) -> Path:

@@ -243,6 +243,25 @@ def test_a_write_error_says_what_to_do_for_its_cause(tmp_path: Path) -> None:
     assert "free some space" in str(full)
     assert "deleted or moved" in str(gone) and "space" not in str(gone)
     assert "may not write there" in str(denied)
+    # Any other cause: its own words, no advice that does not apply (before: "free some space").
+    folder = ResultsWriteError(tmp_path / "x", OSError(errno.EISDIR, "Is a directory"))
+    assert str(folder) == f"cannot write {tmp_path / 'x'}: Is a directory. What was saved before is intact"
+
+
+def test_two_writers_of_one_file_at_once_each_rename_a_whole_file_of_their_own(tmp_path: Path) -> None:
+    """Two `memprobe report` of one folder at once write its summary.json and report.html at
+    the same moments: each writes a temporary name of its own and renames it, the last rename's
+    file staying whole (before: one fixed temporary name, which the second writer removed under
+    the first: "its folder was deleted or moved", 2 of 6 tries)."""
+    path = tmp_path / "report.html"
+
+    def first(tmp: Path) -> None:
+        tmp.write_text("first")
+        files.write_text_atomic(path, "second")  # the other memprobe, start to end, meanwhile
+
+    files.write_atomic(path, first)
+    assert path.read_text() == "first"
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 # -- one owner of the folder: create, manifest, finish, open (issue 14) ------------------------

@@ -96,8 +96,8 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
     from memprobe.report import render, write_report
-    from memprobe.results.files import unwritable, write_text_atomic
-    from memprobe.results.folder import ResultsFolder, is_results_folder, page_output
+    from memprobe.results.files import page_output, unwritable, write_text_atomic
+    from memprobe.results.folder import ResultsFolder, is_results_folder
     from memprobe.results.job import linked_nodes, node_folders
 
     paths = [Path(p) for p in args.results]
@@ -209,8 +209,8 @@ def job_report(paths: list[Path], output: Path | None) -> int:
     from memprobe.core.safe_read import display_path
     from memprobe.core.text import printable
     from memprobe.report.nodes import culprit_words, job_name, write_job_report
-    from memprobe.results.files import unwritable
-    from memprobe.results.folder import is_results_folder, page_output
+    from memprobe.results.files import page_output, unwritable
+    from memprobe.results.folder import is_results_folder
     from memprobe.results.job import Job, node_folders, not_one_job
 
     if len(paths) == 1 and not paths[0].is_dir():

@@ -49,7 +49,6 @@ from memprobe.results.files import (
     IN_FOLDER,
     read_json,
     run_dirs,
-    unwritable,
     write_json_atomic,
     write_json_exclusive,
     write_text_atomic,
@@ -125,43 +124,6 @@ def make_output(out: Path) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{out}: cannot create the results folder: {exc.strerror}") from None
-    return out
-
-
-PAGE_ALLOWED = (
-    "the path of an HTML file, outside the results folders read or a page (.html) at one's top level"
-)
-
-
-def page_output(out: Path, read: Sequence[Path]) -> Path:
-    """``out``, where a page given with ``-o`` goes (``memprobe report``, ``compare``), checked
-    before anything is read or written, its folder created if it is not there (as
-    ``mkdir -p``); a :class:`UsageError` naming it otherwise. It must not be a folder, nor any
-    file of the results folders in ``read`` but a page at a folder's top level (``N0/report.html``):
-    ``-o N0/manifest.json`` would replace the manifest with HTML and leave the folder unreadable.
-    Paths are compared where they lead (``-o link/manifest.json``, a folder named through a link);
-    a link named as ``out`` itself is replaced, never written through."""
-    name = display_path(out)
-    if out.is_dir():
-        raise UsageError(f"-o {name}: is a folder; allowed: {PAGE_ALLOWED}")
-    where = out.parent.resolve() / out.name
-    for folder in read:
-        top = folder.resolve()
-        if where.is_relative_to(top) and not (where.parent == top and where.suffix.lower() == ".html"):
-            inside = where.relative_to(top)
-            raise UsageError(
-                f"-o {name}: a file of the results folder {display_path(folder)} ({display_path(inside)}); "
-                f"allowed: {PAGE_ALLOWED}"
-            )
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"-o {name}: cannot create the folder {display_path(out.parent)}: {exc.strerror}"
-        ) from None
-    why = unwritable(out.parent)
-    if why:
-        raise UsageError(f"-o {name}: cannot write in {display_path(out.parent)}: {why}")
     return out
 
 

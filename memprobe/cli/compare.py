@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="HTML file to write (default: DIR_B/compare.html); never a file of DIR_A or DIR_B but a page",
+        help="HTML file to write (default: DIR_B/compare.html); never a file of a results folder but a page",
     )
 
 

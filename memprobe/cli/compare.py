@@ -29,8 +29,9 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
     from memprobe.report.compare import write_compare
-    from memprobe.results.files import check_run_records, page_output, unwritable
+    from memprobe.results.files import check_run_records, unwritable
     from memprobe.results.folder import ResultsFolder
+    from memprobe.results.pages import page_output
 
     a, b = Path(args.a), Path(args.b)
     for d in (a, b):

@@ -96,9 +96,10 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
     from memprobe.report import render, write_report
-    from memprobe.results.files import page_output, unwritable, write_text_atomic
+    from memprobe.results.files import unwritable, write_text_atomic
     from memprobe.results.folder import ResultsFolder, is_results_folder
     from memprobe.results.job import linked_nodes, node_folders
+    from memprobe.results.pages import page_output
 
     paths = [Path(p) for p in args.results]
     root = paths[0]
@@ -209,9 +210,10 @@ def job_report(paths: list[Path], output: Path | None) -> int:
     from memprobe.core.safe_read import display_path
     from memprobe.core.text import printable
     from memprobe.report.nodes import culprit_words, job_name, write_job_report
-    from memprobe.results.files import page_output, unwritable
+    from memprobe.results.files import unwritable
     from memprobe.results.folder import is_results_folder
     from memprobe.results.job import Job, node_folders, not_one_job
+    from memprobe.results.pages import page_output
 
     if len(paths) == 1 and not paths[0].is_dir():
         raise UsageError(f"{display_path(paths[0])}: no such results folder")

@@ -4,6 +4,8 @@ a job of several nodes from the folders its nodes wrote (:mod:`memprobe.report.n
 from __future__ import annotations
 
 import argparse
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 NAME = "report"
@@ -12,6 +14,7 @@ EPILOG = """examples:
   memprobe report reports/lists_vs_arrays-20261122T101500Z
   memprobe report job/                  # job/node0, job/node1, ...: one page, job/report.html
   memprobe report n0/ n1/ -o job.html   # the nodes' folders named one by one
+  memprobe report /mnt/ro/run -o run.html  # a folder memprobe may not write: only read
 """
 
 
@@ -27,14 +30,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output",
         type=Path,
         default=None,
-        help="where a multi-node job's page goes (default: JOBDIR/report.html, or job-report.html "
-        "beside the first node's folder)",
+        help="where the page goes; the folders are then only read, nothing is written in them "
+        "(default: DIR/report.html, JOBDIR/report.html, or job-report.html beside the first node's "
+        "folder named); never a file of a results folder but a page (.html)",
     )
 
 
-def finish_folder(root: Path) -> int | None:
-    """A folder whose writer died is marked and its rows gathered (once), before it is read.
-    A folder whose memprobe still writes it is left as it is: the pid of that memprobe."""
+@dataclass(frozen=True)
+class Found:
+    """A results folder as :func:`finish_folder` found it."""
+
+    writer: int | None = None  # the pid of the memprobe that still writes it
+    ended: bool = False  # its memprobe was killed and it was left as it was: read it as ended
+
+
+def finish_folder(root: Path, left: str | None = None) -> Found:
+    """A folder whose writer died is marked and its rows gathered (once), before it is read,
+    under the folder's lock: of two reports at once, one finishes it and the other reads what
+    it finished. ``left``: why the folder is left as it is instead (memprobe may not write it,
+    or the page goes elsewhere: ``-o``), said if there was something to finish; it is then read
+    as finishing would leave it (``ended``). A folder whose memprobe still writes it is left
+    as it is: the pid of that memprobe."""
     import sys
 
     from memprobe.cli.console import say
@@ -58,15 +74,20 @@ def finish_folder(root: Path) -> int | None:
             "was saved so far; that memprobe writes its own when it ends",
             sys.stderr,
         )
-        return pid
-    if folder.finish_abandoned(writer_running=writer_running):
-        say(
-            f"memprobe: the memprobe that wrote {name} ended before finishing (killed?): marked interrupted",
-            sys.stderr,
-        )
-    elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
-        consolidate(root)
-    return None
+        return Found(writer=pid)
+    killed = f"memprobe: the memprobe that wrote {name} ended before finishing (killed?): marked interrupted"
+    if left is not None:
+        if folder.manifest.get("status") != "running":
+            return Found()
+        say(f"{killed} on the page; the folder is left as it was ({left})", sys.stderr)
+        return Found(ended=True)
+    with folder.locked():
+        folder = ResultsFolder.open(root)  # as another memprobe report may have finished it meanwhile
+        if folder.finish_abandoned(writer_running=False):
+            say(killed, sys.stderr)
+        elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
+            consolidate(root)
+    return Found()
 
 
 def main(args: argparse.Namespace) -> int:
@@ -74,45 +95,53 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import say, summary_table
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
-    from memprobe.report import write_report
+    from memprobe.report import render, write_report
+    from memprobe.results.files import unwritable, write_text_atomic
     from memprobe.results.folder import ResultsFolder, is_results_folder
-    from memprobe.results.job import node_folders, not_one_job
+    from memprobe.results.job import linked_nodes, node_folders
+    from memprobe.results.pages import page_output
 
     paths = [Path(p) for p in args.results]
-    if len(paths) == 1 and paths[0].is_dir() and not is_results_folder(paths[0]) and node_folders(paths):
-        inside = [f for f in node_folders(paths) if is_results_folder(f)]
-        why = not_one_job(inside)
-        if why:  # a folder of separate results (reports/): each is re-rendered on its own
-            name = display_path(paths[0])
-            raise UsageError(
-                f"{name}: holds {len(inside)} results folders that are not the nodes of one job ({why}); "
-                f"name one (memprobe report {display_path(inside[0])}), or name a job's nodes' folders "
-                "one by one to put them on one page"
-            )
-    if len(paths) > 1 or (paths[0].is_dir() and not is_results_folder(paths[0]) and node_folders(paths)):
-        return job_report(paths, args.output)
     root = paths[0]
+    if len(paths) > 1 or (
+        root.is_dir() and not is_results_folder(root) and (node_folders(paths) or linked_nodes(paths))
+    ):
+        return job_report(paths, args.output)
     if not root.is_dir():
         raise UsageError(f"{display_path(root)}: no such results folder")
-    writer = finish_folder(root)
-    if writer is not None:
-        return report_so_far(root, writer)
+    name = display_path(root)
+    ResultsFolder.open(root)  # a results folder, before anything is written anywhere
+    out = page_output(args.output, [root]) if args.output else None
+    why = None if out is not None else unwritable(root)
+    if why:
+        raise UsageError(
+            f"{name}: cannot be written ({why}); nothing was changed. memprobe report {name} -o PAGE.html "
+            "writes its page elsewhere and only reads the folder"
+        )
+    found = finish_folder(root, left=None if out is None else "the page goes to -o")
+    if found.writer is not None:
+        return report_so_far(root, found.writer, out)
     folder = ResultsFolder.open(root)
-    results = folder.load()
+    results = folder.load_as_ended() if found.ended else folder.load()
     analysed = analyse_all(results)  # once: the summary and the page draw from the same analysis
     summaries = [a.summary for a in analysed]
-    folder.write_summary(summaries)
+    if out is None:
+        folder.write_summary(summaries)
     say(summary_table(summaries))
-    say(f"\nreport: {display_path(write_report(root, results, analysed))}")
+    if out is None:
+        page = write_report(root, results, analysed)
+    else:
+        page = write_text_atomic(out, render(results, analysed=analysed))
+    say(f"\nreport: {display_path(page)}")
     return 0
 
 
-def report_so_far(root: Path, writer: int) -> int:
+def report_so_far(root: Path, writer: int, out: Path | None = None) -> int:
     """The page of a session memprobe ``writer`` still writes, from its rows so far, read and
     never moved (no gathering, no marking): the recording goes on undisturbed and writes its own
     summary and page at its end. Ours are written only while the manifest still says running,
     under the lock the recorder's finish takes (:meth:`memprobe.results.folder.ResultsFolder.write_while_running`), so
-    they never replace the session's own."""
+    they never replace the session's own; with ``out`` (``-o``), only the page, there."""
     import sys
     import time
 
@@ -126,10 +155,10 @@ def report_so_far(root: Path, writer: int) -> int:
 
     as_of = time.time()
     folder = ResultsFolder.open(root)
-    path = root / "report.html"
+    path = out or root / "report.html"
     ended = (
         f"memprobe: {display_path(root)}: the session ended while this report was made; its own "
-        f"summary and report are written by the memprobe that recorded it ({display_path(path)})"
+        f"summary and report are written by the memprobe that recorded it ({display_path(root / 'report.html')})"
     )
     try:
         results = folder.load()
@@ -149,7 +178,9 @@ def report_so_far(root: Path, writer: int) -> int:
         folder.write_summary(summaries)
         write_text_atomic(path, page)
 
-    if not folder.write_while_running(write):
+    if out is not None:
+        write_text_atomic(out, page)
+    elif not folder.write_while_running(write):
         say(ended, sys.stderr)
         return 0
     say(summary_table(summaries))
@@ -158,39 +189,76 @@ def report_so_far(root: Path, writer: int) -> int:
     return 0
 
 
+def job_page(paths: list[Path]) -> Path:
+    """Where a job's page goes by default: in the job folder, or beside the first node's folder
+    named (where its name leads, not its link's target: a page is never written outside the
+    folders named and the folder they are in)."""
+    if len(paths) == 1:
+        return paths[0] / "report.html"
+    return Path(os.path.abspath(paths[0])).parent / "job-report.html"
+
+
 def job_report(paths: list[Path], output: Path | None) -> int:
-    """One page for the nodes in ``paths`` (a job folder, or the nodes' folders)."""
+    """One page for the nodes in ``paths`` (a job folder, or the nodes' folders). Each line said
+    of a node is shown :func:`~memprobe.core.text.printable` whole: a host or folder name is the
+    folder's text, and its newline would forge a line of memprobe's."""
     import sys
 
     from memprobe.analysis import analyse_all
     from memprobe.cli.console import say
-    from memprobe.core.errors import UsageError
+    from memprobe.core.errors import MemprobeError, UsageError
     from memprobe.core.safe_read import display_path
+    from memprobe.core.text import printable
     from memprobe.report.nodes import culprit_words, job_name, write_job_report
+    from memprobe.results.files import unwritable
     from memprobe.results.folder import is_results_folder
-    from memprobe.results.job import Job, node_folders
+    from memprobe.results.job import Job, node_folders, not_one_job
+    from memprobe.results.pages import page_output
 
     if len(paths) == 1 and not paths[0].is_dir():
         raise UsageError(f"{display_path(paths[0])}: no such results folder")
-    for folder in node_folders(paths):
-        if is_results_folder(folder):
-            try:
-                finish_folder(folder)
-            except UsageError as e:  # this node is named on the page; the others are reported
-                say(f"memprobe: {e}", sys.stderr)
-    job = Job.load(paths, analyse=analyse_all)
+    folders = node_folders(paths)
+    inside = [f for f in folders if is_results_folder(f)]
+    why = not_one_job(inside, named=len(paths) > 1)
+    if why and len(paths) > 1:
+        named = ", ".join(display_path(p) for p in paths[:4]) + (" ..." if len(paths) > 4 else "")
+        raise UsageError(f"{named}: not the nodes of one job ({why})")
+    if why:  # a folder of separate results (reports/): each is re-rendered on its own
+        name = display_path(paths[0])
+        raise UsageError(
+            f"{name}: holds {len(inside)} results folders that are not the nodes of one job ({why}); "
+            f"name one (memprobe report {display_path(inside[0])}), or name a job's nodes' folders "
+            "one by one to put them on one page"
+        )
+    if output is not None:
+        out = page_output(output, folders)
+    else:
+        out = job_page(paths)
+        cannot = unwritable(out.parent)
+        if cannot:
+            raise UsageError(
+                f"{display_path(out.parent)}: cannot write the job's page in it ({cannot}); nothing was "
+                "changed. Give it a path elsewhere: -o PAGE.html"
+            )
+    ended = []
+    for folder in inside:
+        left = "the page goes to -o" if output is not None else unwritable(folder)
+        try:
+            if finish_folder(folder, left).ended:
+                ended.append(folder)
+        except MemprobeError as e:  # this node is named on the page; the others are reported
+            say(f"memprobe: {printable(str(e))}", sys.stderr)
+            ended.append(folder)  # if it is still marked running, read as finishing would leave it
+    job = Job.load(paths, analyse=analyse_all, ended=ended)
     if not job.read:
         found = "; ".join(f"{display_path(n.folder)}: {n.problem}" for n in job.nodes) or "no folder in it"
         raise UsageError(f"{display_path(paths[0])}: no node's results folder could be read ({found})")
-    say(culprit_words(job)[0])
+    say(printable(culprit_words(job)[0]))
     for node in job.nodes:
         s = node.summary
         said = f"{s.verdict or 'no verdict'}, peak total PSS {s.total_pss_peak_mb or 0:,.0f} MB" if s else ""
-        say(f"{node.label}: {said}{'; ' if said and node.problem else ''}{node.problem or ''}")
-    for k in job.missing:
-        say(f"node {k}: no folder for it")
-    out = output or (
-        paths[0] / "report.html" if len(paths) == 1 else paths[0].resolve().parent / "job-report.html"
-    )
+        say(printable(f"{node.label}: {said}{'; ' if said and node.problem else ''}{node.problem or ''}"))
+    for lost in job.lost():
+        say(lost)
     say(f"\nreport: {display_path(write_job_report(out, job, job_name(paths)))}")
     return 0

@@ -45,15 +45,20 @@ class ResultsWriteError(MemprobeError):
     def __init__(self, path: object, exc: OSError) -> None:
         self.path = path
         self.errno = exc.errno
+        advice = _advice(exc.errno)
         super().__init__(
-            f"cannot write {path}: {exc.strerror or exc}. What was saved before is intact; "
-            f"{_advice(exc.errno)}"
+            f"cannot write {path}: {exc.strerror or exc}. What was saved before is intact"
+            + (f"; {advice}" if advice else "")
         )
 
 
-def _advice(code: int | None) -> str:
+def _advice(code: int | None) -> str | None:
+    """What to do about a write that failed with ``code``, where the error says it (a full disk:
+    free space; a folder gone: it was moved), else None: the error's own words are all there is."""
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space and run 'memprobe report' on the results folder to finish it"
     if code == errno.ENOENT:
         return "its folder was deleted or moved while memprobe was writing"
     if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "memprobe may not write there: choose another results folder (-o)"
-    return "free some space and run 'memprobe report' on the results folder to finish it"
+        return "memprobe may not write there: choose another place (-o)"
+    return None

@@ -119,10 +119,15 @@ def culprit_words(job: Job) -> tuple[str, list[tuple[str, str, bool]]]:
 
 def identity_rows(node: JobNode) -> list[tuple[str, str]]:
     i = node.identity
-    rows = [
-        ("host", str(i.get("host") or "not recorded")),
-        ("node rank", fmt.DASH if node.node_rank is None else str(node.node_rank)),
-    ]
+    if node.said_rank is not None:
+        rank = str(node.said_rank)
+    elif node.node_rank is not None:  # a whole run of ranks (results.job.ranks_order)
+        r = node.ranks
+        held = f"rank {r[0]}" if len(r) == 1 else f"ranks {r[0]} to {r[-1]}"
+        rank = f"{node.node_rank} (told by its global {held}: its launcher said none)"
+    else:
+        rank = fmt.DASH
+    rows = [("host", str(i.get("host") or "not recorded")), ("node rank", rank)]
     if node.node_count is not None:
         rows.append(("nodes in the job", str(node.node_count)))
     found = i.get("env")
@@ -341,8 +346,7 @@ def context(job: Job, name: str, max_points: int = MAX_POINTS) -> dict[str, Any]
     charts = [c for c in (totals, timeline) if c is not None]
     first = job.read[0].results if job.read else None
     env = (first.manifest.get("environment") or {}) if first is not None else {}
-    missing = [f"node {k}: no folder for it (the job has {job.node_count} nodes)" for k in job.missing]
-    problems = [f"{n.label} ({n.folder}): {n.problem}" for n in job.nodes if n.problem] + missing
+    problems = [f"{n.label} ({n.folder}): {n.problem}" for n in job.nodes if n.problem] + job.lost()
     commands = {" ".join(map(str, n.meta.get("command") or [])) for n in job.read}
     return {
         "title": f"memprobe job · {name}",

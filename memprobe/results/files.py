@@ -11,9 +11,11 @@ following a symbolic link, of a stated size at most (see :mod:`memprobe.core.saf
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,38 +38,72 @@ MAX_LINE_BYTES = 1 << 20  # one JSON line (a row is a few hundred bytes)
 IN_FOLDER = "a regular file inside the results folder"
 
 
-def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
-    """Call ``write(tmp)`` then rename ``tmp`` to ``path``: readers see the old file or the new
-    one, never half. On failure the temporary file is removed and a :class:`ResultsWriteError`
-    (a full disk, say) names the file."""
-    tmp = path.with_name(f".{path.name}.tmp")
+def new_file(near: Path, suffix: str) -> tuple[Path, BinaryIO]:
+    """A file of this writer's own beside ``near`` (``.NAME.PID.RANDOM.SUFFIX``), open for
+    writing in binary: created here, and only if no such name was there (``O_EXCL``,
+    ``O_NOFOLLOW``). Two memprobes writing one folder's files at once (two ``memprobe report`` of
+    one folder) never share one; and no name left in the folder (a killed memprobe's, or a
+    symbolic link to ~/.bashrc in a folder from someone else) is ever written through."""
+    path = near.with_name(f".{near.name}.{os.getpid()}.{secrets.token_hex(4)}.{suffix}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    return path, os.fdopen(fd, "wb")
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Call ``write(f)`` on a temporary file of this call's own (:func:`new_file`), then rename it
+    to ``path``: readers see the old file or the new one, never half; of two writers at once,
+    each renames a whole file, the last one's staying (before: one fixed temporary name, which
+    the second writer removed under the first). On failure the temporary file is removed and a
+    :class:`ResultsWriteError` (a full disk, a read-only folder) names the file."""
+    tmp: Path | None = None
     try:
-        # A name left there (a killed memprobe, or a folder from someone else whose temporary
-        # name is a symbolic link to ~/.bashrc) is removed, not written through.
-        tmp.unlink(missing_ok=True)
-        write(tmp)
+        tmp, f = new_file(path, "tmp")
+        with f:
+            write(f)
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
         raise ResultsWriteError(path, exc) from exc
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
         raise
     return path
+
+
+def _remove(tmp: Path | None) -> None:
+    """A temporary file removed where it can be: on a read-only file system even the attempt
+    fails (EROFS), and the error that matters is the write's."""
+    if tmp is not None:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why memprobe cannot write in ``folder``, in words (a read-only file system, an immutable
+    folder, no permission), or None when it can: asked before anything is written, so that a
+    report of a folder it may only read changes nothing and says what to do instead."""
+    try:
+        if os.access(folder, os.W_OK):
+            return None
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "a read-only file system" if read_only else "memprobe may not write there"
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (see :func:`write_atomic`): the report pages. A lone
     surrogate left in it (see :func:`_escaped`) is written as an escape, never a traceback."""
-    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
+    return write_atomic(path, lambda f: f.write(text.encode("utf-8", "backslashreplace")))
 
 
-def _json_writer(data: Any) -> Callable[[Path], None]:
-    def write(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, default=_json_default)
-            f.flush()
-            os.fsync(f.fileno())
+def _json_writer(data: Any) -> Callable[[BinaryIO], None]:
+    def write(f: BinaryIO) -> None:
+        text = io.TextIOWrapper(f, encoding="utf-8")  # written as it is made: a meta can be 50 MB
+        json.dump(data, text, indent=2, default=_json_default)
+        text.flush()
+        text.detach()
+        os.fsync(f.fileno())
 
     return write
 
@@ -80,16 +116,18 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def write_json_exclusive(path: Path, data: Any) -> bool:
     """Create ``path`` with JSON ``data``, whole, unless it exists: False then. Two processes
     racing for one file: exactly one gets it (a hard link never replaces an existing name)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp: Path | None = None
     try:
-        _json_writer(data)(tmp)
+        tmp, f = new_file(path, "tmp")
+        with f:
+            _json_writer(data)(f)
         os.link(tmp, path)
     except FileExistsError:
         return False
     except OSError as exc:
         raise ResultsWriteError(path, exc) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
     return True
 
 

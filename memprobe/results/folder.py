@@ -228,15 +228,18 @@ class ResultsFolder:
         under the folder's lock (:meth:`write_while_running`): a page `memprobe report` made of
         the session so far is written before it or not at all, never over the session's own."""
         self.manifest.update(status=status, finished=time.time(), **fields)
-        with self._locked():
+        with self.locked():
             self.save()
         consolidate(self.root)
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
         """The folder's advisory lock (flock on the folder itself), held only around a status
-        change and the writes of a page of the session so far. Never a reason to fail: a folder
-        that cannot be opened, or a file system that refuses the lock, goes unlocked."""
+        change, the writes of a page of the session so far, and `memprobe report`'s finishing of
+        a folder whose memprobe was killed (two reports at once: one finishes, the other reads
+        what it finished). Never a reason to fail: a folder that cannot be opened, or a file
+        system that refuses the lock, goes unlocked. Not taken twice by one holder (a second
+        ``flock`` of the folder would wait for the first)."""
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:  # the folder gone: the write that follows says so
@@ -254,7 +257,7 @@ class ResultsFolder:
         replaces at its end) only if the manifest on disk still says ``running``, under the
         lock :meth:`finish` changes the status under; False, and nothing written, once the
         session has ended (its writer's own summary and page come, or came, after)."""
-        with self._locked():
+        with self.locked():
             if read_json(self.root / "manifest.json", self.root).get("status") != "running":
                 return False
             write()
@@ -305,29 +308,61 @@ class ResultsFolder:
         finished = []
         for d in run_dirs(root):
             meta = read_json(d / "meta.json", root)
-            if meta.get("status") == "running":
-                meta.update(
-                    status="interrupted",
-                    error={
-                        "type": "Interrupted",
-                        "message": "memprobe ended while this run was going (killed?); what was "
-                        "measured until then is kept",
-                    },
-                )
+            if _interrupted(meta):
                 write_json_atomic(d / "meta.json", meta)
             else:
                 finished.append(meta.get("run_id"))
-        # Killed after its last run had ended, while saving: nothing was cut short.
-        whole = finished == list(manifest.get("runs") or [None])
-        manifest.update(
-            status="complete" if whole else "interrupted",
-            finished=manifest.get("finished") or ended,
-            ended="memprobe ended before finishing this session (killed?); 'memprobe report' finished "
-            "the folder from what was saved",
-        )
+        _ended(manifest, finished, ended, "'memprobe report' finished the folder from what was saved")
         self.save()
         consolidate(root)
         return True
+
+    def load_as_ended(self) -> ResultSet:
+        """The folder loaded as :meth:`finish_abandoned` would leave it, with nothing written: a
+        session whose memprobe was killed, in a folder memprobe may not write (read-only) or
+        whose page goes elsewhere (``memprobe report DIR -o PAGE``). Its rows are read where they
+        are (JSON lines not gathered); a folder that is not ``running`` is loaded as it is."""
+        results = self.load()
+        if results.manifest.get("status") != "running":
+            return results
+        manifest = dict(results.manifest)
+        metas = [dict(m) for m in results.metas]
+        finished = [m.get("run_id") for m in metas if not _interrupted(m)]
+        _ended(
+            manifest,
+            finished,
+            _last_write(self.root) or time.time(),
+            "reported from what was saved, the folder left as it was",
+        )
+        results.manifest, results.metas = manifest, metas
+        return results
+
+
+def _interrupted(meta: dict) -> bool:
+    """A run record of a session whose memprobe was killed: marked ``interrupted`` if it was
+    still going (True), else left as it is (False)."""
+    if meta.get("status") != "running":
+        return False
+    meta.update(
+        status="interrupted",
+        error={
+            "type": "Interrupted",
+            "message": "memprobe ended while this run was going (killed?); what was measured until then is kept",
+        },
+    )
+    return True
+
+
+def _ended(manifest: dict, finished: list, ended: float, how: str) -> None:
+    """The manifest of a session whose memprobe was killed, said so: ``complete`` if every run
+    had finished (killed after its last run had ended, while saving: nothing was cut short),
+    else ``interrupted``; when it ended, and ``how`` it was read."""
+    whole = finished == list(manifest.get("runs") or [None])
+    manifest.update(
+        status="complete" if whole else "interrupted",
+        finished=manifest.get("finished") or ended,
+        ended=f"memprobe ended before finishing this session (killed?); {how}",
+    )
 
 
 def read_scenario_copy(root: Path) -> str | None:

@@ -16,7 +16,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import pandas as pd
 
@@ -26,6 +26,7 @@ from memprobe.core.text import escape_surrogates
 from memprobe.results import reduce
 from memprobe.results.files import (
     iter_jsonl,
+    new_file,
     open_in_folder,
     read_json,
     read_jsonl,
@@ -42,13 +43,9 @@ PARQUET_TABLES = ("samples", "system", "progress", "threads")  # the tables gath
 
 
 def _write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    def write(tmp: Path) -> None:
-        # An open file, not a path: Arrow cannot take a path that is not UTF-8 (a folder named
-        # with other bytes), Python's open() can.
-        with open(tmp, "wb") as f:
-            df.to_parquet(f, index=False)
-
-    write_atomic(path, write)
+    # An open file, not a path: Arrow cannot take a path that is not UTF-8 (a folder named with
+    # other bytes), Python's open() can.
+    write_atomic(path, lambda f: df.to_parquet(f, index=False))
 
 
 def consolidate(root: Path) -> None:
@@ -142,9 +139,9 @@ def _write_chunks(chunks: Iterator[pa.Table], final: Path, row_group_bytes: int 
                     if writer is not None:
                         group.write(writer)
                     open_spool.close()
-                    spool = final.with_name(f".{final.name}.{len(spools)}.spool")
+                    spool, sink = new_file(final, f"{len(spools)}.spool")  # never a name left there
                     spools.append((spool, chunk.schema))
-                    sink = open_spool.enter_context(open(spool, "wb"))  # see _write_parquet_atomic
+                    open_spool.enter_context(sink)  # a file, not a path: see _write_parquet_atomic
                     writer = open_spool.enter_context(pq.ParquetWriter(sink, chunk.schema))
                     fitted = _conform(chunk, writer.schema)
                 assert writer is not None and fitted is not None
@@ -225,10 +222,10 @@ class _RowGroup:
         self.chunks, self.nbytes = [], 0
 
 
-def _join_spools(spools: list[Path], schema: pa.Schema, out: Path, row_group_bytes: int) -> None:
+def _join_spools(spools: list[Path], schema: pa.Schema, out: BinaryIO, row_group_bytes: int) -> None:
     import pyarrow.parquet as pq
 
-    with open(out, "wb") as f, pq.ParquetWriter(f, schema) as writer:
+    with pq.ParquetWriter(out, schema) as writer:
         group = _RowGroup(row_group_bytes)
         for spool in spools:
             for part in parquet_groups(spool):

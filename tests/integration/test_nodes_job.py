@@ -223,6 +223,69 @@ def test_the_readme_s_slurm_lines_record_each_node_and_report_the_job(tmp_path: 
     assert "SLURM_JOB_ID 4242" in text
 
 
+def test_an_elastic_job_whose_nodes_do_not_say_their_rank_is_reported_whole(tmp_path: Path) -> None:
+    """torchrun's elastic launch (``--nnodes=2``, a c10d rendezvous, no ``--node-rank``), each
+    node recorded by its own ``memprobe record``: neither folder says its node rank (the
+    rendezvous numbers the nodes), and each node is told by the global ranks it ran (before:
+    "node 0: no folder for it", "node 1: no folder for it", "Not every node is reported in
+    full", both folders there). Which folder the rendezvous made node 0 is its own choice."""
+    shutil.copy(HERE / "train.py", tmp_path / "train.py")
+    port = free_port()
+    launchers = [
+        subprocess.Popen(
+            [
+                "memprobe",
+                "record",
+                "-o",
+                f"job/node{k}",
+                "--",
+                "torchrun",
+                "--nnodes=2",
+                "--nproc-per-node=1",
+                "--rdzv-backend=c10d",
+                f"--rdzv-endpoint=127.0.0.1:{port}",
+                "--rdzv-id=elastic",
+                "train.py",
+                "--workers",
+                str(w),
+                "--rows",
+                "100000",
+            ],
+            cwd=tmp_path,
+            env=shell_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for k, w in WORKERS.items()
+    ]
+    try:
+        outs = [p.communicate(timeout=180)[0] for p in launchers]
+    finally:
+        for p in launchers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, out in zip(launchers, outs, strict=True):
+        assert p.returncode == 0, out[-4000:]
+    job = tmp_path / "job"
+    ranks = {}
+    for k in WORKERS:
+        meta = run_meta(job / f"node{k}")
+        assert meta["node"]["node_rank"] is None and meta["node"]["nodes"] == 2
+        (ranks[k],) = {p["rank"] for p in meta["processes"] if p["kind"] == "rank"}
+    assert sorted(ranks.values()) == [0, 1]  # one node each, as the rendezvous chose
+    r = memprobe("report", job)
+    assert r.code == 0, r.err
+    host = platform.node()
+    for rank in ranks.values():
+        assert f"node {rank} ({host}): " in r.out
+    assert "no folder" not in r.out
+    text = page_text((job / "report.html").read_text(encoding="utf-8"))
+    assert "Not every node is reported" not in text
+    assert "told by its global rank 0: its launcher said none" in text
+
+
 @pytest.mark.browser
 def test_the_job_page_draws_in_a_browser_without_errors(job: Path, tmp_path: Path) -> None:
     """The job's page in headless Chromium (test_report_browser.py's driver): its timeline

@@ -7,10 +7,18 @@ record (meta.json) replaced by a value of another type or out of range, a column
 table replaced, nulled, made non-finite or dropped, or one value of one row of a table left in
 JSON lines (as a killed memprobe leaves it). Seeded: a failure names its case,
 and ``FUZZ_CASE=<n>`` re-runs that one alone.
+
+Then job folders of several nodes (issue 39), ``memprobe report`` run on each as a user would:
+odd values in each node's ``node`` (meta.json), odd folder names, symbolic links where node
+folders are and inside them, nodes whose memprobe was killed, ``-o`` onto a folder's own files;
+no traceback, no hang, no line a folder forged, nothing written outside the folders given
+(``FUZZ_JOB_CASES``, 40 by default; ``FUZZ_SEED`` for both).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -213,3 +221,175 @@ def test_damaged_values_are_refused_in_one_line_or_reported(tmp_path: Path) -> N
     assert not failures, f"{len(failures)} of {len(_cases())} cases failed:\n" + "\n".join(failures)
     if len(_cases()) == CASES:  # both outcomes are exercised, not only refusals
         assert outcomes["loaded"] > CASES // 10 and outcomes["refused"] > CASES // 10, outcomes
+
+
+# -- job folders of several nodes (issue 39) ------------------------------------------------------
+#
+# A job folder of 1 to 3 nodes' folders (copies of the recorded job above), each node's `node`
+# (meta.json) given odd values, the folders odd names, some of them symbolic links (to a node's
+# folder outside the job whose memprobe was killed, to a file of the user's, to nowhere, to the job
+# folder itself), links left inside a node at the names memprobe writes, some nodes killed mid-run
+# (their folders to be finished), then `memprobe report` on the job folder or on its folders named
+# one by one, with or without -o. Each must end with exit 0 or one line and exit 2, within
+# PER_JOB_S, print no line a folder forged (every line printable, none starting with the text the
+# folder planted), and write nothing outside the folders given and the page asked for.
+
+JOB_CASES = int(os.environ.get("FUZZ_JOB_CASES", "40"))
+PER_JOB_S = 60  # far above what a case takes (~1 s: up to 3 nodes analysed, a page); only a hang reaches it
+FORGED = "FORGED"
+ODD_TEXT: list[Any] = [
+    f"n0\nnode 9 (h): {FORGED}",
+    f"\x1b]0;{FORGED}\x07\x1b[2J",
+    f"\r{FORGED}",
+    f"\u202e{FORGED}",
+    f"<script>{FORGED}</script>",
+    "\udcff",
+    "",
+    "x" * 300,
+]
+ODD_NAMES = [
+    b"node0",
+    b"node1",
+    f"n\n{FORGED}: growing".encode(),
+    f"\x1b[2J{FORGED}".encode(),
+    b"n\xff\xfe",
+    b"-o",
+    b" node 2",
+    b"n" * 200,
+]
+NODE_FIELDS = {
+    "host": ODD_TEXT + ODD_VALUES,
+    "node_rank": [0, 1, 2, None, -1, True, 99_999, 10**12, "1", 1.5],
+    "nodes": [1, 2, 3, None, 0, 10**12, "2", math.nan],
+    "env": [{}, None, "x", {"SLURM_JOB_ID": "77"}, {"SLURM_JOB_ID": "88"}, {"SLURM_JOB_ID": ODD_TEXT[0]}],
+}
+
+
+def _node_meta(rng: random.Random, folder: Path) -> str:
+    """The node's `node` in its meta.json: each field an odd value, or `node` itself one."""
+    path = folder / "runs" / "job" / "meta.json"
+    meta = json.loads(path.read_text())
+    if rng.random() < 0.1:
+        meta["node"] = rng.choice(ODD_VALUES)
+    else:
+        meta["node"] = {k: rng.choice(v) for k, v in NODE_FIELDS.items() if rng.random() < 0.9}
+    said = repr(meta["node"])[:60]
+    if rng.random() < 0.3:  # its memprobe killed mid-run: `report` would finish (rewrite) it
+        _killed(folder)
+        said += " killed"
+    path.write_text(json.dumps(meta))
+    return said
+
+
+def _killed(folder: Path) -> None:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.update(status="running", finished=None)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    meta = json.loads((folder / "runs" / "job" / "meta.json").read_text())
+    (folder / "runs" / "job" / "meta.json").write_text(json.dumps({**meta, "status": "running"}))
+
+
+def _snapshot(root: Path) -> dict[str, tuple[str, bytes]]:
+    """Every entry under ``root``, links not followed: a file's bytes, a link's target."""
+    out = {}
+    for d, dirs, names in os.walk(root):
+        for name in dirs + names:
+            p = Path(d, name)
+            if p.is_symlink():
+                out[str(p)] = ("link", os.fsencode(os.readlink(p)))
+            elif p.is_file():
+                out[str(p)] = ("file", p.read_bytes())
+    return out
+
+
+def _job_case(rng: random.Random, case: Path) -> tuple[list[str], list[str]]:
+    """A job folder with its outside, and the `memprobe report` arguments; and what was done."""
+    job, outside = case / "job", case / "outside"
+    outside.mkdir(parents=True)
+    precious = outside / "bashrc"
+    precious.write_text("export KEEP=1\n")
+    elsewhere = Path(shutil.copytree(DATA / "record", outside / "node-elsewhere"))
+    _killed(elsewhere)  # followed, it would be finished and rewritten
+    job.mkdir()
+    said = []
+    names = rng.sample(ODD_NAMES, rng.randint(1, 3))
+    nodes = []
+    for raw in names:
+        node = Path(shutil.copytree(DATA / "record", job / os.fsdecode(raw)))
+        said.append(f"{raw!r}: {_node_meta(rng, node)}")
+        nodes.append(node)
+    for _ in range(rng.randint(0, 2)):  # links in the job folder, where node folders are
+        link = job / f"link{rng.randrange(100)}"
+        if not link.exists() and not link.is_symlink():
+            target = rng.choice([elsewhere, precious, case / "nowhere", job, Path("/")])
+            link.symlink_to(target)
+            said.append(f"{link.name} -> {target.name}")
+    if nodes and rng.random() < 0.4:  # links inside a node, at names memprobe reads or writes
+        node = rng.choice(nodes)
+        name = rng.choice(
+            ["runs", "report.html", "summary.json", ".samples.parquet.0.spool", "samples.parquet"]
+        )
+        target = elsewhere / "runs" if name == "runs" else precious
+        if (node / name).is_dir():
+            shutil.rmtree(node / name)
+        else:
+            (node / name).unlink(missing_ok=True)
+        (node / name).symlink_to(target)
+        said.append(f"{node.name!r}/{name} -> {target}")
+    args: list[str] = [str(job)] if rng.random() < 0.7 else [str(p) for p in nodes]
+    draw = rng.random()
+    if draw < 0.15:
+        args += ["-o", str(case / "pages" / "deeper" / "job.html")]
+    elif draw < 0.25 and nodes:
+        args += ["-o", str(rng.choice(nodes) / rng.choice(["manifest.json", "runs", "page.html"]))]
+    elif draw < 0.3:
+        args += ["-o", str(case)]
+    return args, said
+
+
+def test_job_folders_of_several_nodes_are_reported_or_refused_writing_nothing_outside(
+    tmp_path: Path,
+) -> None:
+    from inprocess import Hung, call_memprobe
+
+    failures = []
+    one = os.environ.get("FUZZ_CASE")
+    outcomes = {0: 0, 2: 0}
+    for n in [int(one)] if one else range(JOB_CASES):
+        rng = random.Random(SEED * 100_000 + 50_000 + n)
+        case = tmp_path / str(n)
+        args, said = _job_case(rng, case)
+        before = _snapshot(case / "outside")
+        out, err = io.StringIO(), io.StringIO()
+        what = f"case {n} (report {' '.join(a.replace(str(case), '') for a in args)!r}; {'; '.join(said)})"
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = call_memprobe("report", *args, cwd=case, timeout=PER_JOB_S)
+        except Hung:
+            failures.append(f"{what}: still going after {PER_JOB_S} s")
+            continue
+        except Exception as exc:
+            failures.append(f"{what}: {type(exc).__name__}: {exc}"[:600])
+            continue
+        said_lines = (out.getvalue() + err.getvalue()).splitlines()
+        if code not in outcomes:
+            failures.append(f"{what}: exit {code}: {err.getvalue()[-300:]!r}")
+            continue
+        outcomes[code] += 1
+        lines = err.getvalue().strip().splitlines()  # a node's problem each, then the refusal
+        if code == 2 and not (lines and lines[-1].startswith("memprobe: error: ")):
+            failures.append(f"{what}: refused without a line saying why: {err.getvalue()[-300:]!r}")
+        if not all(line.startswith("memprobe: ") for line in lines):
+            failures.append(f"{what}: a line on stderr that is not memprobe's: {err.getvalue()[-300:]!r}")
+        forged = [line for line in said_lines if not line.isprintable() or FORGED in line.split(":")[0][:12]]
+        if forged:
+            failures.append(f"{what}: a line the folder forged or holding control characters: {forged[:2]!r}")
+        if _snapshot(case / "outside") != before:
+            failures.append(f"{what}: something outside the folders given changed")
+        written = {p.name for p in case.iterdir()} - {"job", "outside", "pages"}
+        if written:
+            failures.append(f"{what}: written beside the job folder: {sorted(written)}")
+        shutil.rmtree(case)
+    assert not failures, f"{len(failures)} of {JOB_CASES} cases failed:\n" + "\n".join(failures)
+    if not one:  # both outcomes are exercised: reported jobs and refusals
+        assert outcomes[0] > JOB_CASES // 10 and outcomes[2] > JOB_CASES // 10, outcomes

@@ -279,3 +279,196 @@ def test_each_node_s_total_is_drawn_against_the_memory_it_must_fit_in(tmp_path: 
     assert sorted(lines) == ["limit of node 0 (n0)", "limit of node 1 (n1)"]
     assert lines["limit of node 1 (n1)"] == [3 * peak, 3 * peak]
     assert chart_names({0: 100 * peak, 1: 100 * peak}) == {}  # far above: the lines would be flattened
+
+
+# -- job folders from elsewhere (issue 39) ------------------------------------------------------
+
+
+def report_job(*args: object) -> int:
+    from memprobe.cli import main
+
+    return main(["report", *map(str, args)])
+
+
+def edit_meta(node: Path, change) -> None:
+    import json
+
+    path = next((node / "runs").iterdir()) / "meta.json"
+    meta = json.loads(path.read_text())
+    change(meta)
+    path.write_text(json.dumps(meta))
+
+
+def edit_manifest(node: Path, **fields: object) -> None:
+    import json
+
+    path = node / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``root`` (links not followed): its bytes and when it was last written."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def test_a_newline_in_a_host_or_folder_name_forges_no_line_on_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host name (meta.json) and a node folder's name are the folder's text: their newlines
+    are shown escaped, on the line memprobe prints them on (before: "node 1 (n1): flat ..." was
+    printed as a line of its own)."""
+    node_folder(
+        tmp_path / "job", 0, growth=(150.0, 3.0), host="n0\nnode 1 (n1): FORGED", started=1_795_000_000.0
+    )
+    meta, samples = rank_job((150.0, 3.0))
+    meta["node"] = {"host": "n1", "node_rank": None, "nodes": 2, "env": {}}
+    write_results(tmp_path / "job" / "node1\nFORGED: flat", meta, samples)
+    assert report_job(tmp_path / "job") == 0
+    out, err = capsys.readouterr()
+    lines = (out + err).splitlines()
+    assert not [line for line in lines if line.startswith(("node 1 (n1): FORGED", "FORGED"))], lines
+    assert "node 0 (n0\\nnode 1 (n1): FORGED): growing" in out
+    assert "folder node1\\nFORGED: flat (n1): growing" in out
+
+
+def test_a_node_folder_that_is_a_link_is_named_and_the_folder_it_leads_to_left_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """job/node1 a symbolic link to a node folder elsewhere whose memprobe was killed: not
+    followed (before: that folder was finished and rewritten, manifest, meta and Parquet); the
+    node named with why and how to report it, the rest of the job reported. Named on the
+    command line, the folder it leads to is reported (and finished: the user named it)."""
+    job = tmp_path / "job"
+    node_folder(job, 0, growth=(150.0, 3.0), host="n0", started=1_795_000_000.0)
+    elsewhere = node_folder(
+        tmp_path / "elsewhere", 1, growth=(150.0, 3.0), host="n1", started=1_795_000_000.0
+    )
+    edit_manifest(elsewhere, status="running")  # its memprobe killed: report would finish it
+    edit_meta(elsewhere, lambda m: m.update(status="running"))
+    (job / "node1").symlink_to(elsewhere)
+    before = snapshot(tmp_path / "elsewhere")
+    assert report_job(job) == 0
+    out = capsys.readouterr().out
+    assert snapshot(tmp_path / "elsewhere") == before
+    assert f"folder node1: a symbolic link (to {elsewhere}), not followed" in out
+    assert "name that folder on the command line to report it" in out
+    assert "Growing on the one node read (node 0 (n0))" in out
+    assert "a symbolic link (to" in words((job / "report.html").read_text(encoding="utf-8"))
+
+    assert report_job(job / "node0", elsewhere, "-o", tmp_path / "both.html") == 0
+    assert "Growing on each of the 2 nodes" in capsys.readouterr().out
+
+
+def test_the_page_of_nodes_named_through_links_goes_beside_the_links(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memprobe report l0 l1`, links the user made to nodes' folders elsewhere: job-report.html
+    is written beside the links (before: beside the folder the first link leads to, outside the
+    folders named)."""
+    for k in (0, 1):
+        node_folder(tmp_path / "elsewhere", k, growth=(150.0, 3.0), host=f"n{k}", started=1_795_000_000.0)
+        (tmp_path / "mine").mkdir(exist_ok=True)
+        (tmp_path / "mine" / f"l{k}").symlink_to(tmp_path / "elsewhere" / f"node{k}")
+    assert report_job(tmp_path / "mine" / "l0", tmp_path / "mine" / "l1") == 0
+    assert f"report: {tmp_path / 'mine' / 'job-report.html'}" in capsys.readouterr().out
+    assert not (tmp_path / "elsewhere" / "job-report.html").exists()
+
+
+def shifted(meta: dict, samples, by: int) -> tuple[dict, object]:
+    """A node of rank_job whose global ranks are ``by`` higher (0, 1 -> by, by + 1)."""
+    for p in meta["processes"]:
+        if p.get("rank", -1) >= 0:
+            p["rank"] += by
+    meta["ranks"] = {str(int(k) + by): pid for k, pid in meta["ranks"].items()}
+    samples = samples.copy()
+    samples.loc[samples["rank"] >= 0, "rank"] += by
+    return meta, samples
+
+
+def elastic_node(root: Path, name: str, first_rank: int, host: str, nodes: int = 2) -> Path:
+    """A node of an elastic torchrun job (``--nnodes=N``, no ``--node-rank``): its folder says
+    the node count and no node rank; its two ranks are the global ranks the rendezvous gave."""
+    meta, samples = shifted(*rank_job((150.0, 3.0)), first_rank)
+    meta["started"] = 1_795_000_000.0
+    meta["node"] = {"host": host, "node_rank": None, "nodes": nodes, "env": {}}
+    return write_results(root / name, meta, samples)
+
+
+def test_nodes_that_do_not_say_their_node_rank_are_numbered_by_their_global_ranks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An elastic torchrun job: both folders there, neither says its node rank (before: "node 0:
+    no folder for it", "node 1: no folder for it", "Not every node is reported in full")."""
+    elastic_node(tmp_path / "job", "a", 2, "hb")  # global ranks 2 and 3: node 1
+    elastic_node(tmp_path / "job", "b", 0, "ha")  # global ranks 0 and 1: node 0
+    job = Job.load([tmp_path / "job"], analyse=analyse_all)
+    assert [(n.node_rank, n.folder.name) for n in job.nodes] == [(0, "b"), (1, "a")]
+    assert job.missing == [] and job.unaccounted == 0
+    assert report_job(tmp_path / "job") == 0
+    out = capsys.readouterr().out
+    assert "node 0 (ha): growing" in out and "node 1 (hb): growing" in out
+    assert "no folder" not in out
+    text = words((tmp_path / "job" / "report.html").read_text(encoding="utf-8"))
+    assert "Not every node is reported" not in text
+    assert "node rank 1 (told by its global ranks 2 to 3: its launcher said none)" in text
+
+    # Three nodes of two ranks each, the middle one lost: ranks 0-1 and 4-5 are nodes 0 and 2.
+    elastic_node(tmp_path / "three", "x", 0, "h0", nodes=3)
+    elastic_node(tmp_path / "three", "y", 4, "h2", nodes=3)
+    job = Job.load([tmp_path / "three"], analyse=analyse_all)
+    assert [n.node_rank for n in job.nodes] == [0, 2] and job.missing == [1]
+
+
+def test_folders_that_do_not_say_their_node_are_never_called_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Folders of a 2-node job that say no node rank and whose ranks do not tell it (each holds
+    ranks 0 and 1): reported by their folders' names, no node called missing; with one of the two
+    folders gone, one node of two is said to have no folder, which one not claimed."""
+    for name, host in (("a", "ha"), ("b", "hb")):
+        meta, samples = rank_job((150.0, 3.0))
+        meta["node"] = {"host": host, "node_rank": None, "nodes": 2, "env": {}}
+        write_results(tmp_path / "job" / name, meta, samples)
+    assert report_job(tmp_path / "job") == 0
+    out = capsys.readouterr().out
+    assert "folder a (ha): growing" in out and "folder b (hb): growing" in out
+    assert "no folder" not in out
+
+    import shutil
+
+    shutil.rmtree(tmp_path / "job" / "b")
+    assert report_job(tmp_path / "job") == 0
+    out = capsys.readouterr().out
+    assert "1 of the job's 2 nodes has no folder (which cannot be told" in out
+    assert "node 0: no folder" not in out and "node 1: no folder" not in out
+
+
+def test_folders_of_two_jobs_are_not_put_on_one_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Node folders of SLURM jobs 77 and 88 (different commands): exit 2 naming both jobs, no
+    page, whether the job folder or the folders one by one are named (before: one job page,
+    "Node 1 differs", exit 0). Nodes of one job whose commands differ by their node rank are
+    one job."""
+    for k, (job_id, script) in enumerate((("77", "train.py"), ("88", "eval.py"))):
+        meta, samples = rank_job((150.0, 3.0))
+        meta["command"] = ["python", script]
+        meta["node"] = {"host": f"n{k}", "node_rank": k, "nodes": 2, "env": {"SLURM_JOB_ID": job_id}}
+        write_results(tmp_path / "two" / f"node{k}", meta, samples)
+    assert report_job(tmp_path / "two") == 2
+    err = capsys.readouterr().err
+    assert "they belong to different jobs, SLURM_JOB_ID 77 (node0), 88 (node1)" in err
+    assert report_job(tmp_path / "two" / "node0", tmp_path / "two" / "node1", "-o", tmp_path / "p.html") == 2
+    assert "not the nodes of one job (they belong to different jobs" in capsys.readouterr().err
+    assert not (tmp_path / "two" / "report.html").exists() and not (tmp_path / "p.html").exists()
+
+    for k in (0, 1):
+        meta, samples = rank_job((150.0, 3.0))
+        meta["command"] = ["torchrun", "--nnodes=2", f"--node-rank={k}", "train.py"]
+        meta["node"] = {"host": f"n{k}", "node_rank": k, "nodes": 2, "env": {"SLURM_JOB_ID": "77"}}
+        write_results(tmp_path / "one" / f"node{k}", meta, samples)
+    assert report_job(tmp_path / "one") == 0

@@ -243,6 +243,54 @@ def test_a_write_error_says_what_to_do_for_its_cause(tmp_path: Path) -> None:
     assert "free some space" in str(full)
     assert "deleted or moved" in str(gone) and "space" not in str(gone)
     assert "may not write there" in str(denied)
+    # Any other cause: its own words, no advice that does not apply (before: "free some space").
+    folder = ResultsWriteError(tmp_path / "x", OSError(errno.EISDIR, "Is a directory"))
+    assert str(folder) == f"cannot write {tmp_path / 'x'}: Is a directory. What was saved before is intact"
+
+
+def test_two_writers_of_one_file_at_once_each_rename_a_whole_file_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `memprobe report` of one folder at once write its summary.json and report.html at
+    the same moments: each writes a temporary name of its own and renames it, the last rename's
+    file staying whole (before: one fixed temporary name, which the second writer removed under
+    the first: "its folder was deleted or moved", 2 of 6 tries)."""
+    path = tmp_path / "report.html"
+    real_replace = os.replace
+    others: list[str] = []
+
+    def replace(src: Path, dst: Path) -> None:
+        if not others:  # the other memprobe writes the same file, start to end, just before
+            others.append("second")
+            files.write_text_atomic(path, "second")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    files.write_text_atomic(path, "first")
+    assert path.read_text() == "first" and others == ["second"]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_gathering_a_folder_from_someone_else_writes_through_no_link_left_in_it(tmp_path: Path) -> None:
+    """A killed session's folder (rows in JSON lines) holding symbolic links to a file of the
+    user's at the names memprobe's gathering wrote to (``.samples.parquet.0.spool``,
+    ``.runs.parquet.tmp``): gathered into files of its own, the user's file untouched (before:
+    the spool was opened through the link, the samples' Parquet data written into ~/.bashrc
+    and samples.parquet left a link to it)."""
+    root = tmp_path / "folder"
+    w = RunWriter(root / "runs" / "a")
+    w.append("samples", [{**ROW, "t": 0.1, "pid": 7, "rss_mb": 1.0}])
+    w.write_meta(run_record("a"))
+    w.close()
+    write_json_atomic(root / "manifest.json", {"schema_version": SCHEMA_VERSION})
+    precious = tmp_path / "bashrc"
+    precious.write_text("export KEEP=1\n")
+    for name in (".samples.parquet.0.spool", ".runs.parquet.tmp", ".summary.json.tmp"):
+        (root / name).symlink_to(precious)
+    gather.consolidate(root)
+    assert precious.read_text() == "export KEEP=1\n"
+    assert not (root / "samples.parquet").is_symlink()
+    assert list(ResultSet.load(root).tables["samples"]["pid"]) == [7]
 
 
 # -- one owner of the folder: create, manifest, finish, open (issue 14) ------------------------

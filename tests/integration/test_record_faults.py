@@ -479,6 +479,30 @@ def test_watch_refuses_a_thread_id_and_names_its_process(tmp_path: Path) -> None
         job.wait()
 
 
+def a_kernel_thread() -> int | None:
+    """The pid of a kernel thread this pid namespace shows (kthreadd is 2 on the host), or None."""
+    for entry in sorted((e for e in os.listdir("/proc") if e.isdigit()), key=int):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = Path(f"/proc/{entry}/stat").read_text()
+            if int(text[text.rindex(")") + 2 :].split()[6]) & 0x00200000:  # PF_KTHREAD
+                return int(entry)
+    return None
+
+
+@pytest.mark.parametrize("command", ["watch", "top"])
+def test_a_kernel_thread_is_refused_as_one_whoever_memprobe_runs_as(tmp_path: Path, command: str) -> None:
+    """`memprobe top 2` (kthreadd) run as root said "or run memprobe as root"."""
+    pid = a_kernel_thread()
+    if pid is None:
+        pytest.skip("no kernel thread in this pid namespace (a container shows none)")
+    out = tmp_path / "out"
+    done = memprobe(command, pid, "--duration", "1", "-o", out)
+    assert done.code == 2
+    line = done.one_line_error()
+    assert f"pid {pid} (" in line and "is a kernel thread: it has no memory of its own to watch" in line, line
+    assert "root" not in line and not out.exists() and done.left == []
+
+
 DAEMONIZES = textwrap.dedent("""
     import os, sys, time
     if os.fork() == 0:          # the child forks the daemon and exits at once (a double fork)

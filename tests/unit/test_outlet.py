@@ -158,3 +158,46 @@ def test_a_repaint_waiting_is_replaced_by_the_next_and_a_teardown_is_never_dropp
         returns(view)
         written = read_all(r, stream, outlet).decode()
     assert written == ("<setup><teardown>" if keep else "<setup><repaint 5>")
+
+
+def test_memprobe_run_s_progress_never_holds_the_run_it_measures() -> None:
+    """`memprobe run` with its terminal paused: the supervisor's progress line blocked it, and
+    the run with it (a 30 s pause made a run's items/s a third of the next run's). Progress and
+    a stop signal's line return at once; the run's end waits for the terminal, then the lines
+    come in order, the progress lines that waited replaced by the latest."""
+    import signal
+    from types import SimpleNamespace
+
+    from memprobe.cli.console import TerminalConsole
+
+    loader = SimpleNamespace(items=None, epochs=1)
+    spec = SimpleNamespace(
+        run_id="list-fork-w2", loader=loader, decode=None, dataset=SimpleNamespace(records=100)
+    )
+    with full_pipe() as (r, stream):
+        console = TerminalConsole(stream)  # a pipe: a line every 5 s at most, as on a file
+
+        def a_run() -> None:
+            console.run_started(spec, 0, 1)
+            for i in range(50):
+                console._last = -10.0  # (5 s since the last line, each time)
+                state = SimpleNamespace(items=i, elapsed_s=float(i), milestones={"dataset_built": 0.0})
+                console.run_progress(state)
+            console.signal_received(signal.SIGTERM, 1)
+
+        returns(a_run)
+        got = bytearray()
+        reader = threading.Thread(
+            target=lambda: [got.extend(c) for c in iter(lambda: os.read(r, 1 << 20), b"")]
+        )
+        reader.start()  # the terminal takes output again
+        state = SimpleNamespace(items=50, elapsed_s=50.0, status="interrupted", error=None, milestones={})
+        returns(lambda: console.run_finished(state))  # returns once all of it is written
+        stream.close()
+        reader.join(BOUND_S)
+        written = bytes(got).lstrip(b".").decode().splitlines()
+    assert written[0] == "[1/1] list-fork-w2: starting"
+    progress = [w for w in written if "items," in w and "interrupted" not in w]
+    assert 1 <= len(progress) <= 2 and progress[-1].startswith("[1/1] list-fork-w2: 49/100 items")
+    assert "memprobe: SIGTERM: stopping; saving what was measured" in "\n".join(written)
+    assert written[-1] == "[1/1] list-fork-w2: interrupted (50 items, 50.0 s)"

@@ -206,7 +206,9 @@ def test_at_the_open_files_limit_the_error_names_the_limit_and_nothing_leaks(fre
                 build()
             assert raised.value.errno == errno.EMFILE
             said = str(raised.value)
-            assert f"SharedList: this process has reached its limit of open files (ulimit -n: {limit};" in said
+            assert (
+                f"SharedList: this process has reached its limit of open files (ulimit -n: {limit};" in said
+            )
             assert "each SharedList holds 2" in said and "Hold fewer of them" in said and "ulimit -n" in said
             assert open_now(limit + 8) == before  # the memory file made before the failure closed
     finally:

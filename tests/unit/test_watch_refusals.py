@@ -1,5 +1,5 @@
 """What `memprobe watch PID` / `memprobe top PID` say of a process whose memory they cannot read
-(memprobe/record/command.py): what it is and what would read it, for who memprobe runs as.
+(memprobe/record/unreadable.py): what it is and what would read it, for who memprobe runs as.
 Before: "watch a process of your own user (or run memprobe as root)" in every case, to root too,
 and for a kernel thread, which no one can watch."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from memprobe.probe import procfs
-from memprobe.record import command
+from memprobe.record import unreadable
 
 KTHREAD = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 23 0 0 18446744073709551615 0 0"
 PROCESS = "4242 (python) S 1 4242 4242 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 23 0 0 18446744073709551615 0 0"
@@ -16,10 +16,10 @@ PROCESS = "4242 (python) S 1 4242 4242 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 23 
 
 def refusal(monkeypatch, stat: str, got: object, euid: int, ptrace: bool = True) -> str:
     monkeypatch.setattr(procfs, "read_pss_or_denied", lambda pid: got)
-    monkeypatch.setattr(command.os, "geteuid", lambda: euid)
-    monkeypatch.setattr(command, "_capable", lambda cap: ptrace)
+    monkeypatch.setattr(unreadable.os, "geteuid", lambda: euid)
+    monkeypatch.setattr(unreadable, "_capable", lambda cap: ptrace)
     st = procfs.parse_stat(stat)
-    return command._unreadable(st.pid, st)
+    return unreadable.unreadable(st.pid, st)
 
 
 @pytest.mark.parametrize("euid", [0, 1000])

@@ -106,10 +106,15 @@ class Panel:
         rows = height(lines)
         setup = ""
         if (columns, lines) != self._size or self._resized:
-            # Resized: the terminal has reset the scroll region and may have moved the cursor.
+            # Resized: the terminal has reset the scroll region, and moved the lines (the view's
+            # and the job's) where it chose: nothing is cleared by where the view was, which may
+            # be the job's lines now. What is below the job's cursor is not the job's (it writes
+            # at its cursor): the old view, cleared from there (ESC[J).
+            self._resized = True
+            release = self._release()
             self._resized = False
             if not fits(lines):  # no room: the job's output only, until there is again
-                self._open = self._write(self._release(), keep=True)
+                self._open = self._write(release, keep=True)
                 if not self._said_short:
                     self._said_short = True
                     self.outlet.say(
@@ -118,9 +123,9 @@ class Panel:
                         f"{LINES_NEEDED}): it comes back once the terminal is taller",
                     )
                 return
-            # The view's old lines cleared and the whole screen scrolling (nothing the first time),
-            # then room at the foot: the job's last lines scroll up by the view's height.
-            setup += self._release() + "\n" * rows + f"\x1b[{rows}A"
+            # The whole screen scrolling, what is below the job's cursor cleared, then room at the
+            # foot: the job's last lines scroll up by the view's height.
+            setup += release + "\x1b[J" + "\n" * rows + f"\x1b[{rows}A"
             # Setting the region moves the cursor home: saved and put back.
             setup += f"{SAVE}\x1b[1;{lines - rows}r{RESTORE}"
             self._size, self._rows = (columns, lines), rows
@@ -151,9 +156,13 @@ class Panel:
         return f"{SAVE}\x1b[{self._size[1] - self._rows + 1};1H\x1b[J{RESTORE}"
 
     def _release(self) -> str:
-        """The view cleared and the whole screen scrolling again (resetting the region moves the
-        cursor home: saved and put back)."""
-        text = self._clear() + (f"{SAVE}\x1b[r{RESTORE}" if self._size is not None else "")
+        """The whole screen scrolling again (resetting the region moves the cursor home: saved
+        and put back), the view's lines cleared first where the terminal was not resized since
+        they were drawn (else they may be the job's lines now: left as they are)."""
+        if self._size is None:
+            return ""
+        same = not self._resized and self._terminal_size() == self._size
+        text = (self._clear() if same else "") + f"{SAVE}\x1b[r{RESTORE}"
         self._size = None
         return text
 

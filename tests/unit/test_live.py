@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from memprobe.cli.outlet import Outlet
 from memprobe.cli.top import Lines, Live, line, render
 from memprobe.probe.tree_sampler import ProcessInfo
 from memprobe.record.live import LiveModel, rate
@@ -212,6 +213,23 @@ def test_the_screen_colours_only_when_allowed_and_escapes_what_the_job_named():
     assert "worker 0\\x1b[2J\\x1b]0;pwned\\x07" in plain
 
 
+def test_a_wide_character_command_line_in_a_narrow_terminal_keeps_every_line_within_its_width():
+    """A CJK command line cut by characters made the title line 2x too wide: it wrapped and the
+    screen scrolled its first line away. Cut by the columns the terminal shows, each line fits,
+    the title first; the table's columns line up whatever the role's script."""
+    from memprobe.core.text import columns
+
+    title = "pid 100 (python 训练脚本.py --数据集 " + "图像" * 40 + ")"
+    for width in (20, 41, 80, 120):
+        lines = render(view_for_screen(role="工人 0"), title, width, 40, color=False)
+        assert lines[0].startswith("memprobe top  pid 100 (python 训练"[:width]), lines[0]
+        assert all(columns(ln) <= width for ln in lines), [ln for ln in lines if columns(ln) > width]
+    lines = render(view_for_screen(role="工人 0"), title, 200, 40, color=False)
+    table = lines[lines.index(next(ln for ln in lines if ln.lstrip().startswith("pid  role"))) :][:4]
+    assert len({columns(ln) for ln in table}) == 1, table  # every row as wide as the head
+    assert re.match(r"\s*101  工人 0 {4}dataloader", table[2]), table  # padded by columns: 6 + 2
+
+
 def test_a_short_screen_says_how_many_rows_it_left_out():
     lines = render(view_for_screen(), "t", 200, 9, color=False)
     assert len(lines) <= 9
@@ -221,7 +239,7 @@ def test_a_short_screen_says_how_many_rows_it_left_out():
 def test_not_a_terminal_one_line_every_few_seconds():
     now = [0.0]
     out = io.StringIO()
-    shown = Lines(out, 5.0, clock=lambda: now[0])
+    shown = Lines(out, 5.0, outlet=Outlet(), clock=lambda: now[0])
     shown.show(LiveModel(50.0, None, "").view(), "t", "", False)  # nothing sampled yet: no line
     view = view_for_screen()
     for i in range(13):  # shown once a second, as the live view is
@@ -236,7 +254,7 @@ def test_not_a_terminal_one_line_every_few_seconds():
 
 def test_the_rows_of_the_samplers_first_tick_are_kept_though_they_come_before_the_first_poll():
     # The first tick reads every process exactly; it is written before the view is first asked.
-    live = Live(Lines(io.StringIO(), 5.0), log=lambda line: None)
+    live = Live(Lines(io.StringIO(), 5.0, outlet=Outlet()), log=lambda line: None)
     live.rows("samples", [exact(0.0, 100, "launcher", "launcher", pss=1.0, uss=0.1, rss=1.8, anon=0.1)])
     live.rows("samples", [cheap(1.0, 100, "launcher", "launcher", rss=1.8, anon=0.1, est=None)])
     view = live.model.view()
@@ -269,23 +287,27 @@ def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_b
     import struct
     import termios
 
-    from memprobe.cli import panel as panel_module
+    from memprobe.cli import outlet as outlet_module
     from memprobe.cli.panel import Panel
 
     main, sub = os.openpty()
     fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))  # 30 lines, 100 columns
     writes: list[bytes] = []
-    monkeypatch.setattr(panel_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    monkeypatch.setattr(outlet_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    outlet = Outlet()
     with os.fdopen(sub, "w") as stream:
-        shown = Panel(stream, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
+        shown = Panel(stream, outlet, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
         shown.open()
-        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
-        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        for _ in range(2):
+            shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+            assert outlet.wait(60)  # (a repaint still waiting would be replaced by the next)
         shown.close()
+        assert outlet.wait(60)
     os.close(main)
     first, again, closed = (w.decode() for w in writes)
-    # Room made at the foot (10 lines: a third of 30), the region set around the cursor.
-    assert first.startswith("\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8")
+    # Below the job's cursor cleared, room made at the foot (10 lines: a third of 30), the region
+    # set around the cursor.
+    assert first.startswith("\x1b[J" + "\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8")
     for drawn in (first, again):  # drawn from line 21 on, the cursor put back where the job left it
         body = drawn[drawn.index("\x1b7\x1b[21;1H") :]
         assert body.endswith("\x1b8") and "\x1b[30;1H" in body and "\x1b[31;1H" not in body
@@ -293,6 +315,85 @@ def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_b
         assert re.search(r"\x1b\[25;1H\s*pid  role", body)  # the table's head under 4 lines of totals
     assert "\x1b[1;20r" not in again  # the size unchanged: the region kept
     assert closed == "\x1b7\x1b[21;1H\x1b[J\x1b8\x1b7\x1b[r\x1b8"
+
+
+def test_the_panel_comes_back_when_a_terminal_too_short_for_it_grows_again(monkeypatch) -> None:
+    """A terminal shrunk to 6 lines leaves no room under the job's output: the view is cleared
+    and the whole screen scrolls. Grown again, the view comes back (it was never drawn again for
+    the rest of the job: the panel had closed itself for good)."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from memprobe.cli import outlet as outlet_module
+    from memprobe.cli.panel import Panel
+
+    main, sub = os.openpty()
+    writes: list[bytes] = []
+    monkeypatch.setattr(outlet_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    outlet = Outlet()
+    with os.fdopen(sub, "w") as stream:
+        shown = Panel(stream, outlet, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
+        shown.open()
+        for lines in (30, 6, 6, 2, 0, 30, 30):
+            fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", lines, 100, 0, 0))
+            shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+            assert outlet.wait(60)
+            assert shown.due()  # still a view to draw, whatever the size
+        shown.close()
+        assert outlet.wait(60)
+    os.close(main)
+    drawn = [w.decode() for w in writes]
+    assert len(drawn) == 6, drawn  # drawn, released once (6 lines) and said so, drawn twice, closed
+    # The whole screen scrolls; nothing cleared by where the view was: the terminal moved the
+    # lines when it shrank, and the job's may be there now.
+    assert drawn[1] == "\x1b7\x1b[r\x1b8"
+    assert drawn[2] == (
+        "memprobe: the terminal is too short for the live view (6 lines; it needs 8): "
+        "it comes back once the terminal is taller\n"
+    )
+    # Room made at the foot again, the region set again, the view drawn in it.
+    assert drawn[3].startswith("\x1b[J" + "\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8\x1b7\x1b[21;1H")
+    assert "memprobe record  pid 100 (python train.py)" in drawn[3] and "\x1b[1;20r" not in drawn[4]
+    assert "memprobe record  pid 100" in drawn[4]
+    assert drawn[5] == "\x1b7\x1b[21;1H\x1b[J\x1b8\x1b7\x1b[r\x1b8"  # closed, not resized: its lines cleared
+
+
+def test_a_resize_undone_between_two_repaints_sets_the_view_up_again(monkeypatch) -> None:
+    """The size is read at every poll: shrunk and grown back within a second (the terminal
+    reset its scroll region meanwhile), the next repaint makes room and sets the region again,
+    as after any resize."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from memprobe.cli import outlet as outlet_module
+    from memprobe.cli.panel import Panel
+
+    main, sub = os.openpty()
+    writes: list[bytes] = []
+    monkeypatch.setattr(outlet_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    outlet = Outlet()
+    with os.fdopen(sub, "w") as stream:
+        shown = Panel(stream, outlet, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
+        shown.open()
+        for lines in (30, 20, 30):  # 20 lines seen at a poll between two repaints
+            fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", lines, 100, 0, 0))
+            assert shown.due()
+        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        assert outlet.wait(60)
+        for lines in (20, 30):
+            fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", lines, 100, 0, 0))
+            assert shown.due()
+        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        assert outlet.wait(60)
+    os.close(main)
+    drawn = [w.decode() for w in writes]
+    assert len(drawn) == 3 and "\x1b[1;20r" not in drawn[1]
+    assert drawn[2].startswith("\x1b7\x1b[r\x1b8\x1b[J" + "\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8")
 
 
 def test_a_job_that_moved_into_another_cgroup_is_shown_against_that_ones_limit_and_charge():

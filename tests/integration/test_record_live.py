@@ -103,8 +103,10 @@ def test_record_live_ends_the_view_and_prints_the_summary_when_the_job_exits(tmp
         stop.touch()
         screen = term.wait_for(r"^EXIT=\d+")
         assert "EXIT=0" in screen and "Ctrl-C: stop the job, save" not in screen, screen
+        # The summary follows the job's last line: nothing of the view left between them (the
+        # history: the job keeps 200 KB a step, and what to do about it scrolls the screen on).
+        screen = term.history()
         lines = screen.splitlines()
-        # The summary follows the job's last line: nothing of the view left between them.
         done = lines.index("job done")
         assert lines[done + 1] == "" and lines[done + 2].startswith("run "), screen
         assert re.search(r"^\d+\s+main\s+main", screen, re.M)  # the per-process table

@@ -416,3 +416,47 @@ def test_the_charge_and_kills_of_the_cgroup_the_job_left_are_not_its() -> None:
     # Without since_t (a job that stayed in one cgroup), every reading counts, as before.
     del meta["cgroup"]["since_t"]
     assert against_limit(meta, samples, system, 24_000.0)["charge_peak_mb"] == 3100.0  # type: ignore[index]
+
+
+# -- who else is in the cgroup: its process list ---------------------------------------------------
+
+
+def test_the_cgroup_s_other_processes_are_read_from_its_process_lists_and_below(tmp_path: Path) -> None:
+    group = tmp_path / "cg" / "job"
+    (group / "child").mkdir(parents=True)
+    (group / "cgroup.procs").write_text("10\n11\n12\n13\n")
+    (group / "child" / "cgroup.procs").write_text("20\n")
+    proc = tmp_path / "proc"
+    for pid, pages, name in (
+        (10, 1000, "python"),
+        (11, 2000, "pt_data_worker"),
+        (12, 0, "kworker"),
+        (13, 512, "bash"),
+        (20, 25600, "bystander"),
+    ):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "statm").write_text(f"9999 {pages} 0 0 0 0 0\n")
+        (proc / str(pid) / "comm").write_text(f"{name}\n")
+    where = cgroup.CgroupLocation(2, "/job", group, tmp_path / "cg")
+    assert sorted(cgroup.members(where)) == [10, 11, 12, 13, 20]
+    got = cgroup.others(where, {10, 11}, proc)  # the job's two processes; a kernel thread holds nothing
+    page_mb = cgroup.PAGE_SIZE / 2**20
+    assert got.processes == 2 and got.rss_bytes == (512 + 25600) * cgroup.PAGE_SIZE
+    assert [(n, p) for n, p, _ in got.largest] == [("bystander", 20), ("bash", 13)]
+    assert got.largest[0][2] / 2**20 == pytest.approx(25600 * page_mb)
+
+
+def test_the_cgroup_s_unmapped_page_cache_is_read_from_memory_stat(tmp_path: Path) -> None:
+    mib = 2**20
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    (v1 / "memory.stat").write_text(
+        f"cache {9 * mib}\ntotal_cache {900 * mib}\ntotal_shmem {100 * mib}\ntotal_mapped_file {300 * mib}\n"
+    )
+    assert cgroup.unmapped_cache(cgroup.CgroupLocation(1, "/x", v1, tmp_path)) == 500 * mib
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "memory.stat").write_text(f"anon 1\nfile {50 * mib}\nshmem {10 * mib}\nfile_mapped {15 * mib}\n")
+    assert cgroup.unmapped_cache(cgroup.CgroupLocation(2, "/x", v2, tmp_path)) == 25 * mib
+    (v2 / "memory.stat").write_text("anon 1\n")
+    assert cgroup.unmapped_cache(cgroup.CgroupLocation(2, "/x", v2, tmp_path)) is None

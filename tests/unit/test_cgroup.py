@@ -127,22 +127,21 @@ def test_no_cgroup_file_or_no_memory_controller_is_none(tmp_path: Path) -> None:
 # -- on the record page: the charge's rate, the time to the limit, the OOM kills ------------------
 
 
-def test_the_time_to_the_limit_is_taken_at_the_charge_s_rate_over_the_job_s_last_third() -> None:
+def test_the_charge_s_own_rate_is_taken_over_the_last_third_up_to_its_peak() -> None:
+    """A fact of the whole cgroup (summary.json ``charge_rate_mb_per_min``), never the forecast
+    (test_forecast.py)."""
     import pandas as pd
 
-    from memprobe.record.limit import time_to_limit
+    from memprobe.record.limit import charge_rate
 
     t = [float(x) for x in range(0, 61)]
     flat_then_rising = pd.Series([100.0 if x < 40 else 100.0 + (x - 40) * 2.0 for x in t], index=t)
-    rate, minutes = time_to_limit(flat_then_rising, 1000.0)  # type: ignore[misc]
-    assert rate == pytest.approx(120.0)  # 2 MB/s over its last 20 s
-    assert minutes == pytest.approx((1000.0 - 140.0) / 120.0)
-    assert time_to_limit(pd.Series([100.0] * 61, index=t), 1000.0) == (pytest.approx(0.0), None)
+    assert charge_rate(flat_then_rising) == pytest.approx(120.0)  # 2 MB/s over its last 20 s
+    assert charge_rate(pd.Series([100.0] * 61, index=t)) == pytest.approx(0.0)
     # A job that ended freed its memory in its last seconds: the rise up to the peak counts.
     ended = pd.concat([flat_then_rising, pd.Series([60.0, 60.0], index=[61.0, 62.0])])
-    assert time_to_limit(ended, 1000.0) == (pytest.approx(120.0), pytest.approx((1000.0 - 140.0) / 120.0))
-    assert time_to_limit(flat_then_rising, None) is None
-    assert time_to_limit(pd.Series([1.0, 2.0], index=[0.0, 1.0]), 1000.0) is None  # too short
+    assert charge_rate(ended) == pytest.approx(120.0)
+    assert charge_rate(pd.Series([1.0, 2.0], index=[0.0, 1.0])) is None  # too short
 
 
 def test_an_oom_kill_names_the_process_that_vanished_with_it_not_those_that_ended_later() -> None:

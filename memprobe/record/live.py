@@ -55,6 +55,9 @@ RATE_MIN_SPAN_S = 3.0  # ... and over this long at least (a younger process has 
 POINT_SPACING_S = 1.0  # a rate point per process this often at most
 SERIES_POINTS = 4096  # each series kept for the time to the limit: thinned by half past this
 SLOW_MB_PER_MIN = 1.0  # a rate below this is not named as a grower
+# The time to the limit is made again this often at most, or when a generation of workers ended
+# (its series as pandas and the line through them: 2-3 ms, where the rest of a view takes 0.5).
+FORECAST_EVERY_S = 5.0
 
 
 @dataclass
@@ -154,6 +157,7 @@ class LiveModel:
         self._generation: dict[int, tuple[int, float]] = {}  # a worker's generation and first sight
         self._worker_end: dict[int, float] = {}
         self._others_mb: float | None = None  # the cgroup's other processes' RSS at their most
+        self._ahead: tuple[float, int, forecast.Forecast] | None = None  # made at, workers ended then, it
         self._kills: tuple[int | None, int | None] = (None, None)  # first, latest
 
     def entered(self, limit_mb: float | None, words: str, since: float, kills_then: int | None) -> None:
@@ -164,6 +168,7 @@ class LiveModel:
             self._charge = [(t, v) for t, v in self._charge if t >= since]
             self._kept = [(t, v) for t, v in self._kept if t >= since]
             self._others_mb = None  # another cgroup: who else is in it is read again
+            self._ahead = None
             self._kills = (kills_then, kills_then)  # the next reading's, from then on
 
     # -- fed from the sampler's thread ---------------------------------------------------------
@@ -255,7 +260,10 @@ class LiveModel:
                 gen = getattr(known[pid], "generation", None)
                 if tr.is_worker() and isinstance(gen, int):
                     self._generation.setdefault(pid, (gen, tr.first_t))
-            ahead = self._forecast(t)
+            ended = len(self._worker_end)
+            if self._ahead is None or t - self._ahead[0] >= FORECAST_EVERY_S or ended != self._ahead[1]:
+                self._ahead = (t, ended, self._forecast(t))
+            ahead = self._ahead[2]
         rows.sort(key=_order)
         totals = LiveTotals(
             processes=len(rows),

@@ -209,6 +209,13 @@ def charge(where: CgroupLocation) -> tuple[int | None, int | None]:
     return _number(d / "memory.current"), _keyed(d / "memory.events").get("oom_kill")
 
 
+def _ppid(proc: Path, pid: int) -> int | None:
+    """A process's parent (/proc/PID/stat's fourth field, after the name in parentheses)."""
+    text = read_text(str(proc / str(pid) / "stat")) or ""
+    fields = text[text.rfind(")") + 1 :].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+
+
 def unmapped_cache(where: CgroupLocation) -> int | None:
     """The cgroup's page cache that no process maps and that is not shared memory (bytes, from
     memory.stat; None where it lacks the counts): what the kernel reclaims before its OOM killer
@@ -282,10 +289,20 @@ def members(where: CgroupLocation, cap: int = OTHERS_MAX_CGROUPS) -> list[int]:
 
 def others(where: CgroupLocation, ours: Collection[int], proc: Path = Path("/proc")) -> Others:
     """The processes charged to ``where`` that are not in ``ours`` (the job's processes and
-    memprobe's own) and hold resident memory (:class:`Others`)."""
+    memprobe's own) nor children of theirs (a DataLoader's new workers, forked since the sampler
+    last walked the tree: a new epoch's four were once counted as others, and the job not
+    alone) and hold resident memory (:class:`Others`)."""
+    mine = set(ours)
+    rest = [pid for pid in members(where) if pid not in mine]
+    parent = {pid: _ppid(proc, pid) for pid in rest}
+    for _ in range(len(rest)):  # a new child's own new child: as far as the chain goes
+        new = {pid for pid in rest if pid not in mine and parent[pid] in mine}
+        if not new:
+            break
+        mine |= new
     count, total, seen = 0, 0, []
-    for pid in members(where):
-        if pid in ours:
+    for pid in rest:
+        if pid in mine:
             continue
         if count >= OTHERS_MAX_READ:
             count += 1  # counted, not read: a machine's root cgroup

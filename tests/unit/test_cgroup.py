@@ -423,22 +423,26 @@ def test_the_charge_and_kills_of_the_cgroup_the_job_left_are_not_its() -> None:
 def test_the_cgroup_s_other_processes_are_read_from_its_process_lists_and_below(tmp_path: Path) -> None:
     group = tmp_path / "cg" / "job"
     (group / "child").mkdir(parents=True)
-    (group / "cgroup.procs").write_text("10\n11\n12\n13\n")
+    (group / "cgroup.procs").write_text("10\n11\n12\n13\n14\n15\n")
     (group / "child" / "cgroup.procs").write_text("20\n")
     proc = tmp_path / "proc"
-    for pid, pages, name in (
-        (10, 1000, "python"),
-        (11, 2000, "pt_data_worker"),
-        (12, 0, "kworker"),
-        (13, 512, "bash"),
-        (20, 25600, "bystander"),
+    for pid, ppid, pages, name in (
+        (10, 1, 1000, "python"),
+        (11, 10, 2000, "pt_data_worker"),
+        (12, 2, 0, "kworker"),
+        (13, 1, 512, "bash"),
+        (14, 10, 300, "pt_data_worker"),  # forked since the sampler's walk: the job's
+        (15, 14, 100, "python (a) b"),  # ... and its own child
+        (20, 1, 25600, "bystander"),
     ):
         (proc / str(pid)).mkdir(parents=True)
         (proc / str(pid) / "statm").write_text(f"9999 {pages} 0 0 0 0 0\n")
         (proc / str(pid) / "comm").write_text(f"{name}\n")
+        (proc / str(pid) / "stat").write_text(f"{pid} ({name}) S {ppid} {pid} 0 0\n")
     where = cgroup.CgroupLocation(2, "/job", group, tmp_path / "cg")
-    assert sorted(cgroup.members(where)) == [10, 11, 12, 13, 20]
-    got = cgroup.others(where, {10, 11}, proc)  # the job's two processes; a kernel thread holds nothing
+    assert sorted(cgroup.members(where)) == [10, 11, 12, 13, 14, 15, 20]
+    # The job's two processes the sampler knows, its two new ones; a kernel thread holds nothing.
+    got = cgroup.others(where, {10, 11}, proc)
     page_mb = cgroup.PAGE_SIZE / 2**20
     assert got.processes == 2 and got.rss_bytes == (512 + 25600) * cgroup.PAGE_SIZE
     assert [(n, p) for n, p, _ in got.largest] == [("bystander", 20), ("bash", 13)]

@@ -207,11 +207,13 @@ def replay(args: argparse.Namespace) -> None:
         f = (s.memory_limit or {}).get("forecast") or {}
         at = f.get("limit_at_t")
         soon, late = f.get("limit_at_soonest_t"), f.get("limit_at_latest_t")
+        # What memprobe said before issue 40: the charge's rate as it rose to its peak, from that
+        # peak to the limit.
         charge = limit.cgroup_charge(tables["system"], tables["samples"], limit.entered_at(m))
-        old = limit.time_to_limit(charge, lim.get("limit_mb"))
+        rate = limit.charge_rate(charge)
         old_at = (
-            float(charge[: charge.idxmax()].index[-1]) + 60 * old[1]
-            if old and old[1] is not None and charge is not None
+            float(charge.idxmax()) + 60 * (lim["limit_mb"] - float(charge.max())) / rate
+            if charge is not None and rate is not None and rate >= 1.0
             else None
         )
         print(

@@ -427,7 +427,7 @@ class Sampler:
             avail = procfs.mem_available()
             if self.cgroup is not None:
                 charged, kills = cgroup.charge(self.cgroup.where)
-                cache = cgroup.unmapped_cache(self.cgroup.where)  # memory.stat: ~25 us
+                cache = cgroup.file_cache(self.cgroup.where)  # memory.stat: ~25 us
             machine_kills = cgroup.machine_oom_kills()
         return {
             "t": round(tick - self.t0, 4),
@@ -435,8 +435,8 @@ class Sampler:
             "mem_available_mb": None if avail is None else avail / MB,
             "cgroup_mb": None if charged is None else charged / MB,
             "cgroup_oom_kills": kills,
-            # Of that charge, page cache no process maps: reclaimed before the OOM killer acts.
-            "cgroup_unmapped_cache_mb": None if cache is None else cache / MB,
+            # Of that charge, the page cache of files: reclaimed before the OOM killer acts.
+            "cgroup_file_cache_mb": None if cache is None else cache / MB,
             "machine_oom_kills": machine_kills,  # machine-wide (record.limit: whose, if the job's)
             # The other processes in the job's cgroup and their RSS summed (cgroup.others), now and then.
             "cgroup_others": None if others is None else others.processes,

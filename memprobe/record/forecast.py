@@ -8,14 +8,14 @@ the record page, the terminal and the live view word it with
 The rule:
 
 * **The job's own memory.** The memory the trend is taken of is the job's: its total PSS (every
-  process of its tree, :mod:`memprobe.core.series`), or its memory cgroup's charge less the
-  page cache no process maps only where the cgroup held the job alone (:func:`alone`: the other
+  process of its tree, :mod:`memprobe.core.series`), or its memory cgroup's charge less its
+  file cache only where the cgroup held the job alone (:func:`alone`: the other
   processes in its process list, read by the sampler now and then, held less than
   :data:`ALONE_MB` together; :func:`job_memory`). Never the charge of a cgroup shared with other
   processes (a desktop session, a shared container, a CI runner: their memory moves it), nor its
-  page cache (the kernel reclaims it before it kills). The room is the limit less the whole
-  charge but its unmapped page cache (another process's memory counts against the limit as
-  much as the job's), or MemAvailable where the machine's memory can run out first, whichever
+  file cache (files read, written or mapped: the kernel reclaims them before it kills). The room
+  is the limit less the whole charge but its file cache (another process's memory counts against
+  the limit as much as the job's), or MemAvailable where the machine's memory can run out first, whichever
   is less; without either, the limit less the job's total PSS (:class:`Room`).
 * **The trend that persists.** With at least :data:`MIN_GENERATIONS` generations of worker
   processes that ended (a DataLoader recreates its workers every epoch, unless they persist):
@@ -28,7 +28,8 @@ The rule:
   rank and launcher processes: their anonymous RSS summed over their windows, the memory they
   allocate; their workers' copies leave it alone), a line over the latest half of the window.
 * **The spread it is known to.** Generations: the line's slope within its 95 % interval
-  (Student's t over the peaks fitted). The parents: the slopes over the two halves of the
+  (Student's t over the peaks fitted), and the epochs' pace within its own (a line through their
+  start times). The parents: the slopes over the two halves of the
   latest half (a rise seen in both). The time to the limit runs from the fastest of those
   rates to the slowest; where the slowest is not rising, there is no upper end.
 * **None where nothing persists**: no forecast where the slowest rate is not rising (below
@@ -278,7 +279,7 @@ def _across_generations(base: Forecast, ended: list[Generation], room: Room) -> 
     x = np.array([g.generation for g in fitted], float)
     y = np.array([g.peak_mb for g in fitted], float)
     slope, half = _line(x, y)
-    pace, _ = _line(x, np.array([g.start_t for g in fitted], float))
+    pace, pace_half = _line(x, np.array([g.start_t for g in fitted], float))
     grown = [g for g in fitted if g.growth_mb is not None]
     last = ended[-1]
     ramp = (last.peak_mb or 0.0) - (last.start_mb if last.start_mb is not None else last.peak_mb or 0.0)
@@ -304,15 +305,26 @@ def _across_generations(base: Forecast, ended: list[Generation], room: Room) -> 
     )
     if pace <= 0:
         return replace(f, basis=None, why_none="too_short")
-    per_min = 60.0 / pace
+    # The epochs' pace within its own 95 % interval too: the time's spread holds both.
+    fast, slow = max(pace - pace_half, pace / 2), pace + pace_half
     f = replace(
         f,
-        rate_mb_per_min=slope * per_min,
-        rate_low_mb_per_min=(slope - half) * per_min,
-        rate_high_mb_per_min=(slope + half) * per_min,
+        rate_mb_per_min=slope * 60 / pace,
+        rate_low_mb_per_min=(slope - half) * 60 / slow,
+        rate_high_mb_per_min=(slope + half) * 60 / fast,
     )
     assert last.peak_t is not None and last.peak_mb is not None
-    return _to_limit(f, room, last.start_t, last.end_t, last.peak_t, last.peak_mb, last.generation, pace)
+    f = _with_room(f, room, last.start_t, last.end_t, last.peak_t, last.peak_mb, in_peaks=True)
+    if f.basis is None or f.room_mb is None:
+        return f
+    epochs = (f.room_mb / slope, f.room_mb / (slope + half), f.room_mb / (slope - half))
+    f = _at(f, (epochs[0] * pace / 60, epochs[1] * fast / 60, epochs[2] * slow / 60))
+    return replace(
+        f,
+        generation_at_limit=last.generation + 1 + epochs[0],  # counted from 1
+        generation_at_limit_soonest=last.generation + 1 + epochs[1],
+        generation_at_limit_latest=last.generation + 1 + epochs[2],
+    )
 
 
 def _from_parents(base: Forecast, parents: pd.Series | None, room: Room, total: pd.Series | None) -> Forecast:
@@ -341,24 +353,21 @@ def _from_parents(base: Forecast, parents: pd.Series | None, room: Room, total: 
     end = float(lt[-1])
     known = total.dropna()[total.dropna().index <= end] if total is not None else None
     level = float(known.iloc[-1]) if known is not None and len(known) else None
-    return _to_limit(f, room, end, end, end, level, None, None)
+    f = _with_room(f, room, end, end, end, level, in_peaks=False)
+    if f.basis is None or f.room_mb is None:
+        return f
+    return _at(f, (f.room_mb / rate, f.room_mb / max(rates), f.room_mb / min(rates)))
 
 
-def _to_limit(
-    f: Forecast,
-    room: Room,
-    t0: float,
-    t1: float,
-    from_t: float,
-    total_mb: float | None,
-    generation: int | None,
-    pace: float | None,
+def _with_room(
+    f: Forecast, room: Room, t0: float, t1: float, from_t: float, total_mb: float | None, *, in_peaks: bool
 ) -> Forecast:
-    """``f`` with the time to the limit at its rates, from the room at ``from_t`` (measured over
-    ``t0``..``t1``: the last generation's life, or the parents' last reading)."""
+    """``f`` with the room at ``from_t`` (measured over ``t0``..``t1``: the last generation's life,
+    or the parents' last reading; ``total_mb``: the job's memory then), or none where there is no
+    limit (or no level to measure from) or its slowest rate is not rising."""
     got = room.at(t0, t1, total_mb if total_mb is not None else 0.0)
     if got is None or (total_mb is None and got[2] == "total_pss"):
-        return replace(f, basis=None, why_none="no_limit")  # no limit, or no level to measure from
+        return replace(f, basis=None, why_none="no_limit")
     space, level, of = got
     f = replace(
         f,
@@ -366,28 +375,31 @@ def _to_limit(
         level_mb=level,
         level_of=of,
         room_mb=space,
-        limit_in_peaks_mb=total_mb + space if total_mb is not None and generation is not None else None,
+        limit_in_peaks_mb=total_mb + space if total_mb is not None and in_peaks else None,
     )
-    rate, low, high = f.rate_mb_per_min, f.rate_low_mb_per_min, f.rate_high_mb_per_min
-    assert rate is not None and low is not None and high is not None
-    if low < RISING_MB_PER_MIN or (f.per_generation_low_mb is not None and f.per_generation_low_mb <= 0):
+    low = f.rate_low_mb_per_min
+    if (
+        low is None
+        or low < RISING_MB_PER_MIN
+        or (f.per_generation_low_mb is not None and f.per_generation_low_mb <= 0)
+    ):
         return replace(f, basis=None, why_none="not_rising")
-    minutes = (space / rate, space / high, space / low)
-    f = replace(
+    return f
+
+
+def _at(f: Forecast, minutes: tuple[float, float, float]) -> Forecast:
+    """``f`` with the minutes to the limit (central, soonest, latest) from its reference, and the
+    moments they come (seconds since the start)."""
+    assert f.from_t is not None
+    return replace(
         f,
         minutes_to_limit=minutes[0],
         minutes_soonest=minutes[1],
         minutes_latest=minutes[2],
-        limit_at_t=from_t + 60 * minutes[0],
-        limit_at_soonest_t=from_t + 60 * minutes[1],
-        limit_at_latest_t=from_t + 60 * minutes[2],
+        limit_at_t=f.from_t + 60 * minutes[0],
+        limit_at_soonest_t=f.from_t + 60 * minutes[1],
+        limit_at_latest_t=f.from_t + 60 * minutes[2],
     )
-    if generation is not None and pace:
-        at = [generation + 1 + 60 * m / pace for m in minutes]  # counted from 1
-        f = replace(
-            f, generation_at_limit=at[0], generation_at_limit_soonest=at[1], generation_at_limit_latest=at[2]
-        )
-    return f
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -442,7 +454,7 @@ def parents_memory(samples: pd.DataFrame, windows: Iterable[tuple[int, float, fl
 def job_memory(
     total: pd.Series | None, kept_charge: pd.Series | None, alone: bool | None
 ) -> tuple[pd.Series | None, str]:
-    """What each generation's peak is taken of: the cgroup's charge less its unmapped page cache
+    """What each generation's peak is taken of: the cgroup's charge less its file cache
     where the cgroup held the job alone (read each second, exactly: total PSS between exact
     readings holds a worker at its last one, and under a loaded machine a generation's peak of
     total PSS was missed by up to 260 MB where the charge's was not), else the job's total PSS

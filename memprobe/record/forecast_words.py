@@ -116,7 +116,7 @@ def trend_words(f: dict) -> str:
 
 PEAKS_OF = {
     "total_pss": "the job's peak total PSS",
-    "charge": "the job's peak (its cgroup's charge less unmapped page cache: the cgroup holds the job alone)",
+    "charge": "the job's peak (its cgroup's charge less its file cache: the cgroup holds the job alone)",
 }
 
 
@@ -128,8 +128,8 @@ def room_words(f: dict) -> str:
     """Where the room is measured from: the charge, MemAvailable or the job's total PSS."""
     room, level = mb(f.get("room_mb"), true_minus=False), mb(f.get("level_mb"), true_minus=False)
     return {
-        "charge": f"{room} left: the cgroup's charge then, less the page cache no process maps (reclaimed "
-        f"before a kill), was {level}, all of it counting against the limit",
+        "charge": f"{room} left: the cgroup's charge then, less its file cache (reclaimed before a kill), "
+        f"was {level}, all of it counting against the limit",
         "available": f"{room} left: the machine's MemAvailable then",
         "total_pss": f"{room} left above the job's total PSS of {level} then",
     }.get(str(f.get("level_of")), f"{room} left")

@@ -64,13 +64,13 @@ def cgroup_charge(system: pd.DataFrame, samples: pd.DataFrame, since: float = 0.
 
 
 def kept_charge(system: pd.DataFrame, charge: pd.Series | None) -> pd.Series | None:
-    """``charge`` less the cgroup's page cache that no process maps, read in the same tick
-    (:func:`memprobe.probe.cgroup.unmapped_cache`: the kernel reclaims it before it kills); the
+    """``charge`` less the cgroup's file cache, read in the same tick
+    (:func:`memprobe.probe.cgroup.file_cache`: the kernel reclaims it before it kills); the
     charge as it is where that was not read (an older folder)."""
-    if charge is None or "cgroup_unmapped_cache_mb" not in system:
+    if charge is None or "cgroup_file_cache_mb" not in system:
         return charge
     cache = pd.Series(
-        pd.to_numeric(system["cgroup_unmapped_cache_mb"], errors="coerce").to_numpy(float), index=system["t"]
+        pd.to_numeric(system["cgroup_file_cache_mb"], errors="coerce").to_numpy(float), index=system["t"]
     )
     cache = cache[~cache.index.duplicated(keep="last")].reindex(charge.index)
     return charge - cache.fillna(0.0)

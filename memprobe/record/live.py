@@ -26,7 +26,7 @@ The figures, each by the rule the analysis and the report use afterwards:
   the view has seen so far: total PSS at each tick (where every live process has been read), the
   generations of workers (each worker's generation from the sampler, its first and last sight),
   the parents' anonymous RSS summed at each tick from the first worker on, the cgroup's charge
-  less its unmapped page cache (each generation's peak of it where the cgroup's other processes,
+  less its file cache (each generation's peak of it where the cgroup's other processes,
   in the system rows, hold the job alone), and MemAvailable; worded by
   :func:`memprobe.record.forecast_words.words`.
 """
@@ -97,7 +97,7 @@ class LiveView:
     rows: list[LiveRow]
     totals: LiveTotals
     verdict: str  # the verdict so far, in words
-    limit: str  # the time to the limit at the current rate, in words
+    limit: str  # the time to the limit (record/forecast.py's rule on what was seen so far), in words
     ended: int = 0  # processes of the tree seen and since ended
 
 
@@ -150,7 +150,7 @@ class LiveModel:
         self._ended: set[int] = set()
         self._t = 0.0
         self._charge: list[tuple[float, float]] = []
-        self._kept: list[tuple[float, float]] = []  # the charge less its unmapped page cache
+        self._kept: list[tuple[float, float]] = []  # the charge less its file cache
         self._available: list[tuple[float, float]] = []
         self._totals: list[tuple[float, float]] = []
         self._parents: list[tuple[float, float]] = []  # the parents' anonymous RSS summed
@@ -226,7 +226,7 @@ class LiveModel:
         t = float(r["t"])
         if charge is not None:
             _add(self._charge, (t, float(charge)))
-            _add(self._kept, (t, float(charge) - float(r.get("cgroup_unmapped_cache_mb") or 0.0)))
+            _add(self._kept, (t, float(charge) - float(r.get("cgroup_file_cache_mb") or 0.0)))
         if r.get("mem_available_mb") is not None:
             _add(self._available, (t, float(r["mem_available_mb"])))
         if r.get("cgroup_others_mb") is not None:

@@ -50,7 +50,7 @@ def generations_chart(s: RunSummary) -> dict | None:
     x = np.array([g["generation"] + 1 for g in gens], float)
     ended = np.array([bool(g["ended"]) for g in gens])
     charge = f.get("peaks_of") == "charge"  # the cgroup held the job alone (record.forecast.job_memory)
-    peak = "peak charge, less unmapped page cache" if charge else "peak total PSS"
+    peak = "peak charge less file cache" if charge else "peak total PSS"
     series = [
         Series(
             {

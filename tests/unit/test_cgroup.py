@@ -449,17 +449,17 @@ def test_the_cgroup_s_other_processes_are_read_from_its_process_lists_and_below(
     assert got.largest[0][2] / 2**20 == pytest.approx(25600 * page_mb)
 
 
-def test_the_cgroup_s_unmapped_page_cache_is_read_from_memory_stat(tmp_path: Path) -> None:
+def test_the_cgroup_s_file_cache_is_read_from_memory_stat_shared_memory_left_out(tmp_path: Path) -> None:
     mib = 2**20
     v1 = tmp_path / "v1"
     v1.mkdir()
     (v1 / "memory.stat").write_text(
         f"cache {9 * mib}\ntotal_cache {900 * mib}\ntotal_shmem {100 * mib}\ntotal_mapped_file {300 * mib}\n"
     )
-    assert cgroup.unmapped_cache(cgroup.CgroupLocation(1, "/x", v1, tmp_path)) == 500 * mib
+    assert cgroup.file_cache(cgroup.CgroupLocation(1, "/x", v1, tmp_path)) == 800 * mib  # mapped or not
     v2 = tmp_path / "v2"
     v2.mkdir()
     (v2 / "memory.stat").write_text(f"anon 1\nfile {50 * mib}\nshmem {10 * mib}\nfile_mapped {15 * mib}\n")
-    assert cgroup.unmapped_cache(cgroup.CgroupLocation(2, "/x", v2, tmp_path)) == 25 * mib
+    assert cgroup.file_cache(cgroup.CgroupLocation(2, "/x", v2, tmp_path)) == 40 * mib
     (v2 / "memory.stat").write_text("anon 1\n")
-    assert cgroup.unmapped_cache(cgroup.CgroupLocation(2, "/x", v2, tmp_path)) is None
+    assert cgroup.file_cache(cgroup.CgroupLocation(2, "/x", v2, tmp_path)) is None

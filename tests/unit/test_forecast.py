@@ -88,7 +88,7 @@ def test_generation_peaks_rising_linearly_give_the_epoch_and_time_of_the_limit_w
     assert f"; 4 GB at about epoch {f.generation_at_limit:.0f} (" in words
     assert f"about {forecast_words.duration(f.minutes_to_limit)} (" in words  # type: ignore[arg-type]
     assert (
-        "after its last peak (2,319 MB left: the cgroup's charge then, less the page cache no process maps"
+        "after its last peak (2,319 MB left: the cgroup's charge then, less its file cache (reclaimed before a kill), was 1,777 MB"
         in words
     )
 
@@ -176,7 +176,7 @@ def shared_cgroup(others_mb: float) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
             "t": t,
             "cgroup_mb": 60.0 + 300.0 + 7.5 * t,  # the job, and the bystander's 300 MB rising
             "cgroup_oom_kills": 0,
-            "cgroup_unmapped_cache_mb": 0.0,
+            "cgroup_file_cache_mb": 0.0,
             "mem_available_mb": 20_000.0,
         }
     )
@@ -266,7 +266,7 @@ def test_total_pss_above_the_charge_says_why() -> None:
 
 
 def test_where_the_cgroup_holds_the_job_alone_each_epoch_s_peak_is_its_charge_s() -> None:
-    """Eight epochs of 30 s, the charge (less its 100 MB of unmapped page cache) peaking +20 MB an
+    """Eight epochs of 30 s, the charge (less its 100 MB of file cache) peaking +20 MB an
     epoch; total PSS, read exactly only now and then, missed every other epoch's peak by 150 MB.
     Alone in its cgroup, the job's peaks are the charge's: +20 MB an epoch, exactly; shared with a
     400 MB process, they are total PSS's, scattered."""
@@ -278,7 +278,7 @@ def test_where_the_cgroup_holds_the_job_alone_each_epoch_s_peak_is_its_charge_s(
             "t": t,
             "cgroup_mb": total.to_numpy(float) + 100.0,
             "cgroup_oom_kills": 0,
-            "cgroup_unmapped_cache_mb": 100.0,
+            "cgroup_file_cache_mb": 100.0,
         }
     )
     missed = pd.Series(
@@ -310,7 +310,7 @@ def test_where_the_cgroup_holds_the_job_alone_each_epoch_s_peak_is_its_charge_s(
             ]  # the charge less its cache
             assert f["limit_in_peaks_mb"] == pytest.approx(4096.0)
             assert (
-                "the job's peak (its cgroup's charge less unmapped page cache: the cgroup holds the job alone) +20 MB per epoch"
+                "the job's peak (its cgroup's charge less its file cache: the cgroup holds the job alone) +20 MB per epoch"
                 in forecast_words.words(f, 4096.0)
             )
         else:

@@ -454,7 +454,7 @@ def epochs_job(
     epoch (read exactly 1 s after its fork, mid-epoch and 1 s before it ends); main's own memory
     (its USS and anonymous RSS) 300 MB plus ``main_rise`` every epoch. The job's total PSS peaks
     at 725 + 17 e MB by default. And the system table: the cgroup's charge 150 MB above total
-    PSS each second, no unmapped page cache, MemAvailable 20,000 MB; the cgroup's other processes
+    PSS each second, no file cache, MemAvailable 20,000 MB; the cgroup's other processes
     ``others_mb`` of RSS (4 MB: a shell, the job alone)."""
     rows, procs = [], [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=n * epoch_s)]
     main_points = []
@@ -505,7 +505,7 @@ def epochs_job(
             "t": seconds,
             "cgroup_mb": 150.0 + 305.0 + main_rise * e + workers * copied,
             "cgroup_oom_kills": 0,
-            "cgroup_unmapped_cache_mb": 0.0,
+            "cgroup_file_cache_mb": 0.0,
             "mem_available_mb": 20_000.0,
         }
     )

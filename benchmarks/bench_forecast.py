@@ -10,7 +10,7 @@ the recording as it stood some minutes before its end.
 
 The job (JOB): a list of dicts with object strings read by 4 forked DataLoader workers,
 recreated every epoch (each generation copies the pages it reads: copy-on-access), and a
-training loop that keeps every ``--keep-every``-th loss with its graph (0: keeps none). ``shared``
+training loop that keeps every ``--keep-every``-th loss with its graph (``levels``: none). ``shared``
 runs a bystander in the same cgroup, started first: a process that allocates ``--bystander-mb``
 over ``--bystander-s`` seconds and then holds it.
 
@@ -61,7 +61,8 @@ for epoch in range(epochs):
     for k, x in enumerate(loader):
         x = (x - 5.0) / 10.0  # normalised in the main process: the graph keeps this copy, not the shared batch
         loss = model(x).pow(2).mean()
-        losses.append(loss if keep_every and k % keep_every == 0 else loss.item())
+        if keep_every and k % keep_every == 0:
+            losses.append(loss)  # kept with its graph: the leak
     print(f"epoch {epoch + 1} ended at {time.time() - start:.1f} s", flush=True)
 """
 

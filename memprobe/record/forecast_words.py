@@ -90,7 +90,11 @@ def trend_words(f: dict) -> str:
         parts = []
         more = f.get("worker_growth_per_generation_mb")
         if is_num(more):
-            parts.append(f"each epoch's workers grow {_signed(more)} more")
+            parts.append(
+                f"each epoch's workers grow {_signed(more)} more"
+                if abs(more) >= 0.5
+                else "each epoch's workers grow as much as the last"
+            )
         low, high = (_signed(f[k]) for k in ("per_generation_low_mb", "per_generation_high_mb"))
         parts.append(
             f"{PEAKS_OF.get(str(f.get('peaks_of')), PEAKS_OF['total_pss'])} {_signed(f['per_generation_mb'])} per epoch ("

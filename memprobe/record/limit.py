@@ -227,6 +227,7 @@ def against_limit(
     total: pd.Series | None = None,
     workers: Iterable[tuple[int | None, float, float | None, float | None]] = (),
     parents: pd.Series | None = None,
+    estimated: int = 0,
 ) -> dict | None:
     """The summary's ``memory_limit`` of a recorded job (None: no cgroup was read, an older
     folder): the limit and what it is, the cgroup's charge as the job started, at its peak (read
@@ -235,7 +236,8 @@ def against_limit(
     PSS above the charge (``total``) and why, the forecast of the time to the limit
     (:func:`memprobe.record.forecast.forecast`, from the generations of ``workers``: generation,
     start, end or None, own growth; and ``parents``: their own memory), the OOM kills while it
-    ran and, for each, when and whom memprobe saw vanish first."""
+    ran and, for each, when and whom memprobe saw vanish first. ``estimated``: the processes
+    total PSS counts with an estimate (never read exactly)."""
     group = meta.get("cgroup")
     if not isinstance(group, dict):
         return None
@@ -270,7 +272,7 @@ def against_limit(
         # Who else the cgroup held (its largest reading; None: not read) and whether the job was alone.
         "cgroup_others": others if isinstance(others, dict) else None,
         "cgroup_alone": forecast.alone(others),
-        **pss_above_charge(total, charge, samples, since),
+        **pss_above_charge(total, charge, samples, since, estimated),
         "forecast": ahead.to_dict(),
         "minutes_to_limit": ahead.minutes_to_limit,  # the forecast's, from its reference (from_t)
         "oom_kills": kills - before if kills is not None and before is not None else None,
@@ -287,14 +289,15 @@ def against_limit(
 
 
 def pss_above_charge(
-    total: pd.Series | None, charge: pd.Series | None, samples: pd.DataFrame, since: float
+    total: pd.Series | None, charge: pd.Series | None, samples: pd.DataFrame, since: float, estimated: int = 0
 ) -> dict:
     """Where the job's total PSS peaked above its cgroup's charge (by more than
     :data:`memprobe.record.forecast.PSS_ABOVE_CHARGE_MB`): by how much, and what says why. Pages
     the job maps are charged to other cgroups then: the memory it allocated before it entered
     this cgroup (``entered_t``: the kernel does not move a charge with a process), and files it
     maps (the interpreter, libraries) that a process of another cgroup read first (``files_mb``:
-    the job's file-backed and shared resident memory at that peak, summed over its processes)."""
+    the job's file-backed and shared resident memory at that peak, summed over its processes);
+    and ``estimated``, the processes total PSS holds an estimate for (never read exactly)."""
     if total is None or charge is None or total.dropna().empty:
         return {"pss_above_charge_mb": None}
     over = float(total.max()) - float(charge.max())
@@ -314,7 +317,11 @@ def pss_above_charge(
             )
     return {
         "pss_above_charge_mb": over,
-        "pss_above_charge_why": {"entered_t": since if since > 0 else None, "files_mb": files},
+        "pss_above_charge_why": {
+            "entered_t": since if since > 0 else None,
+            "files_mb": files,
+            "estimated": estimated,
+        },
     }
 
 

@@ -111,6 +111,7 @@ def analyse(
             total=totals if len(totals) else None,
             workers=worker_lives(procs, rows),
             parents=forecast.parents_memory(samples, parent_windows(procs, parents)),
+            estimated=len(never_read([g.to_dict() for g in rows])),
         ),
     )
     words, causes = judge(rows, procs, verdict, threshold, shm)

@@ -324,7 +324,10 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
             )
         )
     if isinstance(limit.get("forecast"), dict):
-        rows.append(("time to the limit", forecast_words.words(limit["forecast"], limit.get("limit_mb"))))
+        # Brief among the facts: the record page's section and the terminal say it whole.
+        rows.append(
+            ("time to the limit", forecast_words.words(limit["forecast"], limit.get("limit_mb"), brief=True))
+        )
     kills = limit.get("oom_kills")
     if kills is not None:
         seen = "; ".join(
@@ -393,6 +396,11 @@ def above_charge_words(limit: dict) -> str:
         f"files it maps{files} that a process of another cgroup read first (the interpreter, its "
         "libraries, its data) stay charged to that cgroup, while total PSS counts the job's share of them"
     )
+    n = why.get("estimated")
+    if isinstance(n, int) and n > 0:
+        parts.append(
+            f"and total PSS counts {n} process{'es' if n != 1 else ''} never read exactly with an estimate"
+        )
     return (
         f"{fmt.signed_mb(limit['pss_above_charge_mb'])} at its peak: pages the job maps are charged to other "
         "cgroups: " + "; ".join(parts)

@@ -167,7 +167,9 @@ def test_a_job_killed_by_its_cgroup_was_told_when_before_it_was(tmp_path: Path, 
     assert ahead["basis"] == "parents", ahead
     assert abs(ahead["limit_at_t"] - kill) < 6.0, (ahead["limit_at_t"], kill)  # 15 s ahead, within 6 s
     page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
-    said = re.search(r"time to the limit</dt><dd>the main process's own memory \+([0-9,]+) MB/min", page)
+    said = re.search(
+        r"time to the limit</dt><dd>600 MB in about [^<]*: main process \+([0-9,]+) MB/min<", page
+    )
     assert said, page[page.index("memory limit") :][:2000]
     assert 'id="forecast-words">The main process&#39;s own memory +' in (
         tmp_path / "rec" / "report.html"

@@ -251,9 +251,9 @@ def test_total_pss_above_the_charge_says_why() -> None:
     meta["cgroup"]["since_t"] = 2.0
     system["cgroup_mb"] = 360.0
     total = pd.Series(500.0, index=samples["t"].to_numpy(float))
-    limit = against_limit(meta, samples, system, 24_000.0, total=total)
+    limit = against_limit(meta, samples, system, 24_000.0, total=total, estimated=3)
     assert limit is not None and limit["pss_above_charge_mb"] == pytest.approx(140.0)
-    assert limit["pss_above_charge_why"] == {"entered_t": 2.0, "files_mb": 10.0}
+    assert limit["pss_above_charge_why"] == {"entered_t": 2.0, "files_mb": 10.0, "estimated": 3}
     said = dict(cgroup_facts(limit, 24_000.0))["total PSS above the charge"]
     assert said.startswith("+140 MB at its peak: pages the job maps are charged to other cgroups")
     assert (
@@ -261,6 +261,7 @@ def test_total_pss_above_the_charge_says_why() -> None:
         in said
     )
     assert "(10 MB of files and shared memory resident in its processes then)" in said
+    assert said.endswith("; and total PSS counts 3 processes never read exactly with an estimate")
     system["cgroup_mb"] = 600.0
     assert against_limit(meta, samples, system, 24_000.0, total=total)["pss_above_charge_mb"] is None  # type: ignore[index]
 

@@ -212,9 +212,15 @@ class LiveModel:
             tr.points.append((t, float(value)))
 
     def _tick(self) -> None:
-        """The job's totals as the sampler's latest tick left them: total PSS where every live
-        process has been read, and the parents' anonymous RSS summed (what the forecast reads)."""
-        held = [tr.held_pss() for tr in self._tracks.values()]
+        """The job's totals as the sampler's latest tick left them (what the forecast reads): total
+        PSS, a worker not read exactly yet counted at its estimated USS (what it holds of its own:
+        the pages it shares are its parent's PSS as last read), where every other process has been
+        read; and the parents' anonymous RSS summed. Without the new workers a loaded machine left
+        unread for seconds, each epoch's peak was missed, and a rising job's peaks fell."""
+        held = [
+            tr.held_pss() if tr.read is not None or not tr.is_worker() else tr.uss()
+            for tr in self._tracks.values()
+        ]
         if held and all(v is not None for v in held):
             _add(self._totals, (self._t, sum(float(v or 0.0) for v in held)))
         parents = [tr.anon for tr in self._tracks.values() if tr.kind in PARENT_KINDS]

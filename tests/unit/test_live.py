@@ -322,11 +322,19 @@ def test_a_job_that_moved_into_another_cgroup_is_shown_against_that_ones_limit_a
     assert view.limit == "time to the limit: 700 MB in about 11 min: main process +30 MB/min"
 
 
-def epochs(model: LiveModel, n: int, rise_per_epoch: float, epoch_s: int = 20) -> dict:
+def epochs(
+    model: LiveModel,
+    n: int,
+    rise_per_epoch: float,
+    epoch_s: int = 20,
+    copy_rise: float = 0.0,
+    unread: bool = False,
+) -> dict:
     """``n`` epochs of ``epoch_s`` s, read exactly each second: main (its anonymous memory
-    +``rise_per_epoch`` an epoch) and two forked workers per epoch that copy 10 MB a second and
-    end a second before the epoch does. The view asked each second, as `memprobe top` does.
-    Returns the facts (the sampler's ProcessInfo by pid)."""
+    +``rise_per_epoch`` an epoch) and two forked workers per epoch that copy 10 MB a second
+    (``copy_rise`` more every epoch) and end a second before the epoch does; ``unread``: the
+    workers never read exactly, only estimated (a loaded machine). The view asked each second, as
+    `memprobe top` does. Returns the facts (the sampler's ProcessInfo by pid)."""
     facts = {100: info(100, "main", "main")}
     for s in range(n * epoch_s):
         t, gen, within = float(s), s // epoch_s, s % epoch_s
@@ -338,9 +346,13 @@ def epochs(model: LiveModel, n: int, rise_per_epoch: float, epoch_s: int = 20) -
                 facts.setdefault(
                     pid, replace(info(pid, f"worker {w}", "dataloader", w, forked=True), generation=gen)
                 )
-                copied = 10.0 * within
+                copied = (10.0 + copy_rise * gen / (epoch_s - 2)) * within
                 rows.append(
-                    exact(t, pid, f"worker {w}", "dataloader", pss=copied, uss=copied, rss=400.0, anon=20.0)
+                    cheap(t, pid, f"worker {w}", "dataloader", rss=400.0, anon=20.0, est=copied)
+                    if unread
+                    else exact(
+                        t, pid, f"worker {w}", "dataloader", pss=copied, uss=copied, rss=400.0, anon=20.0
+                    )
                 )
             elif within == epoch_s - 1:
                 rows.append(
@@ -377,3 +389,12 @@ def test_the_live_time_to_the_limit_takes_the_summary_s_rule_across_generations(
     assert rising.view(facts.get).limit == (
         "time to the limit: 2,000 MB at about epoch 103, about 32 min after its last peak: epochs' peaks +12 MB each"
     )
+
+
+def test_the_live_forecast_counts_a_worker_not_read_exactly_yet_at_its_estimate():
+    """Workers copying 12 MB more each epoch (6 MB each), never read exactly on a loaded machine:
+    counted at their estimated USS, the epochs' peaks rise +12 MB and the limit comes; left out,
+    every peak was main's alone, flat."""
+    model = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 8, 0.0, copy_rise=6.0, unread=True)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")

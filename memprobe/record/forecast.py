@@ -229,7 +229,9 @@ class Forecast:
     line_at_zero_mb: float | None = None  # the line's value at generation 0: peak = this + per_generation x g
     limit_in_peaks_mb: float | None = None  # the limit in the peaks' terms: the last peak plus the room
     worker_growth_per_generation_mb: float | None = None  # each generation's workers grew this much more
-    ramp_mb: float | None = None  # the last generation's rise of total PSS within it, which resets
+    ramp_mb: float | None = (
+        None  # what the last generation's workers added within it, which their end takes back
+    )
     ramp_mb_per_min: float | None = None
     rate_mb_per_min: float | None = None
     rate_low_mb_per_min: float | None = None
@@ -282,7 +284,15 @@ def _across_generations(base: Forecast, ended: list[Generation], room: Room) -> 
     pace, pace_half = _line(x, np.array([g.start_t for g in fitted], float))
     grown = [g for g in fitted if g.growth_mb is not None]
     last = ended[-1]
-    ramp = (last.peak_mb or 0.0) - (last.start_mb if last.start_mb is not None else last.peak_mb or 0.0)
+    # The rise within the last generation, which its end takes back: its workers' own growth where
+    # the analysis measured it (total PSS between exact readings holds the workers that ended at
+    # their last reading: it dipped 1,300 MB as a new generation started, a ramp of none), else
+    # its memory's peak above its low before it.
+    ramp = (
+        last.growth_mb * last.workers
+        if last.growth_mb is not None
+        else (last.peak_mb or 0.0) - (last.start_mb if last.start_mb is not None else last.peak_mb or 0.0)
+    )
     ramp_s = (last.peak_t or last.start_t) - last.start_t
     f = replace(
         base,

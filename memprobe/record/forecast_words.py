@@ -105,9 +105,8 @@ def trend_words(f: dict) -> str:
         )
         if is_num(f.get("ramp_mb")) and f["ramp_mb"] >= 1 and is_num(f.get("ramp_mb_per_min")):
             parts.append(
-                f"within an epoch it rises {mb(f['ramp_mb'], sign=True, true_minus=False)} "
-                f"({mb(f['ramp_mb_per_min'], sign=True, true_minus=False)}/min) and falls back as the "
-                "workers end: no trend"
+                f"within an epoch its workers add {mb(f['ramp_mb'], sign=True, true_minus=False)} "
+                f"({mb(f['ramp_mb_per_min'], sign=True, true_minus=False)}/min) and free it as they end: no trend"
             )
         return "; ".join(parts)
     if is_num(f.get("rate_mb_per_min")):

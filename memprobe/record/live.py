@@ -155,6 +155,10 @@ class LiveModel:
         self._totals: list[tuple[float, float]] = []
         self._parents: list[tuple[float, float]] = []  # the parents' anonymous RSS summed
         self._generation: dict[int, tuple[int, float]] = {}  # a worker's generation and first sight
+        self._unnamed: dict[int, float] = {}  # workers seen whose generation is not asked yet: first sight
+        # The pages a worker shares, its share of them (PSS less USS) at the latest exact reading of
+        # a worker, else of a parent: what a worker not read exactly yet holds besides its own.
+        self._shares: dict[bool, float] = {}
         self._worker_end: dict[int, float] = {}
         self._others_mb: float | None = None  # the cgroup's other processes' RSS at their most
         self._ahead: tuple[float, int, forecast.Forecast] | None = None  # made at, workers ended then, it
@@ -203,8 +207,12 @@ class LiveModel:
         if tr.exact_now:
             tr.read = (t, float(r["pss_mb"]), float(r["uss_mb"]), tr.rss, tr.anon)
             tr.uss_est = None
+            if tr.is_worker() or tr.kind in PARENT_KINDS:
+                self._shares[tr.is_worker()] = tr.read[1] - tr.read[2]
         else:
             tr.uss_est = r.get("uss_est_mb")
+        if tr.is_worker() and pid not in self._generation:
+            self._unnamed.setdefault(pid, tr.first_t)
         if tr.is_worker() and t - tr.first_t <= STARTUP_MAX_S + POINT_SPACING_S:
             tr.startup.append((t, tr.rss, float(r.get("cpu_s") or 0.0), tr.uss()))
         value = tr.uss() if tr.is_worker() else tr.anon
@@ -213,12 +221,16 @@ class LiveModel:
 
     def _tick(self) -> None:
         """The job's totals as the sampler's latest tick left them (what the forecast reads): total
-        PSS, a worker not read exactly yet counted at its estimated USS (what it holds of its own:
-        the pages it shares are its parent's PSS as last read), where every other process has been
-        read; and the parents' anonymous RSS summed. Without the new workers a loaded machine left
-        unread for seconds, each epoch's peak was missed, and a rising job's peaks fell."""
+        PSS, a worker not read exactly yet counted at its estimated USS plus the share of shared
+        pages the latest worker (else parent) read exactly had, as :mod:`memprobe.core.series`
+        counts one, where every other process has been read; and the parents' anonymous RSS
+        summed. Without them (a loaded machine left an epoch's new workers unread for seconds, or
+        for their whole life) each epoch's peak was missed: 758 MB where the summary had 1,781."""
+        share = self._shares.get(True, self._shares.get(False, 0.0))
         held = [
-            tr.held_pss() if tr.read is not None or not tr.is_worker() else tr.uss()
+            tr.held_pss()
+            if tr.read is not None or not tr.is_worker()
+            else (None if tr.uss() is None else float(tr.uss() or 0.0) + share)
             for tr in self._tracks.values()
         ]
         if held and all(v is not None for v in held):
@@ -262,10 +274,13 @@ class LiveModel:
             kills = self._kills
             read = [r.pss_mb for r in rows if r.pss_mb is not None]
             total = sum(read) if read else None
-            for pid, tr in self._tracks.items():
-                gen = getattr(known[pid], "generation", None)
-                if tr.is_worker() and isinstance(gen, int):
-                    self._generation.setdefault(pid, (gen, tr.first_t))
+            # Each worker's generation, asked of the sampler once, ended ones too: without a
+            # terminal the view comes every --every s, and an epoch's workers lived less.
+            for pid, first in list(self._unnamed.items()):
+                gen = getattr(known[pid] if pid in known else facts(pid), "generation", None)
+                if isinstance(gen, int):
+                    self._generation[pid] = (gen, first)
+                    del self._unnamed[pid]
             ended = len(self._worker_end)
             if self._ahead is None or t - self._ahead[0] >= FORECAST_EVERY_S or ended != self._ahead[1]:
                 self._ahead = (t, ended, self._forecast(t))

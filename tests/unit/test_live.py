@@ -329,17 +329,23 @@ def epochs(
     epoch_s: int = 20,
     copy_rise: float = 0.0,
     unread: bool = False,
+    shared_mb: float = 0.0,
+    unread_odd: bool = False,
 ) -> dict:
     """``n`` epochs of ``epoch_s`` s, read exactly each second: main (its anonymous memory
     +``rise_per_epoch`` an epoch) and two forked workers per epoch that copy 10 MB a second
     (``copy_rise`` more every epoch) and end a second before the epoch does; ``unread``: the
-    workers never read exactly, only estimated (a loaded machine). The view asked each second, as
-    `memprobe top` does. Returns the facts (the sampler's ProcessInfo by pid)."""
+    workers never read exactly, only estimated (a loaded machine; ``unread_odd``: every other
+    epoch's); ``shared_mb``: each process's share of the pages main and its workers share (PSS
+    over USS). The view asked each second, as `memprobe top` does. Returns the facts (the
+    sampler's ProcessInfo by pid)."""
     facts = {100: info(100, "main", "main")}
     for s in range(n * epoch_s):
         t, gen, within = float(s), s // epoch_s, s % epoch_s
         main_pss = 300.0 + rise_per_epoch * (gen + within / epoch_s)
-        rows = [exact(t, 100, "main", "main", pss=main_pss, uss=main_pss, rss=400.0, anon=main_pss)]
+        rows = [
+            exact(t, 100, "main", "main", pss=main_pss + shared_mb, uss=main_pss, rss=400.0, anon=main_pss)
+        ]
         for w in (0, 1):
             pid = 1000 + 10 * gen + w
             if within < epoch_s - 1:
@@ -349,9 +355,16 @@ def epochs(
                 copied = (10.0 + copy_rise * gen / (epoch_s - 2)) * within
                 rows.append(
                     cheap(t, pid, f"worker {w}", "dataloader", rss=400.0, anon=20.0, est=copied)
-                    if unread
+                    if unread or (unread_odd and gen % 2)
                     else exact(
-                        t, pid, f"worker {w}", "dataloader", pss=copied, uss=copied, rss=400.0, anon=20.0
+                        t,
+                        pid,
+                        f"worker {w}",
+                        "dataloader",
+                        pss=copied + shared_mb,
+                        uss=copied,
+                        rss=400.0,
+                        anon=20.0,
                     )
                 )
             elif within == epoch_s - 1:
@@ -397,4 +410,13 @@ def test_the_live_forecast_counts_a_worker_not_read_exactly_yet_at_its_estimate(
     every peak was main's alone, flat."""
     model = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
     facts = epochs(model, 8, 0.0, copy_rise=6.0, unread=True)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")
+
+
+def test_a_worker_not_read_exactly_yet_holds_its_share_of_the_pages_it_shares_as_one_read_had():
+    """Every other epoch's workers never read exactly, each sharing 100 MB's worth with main:
+    counted at their estimate alone, those epochs' peaks fell 200 MB short and the line through
+    them said nothing; with the share of a worker read exactly, +12 MB an epoch."""
+    model = LiveModel(50.0, 4000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 12, 12.0, shared_mb=100.0, unread_odd=True)
     assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")

@@ -331,14 +331,15 @@ def epochs(
     unread: bool = False,
     shared_mb: float = 0.0,
     unread_odd: bool = False,
+    view_every: int = 1,
 ) -> dict:
     """``n`` epochs of ``epoch_s`` s, read exactly each second: main (its anonymous memory
     +``rise_per_epoch`` an epoch) and two forked workers per epoch that copy 10 MB a second
     (``copy_rise`` more every epoch) and end a second before the epoch does; ``unread``: the
     workers never read exactly, only estimated (a loaded machine; ``unread_odd``: every other
     epoch's); ``shared_mb``: each process's share of the pages main and its workers share (PSS
-    over USS). The view asked each second, as `memprobe top` does. Returns the facts (the
-    sampler's ProcessInfo by pid)."""
+    over USS). The view asked each second, as `memprobe top` does (``view_every``: as its line
+    without a terminal, every --every s). Returns the facts (the sampler's ProcessInfo by pid)."""
     facts = {100: info(100, "main", "main")}
     for s in range(n * epoch_s):
         t, gen, within = float(s), s // epoch_s, s % epoch_s
@@ -382,7 +383,8 @@ def epochs(
                 }
             ],
         )
-        model.view(facts.get)
+        if s % view_every == 0:
+            model.view(facts.get)
     return facts
 
 
@@ -419,4 +421,12 @@ def test_a_worker_not_read_exactly_yet_holds_its_share_of_the_pages_it_shares_as
     them said nothing; with the share of a worker read exactly, +12 MB an epoch."""
     model = LiveModel(50.0, 4000.0, "the job's memory limit (cgroup v2 /job)")
     facts = epochs(model, 12, 12.0, shared_mb=100.0, unread_odd=True)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")
+
+
+def test_the_generation_of_a_worker_that_ended_between_two_views_is_known():
+    """Without a terminal the view comes every --every s: a view every 80 s saw one epoch's
+    workers in four alive; asked of the sampler, every generation that ended is known."""
+    model = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 9, 12.0, view_every=80)
     assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")

@@ -29,8 +29,8 @@ The rule:
   allocate; their workers' copies leave it alone), a line over the latest half of the window.
 * **The spread it is known to.** Generations: the line's slope within its 95 % interval
   (Student's t over the peaks fitted), and the epochs' pace within its own (a line through their
-  start times). The parents: the slopes over the two halves of the
-  latest half (a rise seen in both). The time to the limit runs from the fastest of those
+  start times). The parents: from the least to the most of the slopes over the latest half and
+  over each of its two halves (a rise seen in both). The time to the limit runs from the fastest of those
   rates to the slowest; where the slowest is not rising, there is no upper end.
 * **None where nothing persists**: no forecast where the slowest rate is not rising (below
   :data:`RISING_MB_PER_MIN`, or a generation's peaks no higher than the one before), where the
@@ -352,7 +352,8 @@ def _from_parents(base: Forecast, parents: pd.Series | None, room: Room, total: 
     if min(len(h) for h in halves) < 3:
         return replace(base, why_none="too_short")
     rate = _line(lt, late.to_numpy(float))[0] * 60
-    rates = [_line(h.index.to_numpy(float), h.to_numpy(float))[0] * 60 for h in halves]
+    # The line over the whole latest half too: a step between its halves puts it outside theirs.
+    rates = [rate] + [_line(h.index.to_numpy(float), h.to_numpy(float))[0] * 60 for h in halves]
     f = replace(
         base,
         basis="parents",

@@ -323,3 +323,14 @@ def test_where_the_cgroup_holds_the_job_alone_each_epoch_s_peak_is_its_charge_s(
                 1170.0,
             ]  # the second's peak missed
             assert f["per_generation_high_mb"] - f["per_generation_low_mb"] > 20.0
+
+
+def test_the_main_process_s_rate_lies_within_its_spread_where_its_memory_stepped() -> None:
+    """+60 MB/min in each half of the latest half, and a 100 MB step between them: the line over
+    the whole half (+285 MB/min) is the spread's top, not outside it."""
+    t = np.arange(0.0, 80.0, 1.0)
+    main = pd.Series(300.0 + 1.0 * t + np.where(t >= 60.0, 100.0, 0.0), index=t)
+    f = forecast.forecast([], main, forecast.Room(4000.0, True, main + 50.0), main)
+    assert f.rate_low_mb_per_min == pytest.approx(60.0)
+    assert f.rate_low_mb_per_min <= f.rate_mb_per_min == f.rate_high_mb_per_min  # type: ignore[operator]
+    assert f.minutes_soonest == f.minutes_to_limit < f.minutes_latest  # type: ignore[operator]

@@ -146,27 +146,30 @@ def generations_chart(s: RunSummary) -> dict | None:
 
 
 def generations_text(s: RunSummary) -> str | None:
-    """The generations in words: how many, each worker's growth in the first and the last, the
-    peaks of the first and the last."""
+    """The generations in words: how many, each worker's growth in the first and the last that
+    ended, the peaks of the first and the last that ended."""
     f = the_forecast(s)
     gens = peaks(f) if f else []
     if f is None or len(gens) < 2:
         return None
-    first, last = gens[0], gens[-1]
+    first = gens[0]
+    ended = [g for g in gens[1:] if g.get("ended")]
+    last = ended[-1] if ended else gens[-1]  # the one the record (or a kill) cut short has no full peak
+    which = "the last" if last is gens[-1] else "the last that ended"
     sizes = sorted({int(g["workers"]) for g in gens})
     each = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
     growth = (
         f"; each worker grew {fmt.signed_mb(first['growth_mb'])} in the first, "
-        f"{fmt.signed_mb(last['growth_mb'])} in the last"
+        f"{fmt.signed_mb(last['growth_mb'])} in {which}"
         if fmt.is_num(first.get("growth_mb")) and fmt.is_num(last.get("growth_mb"))
         else ""
     )
-    running = "" if last.get("ended") else " (the last still running as the record ended)"
+    running = "" if gens[-1].get("ended") else " (the last still running as the record ended)"
     return (
         f"{len(gens)} generations of {each} workers{running}{growth}; the job's "
         + ("charge" if f.get("peaks_of") == "charge" else "total PSS")
         + " peaked at "
-        f"{fmt.mb(first['peak_mb'])} in the first and {fmt.mb(last['peak_mb'])} in the last."
+        f"{fmt.mb(first['peak_mb'])} in the first and {fmt.mb(last['peak_mb'])} in {which}."
     )
 
 

@@ -515,8 +515,9 @@ def test_many_generations_fold_into_one_row_a_chart_of_each_generation_s_peak_an
     assert "Each epoch's workers grow +3.0 MB more; the job's peak total PSS +11 MB per epoch" in section
     assert "4 GB at about epoch 313, about 50 min after its last peak" in section
     assert (
-        "12 generations of 2 workers (the last still running as the record ended); each worker grew "
-        in section
+        "12 generations of 2 workers (the last still running as the record ended); each worker grew +100 MB in "
+        "the first, +130 MB in the last that ended; the job's total PSS peaked at 515 MB in the first and 625 MB "
+        "in the last that ended." in section
     )
     from memprobe.cli.record import limit_line
 

@@ -20,7 +20,8 @@ The rule:
 * **The trend that persists.** With at least :data:`MIN_GENERATIONS` generations of worker
   processes that ended (a DataLoader recreates its workers every epoch, unless they persist):
   the peak of that memory while each generation lived, and a least-squares line through the peaks
-  of the latest half of them (at least :data:`FIT_GENERATIONS`): MB per generation, and the
+  of the latest half of them (at least :data:`FIT_GENERATIONS`; a peak far below the line through
+  the others was missed between exact readings, and is left out): MB per generation, and the
   generations' start times give its seconds. Within one generation, workers copying their
   parent's pages (copy-on-access) raise it in a ramp that falls back when they end: that
   ramp is no trend (a job told "14 min 48 s" at +141 MB/min by it peaked at 3.2 GB of its 4 GB
@@ -60,6 +61,7 @@ PARENT_MIN_POINTS = 6  # ... with this many readings at least (three in each of 
 ENDED_BEFORE_S = 1.0  # a generation whose workers all ended this long before the record's end ended
 ALONE_MB = 32.0  # other processes in the job's cgroup holding less than this together: the job alone
 PSS_ABOVE_CHARGE_MB = 16.0  # total PSS above the charge by more than this is said, with why
+MISSED_SIGMAS, MISSED_FLOOR_MB = 4.0, 2.0  # a peak this far below the line was missed (_not_missed)
 
 # Two-sided 95 % quantiles of Student's t by degrees of freedom (a peak line's n - 2); past the
 # table, the value of the largest tabulated df at or below it.
@@ -222,6 +224,7 @@ class Forecast:
     peaks_of: str = "total_pss"  # what each generation's peak is of: total_pss, or charge (the job alone)
     generations: list[Generation] = field(default_factory=list)
     fitted_from: int | None = None  # the first generation of the line (the latest half)
+    missed: list[int] = field(default_factory=list)  # generations of it whose peak was missed: left out
     per_generation_mb: float | None = None
     per_generation_low_mb: float | None = None
     per_generation_high_mb: float | None = None
@@ -280,7 +283,8 @@ def _across_generations(base: Forecast, ended: list[Generation], room: Room) -> 
     fitted = ended[-max(FIT_GENERATIONS, math.ceil(len(ended) / 2)) :]
     x = np.array([g.generation for g in fitted], float)
     y = np.array([g.peak_mb for g in fitted], float)
-    slope, half = _line(x, y)
+    kept = _not_missed(x, y)
+    slope, half = _line(x[kept], y[kept])
     pace, pace_half = _line(x, np.array([g.start_t for g in fitted], float))
     grown = [g for g in fitted if g.growth_mb is not None]
     last = ended[-1]
@@ -302,7 +306,8 @@ def _across_generations(base: Forecast, ended: list[Generation], room: Room) -> 
         per_generation_low_mb=slope - half,
         per_generation_high_mb=slope + half,
         seconds_per_generation=pace if pace > 0 else None,
-        line_at_zero_mb=float(y.mean() - slope * x.mean()),
+        line_at_zero_mb=float(y[kept].mean() - slope * x[kept].mean()),
+        missed=[int(g) for g in x[~kept]],
         worker_growth_per_generation_mb=(
             _line(
                 np.array([g.generation for g in grown], float), np.array([g.growth_mb for g in grown], float)
@@ -411,6 +416,38 @@ def _at(f: Forecast, minutes: tuple[float, float, float]) -> Forecast:
         limit_at_soonest_t=f.from_t + 60 * minutes[1],
         limit_at_latest_t=f.from_t + 60 * minutes[2],
     )
+
+
+def _not_missed(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Which peaks the line goes through: all but those far below the line through the others.
+    Between exact readings a generation's peak can be missed, never made higher (total PSS holds
+    a worker that ended at its last reading: a shared cgroup's job had every third epoch's peak
+    at 700 MB among peaks of 1,500 to 1,800, and a least-squares line through them all fell).
+    A peak more than :data:`MISSED_SIGMAS` robust deviations (1.4826 x the residuals' median
+    absolute deviation, at least :data:`MISSED_FLOOR_MB`) below the median line
+    (:func:`_robust_line`) is left out, the line drawn again, three times at most; at least half
+    the peaks, and :data:`MIN_GENERATIONS`, stay."""
+    kept = np.ones(len(x), bool)
+    for _ in range(3):
+        slope, at_zero = _robust_line(x[kept], y[kept])
+        resid = y - (at_zero + slope * x)
+        spread = 1.4826 * float(np.median(np.abs(resid[kept] - np.median(resid[kept]))))
+        low = resid < -MISSED_SIGMAS * max(spread, MISSED_FLOOR_MB)
+        if not (low & kept).any() or (~low).sum() < max(MIN_GENERATIONS, math.ceil(len(x) / 2)):
+            break
+        kept &= ~low
+    return kept
+
+
+def _robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """A line that a few points far off do not pull (Theil-Sen): the median of the slopes between
+    every two points, through the median of ``y`` less that slope times ``x``; (slope, its value
+    at x = 0)."""
+    i, j = np.triu_indices(len(x), 1)
+    dx = x[j] - x[i]
+    slopes = (y[j] - y[i])[dx != 0] / dx[dx != 0]
+    slope = float(np.median(slopes)) if len(slopes) else 0.0
+    return slope, float(np.median(y - slope * x))
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

@@ -100,6 +100,11 @@ def trend_words(f: dict) -> str:
             f"{PEAKS_OF.get(str(f.get('peaks_of')), PEAKS_OF['total_pss'])} {_signed(f['per_generation_mb'])} per epoch ("
             + (f"{low} to {high}, " if low != high else "")
             + f"fitted over epochs {int(f['fitted_from']) + 1}-{last}"
+            + (
+                f", {len(f['missed'])} of whose peaks were missed between exact readings and left out"
+                if f.get("missed")
+                else ""
+            )
             + (f", {_signed(f['rate_mb_per_min'])}/min" if is_num(f.get("rate_mb_per_min")) else "")
             + ")"
         )

@@ -334,3 +334,22 @@ def test_the_main_process_s_rate_lies_within_its_spread_where_its_memory_stepped
     assert f.rate_low_mb_per_min == pytest.approx(60.0)
     assert f.rate_low_mb_per_min <= f.rate_mb_per_min == f.rate_high_mb_per_min  # type: ignore[operator]
     assert f.minutes_soonest == f.minutes_to_limit < f.minutes_latest  # type: ignore[operator]
+
+
+def test_a_peak_missed_between_exact_readings_is_left_out_of_the_line() -> None:
+    """Peaks +20 MB an epoch, three of the latest twelve 600 MB short (total PSS held the workers
+    at their last exact reading: a shared cgroup's job had a third of its peaks at 700 MB among
+    1,500 to 1,800, and its line fell): left out, the line is +20 MB an epoch again."""
+    total, workers = epochs_job(24, 20.0, noise=(3.0, -3.0))
+    gen = (total.index.to_numpy(float) // EPOCH_S).astype(int)
+    short = np.isin(gen, [14, 18, 21])
+    total = pd.Series(
+        np.where(short, total.to_numpy(float) - 600.0, total.to_numpy(float)), index=total.index
+    )
+    gens = forecast.generations(workers, float(total.index[-1]), total)
+    f = forecast.forecast(gens, None, forecast.Room(8000.0, True, total + 200.0), total)
+    assert f.basis == "generations" and f.missed == [14, 18, 21]
+    assert f.per_generation_mb == pytest.approx(20.0, abs=1.0)
+    assert "3 of whose peaks were missed between exact readings and left out" in forecast_words.words(
+        f.to_dict(), 8000.0
+    )

@@ -39,7 +39,8 @@ def peaks(f: dict) -> list[dict]:
 
 def generations_chart(s: RunSummary) -> dict | None:
     """Each generation's peak (of total PSS, or of the charge where the cgroup held the job alone;
-    filled: it ended; hollow: still running as the record ended), its workers' mean own growth
+    filled: it ended; grey: missed between exact readings, left out of the line; hollow: still
+    running as the record ended), its workers' mean own growth
     (right axis), the forecast's line through the peaks it fitted drawn on to the limit, and the
     limit in the peaks' terms (the last peak plus the room the charge left); None with fewer than
     two generations."""
@@ -51,6 +52,7 @@ def generations_chart(s: RunSummary) -> dict | None:
     ended = np.array([bool(g["ended"]) for g in gens])
     charge = f.get("peaks_of") == "charge"  # the cgroup held the job alone (record.forecast.job_memory)
     peak = "peak charge less file cache" if charge else "peak total PSS"
+    missed = set(f.get("missed") or [])
     series = [
         Series(
             {
@@ -60,7 +62,11 @@ def generations_chart(s: RunSummary) -> dict | None:
                 "line": {"color": "#1f5fa8", "width": 1.5},
                 "marker": {
                     "size": 7,
-                    "color": ["#1f5fa8" if e else "#ffffff" for e in ended],
+                    # filled: it ended; grey: its peak was missed (left out of the line); hollow: running
+                    "color": [
+                        "#adb5bd" if g["generation"] in missed else "#1f5fa8" if e else "#ffffff"
+                        for g, e in zip(gens, ended, strict=True)
+                    ],
                     "line": {"color": "#1f5fa8", "width": 1.5},
                 },
                 "hovertemplate": "generation %{x}: peak %{y:,.0f} MB<extra></extra>",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from treejobs import cgroup_meta
 
 from memprobe.core.units import mb
 from memprobe.record import forecast, forecast_words
@@ -183,23 +184,7 @@ def shared_cgroup(others_mb: float) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
             "mem_available_mb": 20_000.0,
         }
     )
-    meta = {
-        "cgroup": {
-            "version": 2,
-            "path": "/runner",
-            "limit_mb": 2048.0,
-            "usage_mb": 1250.0,
-            "usage_at_start_mb": 360.0,
-            "oom_kills": 0,
-            "oom_kills_at_start": 0,
-            "since_t": 0.0,
-            "others": {
-                "processes": 1,
-                "rss_mb": others_mb,
-                "largest": [{"name": "Runner.Worker", "pid": 77, "rss_mb": others_mb}],
-            },
-        }
-    }
+    meta = {"cgroup": cgroup_meta("/runner", 2048.0, 1250.0, 360.0, others_mb, "Runner.Worker")}
     return meta, samples, system
 
 

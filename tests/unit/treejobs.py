@@ -511,19 +511,27 @@ def epochs_job(
     )
     meta = job_meta(procs, milestones={}, workers=workers)
     meta["elapsed_s"] = n * epoch_s
-    meta["cgroup"] = {
+    meta["cgroup"] = cgroup_meta("/job", 4096.0, 200.0, 100.0, others_mb, "bash")
+    return meta, samples, system
+
+
+def cgroup_meta(
+    path: str, limit_mb: float, usage_mb: float, usage_at_start_mb: float, others_mb: float, other: str
+) -> dict:
+    """A recorded job's meta ``cgroup`` (cgroup v2, no OOM kill, entered at the start) whose one
+    other process, ``other`` (pid 77), held ``others_mb`` of RSS at its largest reading."""
+    return {
         "version": 2,
-        "path": "/job",
-        "limit_mb": 4096.0,
-        "usage_mb": 200.0,
-        "usage_at_start_mb": 100.0,
+        "path": path,
+        "limit_mb": limit_mb,
+        "usage_mb": usage_mb,
+        "usage_at_start_mb": usage_at_start_mb,
         "oom_kills": 0,
         "oom_kills_at_start": 0,
         "since_t": 0.0,
         "others": {
             "processes": 1,
             "rss_mb": others_mb,
-            "largest": [{"name": "bash", "pid": 7, "rss_mb": others_mb}],
+            "largest": [{"name": other, "pid": 77, "rss_mb": others_mb}],
         },
     }
-    return meta, samples, system

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from memprobe.core.units import is_num
+from memprobe.record.lines import line, not_missed
 from memprobe.record.windows import STILL_MB, TEARDOWN_MB, TEARDOWN_S
 
 MIN_GENERATIONS = 3  # generations that ended, for a trend across them
@@ -61,32 +62,6 @@ PARENT_MIN_POINTS = 6  # ... with this many readings at least (three in each of 
 ENDED_BEFORE_S = 1.0  # a generation whose workers all ended this long before the record's end ended
 ALONE_MB = 32.0  # other processes in the job's cgroup holding less than this together: the job alone
 PSS_ABOVE_CHARGE_MB = 16.0  # total PSS above the charge by more than this is said, with why
-MISSED_SIGMAS, MISSED_FLOOR_MB = 4.0, 2.0  # a peak this far below the line was missed (_not_missed)
-
-# Two-sided 95 % quantiles of Student's t by degrees of freedom (a peak line's n - 2); past the
-# table, the value of the largest tabulated df at or below it.
-T95 = {
-    1: 12.706,
-    2: 4.303,
-    3: 3.182,
-    4: 2.776,
-    5: 2.571,
-    6: 2.447,
-    7: 2.365,
-    8: 2.306,
-    9: 2.262,
-    10: 2.228,
-    12: 2.179,
-    15: 2.131,
-    20: 2.086,
-    30: 2.042,
-    60: 2.000,
-    120: 1.980,
-}
-
-
-def t95(df: int) -> float:
-    return T95[max(k for k in T95 if k <= df)]
 
 
 @dataclass(frozen=True)
@@ -283,9 +258,9 @@ def _across_generations(base: Forecast, ended: list[Generation], room: Room) -> 
     fitted = ended[-max(FIT_GENERATIONS, math.ceil(len(ended) / 2)) :]
     x = np.array([g.generation for g in fitted], float)
     y = np.array([g.peak_mb for g in fitted], float)
-    kept = _not_missed(x, y)
-    slope, half = _line(x[kept], y[kept])
-    pace, pace_half = _line(x, np.array([g.start_t for g in fitted], float))
+    kept = not_missed(x, y)
+    slope, half = line(x[kept], y[kept])
+    pace, pace_half = line(x, np.array([g.start_t for g in fitted], float))
     grown = [g for g in fitted if g.growth_mb is not None]
     last = ended[-1]
     # The rise within the last generation, which its end takes back: its workers' own growth where
@@ -309,7 +284,7 @@ def _across_generations(base: Forecast, ended: list[Generation], room: Room) -> 
         line_at_zero_mb=float(y[kept].mean() - slope * x[kept].mean()),
         missed=[int(g) for g in x[~kept]],
         worker_growth_per_generation_mb=(
-            _line(
+            line(
                 np.array([g.generation for g in grown], float), np.array([g.growth_mb for g in grown], float)
             )[0]
             if len(grown) >= MIN_GENERATIONS
@@ -356,9 +331,9 @@ def _from_parents(base: Forecast, parents: pd.Series | None, room: Room, total: 
     halves = [late[late.index <= quarter], late[late.index >= quarter]]
     if min(len(h) for h in halves) < 3:
         return replace(base, why_none="too_short")
-    rate = _line(lt, late.to_numpy(float))[0] * 60
+    rate = line(lt, late.to_numpy(float))[0] * 60
     # The line over the whole latest half too: a step between its halves puts it outside theirs.
-    rates = [rate] + [_line(h.index.to_numpy(float), h.to_numpy(float))[0] * 60 for h in halves]
+    rates = [rate] + [line(h.index.to_numpy(float), h.to_numpy(float))[0] * 60 for h in halves]
     f = replace(
         base,
         basis="parents",
@@ -416,54 +391,6 @@ def _at(f: Forecast, minutes: tuple[float, float, float]) -> Forecast:
         limit_at_soonest_t=f.from_t + 60 * minutes[1],
         limit_at_latest_t=f.from_t + 60 * minutes[2],
     )
-
-
-def _not_missed(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Which peaks the line goes through: all but those far below the line through the others.
-    Between exact readings a generation's peak can be missed, never made higher (total PSS holds
-    a worker that ended at its last reading: a shared cgroup's job had every third epoch's peak
-    at 700 MB among peaks of 1,500 to 1,800, and a least-squares line through them all fell).
-    A peak more than :data:`MISSED_SIGMAS` robust deviations (1.4826 x the residuals' median
-    absolute deviation, at least :data:`MISSED_FLOOR_MB`) below the median line
-    (:func:`_robust_line`) is left out, the line drawn again, three times at most; at least half
-    the peaks, and :data:`MIN_GENERATIONS`, stay."""
-    kept = np.ones(len(x), bool)
-    for _ in range(3):
-        slope, at_zero = _robust_line(x[kept], y[kept])
-        resid = y - (at_zero + slope * x)
-        spread = 1.4826 * float(np.median(np.abs(resid[kept] - np.median(resid[kept]))))
-        low = resid < -MISSED_SIGMAS * max(spread, MISSED_FLOOR_MB)
-        if not (low & kept).any() or (~low).sum() < max(MIN_GENERATIONS, math.ceil(len(x) / 2)):
-            break
-        kept &= ~low
-    return kept
-
-
-def _robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """A line that a few points far off do not pull (Theil-Sen): the median of the slopes between
-    every two points, through the median of ``y`` less that slope times ``x``; (slope, its value
-    at x = 0)."""
-    i, j = np.triu_indices(len(x), 1)
-    dx = x[j] - x[i]
-    slopes = (y[j] - y[i])[dx != 0] / dx[dx != 0]
-    slope = float(np.median(slopes)) if len(slopes) else 0.0
-    return slope, float(np.median(y - slope * x))
-
-
-def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """A least-squares line's slope through (x, y), and the half-width of its 95 % interval
-    (Student's t on n - 2 degrees of freedom; 0 for a line through two points, or an exact one)."""
-    n = len(x)
-    xm = x - x.mean()
-    sxx = float((xm * xm).sum())
-    if n < 2 or sxx <= 0:
-        return 0.0, 0.0
-    slope = float((xm * (y - y.mean())).sum()) / sxx
-    if n < 3:
-        return slope, 0.0
-    resid = y - y.mean() - slope * xm
-    se = math.sqrt(float((resid * resid).sum()) / (n - 2) / sxx)
-    return slope, t95(n - 2) * se
 
 
 def parents_memory(samples: pd.DataFrame, windows: Iterable[tuple[int, float, float]]) -> pd.Series | None:

@@ -298,16 +298,20 @@ def print_result(result, stream) -> None:
 
 
 def limit_line(limit: dict) -> str:
-    """The job against its memory limit, in one line: the limit, the time to it at the charge's
-    rate, the OOM kills (the record page says more)."""
+    """The job against its memory limit, in one line: the limit, whose the cgroup's charge is
+    where other processes share it, the forecast of the time to it
+    (:func:`memprobe.record.forecast_words.words`), the OOM kills (the record page says more)."""
     from memprobe.core.text import printable
+    from memprobe.record import forecast_words
     from memprobe.report import format as fmt
-    from memprobe.report.record_tables import limit_words
+    from memprobe.report.record_tables import whose_charge
 
     of = printable(str(limit.get("limit_of")))
     line = f"memory limit: {fmt.mb(limit.get('limit_mb'))}, {of}"
-    if limit.get("charge_rate_mb_per_min") is not None:
-        line += f"; time to it: {limit_words(limit)}"
+    if limit.get("cgroup_alone") is False:
+        line += f" ({printable(whose_charge(limit))})"
+    if isinstance(limit.get("forecast"), dict):
+        line += f"; time to it: {forecast_words.words(limit['forecast'], limit.get('limit_mb'))}"
     if limit.get("oom_kills"):
         victims = [v for k in limit.get("oom_killed") or [] for v in k["victims"]]
         line += f"; OOM kills in its cgroup: {limit['oom_kills']}" + (

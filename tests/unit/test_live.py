@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -119,10 +120,17 @@ def test_the_model_gives_a_row_per_live_process_with_its_figures_and_the_totals(
     assert t.total_pss_mb == 310.0 + 130.0 + 130.0
     assert t.sum_rss_mb == 500.0 + 420.0 + 420.0
     assert t.cgroup_mb == 1200.0 and t.oom_kills == 0
-    # the charge rises 600 MB/min: 2,800 MB left of 4,000 is under 5 minutes
-    assert view.limit == "time to the limit: 5 min at this rate (the cgroup's charge at +600 MB/min)"
+    # The summary's rule (record/forecast.py): not the charge's +600 MB/min (the workers' copies,
+    # which end with them) but the main process's own rise, once it has been seen for 40 s.
+    assert view.limit == "time to the limit: none: too short a record to tell a trend that persists"
     assert view.verdict.startswith("flat so far: workers' USS +30 MB on average since their start")
     assert "fastest: worker 0 (pid 101) at +60 MB/min" in view.verdict
+    model = LiveModel(50.0, 4000.0, "the job's memory limit (cgroup v2 /job)")
+    job(model, worker_growth_per_s=1.0, seconds=60)
+    # +30 MB/min into the 2,400 MB the charge left at 60 s (1,600 MB of 4,000): 80 min.
+    assert (
+        model.view(FACTS.get).limit == "time to the limit: 4,000 MB in about 80 min: main process +30 MB/min"
+    )
 
 
 def test_the_verdict_so_far_says_growing_above_the_threshold_and_an_exact_reading_is_marked():
@@ -402,12 +410,124 @@ def test_a_job_that_moved_into_another_cgroup_is_shown_against_that_ones_limit_a
     model = LiveModel(50.0, 24_000.0, "this machine's memory")
     job(model, worker_growth_per_s=1.0, seconds=4)  # the charge of the cgroup it left: 1,000-1,040 MB
     model.entered(700.0, "the job's memory limit (cgroup v1 /job)", 5.0, 0)
-    for s in range(5, 12):
+    for s in range(5, 61):
         model.feed(
             "system",
-            [{"t": float(s), "cgroup_mb": 100.0 + 50.0 * (s - 5), "cgroup_oom_kills": 1 if s == 11 else 0}],
+            [{"t": float(s), "cgroup_mb": 100.0 + 5.0 * (s - 5), "cgroup_oom_kills": 1 if s >= 11 else 0}],
         )
+        t = float(s)
+        model.feed("samples", [cheap(t, 100, "main", "main", rss=500.0, anon=250.0 + 0.5 * t, est=200.0)])
     view = model.view(FACTS.get)
-    assert view.totals.limit_mb == 700.0 and view.totals.cgroup_mb == 400.0 and view.totals.oom_kills == 1
-    # +50 MB a second in the new cgroup only (with the old one's 1,000 MB it would not be rising)
-    assert view.limit.startswith("time to the limit: ") and "+3,000 MB/min" in view.limit
+    assert view.totals.limit_mb == 700.0 and view.totals.cgroup_mb == 375.0 and view.totals.oom_kills == 1
+    # The main process's own +30 MB/min, into the room the new cgroup's charge left: 325 MB of 700.
+    assert view.limit == "time to the limit: 700 MB in about 11 min: main process +30 MB/min"
+
+
+def epochs(
+    model: LiveModel,
+    n: int,
+    rise_per_epoch: float,
+    epoch_s: int = 20,
+    copy_rise: float = 0.0,
+    unread: bool = False,
+    shared_mb: float = 0.0,
+    unread_odd: bool = False,
+    view_every: int = 1,
+) -> dict:
+    """``n`` epochs of ``epoch_s`` s, read exactly each second: main (its anonymous memory
+    +``rise_per_epoch`` an epoch) and two forked workers per epoch that copy 10 MB a second
+    (``copy_rise`` more every epoch) and end a second before the epoch does; ``unread``: the
+    workers never read exactly, only estimated (a loaded machine; ``unread_odd``: every other
+    epoch's); ``shared_mb``: each process's share of the pages main and its workers share (PSS
+    over USS). The view asked each second, as `memprobe top` does (``view_every``: as its line
+    without a terminal, every --every s). Returns the facts (the sampler's ProcessInfo by pid)."""
+    facts = {100: info(100, "main", "main")}
+    for s in range(n * epoch_s):
+        t, gen, within = float(s), s // epoch_s, s % epoch_s
+        main_pss = 300.0 + rise_per_epoch * (gen + within / epoch_s)
+        rows = [
+            exact(t, 100, "main", "main", pss=main_pss + shared_mb, uss=main_pss, rss=400.0, anon=main_pss)
+        ]
+        for w in (0, 1):
+            pid = 1000 + 10 * gen + w
+            if within < epoch_s - 1:
+                facts.setdefault(
+                    pid, replace(info(pid, f"worker {w}", "dataloader", w, forked=True), generation=gen)
+                )
+                copied = (10.0 + copy_rise * gen / (epoch_s - 2)) * within
+                rows.append(
+                    cheap(t, pid, f"worker {w}", "dataloader", rss=400.0, anon=20.0, est=copied)
+                    if unread or (unread_odd and gen % 2)
+                    else exact(
+                        t,
+                        pid,
+                        f"worker {w}",
+                        "dataloader",
+                        pss=copied + shared_mb,
+                        uss=copied,
+                        rss=400.0,
+                        anon=20.0,
+                    )
+                )
+            elif within == epoch_s - 1:
+                rows.append(
+                    {"t": t, "pid": pid, "role": f"worker {w}", "rank": -1, "tier": "gone", "missing": True}
+                )
+        model.feed("samples", rows)
+        model.feed(
+            "system",
+            [
+                {
+                    "t": t,
+                    "cgroup_mb": 100.0 + sum(r.get("pss_mb") or 0.0 for r in rows),
+                    "mem_available_mb": 20_000.0,
+                }
+            ],
+        )
+        if s % view_every == 0:
+            model.view(facts.get)
+    return facts
+
+
+def test_the_live_time_to_the_limit_takes_the_summary_s_rule_across_generations():
+    """The workers' copies ramp +600 MB/min within each epoch and end with it: with a flat main
+    process there is no time to the limit; with main +12 MB an epoch, the limit's epoch."""
+    flat = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(flat, 8, 0.0)
+    assert flat.view(facts.get).limit == (
+        "time to the limit: none: nothing of the job's own memory rises in a way that persists "
+        "(epochs' peaks +0.0 MB each)"
+    )
+    rising = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(rising, 8, 12.0)
+    # Seven epochs ended, peaks 670.8 + 12 g MB; the charge at the last peak 842.8 MB: 1,157.2 MB of
+    # room, 96.4 epochs of 20 s after the seventh.
+    assert rising.view(facts.get).limit == (
+        "time to the limit: 2,000 MB at about epoch 103, about 32 min after its last peak: epochs' peaks +12 MB each"
+    )
+
+
+def test_the_live_forecast_counts_a_worker_not_read_exactly_yet_at_its_estimate():
+    """Workers copying 12 MB more each epoch (6 MB each), never read exactly on a loaded machine:
+    counted at their estimated USS, the epochs' peaks rise +12 MB and the limit comes; left out,
+    every peak was main's alone, flat."""
+    model = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 8, 0.0, copy_rise=6.0, unread=True)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")
+
+
+def test_a_worker_not_read_exactly_yet_holds_its_share_of_the_pages_it_shares_as_one_read_had():
+    """Every other epoch's workers never read exactly, each sharing 100 MB's worth with main:
+    counted at their estimate alone, those epochs' peaks fell 200 MB short and the line through
+    them said nothing; with the share of a worker read exactly, +12 MB an epoch."""
+    model = LiveModel(50.0, 4000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 12, 12.0, shared_mb=100.0, unread_odd=True)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")
+
+
+def test_the_generation_of_a_worker_that_ended_between_two_views_is_known():
+    """Without a terminal the view comes every --every s: a view every 80 s saw one epoch's
+    workers in four alive; asked of the sampler, every generation that ended is known."""
+    model = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 9, 12.0, view_every=80)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")

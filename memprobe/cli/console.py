@@ -19,7 +19,8 @@ from memprobe.cli.outlet import Outlet
 from memprobe.core.summary import RunSummary
 from memprobe.core.text import printable, printable_lines
 from memprobe.core.units import mb
-from memprobe.run.runner import RunState, signal_name
+from memprobe.core.vocabulary import signal_name
+from memprobe.run.runner import RunState
 from memprobe.run.scenario import RunSpec
 from memprobe.run.session import Console
 

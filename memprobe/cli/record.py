@@ -54,8 +54,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memprobe.cli.flags import bounded
 from memprobe.core.cures import CAUSES  # the words only: no torch, pandas or numpy
+from memprobe.core.numbers import bounded
 
 if TYPE_CHECKING:
     from memprobe.cli.outlet import Outlet
@@ -184,8 +184,8 @@ def settings_from(args: argparse.Namespace):
     """The sampler's settings and the verdict's threshold from the flags, each checked: finite
     and within the range a scenario file allows for the same setting (NaN as --interval made the
     sampler spin a core, 60,000 rows in 4 s)."""
+    from memprobe.core.summary import VerdictSpec
     from memprobe.probe.sampler import SamplerSettings
-    from memprobe.run.scenario import VerdictSpec
 
     interval = bounded("--interval", args.interval, 0.01, 60, unit="seconds")
     budget = bounded("--pss-budget", args.pss_budget, 0.001, 1)

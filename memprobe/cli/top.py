@@ -43,9 +43,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from memprobe.cli import watch
-from memprobe.cli.flags import bounded
 from memprobe.cli.outlet import Outlet
 from memprobe.cli.record import fail_on, print_result, verdict_exit
+from memprobe.core.numbers import bounded
 from memprobe.core.text import clip, columns, pad, printable
 
 if TYPE_CHECKING:

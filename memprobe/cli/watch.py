@@ -34,8 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memprobe.cli.flags import bounded
 from memprobe.cli.record import add_common_arguments, fail_on, print_result, settings_from, verdict_exit
+from memprobe.core.numbers import bounded
 
 if TYPE_CHECKING:
     from memprobe.record.recording import Observer, RecordResult

@@ -35,8 +35,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from memprobe.cli.flags import bounded
 from memprobe.core.errors import MemprobeError, ResultsWriteError, UsageError
+from memprobe.core.numbers import bounded
+from memprobe.core.summary import VerdictSpec
 from memprobe.core.text import printable
 from memprobe.core.vocabulary import shell_exit_code, signal_name
 from memprobe.probe import procfs
@@ -52,9 +53,8 @@ from memprobe.record.recording import (
     safe_name,
 )
 from memprobe.record.unreadable import unreadable
-from memprobe.run.ending import OWN_PROCESS_GROUP, end_group
-from memprobe.run.runner import StopSignals
-from memprobe.run.scenario import VerdictSpec
+from memprobe.session.group import OWN_PROCESS_GROUP, end_group
+from memprobe.session.signals import StopSignals
 
 LEFTOVER_GRACE_S = 3.0  # what the command left in its process group has this long to exit by itself
 # The exact round taken when a stop signal arrives, before it is forwarded: long enough for
@@ -288,7 +288,7 @@ def _signal_words(number: int) -> str:
 def _wait(proc: subprocess.Popen, rec: Recording, tty: int | None) -> None:
     """Wait for the command to exit, tailing marks; follow job control when it has the terminal.
     The command is not reaped here (``WNOWAIT``): until _drain_group reaps it, its pid, the id of
-    its process group, cannot be given to another process (see memprobe.run.ending.end_group)."""
+    its process group, cannot be given to another process (see memprobe.session.group.end_group)."""
     while True:
         try:
             info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WSTOPPED | os.WNOHANG | os.WNOWAIT)

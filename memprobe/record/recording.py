@@ -26,22 +26,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from memprobe.core.errors import ResultsWriteError
+from memprobe.core.errors import ResultsFolderGone, ResultsWriteError
+from memprobe.core.summary import VerdictSpec
 from memprobe.core.text import printable
 from memprobe.probe import cgroup, procfs
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree_sampler import TreeSampler
-from memprobe.results.files import RunWriter
+from memprobe.results.files import RunWriter, folder_identity
 from memprobe.results.folder import ResultsFolder
 from memprobe.results.job import node_identity
-from memprobe.run.runner import (
-    ResultsFolderGone,
-    environment,
-    folder_identity,
-    writer_identity,
-)
-from memprobe.run.scenario import VerdictSpec
-from memprobe.run.session import finalize
+from memprobe.session.finish import finalize
+from memprobe.session.identity import environment, writer_identity
 
 # A recorded job runs for minutes or hours and items/s come from marks, not from the cheap tier:
 # 5 cheap rounds a second, and 1 % of a core for the whole sampler (both tiers).

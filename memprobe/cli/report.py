@@ -91,7 +91,7 @@ def finish_folder(root: Path, left: str | None = None) -> Found:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.analysis import analyse_all
+    from memprobe.analysis.runs import analyse_all
     from memprobe.cli.console import say, summary_table
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
@@ -145,7 +145,7 @@ def report_so_far(root: Path, writer: int, out: Path | None = None) -> int:
     import sys
     import time
 
-    from memprobe.analysis import analyse_all
+    from memprobe.analysis.runs import analyse_all
     from memprobe.cli.console import say, summary_table
     from memprobe.core.safe_read import display_path
     from memprobe.report import render
@@ -204,7 +204,7 @@ def job_report(paths: list[Path], output: Path | None) -> int:
     folder's text, and its newline would forge a line of memprobe's."""
     import sys
 
-    from memprobe.analysis import analyse_all
+    from memprobe.analysis.runs import analyse_all
     from memprobe.cli.console import say
     from memprobe.core.errors import MemprobeError, UsageError
     from memprobe.core.safe_read import display_path

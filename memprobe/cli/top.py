@@ -165,7 +165,7 @@ class Live:
     def _follow(self, recording: Recording) -> None:
         """The limit of the job's memory cgroup, again where the job moved into another as it
         started (the sampler follows it: cgexec, systemd-run --scope)."""
-        from memprobe.record.limit import memory_limit
+        from memprobe.analysis.limit import memory_limit
 
         entered = recording.sampler.cgroup if recording.sampler is not None else None
         if self._title and entered is self._entered:

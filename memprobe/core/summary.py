@@ -1,8 +1,8 @@
 """The figures of one run that summary.json, the terminal table and the report read
 (:class:`RunSummary`), and the job-wide figures every run has, computed the same way whatever
 wrote it: total PSS rounds, the window between the ``warm`` and ``done`` milestones, items/s,
-CPU and page faults per item. The scenario analysis (:mod:`memprobe.run.analysis`) and the
-recorded-job analysis (:mod:`memprobe.record.summary`) each fill the rest;
+CPU and page faults per item. The scenario analysis (:mod:`memprobe.analysis.scenario`) and the
+recorded-job analysis (:mod:`memprobe.analysis.recorded`) each fill the rest;
 :mod:`memprobe.analysis` chooses between them by the run's kind.
 """
 
@@ -66,7 +66,7 @@ class RunSummary:
     cpu_ms_per_item: float | None = None  # CPU of the whole tree per item, in the window
     faults_per_item: float | None = None  # minor page faults of the whole tree per item, in the window
     kernel_cpu_share: float | None = None  # kernel (system) part of that CPU: where page faults are paid
-    # Recorded jobs (record / watch) only, from memprobe.record.summary:
+    # Recorded jobs (record / watch) only, from memprobe.analysis.recorded:
     processes: list[dict] | None = None  # per process: its window, own growth, built / start-up / released
     culprit: str | None = None  # the verdict in words, naming who grows
     estimate_error: dict | None = (
@@ -76,7 +76,7 @@ class RunSummary:
     # The round of the peak total PSS in the parts the projection scales (its time, the total, the
     # USS of the workers it scales and how many, the PSS of the processes counted once).
     projection_peak: dict | None = None
-    # The job against the memory it must fit in (memprobe.record.limit.against_limit): the limit,
+    # The job against the memory it must fit in (memprobe.analysis.limit.against_limit): the limit,
     # the cgroup's charge and its rate, the time to the limit, the OOM kills while it ran.
     memory_limit: dict | None = None
     # What the verdict blames, as memprobe.core.cures names it (what to do is said there); None

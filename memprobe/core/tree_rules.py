@@ -1,5 +1,5 @@
 """The rules a recorded tree is read by, the same live (the tree sampler, :mod:`memprobe.probe.tree`)
-and afterwards (the record path's analysis, :mod:`memprobe.record.windows`; an older folder's
+and afterwards (the record path's analysis, :mod:`memprobe.analysis.windows`; an older folder's
 upgrade on load, :mod:`memprobe.results.upgrade`), so that the report, which reads results, never
 reaches the probe: when a spawned or exec'd worker's start-up is over (:func:`settled_at`,
 :func:`startup_end`), which index a new worker or rank takes (:func:`lowest_free`), and, on a
@@ -67,7 +67,7 @@ def owner_of(
 ) -> E | None:
     """The process a worker whose parent is ``ppid`` works for: its parent, or the parent's parent
     when a helper (a forkserver) forked it. The one rule, for a meta's entries (:func:`owner`)
-    and the analysis' processes (:func:`memprobe.record.process.owner`)."""
+    and the analysis' processes (:func:`memprobe.analysis.process.owner`)."""
     parent = by_pid.get(ppid) if ppid is not None else None
     if parent is not None and kind_of(parent) in HELPER_ROLES:
         up = ppid_of(parent)

@@ -18,7 +18,7 @@ Whether the cgroup holds the job alone: :func:`others` reads its process list (`
 of it and of every cgroup below it, whose charge is its own too) and the resident memory of each
 process that is neither the job's nor memprobe's; the sampler reads it at its first tick, where
 the job enters another cgroup, and every :data:`OTHERS_INTERVAL_S` after
-(:mod:`memprobe.record.forecast` says what it changes).
+(:mod:`memprobe.analysis.forecast` says what it changes).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ folder summarized and its report written (:class:`RecordResult`). The command's 
 around it is :mod:`memprobe.record.command`.
 
 The run's meta (:meth:`Recording.meta`) states what the recorded-job analysis
-(:mod:`memprobe.record.summary`) needs: ``milestones.warm`` is the first exact reading of a
+(:mod:`memprobe.analysis.recorded`) needs: ``milestones.warm`` is the first exact reading of a
 worker (or the first exact reading), ``milestones.first_mark`` the first mark,
 ``milestones.done`` the last mark (or the end); ``start_methods`` counts the workers' start
 methods as seen from outside; ``processes`` holds the facts of every process seen
@@ -444,7 +444,7 @@ class Recording:
             "processes": s.process_list(),
             # Still running when the command ended: they left its process group (setsid, ...).
             "outlived": self.outlived,
-            # What the analysis needs (memprobe.record.summary): the workers' most common start
+            # What the analysis needs (memprobe.analysis.recorded): the workers' most common start
             # method as seen from outside (None: no worker appeared), the most alive at once,
             # and the verdict's threshold; then how it was sampled, and the command (record:
             # its argv; watch: the process's command line, its pid, how the watch ended).

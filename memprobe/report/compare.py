@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memprobe.analysis import is_recorded, summarize_all
+from memprobe.analysis.runs import is_recorded, summarize_all
 from memprobe.core.errors import UsageError
 from memprobe.core.safe_read import display_path
 from memprobe.core.summary import RunSummary

@@ -3,7 +3,7 @@ results folders, e.g. a job before and after a fix), as one page and a few lines
 
 A recording's folder holds one run, named after its command: the two are compared whatever their
 names (``train.py`` and ``train_fixed.py``). Each figure is the recording's own summary's
-(:mod:`memprobe.record.summary`): the total PSS peak, each parent's own growth, the workers'
+(:mod:`memprobe.analysis.recorded`): the total PSS peak, each parent's own growth, the workers'
 growth, the verdicts and the causes they name; what changed is said in one sentence. Total PSS
 is drawn against the seconds since each command started, and against the items counted as well
 where both counted some (``memprobe.mark()``); a recording without marks has no items axis.
@@ -18,12 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.analysis import analyse_all
+from memprobe.analysis.recorded import RecordedAnalysis
+from memprobe.analysis.runs import analyse_all
 from memprobe.core import cures
 from memprobe.core.series import total_of
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import FORK, PARENT_KINDS
-from memprobe.record.summary import RecordedAnalysis
 from memprobe.report import across, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memprobe.analysis.scenario import item_noun
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import FORK, THREAD, has_worker_processes
 from memprobe.report import format as fmt
-from memprobe.run.analysis import item_noun
 
 
 def slug(text: str) -> str:

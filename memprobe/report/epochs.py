@@ -3,7 +3,7 @@ the chart of each generation's peak across epochs with the trend the forecast dr
 and where it meets the limit, the generations in words (first, last, the peaks' trend), and the
 "who grows" table with the generations between the first and the last folded into one row
 (forty epochs of four workers made a table of 160 rows). The figures are the analysis's
-(:mod:`memprobe.record.forecast`: the summary's ``memory_limit.forecast``); here they are drawn.
+(:mod:`memprobe.analysis.forecast`: the summary's ``memory_limit.forecast``); here they are drawn.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from memprobe.analysis import forecast_words
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import WORKER_KINDS
-from memprobe.record import forecast_words
 from memprobe.report import format as fmt
 from memprobe.report.chart import Milestones, Series, build_chart, limit_line
 from memprobe.report.record_tables import ProcessRow
@@ -180,7 +180,7 @@ def generations_text(s: RunSummary) -> str | None:
 
 
 def forecast_text(s: RunSummary) -> str | None:
-    """The forecast in words (:func:`memprobe.record.forecast_words.words`)."""
+    """The forecast in words (:func:`memprobe.analysis.forecast_words.words`)."""
     f = the_forecast(s)
     if f is None:
         return None

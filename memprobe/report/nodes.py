@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from memprobe.analysis import limit, projection
 from memprobe.core import cures
 from memprobe.core.series import total_of, total_pss
 from memprobe.core.vocabulary import RANK, WORKER_KINDS
-from memprobe.record import limit, projection
 from memprobe.report import content, recorded
 from memprobe.report import format as fmt
 from memprobe.report.chart import (

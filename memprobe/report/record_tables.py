@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from memprobe.analysis import culprit, forecast, forecast_words, projection
+from memprobe.analysis.growth import LEVEL_SHARE
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import (
     CGROUP_PARTS,
@@ -18,8 +20,6 @@ from memprobe.core.vocabulary import (
     WORKER_KINDS,
     kind_words,
 )
-from memprobe.record import culprit, forecast, forecast_words, projection
-from memprobe.record.tree_analysis import LEVEL_SHARE
 from memprobe.report import format as fmt
 
 
@@ -133,7 +133,7 @@ def notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> 
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
     if fmt.is_num(r.get("allocated_mb")) and r["allocated_mb"] >= 1:
-        # The rest of its growth is pages it copied from its parent (``Growth.allocated_mb``, memprobe.record.tree_analysis).
+        # The rest of its growth is pages it copied from its parent (``Growth.allocated_mb``, memprobe.analysis.growth).
         notes.append(f"at least {fmt.signed_mb(r['allocated_mb'])} allocated by itself, the rest copied")
     if r.get("estimated"):
         notes.append(
@@ -235,7 +235,7 @@ def projection_table(
 def assumptions(b: projection.Basis, peak: dict | None = None) -> list[str]:
     """The projection's assumptions, in words, with the measured numbers they scale; ``peak``:
     the round of the peak total PSS in its parts (summary.json's ``projection_peak``), where the
-    projection scales the recording's rounds (:func:`memprobe.record.projection.projection`)."""
+    projection scales the recording's rounds (:func:`memprobe.analysis.projection.projection`)."""
     share = " (the pages its forked workers share are counted once)" if b.forked else ""
     between = " and what it built between worker generations" if b.built_between else ""
     parent = (
@@ -359,7 +359,7 @@ def all_of(n: int) -> str:
 
 def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[str, str]]:
     """The job against its memory limit (the summary's ``memory_limit``,
-    :func:`memprobe.record.limit.against_limit`): the limit that applies, the cgroup's charge and
+    :func:`memprobe.analysis.limit.against_limit`): the limit that applies, the cgroup's charge and
     whose it is, the job's total PSS above it and why, the forecast of the time to the limit, the
     OOM kills while it ran."""
     if not limit:
@@ -432,7 +432,7 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
 
 
 def whose_charge(limit: dict) -> str:
-    """Whose memory the charge is (:func:`memprobe.record.forecast.alone`), in words."""
+    """Whose memory the charge is (:func:`memprobe.analysis.forecast.alone`), in words."""
     others = limit.get("cgroup_others") or {}
     if limit.get("cgroup_alone") is True:
         return (

@@ -10,7 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe import analysis
+from memprobe.analysis import limit, projection
+from memprobe.analysis import recorded as record_summary
+from memprobe.analysis import runs as analysis
+from memprobe.analysis.process import Proc
+from memprobe.analysis.table import ESTIMATE_FLOOR_MB
 from memprobe.core import cures
 from memprobe.core.series import Clock
 from memprobe.core.summary import RunSummary
@@ -25,10 +29,6 @@ from memprobe.core.vocabulary import (
     shell_exit_code,
     signal_name,
 )
-from memprobe.record import limit, projection
-from memprobe.record import summary as record_summary
-from memprobe.record.process import Proc
-from memprobe.record.table import ESTIMATE_FLOOR_MB
 from memprobe.report import content, epochs, figures, groups, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
@@ -227,7 +227,7 @@ def memory_charts(
 ) -> list[dict]:
     """Total PSS stacked by process (by group: ``stack_groups``), sum of RSS next to it with the
     cgroup's charge and the job's limit, and items/s where the job counted items. ``by_role``:
-    the samples' PSS per role, as the analysis built it (:class:`~memprobe.record.summary.RecordedAnalysis`)."""
+    the samples' PSS per role, as the analysis built it (:class:`~memprobe.analysis.recorded.RecordedAnalysis`)."""
     milestones = figures.Milestones({})
     charts = [
         figures.chart_pss_by_role(

@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from memprobe.analysis import Analysed, analyse_all
+from memprobe.analysis.runs import Analysed, analyse_all
 from memprobe.core import cures
 from memprobe.core.scaling import contention_note, scaling
 from memprobe.core.summary import RunSummary, window_bounds
@@ -270,7 +270,7 @@ def render(
     results: ResultSet, *, max_points: int = MAX_POINTS, analysed: list[Analysed] | None = None
 ) -> str:
     """The report page for loaded results, as one HTML string: a recorded job (record / watch)
-    gets its own page. ``analysed``: the runs as :func:`memprobe.analysis.analyse_all` gave them
+    gets its own page. ``analysed``: the runs as :func:`memprobe.analysis.runs.analyse_all` gave them
     to a caller that has them (analysed again when not given)."""
     if recorded.is_recorded(results):
         job = analysed[0].recorded if analysed else None

@@ -9,7 +9,7 @@ applies too). A recorded job's process list once its samples are loaded
 From schema version 4 (:data:`PROCESSES_COMPLETE`) the tree sampler lists every process it
 sampled with its kind, parent, rank, worker index, generation and life
 (:meth:`memprobe.probe.tree_sampler.TreeSampler.process_list`), and the analysis takes the list
-as it is (:func:`memprobe.record.processes.processes`). An older meta lacks some of it:
+as it is (:func:`memprobe.analysis.processes.processes`). An older meta lacks some of it:
 
 * written before the tree was classified (version 1, until 6532fbd): no kind, parent or
   generation; a process's kind comes from its role (:func:`older_kind`), a worker's parent is

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memprobe.analysis.scenario import per_process_growth
 from memprobe.core import cures
 from memprobe.core.errors import FactoryError, UsageError
 from memprobe.core.summary import RunSummary, VerdictSpec, window_bounds
 from memprobe.core.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
 from memprobe.results.folder import ResultSet, ResultsFolder
-from memprobe.run.analysis import per_process_growth
 from memprobe.run.factory import parse_ref
 from memprobe.run.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
 from memprobe.run.runner import execute

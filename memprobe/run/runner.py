@@ -57,7 +57,7 @@ class RunState:
     batches: int = 0
     milestones: dict[str, float] = field(default_factory=dict)  # event -> t it first came (s since start)
     # Every later generation's warm (each epoch's workers have all delivered a batch), not only
-    # the first: each generation's growth window starts at its own (memprobe.run.analysis).
+    # the first: each generation's growth window starts at its own (memprobe.analysis.scenario).
     epoch_warms: list[float] = field(default_factory=list)
     started_wall: float = field(default_factory=time.time)
     elapsed_s: float = 0.0

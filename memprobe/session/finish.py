@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memprobe.analysis import analyse_all
+from memprobe.analysis.runs import analyse_all
 from memprobe.core.summary import RunSummary
 from memprobe.results.folder import ResultsFolder
 

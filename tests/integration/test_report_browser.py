@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from memprobe.analysis import analyse_all
+from memprobe.analysis.runs import analyse_all
 from memprobe.core.series import total_of
 from memprobe.report import write_report
 from memprobe.report.compare import write_compare

@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.analysis import summarize_all
+from memprobe.analysis.runs import summarize_all
 from memprobe.core.errors import UsageError
 from memprobe.report.render import render
 from memprobe.results.files import check_run_records

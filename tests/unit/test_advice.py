@@ -23,7 +23,7 @@ from treejobs import (
     write_results,
 )
 
-from memprobe.analysis import summarize
+from memprobe.analysis.runs import summarize
 from memprobe.cli.record import print_result
 from memprobe.core import cures
 from memprobe.record.recording import RecordResult
@@ -336,7 +336,7 @@ def test_the_scenario_report_says_what_to_do_per_cause_for_the_runs_that_have_it
 
 
 def test_memprobe_run_prints_what_to_do_once_per_cause_and_job(tmp_path: Path, capsys) -> None:
-    from memprobe.analysis import summarize_all
+    from memprobe.analysis.runs import summarize_all
     from memprobe.cli.run import print_advice
     from memprobe.results.folder import ResultSet
 
@@ -436,7 +436,7 @@ def test_every_figure_a_cost_cites_is_in_the_section_of_performance_md_it_names(
 
 
 def test_runs_sharing_their_causes_are_told_once_with_a_guard_per_mode(tmp_path: Path, capsys) -> None:
-    from memprobe.analysis import summarize_all
+    from memprobe.analysis.runs import summarize_all
     from memprobe.cli.run import print_advice
     from memprobe.results.folder import ResultSet
 

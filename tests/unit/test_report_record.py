@@ -15,7 +15,7 @@ import pytest
 import treejobs
 from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
-from memprobe.analysis import summarize, summarize_all
+from memprobe.analysis.runs import summarize, summarize_all
 from memprobe.core.series import Clock, pss_by_role
 from memprobe.report import figures, lifelines, record_tables, recorded, write_report
 from memprobe.report.compare import write_compare
@@ -184,8 +184,8 @@ def test_memprobe_report_analyses_a_recorded_job_once_for_its_summary_and_its_pa
     """`memprobe report` on a record folder: summary.json, the terminal and the page come from one
     analysis of the job (it ran twice, summary then page: a 64-process, 2-hour folder took 12.5 s
     to report), and the page says what summary.json says."""
+    from memprobe.analysis import recorded as record_summary
     from memprobe.cli import main
-    from memprobe.record import summary as record_summary
 
     meta, samples = fork_job()
     root = write_results(tmp_path / "fork", meta, samples)

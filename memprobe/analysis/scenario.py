@@ -1,6 +1,6 @@
 """The analysis of a scenario run (``memprobe run``, ``profile()``): from saved samples to figures
 and a verdict, pure functions of the results. A recorded job (``record`` / ``watch``) has its own
-(:mod:`memprobe.record.summary`); :mod:`memprobe.analysis` chooses by the run's kind.
+(:mod:`memprobe.analysis.recorded`); :mod:`memprobe.analysis` chooses by the run's kind.
 
 Definitions (times are seconds since the run's process started):
 

@@ -1,6 +1,6 @@
 """The summary of a recorded job (``memprobe record`` / ``watch``): each process's own growth
-over the window of its kind (:mod:`memprobe.record.tree_analysis`), the verdict on it, the
-culprit in words and the projection (:mod:`memprobe.record.culprit`, :mod:`memprobe.record.projection`), with the job-wide
+over the window of its kind (:mod:`memprobe.analysis.growth`), the verdict on it, the
+culprit in words and the projection (:mod:`memprobe.analysis.culprit`, :mod:`memprobe.analysis.projection`), with the job-wide
 figures every run has (:func:`memprobe.core.summary.job_figures`). Nothing of a scenario's
 analysis is computed for it: :mod:`memprobe.analysis` chooses this one by the run's kind.
 """
@@ -12,24 +12,24 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from memprobe.analysis import forecast
+from memprobe.analysis.culprit import judge
+from memprobe.analysis.growth import Growth, grown, judged_parents, judged_workers
+from memprobe.analysis.limit import against_limit, oom_words
+from memprobe.analysis.process import Proc, as_analysed, own_workers
+from memprobe.analysis.processes import processes
+from memprobe.analysis.projection import projection, projection_basis, projection_rounds
+from memprobe.analysis.table import estimate_error, table
 from memprobe.core import series
 from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
 from memprobe.core.vocabulary import DATALOADER
-from memprobe.record import forecast
-from memprobe.record.culprit import judge
-from memprobe.record.limit import against_limit, oom_words
-from memprobe.record.process import Proc, as_analysed, own_workers
-from memprobe.record.processes import processes
-from memprobe.record.projection import projection, projection_basis, projection_rounds
-from memprobe.record.table import estimate_error, table
-from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
 
 
 @dataclass(frozen=True)
 class RecordedAnalysis:
     """A recorded job analysed once: its processes (:class:`Proc`), their growth rows
     (:class:`Growth`, the per-process table), its samples with each process's final role and
-    lineage (:func:`~memprobe.record.process.as_analysed`), their PSS summed per role at each
+    lineage (:func:`~memprobe.analysis.process.as_analysed`), their PSS summed per role at each
     round (:func:`~memprobe.core.series.pss_by_role`: most of an analysis's time) and the
     summary. The record page draws from it without deriving any of it again."""
 
@@ -166,7 +166,7 @@ def worker_lives(
     procs: list[Proc], rows: list[Growth]
 ) -> list[tuple[int | None, float, float | None, float | None]]:
     """Each worker process's generation, start, end (None: alive as the record ended) and own
-    growth (None: not judged), for its generation (:func:`memprobe.record.forecast.generations`)."""
+    growth (None: not judged), for its generation (:func:`memprobe.analysis.forecast.generations`)."""
     growth = {g.pid: g.growth_mb for g in rows if g.judged}
     return [(p.generation, p.start_t, p.end_t, growth.get(p.pid)) for p in procs if p.is_worker]
 

@@ -1,12 +1,15 @@
 """The verdict on a recorded job in words (the culprit): who grows, how fast, why, and why the
 others are not blamed, from each process's own growth over its window
-(:mod:`memprobe.record.tree_analysis`).
+(:mod:`memprobe.analysis.growth`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from memprobe.analysis.growth import Growth, grown, judged_parents, judged_workers
+from memprobe.analysis.process import Proc
+from memprobe.analysis.shape import EPOCH_STEPS, SHAPE_MIN_MB, STEADY
 from memprobe.core.cures import (
     COPY_ON_ACCESS,
     MAIN_GROWS,
@@ -27,9 +30,6 @@ from memprobe.core.vocabulary import (
     WORKER_KINDS,
     kind_words,
 )
-from memprobe.record.process import Proc
-from memprobe.record.shape import EPOCH_STEPS, SHAPE_MIN_MB, STEADY
-from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
@@ -79,7 +79,7 @@ def judge(
     """The verdict in words (:func:`culprit`) and the causes it names (:mod:`memprobe.core.cures`'
     names, in the order the words give them; what to do about each is said there). ``shm_mb``:
     how much /dev/shm rose while the job's workers ran
-    (:func:`memprobe.record.summary.shm_growth`), blamed above ``threshold``."""
+    (:func:`memprobe.analysis.recorded.shm_growth`), blamed above ``threshold``."""
     if verdict is None:
         return "no verdict: no worker or parent process has two exact readings in its window.", []
     if shm_mb is not None and shm_mb > threshold:

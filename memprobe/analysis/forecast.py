@@ -1,7 +1,7 @@
 """When a recorded job would reach its memory limit: a forecast from the job's own memory and from
 the trend in it that persists, with the spread it is known to, or none where nothing persists.
 The summary's ``memory_limit.forecast`` (:func:`memprobe.analysis.limit.against_limit`) and the live
-view's time to the limit (:mod:`memprobe.record.live`) are both this module's, by the same rule;
+view's time to the limit (:mod:`memprobe.live.model`) are both this module's, by the same rule;
 the record page, the terminal and the live view word it with
 :func:`memprobe.analysis.forecast_words.words`.
 

@@ -24,7 +24,7 @@ from treejobs import (
 )
 
 from memprobe.analysis.runs import summarize
-from memprobe.cli.record import print_result
+from memprobe.cli.recording import print_result
 from memprobe.core import cures
 from memprobe.record.recording import RecordResult
 from memprobe.report import write_report

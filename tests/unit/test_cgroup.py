@@ -217,7 +217,7 @@ def test_a_machine_oom_kill_is_the_jobs_only_if_a_process_of_it_vanished_right_a
     assert words is not None and "machine-wide" in words and "worker 0 (pid 11) at 2.2 s" in words
     assert words.startswith("The machine's OOM killer killed 1 process while the job ran")
     # The terminal's line and the record page's facts say it too, machine-wide.
-    from memprobe.cli.record import limit_line
+    from memprobe.cli.recording import limit_line
     from memprobe.report.record_tables import cgroup_facts
 
     assert "the machine's OOM killer (machine-wide) killed 1 right before the job lost worker 0 (pid 11)" in (

@@ -2,7 +2,7 @@
 of the job's own memory, from the trend that persists (the peaks of worker generations, the main
 process's own rise), with its spread, and none where nothing persists; the cgroup's other
 processes and whether the job was alone (their reading: tests/unit/test_cgroup.py); and the same rule in
-the live view (memprobe/record/live.py)."""
+the live view (memprobe/live/model.py)."""
 
 from __future__ import annotations
 

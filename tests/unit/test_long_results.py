@@ -316,7 +316,7 @@ def test_a_process_s_life_reads_in_the_unit_that_fits_its_end(start: float, end:
 
 
 def test_the_terminal_and_the_page_say_a_long_process_s_life_in_hours() -> None:
-    from memprobe.cli.record import process_rows
+    from memprobe.cli.recording import process_rows
     from memprobe.report import record_tables
 
     row = {

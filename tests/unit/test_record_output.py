@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from memprobe.analysis.table import order
-from memprobe.cli.record import print_result, process_rows
+from memprobe.cli.recording import print_result, process_rows
 from memprobe.core.summary import RunSummary
 from memprobe.record.recording import RecordResult
 

@@ -536,7 +536,7 @@ def test_many_generations_fold_into_one_row_a_chart_of_each_generation_s_peak_an
         "the first, +130 MB in the last that ended; the job's total PSS peaked at 515 MB in the first and 625 MB "
         "in the last that ended." in section
     )
-    from memprobe.cli.record import limit_line
+    from memprobe.cli.recording import limit_line
 
     (s,) = summarize_all(ResultSet.load(tmp_path / "epochs"))
     assert "; time to it: each epoch's workers grow +3.0 MB more; " in limit_line(s.memory_limit)

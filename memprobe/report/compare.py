@@ -12,7 +12,6 @@ line: they measured different things (a user's job, memprobe's loader on a datas
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,26 +23,13 @@ from memprobe.core.summary import RunSummary
 from memprobe.report import across, content, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS, styles
+from memprobe.report.deltas import Delta, Metric, delta, delta_text, env_rows, verdict_change
 from memprobe.report.render import environment, plotly_js, script_json
 from memprobe.results.files import write_text_atomic
 from memprobe.results.folder import ResultSet
 from memprobe.results.schema import RECORDED_KINDS
 
 Key = tuple[str, str, int]
-VERDICT_RANK = {"flat": 0, "growing": 1}  # no verdict (failed, cut short) ranks worst
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    value: Callable[[RunSummary], float | None]
-    show: Callable[[float | None], str]
-    lower_is_better: bool
-    abs_tol: float
-    rel_tol: float
-    floor: float | None = None  # values below it are judged as equal to it
-
-
 METRICS = (
     Metric("peak total PSS", lambda s: s.total_pss_peak_mb, fmt.mb, True, 5.0, 0.05),
     # Shrinking is not better than staying flat: -19 MB -> -4 MB is no change, not "worse".
@@ -51,49 +37,6 @@ METRICS = (
     Metric("items/s", lambda s: s.items_per_s, fmt.rate_short, False, 0.0, 0.10),
     Metric("time to first batch", lambda s: s.time_to_first_batch_s, fmt.seconds, True, 0.05, 0.20),
 )
-
-
-@dataclass(frozen=True)
-class Delta:
-    a: float | None
-    b: float | None
-    tone: str  # better | worse | same | na
-
-    @property
-    def diff(self) -> float | None:
-        return None if self.a is None or self.b is None else self.b - self.a
-
-    @property
-    def rel(self) -> float | None:
-        return None if self.diff is None or not self.a else self.diff / abs(self.a)
-
-
-def delta(metric: Metric, a: RunSummary, b: RunSummary) -> Delta:
-    va, vb = metric.value(a), metric.value(b)
-    if va is None or vb is None:
-        return Delta(va, vb, "na")
-    ja, jb = (va, vb) if metric.floor is None else (max(va, metric.floor), max(vb, metric.floor))
-    diff = jb - ja
-    if abs(diff) <= metric.abs_tol or abs(diff) <= metric.rel_tol * max(abs(ja), 1e-9):
-        return Delta(va, vb, "same")
-    return Delta(va, vb, "better" if (diff < 0) == metric.lower_is_better else "worse")
-
-
-def delta_text(metric: Metric, d: Delta) -> str:
-    """The change in the metric's own unit (MB, seconds) and, where meaningful, relative."""
-    if d.diff is None:
-        return fmt.DASH
-    rel = f" ({fmt.percent(d.rel)})" if d.rel is not None and metric.name != "growth" else ""
-    if metric.show is fmt.rate_short:
-        return fmt.percent(d.rel)
-    if metric.show is fmt.seconds:
-        return f"{d.diff:+.2f} s".replace("-", "−") + rel
-    return fmt.signed_mb(d.diff) + rel
-
-
-def verdict_change(a: RunSummary, b: RunSummary) -> str:
-    ra, rb = VERDICT_RANK.get(a.verdict or "", 2), VERDICT_RANK.get(b.verdict or "", 2)
-    return "same" if ra == rb else ("better" if rb < ra else "worse")
 
 
 @dataclass(frozen=True)
@@ -138,17 +81,6 @@ def pair_sentence(p: Pair) -> str:
         f"{p.label}: {verdict}; peak total PSS {fmt.mb(peak.a)} → {fmt.mb(peak.b)}{change}"
         f"{growth if p.a.verdict or p.b.verdict else ''}."
     )
-
-
-def env_rows(a: dict, b: dict) -> list[tuple[str, str, str, bool]]:
-    """(name, A, B, differs) for every environment fact either side recorded."""
-    ra, rb = dict(session.environment_rows(a)), dict(session.environment_rows(b))
-    names = list(dict.fromkeys([*ra, *rb]))
-    stable = {"started", "finished", "duration"}
-    return [
-        (n, ra.get(n, fmt.DASH), rb.get(n, fmt.DASH), n not in stable and ra.get(n) != rb.get(n))
-        for n in names
-    ]
 
 
 def compare_chart(

@@ -27,8 +27,8 @@ from memprobe.core.vocabulary import FORK, PARENT_KINDS
 from memprobe.report import across, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS
-from memprobe.report.compare import Delta, Metric, delta, delta_text, env_rows, verdict_change
 from memprobe.report.content import badge_text
+from memprobe.report.deltas import Delta, Metric, delta, delta_text, env_rows, verdict_change
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results.folder import ResultSet
 

@@ -17,7 +17,8 @@ from memprobe.core import series
 from memprobe.core.summary import RunSummary
 from memprobe.report import advice, content, figures, lifelines, usage, write_report
 from memprobe.report.chart import keep_indices
-from memprobe.report.compare import METRICS, Delta, delta, match
+from memprobe.report.compare import METRICS, match
+from memprobe.report.deltas import Delta, delta
 from memprobe.results.folder import SCHEMA_VERSION
 
 

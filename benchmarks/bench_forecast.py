@@ -167,8 +167,8 @@ def cut(results, t: float):
 
 
 def replay(args: argparse.Namespace) -> None:
-    from memprobe.analysis import forecast_words, limit
     from memprobe.analysis.recorded import analyse
+    from memprobe.core import forecast_words, limit
     from memprobe.results.folder import ResultSet
 
     results = ResultSet.load(Path(args.results))

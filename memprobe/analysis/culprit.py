@@ -20,7 +20,8 @@ from memprobe.core.cures import (
     WORKERS_ALLOCATE,
     new_memory_part,
 )
-from memprobe.core.units import mb
+from memprobe.core.tree_rules import seen_late
+from memprobe.core.units import built_or_freed, mb, signed
 from memprobe.core.vocabulary import (
     DATALOADER,
     FORK,
@@ -33,7 +34,6 @@ from memprobe.core.vocabulary import (
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
-SEEN_LATE_S = 0.5  # a process started this long before memprobe began was running already (watch)
 # Below the threshold, forked workers that copied at least this share of it are named: a short
 # trial's copy-on-access grows with the dataset (+44 MB each at 100,000 records, ~+350 at 800,000).
 COPY_NAMED_SHARE = 0.5
@@ -185,11 +185,6 @@ def _between(g: Growth) -> str:
     return f"{built_or_freed(b)} between worker generations, while none of its workers lived"
 
 
-def built_or_freed(mb: float) -> str:
-    """'built +65 MB', 'freed 13 MB' (a negative build said "built -13 MB")."""
-    return f"built {signed(mb)}" if mb > 0 else f"freed {-mb:,.0f} MB"
-
-
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -305,12 +300,6 @@ def _shm_words(shm_mb: float) -> str:
         "handed over as tensors, kept; no process's own growth counts them, nor total PSS until a process "
         "reads them."
     )
-
-
-def seen_late(start_t: float | None) -> bool:
-    """A process started then (``start_t``) was running before memprobe began (``watch``): its
-    building was not seen."""
-    return start_t is not None and start_t < -SEEN_LATE_S
 
 
 def _new_memory_words(group: list[Growth]) -> tuple[bool, str]:
@@ -455,8 +444,3 @@ def _short_trial_copy(group: list[Growth], by_pid: dict[int, Growth]) -> str:
         "which gc.freeze() removes): record the job at its full size, or try the fixes on the dataset "
         "with memprobe cure, to see which."
     )
-
-
-def signed(v: float) -> str:
-    """'+65 MB', '-3.5 MB': a growth in the culprit's plain text."""
-    return mb(v, sign=True, true_minus=False)

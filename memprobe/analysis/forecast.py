@@ -3,7 +3,7 @@ the trend in it that persists, with the spread it is known to, or none where not
 The summary's ``memory_limit.forecast`` (:func:`memprobe.analysis.limit.against_limit`) and the live
 view's time to the limit (:mod:`memprobe.live.model`) are both this module's, by the same rule;
 the record page, the terminal and the live view word it with
-:func:`memprobe.analysis.forecast_words.words`.
+:func:`memprobe.core.forecast_words.words`.
 
 The rule:
 
@@ -52,6 +52,7 @@ import pandas as pd
 
 from memprobe.analysis.lines import line, not_missed
 from memprobe.analysis.windows import STILL_MB, TEARDOWN_MB, TEARDOWN_S
+from memprobe.core.tree_rules import ALONE_MB
 from memprobe.core.units import is_num
 
 MIN_GENERATIONS = 3  # generations that ended, for a trend across them
@@ -60,7 +61,6 @@ RISING_MB_PER_MIN = 1.0  # the slowest rate at least this: rising
 PARENT_MIN_SPAN_S = 20.0  # the parents' latest half at least this long, for a rate over it
 PARENT_MIN_POINTS = 6  # ... with this many readings at least (three in each of its halves)
 ENDED_BEFORE_S = 1.0  # a generation whose workers all ended this long before the record's end ended
-ALONE_MB = 32.0  # other processes in the job's cgroup holding less than this together: the job alone
 PSS_ABOVE_CHARGE_MB = 16.0  # total PSS above the charge by more than this is said, with why
 
 

@@ -56,15 +56,13 @@ from memprobe.analysis.shape import growth_shape
 from memprobe.analysis.windows import baseline, before_teardown, between_generations, renamed_t, settled_t
 from memprobe.core.summary import first, last
 from memprobe.core.system import PAGE_SIZE
+from memprobe.core.tree_rules import LEVEL_MIN_S, LEVEL_NOISE_MB, LEVEL_SHARE, LEVEL_TAIL_S
 from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
 
 PAGE_MB = PAGE_SIZE / 2**20
 ESTIMATE_EXTENDS_MB = (
     5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
 )
-# A worker levelled off when over the last third of its window (at least LEVEL_TAIL_S, in a
-# window of at least LEVEL_MIN_S) its USS rose less than LEVEL_SHARE of its growth plus LEVEL_NOISE_MB.
-LEVEL_MIN_S, LEVEL_TAIL_S, LEVEL_SHARE, LEVEL_NOISE_MB = 3.0, 1.0, 0.05, 1.0
 
 
 # -- own growth between exact readings --------------------------------------------------------------

@@ -15,13 +15,21 @@ import pandas as pd
 from memprobe.analysis import forecast
 from memprobe.analysis.culprit import judge
 from memprobe.analysis.growth import Growth, grown, judged_parents, judged_workers
-from memprobe.analysis.limit import against_limit, oom_words
+from memprobe.analysis.limit import against_limit, cgroup_charge, entered_at, memory_limit, oom_words
 from memprobe.analysis.process import Proc, as_analysed, own_workers
 from memprobe.analysis.processes import processes
-from memprobe.analysis.projection import projection, projection_basis, projection_rounds
+from memprobe.analysis.projection import Basis, projection, projection_basis, projection_rounds
 from memprobe.analysis.table import estimate_error, table
 from memprobe.core import series
-from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
+from memprobe.core.summary import (
+    RunSummary,
+    denied,
+    first,
+    job_figures,
+    last,
+    never_read,
+    per_1k_items_per_worker,
+)
 from memprobe.core.vocabulary import DATALOADER
 
 
@@ -30,14 +38,22 @@ class RecordedAnalysis:
     """A recorded job analysed once: its processes (:class:`Proc`), their growth rows
     (:class:`Growth`, the per-process table), its samples with each process's final role and
     lineage (:func:`~memprobe.analysis.process.as_analysed`), their PSS summed per role at each
-    round (:func:`~memprobe.core.series.pss_by_role`: most of an analysis's time) and the
-    summary. The record page draws from it without deriving any of it again."""
+    round (:func:`~memprobe.core.series.pss_by_role`: most of an analysis's time), the summary,
+    and what the page states besides it: the projection's basis, the cgroup's charge over the
+    job, the memory it must fit in (``limit_mb``, ``limit_of``: the machine's memory for a folder
+    without a cgroup reading) and the most the processes memprobe may not read held at once
+    (``denied_mb``). The record page draws from it without deriving any of it again."""
 
     procs: list[Proc]
     rows: list[Growth]
     samples: pd.DataFrame
     pss_by_role: pd.DataFrame
     summary: RunSummary
+    basis: Basis | None = None
+    charge: pd.Series | None = None
+    limit_mb: float | None = None
+    limit_of: str = "this machine's memory"
+    denied_mb: float = 0.0
 
 
 def analyse(
@@ -123,12 +139,18 @@ def analyse(
     words, causes = judge(rows, procs, verdict, threshold, shm)
     if killed := oom_words(summary.memory_limit):
         words = f"{words} {killed}" if words else killed
+    limit_mb, limit_of = memory_limit(meta, mem_total_mb)
     return RecordedAnalysis(
         procs,
         rows,
         analysed,
         by_role,
         replace(summary, culprit=words, causes=causes, explanation=explanation(summary, words)),
+        basis=basis,
+        charge=cgroup_charge(system if system is not None else pd.DataFrame(), samples, entered_at(meta)),
+        limit_mb=limit_mb,
+        limit_of=limit_of,
+        denied_mb=denied_rss_mb(summary.processes or [], samples),
     )
 
 
@@ -249,13 +271,12 @@ def explanation(s: RunSummary, words: str) -> str:
     return " ".join(parts)
 
 
-def never_read(processes: list[dict]) -> list[str]:
-    """Roles of the processes the sampler never read exactly though it may: the total PSS holds
-    an estimate of their PSS (:func:`memprobe.core.series.held_readings`)."""
-    return [r["role"] for r in processes if not r.get("pss_samples") and not r.get("denied")]
-
-
-def denied(processes: list[dict]) -> list[dict]:
-    """The processes whose memory map the kernel refused memprobe: total PSS leaves them out
-    (:func:`memprobe.core.series.readable`)."""
-    return [r for r in processes if r.get("denied")]
+def denied_rss_mb(processes: list[dict], samples: pd.DataFrame) -> float:
+    """The most the processes memprobe may not read held at once: their RSS summed per tick, at
+    its peak (their PSS is at most that: what total PSS may miss)."""
+    pids = {int(r["pid"]) for r in denied(processes)}
+    if not pids or samples.empty:
+        return 0.0
+    rows = samples[samples["pid"].isin(pids) & ~samples["missing"].fillna(False).astype(bool)]
+    peak = rows.groupby("t")["rss_mb"].sum().max() if not rows.empty else 0.0
+    return float(peak) if pd.notna(peak) else 0.0

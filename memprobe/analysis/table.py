@@ -15,10 +15,8 @@ from memprobe.analysis.growth import Growth, process_growth
 from memprobe.analysis.process import Proc
 from memprobe.analysis.processes import processes
 from memprobe.core import vocabulary
+from memprobe.core.tree_rules import ESTIMATE_FLOOR_MB
 from memprobe.core.vocabulary import LAUNCHER, MAIN, RANK, WORKER_KINDS
-
-ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
-
 
 # -- items -----------------------------------------------------------------------------------------
 

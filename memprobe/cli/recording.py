@@ -158,8 +158,8 @@ def print_result(result, stream) -> None:
 def limit_line(limit: dict) -> str:
     """The job against its memory limit, in one line: the limit, whose the cgroup's charge is
     where other processes share it, the forecast of the time to it
-    (:func:`memprobe.analysis.forecast_words.words`), the OOM kills (the record page says more)."""
-    from memprobe.analysis import forecast_words
+    (:func:`memprobe.core.forecast_words.words`), the OOM kills (the record page says more)."""
+    from memprobe.core import forecast_words
     from memprobe.core.text import printable
     from memprobe.report import format as fmt
     from memprobe.report.record_tables import whose_charge

@@ -291,3 +291,18 @@ def per_1k_items_per_worker(growth_mb: float | None, items: int, workers: int) -
     None without a growth or items: how fast a dataset copies, whatever the run's length."""
     per_worker_k = items / max(workers, 1) / 1000
     return growth_mb / per_worker_k if growth_mb is not None and per_worker_k else None
+
+
+# -- a recorded job's process rows (summary.json ``processes``) -----------------------------------
+
+
+def never_read(processes: list[dict]) -> list[str]:
+    """Roles of the processes the sampler never read exactly though it may: the total PSS holds
+    an estimate of their PSS (:func:`memprobe.core.series.held_readings`)."""
+    return [r["role"] for r in processes if not r.get("pss_samples") and not r.get("denied")]
+
+
+def denied(processes: list[dict]) -> list[dict]:
+    """The processes whose memory map the kernel refused memprobe: total PSS leaves them out
+    (:func:`memprobe.core.series.readable`)."""
+    return [r for r in processes if r.get("denied")]

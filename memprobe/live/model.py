@@ -28,7 +28,7 @@ The figures, each by the rule the analysis and the report use afterwards:
   the parents' anonymous RSS summed at each tick from the first worker on, the cgroup's charge
   less its file cache (each generation's peak of it where the cgroup's other processes,
   in the system rows, hold the job alone), and MemAvailable; worded by
-  :func:`memprobe.analysis.forecast_words.words`.
+  :func:`memprobe.core.forecast_words.words`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from memprobe.analysis import forecast, forecast_words
+from memprobe.analysis import forecast
 from memprobe.analysis.limit import MACHINE
+from memprobe.core import forecast_words
 from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
@@ -388,7 +389,7 @@ def rate(points: Sequence[tuple[float, float]], since: float | None = None) -> f
 
 
 def limit_words(ahead: forecast.Forecast, limit_mb: float | None) -> str:
-    """The time to the limit so far, in words (:func:`memprobe.analysis.forecast_words.words`, brief)."""
+    """The time to the limit so far, in words (:func:`memprobe.core.forecast_words.words`, brief)."""
     if not limit_mb:
         return "memory limit: not known"
     return (

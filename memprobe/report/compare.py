@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memprobe.analysis.runs import is_recorded, summarize_all
 from memprobe.core.errors import UsageError
 from memprobe.core.safe_read import display_path
 from memprobe.core.summary import RunSummary
@@ -25,9 +23,11 @@ from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS, styles
 from memprobe.report.deltas import Delta, Metric, delta, delta_text, env_rows, verdict_change
 from memprobe.report.render import environment, plotly_js, script_json
-from memprobe.results.files import write_text_atomic
 from memprobe.results.folder import ResultSet
-from memprobe.results.schema import RECORDED_KINDS
+from memprobe.results.schema import RECORDED_KINDS, is_recorded
+
+if TYPE_CHECKING:
+    from memprobe.analysis.runs import Analysed
 
 Key = tuple[str, str, int]
 METRICS = (
@@ -117,8 +117,9 @@ def compare_chart(
     return across.chart_runs_pss("c-compare", title, lines)
 
 
-def context(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict[str, Any]:
-    sa, sb = summarize_all(ra), summarize_all(rb)
+def context(
+    ra: ResultSet, rb: ResultSet, sa: list[RunSummary], sb: list[RunSummary], names: tuple[str, str]
+) -> dict[str, Any]:
     pairs, only_a, only_b = match(sa, sb)
     chart = compare_chart(pairs, only_a, only_b, ra, rb, names)
     charts = [chart] if chart else []
@@ -157,11 +158,6 @@ def scenario_diff(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> str |
     return "\n".join(lines)
 
 
-def render_compare(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None) -> str:
-    """The comparison page for two loaded result sets, as one HTML string."""
-    return compared(ra, rb, names).page
-
-
 @dataclass(frozen=True)
 class Compared:
     """The page, and what the terminal says of it besides its path (two recordings: each one's
@@ -184,10 +180,13 @@ KIND_WORDS = {
 }
 
 
-def compared(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None) -> Compared:
-    """Two loaded result sets compared: scenario runs matched by backend, mode and workers; two
-    recordings side by side (:mod:`memprobe.report.compare_recorded`); a recording and scenario
-    runs refused (:class:`~memprobe.core.errors.UsageError`, naming both folders' kinds)."""
+def compared(
+    ra: ResultSet, aa: list[Analysed], rb: ResultSet, ab: list[Analysed], names: tuple[str, str] | None = None
+) -> Compared:
+    """Two loaded result sets and their analyses (:func:`memprobe.analysis.runs.analyse_all`)
+    compared: scenario runs matched by backend, mode and workers; two recordings side by side
+    (:mod:`memprobe.report.compare_recorded`); a recording and scenario runs refused
+    (:class:`~memprobe.core.errors.UsageError`, naming both folders' kinds)."""
     from memprobe.report import compare_recorded
 
     names = names or (ra.root.name, rb.root.name)
@@ -199,30 +198,16 @@ def compared(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None)
             "folders of scenario runs"
         )
     if not recorded[0]:
-        return Compared(environment().get_template("compare.html").render(**context(ra, rb, names)), [])
+        sa, sb = [x.summary for x in aa], [x.summary for x in ab]
+        return Compared(
+            environment().get_template("compare.html").render(**context(ra, rb, sa, sb, names)), []
+        )
     for r in (ra, rb):
         if len(r.metas) != 1:
             raise UsageError(
                 f"{display_path(r.root)}: a recording with {len(r.metas)} runs; allowed: a recording of one "
                 "job (memprobe record or watch writes one run)"
             )
-    a, b = compare_recorded.load(ra, rb, names)
+    a, b = compare_recorded.recording(ra, aa[0], names[0]), compare_recorded.recording(rb, ab[0], names[1])
     page = environment().get_template("compare_record.html").render(**compare_recorded.context(a, b))
     return Compared(page, compare_recorded.terminal_lines(a, b))
-
-
-def write_compare(a: Path, b: Path, out: Path) -> Path:
-    """Compare results folders ``a`` (before) and ``b`` (after); write the page to ``out``."""
-    return compare_folders(a, b, out)[0]
-
-
-def compare_folders(a: Path, b: Path, out: Path) -> tuple[Path, list[str]]:
-    """:func:`write_compare`, and what the terminal says besides the page's path (:class:`Compared`)."""
-    out = Path(out)
-    ra, rb = ResultSet.load(a), ResultSet.load(b)
-    names = (display_path(Path(a).resolve().name), display_path(Path(b).resolve().name))
-    if names[0] == names[1]:
-        names = (f"{names[0]} (A)", f"{names[1]} (B)")
-    done = compared(ra, rb, names)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return write_text_atomic(out, done.page), done.lines

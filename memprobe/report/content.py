@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memprobe.analysis.scenario import item_noun
 from memprobe.core.summary import RunSummary
-from memprobe.core.vocabulary import FORK, THREAD, has_worker_processes
+from memprobe.core.vocabulary import FORK, THREAD, has_worker_processes, item_noun
 from memprobe.report import format as fmt
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from memprobe.analysis import forecast_words
+from memprobe.core import forecast_words
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import WORKER_KINDS
 from memprobe.report import format as fmt
@@ -180,7 +180,7 @@ def generations_text(s: RunSummary) -> str | None:
 
 
 def forecast_text(s: RunSummary) -> str | None:
-    """The forecast in words (:func:`memprobe.analysis.forecast_words.words`)."""
+    """The forecast in words (:func:`memprobe.core.forecast_words.words`)."""
     f = the_forecast(s)
     if f is None:
         return None

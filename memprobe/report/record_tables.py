@@ -5,10 +5,12 @@ words. The page around them is :mod:`memprobe.report.recorded`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from memprobe.analysis import culprit, forecast, forecast_words, projection
-from memprobe.analysis.growth import LEVEL_SHARE
+from memprobe.core import forecast_words
 from memprobe.core.summary import RunSummary
+from memprobe.core.tree_rules import ALONE_MB, LEVEL_SHARE, seen_late
+from memprobe.core.units import built_or_freed
 from memprobe.core.vocabulary import (
     CGROUP_PARTS,
     DATALOADER,
@@ -21,6 +23,9 @@ from memprobe.core.vocabulary import (
     kind_words,
 )
 from memprobe.report import format as fmt
+
+if TYPE_CHECKING:
+    from memprobe.analysis.projection import Basis
 
 
 def kind_text(row: dict) -> str:
@@ -121,11 +126,11 @@ def notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> 
             if r.get("threads_first_t") is not None
             else "the job's first memprobe.mark"
         )
-        seen = " (what memprobe saw: it was running before)" if culprit.seen_late(r.get("start_t")) else ""
+        seen = " (what memprobe saw: it was running before)" if seen_late(r.get("start_t")) else ""
         notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
     if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
         notes.append(
-            f"{culprit.built_or_freed(r['built_between_mb'])} between worker generations, while none of "
+            f"{built_or_freed(r['built_between_mb'])} between worker generations, while none of "
             "its workers lived (not growth)"
         )
     if fmt.is_num(r.get("startup_mb")):
@@ -190,7 +195,7 @@ class Projection:
 
 def projection_table(
     s: RunSummary,
-    basis: projection.Basis | None,
+    basis: Basis | None,
     ram_mb: float | None,
     ram_words: str = "this machine's memory",
 ) -> Projection | None:
@@ -232,7 +237,7 @@ def projection_table(
     )
 
 
-def assumptions(b: projection.Basis, peak: dict | None = None) -> list[str]:
+def assumptions(b: Basis, peak: dict | None = None) -> list[str]:
     """The projection's assumptions, in words, with the measured numbers they scale; ``peak``:
     the round of the peak total PSS in its parts (summary.json's ``projection_peak``), where the
     projection scales the recording's rounds (:func:`memprobe.analysis.projection.projection`)."""
@@ -251,7 +256,7 @@ def assumptions(b: projection.Basis, peak: dict | None = None) -> list[str]:
     return [parent, *worker_words(b), *others_words(b.others_mb)]
 
 
-def peak_words(b: projection.Basis, peak: dict) -> list[str]:
+def peak_words(b: Basis, peak: dict) -> list[str]:
     """How the projection scales the recording, and the peak total PSS in its parts: the workers'
     own memory then and the rest, against what the main process (or each rank) held and grew."""
     ranks = " and the ranks' part for the ranks in the column" if b.has_ranks else ""
@@ -305,7 +310,7 @@ def peak_words(b: projection.Basis, peak: dict) -> list[str]:
     return [lead, then, held]
 
 
-def worker_words(b: projection.Basis, *, scaled: bool = False) -> list[str]:
+def worker_words(b: Basis, *, scaled: bool = False) -> list[str]:
     """A worker's memory as the projection counts it, and with a full copy of its parent;
     ``scaled``: the projection scales the recording's rounds (the workers' USS at each)."""
     start = (
@@ -437,7 +442,7 @@ def whose_charge(limit: dict) -> str:
     if limit.get("cgroup_alone") is True:
         return (
             "the cgroup held the job alone: its processes, memprobe's and others of under "
-            f"{fmt.mb(forecast.ALONE_MB)} together"
+            f"{fmt.mb(ALONE_MB)} together"
         )
     if limit.get("cgroup_alone") is False:
         n = int(others.get("processes") or 0)

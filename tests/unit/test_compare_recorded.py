@@ -15,7 +15,7 @@ import pytest
 from treejobs import fork_job, rank_job, write_results
 
 from memprobe.core.errors import UsageError
-from memprobe.report.compare import compare_folders, write_compare
+from memprobe.pages import compare_folders, write_compare
 
 REPO = Path(__file__).resolve().parents[2]
 

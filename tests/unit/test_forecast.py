@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from treejobs import cgroup_meta
 
-from memprobe.analysis import forecast, forecast_words
+from memprobe.analysis import forecast
 from memprobe.analysis.limit import against_limit, charge_rate
+from memprobe.core import forecast_words
 from memprobe.core.units import mb
 from memprobe.report.record_tables import cgroup_facts
 

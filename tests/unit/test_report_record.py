@@ -17,8 +17,8 @@ from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, 
 
 from memprobe.analysis.runs import summarize, summarize_all
 from memprobe.core.series import Clock, pss_by_role
-from memprobe.report import figures, lifelines, record_tables, recorded, write_report
-from memprobe.report.compare import write_compare
+from memprobe.pages import folder_page, write_compare
+from memprobe.report import figures, lifelines, record_tables, recorded
 from memprobe.results.folder import ResultSet, ResultsFolder
 
 
@@ -29,7 +29,7 @@ def chart_data(html: str) -> dict:
 
 
 def page_of(root: Path) -> str:
-    return write_report(root).read_text(encoding="utf-8")
+    return folder_page(root).read_text(encoding="utf-8")
 
 
 @pytest.fixture

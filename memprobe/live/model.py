@@ -257,7 +257,7 @@ class LiveModel:
     # -- asked from the main thread ------------------------------------------------------------
     def view(self, facts: Callable[[int], object | None] = lambda pid: None) -> LiveView:
         """The view now; ``facts(pid)``: what the sampler knows of a process (its
-        :class:`~memprobe.probe.tree_sampler.ProcessInfo`: worker index, generation, forked,
+        :class:`~memprobe.probe.ledger.ProcessInfo`: worker index, generation, forked,
         command), or None."""
         with self._lock:
             known = {pid: facts(pid) for pid in self._tracks}

@@ -83,7 +83,7 @@ class Live:
             if (now >= self._next or self.quit) and due:
                 self._next = now + REFRESH_S
                 assert recording.sampler is not None
-                view = self.model.view(recording.sampler.processes.get)
+                view = self.model.view(recording.sampler.ledger.processes.get)
                 self.display.show(view, self._title, self._held[-1] if self._held else "", self.quit)
         except Exception as exc:  # noqa: BLE001
             self._fail(exc)

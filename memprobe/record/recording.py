@@ -10,7 +10,7 @@ The run's meta (:meth:`Recording.meta`) states what the recorded-job analysis
 worker (or the first exact reading), ``milestones.first_mark`` the first mark,
 ``milestones.done`` the last mark (or the end); ``start_methods`` counts the workers' start
 methods as seen from outside; ``processes`` holds the facts of every process seen
-(:class:`~memprobe.probe.tree_sampler.ProcessInfo`).
+(:class:`~memprobe.probe.ledger.ProcessInfo`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from memprobe.live.model import LiveModel, rate
 from memprobe.live.outlet import Outlet
 from memprobe.live.view import Lines, Live, line, render
-from memprobe.probe.tree_sampler import ProcessInfo
+from memprobe.probe.ledger import ProcessInfo
 
 
 def info(pid: int, role: str, kind: str, worker: int = -1, forked: bool = False) -> ProcessInfo:

@@ -92,7 +92,7 @@ def follow(
 ) -> RecordResult:
     """The watch the flags ask for (``memprobe top``: with its live view as ``observer``)."""
     settings, verdict = checked(args)
-    from memprobe.record.command import watch  # pandas and the rest, once the arguments are good
+    from memprobe.record.watch import watch  # pandas and the rest, once the arguments are good
 
     return watch(
         args.pid,

@@ -68,7 +68,7 @@ def analyse(
     """Every process of the job over the window that fits what it is, and the job's summary
     (with the job against its memory limit: ``system``, the machine's ``mem_total_mb``).
     ``meta`` in the current shape, as a loaded folder gives it (an older version's upgraded:
-    :func:`memprobe.results.schema.upgrade_recorded`, its process list completed:
+    :func:`memprobe.results.upgrade.upgrade_recorded`, its process list completed:
     :func:`memprobe.results.upgrade.complete_processes`)."""
     procs = processes(meta)
     rows = table(meta, samples, progress, procs)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from memprobe.analysis import recorded, scenario
 from memprobe.core.summary import RunSummary
-from memprobe.results.schema import is_recorded
+from memprobe.results.upgrade import is_recorded
 
 __all__ = ["Analysed", "analyse", "analyse_all", "is_recorded", "summarize", "summarize_all"]
 
@@ -39,7 +39,7 @@ def analyse(
     mem_total_mb: float | None = None,
 ) -> Analysed:
     """One run by the analysis of its kind; ``meta`` in the current shape, as a loaded results
-    folder gives it (:func:`memprobe.results.schema.upgrade_recorded`); ``mem_total_mb``: the
+    folder gives it (:func:`memprobe.results.upgrade.upgrade_recorded`); ``mem_total_mb``: the
     machine's memory, the limit of a recorded job whose cgroup has none."""
     if is_recorded(meta):
         job = recorded.analyse(

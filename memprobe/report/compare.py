@@ -24,7 +24,7 @@ from memprobe.report.chart import SERIES_COLORS, styles
 from memprobe.report.deltas import Delta, Metric, delta, delta_text, env_rows, verdict_change
 from memprobe.report.render import environment, plotly_js, script_json
 from memprobe.results.folder import ResultSet
-from memprobe.results.schema import RECORDED_KINDS, is_recorded
+from memprobe.results.upgrade import RECORDED_KINDS, is_recorded
 
 if TYPE_CHECKING:
     from memprobe.analysis.runs import Analysed

@@ -31,7 +31,7 @@ from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.report.record_tables import cgroup_facts, labels, process_rows, projection_table
 from memprobe.results.folder import ResultSet
-from memprobe.results.schema import is_recorded as recorded_meta
+from memprobe.results.upgrade import is_recorded as recorded_meta
 
 if TYPE_CHECKING:
     from memprobe.analysis.process import Proc

@@ -67,7 +67,7 @@ SCHEMA_VERSIONS = {
     1: "run milestones (warm, done, ...) under the key 'marks' of meta.json",
     2: "run milestones under 'milestones'; every manifest has kind, description, started, finished",
     3: "a recorded job's meta.json holds its own fields (start_method, max_workers, verdict, sampling, "
-    "command), not a scenario-like spec (upgraded on load: results.schema.upgrade_recorded)",
+    "command), not a scenario-like spec (upgraded on load: results.upgrade.upgrade_recorded)",
     4: "a recorded job's meta.json lists every process sampled with its kind, parent, rank, worker "
     "index and generation (older lists completed on load: results.upgrade.complete_processes)",
 }

@@ -39,7 +39,7 @@ from memprobe.core.errors import MemprobeError
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import RANK
 from memprobe.results.folder import ResultSet, ResultsFolder, is_results_folder
-from memprobe.results.schema import RECORDED_KINDS, is_recorded
+from memprobe.results.upgrade import RECORDED_KINDS, is_recorded
 
 # The launcher's and the scheduler's variables a node's folder keeps, as they were set.
 NODE_VARIABLES = (

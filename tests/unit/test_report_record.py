@@ -473,7 +473,7 @@ V1_RECORD = Path(__file__).parents[1] / "data" / "results-v1" / "record"
 def test_an_older_recorded_meta_written_as_a_scenario_spec_loads_in_today_s_shape() -> None:
     """Earlier memprobes wrote a recorded job's meta as a scenario spec (backend = the command's
     name, mode = the workers' start method) so that the scenario analysis took it: loading
-    upgrades it once (results.schema.upgrade_recorded) to the fields the recorded analysis
+    upgrades it once (results.upgrade.upgrade_recorded) to the fields the recorded analysis
     reads, and its summary says what it said."""
     results = ResultSet.load(V1_RECORD)
     (meta,) = results.metas

@@ -69,7 +69,10 @@ def analyse(
     (with the job against its memory limit: ``system``, the machine's ``mem_total_mb``).
     ``meta`` in the current shape, as a loaded folder gives it (an older version's upgraded:
     :func:`memprobe.results.upgrade.upgrade_recorded`, its process list completed:
-    :func:`memprobe.results.upgrade.complete_processes`)."""
+    :func:`memprobe.results.upgrade.complete_processes`).
+
+    Long because it is the one place a recorded job's summary is put together, field by field
+    in summary.json's order: split, each part would take the same dozen figures again."""
     procs = processes(meta)
     rows = table(meta, samples, progress, procs)
     analysed = as_analysed(samples, procs)
@@ -80,30 +83,19 @@ def analyse(
     job = job_figures(meta, samples, progress, gil_enabled, all_totals)
     threshold = float(meta["verdict"]["growth_threshold_mb"])
     workers, parents = judged_workers(rows), judged_parents(rows)
-    judged = workers + parents
     shm = shm_growth(system, samples, procs)
-    verdict = None if not judged else ("growing" if max(map(grown, judged)) > threshold else "flat")
-    if verdict == "flat" and shm is not None and shm > threshold:
-        verdict = "growing"  # held in shared memory: in no process's own growth (shm_growth)
+    verdict = _verdict(workers + parents, shm, threshold)
     main = max(parents, key=grown) if parents else None
     w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
     items = job.fields["items"]
     # The same totals as the scenario summary and the record page's chart: a round with a process
     # that could not be read is a gap (left out here), never a smaller sum.
     totals = all_totals.dropna()
-    fields = job.fields
-    if len(totals):
-        fields = fields | {
-            "total_pss_start_mb": first(totals),
-            "total_pss_peak_mb": float(totals.max()),
-            "total_pss_end_mb": last(totals),
-        }
+    fields = _with_totals(job.fields, totals)
     # The projection scales these rounds: the configuration that ran is the peak total PSS.
     rounds = projection_rounds(
         rows, totals, series.by_pid(held, "pss_mb", totals.index), series.by_pid(held, "uss_mb", totals.index)
     )
-    if fields["sum_rss_peak_mb"] is not None and fields["total_pss_peak_mb"] is not None:
-        fields = fields | {"rss_overcount_mb": fields["sum_rss_peak_mb"] - fields["total_pss_peak_mb"]}
     summary = RunSummary(
         **fields,
         # The command's name (the run's id), the workers' start method (else the run's kind).
@@ -152,6 +144,31 @@ def analyse(
         limit_of=limit_of,
         denied_mb=denied_rss_mb(summary.processes or [], samples),
     )
+
+
+def _verdict(judged: list[Growth], shm: float | None, threshold: float) -> str | None:
+    """growing where a judged process grew past ``threshold`` of its own, or /dev/shm rose by
+    more (held in shared memory: in no process's own growth, :func:`shm_growth`); None with no
+    process judged."""
+    if not judged:
+        return None
+    if max(map(grown, judged)) > threshold or (shm is not None and shm > threshold):
+        return "growing"
+    return "flat"
+
+
+def _with_totals(fields: dict, totals: pd.Series) -> dict:
+    """The job-wide fields with total PSS at its start, peak and end (the rounds' totals, a
+    round with a process that could not be read left out) and what summing RSS over-counts."""
+    if len(totals):
+        fields = fields | {
+            "total_pss_start_mb": first(totals),
+            "total_pss_peak_mb": float(totals.max()),
+            "total_pss_end_mb": last(totals),
+        }
+    if fields["sum_rss_peak_mb"] is not None and fields["total_pss_peak_mb"] is not None:
+        fields = fields | {"rss_overcount_mb": fields["sum_rss_peak_mb"] - fields["total_pss_peak_mb"]}
+    return fields
 
 
 def summarize(

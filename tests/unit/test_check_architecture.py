@@ -282,6 +282,26 @@ def test_a_pipeline_importing_the_other_or_the_command_line_is_found(tmp_path: P
     ]
 
 
+def test_one_import_that_crosses_is_one_line_not_one_per_module_of_the_layer_behind_it(
+    tmp_path: Path,
+) -> None:
+    """A planted record->run import in record/marks.py, which record/command.py and
+    record/watch.py import: the check named all three, each as if it crossed (eight lines for
+    one import into report/ from results/files.py). The import that crosses is the one named."""
+    tool = load_tool("check_architecture")
+    files = _pipelines(
+        {
+            "record/marks.py": '"""Marks."""\nfrom memprobe.run import session\n',
+            "record/command.py": '"""Command."""\nfrom memprobe.record import marks\n',
+            "record/watch.py": '"""Watch."""\nfrom memprobe.record import command\n',
+        }
+    )
+    doc = PIPELINE_DOC + "| `record/marks.py` | marks |\n| `record/watch.py` | watch |\n"
+    assert tool.problems(_tree(tmp_path, files, doc)) == [
+        "memprobe/record/marks.py:1: memprobe.record reaches memprobe.run: memprobe.record.marks -> memprobe.run",
+    ]
+
+
 def test_a_relative_import_is_found(tmp_path: Path) -> None:
     tool = load_tool("check_architecture")
     files = {**FILES, "core/text.py": '"""Text."""\nfrom . import words\n', "core/words.py": '"""Words."""\n'}

@@ -103,7 +103,7 @@ def settings_from(args: argparse.Namespace):
     """The sampler's settings and the verdict's threshold from the flags, each checked: finite
     and within the range a scenario file allows for the same setting (NaN as --interval made the
     sampler spin a core, 60,000 rows in 4 s)."""
-    from memprobe.core.summary import VerdictSpec
+    from memprobe.core.verdict import VerdictSpec
     from memprobe.probe.sampler import SamplerSettings
 
     interval = bounded("--interval", args.interval, 0.01, 60, unit="seconds")

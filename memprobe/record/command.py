@@ -34,8 +34,8 @@ from types import FrameType
 from typing import Any
 
 from memprobe.core.errors import MemprobeError, ResultsWriteError, UsageError
-from memprobe.core.summary import VerdictSpec
 from memprobe.core.text import printable
+from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import shell_exit_code, signal_name
 from memprobe.probe import procfs
 from memprobe.probe.sampler import SamplerSettings

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Protocol
 
 from memprobe.core.errors import ResultsFolderGone, ResultsWriteError
-from memprobe.core.summary import VerdictSpec
 from memprobe.core.text import printable
+from memprobe.core.verdict import VerdictSpec
 from memprobe.probe import cgroup, procfs
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree_sampler import TreeSampler

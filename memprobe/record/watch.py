@@ -15,8 +15,8 @@ from pathlib import Path
 
 from memprobe.core.errors import UsageError
 from memprobe.core.numbers import bounded
-from memprobe.core.summary import VerdictSpec
 from memprobe.core.text import printable
+from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import signal_name
 from memprobe.probe import procfs
 from memprobe.probe.sampler import SamplerSettings

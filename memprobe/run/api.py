@@ -24,7 +24,8 @@ from typing import Any
 from memprobe.analysis.scenario import per_process_growth
 from memprobe.core import cures
 from memprobe.core.errors import FactoryError, UsageError
-from memprobe.core.summary import RunSummary, VerdictSpec, window_bounds
+from memprobe.core.summary import RunSummary, window_bounds
+from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
 from memprobe.results.folder import ResultSet, ResultsFolder
 from memprobe.run.factory import parse_ref

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.core.errors import UsageError
-from memprobe.core.summary import VerdictSpec
+from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import MODES, SINGLE
 from memprobe.run.scenario_file import load_yaml, read_scenario_text, shown
 

@@ -1,0 +1,222 @@
+"""`memprobe export`: a results folder as a Chrome/Perfetto trace (checked against the Trace Event
+Format's documented fields), TensorBoard scalars (read back with tensorboard's EventAccumulator)
+and OpenMetrics text (read back with prometheus_client's two parsers); the figures are the
+analysis'; bad input is refused in one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from treejobs import fork_job, write_results
+
+from memprobe.analysis.runs import analyse_all
+from memprobe.cli import main
+from memprobe.export.openmetrics import openmetrics
+from memprobe.export.source import runs_of
+from memprobe.export.trace import dumps, trace
+from memprobe.results.folder import ResultSet
+
+REPO = Path(__file__).resolve().parents[2]
+STARTED = 1_795_000_000.25  # the run's clock started then (Unix time)
+PHASES = {"C", "M", "i"}
+# A worker's command line as the folder holds it: a quote, an escape sequence, a newline, and a
+# byte that was not UTF-8 (written to the folder as the text \xff).
+COMMAND = 'python -c "print(1)" \x1b[2J\nforged line \udcff'
+
+
+@pytest.fixture
+def fork_root(tmp_path: Path) -> Path:
+    meta, samples = fork_job()
+    meta["started"] = STARTED
+    meta["processes"][1]["command"] = COMMAND
+    return write_results(tmp_path / "fork", meta, samples)
+
+
+def runs(root: Path):
+    results = ResultSet.load(root)
+    return runs_of(results, analyse_all(results)), results
+
+
+def export(root: Path, fmt: str, *extra: str) -> int:
+    return main(["export", str(root), "--format", fmt, *extra])
+
+
+def check_trace_fields(doc: dict) -> None:
+    """The Trace Event Format's documented fields, as its JSON object form gives them: a
+    traceEvents list; every event a phase (ph), pid and tid integers; every event but metadata a
+    ts in microseconds; a counter's args its series' numbers; an instant event's scope (s) one
+    of g, p, t; a metadata event's name one the format defines, with its args."""
+    assert isinstance(doc["traceEvents"], list) and doc["displayTimeUnit"] in ("ms", "ns")
+    for e in doc["traceEvents"]:
+        assert e["ph"] in PHASES and isinstance(e["name"], str)
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] != "M":
+            assert isinstance(e["ts"], float | int) and math.isfinite(e["ts"]) and e["ts"] >= 0
+        if e["ph"] == "C":
+            assert e["args"] and all(isinstance(v, float | int) for v in e["args"].values())
+        if e["ph"] == "i":
+            assert e["s"] in ("g", "p", "t")
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "process_labels", "process_sort_index", "thread_name")
+            assert isinstance(e["args"], dict) and e["args"]
+
+
+def test_the_trace_has_a_counter_track_per_process_and_the_roles_as_names(fork_root: Path, capsys) -> None:
+    assert export(fork_root, "chrome-trace") == 0
+    assert capsys.readouterr().out.strip() == f"chrome-trace: {fork_root / 'trace.json'}"
+    text = (fork_root / "trace.json").read_text(encoding="ascii")  # JSON's escapes: ASCII only
+    doc = json.loads(text)
+    check_trace_fields(doc)
+    events = doc["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert names == {1: "main", 11: "worker 0", 12: "worker 1"}
+    uss = [
+        (e["ts"], e["args"]["MB"]) for e in events if e["ph"] == "C" and e["name"] == "USS" and e["pid"] == 11
+    ]
+    base_us = doc["baseTimeNanoseconds"] / 1000
+    # Unix time in microseconds, as torch.profiler's traces give it: base + ts.
+    assert [(round(base_us + ts), mb) for ts, mb in uss] == [
+        (round((STARTED + t) * 1e6), mb) for t, mb in [(5.2, 1.0), (10.0, 100.0), (20.0, 200.0), (21.0, 0.0)]
+    ]
+    rss = [e["args"]["MB"] for e in events if e["ph"] == "C" and e["name"] == "RSS" and e["pid"] == 11]
+    assert rss == [300.0, 300.0, 310.0, 320.0, 0.0]  # every tick, the cheap one too; 0 once it ended
+    total = [e["args"]["MB"] for e in events if e["name"] == "total PSS (job)"]
+    summary = json.loads(json.dumps(runs(fork_root)[0][0].summary.to_dict()))
+    assert max(total) == pytest.approx(summary["total_pss_peak_mb"])
+
+
+def test_milestones_and_oom_kills_are_global_instant_events(fork_root: Path) -> None:
+    (run,), results = runs(fork_root)
+    killed = {"oom_killed": [{"t": 12.5, "victims": ["worker 0 (pid 11)"]}], "machine_oom_killed": []}
+    run = replace(run, summary=replace(run.summary, memory_limit=killed))
+    events = trace([run], results.manifest)["traceEvents"]
+    instants = [(e["name"], e["ts"], e["cat"], e["s"]) for e in events if e["ph"] == "i"]
+    offset = (STARTED - math.floor(STARTED)) * 1e6
+    assert instants == [
+        ("workers started (generation 0, 2 workers)", 5.0e6 + offset, "memprobe.milestone", "g"),
+        ("warm (first exact reading of a worker)", 5.5e6 + offset, "memprobe.milestone", "g"),
+        ("done", 20.0e6 + offset, "memprobe.milestone", "g"),
+        ("OOM kill (cgroup): worker 0 (pid 11)", 12.5e6 + offset, "memprobe.oom", "g"),
+    ]
+
+
+def test_a_scenario_runs_events_are_its_milestones(tmp_path: Path) -> None:
+    root = tmp_path / "scenario"
+    shutil.copytree(REPO / "tests/data/results-v1/scenario", root)
+    assert export(root, "chrome-trace") == 0
+    doc = json.loads((root / "trace.json").read_text())
+    check_trace_fields(doc)
+    said = [e["name"] for e in doc["traceEvents"] if e["ph"] == "i"]
+    assert {"started", "dataset_built", "warm", "done", "finished"} <= set(said)
+    assert "progress" not in said
+    assert {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"} >= {
+        "main",
+        "worker 0",
+    }
+
+
+def test_strings_from_the_folder_are_escaped_in_each_format(fork_root: Path) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+    from prometheus_client.parser import text_string_to_metric_families as prom
+
+    (run,), results = runs(fork_root)
+    odd = 'tr"ain\\ \n{x="1"} 2'
+    text = dumps(trace([run], results.manifest))
+    assert "\x1b" not in text and "\\u001b[2J\\nforged line \\\\xff" in text  # JSON's escapes
+    labels = [e["args"]["labels"] for e in json.loads(text)["traceEvents"] if e["name"] == "process_labels"]
+    assert labels == [COMMAND.replace("\udcff", "\\xff")]  # JSON gives back what the folder holds
+    text = openmetrics([replace(run, run_id=odd)], {**results.manifest, "scenario": "a\nb"})
+    for parse in (prom, om):
+        info = next(f for f in parse(text) if f.name == "memprobe_run_info")
+        assert [(s.labels["run"], s.labels["name"]) for s in info.samples] == [(odd, "a\nb")]
+
+
+def test_openmetrics_holds_the_summarys_figures_and_leaves_out_what_it_has_not(fork_root: Path) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+    from prometheus_client.parser import text_string_to_metric_families as prom
+
+    assert export(fork_root, "openmetrics") == 0
+    text = (fork_root / "metrics.prom").read_text()
+    s = runs(fork_root)[0][0].summary
+    for parse in (prom, om):
+        families = {f.name: f for f in parse(text)}
+        value = {name: f.samples[0].value for name, f in families.items() if f.samples}
+        assert value["memprobe_total_pss_peak_bytes"] == pytest.approx(s.total_pss_peak_mb * 2**20)
+        assert value["memprobe_worker_uss_growth_bytes"] == pytest.approx(s.worker_uss_growth_mb * 2**20)
+        verdicts = {x.labels["verdict"]: x.value for x in families["memprobe_verdict"].samples}
+        assert verdicts == {"flat": 0, "growing": 1, "none": 0} and s.verdict == "growing"
+        assert "memprobe_items_per_second" not in families  # no item counted: left out, not 0
+    assert families["memprobe_total_pss_peak_bytes"].unit == "bytes"  # the OpenMetrics parser's
+
+
+def test_tensorboard_scalars_read_back_by_tensorboards_reader(fork_root: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert export(fork_root, "tensorboard") == 0
+    acc = EventAccumulator(str(fork_root / "tensorboard" / "train"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"uss_mb/worker 0", "pss_mb/main", "rss_mb/worker 1", "total_pss_mb"} <= tags
+    uss = acc.Scalars("uss_mb/worker 0")
+    assert [(e.step, e.value) for e in uss] == [(5200, 1.0), (10000, 100.0), (20000, 200.0)]
+    assert [e.wall_time for e in uss] == pytest.approx([STARTED + t for t in (5.2, 10.0, 20.0)])
+    s = runs(fork_root)[0][0].summary
+    assert max(e.value for e in acc.Scalars("total_pss_mb")) == pytest.approx(s.total_pss_peak_mb)
+
+
+def _one_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--format", "svg"],
+            "--format svg: not a format memprobe writes; allowed: chrome-trace, tensorboard, openmetrics",
+        ),
+        ([], "--format is needed; allowed: chrome-trace, tensorboard, openmetrics"),
+        (["--format", "chrome-trace", "-o", "{missing}/trace.json"], "no such folder"),
+        (["--format", "chrome-trace", "-o", "{root}/manifest.json"], "a file of the results folder"),
+        (["--format", "openmetrics", "-o", "{root}/runs/train/m.prom"], "a file of the results folder"),
+        (["--format", "chrome-trace", "-o", "{root}"], "the results folder itself"),
+        (["--format", "chrome-trace", "-o", "{tmp}"], "is a folder"),
+        (["--format", "tensorboard", "-o", "{root}/runs"], "a file of the results folder"),
+        (["--format", "tensorboard", "-o", "{full}"], "a folder that is not empty"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line_with_exit_2(
+    fork_root: Path, tmp_path: Path, capsys, args: list[str], said: str
+) -> None:
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "events.out.tfevents.old").write_text("x")
+    manifest = (fork_root / "manifest.json").read_bytes()
+    args = [a.format(root=fork_root, missing=tmp_path / "nowhere", tmp=tmp_path, full=full) for a in args]
+    assert main(["export", str(fork_root), *args]) == 2
+    assert said in _one_error(capsys)
+    assert (fork_root / "manifest.json").read_bytes() == manifest
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_folder_that_is_not_a_results_folder_or_a_jobs_is_refused(tmp_path: Path, capsys) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert export(plain, "chrome-trace") == 2
+    assert "not a memprobe results folder (no manifest.json)" in _one_error(capsys)
+    assert export(tmp_path / "nowhere", "chrome-trace") == 2
+    assert "no such results folder" in _one_error(capsys)
+    job = tmp_path / "job"
+    for node in ("node0", "node1"):
+        meta, samples = fork_job()
+        write_results(job / node, meta, samples)
+    assert export(job, "openmetrics") == 2
+    err = _one_error(capsys)
+    assert "holds 2 results folders (a job's nodes?), not one" in err and "node0 --format FORMAT" in err

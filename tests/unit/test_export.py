@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from trace_format import check_trace_fields
 from treejobs import fork_job, write_results
 
 from memprobe.analysis.runs import analyse_all
@@ -23,7 +24,6 @@ from memprobe.results.folder import ResultSet
 
 REPO = Path(__file__).resolve().parents[2]
 STARTED = 1_795_000_000.25  # the run's clock started then (Unix time)
-PHASES = {"C", "M", "i"}
 # A worker's command line as the folder holds it: a quote, an escape sequence, a newline, and a
 # byte that was not UTF-8 (written to the folder as the text \xff).
 COMMAND = 'python -c "print(1)" \x1b[2J\nforged line \udcff'
@@ -44,26 +44,6 @@ def runs(root: Path):
 
 def export(root: Path, fmt: str, *extra: str) -> int:
     return main(["export", str(root), "--format", fmt, *extra])
-
-
-def check_trace_fields(doc: dict) -> None:
-    """The Trace Event Format's documented fields, as its JSON object form gives them: a
-    traceEvents list; every event a phase (ph), pid and tid integers; every event but metadata a
-    ts in microseconds; a counter's args its series' numbers; an instant event's scope (s) one
-    of g, p, t; a metadata event's name one the format defines, with its args."""
-    assert isinstance(doc["traceEvents"], list) and doc["displayTimeUnit"] in ("ms", "ns")
-    for e in doc["traceEvents"]:
-        assert e["ph"] in PHASES and isinstance(e["name"], str)
-        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
-        if e["ph"] != "M":
-            assert isinstance(e["ts"], float | int) and math.isfinite(e["ts"]) and e["ts"] >= 0
-        if e["ph"] == "C":
-            assert e["args"] and all(isinstance(v, float | int) for v in e["args"].values())
-        if e["ph"] == "i":
-            assert e["s"] in ("g", "p", "t")
-        if e["ph"] == "M":
-            assert e["name"] in ("process_name", "process_labels", "process_sort_index", "thread_name")
-            assert isinstance(e["args"], dict) and e["args"]
 
 
 def test_the_trace_has_a_counter_track_per_process_and_the_roles_as_names(fork_root: Path, capsys) -> None:

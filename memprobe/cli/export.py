@@ -46,14 +46,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def folder_file(name: str) -> bool:
-    """Whether ``name`` at a results folder's top level is one of the folder's own files (or
-    could be: its tables, JSON and JSON lines), never an export's."""
-    return name in ("manifest.json", "summary.json", "scenario.yaml", "report.html", "runs") or name.endswith(
-        (".parquet", ".jsonl")
-    )
-
-
 def output_path(out: Path | None, root: Path, fmt: str) -> Path:
     """Where the export of ``root`` in ``fmt`` goes, checked before anything is read or written:
     ``out`` (``-o``) or the format's default in the folder; an error naming it otherwise (its
@@ -62,7 +54,7 @@ def output_path(out: Path | None, root: Path, fmt: str) -> Path:
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
     from memprobe.results.files import unwritable
-    from memprobe.results.folder import is_results_folder
+    from memprobe.results.folder import is_results_folder, own_file
 
     given = out is not None
     out = out if out is not None else root / FORMATS[fmt]
@@ -76,7 +68,7 @@ def output_path(out: Path | None, root: Path, fmt: str) -> Path:
     where = out.parent.resolve() / out.name
     tops = [root.resolve(), *(d for d in (where, *where.parents[:3]) if is_results_folder(d))]
     for top in tops:
-        if where == top or (where.is_relative_to(top) and (where.parent != top or folder_file(out.name))):
+        if where == top or (where.is_relative_to(top) and (where.parent != top or own_file(out.name))):
             inside = (
                 "the results folder itself"
                 if where == top

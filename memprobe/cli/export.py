@@ -103,25 +103,69 @@ def check_format(fmt: str | None) -> str:
     return fmt
 
 
-def open_folder(root: Path) -> ResultsFolder:
-    """``root`` opened as a results folder; a job's folder (one results folder per node) is
-    refused, naming a node's folder to export instead."""
+def job_folders(root: Path, fmt: str) -> list[Path] | None:
+    """The node folders when ``root`` is a job's folder (one results folder per node), None when
+    it is a results folder (or neither: opening it says so). A trace takes one node's folder
+    (each node's pids are its own host's), and folders that are not one job's are refused, each
+    naming a folder to export on its own."""
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
-    from memprobe.results.folder import ResultsFolder, is_results_folder
-    from memprobe.results.job import node_folders
+    from memprobe.results.folder import is_results_folder
+    from memprobe.results.job import node_folders, not_one_job
 
     name = display_path(root)
     if not root.is_dir():
         raise UsageError(f"{name}: no such results folder")
-    if not is_results_folder(root):
-        nodes = [f for f in node_folders([root]) if is_results_folder(f)]
-        if nodes:
-            raise UsageError(
-                f"{name}: holds {len(nodes)} results folders (a job's nodes?), not one; export each "
-                f"on its own: memprobe export {display_path(nodes[0])} --format FORMAT"
-            )
-    return ResultsFolder.open(root)
+    if is_results_folder(root):
+        return None
+    nodes = [f for f in node_folders([root]) if is_results_folder(f)]
+    if not nodes:
+        return None
+    one = f"memprobe export {display_path(nodes[0])} --format {fmt}"
+    if fmt == "chrome-trace":
+        raise UsageError(
+            f"{name}: holds {len(nodes)} nodes' results folders; a trace takes one node's (each node's pids "
+            f"are its own host's): {one}"
+        )
+    why = not_one_job(nodes)
+    if why:
+        raise UsageError(
+            f"{name}: holds {len(nodes)} results folders that are not the nodes of one job ({why}); "
+            f"export each on its own: {one}"
+        )
+    return nodes
+
+
+def export_job(root: Path, fmt: str, out: Path) -> None:
+    """A job's nodes in one export: OpenMetrics labelled by node, TensorBoard a log directory per
+    node (``OUT/<node>/<run id>``); a node that cannot be read is named on stderr."""
+    import sys
+
+    from memprobe.analysis.runs import analyse_all
+    from memprobe.cli.console import say
+    from memprobe.core.errors import UsageError
+    from memprobe.core.safe_read import display_path
+    from memprobe.core.text import printable
+    from memprobe.export.openmetrics import text
+    from memprobe.export.source import runs_of
+    from memprobe.export.tensorboard import run_dir_name, write_tensorboard
+    from memprobe.results.files import write_text_atomic
+    from memprobe.results.job import Job
+
+    job = Job.load([root], analyse=analyse_all)
+    if not job.read:
+        found = "; ".join(f"{display_path(n.folder)}: {n.problem}" for n in job.nodes)
+        raise UsageError(f"{display_path(root)}: no node's results folder could be read ({found})")
+    for node in job.nodes:
+        if node.problem:
+            say(printable(f"memprobe: {node.label}: {node.problem}"), sys.stderr)
+    nodes = [(n, n.results) for n in job.read if n.results is not None]
+    if fmt == "openmetrics":
+        items = [(r, res.manifest, n.label) for n, res in nodes for r in runs_of(res, n.analysed or [])]
+        write_text_atomic(out, text(items))
+    else:
+        for n, res in nodes:
+            write_tensorboard(runs_of(res, n.analysed or []), out / run_dir_name(n.label))
 
 
 def load(folder: ResultsFolder) -> ResultSet:
@@ -144,10 +188,16 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.export.tensorboard import write_tensorboard
     from memprobe.export.trace import dumps, trace
     from memprobe.results.files import write_text_atomic
+    from memprobe.results.folder import ResultsFolder
 
     fmt = check_format(args.format)
     root = Path(args.results)
-    folder = open_folder(root)
+    if job_folders(root, fmt) is not None:
+        out = output_path(args.output, root, fmt)
+        export_job(root, fmt, out)
+        say(f"{fmt}: {display_path(out)}")
+        return 0
+    folder = ResultsFolder.open(root)
     out = output_path(args.output, root, fmt)
     results = load(folder)
     runs = runs_of(results, analyse_all(results))

@@ -12,14 +12,15 @@ collector, a Pushgateway): per run, labelled ``run`` with its id, the figures su
 * a recorded job's ``memprobe_memory_limit_bytes``, ``memprobe_time_to_limit_seconds`` (the
   forecast's, where it has one) and ``memprobe_oom_kills``.
 
-A figure the run has not (None) is left out, never written as 0. Label values are the folder's
+A job of several nodes (one results folder per node) is labelled ``node`` too (its label:
+``node 1 (gpu-07)``). A figure the run has not (None) is left out, never written as 0. Label values are the folder's
 text, escaped by the format's rules (backslash, double quote, newline).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memprobe.core.summary import RunSummary
@@ -108,9 +109,16 @@ def _number(v: float) -> str:
     return repr(float(v))
 
 
-def openmetrics(runs: list[RunView], manifest: dict) -> str:
-    """The text: every family once (its ``# TYPE``, ``# UNIT``, ``# HELP``), a sample per run
-    that has the figure, ``# EOF`` last."""
+def openmetrics(runs: list[RunView], manifest: dict, node: str | None = None) -> str:
+    """The text of one folder's ``runs`` (its ``manifest``); ``node``: the node of a job that
+    wrote it (:func:`text`)."""
+    return text([(run, manifest, node) for run in runs])
+
+
+def text(items: Sequence[tuple[RunView, dict, str | None]]) -> str:
+    """The text of runs, each with its folder's manifest and the node that wrote it (None: a
+    folder of its own; else every sample is labelled ``node`` too): every family once (its
+    ``# TYPE``, ``# UNIT``, ``# HELP``), a sample per run that has the figure, ``# EOF`` last."""
     lines: list[str] = []
 
     def family(name: str, help: str, unit: str | None) -> None:
@@ -119,32 +127,36 @@ def openmetrics(runs: list[RunView], manifest: dict) -> str:
             lines.append(f"# UNIT {name} {unit}")
         lines.append(f"# HELP {name} {help}.")
 
+    def run_labels(run: RunView, node: str | None, **more: object) -> dict[str, object]:
+        return {"run": run.run_id, **({"node": node} if node is not None else {}), **more}
+
     family(
         "memprobe_run_info", "A run of a results folder: what wrote it, its mode, backend and status", None
     )
-    for r in runs:
+    for r, manifest, node in items:
         s = r.summary
-        info = {
-            "run": r.run_id,
-            "kind": manifest.get("kind") or "",
-            "name": manifest.get("scenario") or "",
-            "mode": s.mode,
-            "backend": s.backend,
-            "status": s.status,
-        }
+        info = run_labels(
+            r,
+            node,
+            kind=manifest.get("kind") or "",
+            name=manifest.get("scenario") or "",
+            mode=s.mode,
+            backend=s.backend,
+            status=s.status,
+        )
         lines.append(f"memprobe_run_info{_labels(info)} 1")
     family("memprobe_verdict", "The run's verdict: 1 for the one it got, 0 for the others", None)
-    for r in runs:
+    for r, _, node in items:
         got = r.summary.verdict or "none"
         for v in dict.fromkeys((*VERDICTS, got)):
-            lines.append(f"memprobe_verdict{_labels({'run': r.run_id, 'verdict': v})} {1 if v == got else 0}")
+            lines.append(f"memprobe_verdict{_labels(run_labels(r, node, verdict=v))} {1 if v == got else 0}")
     for g in GAUGES:
-        figures = [(r.run_id, g.value(r.summary)) for r in runs]
+        figures = [(run_labels(r, node), g.value(r.summary)) for r, _, node in items]
         if all(f is None for _, f in figures):
             continue
         family(g.name, g.help, g.unit)
-        for run_id, f in figures:
+        for labels, f in figures:
             if f is not None:
-                lines.append(f"{g.name}{_labels({'run': run_id})} {_number(f)}")
+                lines.append(f"{g.name}{_labels(labels)} {_number(f)}")
     lines.append("# EOF")
     return "\n".join(lines) + "\n"

@@ -186,17 +186,52 @@ def test_bad_input_is_refused_in_one_line_with_exit_2(
     assert not (tmp_path / "nowhere").exists()
 
 
-def test_a_folder_that_is_not_a_results_folder_or_a_jobs_is_refused(tmp_path: Path, capsys) -> None:
+def test_a_folder_that_is_not_a_results_folder_is_refused(tmp_path: Path, capsys) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     assert export(plain, "chrome-trace") == 2
     assert "not a memprobe results folder (no manifest.json)" in _one_error(capsys)
     assert export(tmp_path / "nowhere", "chrome-trace") == 2
     assert "no such results folder" in _one_error(capsys)
-    job = tmp_path / "job"
-    for node in ("node0", "node1"):
-        meta, samples = fork_job()
-        write_results(job / node, meta, samples)
-    assert export(job, "openmetrics") == 2
+
+
+def _job(root: Path, env: tuple[str, str] = ("81234", "81234")) -> Path:
+    """Two nodes' folders of one job (SLURM job ``env``), node 1 on host ``gpu"07`` whose
+    worker grew more."""
+    for rank, (host, growth, job_id) in enumerate((("gpu-01", 200.0, env[0]), ('gpu"07', 300.0, env[1]))):
+        meta, samples = fork_job(worker_growth=growth)
+        meta["node"] = {"host": host, "node_rank": rank, "nodes": 2, "env": {"SLURM_JOB_ID": job_id}}
+        write_results(root / f"node{rank}", meta, samples)
+    return root
+
+
+def test_a_jobs_nodes_are_exported_labelled_by_node_and_a_trace_takes_one_node(
+    tmp_path: Path, capsys
+) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    job = _job(tmp_path / "job")
+    assert export(job, "openmetrics") == 0
+    families = {f.name: f for f in om((job / "metrics.prom").read_text())}
+    growth = {s.labels["node"]: s.value for s in families["memprobe_worker_uss_growth_bytes"].samples}
+    assert growth == {"node 0 (gpu-01)": 200 * 2**20, 'node 1 (gpu"07)': 300 * 2**20}
+    assert export(job, "tensorboard") == 0
+    acc = EventAccumulator(str(job / "tensorboard" / "node_1__gpu_07_" / "train"))
+    acc.Reload()
+    assert acc.Scalars("uss_mb/worker 0")[-1].value == 300.0
+    capsys.readouterr()
+    assert export(job, "chrome-trace") == 2
     err = _one_error(capsys)
-    assert "holds 2 results folders (a job's nodes?), not one" in err and "node0 --format FORMAT" in err
+    assert "holds 2 nodes' results folders; a trace takes one node's" in err
+    assert f"memprobe export {job / 'node0'} --format chrome-trace" in err
+    assert not (job / "trace.json").exists()
+
+
+def test_folders_of_two_jobs_are_refused_naming_one_to_export(tmp_path: Path, capsys) -> None:
+    two = _job(tmp_path / "two", env=("77", "88"))
+    assert export(two, "openmetrics") == 2
+    err = _one_error(capsys)
+    assert "holds 2 results folders that are not the nodes of one job (they belong to different jobs" in err
+    assert f"export each on its own: memprobe export {two / 'node0'} --format openmetrics" in err
+    assert not (two / "metrics.prom").exists()

@@ -138,7 +138,8 @@ def text(items: Sequence[tuple[RunView, dict, str | None]]) -> str:
         info = run_labels(
             r,
             node,
-            kind=manifest.get("kind") or "",
+            # A folder of schema version 1 has no kind in its manifest: its runs' own.
+            kind=manifest.get("kind") or r.meta.get("kind") or ("" if r.recorded else "scenario"),
             name=manifest.get("scenario") or "",
             mode=s.mode,
             backend=s.backend,

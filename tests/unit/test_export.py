@@ -98,6 +98,8 @@ def test_a_scenario_runs_events_are_its_milestones(tmp_path: Path) -> None:
         "main",
         "worker 0",
     }
+    assert export(root, "openmetrics") == 0  # schema version 1: no kind in its manifest
+    assert 'memprobe_run_info{run="list-fork-w2",kind="scenario",' in (root / "metrics.prom").read_text()
 
 
 def test_strings_from_the_folder_are_escaped_in_each_format(fork_root: Path) -> None:
@@ -235,3 +237,18 @@ def test_folders_of_two_jobs_are_refused_naming_one_to_export(tmp_path: Path, ca
     assert "holds 2 results folders that are not the nodes of one job (they belong to different jobs" in err
     assert f"export each on its own: memprobe export {two / 'node0'} --format openmetrics" in err
     assert not (two / "metrics.prom").exists()
+
+
+def test_a_process_name_with_control_characters_is_a_printable_tensorboard_tag(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    meta, samples = fork_job()
+    odd = "helper\x1b]0;HACKED\x07\n"
+    meta["processes"][2]["role"] = odd
+    samples.loc[samples["pid"] == 12, "role"] = odd
+    root = write_results(tmp_path / "odd", meta, samples)
+    assert export(root, "tensorboard") == 0
+    acc = EventAccumulator(str(root / "tensorboard" / "train"))
+    acc.Reload()
+    assert "rss_mb/helper\\x1b]0;HACKED\\x07\\n" in acc.Tags()["scalars"]
+    assert not any("\x1b" in tag or "\n" in tag for tag in acc.Tags()["scalars"])

@@ -252,3 +252,50 @@ def test_a_process_name_with_control_characters_is_a_printable_tensorboard_tag(t
     acc.Reload()
     assert "rss_mb/helper\\x1b]0;HACKED\\x07\\n" in acc.Tags()["scalars"]
     assert not any("\x1b" in tag or "\n" in tag for tag in acc.Tags()["scalars"])
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("writer", ["still running", "killed"])
+def test_a_folder_still_recording_or_whose_memprobe_was_killed_is_read_and_left_as_it_was(
+    tmp_path: Path, writer: str
+) -> None:
+    """Its rows still in JSON lines, its manifest ``running``: exported from what was saved,
+    nothing in it moved, marked or gathered (``memprobe report`` would finish a killed one)."""
+    import os
+
+    from memprobe.probe.procfs import process_identity
+    from memprobe.results.files import RunWriter, write_json_atomic
+
+    meta, samples = fork_job()
+    root = tmp_path / "live"
+    run = RunWriter(root / "runs" / "train")
+    run.append("samples", json.loads(samples.to_json(orient="records")))
+    run.write_meta({**meta, "status": "running"})
+    run.close()
+    identity = process_identity(os.getpid()) if writer == "still running" else {"pid": 1, "start_ticks": 0}
+    write_json_atomic(
+        root / "manifest.json",
+        {
+            "schema_version": 4,
+            "kind": "record",
+            "scenario": "record-train",
+            "scenario_path": None,
+            "description": "memprobe record: python train.py",
+            "status": "running",
+            "started": 1_795_000_000.0,
+            "finished": None,
+            "runs": ["train"],
+            "environment": {"memprobe": "0.0", "python": "3.11", "mem_total_mb": 2048.0},
+            "writer": identity,
+        },
+    )
+    before = _files(root)
+    out = tmp_path / "m.prom"
+    assert export(root, "openmetrics", "-o", str(out)) == 0
+    assert _files(root) == before
+    status = "running" if writer == "still running" else "interrupted"
+    assert f'status="{status}"' in out.read_text()
+    assert "memprobe_total_pss_peak_bytes" in out.read_text()

@@ -66,7 +66,8 @@ def output_path(out: Path | None, root: Path, fmt: str) -> Path:
     if not out.parent.is_dir():
         raise UsageError(f"{name}: no such folder {display_path(out.parent)}; allowed: {allowed}")
     where = out.parent.resolve() / out.name
-    tops = [root.resolve(), *(d for d in (where, *where.parents[:3]) if is_results_folder(d))]
+    # The folder read (a job's folder is none: its nodes' are) and any the path lies in.
+    tops = [d for d in (root.resolve(), where, *where.parents[:3]) if is_results_folder(d)]
     for top in tops:
         if where == top or (where.is_relative_to(top) and (where.parent != top or own_file(out.name))):
             inside = (

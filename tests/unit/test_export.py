@@ -223,6 +223,10 @@ def test_a_jobs_nodes_are_exported_labelled_by_node_and_a_trace_takes_one_node(
     acc.Reload()
     assert acc.Scalars("uss_mb/worker 0")[-1].value == 300.0
     capsys.readouterr()
+    manifest = (job / "node1" / "manifest.json").read_bytes()
+    assert export(job, "openmetrics", "-o", str(job / "node1" / "manifest.json")) == 2
+    assert "a file of the results folder" in _one_error(capsys)
+    assert (job / "node1" / "manifest.json").read_bytes() == manifest
     assert export(job, "chrome-trace") == 2
     err = _one_error(capsys)
     assert "holds 2 nodes' results folders; a trace takes one node's" in err

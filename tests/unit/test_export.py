@@ -303,3 +303,16 @@ def test_a_folder_still_recording_or_whose_memprobe_was_killed_is_read_and_left_
     status = "running" if writer == "still running" else "interrupted"
     assert f'status="{status}"' in out.read_text()
     assert "memprobe_total_pss_peak_bytes" in out.read_text()
+
+
+def test_without_the_tensorboard_package_the_format_says_so_in_one_line(
+    fork_root: Path, monkeypatch, capsys
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorboard.summary.writer.event_file_writer", None)  # not installed
+    assert export(fork_root, "tensorboard") == 2
+    assert "the tensorboard format needs the tensorboard package (pip install tensorboard)" in _one_error(
+        capsys
+    )
+    assert not (fork_root / "tensorboard").exists()

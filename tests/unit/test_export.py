@@ -316,3 +316,20 @@ def test_without_the_tensorboard_package_the_format_says_so_in_one_line(
         capsys
     )
     assert not (fork_root / "tensorboard").exists()
+
+
+def test_openmetrics_states_the_limit_the_time_to_it_and_the_oom_kills_where_the_analysis_has_them(
+    fork_root: Path,
+) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+
+    (run,), results = runs(fork_root)
+    limit = {"limit_mb": 4096.0, "minutes_to_limit": 12.5, "oom_kills": 1, "oom_killed": []}
+    text = openmetrics([replace(run, summary=replace(run.summary, memory_limit=limit))], results.manifest)
+    value = {f.name: (f.unit, f.samples[0].value) for f in om(text) if f.samples}
+    assert value["memprobe_time_to_limit_seconds"] == ("seconds", 750.0)
+    assert value["memprobe_memory_limit_bytes"] == ("bytes", 4096 * 2**20)
+    assert value["memprobe_oom_kills"] == ("", 1.0)
+    unknown = {**limit, "minutes_to_limit": None}  # the forecast has none: left out, not 0
+    text = openmetrics([replace(run, summary=replace(run.summary, memory_limit=unknown))], results.manifest)
+    assert "memprobe_time_to_limit_seconds" not in {f.name for f in om(text)}

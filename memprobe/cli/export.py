@@ -1,7 +1,7 @@
 """Write a results folder in another tool's format: a Chrome/Perfetto trace that opens beside a
 torch.profiler trace, TensorBoard scalars beside a training's own curves, or OpenMetrics text of
 its summary for a CI dashboard (Prometheus reads it too). The folder is only read; the figures are
-the analysis' (:mod:`memprobe.export`). docs/export.md says how to open each."""
+the analysis', as summary.json and the page give them. docs/export.md says how to open each."""
 
 from __future__ import annotations
 

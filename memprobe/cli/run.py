@@ -41,6 +41,8 @@ EPILOG = """examples:
   memprobe run lists_vs_arrays --quick --strict
   memprobe run my.yaml                         # a file of your own (memprobe scenarios copy NAME my.yaml)
   memprobe run --dataset mypkg.data:build_dataset --kwargs '{"split": "train"}' --modes fork,spawn,thread
+  memprobe run --dataset mypkg.data:build_dataset --workers 0,1,2,4 --repeats 5   # how many workers?
+  memprobe run num_workers --quick             # the course exercise: time per 100 batches per num_workers
 """
 # 200k: at 100k, lists_vs_arrays' list x fork workers grew +29 MB, under its 50 MB threshold
 # ("expectation not met"); quick.yaml's 200k grow ~+106 MB.
@@ -195,6 +197,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     one.add_argument("--items", type=int, help="stop each run after this many items")
     one.add_argument("--batch-size", type=int, help=f"batch size (default: {DATASET_BATCH})")
     p.add_argument(
+        "--repeats",
+        type=int,
+        metavar="N",
+        help="run every run N times, in interleaved rounds (instead of the scenario's repeats, default 1); "
+        "medians with their spread (std, min-max) are shown",
+    )
+    p.add_argument(
         "-o", "--output", metavar="DIR", help="results folder (default: reports/<name>-<UTC time>)"
     )
     p.add_argument(
@@ -223,9 +232,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.run.limits import check_limits
-    from memprobe.run.scenario import with_overrides
+    from memprobe.run.scenario import MAX_REPEATS, with_overrides
 
     scenario = _scenario(args)
+    if args.repeats is not None:
+        repeats = int(bounded("--repeats", args.repeats, 1, MAX_REPEATS))
+        scenario = with_overrides(scenario, repeats=repeats)
     if args.timeout is not None:
         scenario = with_overrides(scenario, timeout_s=bounded("--timeout", args.timeout, 1, unit="seconds"))
     if args.quick:
@@ -248,7 +260,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         out = default_out_dir(scenario.name)
     runs = scenario.runs()
-    say(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", sys.stderr)
+    rounds = f" ({scenario.repeats} interleaved rounds)" if scenario.repeats > 1 else ""
+    say(f"memprobe: {scenario.name}: {len(runs)} runs{rounds} -> {out}", sys.stderr)
     result = run_scenario(
         scenario, out, console=TerminalConsole(), render=not args.no_report, signals=STOP_SIGNALS
     )

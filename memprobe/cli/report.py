@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     analysed = analyse_all(results)  # once: the summary and the page draw from the same analysis
     summaries = [a.summary for a in analysed]
     if out is None:
-        folder.write_summary(summaries)
+        folder.write_summary(summaries, analysed.sweep.to_dict())
     say(summary_table(summaries))
     if out is None:
         page = write_report(root, results, analysed)
@@ -141,7 +141,7 @@ def report_so_far(root: Path, writer: int, out: Path | None = None) -> int:
         raise
 
     def write() -> None:
-        folder.write_summary(summaries)
+        folder.write_summary(summaries, analysed.sweep.to_dict())
         write_text_atomic(path, page)
 
     if out is not None:

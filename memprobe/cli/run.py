@@ -246,7 +246,7 @@ def main(args: argparse.Namespace) -> int:
     _preflight(scenario)
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.
-    from memprobe.cli.console import TerminalConsole, say, summary_table
+    from memprobe.cli.console import TerminalConsole, say, summary_table, workers_table
     from memprobe.results.folder import default_out_dir, make_output
     from memprobe.run.session import run_scenario
     from memprobe.session.finish import EXIT_FAILED
@@ -266,6 +266,9 @@ def main(args: argparse.Namespace) -> int:
         scenario, out, console=TerminalConsole(), render=not args.no_report, signals=STOP_SIGNALS
     )
     say(summary_table(result.summaries))
+    table = workers_table(result.sweep)
+    if table:
+        say(table)
     _print_explanations(result.summaries)
     print_advice(result.summaries, runs)
     if result.signals:

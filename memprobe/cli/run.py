@@ -48,6 +48,9 @@ EPILOG = """examples:
 # ("expectation not met"); quick.yaml's 200k grow ~+106 MB.
 QUICK_RECORDS = 200_000
 QUICK_IMAGES = 128
+# A repeated scenario times its runs: --quick keeps fewer and shorter timings of the same matrix.
+QUICK_REPEATS = 3
+QUICK_BATCHES = 20
 # Taken the Ctrl-C way: without it, SIGTERM (a cancelled CI job, `kill`) would end memprobe at
 # once, and the run's process group, in a group of its own, would not be told.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -149,9 +152,17 @@ def _preflight(scenario: Any) -> None:
 
 def _quick(scenario: Any) -> Any:
     """The same matrix on a small dataset: records capped for the built-in backends, images for
-    decode (user factories take their size from their own kwargs)."""
+    decode (user factories take their size from their own kwargs); a repeated scenario (one that
+    times its runs) at most :data:`QUICK_REPEATS` repeats of :data:`QUICK_BATCHES` batches each."""
     from memprobe.run.scenario import with_overrides
 
+    if scenario.repeats > 1:
+        batches = QUICK_BATCHES * scenario.loader.batch_size
+        scenario = with_overrides(
+            scenario,
+            repeats=min(scenario.repeats, QUICK_REPEATS),
+            loader=replace(scenario.loader, items=min(scenario.loader.items or batches, batches)),
+        )
     if scenario.workload == "decode":
         return with_overrides(
             scenario, decode=replace(scenario.decode, images=min(scenario.decode.images, QUICK_IMAGES))
@@ -210,7 +221,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--quick",
         action="store_true",
         help=f"same matrix on a small dataset (at most {QUICK_RECORDS:,} records, or "
-        f"{QUICK_IMAGES} images for decode): a fast look",
+        f"{QUICK_IMAGES} images for decode; a repeated scenario: at most {QUICK_REPEATS} repeats of "
+        f"{QUICK_BATCHES} batches): a fast look",
     )
     p.add_argument(
         "--strict", action="store_true", help="exit 1 when a run does not meet the scenario's expectation"

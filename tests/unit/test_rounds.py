@@ -81,3 +81,21 @@ def test_spread_is_the_median_the_sample_std_and_the_range_of_the_known_values()
     assert s.std == pytest.approx(statistics.stdev([10.0, 14.0, 11.0, 20.0]))
     assert spread([3.0]).std is None  # one value: no spread to state
     assert spread([None]) is None and median_of([]) is None and median_of([1.0, 5.0, 2.0]) == 2.0
+
+
+def test_quick_keeps_fewer_and_shorter_repeats_of_a_repeated_scenario() -> None:
+    """`memprobe run num_workers --quick`: the same matrix, 3 repeats of 20 batches; a scenario
+    that is not repeated keeps its items (its quick look is a smaller dataset)."""
+    from memprobe.cli.run import QUICK_BATCHES, QUICK_REPEATS, _quick
+    from memprobe.run.scenario import load_scenario
+
+    shipped = Path(__file__).resolve().parents[2] / "scenarios"
+    full = load_scenario(shipped / "num_workers.yaml")
+    quick = _quick(full)
+    assert (full.repeats, full.loader.items) == (5, 6400)
+    assert (quick.repeats, quick.loader.items) == (QUICK_REPEATS, QUICK_BATCHES * 64) == (3, 1280)
+    assert [r.run_id for r in quick.runs()] == [
+        r.run_id for r in full.runs() if not r.run_id.endswith(("-r4", "-r5"))
+    ]
+    user = load_scenario(shipped / "user_datasets.yaml")
+    assert _quick(user).loader.items == user.loader.items == 200_000

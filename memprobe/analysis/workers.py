@@ -235,7 +235,7 @@ def frontier(
     if beyond is not None:
         gain = (beyond.median("items_per_s") or 0.0) / rate - 1
         more = f"buy {gain:.0%} more" if gain >= 0 else f"give {-gain:.0%} less"
-        said += f"; {beyond.workers} workers {more} for {_pss_delta(beyond, chosen)}"
+        said += f"; {_count_of(beyond.workers)} {more} for {_pss_delta(beyond, chosen)}"
     ceiling = _ceiling(points, cores)
     if ceiling is not None and cores:
         one = next(p for p in points if p.workers == 1)
@@ -258,6 +258,10 @@ def _workers(n: int, mode: str) -> str:
     return "0 (the main process alone)" if n == 0 else f"{n} ({mode})"
 
 
+def _count_of(n: int) -> str:
+    return "1 worker" if n == 1 else f"{n} workers"
+
+
 def _pss_delta(a: Group, b: Group) -> str:
     pa, pb = a.median("total_pss_peak_mb"), b.median("total_pss_peak_mb")
     if pa is None or pb is None:
@@ -266,7 +270,7 @@ def _pss_delta(a: Group, b: Group) -> str:
 
 
 def _not_fitting(groups: Sequence[Group]) -> str:
-    return ", ".join(f"{g.workers} workers ({mb(g.median('total_pss_peak_mb'))})" for g in groups)
+    return ", ".join(f"{_count_of(g.workers)} ({mb(g.median('total_pss_peak_mb'))})" for g in groups)
 
 
 def _percent(text: str) -> str:
@@ -282,18 +286,20 @@ def moves(curves: Sequence[Curve]) -> list[str]:
     for backend in dict.fromkeys(c.backend for c in answered):
         mine = [c for c in answered if c.backend == backend]
         ref = next((c for c in mine if c.mode == REFERENCE_MODE), mine[0])
-        out += [_move(c, ref, f"{backend}: {c.mode}", ref.mode) for c in mine if c is not ref]
+        out += [_move(c, ref, f"{c.mode} against {ref.mode} ({backend})") for c in mine if c is not ref]
     for mode in dict.fromkeys(c.mode for c in answered):
         mine = [c for c in answered if c.mode == mode]
-        out += [_move(c, mine[0], f"{mode}: {c.backend}", mine[0].backend) for c in mine[1:]]
+        out += [_move(c, mine[0], f"{c.backend} against {mine[0].backend} ({mode})") for c in mine[1:]]
     return out
 
 
-def _move(c: Curve, ref: Curve, who: str, against: str) -> str:
+def _move(c: Curve, ref: Curve, who: str) -> str:
     assert c.frontier is not None and ref.frontier is not None
     a, b = c.frontier.chosen, ref.frontier.chosen
     ratio = (a.median("items_per_s") or 0.0) / (b.median("items_per_s") or 1.0)
-    return (
-        f"{who} moves the answer to {_workers(a.workers, a.mode)} "
-        f"({b.workers} with {against}): {_pss_delta(a, b)}, {ratio:.2f}x the {c.noun}/s"
+    where = (
+        f"stays at {_count_of(a.workers)}"
+        if a.workers == b.workers
+        else f"moves from {b.workers} to {_count_of(a.workers)}"
     )
+    return f"{who}: the answer {where}, {_pss_delta(a, b)}, {ratio:.2f}x the {c.noun}/s"

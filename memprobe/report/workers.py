@@ -71,10 +71,13 @@ def chart_workers(chart_id: str, sweep: Sweep, noun: str = "items") -> dict | No
                     "customdata": runs,
                     "line": {"color": colors[name], "width": 2},
                     "marker": {"size": 8, "color": colors[name]},
-                    "error_y": {
+                    "error_y": {  # the std each way, never below 0 (no time or rate is negative)
                         "type": "data",
-                        "symmetric": True,
+                        "symmetric": False,
                         "array": [num(s, 4) for _, s, _, _ in cols],
+                        "arrayminus": [
+                            num(min(s, m), 4) if is_num(m) and is_num(s) else None for m, s, _, _ in cols
+                        ],
                         "color": colors[name],
                         "thickness": 2.5,
                         "width": 7,

@@ -130,8 +130,8 @@ def test_threads_and_another_dataset_move_the_answer() -> None:
     heavy = runs({0: [20.0], 1: [21.0], 2: [40.0], 4: [41.0]}, PSS, backend="heavy")
     s = sweep(fork + thread + heavy)
     assert s.moves == (
-        "ds: thread moves the answer to 4 (thread) (4 with fork): -1,120 MB total PSS, 0.55x the items/s",
-        "fork: heavy moves the answer to 2 (fork) (4 with ds): -600 MB total PSS, 0.14x the items/s",
+        "thread against fork (ds): the answer stays at 4 workers, -1,120 MB total PSS, 0.55x the items/s",
+        "heavy against ds (fork): the answer moves from 4 to 2 workers, -600 MB total PSS, 0.14x the items/s",
     )
 
 

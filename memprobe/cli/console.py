@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from memprobe.core.rounds import spread_text
 from memprobe.core.summary import RunSummary
 from memprobe.core.text import printable, printable_lines
 from memprobe.core.units import mb
@@ -226,7 +227,7 @@ def workers_table(sweep: Any) -> str:
                 g.mode,
                 str(g.workers),
                 str(len(g.run_ids)),
-                *(_spread(g.figures.get(f), d) for f, d in SPREAD_COLUMNS),
+                *(spread_text(g.figures.get(f), d) for f, d in SPREAD_COLUMNS),
                 "-" if g.fits is None else ("yes" if g.fits else "NO"),
             )
         )
@@ -243,15 +244,6 @@ SPREAD_COLUMNS = (
     ("cpu_ms_per_item", 3),
     ("total_pss_peak_mb", 0),
 )
-
-
-def _spread(s: Any, digits: int) -> str:
-    if s is None:
-        return "-"
-    text = f"{s.median:,.{digits}f}"
-    if s.n > 1 and s.std is not None:
-        text += f" ± {s.std:,.{digits}f} ({s.min:,.{digits}f}-{s.max:,.{digits}f})"
-    return text
 
 
 def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:

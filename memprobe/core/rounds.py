@@ -75,3 +75,14 @@ def median_of(values: Iterable[float | None]) -> float | None:
     """The median of the known values, None where none is (:func:`spread`'s median)."""
     s = spread(values)
     return None if s is None else s.median
+
+
+def spread_text(s: Spread | None, digits: int, *, dash: str = "-", between: str = "-") -> str:
+    """'12.3 ± 0.4 (11.9-12.8)': a figure's median ± std (min-max) as the terminal and the page
+    show it; one value alone; ``dash`` where there is none."""
+    if s is None:
+        return dash
+    text = f"{s.median:,.{digits}f}"
+    if s.n > 1 and s.std is not None:
+        text += f" ± {s.std:,.{digits}f} ({s.min:,.{digits}f}{between}{s.max:,.{digits}f})"
+    return text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memprobe.core.rounds import spread_text
 from memprobe.report.chart import LIMIT_COLOR, LIMIT_SHOWN_FROM, color_styles, num
 from memprobe.report.format import is_num
 
@@ -206,7 +207,7 @@ def group_rows(sweep: Sweep) -> list[dict[str, Any]]:
             "mode": g.mode,
             "workers": g.workers,
             "runs": len(g.run_ids),
-            "cells": [spread_text(g, f, digits) for f, digits in ROWS],
+            "cells": [spread_text(g.figures.get(f), digits, dash="–", between="–") for f, digits in ROWS],
             "fits": "–" if g.fits is None else ("yes" if g.fits else "no"),
         }
         for g in sorted(sweep.groups, key=lambda g: (g.backend, g.mode != "single", g.mode, g.workers))
@@ -214,14 +215,3 @@ def group_rows(sweep: Sweep) -> list[dict[str, Any]]:
 
 
 ROWS = (("time_per_100_batches_s", 2), ("items_per_s", 0), ("cpu_ms_per_item", 3), ("total_pss_peak_mb", 0))
-
-
-def spread_text(group: Group, figure: str, digits: int) -> str:
-    """'12.3 ± 0.4 (11.9–12.8)': median ± std (min–max) of a group's runs; one run: its value."""
-    s = group.figures.get(figure)
-    if s is None:
-        return "–"
-    text = f"{s.median:,.{digits}f}"
-    if s.n > 1 and s.std is not None:
-        text += f" ± {s.std:,.{digits}f} ({s.min:,.{digits}f}–{s.max:,.{digits}f})"
-    return text

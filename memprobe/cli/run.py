@@ -124,6 +124,15 @@ def with_axes(scenario: Any, args: argparse.Namespace) -> Any:
     )
 
 
+def with_repeats(scenario: Any, args: argparse.Namespace) -> Any:
+    """The scenario (a file's or --dataset's) with --repeats N in place of its ``repeats``."""
+    from memprobe.run.scenario import MAX_REPEATS, with_overrides
+
+    if args.repeats is None:
+        return scenario
+    return with_overrides(scenario, repeats=int(bounded("--repeats", args.repeats, 1, MAX_REPEATS)))
+
+
 def _preflight(scenario: Any) -> None:
     """Import every user factory now, in a process of its own within the per-run timeout
     (memprobe.run.import_check), so a wrong name or a module that cannot be imported stops before
@@ -244,12 +253,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.run.limits import check_limits
-    from memprobe.run.scenario import MAX_REPEATS, with_overrides
+    from memprobe.run.scenario import with_overrides
 
-    scenario = _scenario(args)
-    if args.repeats is not None:
-        repeats = int(bounded("--repeats", args.repeats, 1, MAX_REPEATS))
-        scenario = with_overrides(scenario, repeats=repeats)
+    scenario = with_repeats(_scenario(args), args)
     if args.timeout is not None:
         scenario = with_overrides(scenario, timeout_s=bounded("--timeout", args.timeout, 1, unit="seconds"))
     if args.quick:

@@ -99,3 +99,17 @@ def test_quick_keeps_fewer_and_shorter_repeats_of_a_repeated_scenario() -> None:
     ]
     user = load_scenario(shipped / "user_datasets.yaml")
     assert _quick(user).loader.items == user.loader.items == 200_000
+
+
+def test_a_one_off_dataset_sweeps_its_workers_repeated(tmp_path: Path) -> None:
+    """`memprobe run --dataset m:f --workers 0,1,2,4 --repeats 5`: the main process alone once
+    per round, each mode at 1, 2 and 4 workers, 5 interleaved rounds."""
+    from memprobe.cli import _parser
+    from memprobe.cli import run as run_cli
+
+    args = _parser().parse_args(
+        ["run", "--dataset", "mypkg.data:build", "--workers", "0,1,2,4", "--repeats", "5", "--modes", "fork"]
+    )
+    scenario = run_cli.with_repeats(run_cli._scenario(args), args)
+    matrix = ["build-single-w0", "build-fork-w1", "build-fork-w2", "build-fork-w4"]
+    assert [r.run_id for r in scenario.runs()] == [f"{m}-r{r}" for r in range(1, 6) for m in matrix]

@@ -179,3 +179,19 @@ def test_the_chart_carries_both_error_bars_and_the_terminal_the_same_figures() -
     text = workers_table(s)
     assert "200 ± 25 (180-230)" in text and "how many workers:" in text
     assert workers_table(sweep(runs({2: [200.0]}, PSS))) == ""  # one run, one count: nothing to add
+
+
+def test_a_repeated_configurations_matrix_cell_says_it_shows_one_run_of_several() -> None:
+    from memprobe.report.content import matrices
+
+    summaries = runs({0: [100.0, 90.0, 120.0], 2: [200.0, 230.0, 180.0]}, PSS)
+    cells = [
+        c
+        for m in matrices(summaries, {s.run_id: s.run_id for s in summaries})
+        for _, row in m.rows
+        for c in row
+    ]
+    assert [(c.summary.run_id, c.runs) for c in cells] == [
+        ("ds-fork-w0-r1", 3),
+        ("ds-fork-w2-r1", 3),
+    ]  # (the made-up ids name fork)

@@ -28,6 +28,7 @@ from memprobe.results.folder import ResultSet
 
 if TYPE_CHECKING:
     from memprobe.analysis.runs import Analysed
+    from memprobe.analysis.workers import Sweep
 
 
 @dataclass(frozen=True)
@@ -156,9 +157,11 @@ def page_noun(summaries: list[RunSummary]) -> str:
     return "images" if summaries and all(s.workload == "decode" for s in summaries) else "items"
 
 
-def bar_charts(summaries: list[RunSummary]) -> list[dict]:
-    """Throughput and peak memory per backend x mode x workers, side by side (ok runs only)."""
+def bar_charts(summaries: list[RunSummary], sweep: Sweep | None = None) -> list[dict]:
+    """Throughput and peak memory per backend x mode x workers, side by side (ok runs only);
+    where runs were repeated, a bar per configuration at the median of its runs (``sweep``'s)."""
     rows = []
+    by_id = {s.run_id: s for s in summaries}
     for s in summaries:
         if s.status != "ok":
             continue
@@ -175,6 +178,18 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
                 "extra": extra,
             }
         )
+    if sweep is not None and sweep.repeated:
+        rows = [
+            {
+                "label": content.backend_label(by_id[g.run_ids[0]]),
+                "mode": g.mode,
+                "workers": g.workers,
+                "items_per_s": g.median("items_per_s"),
+                "pss": g.median("total_pss_peak_mb"),
+                "extra": f"median of {len(g.run_ids)} runs",
+            }
+            for g in sweep.groups
+        ]
     if len(rows) < 2:
         return []
     unit = f"{page_noun(summaries)}/s"
@@ -207,12 +222,12 @@ def context(results: ResultSet, max_points: int, analysed: list[Analysed]) -> di
     views = run_views(results, summaries, max_points)
     ids = anchors(summaries)
     overview_chart = all_runs_chart(results, summaries, max_points)
-    bars = bar_charts(summaries)
+    sweep = getattr(analysed, "sweep", None)  # analyse_all's: the repeats and the worker-count frontier
+    bars = bar_charts(summaries, sweep)
     groups = scaling(summaries)
     scaling_chart = across.chart_scaling("c-scaling", groups, page_noun(summaries))
     charts = [c for v in views for c in v.charts] + ([overview_chart] if overview_chart else []) + bars
     charts += [scaling_chart] if scaling_chart else []
-    sweep = getattr(analysed, "sweep", None)  # analyse_all's: the repeats and the worker-count frontier
     workers_chart = workers.chart_workers("c-workers", sweep, page_noun(summaries)) if sweep else None
     charts += [workers_chart] if workers_chart else []
     manifest = results.manifest

@@ -195,3 +195,13 @@ def test_a_repeated_configurations_matrix_cell_says_it_shows_one_run_of_several(
         ("ds-fork-w0-r1", 3),
         ("ds-fork-w2-r1", 3),
     ]  # (the made-up ids name fork)
+
+
+def test_the_bars_of_repeated_runs_stand_at_their_medians() -> None:
+    """A bar per configuration, at the median of its runs (before: the last run's, silently)."""
+    from memprobe.report.render import bar_charts
+
+    summaries = runs({0: [100.0, 90.0, 120.0], 2: [200.0, 230.0, 180.0]}, PSS)
+    rate = bar_charts(summaries, sweep(summaries))[0]
+    assert sorted(y for trace in rate["data"] for y in trace["y"]) == [100.0, 200.0]
+    assert {c for trace in rate["data"] for c in trace["customdata"]} == {"median of 3 runs"}

@@ -155,7 +155,8 @@ def sweep(
     limit_of: str = "",
     cores: int | None = None,
 ) -> Sweep:
-    """Groups, curves, frontiers and moves of ``summaries`` (ok runs only), in the runs' order."""
+    """Groups (each dataset's in the runs' order, by worker count), curves, frontiers and moves
+    of ``summaries`` (ok runs only)."""
     groups = _groups(summaries, limit_mb)
     nouns = {s.backend: item_noun(s.workload) for s in summaries}
     curves = []
@@ -189,7 +190,13 @@ def _groups(summaries: Sequence[RunSummary], limit_mb: float | None) -> list[Gro
         if s.status == "ok":
             runs.setdefault((s.backend, s.mode, s.workers), []).append(s)
     out = []
-    for (backend, mode, workers), mine in runs.items():
+    backends = list(dict.fromkeys(b for b, _, _ in runs))
+    modes = list(dict.fromkeys(m for _, m, _ in runs))
+    # Each backend's groups together, by worker count: a run that failed in round 1 does not put
+    # its configuration after the others.
+    order = sorted(runs, key=lambda k: (backends.index(k[0]), k[2], modes.index(k[1])))
+    for backend, mode, workers in order:
+        mine = runs[(backend, mode, workers)]
         figures = {f: spread(getattr(s, f) for s in mine) for f in FIGURES}
         pss = figures["total_pss_peak_mb"]
         fits = None if limit_mb is None or pss is None else pss.max <= limit_mb

@@ -205,3 +205,9 @@ def test_the_bars_of_repeated_runs_stand_at_their_medians() -> None:
     rate = bar_charts(summaries, sweep(summaries))[0]
     assert sorted(y for trace in rate["data"] for y in trace["y"]) == [100.0, 200.0]
     assert {c for trace in rate["data"] for c in trace["customdata"]} == {"median of 3 runs"}
+
+
+def test_a_configuration_whose_first_run_failed_keeps_its_place() -> None:
+    summaries = runs({0: [100.0, 90.0], 2: [200.0, 230.0]}, PSS)
+    summaries[0] = replace(summaries[0], status="timeout")  # ds-w0's round 1
+    assert [(g.workers, len(g.run_ids)) for g in sweep(summaries).groups] == [(0, 1), (2, 2)]

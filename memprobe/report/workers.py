@@ -210,7 +210,7 @@ def group_rows(sweep: Sweep) -> list[dict[str, Any]]:
             "cells": [spread_text(g.figures.get(f), digits, dash="–", between="–") for f, digits in ROWS],
             "fits": "–" if g.fits is None else ("yes" if g.fits else "no"),
         }
-        for g in sorted(sweep.groups, key=lambda g: (g.backend, g.mode != "single", g.mode, g.workers))
+        for g in sweep.groups  # the analysis' order: each dataset's, by worker count
     ]
 
 

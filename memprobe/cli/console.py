@@ -13,8 +13,10 @@ import os
 import sys
 import threading
 import time
-from typing import TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
+from memprobe.core.rounds import spread_text
 from memprobe.core.summary import RunSummary
 from memprobe.core.text import printable, printable_lines
 from memprobe.core.units import mb
@@ -197,3 +199,58 @@ def _mb(v: float | None, sign: bool = False) -> str:
 
 def _num(v: float | None, digits: int = 0) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def workers_table(sweep: Any) -> str:
+    """After the runs' table, where runs were repeated or the worker count swept
+    (:class:`memprobe.analysis.workers.Sweep`): a row per dataset, mode and worker count, each
+    figure the median ± std (min-max) of its runs, then the analysis' answer in words. Empty
+    otherwise."""
+    if sweep is None or not (sweep.curves or sweep.repeated):
+        return ""
+    head = (
+        "dataset",
+        "mode",
+        "workers",
+        "runs",
+        "s per 100 batches",
+        "items/s",
+        "CPU ms/item",
+        "PSS peak",
+        "fits",
+    )
+    rows = [head]
+    for g in sweep.groups:
+        rows.append(
+            (
+                g.backend,
+                g.mode,
+                str(g.workers),
+                str(len(g.run_ids)),
+                *(spread_text(g.figures.get(f), d) for f, d in SPREAD_COLUMNS),
+                "-" if g.fits is None else ("yes" if g.fits else "NO"),
+            )
+        )
+    lines = ["", "medians ± std (min-max) of each group's runs:", *_columns(rows)]
+    said = sweep.sentences()
+    if said:
+        lines += ["", "how many workers:", *[f"  {line}" for line in said]]
+    return "\n".join(lines)
+
+
+SPREAD_COLUMNS = (
+    ("time_per_100_batches_s", 2),
+    ("items_per_s", 0),
+    ("cpu_ms_per_item", 3),
+    ("total_pss_peak_mb", 0),
+)
+
+
+def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines

@@ -32,10 +32,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 from memprobe.core.errors import UsageError
+from memprobe.core.rounds import median_of
 
 NAME = "cure"
 HELP = "try the fixes for copy-on-access on your own dataset, side by side, with the change to make"
@@ -209,10 +209,10 @@ def _row(o: Any) -> str:
         errors = {r.summary.error or r.summary.status for r in o.results}
         return f"{label:<28}  failed: {_one_line('; '.join(sorted(errors)))}"
     thread = o.variant.mode == "thread"
-    growth = _median([s.main_uss_growth_mb if thread else s.worker_uss_growth_mb for s in ok])
-    start = None if thread else _median([s.worker_uss_start_mb for s in ok])
-    pss = _median([s.total_pss_peak_mb for s in ok])
-    rate = _median([s.items_per_s for s in ok])
+    growth = median_of([s.main_uss_growth_mb if thread else s.worker_uss_growth_mb for s in ok])
+    start = None if thread else median_of([s.worker_uss_start_mb for s in ok])
+    pss = median_of([s.total_pss_peak_mb for s in ok])
+    rate = median_of([s.items_per_s for s in ok])
     verdicts = [s.verdict or "no window" for s in ok]
     verdict = verdicts[0] if len(set(verdicts)) == 1 else ", ".join(verdicts)
     if len(ok) < len(o.results):
@@ -234,16 +234,16 @@ def _changes(outcomes: list[Any]) -> list[str]:
     above the dataset's as it is (:data:`MORE_MEMORY_SHARE`) is set apart, not offered as a fix."""
     base = next((o for o in outcomes if o.variant.key == "as-is"), None)
     base_ok = [r.summary for r in base.results if r.summary.status == "ok"] if base else []
-    base_rate = _median([s.items_per_s for s in base_ok])
-    base_pss = _median([s.total_pss_peak_mb for s in base_ok])
+    base_rate = median_of([s.items_per_s for s in base_ok])
+    base_pss = median_of([s.total_pss_peak_mb for s in base_ok])
     fixes, costlier = [], []
     for o in outcomes:
         if o.variant.key == "as-is" or o.skipped or not o.results:
             continue
         if not all(r.summary.status == "ok" and r.summary.verdict == "flat" for r in o.results):
             continue
-        rate = _median([r.summary.items_per_s for r in o.results])
-        pss = _median([r.summary.total_pss_peak_mb for r in o.results])
+        rate = median_of([r.summary.items_per_s for r in o.results])
+        pss = median_of([r.summary.total_pss_peak_mb for r in o.results])
         costs = []
         if rate and base_rate:
             costs.append(f"{rate / base_rate:.2f}x the items/s as is")
@@ -293,11 +293,6 @@ def _guard(outcomes: list[Any], dataset: str, kwargs: dict) -> list[str]:
             text = cures.guard(cures.ADVICE[cures.COPY_ON_ACCESS], job)
             return ["", f"once the change is made ({o.variant.label}), a pytest test keeps it so:", text]
     return []
-
-
-def _median(values: list[float | None]) -> float | None:
-    found = [v for v in values if v is not None]
-    return median(found) if found else None
 
 
 def _mb(v: float | None, *, sign: bool = False) -> str:

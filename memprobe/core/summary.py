@@ -74,6 +74,10 @@ class RunSummary:
     # their anonymous RSS); the rest of their growth is pages copied from their parent. None
     # where not known (results without anonymous RSS).
     worker_allocated_mb: float | None = None
+    # A scenario run's: its loader's batch size, and the time 100 batches take at the run's
+    # items/s in its window (100 x batch_size / items_per_s): the course exercise's measure.
+    batch_size: int | None = None
+    time_per_100_batches_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: clean(v) for k, v in asdict(self).items()}

@@ -1,0 +1,463 @@
+"""Where a dataset's objects lie: its structure walked into (attribute path -> address ranges).
+
+Run inside the process that built the dataset (the forked workers' parent): in CPython ``id()``
+is an object's address, and its size is known to the interpreter. The walk names the paths a
+user would type (``dataset.samples``, ``dataset.index.entries``, ``dataset.df['text']``,
+``dataset.datasets[0]``) down to :data:`NAMED_DEPTH` levels:
+
+* an object's attributes (its ``__dict__`` and ``__slots__``): ``.name``;
+* a dict of at most :data:`NAMED_KEYS` str or int keys: ``['key']``;
+* a pandas DataFrame's columns: ``['column']``;
+* a list or tuple of at most :data:`NAMED_ITEMS` items, one of them not a plain value (the
+  datasets a ``ConcatDataset`` wraps): ``[i]``.
+
+Everything else a named object holds (a list's items, a dict's keys and values, an object
+array's elements, an Arrow column's buffers, a tensor's storage) is counted to its path, followed
+as far as it goes. What is held in two places is counted once, to the first path: the named
+paths are taken breadth first (shallower first, then attributes in their order), each one's
+contents before the next's. Types, modules, functions and code are the interpreter's: not
+followed.
+
+Each object counts as its memory block: the garbage collector's header before it (where a
+collection writes, so a forked worker copies its page), the object, rounded up to pymalloc's 16
+bytes; plus the buffers it holds outside itself, read at their CPython 3.11-3.13 offsets (a
+list's item array, a dict's key table, a set's table, a bytearray's bytes), checked on this
+interpreter first (:data:`BUFFERS_READABLE`; where the check fails only the objects themselves
+are counted, and the map says so). numpy, Arrow and torch buffers come from their own APIs.
+
+Bounded: at most ``max_objects`` objects and ``max_seconds`` seconds; where it stops, the map
+says so (``stopped``) and what it did not reach is counted outside the dataset. Its memory is
+20 bytes per object (three arrays) plus the set of containers seen (~70 bytes each), measured in
+docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import gc
+import sys
+import time
+import types
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+NAMED_DEPTH = 6  # levels of named paths below the dataset
+NAMED_KEYS = 64  # a dict with at most this many str/int keys is named key by key
+NAMED_ITEMS = 16  # a list/tuple with at most this many items (not all plain values) is named by index
+NAMED_ATTRIBUTES = 256  # attributes of one object named, at most
+MAX_OBJECTS = 20_000_000
+MAX_SECONDS = 120.0
+_CHECK_EVERY = 4096  # objects between two looks at the clock
+
+_ALIGN = 16  # pymalloc's (and glibc's) alignment on 64-bit
+_HAVE_GC = 1 << 14  # Py_TPFLAGS_HAVE_GC
+_MANAGED_DICT = 1 << 4  # Py_TPFLAGS_MANAGED_DICT (3.11-3.13): two pointers before the GC header
+_GC_HEAD = 16  # sizeof(PyGC_Head) on 64-bit
+_PLAIN = (str, bytes, int, float, complex, bool, type(None))
+_NOT_DATA = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.CodeType,
+    types.FrameType,
+    types.GeneratorType,
+    types.WrapperDescriptorType,
+    types.MethodDescriptorType,
+    types.GetSetDescriptorType,
+    types.MemberDescriptorType,
+)
+
+
+def _ssize(address: int) -> int:
+    return ctypes.c_ssize_t.from_address(address).value
+
+
+def _pointer(address: int) -> int:
+    return ctypes.c_void_p.from_address(address).value or 0
+
+
+# Offsets of the buffers builtin containers hold outside themselves (CPython 3.11-3.13, 64-bit,
+# not free-threaded): (offset of the pointer to the buffer). The buffer's size is the type's
+# __sizeof__ minus its basic size.
+_BUFFER_AT: dict[type, int] = {list: 24, dict: 32, set: 40, frozenset: 40, bytearray: 32}
+
+
+def _buffers_readable() -> bool:
+    """Whether this interpreter lays out lists, dicts, sets and bytearrays as the offsets above
+    say: checked on objects whose contents are known, never assumed from the version alone."""
+    if sys.implementation.name != "cpython" or sys.maxsize != 2**63 - 1:
+        return False
+    if (
+        not (3, 11) <= sys.version_info[:2] <= (3, 13)
+        or getattr(sys, "_is_gil_enabled", lambda: True)() is False
+    ):
+        return False
+    try:
+        probe_list = [1, 2, 3, 4, 5]
+        if _ssize(id(probe_list) + 16) != 5 or _ssize(id(probe_list) + 32) < 5:
+            return False
+        items = _pointer(id(probe_list) + 24)
+        if _pointer(items) != id(probe_list[0]) or _pointer(items + 8) != id(probe_list[1]):
+            return False
+        probe_dict = {"a": 1, "b": 2, "c": 3}
+        if _ssize(id(probe_dict) + 16) != 3 or not _pointer(id(probe_dict) + 32):
+            return False
+        blob = bytearray(b"memprobe")
+        return ctypes.string_at(_pointer(id(blob) + 32), 8) == b"memprobe"
+    except (ValueError, OSError):
+        return False
+
+
+BUFFERS_READABLE = _buffers_readable()
+
+
+@dataclass
+class ObjectMap:
+    """The dataset's memory blocks: ``starts[i]``..``ends[i]`` (bytes, sorted, not overlapping)
+    belong to ``paths[path_ids[i]]``."""
+
+    paths: list[str]
+    starts: np.ndarray
+    ends: np.ndarray
+    path_ids: np.ndarray
+    objects: int  # objects visited (a shared one once)
+    seconds: float
+    stopped: str | None = None  # why the walk ended before reaching everything, or None
+    buffers_followed: bool = True  # the builtin containers' outside buffers were counted
+    unreadable: list[str] = field(default_factory=list)  # paths whose attributes raised when read
+
+    def bytes_per_path(self) -> np.ndarray:
+        """Bytes each path's objects take."""
+        sizes = (self.ends - self.starts).astype(np.float64)
+        return np.bincount(self.path_ids, weights=sizes, minlength=len(self.paths))
+
+    def facts(self) -> dict[str, Any]:
+        """The walk as summary.json keeps it."""
+        return {
+            "objects": self.objects,
+            "blocks": len(self.starts),
+            "seconds": round(self.seconds, 3),
+            "stopped": self.stopped,
+            "buffers_followed": self.buffers_followed,
+            "unreadable": self.unreadable[:10],
+        }
+
+
+class _Stop(Exception):
+    """The walk's bound was reached."""
+
+
+class _Walker:
+    def __init__(self, max_objects: int, max_seconds: float) -> None:
+        self.max_objects, self.max_seconds = max_objects, max_seconds
+        self.t0 = time.monotonic()
+        self.paths: list[str] = []
+        self.starts = array.array("Q")
+        self.sizes = array.array("Q")
+        self.ids = array.array("I")
+        self.seen: set[int] = set()  # containers the collector tracks: the only ones in a cycle
+        self.reserved: set[int] = set()  # arrays whose buffer a named column counts instead
+        self.named: set[int] = set()  # objects with a path of their own: never counted to another
+        self.objects = 0
+        self.unreadable: list[str] = []
+
+    def add(self, start: int, size: int, path: int) -> None:
+        if size > 0 and start > 0:
+            self.starts.append(start)
+            self.sizes.append(size)
+            self.ids.append(path)
+
+    def tick(self) -> None:
+        self.objects += 1
+        if self.objects >= self.max_objects:
+            raise _Stop(f"stopped at {self.objects:,} objects (the walk's bound)")
+        if self.objects % _CHECK_EVERY == 0 and time.monotonic() - self.t0 > self.max_seconds:
+            raise _Stop(
+                f"stopped after {self.max_seconds:g} s at {self.objects:,} objects (the walk's bound)"
+            )
+
+    # -- one object's memory ---------------------------------------------------------------------
+
+    def block(self, obj: Any, path: int) -> None:
+        """The object's own memory block and the buffers it holds outside itself."""
+        t = type(obj)
+        flags = t.__flags__
+        pre = (_GC_HEAD if flags & _HAVE_GC else 0) + (16 if flags & _MANAGED_DICT else 0)
+        outside = t in _BUFFER_AT
+        try:
+            if outside or isinstance(obj, np.ndarray):
+                inline = t.__basicsize__
+            elif t.__module__ == "builtins":
+                inline = t.__sizeof__(obj)  # type: ignore[call-arg]
+            else:
+                inline = object.__sizeof__(obj)
+        except Exception:  # noqa: BLE001  (a __sizeof__ that raises: its basic size)
+            inline = t.__basicsize__
+        size = -(-(pre + inline) // _ALIGN) * _ALIGN
+        self.add(id(obj) - pre, size, path)
+        if outside and BUFFERS_READABLE:
+            extra = t.__sizeof__(obj) - t.__basicsize__  # type: ignore[call-arg]
+            if t is dict and _pointer(id(obj) + 40):  # a split dict: its values, the keys are the type's
+                self.add(_pointer(id(obj) + 40), 8 * len(obj), path)
+            elif extra > 0:
+                self.add(_pointer(id(obj) + _BUFFER_AT[t]), extra, path)
+        elif flags & _MANAGED_DICT and BUFFERS_READABLE and sys.version_info[:2] == (3, 11):
+            values = _pointer(id(obj) - 32)  # the instance's attribute values, without a dict
+            if values:
+                prefix = ctypes.c_uint8.from_address(values - 1).value
+                self.add(values - prefix, prefix + 8 * max(len(gc.get_referents(obj)) - 1, 1), path)
+        if isinstance(obj, np.ndarray):
+            self.array_data(obj, path)
+        else:
+            self.foreign_buffers(obj, path)
+
+    def array_data(self, arr: np.ndarray, path: int, *, view: bool = False) -> None:
+        """A numpy array's data: its own, or (``view``) the part of another's it shows."""
+        if id(arr) in self.reserved:
+            return
+        if arr.flags.owndata or (view and (arr.flags.c_contiguous or arr.flags.f_contiguous)):
+            self.add(arr.__array_interface__["data"][0], arr.nbytes, path)
+
+    def foreign_buffers(self, obj: Any, path: int) -> None:
+        """Arrow's and torch's buffers, through their own APIs."""
+        module = type(obj).__module__ or ""
+        if module.startswith("pyarrow"):
+            for buf in _arrow_buffers(obj):
+                self.add(buf.address, buf.size, path)
+        elif module.startswith("torch") and hasattr(obj, "untyped_storage"):
+            try:
+                storage = obj.untyped_storage()
+                self.add(storage.data_ptr(), storage.nbytes(), path)
+            except Exception:  # noqa: BLE001  (a tensor without storage: a meta or sparse one)
+                pass
+
+    # -- what an object holds ----------------------------------------------------------------------
+
+    def contents(self, root: Any, path: int) -> None:
+        """``root``'s block and everything it holds that no earlier path took, to ``path``."""
+        stack = [root]
+        while stack:
+            obj = stack.pop()
+            self.tick()
+            self.block(obj, path)
+            for child in self.children(obj):
+                if child is None or child is True or child is False or isinstance(child, _NOT_DATA):
+                    continue
+                if id(child) in self.named:
+                    continue
+                if type(child) in _PLAIN:
+                    self.tick()
+                    self.block(child, path)
+                    continue
+                if gc.is_tracked(child):
+                    if id(child) in self.seen:
+                        continue
+                    self.seen.add(id(child))
+                stack.append(child)
+
+    def children(self, obj: Any) -> Iterable[Any]:
+        t = type(obj)
+        if t in (list, tuple, set, frozenset):
+            return obj
+        if t is dict:
+            return _dict_items(obj)
+        if isinstance(obj, np.ndarray):
+            if id(obj) in self.reserved:
+                return ()
+            base = [obj.base] if obj.base is not None else []
+            if obj.dtype.hasobject:
+                return [*base, *obj.ravel(order="K")]
+            return base
+        if isinstance(obj, _PLAIN):
+            return ()
+        try:
+            return gc.get_referents(obj)
+        except Exception:  # noqa: BLE001  (an extension's traverse that fails: its block alone)
+            return ()
+
+
+def _dict_items(d: dict) -> Iterator[Any]:
+    for k, v in d.items():
+        yield k
+        yield v
+
+
+def _arrow_buffers(obj: Any) -> list[Any]:
+    """Every buffer of a pyarrow Table, RecordBatch, ChunkedArray, Array or Buffer."""
+    try:
+        if hasattr(obj, "address") and hasattr(obj, "size"):  # a Buffer
+            return [obj]
+        if hasattr(obj, "columns") and hasattr(obj, "num_rows"):  # a Table or RecordBatch
+            return [b for column in obj.columns for b in _arrow_buffers(column)]
+        if hasattr(obj, "chunks"):
+            return [b for chunk in obj.chunks for b in _arrow_buffers(chunk)]
+        if hasattr(obj, "buffers"):
+            return [b for b in obj.buffers() if b is not None]
+    except Exception:  # noqa: BLE001  (an Arrow object this version lays out otherwise: not counted)
+        pass
+    return []
+
+
+def _attributes(obj: Any) -> list[tuple[str, Any]]:
+    """An object's attributes from its ``__dict__`` and ``__slots__``, read without calling
+    its ``__getattr__``."""
+    out: list[tuple[str, Any]] = []
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:  # noqa: BLE001  (no __dict__, or one that raises: its slots only)
+        d = None
+    if type(d) is dict:
+        out.extend((k, v) for k, v in d.items() if isinstance(k, str))
+    for klass in type(obj).__mro__:
+        for name in (
+            klass.__dict__.get("__slots__", ())
+            if isinstance(klass.__dict__.get("__slots__"), (tuple, list))
+            else ()
+        ):
+            if name in ("__dict__", "__weakref__"):
+                continue
+            try:
+                out.append((name, object.__getattribute__(obj, name)))
+            except Exception:  # noqa: BLE001  (an empty slot)
+                continue
+    return out[:NAMED_ATTRIBUTES]
+
+
+def _is_frame(obj: Any) -> bool:
+    t = type(obj)
+    return t.__name__ == "DataFrame" and (t.__module__ or "").startswith("pandas")
+
+
+def _label(key: Any) -> str:
+    text = repr(key)
+    return f"[{text if len(text) <= 60 else text[:57] + '...'}]"
+
+
+def _named_children(w: _Walker, obj: Any, path: str) -> list[tuple[str, Any]]:
+    """The children of a named object that get names of their own."""
+    t = type(obj)
+    if isinstance(obj, (_PLAIN, _NOT_DATA, _Column)):
+        return []
+    if t is dict:
+        if len(obj) <= NAMED_KEYS and all(type(k) in (str, int) for k in obj):
+            return [(_label(k), v) for k, v in obj.items()]
+        return []
+    if t in (list, tuple):
+        if len(obj) <= NAMED_ITEMS and any(not isinstance(x, _PLAIN) for x in obj):
+            return [(f"[{i}]", x) for i, x in enumerate(obj)]
+        return []
+    if _is_frame(obj):
+        return _columns(w, obj)
+    if isinstance(obj, np.ndarray):
+        return []
+    return [(f".{name}", value) for name, value in _attributes(obj)]
+
+
+class _Column:
+    """A DataFrame column's values as its frame holds them (a view of its block, or its own)."""
+
+    def __init__(self, values: Any) -> None:
+        self.values = values
+
+
+def _columns(w: _Walker, frame: Any) -> list[tuple[str, Any]]:
+    out = []
+    for name in list(frame.columns)[:NAMED_ATTRIBUTES]:
+        try:
+            values = frame[name]._values
+        except Exception:  # noqa: BLE001  (a duplicated or odd column name: counted with the frame)
+            continue
+        if isinstance(values, np.ndarray):
+            base = values
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            if base is not values:
+                w.reserved.add(id(base))  # the frame's block: each column counts its own part
+        else:
+            w.named.add(id(values))  # an extension array (Arrow strings): the column's, not the frame's
+        out.append((_label(name), _Column(values)))
+    return out
+
+
+def walk(
+    dataset: Any, name: str = "dataset", *, max_objects: int = MAX_OBJECTS, max_seconds: float = MAX_SECONDS
+) -> ObjectMap:
+    """The map of ``dataset``'s objects, by the paths a user would type from ``name``."""
+    w = _Walker(max_objects, max_seconds)
+    named: deque[tuple[Any, str, int]] = deque([(dataset, name, 0)])
+    order: list[tuple[Any, int]] = []
+    stopped = None
+    try:
+        while named:
+            obj, path, depth = named.popleft()
+            if id(obj) in w.named or obj is None or isinstance(obj, _NOT_DATA):
+                continue
+            w.named.add(id(obj))
+            w.paths.append(path)
+            order.append((obj, len(w.paths) - 1))
+            if depth < NAMED_DEPTH:
+                try:
+                    children = _named_children(w, obj, path)
+                except Exception:  # noqa: BLE001  (a dataset's attribute that raises: its contents counted unnamed)
+                    w.unreadable.append(path)
+                    children = []
+                named.extend((child, path + label, depth + 1) for label, child in children)
+        for obj, path_id in order:
+            if isinstance(obj, _Column):
+                _column_contents(w, obj.values, path_id)
+            else:
+                w.contents(obj, path_id)
+    except _Stop as stop:
+        stopped = str(stop)
+    return _finish(w, stopped)
+
+
+def _column_contents(w: _Walker, values: Any, path: int) -> None:
+    if isinstance(values, np.ndarray):
+        w.array_data(values, path, view=True)
+        if values.dtype.hasobject:
+            for x in values:
+                if x is None or isinstance(x, _NOT_DATA) or id(x) in w.named:
+                    continue
+                if type(x) in _PLAIN:
+                    w.tick()
+                    w.block(x, path)
+                elif not gc.is_tracked(x) or id(x) not in w.seen:
+                    w.seen.add(id(x))
+                    w.contents(x, path)
+    else:
+        w.contents(values, path)
+
+
+def _finish(w: _Walker, stopped: str | None) -> ObjectMap:
+    """Arrays sorted by address; a block met twice (a plain value held in two places) kept for
+    the first path; overlaps (a view inside its base) cut so no byte is counted twice."""
+    starts = np.frombuffer(w.starts, dtype=np.uint64) if len(w.starts) else np.zeros(0, np.uint64)
+    sizes = np.frombuffer(w.sizes, dtype=np.uint64) if len(w.sizes) else np.zeros(0, np.uint64)
+    ids = np.frombuffer(w.ids, dtype=np.uint32) if len(w.ids) else np.zeros(0, np.uint32)
+    starts, first = np.unique(starts, return_index=True)  # sorted; the first met of each address
+    ends = starts + sizes[first]
+    ids = ids[first]
+    if len(starts) > 1:
+        reach = np.maximum.accumulate(ends)
+        starts = np.maximum(starts, np.concatenate([[starts[0]], reach[:-1]]))
+        keep = ends > starts
+        starts, ends, ids = starts[keep], ends[keep], ids[keep]
+    return ObjectMap(
+        paths=w.paths,
+        starts=starts,
+        ends=ends,
+        path_ids=ids.astype(np.int64),
+        objects=w.objects,
+        seconds=time.monotonic() - w.t0,
+        stopped=stopped,
+        buffers_followed=BUFFERS_READABLE,
+        unreadable=w.unreadable,
+    )

@@ -23,6 +23,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from memprobe.analysis.attribution import attribution
 from memprobe.core.summary import RunSummary, job_figures, per_1k_items_per_worker
 from memprobe.core.vocabulary import MAIN, has_worker_processes, item_noun
 
@@ -134,6 +135,7 @@ def summarize(
         expectation_met=None if expect is None or verdict is None else expect == verdict,
         explanation="",
         workload=spec.get("workload", "records"),
+        attribution=attribution(meta),
     )
     return _explained(summary, process_workers)
 

@@ -208,6 +208,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
     p.add_argument(
+        "--attribute",
+        action="store_true",
+        help="name which of the dataset's structures the fork workers copied (MB per attribute path), "
+        "read after the last measurement (docs/attribution.md)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         metavar="S",
@@ -230,11 +236,13 @@ def main(args: argparse.Namespace) -> int:
         scenario = with_overrides(scenario, timeout_s=bounded("--timeout", args.timeout, 1, unit="seconds"))
     if args.quick:
         scenario = _quick(scenario)
+    if args.attribute:
+        scenario = with_overrides(scenario, sampling=replace(scenario.sampling, attribute=True))
     check_limits(scenario, lifted=args.no_limits)
     _preflight(scenario)
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.
-    from memprobe.cli.console import TerminalConsole, say, summary_table
+    from memprobe.cli.console import TerminalConsole, attribution_lines, say, summary_table
     from memprobe.results.folder import default_out_dir, make_output
     from memprobe.run.session import run_scenario
     from memprobe.session.finish import EXIT_FAILED
@@ -253,6 +261,9 @@ def main(args: argparse.Namespace) -> int:
         scenario, out, console=TerminalConsole(), render=not args.no_report, signals=STOP_SIGNALS
     )
     say(summary_table(result.summaries))
+    for s in result.summaries:
+        for line in attribution_lines(s):
+            say(line)
     _print_explanations(result.summaries)
     print_advice(result.summaries, runs)
     if result.signals:

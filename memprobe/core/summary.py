@@ -74,6 +74,9 @@ class RunSummary:
     # their anonymous RSS); the rest of their growth is pages copied from their parent. None
     # where not known (results without anonymous RSS).
     worker_allocated_mb: float | None = None
+    # Which of the dataset's structures the forked workers copied, where the run asked
+    # (memprobe.analysis.attribution): rows of MB per path and outside the dataset.
+    attribution: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: clean(v) for k, v in asdict(self).items()}

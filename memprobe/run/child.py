@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
-from memprobe.core.vocabulary import MAIN, gil_enabled, has_worker_processes
+from memprobe.core.vocabulary import FORK, MAIN, gil_enabled, has_worker_processes
 from memprobe.probe import procfs
 from memprobe.run.scenario import RunSpec
 
@@ -227,6 +227,7 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
             kill_worker(it, worker_pids(it)[0])
         if final or counter.budget_hit():
             counter.sync("done")
+            attribute_copies(spec, loader, it, counter.events)
             del it
             return True
         if epoch_last and recreates_workers(spec):
@@ -236,6 +237,28 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
         b += 1
     del it
     return False
+
+
+ATTRIBUTION_MAX_S = 60.0  # the object walk's bound in a run (memprobe.probe.object_map)
+
+
+def attribute_copies(spec: RunSpec, loader: Any, it: Any, events: Events) -> None:
+    """Which of the dataset's structures each forked worker copied (``sampling.attribute``), sent
+    as the ``attribution`` event: after the last PSS round, the workers still alive. Their pages
+    are read before the walk of the dataset, which writes to this process's pages."""
+    if not spec.sampling.attribute or spec.mode != FORK or spec.workers == 0:
+        return
+    from memprobe.loaders import worker_pids
+    from memprobe.probe.attribution import attribute_workers
+
+    dataset = getattr(loader, "dataset", None)
+    if isinstance(dataset, FaultyDataset):
+        dataset = dataset.inner
+    try:
+        result = attribute_workers(dataset, os.getpid(), worker_pids(it), max_seconds=ATTRIBUTION_MAX_S)
+    except Exception as exc:  # noqa: BLE001  (the run's figures stand without it: said in its place)
+        result = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    events.send("attribution", attribution=result)
 
 
 def kill_worker(it: Any, pid: int) -> None:

@@ -1,0 +1,86 @@
+"""Which of the dataset's structures the forked workers copied: the table the terminal, the report
+and ``cure`` show, from what the run's process measured (its meta's
+``dataset_info.attribution``, written by :func:`memprobe.probe.attribution.attribute_workers`).
+
+One row per path of the dataset (the most copied first; at most :data:`SHOWN`, the rest folded
+into one row), then what lies outside the dataset: between its objects on the pages they share,
+and on pages without any of them (the interpreter's own objects, the rest of the heap). Each row
+gives every worker's MB, their mean and their sum ("together": what the workers copied between
+them), and its share of the copied total; the rows add up to that total (each figure was rounded
+to 1 kB, so within 1 kB a row).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHOWN = 12  # path rows shown; the rest are one row
+OTHER = "other paths of the dataset"
+BETWEEN = "outside: between the dataset's objects"  # on the pages they lie on
+ELSEWHERE = "outside: interpreter's objects, rest of heap"  # on pages without any of them
+
+
+def attribution(meta: dict) -> dict[str, Any] | None:
+    """The attribution table of a run's meta; ``None`` where the run did not ask for it, and
+    ``{"error": ...}`` where it could not be taken."""
+    found = (meta.get("dataset_info") or {}).get("attribution")
+    if not found:
+        return None
+    if found.get("error"):
+        return {"error": str(found["error"])}
+    workers = sorted(found.get("workers") or [], key=lambda w: w["worker"])
+    if not workers:
+        return {"error": "no worker's pages could be read (the workers had ended)"}
+    paths, held = found["paths"], found["held_mb"]
+    n = min(len(paths), len(held), *(len(w["paths_mb"]) for w in workers))
+    rows = [_row(paths[i], held[i], [w["paths_mb"][i] for w in workers]) for i in range(n)]
+    rows.sort(key=lambda r: (-r["together_mb"], -(r["held_mb"] or 0.0)))
+    shown, folded = rows[:SHOWN], rows[SHOWN:]
+    other = [w["other_paths_mb"] + sum(r["workers_mb"][k] for r in folded) for k, w in enumerate(workers)]
+    copied = [w["copied_mb"] for w in workers]
+    together = sum(copied)
+    table = [*shown]
+    if any(other) or folded or found.get("other_paths"):
+        count = len(folded) + int(found.get("other_paths") or 0)
+        table.append(_row(f"{OTHER} ({count:,})", None, other, kind="other"))
+    table.append(_row(BETWEEN, None, [w["outside_on_dataset_pages_mb"] for w in workers], kind="outside"))
+    table.append(_row(ELSEWHERE, None, [w["outside_elsewhere_mb"] for w in workers], kind="outside"))
+    for r in table:
+        r["share"] = r["together_mb"] / together if together > 0 else None
+    top = shown[0] if shown and shown[0]["together_mb"] > 0 else None
+    walk = found.get("walk") or {}
+    return {
+        "workers": [{"worker": w["worker"], "pid": w["pid"], "copied_mb": w["copied_mb"]} for w in workers],
+        "method": workers[0]["method"],
+        "copied_mb": copied,
+        "copied_together_mb": together,
+        "rows": table,
+        "top_path": top["path"] if top else None,
+        "top_share": top["share"] if top else None,
+        "sentence": _sentence(top, together, len(workers)),
+        "walk": walk,
+        "incomplete": walk.get("stopped"),
+        "unread_workers": found.get("unread_workers") or [],
+        "pagemap_s": found.get("pagemap_s"),
+    }
+
+
+def _row(path: str, held: float | None, per: list[float], *, kind: str = "path") -> dict[str, Any]:
+    return {
+        "path": path,
+        "kind": kind,
+        "held_mb": held,
+        "workers_mb": per,
+        "mean_mb": sum(per) / len(per),
+        "together_mb": sum(per),
+    }
+
+
+def _sentence(top: dict | None, together: float, workers: int) -> str:
+    who = "the worker" if workers == 1 else f"the {workers} workers"
+    if top is None:
+        return f"none of the {together:,.1f} MB {who} copied lies on the dataset's objects"
+    return (
+        f"{top['path']} holds {top['together_mb']:,.1f} MB of the {together:,.1f} MB {who} copied "
+        f"({top['share']:.0%})"
+    )

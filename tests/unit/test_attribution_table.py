@@ -1,0 +1,103 @@
+"""The attribution's table from a run's meta (memprobe.analysis.attribution), its check on load
+(memprobe.results.schema) and its lines on the terminal (memprobe.cli.console)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memprobe.analysis.attribution import BETWEEN, ELSEWHERE, SHOWN, attribution
+from memprobe.cli.console import attribution_lines
+from memprobe.core.errors import MemprobeError
+from memprobe.results.schema import ATTRIBUTION, check_meta
+
+
+def _measured(paths: list[str], held: list[float], per_worker: list[list[float]]) -> dict:
+    workers = []
+    for k, per in enumerate(per_worker):
+        workers.append(
+            {
+                "worker": k,
+                "pid": 100 + k,
+                "method": "frames",
+                "copied_mb": sum(per) + 1.5 + 10.0,
+                "new_mb": 0.1,
+                "paths_mb": per,
+                "other_paths_mb": 0.0,
+                "outside_on_dataset_pages_mb": 1.5,
+                "outside_elsewhere_mb": 10.0,
+            }
+        )
+    return {
+        "paths": paths,
+        "held_mb": held,
+        "workers": workers,
+        "unread_workers": [],
+        "other_paths": 0,
+        "walk": {"objects": 10, "blocks": 10, "seconds": 0.1, "stopped": None},
+        "pagemap_s": 0.01,
+        "join_s": 0.01,
+    }
+
+
+def test_the_most_copied_path_comes_first_and_the_rows_add_up_to_the_copied_total() -> None:
+    found = _measured(
+        ["dataset", "dataset.targets", "dataset.samples"],
+        [0.0, 2.6, 62.5],
+        [[0.0, 0.0, 60.0], [0.0, 0.0, 58.0]],
+    )
+    a = attribution({"dataset_info": {"attribution": found}})
+    assert a is not None
+    paths = [r["path"] for r in a["rows"]]
+    assert paths[0] == "dataset.samples" and paths[-2:] == [BETWEEN, ELSEWHERE]
+    assert a["top_path"] == "dataset.samples"
+    assert a["copied_together_mb"] == pytest.approx(60 + 58 + 2 * 11.5)
+    assert sum(r["together_mb"] for r in a["rows"]) == pytest.approx(a["copied_together_mb"])
+    assert sum(r["share"] for r in a["rows"]) == pytest.approx(1.0)
+    assert a["sentence"] == "dataset.samples holds 118.0 MB of the 141.0 MB the 2 workers copied (84%)"
+
+
+def test_paths_past_the_shown_ones_are_folded_into_one_row_that_keeps_their_mb() -> None:
+    n = SHOWN + 5
+    found = _measured([f"dataset.a{i}" for i in range(n)], [1.0] * n, [[float(i) for i in range(n)]])
+    a = attribution({"dataset_info": {"attribution": found}})
+    assert a is not None
+    other = [r for r in a["rows"] if r["kind"] == "other"]
+    assert len(other) == 1 and other[0]["together_mb"] == pytest.approx(sum(range(5)))
+    assert sum(r["together_mb"] for r in a["rows"]) == pytest.approx(a["copied_together_mb"])
+
+
+def test_a_run_without_it_has_none_and_one_that_failed_says_why() -> None:
+    assert attribution({"dataset_info": {}}) is None
+    assert attribution({"dataset_info": {"attribution": {"error": "OSError: gone"}}}) == {
+        "error": "OSError: gone"
+    }
+
+
+def test_a_meta_whose_attribution_is_not_numbers_is_refused_naming_the_field(tmp_path: Path) -> None:
+    found = _measured(["dataset.x"], [1.0], [[-3.0]])
+    ATTRIBUTION(_measured(["dataset.x"], [1.0], [[3.0]]), "attribution")  # the good one passes
+    meta = {
+        "run_id": "r",
+        "status": "ok",
+        "dataset_info": {"attribution": found},
+        "spec": {"backend": "b", "mode": "fork", "workers": 1, "verdict": {"growth_threshold_mb": 50}},
+    }
+    with pytest.raises(MemprobeError, match=r"attribution\.workers\[0\]\.paths_mb\[0\]"):
+        check_meta(tmp_path / "meta.json", meta)
+
+
+def test_the_terminal_escapes_a_dataset_s_own_names_and_lines_up_the_columns() -> None:
+    from dataclasses import replace
+
+    from tests.unit.test_console import _summary
+
+    found = _measured(["dataset.df['te\x1b[2Jxt']", "dataset.samples"], [5.0, 62.5], [[4.0, 60.0]])
+    s = replace(_summary(), attribution=attribution({"dataset_info": {"attribution": found}}))
+    lines = attribution_lines(s)
+    text = "\n".join(lines)
+    assert "\x1b" not in text and "\\x1b[2J" in text
+    table = [line for line in lines if line.endswith("%")]
+    assert len({len(line) for line in table}) == 1  # every row as wide
+    assert table[0].split()[0] == "dataset.samples"

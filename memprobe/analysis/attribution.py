@@ -54,6 +54,7 @@ def attribution(meta: dict) -> dict[str, Any] | None:
         "method": workers[0]["method"],
         "copied_mb": copied,
         "copied_together_mb": together,
+        "copied_mean_mb": together / len(workers),
         "rows": table,
         "top_path": top["path"] if top else None,
         "top_share": top["share"] if top else None,

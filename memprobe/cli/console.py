@@ -228,7 +228,7 @@ def attribution_lines(s: RunSummary) -> list[str]:
                 share,
             )
         )
-    copied = [_num(x, 1) for x in a["copied_mb"]] if each else [_num(sum(a["copied_mb"]) / len(workers), 1)]
+    copied = [_num(x, 1) for x in a["copied_mb"]] if each else [_num(a["copied_mean_mb"], 1)]
     rows.append(("copied (the total)", "", *copied, _num(a["copied_together_mb"], 1), "100%"))
     widths = [max(columns(r[i]) for r in rows) for i in range(len(head))]
     out = [

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import memprobe
+from memprobe.pages import folder_page
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.slow
@@ -39,6 +40,8 @@ def test_profile_names_the_attribute_the_workers_copied(
     assert sum(r["together_mb"] for r in a["rows"]) == pytest.approx(a["copied_together_mb"], abs=0.02)
     on_disk = json.loads((tmp_path / "p" / "summary.json").read_text())["runs"][0]["attribution"]
     assert on_disk["top_path"] == "dataset.index.entries"
+    page = folder_page(tmp_path / "p").read_text()  # as `memprobe report DIR` draws it
+    assert page.index('id="copied-') < page.index('id="matrix"')  # in the verdict's section
 
 
 def test_without_it_a_run_has_no_attribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,3 +101,20 @@ def test_the_terminal_escapes_a_dataset_s_own_names_and_lines_up_the_columns() -
     table = [line for line in lines if line.endswith("%")]
     assert len({len(line) for line in table}) == 1  # every row as wide
     assert table[0].split()[0] == "dataset.samples"
+
+
+def test_the_page_shows_the_table_next_to_the_verdict_with_the_dataset_s_names_escaped() -> None:
+    from dataclasses import replace
+
+    from memprobe.report.attribution import view
+    from memprobe.report.render import environment
+    from tests.unit.test_console import _summary
+
+    found = _measured(["dataset.df['<script>x</script>']", "dataset.samples"], [5.0, 62.5], [[4.0, 60.0]])
+    s = replace(_summary(), attribution=attribution({"dataset_info": {"attribution": found}}))
+    v = view(s)
+    assert v is not None and view(replace(s, attribution=None)) is None
+    html = str(environment().get_template("macros.html").module.copied_table(v))  # type: ignore[attr-defined]
+    assert "<script>x" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
+    assert html.index("dataset.samples") < html.index("dataset.df")  # the most copied first
+    assert "75.5" in html  # the copied total: 60 + 4 + 1.5 between objects + 10 elsewhere

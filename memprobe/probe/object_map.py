@@ -5,7 +5,9 @@ is an object's address, and its size is known to the interpreter. The walk names
 user would type (``dataset.samples``, ``dataset.index.entries``, ``dataset.df['text']``,
 ``dataset.datasets[0]``) down to :data:`NAMED_DEPTH` levels:
 
-* an object's attributes (its ``__dict__`` and ``__slots__``): ``.name``;
+* an object's attributes (its ``__dict__`` and ``__slots__``): ``.name``; not those of a
+  library's objects (:data:`_LIBRARIES`: numpy's, pandas', Arrow's, memprobe's SharedList), which
+  are its workings;
 * a dict of at most :data:`NAMED_KEYS` str or int keys: ``['key']``;
 * a pandas DataFrame's columns: ``['column']``;
 * a list or tuple of at most :data:`NAMED_ITEMS` items, one of them not a plain value (the
@@ -59,6 +61,12 @@ _HAVE_GC = 1 << 14  # Py_TPFLAGS_HAVE_GC
 _MANAGED_DICT = 1 << 4  # Py_TPFLAGS_MANAGED_DICT (3.11-3.13): two pointers before the GC header
 _GC_HEAD = 16  # sizeof(PyGC_Head) on 64-bit
 _PLAIN = (str, bytes, int, float, complex, bool, type(None))
+# Libraries whose objects' attributes are their own workings, not the user's names: what such an
+# object holds is counted to the path that reaches it (a DataFrame's columns are named all the same;
+# torch's dataset wrappers, Subset and ConcatDataset, are named through).
+_LIBRARIES = frozenset(
+    {"memprobe", "numpy", "pandas", "pyarrow", "polars", "datasets", "h5py", "zarr", "PIL"}
+)
 _NOT_DATA = (
     type,
     types.ModuleType,
@@ -355,7 +363,7 @@ def _named_children(w: _Walker, obj: Any, path: str) -> list[tuple[str, Any]]:
         return []
     if _is_frame(obj):
         return _columns(w, obj)
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, np.ndarray) or (t.__module__ or "").partition(".")[0] in _LIBRARIES:
         return []
     return [(f".{name}", value) for name, value in _attributes(obj)]
 

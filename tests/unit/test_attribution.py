@@ -176,3 +176,14 @@ def test_a_concat_dataset_s_wrapped_datasets_and_a_subset_s_are_named() -> None:
     assert held["dataset.dataset.datasets[0].read"] == pytest.approx(200 * (2048 + 8), rel=0.05)
     assert held["dataset.dataset.datasets[1].read"] == pytest.approx(300 * (2048 + 8), rel=0.05)
     assert "dataset.indices" in held
+
+
+def test_a_library_object_s_workings_are_not_named_but_counted_to_the_attribute_holding_it() -> None:
+    from memprobe.datasets.shared_list import SharedList
+
+    class Converted:
+        def __init__(self) -> None:
+            self.records = SharedList([{"id": i} for i in range(100)])
+
+    omap = walk(Converted())
+    assert [p for p in omap.paths if p.startswith("dataset.records")] == ["dataset.records"]

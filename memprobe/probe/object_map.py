@@ -3,15 +3,8 @@
 Run inside the process that built the dataset (the forked workers' parent): in CPython ``id()``
 is an object's address, and its size is known to the interpreter. The walk names the paths a
 user would type (``dataset.samples``, ``dataset.index.entries``, ``dataset.df['text']``,
-``dataset.datasets[0]``) down to :data:`NAMED_DEPTH` levels:
-
-* an object's attributes (its ``__dict__`` and ``__slots__``): ``.name``; not those of a
-  library's objects (:data:`_LIBRARIES`: numpy's, pandas', Arrow's, memprobe's SharedList), which
-  are its workings;
-* a dict of at most :data:`NAMED_KEYS` str or int keys: ``['key']``;
-* a pandas DataFrame's columns: ``['column']``;
-* a list or tuple of at most :data:`NAMED_ITEMS` items, one of them not a plain value (the
-  datasets a ``ConcatDataset`` wraps): ``[i]``.
+``dataset.datasets[0]``) down to :data:`NAMED_DEPTH` levels, by the rules of
+:mod:`memprobe.probe.object_names`.
 
 Everything else a named object holds (a list's items, a dict's keys and values, an object
 array's elements, an Arrow column's buffers, a tensor's storage) is counted to its path, followed
@@ -28,9 +21,11 @@ interpreter first (:data:`BUFFERS_READABLE`; where the check fails only the obje
 are counted, and the map says so). numpy, Arrow and torch buffers come from their own APIs.
 
 Bounded: at most ``max_objects`` objects and ``max_seconds`` seconds; where it stops, the map
-says so (``stopped``) and what it did not reach is counted outside the dataset. Its memory is
-20 bytes per object (three arrays) plus the set of containers seen (~70 bytes each), measured in
-docs/performance.md.
+says so (``stopped``) and what it did not reach is counted outside the dataset. Its memory: 20
+bytes per block met while it walks (three arrays), the set of containers seen (~70 bytes each; a
+tuple of plain values, the commonest record, takes none), and at its end, sorting the blocks by
+address, about as much again; measured in docs/performance.md (+173 MB at its peak for 4 M
+objects, 1 M records of (path, class)).
 """
 
 from __future__ import annotations
@@ -40,7 +35,6 @@ import ctypes
 import gc
 import sys
 import time
-import types
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -48,39 +42,21 @@ from typing import Any
 
 import numpy as np
 
+from memprobe.probe.object_names import NOT_DATA, PLAIN, Column, named_children
+
 NAMED_DEPTH = 6  # levels of named paths below the dataset
-NAMED_KEYS = 64  # a dict with at most this many str/int keys is named key by key
-NAMED_ITEMS = 16  # a list/tuple with at most this many items (not all plain values) is named by index
-NAMED_ATTRIBUTES = 256  # attributes of one object named, at most
 MAX_OBJECTS = 20_000_000
 MAX_SECONDS = 120.0
 _CHECK_EVERY = 4096  # objects between two looks at the clock
+# How an object's size is read (_Walker.kind): __sizeof__ of a builtin, object.__sizeof__, the
+# basic size plus a buffer outside it, the basic size alone, a numpy array, Arrow's or torch's
+# buffers, an instance whose attribute values lie outside it (3.11's managed dict).
+_INLINE, _OBJECT, _OUTSIDE, _BASIC, _ARRAY, _FOREIGN, _VALUES = range(7)
 
 _ALIGN = 16  # pymalloc's (and glibc's) alignment on 64-bit
 _HAVE_GC = 1 << 14  # Py_TPFLAGS_HAVE_GC
 _MANAGED_DICT = 1 << 4  # Py_TPFLAGS_MANAGED_DICT (3.11-3.13): two pointers before the GC header
 _GC_HEAD = 16  # sizeof(PyGC_Head) on 64-bit
-_PLAIN = (str, bytes, int, float, complex, bool, type(None))
-# Libraries whose objects' attributes are their own workings, not the user's names: what such an
-# object holds is counted to the path that reaches it (a DataFrame's columns are named all the same;
-# torch's dataset wrappers, Subset and ConcatDataset, are named through).
-_LIBRARIES = frozenset(
-    {"memprobe", "numpy", "pandas", "pyarrow", "polars", "datasets", "h5py", "zarr", "PIL"}
-)
-_NOT_DATA = (
-    type,
-    types.ModuleType,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.CodeType,
-    types.FrameType,
-    types.GeneratorType,
-    types.WrapperDescriptorType,
-    types.MethodDescriptorType,
-    types.GetSetDescriptorType,
-    types.MemberDescriptorType,
-)
 
 
 def _ssize(address: int) -> int:
@@ -175,6 +151,7 @@ class _Walker:
         self.named: set[int] = set()  # objects with a path of their own: never counted to another
         self.objects = 0
         self.unreadable: list[str] = []
+        self.kinds: dict[type, tuple[int, int]] = {}
 
     def add(self, start: int, size: int, path: int) -> None:
         if size > 0 and start > 0:
@@ -193,35 +170,54 @@ class _Walker:
 
     # -- one object's memory ---------------------------------------------------------------------
 
+    def kind(self, t: type) -> tuple[int, int]:
+        """(bytes before the object, how its size is read) of type ``t``, learned once per type."""
+        flags = t.__flags__
+        pre = (_GC_HEAD if flags & _HAVE_GC else 0) + (16 if flags & _MANAGED_DICT else 0)
+        module = t.__module__ or ""
+        if t in _BUFFER_AT:
+            how = _OUTSIDE if BUFFERS_READABLE else _BASIC
+        elif issubclass(t, np.ndarray):
+            how = _ARRAY
+        elif module.startswith(("pyarrow", "torch")):
+            how = _FOREIGN
+        elif flags & _MANAGED_DICT and BUFFERS_READABLE and sys.version_info[:2] == (3, 11):
+            how = _VALUES
+        else:
+            how = _INLINE if module == "builtins" else _OBJECT
+        self.kinds[t] = (pre, how)
+        return pre, how
+
     def block(self, obj: Any, path: int) -> None:
         """The object's own memory block and the buffers it holds outside itself."""
         t = type(obj)
-        flags = t.__flags__
-        pre = (_GC_HEAD if flags & _HAVE_GC else 0) + (16 if flags & _MANAGED_DICT else 0)
-        outside = t in _BUFFER_AT
+        pre, how = self.kinds.get(t) or self.kind(t)
         try:
-            if outside or isinstance(obj, np.ndarray):
-                inline = t.__basicsize__
-            elif t.__module__ == "builtins":
+            if how == _INLINE:
                 inline = t.__sizeof__(obj)  # type: ignore[call-arg]
+            elif how in (_OUTSIDE, _BASIC, _ARRAY):
+                inline = t.__basicsize__
             else:
                 inline = object.__sizeof__(obj)
         except Exception:  # noqa: BLE001  (a __sizeof__ that raises: its basic size)
             inline = t.__basicsize__
-        size = -(-(pre + inline) // _ALIGN) * _ALIGN
-        self.add(id(obj) - pre, size, path)
-        if outside and BUFFERS_READABLE:
+        self.starts.append(id(obj) - pre)
+        self.sizes.append(-(-(pre + inline) // _ALIGN) * _ALIGN)
+        self.ids.append(path)
+        if how in (_INLINE, _OBJECT, _BASIC):
+            return
+        if how == _OUTSIDE:
             extra = t.__sizeof__(obj) - t.__basicsize__  # type: ignore[call-arg]
             if t is dict and _pointer(id(obj) + 40):  # a split dict: its values, the keys are the type's
                 self.add(_pointer(id(obj) + 40), 8 * len(obj), path)
             elif extra > 0:
                 self.add(_pointer(id(obj) + _BUFFER_AT[t]), extra, path)
-        elif flags & _MANAGED_DICT and BUFFERS_READABLE and sys.version_info[:2] == (3, 11):
+        elif how == _VALUES:
             values = _pointer(id(obj) - 32)  # the instance's attribute values, without a dict
             if values:
                 prefix = ctypes.c_uint8.from_address(values - 1).value
                 self.add(values - prefix, prefix + 8 * max(len(gc.get_referents(obj)) - 1, 1), path)
-        if isinstance(obj, np.ndarray):
+        elif how == _ARRAY:
             self.array_data(obj, path)
         else:
             self.foreign_buffers(obj, path)
@@ -249,25 +245,38 @@ class _Walker:
     # -- what an object holds ----------------------------------------------------------------------
 
     def contents(self, root: Any, path: int) -> None:
-        """``root``'s block and everything it holds that no earlier path took, to ``path``."""
+        """``root``'s block and everything it holds that no earlier path took, to ``path``.
+        Long-winded on purpose: it runs once per object (millions), its lookups kept local."""
         stack = [root]
+        named, seen, tracked, block, tick = self.named, self.seen, gc.is_tracked, self.block, self.tick
+        plain, not_data = PLAIN, NOT_DATA
         while stack:
             obj = stack.pop()
-            self.tick()
-            self.block(obj, path)
+            tick()
+            block(obj, path)
             for child in self.children(obj):
-                if child is None or child is True or child is False or isinstance(child, _NOT_DATA):
+                if child is None or child is True or child is False or id(child) in named:
                     continue
-                if id(child) in self.named:
+                if type(child) in plain:
+                    tick()
+                    block(child, path)
                     continue
-                if type(child) in _PLAIN:
-                    self.tick()
-                    self.block(child, path)
+                if isinstance(child, not_data):
                     continue
-                if gc.is_tracked(child):
-                    if id(child) in self.seen:
+                if type(child) is tuple and all(type(x) in plain for x in child):
+                    # A record of plain values ((path, class)): no cycle runs through it, so it
+                    # needs no place in ``seen`` (~70 bytes each); held twice, it is met twice.
+                    tick()
+                    block(child, path)
+                    for x in child:
+                        if x is not None and x is not True and x is not False and id(x) not in named:
+                            tick()
+                            block(x, path)
+                    continue
+                if tracked(child):
+                    if id(child) in seen:
                         continue
-                    self.seen.add(id(child))
+                    seen.add(id(child))
                 stack.append(child)
 
     def children(self, obj: Any) -> Iterable[Any]:
@@ -283,7 +292,7 @@ class _Walker:
             if obj.dtype.hasobject:
                 return [*base, *obj.ravel(order="K")]
             return base
-        if isinstance(obj, _PLAIN):
+        if isinstance(obj, PLAIN):
             return ()
         try:
             return gc.get_referents(obj)
@@ -313,87 +322,6 @@ def _arrow_buffers(obj: Any) -> list[Any]:
     return []
 
 
-def _attributes(obj: Any) -> list[tuple[str, Any]]:
-    """An object's attributes from its ``__dict__`` and ``__slots__``, read without calling
-    its ``__getattr__``."""
-    out: list[tuple[str, Any]] = []
-    try:
-        d = object.__getattribute__(obj, "__dict__")
-    except Exception:  # noqa: BLE001  (no __dict__, or one that raises: its slots only)
-        d = None
-    if type(d) is dict:
-        out.extend((k, v) for k, v in d.items() if isinstance(k, str))
-    for klass in type(obj).__mro__:
-        for name in (
-            klass.__dict__.get("__slots__", ())
-            if isinstance(klass.__dict__.get("__slots__"), (tuple, list))
-            else ()
-        ):
-            if name in ("__dict__", "__weakref__"):
-                continue
-            try:
-                out.append((name, object.__getattribute__(obj, name)))
-            except Exception:  # noqa: BLE001  (an empty slot)
-                continue
-    return out[:NAMED_ATTRIBUTES]
-
-
-def _is_frame(obj: Any) -> bool:
-    t = type(obj)
-    return t.__name__ == "DataFrame" and (t.__module__ or "").startswith("pandas")
-
-
-def _label(key: Any) -> str:
-    text = repr(key)
-    return f"[{text if len(text) <= 60 else text[:57] + '...'}]"
-
-
-def _named_children(w: _Walker, obj: Any, path: str) -> list[tuple[str, Any]]:
-    """The children of a named object that get names of their own."""
-    t = type(obj)
-    if isinstance(obj, (_PLAIN, _NOT_DATA, _Column)):
-        return []
-    if t is dict:
-        if len(obj) <= NAMED_KEYS and all(type(k) in (str, int) for k in obj):
-            return [(_label(k), v) for k, v in obj.items()]
-        return []
-    if t in (list, tuple):
-        if len(obj) <= NAMED_ITEMS and any(not isinstance(x, _PLAIN) for x in obj):
-            return [(f"[{i}]", x) for i, x in enumerate(obj)]
-        return []
-    if _is_frame(obj):
-        return _columns(w, obj)
-    if isinstance(obj, np.ndarray) or (t.__module__ or "").partition(".")[0] in _LIBRARIES:
-        return []
-    return [(f".{name}", value) for name, value in _attributes(obj)]
-
-
-class _Column:
-    """A DataFrame column's values as its frame holds them (a view of its block, or its own)."""
-
-    def __init__(self, values: Any) -> None:
-        self.values = values
-
-
-def _columns(w: _Walker, frame: Any) -> list[tuple[str, Any]]:
-    out = []
-    for name in list(frame.columns)[:NAMED_ATTRIBUTES]:
-        try:
-            values = frame[name]._values
-        except Exception:  # noqa: BLE001  (a duplicated or odd column name: counted with the frame)
-            continue
-        if isinstance(values, np.ndarray):
-            base = values
-            while isinstance(base.base, np.ndarray):
-                base = base.base
-            if base is not values:
-                w.reserved.add(id(base))  # the frame's block: each column counts its own part
-        else:
-            w.named.add(id(values))  # an extension array (Arrow strings): the column's, not the frame's
-        out.append((_label(name), _Column(values)))
-    return out
-
-
 def walk(
     dataset: Any, name: str = "dataset", *, max_objects: int = MAX_OBJECTS, max_seconds: float = MAX_SECONDS
 ) -> ObjectMap:
@@ -405,20 +333,20 @@ def walk(
     try:
         while named:
             obj, path, depth = named.popleft()
-            if id(obj) in w.named or obj is None or isinstance(obj, _NOT_DATA):
+            if id(obj) in w.named or obj is None or isinstance(obj, NOT_DATA):
                 continue
             w.named.add(id(obj))
             w.paths.append(path)
             order.append((obj, len(w.paths) - 1))
             if depth < NAMED_DEPTH:
                 try:
-                    children = _named_children(w, obj, path)
+                    children = named_children(obj, w.reserved, w.named)
                 except Exception:  # noqa: BLE001  (a dataset's attribute that raises: its contents counted unnamed)
                     w.unreadable.append(path)
                     children = []
                 named.extend((child, path + label, depth + 1) for label, child in children)
         for obj, path_id in order:
-            if isinstance(obj, _Column):
+            if isinstance(obj, Column):
                 _column_contents(w, obj.values, path_id)
             else:
                 w.contents(obj, path_id)
@@ -432,9 +360,9 @@ def _column_contents(w: _Walker, values: Any, path: int) -> None:
         w.array_data(values, path, view=True)
         if values.dtype.hasobject:
             for x in values:
-                if x is None or isinstance(x, _NOT_DATA) or id(x) in w.named:
+                if x is None or isinstance(x, NOT_DATA) or id(x) in w.named:
                     continue
-                if type(x) in _PLAIN:
+                if type(x) in PLAIN:
                     w.tick()
                     w.block(x, path)
                 elif not gc.is_tracked(x) or id(x) not in w.seen:
@@ -446,23 +374,35 @@ def _column_contents(w: _Walker, values: Any, path: int) -> None:
 
 def _finish(w: _Walker, stopped: str | None) -> ObjectMap:
     """Arrays sorted by address; a block met twice (a plain value held in two places) kept for
-    the first path; overlaps (a view inside its base) cut so no byte is counted twice."""
+    the first path; overlaps (a view inside its base) cut so no byte is counted twice. The
+    walk's sets are let go first: this is where its memory peaks (docs/performance.md)."""
+    w.seen.clear()
+    w.reserved.clear()
     starts = np.frombuffer(w.starts, dtype=np.uint64) if len(w.starts) else np.zeros(0, np.uint64)
+    order = np.argsort(starts, kind="stable")  # the first met of each address first among equals
+    starts = starts[order]
+    first = np.ones(len(starts), dtype=bool)
+    first[1:] = starts[1:] != starts[:-1]
+    order = order[first]
+    starts = starts[first]
+    del first
     sizes = np.frombuffer(w.sizes, dtype=np.uint64) if len(w.sizes) else np.zeros(0, np.uint64)
-    ids = np.frombuffer(w.ids, dtype=np.uint32) if len(w.ids) else np.zeros(0, np.uint32)
-    starts, first = np.unique(starts, return_index=True)  # sorted; the first met of each address
-    ends = starts + sizes[first]
-    ids = ids[first]
+    ends = starts + sizes[order]
+    ids = (np.frombuffer(w.ids, dtype=np.uint32) if len(w.ids) else np.zeros(0, np.uint32))[order]
+    del order, sizes
+    w.starts, w.sizes, w.ids = array.array("Q"), array.array("Q"), array.array("I")
     if len(starts) > 1:
         reach = np.maximum.accumulate(ends)
-        starts = np.maximum(starts, np.concatenate([[starts[0]], reach[:-1]]))
+        np.maximum(starts[1:], reach[:-1], out=starts[1:])
+        del reach
         keep = ends > starts
-        starts, ends, ids = starts[keep], ends[keep], ids[keep]
+        if not keep.all():
+            starts, ends, ids = starts[keep], ends[keep], ids[keep]
     return ObjectMap(
         paths=w.paths,
         starts=starts,
         ends=ends,
-        path_ids=ids.astype(np.int64),
+        path_ids=ids,
         objects=w.objects,
         seconds=time.monotonic() - w.t0,
         stopped=stopped,

@@ -224,7 +224,7 @@ class _Walker:
 
     def array_data(self, arr: np.ndarray, path: int, *, view: bool = False) -> None:
         """A numpy array's data: its own, or (``view``) the part of another's it shows."""
-        if id(arr) in self.reserved:
+        if not view and id(_root(arr)) in self.reserved:
             return
         if arr.flags.owndata or (view and (arr.flags.c_contiguous or arr.flags.f_contiguous)):
             self.add(arr.__array_interface__["data"][0], arr.nbytes, path)
@@ -286,8 +286,8 @@ class _Walker:
         if t is dict:
             return _dict_items(obj)
         if isinstance(obj, np.ndarray):
-            if id(obj) in self.reserved:
-                return ()
+            if id(_root(obj)) in self.reserved:
+                return ()  # a view of a frame's block (the block's own values): its columns count it
             base = [obj.base] if obj.base is not None else []
             if obj.dtype.hasobject:
                 return [*base, *obj.ravel(order="K")]
@@ -298,6 +298,13 @@ class _Walker:
             return gc.get_referents(obj)
         except Exception:  # noqa: BLE001  (an extension's traverse that fails: its block alone)
             return ()
+
+
+def _root(arr: np.ndarray) -> np.ndarray:
+    """The array whose memory ``arr`` shows (itself, or the last of its bases)."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
 
 
 def _dict_items(d: dict) -> Iterator[Any]:

@@ -64,3 +64,19 @@ def test_the_worker_s_copied_pages_land_on_the_attribute_it_read(frames: bool) -
     # each figure is rounded to 1 kB
     assert parts == pytest.approx(worker["copied_mb"], abs=0.001 * (len(worker["paths_mb"]) + 4))
     assert got["walk"]["stopped"] is None
+
+
+def test_a_worker_gone_before_its_pages_are_read_is_named_and_the_others_stand() -> None:
+    ds = FolderLike(1_000)
+    gone = os.fork()
+    if gone == 0:  # pragma: no cover  (a worker that ends at once)
+        os._exit(0)
+    os.waitpid(gone, 0)
+    pid = _reader(ds)
+    try:
+        got = attribute_workers(ds, os.getpid(), [gone, pid])
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert got["unread_workers"] == [gone]
+    assert [w["pid"] for w in got["workers"]] == [pid]

@@ -36,8 +36,9 @@ import gc
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -165,7 +166,7 @@ class _Walker:
             raise _Stop(f"stopped at {self.objects:,} objects (the walk's bound)")
         if self.objects % _CHECK_EVERY == 0 and time.monotonic() - self.t0 > self.max_seconds:
             raise _Stop(
-                f"stopped after {self.max_seconds:g} s at {self.objects:,} objects (the walk's bound)"
+                f"stopped after {self.max_seconds:.0f} s at {self.objects:,} objects (the walk's bound)"
             )
 
     # -- one object's memory ---------------------------------------------------------------------
@@ -284,7 +285,7 @@ class _Walker:
         if t in (list, tuple, set, frozenset):
             return obj
         if t is dict:
-            return _dict_items(obj)
+            return chain(obj.keys(), obj.values())
         if isinstance(obj, np.ndarray):
             if id(_root(obj)) in self.reserved:
                 return ()  # a view of a frame's block (the block's own values): its columns count it
@@ -305,12 +306,6 @@ def _root(arr: np.ndarray) -> np.ndarray:
     while isinstance(arr.base, np.ndarray):
         arr = arr.base
     return arr
-
-
-def _dict_items(d: dict) -> Iterator[Any]:
-    for k, v in d.items():
-        yield k
-        yield v
 
 
 def _arrow_buffers(obj: Any) -> list[Any]:

@@ -118,3 +118,27 @@ def test_the_page_shows_the_table_next_to_the_verdict_with_the_dataset_s_names_e
     assert "<script>x" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
     assert html.index("dataset.samples") < html.index("dataset.df")  # the most copied first
     assert "75.5" in html  # the copied total: 60 + 4 + 1.5 between objects + 10 elsewhere
+
+
+def test_a_run_whose_timeout_leaves_no_time_for_the_walk_says_so_instead_of_timing_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from memprobe.run import child
+
+    sent: list[tuple[str, dict]] = []
+    events = SimpleNamespace(send=lambda name, **fields: sent.append((name, fields)))
+    spec = SimpleNamespace(sampling=SimpleNamespace(attribute=True), mode="fork", workers=2, timeout_s=60.0)
+    monkeypatch.setattr(child, "_STARTED", child.time.monotonic() - 50.0)  # 10 s left, under the margin
+    child.attribute_copies(spec, None, None, events)  # type: ignore[arg-type]
+    assert sent == [("attribution", {"attribution": {"error": "no time left for it within timeout_s=60"}})]
+    sent.clear()
+    child.attribute_copies(replace_mode(spec, "spawn"), None, None, events)  # type: ignore[arg-type]
+    assert sent == []  # spawn workers copy nothing of their parent's: no attribution
+
+
+def replace_mode(spec: object, mode: str) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{**vars(spec), "mode": mode})

@@ -63,6 +63,9 @@ def attribution(meta: dict) -> dict[str, Any] | None:
         "incomplete": walk.get("stopped"),
         "unread_workers": found.get("unread_workers") or [],
         "pagemap_s": found.get("pagemap_s"),
+        # A recorded job's (memprobe.record.copies): the marking process shown, how many marked.
+        "parent": found.get("parent"),
+        "marked_by": found.get("marked_by"),
     }
 
 

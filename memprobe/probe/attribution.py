@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from memprobe.core.system import PAGE_SIZE
-from memprobe.probe.copied_pages import copied_pages
+from memprobe.probe.copied_pages import CopiedPages, copied_pages
 from memprobe.probe.object_map import MAX_OBJECTS, MAX_SECONDS, ObjectMap, walk
 
 MB = 1e6
@@ -95,7 +95,22 @@ def attribute_workers(
     omap = walk(dataset, max_objects=max_objects, max_seconds=max_seconds)
     t1 = time.monotonic()
     joined = [(k, pid, c, attribute(omap, c.pages)) for k, pid, c in found if c is not None]
-    join_s = time.monotonic() - t1
+    return table(
+        omap,
+        joined,
+        unread=[pid for _, pid, c in found if c is None],
+        pagemap_s=read_s,
+        join_s=time.monotonic() - t1,
+    )
+
+
+Joined = tuple[int, int, CopiedPages, Attribution]  # worker number, pid, its pages, their attribution
+
+
+def table(
+    omap: ObjectMap, joined: list[Joined], *, unread: list[int], pagemap_s: float, join_s: float
+) -> dict[str, Any]:
+    """The workers' attributions as summary.json keeps them (MB, the paths :func:`_kept`)."""
     held = omap.bytes_per_path()
     together = sum((a.per_path for *_, a in joined), np.zeros(len(omap.paths)))
     keep = _kept(together, held)
@@ -116,10 +131,10 @@ def attribute_workers(
             }
             for k, pid, c, a in joined
         ],
-        "unread_workers": [pid for _, pid, c in found if c is None],
+        "unread_workers": unread,
         "other_paths": len(omap.paths) - len(keep),
         "walk": omap.facts(),
-        "pagemap_s": round(read_s, 3),
+        "pagemap_s": round(pagemap_s, 3),
         "join_s": round(join_s, 3),
     }
 

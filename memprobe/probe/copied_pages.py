@@ -27,6 +27,7 @@ import numpy as np
 
 from memprobe.core.system import PAGE_SIZE
 from memprobe.probe.census import mappings
+from memprobe.probe.procfs import read_children
 
 _PRESENT = np.uint64(1 << 63)
 _EXCLUSIVE = np.uint64(1 << 56)
@@ -104,3 +105,23 @@ def _read(fd: int, first: int, count: int) -> np.ndarray | None:
     if len(data) != count * 8:
         return None
     return np.frombuffer(data, dtype=np.uint64)
+
+
+def forked_children(parent: int) -> list[int]:
+    """``parent``'s children that are forks of it, not programs it started (an exec'd child lays
+    its heap out anew, at a random address): those whose heap starts where the parent's does."""
+    heap = _heap_start(parent)
+    if heap is None:
+        return []
+    return [pid for pid in read_children(parent) if _heap_start(pid) == heap]
+
+
+def _heap_start(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.rstrip().endswith("[heap]"):
+                    return int(line.split("-", 1)[0], 16)
+    except (OSError, ValueError):
+        return None
+    return None

@@ -33,12 +33,14 @@ from __future__ import annotations
 import array
 import ctypes
 import gc
+import json
 import sys
 import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -122,6 +124,40 @@ class ObjectMap:
         """Bytes each path's objects take."""
         sizes = (self.ends - self.starts).astype(np.float64)
         return np.bincount(self.path_ids, weights=sizes, minlength=len(self.paths))
+
+    def save(self, path: Path) -> None:
+        """The map in one ``.npz`` file (``memprobe.mark_dataset``'s, read by the recorder)."""
+        np.savez(
+            path,
+            paths=np.array(self.paths, dtype=str),
+            starts=self.starts,
+            ends=self.ends,
+            path_ids=self.path_ids,
+            facts=np.array(json.dumps(self.facts())),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> ObjectMap:
+        """A map :meth:`save` wrote; ``ValueError`` (or ``OSError``) for anything else."""
+        with np.load(path, allow_pickle=False) as f:
+            starts, ends, ids = (f[k].astype(np.uint64) for k in ("starts", "ends", "path_ids"))
+            paths = [str(p) for p in f["paths"]]
+            facts = json.loads(str(f["facts"]))
+        if not (len(starts) == len(ends) == len(ids)) or (len(ids) and int(ids.max()) >= len(paths)):
+            raise ValueError(f"{path}: not an object map (its arrays disagree)")
+        if len(starts) > 1 and not (np.all(starts[1:] >= ends[:-1]) and np.all(ends > starts)):
+            raise ValueError(f"{path}: not an object map (its blocks are not sorted apart)")
+        return cls(
+            paths=paths,
+            starts=starts,
+            ends=ends,
+            path_ids=ids.astype(np.uint32),
+            objects=int(facts.get("objects") or 0),
+            seconds=float(facts.get("seconds") or 0.0),
+            stopped=facts.get("stopped"),
+            buffers_followed=bool(facts.get("buffers_followed", True)),
+            unreadable=list(facts.get("unreadable") or []),
+        )
 
     def facts(self) -> dict[str, Any]:
         """The walk as summary.json keeps it."""

@@ -71,6 +71,16 @@ def view(s: RunSummary) -> View | None:
         notes.append(
             f"The walk of the dataset {a['incomplete']}: what it did not reach is counted outside it."
         )
+    if a.get("parent") is not None:
+        notes.append(
+            "A recorded job's workers are read from outside while they run (every 2 s, or less often where "
+            "a reading takes long): the table is the last generation's latest reading."
+        )
+    if (a.get("marked_by") or 0) > 1:
+        notes.append(
+            f"{a['marked_by']} processes marked their dataset (memprobe.mark_dataset); shown: the workers of "
+            f"pid {a['parent']}, which copied the most."
+        )
     if a.get("unread_workers"):
         notes.append(f"{len(a['unread_workers'])} worker(s) had ended before their pages could be read.")
     return View(

@@ -273,6 +273,9 @@ ATTRIBUTION = _object(
         "walk": _object(_WALK | {"buffers_followed": _flag}),
         "pagemap_s": _SECONDS,
         "join_s": _SECONDS,
+        "parent": _COUNT,
+        "marked_by": _COUNT,
+        "reading_cost_s": _SECONDS,
     }
 )
 

@@ -4,6 +4,8 @@ construction (memprobe.probe.object_map), and copied pages given as page sets jo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -190,3 +192,30 @@ def test_a_library_object_s_workings_are_not_named_but_counted_to_the_attribute_
 
     omap = walk(Converted())
     assert [p for p in omap.paths if p.startswith("dataset.records")] == ["dataset.records"]
+
+
+def test_mark_dataset_does_nothing_unless_recording_and_saves_a_map_the_recorder_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from memprobe.record.copies import CopiedStructures
+    from memprobe.record.dataset_mark import map_path, mark_dataset
+    from memprobe.record.marks import ENV
+
+    marks = tmp_path / "marks.txt"
+    monkeypatch.delenv(ENV, raising=False)
+    mark_dataset(Known(100))
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv(ENV, str(marks))
+    mark_dataset(Known(100))
+    saved = ObjectMap.load(map_path(marks, os.getpid()))
+    assert "dataset.index.entries" in saved.paths and len(saved.starts) > 100
+    # A file there that is no map (the job's, or a truncated one): refused, said, never raised.
+    map_path(marks, 1).write_bytes(b"not a map")
+    copies = CopiedStructures(marks)
+    copies.poll()
+    assert set(copies.maps) == {os.getpid()}
+    assert "error" in copies.info()["attribution"]  # no worker read yet: only the refusal to say
+    copies.discard()
+    assert not list(tmp_path.glob("*.npz"))

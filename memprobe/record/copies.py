@@ -1,0 +1,101 @@
+"""Which of a recorded job's dataset structures its forked workers copied, read from outside while
+they run: the maps ``memprobe.mark_dataset`` saved beside the marks file
+(:mod:`memprobe.record.dataset_mark`), joined with the pages of the marking process's forked
+children (:func:`memprobe.probe.copied_pages.forked_children`).
+
+A DataLoader's workers end with their epoch (or the job): their pages are read every
+:data:`EVERY_S` while they live, or less often where a reading takes long (at most :data:`SHARE`
+of the wall time: a reading of 2 workers over 300,000 records took ~0.8 s, so ~8 s apart), and
+the latest reading of the latest generation is kept; so the table is the workers' copies up to
+that spacing before they ended. The reading and the join run in memprobe's process, not the
+job's. Where several processes marked their dataset (the
+ranks of a torchrun job), the one whose workers copied the most is kept, and the table says how
+many marked it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+from memprobe.probe.attribution import Joined, attribute, table
+from memprobe.probe.copied_pages import copied_pages, forked_children
+from memprobe.probe.object_map import ObjectMap
+from memprobe.record.dataset_mark import SUFFIX
+
+EVERY_S = 2.0  # at most this often; a costly reading is spaced out to SHARE
+SHARE = 0.1  # of the wall time, at most, spent reading and joining
+
+
+class CopiedStructures:
+    """The recorder's side of ``mark_dataset``: maps loaded once, workers read every EVERY_S."""
+
+    def __init__(self, marks_file: Path) -> None:
+        self.marks_file = marks_file
+        self.maps: dict[int, ObjectMap] = {}
+        self.refused: dict[str, str] = {}  # a map file that could not be read: why
+        self.latest: dict[int, tuple[list[Joined], list[int], float, float]] = {}
+        self.next_t = 0.0
+        self.cost_s = 0.0
+
+    def poll(self) -> None:
+        """Read the marking processes' workers if it is time; never raises."""
+        now = time.monotonic()
+        if now < self.next_t:
+            return
+        try:
+            self._load()
+            for parent, omap in self.maps.items():
+                self._read(parent, omap)
+        except Exception as exc:  # noqa: BLE001  (memprobe's trouble never reaches the job)
+            self.refused["(reading)"] = f"{type(exc).__name__}: {exc}"
+        took = time.monotonic() - now
+        self.cost_s += took
+        self.next_t = time.monotonic() + max(EVERY_S, took / SHARE)
+
+    def _load(self) -> None:
+        for path in self.marks_file.parent.glob(f"{self.marks_file.name}{SUFFIX}*.npz"):
+            if str(path) in self.refused:
+                continue
+            try:
+                pid = int(path.name[len(self.marks_file.name) + len(SUFFIX) : -len(".npz")])
+                if pid not in self.maps:
+                    self.maps[pid] = ObjectMap.load(path)
+            except (OSError, ValueError, KeyError) as exc:
+                self.refused[str(path)] = f"{type(exc).__name__}: {exc}"
+
+    def _read(self, parent: int, omap: ObjectMap) -> None:
+        workers = forked_children(parent)
+        if not workers:
+            return
+        t0 = time.monotonic()
+        found = [(k, pid, copied_pages(pid, parent)) for k, pid in enumerate(workers)]
+        read_s = time.monotonic() - t0
+        joined = [(k, pid, c, attribute(omap, c.pages)) for k, pid, c in found if c is not None]
+        if joined:
+            unread = [pid for _, pid, c in found if c is None]
+            self.latest[parent] = (joined, unread, read_s, time.monotonic() - t0 - read_s)
+
+    def discard(self) -> None:
+        """Delete the maps' files (tens of MB for a million records): read, and their table saved."""
+        for path in self.marks_file.parent.glob(f"{self.marks_file.name}{SUFFIX}*.npz"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def info(self) -> dict[str, Any]:
+        """What the run's meta keeps under ``dataset_info``: the table, or nothing."""
+        if not self.latest:
+            if self.refused:
+                return {
+                    "attribution": {"error": "; ".join(f"{k}: {v}" for k, v in self.refused.items())[:500]}
+                }
+            return {}
+        parent = max(self.latest, key=lambda p: sum(a.copied for *_, a in self.latest[p][0]))
+        joined, unread, read_s, join_s = self.latest[parent]
+        found = table(self.maps[parent], joined, unread=unread, pagemap_s=read_s, join_s=join_s)
+        found["parent"] = parent
+        found["marked_by"] = len(self.maps)
+        found["reading_cost_s"] = round(self.cost_s, 3)
+        return {"attribution": found}

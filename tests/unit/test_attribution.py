@@ -219,3 +219,15 @@ def test_mark_dataset_does_nothing_unless_recording_and_saves_a_map_the_recorder
     assert "error" in copies.info()["attribution"]  # no worker read yet: only the refusal to say
     copies.discard()
     assert not list(tmp_path.glob("*.npz"))
+
+
+def test_mark_dataset_never_raises_into_the_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memprobe.record.dataset_mark import mark_dataset
+    from memprobe.record.marks import ENV
+
+    monkeypatch.setenv(ENV, str(tmp_path / "gone" / "marks.txt"))  # its folder deleted: no map can be saved
+    mark_dataset(Known(10))
+    err = capsys.readouterr().err
+    assert err.startswith("memprobe.mark_dataset: not marked (") and err.count("\n") == 1

@@ -66,7 +66,22 @@ def attribution(meta: dict) -> dict[str, Any] | None:
         # A recorded job's (memprobe.record.copies): the marking process shown, how many marked.
         "parent": found.get("parent"),
         "marked_by": found.get("marked_by"),
+        "by_process": _by_process(found.get("by_process") or [], meta.get("ranks") or {}),
     }
+
+
+def _by_process(found: list[dict], ranks: dict) -> list[dict[str, Any]]:
+    """Each marking process's workers (a torchrun job's ranks): its rank where the recording
+    knows it, the path they copied most and its share of their copies."""
+    rank_of = {pid: int(rank) for rank, pid in ranks.items() if str(rank).isdigit()}
+    return [
+        {
+            **p,
+            "rank": rank_of.get(p["parent"]),
+            "share": p["path_mb"] / p["copied_mb"] if p["copied_mb"] > 0 else None,
+        }
+        for p in found
+    ]
 
 
 def _row(path: str, held: float | None, per: list[float], *, kind: str = "path") -> dict[str, Any]:

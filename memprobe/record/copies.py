@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from memprobe.probe.attribution import Joined, attribute, table
 from memprobe.probe.copied_pages import copied_pages, forked_children
 from memprobe.probe.object_map import ObjectMap
@@ -78,6 +80,18 @@ class CopiedStructures:
             unread = [pid for _, pid, c in found if c is None]
             self.latest[parent] = (joined, unread, read_s, time.monotonic() - t0 - read_s)
 
+    def _most_copied(self, parent: int) -> dict[str, Any]:
+        """One marking process's workers (a rank's): the path they copied most, and their total."""
+        joined = self.latest[parent][0]
+        per_path = np.sum([a.per_path for *_, a in joined], axis=0)
+        i = int(per_path.argmax())
+        return {
+            "parent": parent,
+            "path": self.maps[parent].paths[i],
+            "path_mb": round(float(per_path[i]) / 1e6, 3),
+            "copied_mb": round(sum(a.copied for *_, a in joined) / 1e6, 3),
+        }
+
     def discard(self) -> None:
         """Delete the maps' files (tens of MB for a million records): read, and their table saved."""
         for path in self.marks_file.parent.glob(f"{self.marks_file.name}{SUFFIX}*.npz"):
@@ -97,5 +111,6 @@ class CopiedStructures:
         found = table(self.maps[parent], joined, unread=unread, pagemap_s=read_s, join_s=join_s)
         found["parent"] = parent
         found["marked_by"] = len(self.maps)
+        found["by_process"] = [self._most_copied(p) for p in sorted(self.latest)]
         found["reading_cost_s"] = round(self.cost_s, 3)
         return {"attribution": found}

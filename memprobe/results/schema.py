@@ -276,6 +276,12 @@ ATTRIBUTION = _object(
         "parent": _COUNT,
         "marked_by": _COUNT,
         "reading_cost_s": _SECONDS,
+        "by_process": _list(
+            _object(
+                {"parent": _COUNT, "path": _text(optional=False)}
+                | dict.fromkeys(("path_mb", "copied_mb"), _MB)
+            )
+        ),
     }
 )
 

@@ -142,3 +142,30 @@ def replace_mode(spec: object, mode: str) -> object:
     from types import SimpleNamespace
 
     return SimpleNamespace(**{**vars(spec), "mode": mode})
+
+
+def test_each_rank_that_marked_its_dataset_is_named_with_the_path_its_workers_copied_most() -> None:
+    from dataclasses import replace
+
+    from tests.unit.test_console import _summary
+
+    found = _measured(["dataset.records"], [60.0], [[50.0], [49.0]])
+    found |= {
+        "parent": 201,
+        "marked_by": 2,
+        "by_process": [
+            {"parent": 101, "path": "dataset.records", "path_mb": 40.0, "copied_mb": 50.0},
+            {"parent": 201, "path": "dataset.records", "path_mb": 99.0, "copied_mb": 122.0},
+        ],
+    }
+    a = attribution({"dataset_info": {"attribution": found}, "ranks": {"0": 101, "1": 201}})
+    assert a is not None
+    assert [(p["rank"], round(p["share"], 2)) for p in a["by_process"]] == [(0, 0.8), (1, 0.81)]
+    text = "\n".join(attribution_lines(replace(_summary(), attribution=a)))
+    assert "rank 0 (pid 101): dataset.records holds 40.0 of the 50.0 MB its workers copied (80%)" in text
+    from memprobe.report.attribution import view
+    from memprobe.report.render import environment
+
+    v = view(replace(_summary(), attribution=a))
+    html = str(environment().get_template("macros.html").module.copied_table(v))  # type: ignore[attr-defined]
+    assert "Rank 1 (pid 201): dataset.records holds 99.0 of the 122.0 MB its workers copied (81%)." in html

@@ -74,14 +74,17 @@ def _by_process(found: list[dict], ranks: dict) -> list[dict[str, Any]]:
     """Each marking process's workers (a torchrun job's ranks): its rank where the recording
     knows it, the path they copied most and its share of their copies."""
     rank_of = {pid: int(rank) for rank, pid in ranks.items() if str(rank).isdigit()}
-    return [
-        {
-            **p,
-            "rank": rank_of.get(p["parent"]),
-            "share": p["path_mb"] / p["copied_mb"] if p["copied_mb"] > 0 else None,
-        }
-        for p in found
-    ]
+    out = []
+    for p in found:
+        rank = rank_of.get(p["parent"])
+        share = p["path_mb"] / p["copied_mb"] if p["copied_mb"] > 0 else None
+        said = f" ({share:.0%})" if share is not None else ""
+        sentence = (
+            f"{'process' if rank is None else f'rank {rank}'} (pid {p['parent']}): {p['path']} holds "
+            f"{p['path_mb']:,.1f} of the {p['copied_mb']:,.1f} MB its workers copied{said}"
+        )
+        out.append({**p, "rank": rank, "share": share, "sentence": sentence})
+    return out
 
 
 def _row(path: str, held: float | None, per: list[float], *, kind: str = "path") -> dict[str, Any]:

@@ -249,13 +249,7 @@ def attribution_lines(s: RunSummary) -> list[str]:
         out.append(
             f"  {a['marked_by']} processes marked their dataset; shown: pid {a['parent']}'s workers, the most copied"
         )
-        for p in a.get("by_process") or []:
-            who = f"rank {p['rank']}" if p["rank"] is not None else "process"
-            share = "" if p["share"] is None else f" ({p['share']:.0%})"
-            out.append(
-                f"  {who} (pid {p['parent']}): {printable(p['path'])} holds {p['path_mb']:,.1f} of the "
-                f"{p['copied_mb']:,.1f} MB its workers copied{share}"
-            )
+        out += [f"  {printable(p['sentence'])}" for p in a.get("by_process") or []]
     return out
 
 

@@ -81,13 +81,7 @@ def view(s: RunSummary) -> View | None:
             f"{a['marked_by']} processes marked their dataset (memprobe.mark_dataset); shown: the workers of "
             f"pid {a['parent']}, which copied the most."
         )
-        for p in a.get("by_process") or []:
-            who = f"Rank {p['rank']}" if p["rank"] is not None else "Process"
-            share = "" if p["share"] is None else f" ({p['share']:.0%})"
-            notes.append(
-                f"{who} (pid {p['parent']}): {p['path']} holds {p['path_mb']:,.1f} of the "
-                f"{p['copied_mb']:,.1f} MB its workers copied{share}."
-            )
+        notes += [p["sentence"][0].upper() + p["sentence"][1:] + "." for p in a.get("by_process") or []]
     if a.get("unread_workers"):
         notes.append(f"{len(a['unread_workers'])} worker(s) had ended before their pages could be read.")
     return View(

@@ -101,11 +101,13 @@ class CopiedStructures:
     def info(self) -> dict[str, Any]:
         """What the run's meta keeps under ``dataset_info``: the table, or nothing."""
         if not self.latest:
-            if self.refused:
-                return {
-                    "attribution": {"error": "; ".join(f"{k}: {v}" for k, v in self.refused.items())[:500]}
-                }
-            return {}
+            why = "; ".join(f"{k}: {v}" for k, v in self.refused.items())
+            if self.maps and not why:
+                why = (
+                    "no forked worker of a process that marked its dataset was seen while it ran "
+                    "(spawn and forkserver workers copy nothing of it; a job shorter than a reading's spacing)"
+                )
+            return {"attribution": {"error": why[:500]}} if why else {}
         parent = max(self.latest, key=lambda p: sum(a.copied for *_, a in self.latest[p][0]))
         joined, unread, read_s, join_s = self.latest[parent]
         found = table(self.maps[parent], joined, unread=unread, pagemap_s=read_s, join_s=join_s)

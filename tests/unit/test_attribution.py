@@ -211,6 +211,9 @@ def test_mark_dataset_does_nothing_unless_recording_and_saves_a_map_the_recorder
     mark_dataset(Known(100))
     saved = ObjectMap.load(map_path(marks, os.getpid()))
     assert "dataset.index.entries" in saved.paths and len(saved.starts) > 100
+    alone = CopiedStructures(marks)
+    alone.poll()  # this process has no forked child: the table says why there is none
+    assert "no forked worker of a process that marked its dataset" in alone.info()["attribution"]["error"]
     # A file there that is no map (the job's, or a truncated one): refused, said, never raised.
     map_path(marks, 1).write_bytes(b"not a map")
     copies = CopiedStructures(marks)

@@ -61,6 +61,11 @@ def attribution(meta: dict) -> dict[str, Any] | None:
         "sentence": _sentence(top, together, len(workers)),
         "walk": walk,
         "incomplete": walk.get("stopped"),
+        # Objects held by two paths count to the first: where the second holds many, it is said.
+        "also_held": [
+            f"{a['path']} also holds {a['objects']:,} of the containers counted to {a['counted_to']} (the first path to them)"
+            for a in walk.get("also_held") or []
+        ],
         "unread_workers": found.get("unread_workers") or [],
         "pagemap_s": found.get("pagemap_s"),
         # A recorded job's (memprobe.record.copies): the marking process shown, how many marked.

@@ -245,6 +245,7 @@ def attribution_lines(s: RunSummary) -> list[str]:
         out.append(
             f"  the walk of the dataset {a['incomplete']}: what it did not reach is counted outside it"
         )
+    out += [f"  {printable(line)}" for line in a.get("also_held") or []]
     if (a.get("marked_by") or 0) > 1:
         out.append(
             f"  {a['marked_by']} processes marked their dataset; shown: pid {a['parent']}'s workers, the most copied"

@@ -10,7 +10,8 @@ Everything else a named object holds (a list's items, a dict's keys and values, 
 array's elements, an Arrow column's buffers, a tensor's storage) is counted to its path, followed
 as far as it goes. What is held in two places is counted once, to the first path: the named
 paths are taken breadth first (shallower first, then attributes in their order), each one's
-contents before the next's. Types, modules, functions and code are the interpreter's: not
+contents before the next's; where a later path holds containers an earlier one took, the map
+says which and how many (``also_held``). Types, modules, functions and code are the interpreter's: not
 followed.
 
 Each object counts as its memory block: the garbage collector's header before it (where a
@@ -50,6 +51,7 @@ from memprobe.probe.object_names import NOT_DATA, PLAIN, Column, named_children
 NAMED_DEPTH = 6  # levels of named paths below the dataset
 MAX_OBJECTS = 20_000_000
 MAX_SECONDS = 120.0
+ALSO_HELD = 10  # paths that also hold what an earlier path took, named at most
 _CHECK_EVERY = 4096  # objects between two looks at the clock
 # How an object's size is read (_Walker.kind): __sizeof__ of a builtin, object.__sizeof__, the
 # basic size plus a buffer outside it, the basic size alone, a numpy array, Arrow's or torch's
@@ -119,6 +121,8 @@ class ObjectMap:
     stopped: str | None = None  # why the walk ended before reaching everything, or None
     buffers_followed: bool = True  # the builtin containers' outside buffers were counted
     unreadable: list[str] = field(default_factory=list)  # paths whose attributes raised when read
+    # Containers a path holds that an earlier path took: (path, the earlier one, how many), most first.
+    also_held: list[tuple[str, str, int]] = field(default_factory=list)
 
     def bytes_per_path(self) -> np.ndarray:
         """Bytes each path's objects take."""
@@ -157,6 +161,10 @@ class ObjectMap:
             stopped=facts.get("stopped"),
             buffers_followed=bool(facts.get("buffers_followed", True)),
             unreadable=list(facts.get("unreadable") or []),
+            also_held=[
+                (str(a["path"]), str(a["counted_to"]), int(a["objects"]))
+                for a in facts.get("also_held") or []
+            ],
         )
 
     def facts(self) -> dict[str, Any]:
@@ -168,6 +176,9 @@ class ObjectMap:
             "stopped": self.stopped,
             "buffers_followed": self.buffers_followed,
             "unreadable": self.unreadable[:10],
+            "also_held": [
+                {"path": p, "counted_to": o, "objects": n} for p, o, n in self.also_held[:ALSO_HELD]
+            ],
         }
 
 
@@ -183,7 +194,10 @@ class _Walker:
         self.starts = array.array("Q")
         self.sizes = array.array("Q")
         self.ids = array.array("I")
-        self.seen: set[int] = set()  # containers the collector tracks: the only ones in a cycle
+        # Containers the collector tracks (the only ones in a cycle), by the path that took them;
+        # another path meeting one is counted (``also_held``): the first path's, said so.
+        self.seen: dict[int, int] = {}
+        self.also: dict[tuple[int, int], int] = {}
         self.reserved: set[int] = set()  # arrays whose buffer a named column counts instead
         self.named: set[int] = set()  # objects with a path of their own: never counted to another
         self.objects = 0
@@ -311,9 +325,12 @@ class _Walker:
                             block(x, path)
                     continue
                 if tracked(child):
-                    if id(child) in seen:
+                    owner = seen.get(id(child))
+                    if owner is not None:
+                        if owner != path:
+                            self.also[path, owner] = self.also.get((path, owner), 0) + 1
                         continue
-                    seen.add(id(child))
+                    seen[id(child)] = path
                 stack.append(child)
 
     def children(self, obj: Any) -> Iterable[Any]:
@@ -404,7 +421,7 @@ def _column_contents(w: _Walker, values: Any, path: int) -> None:
                     w.tick()
                     w.block(x, path)
                 elif not gc.is_tracked(x) or id(x) not in w.seen:
-                    w.seen.add(id(x))
+                    w.seen[id(x)] = path
                     w.contents(x, path)
     else:
         w.contents(values, path)
@@ -414,6 +431,7 @@ def _finish(w: _Walker, stopped: str | None) -> ObjectMap:
     """Arrays sorted by address; a block met twice (a plain value held in two places) kept for
     the first path; overlaps (a view inside its base) cut so no byte is counted twice. The
     walk's sets are let go first: this is where its memory peaks (docs/performance.md)."""
+    also = sorted(((w.paths[p], w.paths[o], n) for (p, o), n in w.also.items()), key=lambda x: -x[2])
     w.seen.clear()
     w.reserved.clear()
     starts = np.frombuffer(w.starts, dtype=np.uint64) if len(w.starts) else np.zeros(0, np.uint64)
@@ -446,4 +464,5 @@ def _finish(w: _Walker, stopped: str | None) -> ObjectMap:
         stopped=stopped,
         buffers_followed=BUFFERS_READABLE,
         unreadable=w.unreadable,
+        also_held=also,
     )

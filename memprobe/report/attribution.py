@@ -71,6 +71,7 @@ def view(s: RunSummary) -> View | None:
         notes.append(
             f"The walk of the dataset {a['incomplete']}: what it did not reach is counted outside it."
         )
+    notes += [line[0].upper() + line[1:] + "." for line in a.get("also_held") or []]
     if a.get("parent") is not None:
         notes.append(
             "A recorded job's workers are read from outside while they run (every 2 s, or less often where "

@@ -243,7 +243,8 @@ PROCESS = _object(
 # dataset's own names (foreign text: escaped where shown).
 _MB = _required(_number(low=0, optional=False), "a number of MB from 0")
 _WORKER_MB = ("copied_mb", "other_paths_mb", "outside_on_dataset_pages_mb", "outside_elsewhere_mb")
-_WALK = {
+_ALSO = _object({"path": _text(optional=False), "counted_to": _text(optional=False), "objects": _COUNT})
+_WALK = {"also_held": _list(_ALSO)} | {
     "objects": _COUNT,
     "blocks": _COUNT,
     "seconds": _SECONDS,

@@ -91,7 +91,14 @@ def test_the_walk_names_the_paths_a_user_types_and_counts_what_each_holds() -> N
 
 def test_objects_held_by_two_attributes_count_once_to_the_first() -> None:
     ds = Known(2000)
-    held = _paths(walk(ds))
+    ds.boxes = [{"bbox": [float(i), 1.0, 2.0, 3.0]} for i in range(500)]  # type: ignore[attr-defined]
+    ds.by_id = dict(enumerate(ds.boxes))  # type: ignore[attr-defined]  # an index over the same dicts
+    omap = walk(ds)
+    held = _paths(omap)
+    # the dicts (each holding a list: the collector tracks them) count to dataset.boxes, and the
+    # index that holds them too is said to
+    assert held["dataset.boxes"] > 500 * 200 > held["dataset.by_id"]
+    assert omap.also_held == [("dataset.by_id", "dataset.boxes", 500)]
     # ``shared`` holds ten of ``read``'s items: only its own list counts to it
     assert held["dataset.shared"] < 300
     assert held["dataset.read"] == pytest.approx(2000 * (2048 + 8), rel=0.02)

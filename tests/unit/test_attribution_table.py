@@ -56,6 +56,11 @@ def test_the_most_copied_path_comes_first_and_the_rows_add_up_to_the_copied_tota
     assert sum(r["together_mb"] for r in a["rows"]) == pytest.approx(a["copied_together_mb"])
     assert sum(r["share"] for r in a["rows"]) == pytest.approx(1.0)
     assert a["sentence"] == "dataset.samples holds 118.0 MB of the 141.0 MB the 2 workers copied (84%)"
+    found["walk"]["also_held"] = [{"path": "dataset.targets", "counted_to": "dataset.samples", "objects": 7}]
+    a = attribution({"dataset_info": {"attribution": found}})
+    assert a is not None and a["also_held"] == [
+        "dataset.targets also holds 7 of the containers counted to dataset.samples (the first path to them)"
+    ]
 
 
 def test_paths_past_the_shown_ones_are_folded_into_one_row_that_keeps_their_mb() -> None:

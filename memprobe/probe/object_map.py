@@ -23,7 +23,7 @@ are counted, and the map says so). numpy, Arrow and torch buffers come from thei
 
 Bounded: at most ``max_objects`` objects and ``max_seconds`` seconds; where it stops, the map
 says so (``stopped``) and what it did not reach is counted outside the dataset. Its memory: 20
-bytes per block met while it walks (three arrays), the set of containers seen (~70 bytes each; a
+bytes per block met while it walks (three arrays), the containers seen by path (~100 bytes each; a
 tuple of plain values, the commonest record, takes none), and at its end, sorting the blocks by
 address, about as much again; measured in docs/performance.md (+173 MB at its peak for 4 M
 objects, 1 M records of (path, class)).

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memprobe.core.vocabulary import COPY_KINDS
+
 SHOWN = 12  # path rows shown; the rest are one row
 OTHER = "other paths of the dataset"
 BETWEEN = "outside: between the dataset's objects"  # on the pages they lie on
@@ -90,6 +92,37 @@ def _by_process(found: list[dict], ranks: dict) -> list[dict[str, Any]]:
         )
         out.append({**p, "rank": rank, "share": share, "sentence": sentence})
     return out
+
+
+def copied_by_kind(meta: dict) -> list[dict[str, Any]] | None:
+    """Each parent of forked workers in a recorded job: the mean MB per worker its workers copied,
+    by where the pages lie (memprobe.core.vocabulary.COPY_KINDS), most first; None without any."""
+    found = (meta.get("dataset_info") or {}).get("copied_by_kind")
+    if not found:
+        return None
+    rank_of = {pid: int(rank) for rank, pid in (meta.get("ranks") or {}).items() if str(rank).isdigit()}
+    out = []
+    for p in found:
+        workers = p["workers"]
+        if not workers:
+            continue
+        kinds = sorted({k for w in workers for k in w["kinds_mb"]})
+        mean = {k: sum(w["kinds_mb"].get(k, 0.0) for w in workers) / len(workers) for k in kinds}
+        mean = dict(sorted(mean.items(), key=lambda kv: -kv[1]))
+        rank = rank_of.get(p["parent"])
+        who = f"rank {rank} (pid {p['parent']})" if rank is not None else f"pid {p['parent']}"
+        parts = ", ".join(f"{COPY_KINDS.get(k, k)} {mb:,.1f} MB" for k, mb in mean.items())
+        out.append(
+            {
+                "parent": p["parent"],
+                "rank": rank,
+                "workers": len(workers),
+                "mean_mb": mean,
+                "total_mean_mb": sum(mean.values()),
+                "sentence": f"The {len(workers)} forked worker(s) of {who} copied, each (mean): {parts}",
+            }
+        )
+    return out or None
 
 
 def _row(path: str, held: float | None, per: list[float], *, kind: str = "path") -> dict[str, Any]:

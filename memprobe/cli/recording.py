@@ -136,6 +136,12 @@ def print_result(result, stream) -> None:
             p(limit_line(s.memory_limit))
         for line in attribution_lines(s):
             p(line)
+        if s.copied_by_kind:
+            p(
+                "\nwhere the forked workers' copied pages lie (read from outside; memprobe.mark_dataset names the structures):"
+            )
+            for k in s.copied_by_kind:
+                p(f"  {k['sentence']}")
         for line in cures.text_lines(cures.causes_of(s), cures.job_of(s)):
             p(line)
     rows = process_rows(result.processes, outlived={o["pid"] for o in result.outlived})

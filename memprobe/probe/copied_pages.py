@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,20 +44,52 @@ class CopiedPages:
     method: str  # frames | exclusive
     new_pages: int  # present in the worker where its parent has no page
     seconds: float
+    by_kind: dict[str, int] = field(
+        default_factory=dict
+    )  # copied bytes by kind (vocabulary.COPY_KINDS; every_kind=True)
 
     @property
     def copied_bytes(self) -> int:
         return len(self.pages) * PAGE_SIZE
 
 
-def copied_pages(worker: int, parent: int, *, frames: bool = True) -> CopiedPages | None:
+def regions(maps: str) -> list[tuple[int, int, str]]:
+    """``(first page, pages, kind)`` of each private writable mapping of /proc/PID/maps' text."""
+    out = []
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) < 5 or len(fields[1]) < 4 or fields[1][3] != "p" or "w" not in fields[1]:
+            continue
+        path = fields[5].strip() if len(fields) == 6 else ""
+        kind = (
+            "heap"
+            if path == "[heap]"
+            else "stack"
+            if path.startswith("[stack")
+            else "file"
+            if path.startswith("/")
+            else "anonymous"
+            if not path
+            else None
+        )
+        if kind is not None:
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            out.append((start // PAGE_SIZE, (end - start) // PAGE_SIZE, kind))
+    return out
+
+
+def copied_pages(
+    worker: int, parent: int, *, frames: bool = True, every_kind: bool = False
+) -> CopiedPages | None:
     """The pages ``worker`` holds as copies of ``parent``'s; ``None`` if either process is gone
     or its pagemap cannot be read. ``frames=False``: told by bit 56 even where frames can be
-    read (what a process without CAP_SYS_ADMIN sees)."""
+    read (what a process without CAP_SYS_ADMIN sees). ``every_kind``: every private writable
+    mapping read, the copied bytes by kind in ``by_kind`` (``pages`` stays the anonymous ones')."""
     t0 = time.monotonic()
     try:
         with open(f"/proc/{worker}/maps", encoding="utf-8", errors="replace") as f:
-            anon, _ = mappings(f.read())
+            text = f.read()
+        ranges = regions(text) if every_kind else [(first, n, "anonymous") for first, n in mappings(text)[0]]
         w_fd = os.open(f"/proc/{worker}/pagemap", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
@@ -71,7 +103,9 @@ def copied_pages(worker: int, parent: int, *, frames: bool = True) -> CopiedPage
         frames_seen = False
         copied_frames: list[np.ndarray] = []
         new = 0
-        for first, n in anon:
+        by_frames: dict[str, int] = {}
+        by_exclusive: dict[str, int] = {}
+        for first, n, kind in ranges:
             for at in range(first, first + n, _CHUNK_PAGES):
                 count = min(_CHUNK_PAGES, first + n - at)
                 w = _read(w_fd, at, count)
@@ -84,13 +118,23 @@ def copied_pages(worker: int, parent: int, *, frames: bool = True) -> CopiedPage
                 new += int(np.count_nonzero(w_present & ~p_present))
                 pages = np.arange(at, at + count, dtype=np.uint64)
                 frames_seen = frames_seen or bool(np.any(w[w_present] & _FRAME))
-                copied_frames.append(pages[both & ((w & _FRAME) != (p & _FRAME))])
-                found.append(pages[both & ((w & _EXCLUSIVE) != 0)])
+                differ = both & ((w & _FRAME) != (p & _FRAME))
+                alone = both & ((w & _EXCLUSIVE) != 0)
+                by_frames[kind] = by_frames.get(kind, 0) + int(np.count_nonzero(differ)) * PAGE_SIZE
+                by_exclusive[kind] = by_exclusive.get(kind, 0) + int(np.count_nonzero(alone)) * PAGE_SIZE
+                if kind in ("heap", "anonymous"):  # the attribution's pages (census.mappings' stratum)
+                    copied_frames.append(pages[differ])
+                    found.append(pages[alone])
         frames_seen = frames_seen and frames
         chosen = copied_frames if frames_seen else found
         pages = np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.uint64)
         return CopiedPages(
-            worker, pages, "frames" if frames_seen else "exclusive", new, time.monotonic() - t0
+            worker,
+            pages,
+            "frames" if frames_seen else "exclusive",
+            new,
+            time.monotonic() - t0,
+            (by_frames if frames_seen else by_exclusive) if every_kind else {},
         )
     finally:
         os.close(w_fd)

@@ -11,6 +11,10 @@ that spacing before they ended. The reading and the join run in memprobe's proce
 job's. Where several processes marked their dataset (the
 ranks of a torchrun job), the one whose workers copied the most is kept, and the table says how
 many marked it.
+
+Marked or not, every process of the job's tree with forked workers has them read so, and their
+copied bytes are told by where they lie (:data:`memprobe.core.vocabulary.COPY_KINDS`: the heap,
+anonymous mappings, file mappings, the stack), what can be seen from outside without the map.
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ import numpy as np
 from memprobe.probe.attribution import Joined, attribute, table
 from memprobe.probe.copied_pages import copied_pages, forked_children
 from memprobe.probe.object_map import ObjectMap
+from memprobe.probe.procfs import read_children
 from memprobe.record.dataset_mark import SUFFIX
 
+TREE = 256  # processes of the job's tree looked at, at most
+MAX_PARENTS = 16  # parents of forked workers kept in the meta, at most
 EVERY_S = 2.0  # at most this often; a costly reading is spaced out to SHARE
 SHARE = 0.1  # of the wall time, at most, spent reading and joining
 
@@ -34,8 +41,11 @@ SHARE = 0.1  # of the wall time, at most, spent reading and joining
 class CopiedStructures:
     """The recorder's side of ``mark_dataset``: maps loaded once, workers read every EVERY_S."""
 
-    def __init__(self, marks_file: Path) -> None:
+    def __init__(self, marks_file: Path, root: int | None = None) -> None:
         self.marks_file = marks_file
+        self.root = root  # the job's first process: its tree's forks read by kind, marked or not
+        # Each parent's forked workers' copied bytes by where they lie (KINDS), latest reading.
+        self.kinds: dict[int, list[tuple[int, int, dict[str, int]]]] = {}
         self.maps: dict[int, ObjectMap] = {}
         self.refused: dict[str, str] = {}  # a map file that could not be read: why
         self.latest: dict[int, tuple[list[Joined], list[int], float, float]] = {}
@@ -49,8 +59,8 @@ class CopiedStructures:
             return
         try:
             self._load()
-            for parent, omap in self.maps.items():
-                self._read(parent, omap)
+            for parent in dict.fromkeys([*self.maps, *self._parents()]):
+                self._read(parent, self.maps.get(parent))
         except Exception as exc:  # noqa: BLE001  (memprobe's trouble never reaches the job)
             self.refused["(reading)"] = f"{type(exc).__name__}: {exc}"
         took = time.monotonic() - now
@@ -68,13 +78,28 @@ class CopiedStructures:
             except (OSError, ValueError, KeyError) as exc:
                 self.refused[str(path)] = f"{type(exc).__name__}: {exc}"
 
-    def _read(self, parent: int, omap: ObjectMap) -> None:
+    def _parents(self) -> list[int]:
+        """The processes of the job's tree (breadth first from its root, at most TREE of them)."""
+        if self.root is None:
+            return []
+        out: list[int] = []
+        queue = [self.root]
+        while queue and len(out) < TREE:
+            pid = queue.pop(0)
+            out.append(pid)
+            queue += read_children(pid, all_threads=False)
+        return out
+
+    def _read(self, parent: int, omap: ObjectMap | None) -> None:
         workers = forked_children(parent)
         if not workers:
             return
         t0 = time.monotonic()
-        found = [(k, pid, copied_pages(pid, parent)) for k, pid in enumerate(workers)]
+        found = [(k, pid, copied_pages(pid, parent, every_kind=True)) for k, pid in enumerate(workers)]
         read_s = time.monotonic() - t0
+        self.kinds[parent] = [(k, pid, c.by_kind) for k, pid, c in found if c is not None]
+        if omap is None:
+            return
         joined = [(k, pid, c, attribute(omap, c.pages)) for k, pid, c in found if c is not None]
         if joined:
             unread = [pid for _, pid, c in found if c is None]
@@ -99,7 +124,26 @@ class CopiedStructures:
                 path.unlink()
 
     def info(self) -> dict[str, Any]:
-        """What the run's meta keeps under ``dataset_info``: the table, or nothing."""
+        """What the run's meta keeps under ``dataset_info``: the table (or why there is none), and
+        the copied bytes by kind of every parent of forked workers, marked or not."""
+        by_kind = [
+            {
+                "parent": parent,
+                "workers": [
+                    {
+                        "worker": k,
+                        "pid": pid,
+                        "kinds_mb": {kind: round(b / 1e6, 3) for kind, b in kinds.items()},
+                    }
+                    for k, pid, kinds in found
+                ],
+            }
+            for parent, found in sorted(self.kinds.items())[:MAX_PARENTS]
+            if found
+        ]
+        return {**self._table(), **({"copied_by_kind": by_kind} if by_kind else {})}
+
+    def _table(self) -> dict[str, Any]:
         if not self.latest:
             why = "; ".join(f"{k}: {v}" for k, v in self.refused.items())
             if self.maps and not why:

@@ -246,7 +246,7 @@ class Recording:
         if self.marks is not None and self.stopped is None:
             self.writer.append("progress", self.marks.poll())
             if self.copies is None:
-                self.copies = CopiedStructures(self.marks.path)
+                self.copies = CopiedStructures(self.marks.path, getattr(self, "root", None))
             self.copies.poll()
 
     def poll(self) -> None:

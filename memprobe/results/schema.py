@@ -251,6 +251,16 @@ _WALK = {"also_held": _list(_ALSO)} | {
     "stopped": _TEXT,
     "unreadable": _list(_TEXT),
 }
+_KINDS = _list(
+    _object(
+        {
+            "parent": _COUNT,
+            "workers": _list(
+                _object({"worker": _COUNT, "pid": _COUNT, "kinds_mb": _object(each=_MB, null=False)})
+            ),
+        }
+    )
+)
 ATTRIBUTION = _object(
     {
         "error": _TEXT,
@@ -319,6 +329,7 @@ META = _object(
                 "gil_enabled": _flag,
                 "decoder_backend": _name(),
                 "attribution": ATTRIBUTION,
+                "copied_by_kind": _KINDS,
             }
         ),
         "root_pid": _COUNT,

@@ -1,6 +1,7 @@
 """`memprobe record` of a training script with `memprobe.mark_dataset(dataset)`: the recording
 names the attribute its fork workers read as the one they copied, read from outside while they
-ran; the map the script saved is gone from the results folder at the end."""
+ran; the map the script saved is gone from the results folder at the end; and where the copied
+pages lie, read from outside."""
 
 from __future__ import annotations
 
@@ -73,3 +74,8 @@ def test_record_names_the_attribute_the_marked_dataset_s_workers_copied(tmp_path
     assert rows["dataset.targets"]["together_mb"] <= 0.05 * rows["dataset.targets"]["held_mb"]
     assert "which structure the workers copied" in r.stderr  # record's own output: stdout is the job's
     assert not list(out.rglob("*.npz"))
+    # Read from outside whether marked or not: where the copied pages lie, most in the anonymous
+    # mappings that hold Python's arenas.
+    (kinds,) = json.loads((out / "summary.json").read_text())["runs"][0]["copied_by_kind"]
+    assert next(iter(kinds["mean_mb"])) == "anonymous"
+    assert "where the forked workers' copied pages lie" in r.stderr

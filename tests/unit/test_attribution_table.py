@@ -174,3 +174,42 @@ def test_each_rank_that_marked_its_dataset_is_named_with_the_path_its_workers_co
     v = view(replace(_summary(), attribution=a))
     html = str(environment().get_template("macros.html").module.copied_table(v))  # type: ignore[attr-defined]
     assert "Rank 1 (pid 201): dataset.records holds 99.0 of the 122.0 MB its workers copied (81%)." in html
+
+
+MAPS = """\
+55d0c0000000-55d0c0021000 r--p 00000000 08:01 1234   /usr/bin/python3.11
+55d0c0021000-55d0c0022000 rw-p 00021000 08:01 1234   /usr/bin/python3.11
+55d0c0400000-55d0c0800000 rw-p 00000000 00:00 0      [heap]
+7f0000000000-7f0000400000 rw-p 00000000 00:00 0
+7f0000800000-7f0000810000 rw-s 00000000 00:05 77     /dev/shm/torch_1_2 (deleted)
+7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0      [stack]
+7ffc00100000-7ffc00102000 r--p 00000000 00:00 0      [vvar]
+"""
+
+
+def test_copied_pages_are_told_by_where_they_lie_and_shared_or_read_only_mappings_never_count() -> None:
+    from memprobe.probe.copied_pages import regions
+
+    kinds = [kind for _, _, kind in regions(MAPS)]
+    assert kinds == ["file", "heap", "anonymous", "stack"]  # not the read-only text, /dev/shm, [vvar]
+
+
+def test_a_recorded_job_s_copies_by_kind_come_most_first_per_parent_with_its_rank() -> None:
+    from memprobe.analysis.attribution import copied_by_kind
+
+    found = [
+        {
+            "parent": 201,
+            "workers": [
+                {"worker": 0, "pid": 1, "kinds_mb": {"heap": 2.0, "anonymous": 60.0, "file": 1.0}},
+                {"worker": 1, "pid": 2, "kinds_mb": {"heap": 4.0, "anonymous": 62.0, "file": 1.0}},
+            ],
+        }
+    ]
+    (k,) = copied_by_kind({"dataset_info": {"copied_by_kind": found}, "ranks": {"1": 201}}) or []
+    assert list(k["mean_mb"]) == ["anonymous", "heap", "file"] and k["total_mean_mb"] == pytest.approx(65.0)
+    assert k["sentence"].startswith(
+        "The 2 forked worker(s) of rank 1 (pid 201) copied, each (mean): "
+        "anonymous mappings (Python's arenas, large buffers) 61.0 MB, the heap (malloc's brk) 3.0 MB"
+    )
+    assert copied_by_kind({"dataset_info": {}}) is None

@@ -12,8 +12,9 @@ job's. Where several processes marked their dataset (the
 ranks of a torchrun job), the one whose workers copied the most is kept, and the table says how
 many marked it.
 
-Marked or not, every process of the job's tree with forked workers has them read so, and their
-copied bytes are told by where they lie (:data:`memprobe.core.vocabulary.COPY_KINDS`: the heap,
+Marked or not, every process of the job's tree with forked workers has them read so (unmarked,
+within :data:`KINDS_SHARE` of the wall time: every recording pays it), and their copied bytes
+are told by where they lie (:data:`memprobe.core.vocabulary.COPY_KINDS`: the heap,
 anonymous mappings, file mappings, the stack), what can be seen from outside without the map.
 """
 
@@ -35,7 +36,8 @@ from memprobe.record.dataset_mark import SUFFIX
 TREE = 256  # processes of the job's tree looked at, at most
 MAX_PARENTS = 16  # parents of forked workers kept in the meta, at most
 EVERY_S = 2.0  # at most this often; a costly reading is spaced out to SHARE
-SHARE = 0.1  # of the wall time, at most, spent reading and joining
+SHARE = 0.1  # of the wall time, at most, spent reading and joining where a dataset was marked
+KINDS_SHARE = 0.01  # where none was (every recording pays it): the sampler's own order of cost
 
 
 class CopiedStructures:
@@ -65,7 +67,7 @@ class CopiedStructures:
             self.refused["(reading)"] = f"{type(exc).__name__}: {exc}"
         took = time.monotonic() - now
         self.cost_s += took
-        self.next_t = time.monotonic() + max(EVERY_S, took / SHARE)
+        self.next_t = time.monotonic() + max(EVERY_S, took / (SHARE if self.maps else KINDS_SHARE))
 
     def _load(self) -> None:
         for path in self.marks_file.parent.glob(f"{self.marks_file.name}{SUFFIX}*.npz"):
@@ -141,7 +143,8 @@ class CopiedStructures:
             for parent, found in sorted(self.kinds.items())[:MAX_PARENTS]
             if found
         ]
-        return {**self._table(), **({"copied_by_kind": by_kind} if by_kind else {})}
+        kinds = {"copied_by_kind": by_kind, "copies_reading_s": round(self.cost_s, 3)} if by_kind else {}
+        return {**self._table(), **kinds}
 
     def _table(self) -> dict[str, Any]:
         if not self.latest:

@@ -330,6 +330,7 @@ META = _object(
                 "decoder_backend": _name(),
                 "attribution": ATTRIBUTION,
                 "copied_by_kind": _KINDS,
+                "copies_reading_s": _SECONDS,
             }
         ),
         "root_pid": _COUNT,

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from memprobe.analysis.attribution import attribution
 from memprobe.core.summary import RunSummary, job_figures, per_1k_items_per_worker
 from memprobe.core.vocabulary import MAIN, has_worker_processes, item_noun
 
@@ -140,6 +141,7 @@ def summarize(
         workload=spec.get("workload", "records"),
         batch_size=batch,
         time_per_100_batches_s=100 * batch / rate if batch and rate else None,
+        attribution=attribution(meta),
     )
     return _explained(summary, process_workers)
 

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from memprobe.core.rounds import spread_text
 from memprobe.core.summary import RunSummary
-from memprobe.core.text import printable, printable_lines
+from memprobe.core.text import clip, columns, pad, printable, printable_lines
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import signal_name
 from memprobe.live.outlet import Outlet
@@ -254,3 +254,66 @@ def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
+
+
+ATTRIBUTION_PATH_COLUMNS = 48  # a path wider than this is cut, marked
+
+
+def attribution_lines(s: RunSummary) -> list[str]:
+    """Which of the dataset's structures the run's workers copied (``--attribute``): the
+    analysis' table (:func:`memprobe.analysis.attribution.attribution`), each worker's MB up to
+    four workers (their mean beyond), together and the share of the copied total."""
+    a = s.attribution
+    if not a:
+        return []
+    if a.get("error"):
+        return [f"{s.run_id}: which structure was copied: not known ({a['error']})"]
+    workers = a["workers"]
+    each = len(workers) <= 4
+    per_head = [f"worker {w['worker']}" for w in workers] if each else ["mean"]
+    head = ("path", "held MB", *per_head, "together", "share")
+    rows: list[tuple[str, ...]] = [head]
+    for r in a["rows"]:
+        per = [_num(x, 1) for x in r["workers_mb"]] if each else [_num(r["mean_mb"], 1)]
+        share = "-" if r["share"] is None else f"{r['share']:.0%}"
+        rows.append(
+            (
+                clip(printable(r["path"]), ATTRIBUTION_PATH_COLUMNS),
+                _num(r["held_mb"], 1),
+                *per,
+                _num(r["together_mb"], 1),
+                share,
+            )
+        )
+    copied = [_num(x, 1) for x in a["copied_mb"]] if each else [_num(a["copied_mean_mb"], 1)]
+    rows.append(("copied (the total)", "", *copied, _num(a["copied_together_mb"], 1), "100%"))
+    widths = [max(columns(r[i]) for r in rows) for i in range(len(head))]
+    out = [
+        f"\n{s.run_id}: which structure the workers copied ({_method(a['method'])}):",
+        f"  {a['sentence']}",
+    ]
+    for k, r in enumerate(rows):
+        out.append(
+            "  " + "  ".join(pad(c, w, right=i > 0) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        )
+        if k == 0:
+            out.append("  " + "  ".join("-" * w for w in widths))
+    if a.get("incomplete"):
+        out.append(
+            f"  the walk of the dataset {a['incomplete']}: what it did not reach is counted outside it"
+        )
+    out += [f"  {printable(line)}" for line in a.get("also_held") or []]
+    if (a.get("marked_by") or 0) > 1:
+        out.append(
+            f"  {a['marked_by']} processes marked their dataset; shown: pid {a['parent']}'s workers, the most copied"
+        )
+        out += [f"  {printable(p['sentence'])}" for p in a.get("by_process") or []]
+    return out
+
+
+def _method(method: str) -> str:
+    return (
+        "pages whose frame differs from the parent's"
+        if method == "frames"
+        else "pages each worker maps alone (pagemap bit 56)"
+    )

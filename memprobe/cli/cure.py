@@ -36,6 +36,7 @@ from typing import Any
 
 from memprobe.core.errors import UsageError
 from memprobe.core.rounds import median_of
+from memprobe.core.text import clip, columns, pad, printable
 
 NAME = "cure"
 HELP = "try the fixes for copy-on-access on your own dataset, side by side, with the change to make"
@@ -180,6 +181,7 @@ def render(outcomes: list[Any], dataset: str, kwargs: dict, out: Path) -> str:
     lines += [head]
     for o in outcomes:
         lines.append(_row(o))
+    lines += _attribution_lines(outcomes)
     lines += ["", *_changes(outcomes), *_guard(outcomes, dataset, kwargs), "", f"results: {out}"]
     return "\n".join(lines)
 
@@ -198,6 +200,62 @@ def _conversion_lines(outcomes: list[Any]) -> list[str]:
         lines.append("not converted:")
         lines += [f"  {r.attribute} ({r.was}): {r.why}" for r in conv.refused]
     return [*lines, ""]
+
+
+ATTRIBUTION_ROWS = 8  # paths shown in cure's table of what each variant's workers copied
+ATTRIBUTION_PATH_COLUMNS = 48
+
+
+def _attribution_lines(outcomes: list[Any]) -> list[str]:
+    """Which of the dataset's structures each fork variant's workers copied, MB per worker (the
+    median of the rounds; the analysis' table, summary.json's ``attribution``), side by side:
+    which attribute each fix moved; then each attribute the conversion refused, by name, with
+    its share of what the workers copied as is."""
+    tables = []
+    for o in outcomes:
+        found = [a for r in o.results if (a := getattr(r.summary, "attribution", None))]
+        found = [a for a in found if not a.get("error")]
+        if found:
+            tables.append((o, found))
+    if not tables:
+        return []
+    order: list[str] = []
+    for _, found in tables:
+        for a in found:
+            order += [r["path"] for r in a["rows"] if r["kind"] == "path" and r["path"] not in order]
+    rest = [r["path"] for r in tables[0][1][0]["rows"] if r["kind"] != "path"]
+    shown = order[:ATTRIBUTION_ROWS] + rest
+    names = [clip(printable(p), ATTRIBUTION_PATH_COLUMNS) for p in [*shown, "copied (the total)"]]
+    width = max(columns(n) for n in names)
+    lines = ["", "which structure each worker copied (MB per worker; summary.json's attribution):"]
+    lines.append("  " + pad("path", width) + "".join(f"{o.variant.label:>28}" for o, _ in tables))
+    for name, path in zip(names, shown, strict=False):
+        cells = "".join(f"{_num1(_path_mb(found, path)):>28}" for _, found in tables)
+        lines.append("  " + pad(name, width) + cells)
+    totals = [median_of([a["copied_mean_mb"] for a in found]) for _, found in tables]
+    lines.append("  " + pad(names[-1], width) + "".join(f"{_num1(t):>28}" for t in totals))
+    base = next((found for o, found in tables if o.variant.key == "as-is"), None)
+    conv = next((o.conversion for o in outcomes if o.conversion is not None), None)
+    if base and conv and conv.refused:
+        total = median_of([a["copied_mean_mb"] for a in base])
+        for r in conv.refused:
+            path = "dataset" + r.attribute.removeprefix("self")  # cure's names start at self
+            mine = _path_mb(base, path)
+            if mine is not None and total:
+                lines.append(
+                    f"  not converted: {printable(path)} holds {mine:,.1f} of the {total:,.1f} MB each "
+                    f"worker copied as is ({mine / total:.0%})"
+                )
+    return lines
+
+
+def _path_mb(found: list[dict], path: str) -> float | None:
+    """A path's MB per worker, the median over the rounds that name it."""
+    return median_of([r["mean_mb"] for a in found for r in a["rows"] if r["path"] == path])
+
+
+def _num1(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
 
 
 def _row(o: Any) -> str:

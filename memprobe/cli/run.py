@@ -238,6 +238,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
     p.add_argument(
+        "--attribute",
+        action="store_true",
+        help="name which of the dataset's structures the fork workers copied (MB per attribute path), "
+        "read after the last measurement (docs/attribution.md)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         metavar="S",
@@ -260,11 +266,13 @@ def main(args: argparse.Namespace) -> int:
         scenario = with_overrides(scenario, timeout_s=bounded("--timeout", args.timeout, 1, unit="seconds"))
     if args.quick:
         scenario = _quick(scenario)
+    if args.attribute:
+        scenario = with_overrides(scenario, sampling=replace(scenario.sampling, attribute=True))
     check_limits(scenario, lifted=args.no_limits)
     _preflight(scenario)
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.
-    from memprobe.cli.console import TerminalConsole, say, summary_table, workers_table
+    from memprobe.cli.console import TerminalConsole, attribution_lines, say, summary_table, workers_table
     from memprobe.results.folder import default_out_dir, make_output
     from memprobe.run.session import run_scenario
     from memprobe.session.finish import EXIT_FAILED
@@ -287,6 +295,9 @@ def main(args: argparse.Namespace) -> int:
     table = workers_table(result.sweep)
     if table:
         say(table)
+    for s in result.summaries:
+        for line in attribution_lines(s):
+            say(line)
     _print_explanations(result.summaries)
     print_advice(result.summaries, runs)
     if result.signals:

@@ -19,7 +19,7 @@ from memprobe.core.scaling import contention_note, scaling
 from memprobe.core.summary import RunSummary, window_bounds
 from memprobe.core.system import run_limit
 from memprobe.core.vocabulary import THREAD_NAME_PREFIX
-from memprobe.report import across, advice, content, figures, recorded, session, workers
+from memprobe.report import across, advice, attribution, content, figures, recorded, session, workers
 from memprobe.report import format as fmt
 from memprobe.report.chart import DASHES, MAX_POINTS, color_styles, name_items_axis, styles
 from memprobe.report.embed import plotly_js, script_json
@@ -66,6 +66,7 @@ def environment() -> jinja2.Environment:
         upfront_copy=content.upfront_copy,
         rate_text=content.rate_text,
         cost_text=content.cost_text,
+        attribution_view=attribution.view,
         thread_name_prefix=THREAD_NAME_PREFIX,
     )
     return env

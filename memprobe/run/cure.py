@@ -414,6 +414,7 @@ def run_variants(
                 timeout_s=timeout_s,
                 growth_threshold_mb=growth_threshold_mb,
                 out=folder,
+                attribute=o.variant.mode == "fork",  # which attribute each fix moved
             )
         except FactoryError as exc:
             if first or exc.result is None:

@@ -91,6 +91,7 @@ class SamplingSpec:
     interval_s: float = 0.1
     pss_cpu_budget: float = 0.012  # see probe.sampler.SamplerSettings
     pss_min_interval_s: float = 0.25
+    attribute: bool = False  # which of the dataset's structures forked workers copied (probe/attribution.py)
 
 
 @dataclass(frozen=True)
@@ -371,6 +372,7 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
                 "interval_s": (float, 0.01, 60),
                 "pss_cpu_budget": (float, 0.001, 1),
                 "pss_min_interval_s": (float, 0.0, 3600),
+                "attribute": (bool, 0),
             },
         ),
         "verdict": _section(

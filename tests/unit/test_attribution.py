@@ -113,8 +113,11 @@ def test_copied_pages_land_on_the_attribute_read_and_none_on_the_one_never_read(
     got = dict(zip(omap.paths, a.per_path, strict=True))
     held = _paths(omap)
     assert got["dataset.read"] >= 0.95 * (held["dataset.read"] - 3000 * 8)  # all but its item array
-    assert got["dataset.unread"] <= 0.02 * held["dataset.unread"]
-    assert got["dataset.index.entries"] <= 0.02 * held["dataset.index.entries"]
+    # ~0, not 0: the allocator puts a never-read object on a page of read ones where a freed slot
+    # lies between them (2.2 % of dataset.unread in the full suite's worker, whose heap earlier
+    # tests had used; 0 in a fresh process).
+    assert got["dataset.unread"] <= 0.05 * held["dataset.unread"]
+    assert got["dataset.index.entries"] <= 0.05 * held["dataset.index.entries"]
     assert a.per_path.sum() + a.outside == a.copied == len(pages) * PAGE_SIZE
 
 

@@ -9,6 +9,11 @@ The public API is small:
   record`` and assert on its recording (``result.assert_flat(max_main_growth_mb=20)``).
 * :func:`mark` — count items from inside a training loop that ``memprobe record`` watches; a
   no-op otherwise.
+* :func:`watching` — record this process and its DataLoader workers around a training loop,
+  the scalars every few seconds; ``memprobe.integrations.lightning.MemprobeCallback`` and
+  ``memprobe.integrations.hf.MemprobeCallback`` (also reached as memprobe.lightning and
+  memprobe.hf) are it for Lightning's and Hugging Face's ``Trainer``; each imports its
+  trainer's library when it is first used.
 * :class:`SharedList` — records pickled once into one buffer that fork, spawn, forkserver and
   thread workers share (one copy, no copy-on-access); imports neither torch nor pyarrow.
 * :class:`ChunkedRandomSampler` — the shuffled order of ``shuffle=True`` without a Python int per
@@ -34,6 +39,7 @@ __all__ = [
     "mark",
     "profile",
     "record_command",
+    "watching",
 ]
 
 
@@ -47,6 +53,14 @@ def __getattr__(name: str) -> Any:
         from memprobe.record import api as record_api
 
         return getattr(record_api, name)
+    if name in ("watching", "Watching"):
+        from memprobe.integrations import watching
+
+        return getattr(watching, name)
+    if name in ("lightning", "hf"):  # memprobe.lightning.MemprobeCallback: imports Lightning then
+        import importlib
+
+        return importlib.import_module(f"memprobe.integrations.{name}")
     if name == "ThreadDataLoader":
         from memprobe.loaders.thread import ThreadDataLoader
 

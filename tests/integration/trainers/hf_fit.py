@@ -1,0 +1,71 @@
+"""A tiny Hugging Face Trainer run with memprobe's callback (tests/integration/test_trainer_callbacks.py):
+``python hf_fit.py DIR``: a model built here (no weights fetched) that returns its loss, a list
+of dicts for a dataset, 2 forked DataLoader workers, TensorBoard as the reporter (DIR/tb); the
+trainer's log history is written to DIR/log_history.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+from torch.utils.data import Dataset
+from transformers import Trainer, TrainingArguments
+
+from memprobe.integrations.hf import MemprobeCallback
+
+N = 100_000
+
+
+class Lists(Dataset):
+    def __init__(self, n: int) -> None:
+        self.rows = [{"x": [float(i % 7)] * 8, "y": float(i % 2), "id": f"row-{i}"} for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int):
+        r = self.rows[i]
+        return {"x": torch.tensor(r["x"]), "labels": torch.tensor(r["y"])}
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(8, 1)
+
+    def forward(self, x, labels=None):
+        out = self.layer(x).squeeze(1)
+        return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+
+def main() -> None:
+    out = sys.argv[1]
+    os.environ["TENSORBOARD_LOGGING_DIR"] = f"{out}/tb"  # transformers 5: no logging_dir argument
+    torch.set_num_threads(1)
+    args = TrainingArguments(
+        output_dir=out,
+        max_steps=400,
+        per_device_train_batch_size=512,
+        learning_rate=1e-3,
+        logging_steps=5,
+        report_to=["tensorboard"],
+        dataloader_num_workers=2,
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=Tiny(),
+        args=args,
+        train_dataset=Lists(N),
+        callbacks=[MemprobeCallback(f"{out}/memprobe", every_s=1.0, render=False)],
+    )
+    trainer.train()
+    with open(f"{out}/log_history.json", "w") as f:
+        json.dump(trainer.state.log_history, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""A plain training loop inside ``memprobe.watching()`` (tests/integration/test_trainer_callbacks.py):
+``python plain_loop.py DIR``: a list of dicts, 2 forked DataLoader workers, two epochs; each set
+of scalars memprobe gives is written as one JSON line to DIR/scalars.jsonl."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import memprobe
+
+
+class Lists(Dataset):
+    def __init__(self, n: int) -> None:
+        self.rows = [{"x": [float(i % 7)] * 8, "id": f"row-{i}"} for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int):
+        return torch.tensor(self.rows[i]["x"])
+
+
+def main() -> None:
+    out = sys.argv[1]
+    data = Lists(200_000)
+    with open(f"{out}/scalars.jsonl", "w") as f:
+        log = lambda values: print(json.dumps(values), file=f, flush=True)  # noqa: E731
+        with memprobe.watching(f"{out}/memprobe", every_s=1.0, on_scalars=log, render=False):
+            for _ in range(2):
+                for batch in DataLoader(
+                    data, batch_size=256, shuffle=True, num_workers=2, multiprocessing_context="fork"
+                ):
+                    batch.sum()
+
+
+if __name__ == "__main__":
+    main()

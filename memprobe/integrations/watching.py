@@ -21,8 +21,9 @@ recording once a second (its meta saved every 2 s or so, as ``record`` does); th
 thread only reads the latest view when a log is due (:meth:`Watching.due`).
 
 The scalars (:func:`scalars`), all in MB or MB/min, named ``memprobe/...``: each process's
-``<role>/uss_mb`` and ``<role>/pss_mb`` (``main``, ``worker0``, ``worker1``, ...: a worker's
-index is reused by the next epoch's workers, so each tag is one curve across epochs),
+``<role>/uss_mb`` and ``<role>/pss_mb`` (``main``, ``worker0``, ``worker1``, ...: the same names
+on every rank; a worker's index is reused by the next epoch's workers, so each tag is one curve
+across epochs),
 ``total_pss_mb`` (the processes read exactly at least once; ``unread`` counts the others), ``growth_mb_per_min`` (the
 processes' own growth rates summed: a worker's USS, a parent's anonymous memory from its first
 worker on), ``workers``, ``workers_grown_mb`` (the live workers' USS gained since their start,
@@ -112,7 +113,9 @@ def scalars(view: LiveView, root_pid: int, threshold_mb: float) -> dict[str, flo
     rows: list[LiveRow] = [r for r in view.rows if root is None or r.rank == root.rank]
     out: dict[str, float] = {}
     for r in rows:
-        name = PREFIX + tag(r.role)
+        # The same names on every rank: the process itself is main, its workers worker0, ...
+        # (under a launcher that makes it "rank 0" and them "rank 0 worker 0").
+        name = PREFIX + ("main" if r.pid == root_pid else tag(r.role.removeprefix(f"rank {r.rank} ")))
         if r.uss_mb is not None:
             out[f"{name}/uss_mb"] = round(r.uss_mb, 2)
         if r.pss_mb is not None:

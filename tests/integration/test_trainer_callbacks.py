@@ -138,3 +138,19 @@ def test_importing_memprobe_and_its_integrations_package_imports_no_trainer() ->
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_lightning_ddp_each_rank_logs_its_own_workers_and_writes_its_own_folder(tmp_path: Path) -> None:
+    """Lightning's ddp on one machine starts rank 1 as a child of rank 0: rank 0's scalars
+    count its own process and workers only, and each rank says its own verdict."""
+    done = _run("lightning_ddp.py", str(tmp_path))
+    for rank in (0, 1):
+        lines = [json.loads(x) for x in (tmp_path / "logs" / f"rank{rank}.jsonl").read_text().splitlines()]
+        memprobe_lines = [x for x in lines if "memprobe/workers" in x]
+        assert memprobe_lines, lines[:3]
+        # Two workers of its own at most, never the other rank's two besides.
+        assert max(x["memprobe/workers"] for x in memprobe_lines) == 2, memprobe_lines
+        assert not any(k.startswith("memprobe/rank") for x in memprobe_lines for k in x)
+        summary = json.loads((tmp_path / f"memprobe-rank{rank}" / "summary.json").read_text())
+        assert summary["runs"][0]["verdict"] in ("flat", "growing")
+    assert len(_verdict_lines(done)) == 2, done.stderr[-3000:]

@@ -8,7 +8,7 @@ from memprobe.live.model import LiveRow, LiveTotals, LiveView
 
 
 def _row(pid: int, role: str, kind: str | None, *, rank: int = -1, uss=None, pss=None, rate=None, grown=None):
-    worker = int(role.split()[-1]) if role.startswith("worker") else -1
+    worker = int(role.split()[-1]) if "worker" in role else -1
     return LiveRow(pid, role, kind, rank, worker, 0, uss, pss is not None, pss, 100.0, rate, grown)
 
 
@@ -43,15 +43,16 @@ def test_only_this_processs_rank_is_counted() -> None:
     view = _view(
         [
             _row(10, "rank 0", "rank", rank=0, uss=200.0, pss=300.0),
-            _row(11, "worker 0", "dataloader", rank=0, uss=60.0, pss=100.0, grown=60.0),
+            _row(11, "rank 0 worker 0", "dataloader", rank=0, uss=60.0, pss=100.0, grown=60.0),
             _row(20, "rank 1", "rank", rank=1, uss=200.0, pss=300.0),
-            _row(21, "worker 0", "dataloader", rank=1, uss=90.0, pss=100.0, grown=90.0),
+            _row(21, "rank 1 worker 0", "dataloader", rank=1, uss=90.0, pss=100.0, grown=90.0),
         ]
     )
     got = scalars(view, 10, 50.0)
-    assert got[PREFIX + "total_pss_mb"] == 400.0
-    assert got[PREFIX + "worker0/uss_mb"] == 60.0 and got[PREFIX + "workers"] == 1.0
-    assert PREFIX + "rank1/uss_mb" not in got
+    assert got[PREFIX + "total_pss_mb"] == 400.0 and got[PREFIX + "workers"] == 1.0
+    # The names every rank logs: the process itself main, its workers worker0, ...
+    assert got[PREFIX + "main/uss_mb"] == 200.0 and got[PREFIX + "worker0/uss_mb"] == 60.0
+    assert not [k for k in got if k.startswith(PREFIX + "rank")], got
 
 
 def test_a_view_without_workers_has_no_verdict_scalar() -> None:

@@ -154,3 +154,20 @@ def test_lightning_ddp_each_rank_logs_its_own_workers_and_writes_its_own_folder(
         summary = json.loads((tmp_path / f"memprobe-rank{rank}" / "summary.json").read_text())
         assert summary["runs"][0]["verdict"] in ("flat", "growing")
     assert len(_verdict_lines(done)) == 2, done.stderr[-3000:]
+
+
+def test_a_loop_that_raises_inside_memprobe_watching_keeps_its_exception_and_its_folder(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "plain_loop.py"), str(tmp_path), "raise"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 1 and "RuntimeError: the training loop failed" in done.stderr, done.stderr[
+        -2000:
+    ]
+    assert len(_verdict_lines(done)) == 1, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "memprobe" / "summary.json").read_text())
+    assert summary["runs"][0]["status"] == "failed", summary["runs"][0]

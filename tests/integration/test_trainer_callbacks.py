@@ -63,9 +63,10 @@ def test_lightning_fit_logs_list_workers_growth_to_tensorboard_and_a_folder_repo
     scalars = _scalars(tmp_path / "tb" / "version_0")
     workers = _workers_uss(scalars)
     assert {"memprobe/worker0/uss_mb", "memprobe/worker1/uss_mb"} <= set(workers), sorted(scalars)
-    # A list of dicts' workers copy what they touch: their USS rises by tens of MB as they load.
+    # A list of dicts' workers copy what they touch: a forked worker starts with no page of its
+    # own, and its USS reaches tens of MB as it loads (a numpy array's stay under 30 MB, below).
     assert max(max(v) for v in workers.values()) >= 40, workers
-    assert max(max(v) - v[0] for v in workers.values()) >= 25, workers
+    assert max(scalars["memprobe/workers_grown_mb"]) >= 20, scalars["memprobe/workers_grown_mb"]
     assert max(scalars["memprobe/total_pss_mb"]) > 0
     assert "memprobe/growth_mb_per_min" in scalars and "memprobe/growing" in scalars
     # The verdict in words: said once, and in the TensorBoard run as text.
@@ -116,7 +117,7 @@ def test_hugging_face_trainer_logs_carry_the_scalars_to_its_reporters(tmp_path: 
 def test_a_plain_loop_in_memprobe_watching_gets_the_scalars_and_a_folder(tmp_path: Path) -> None:
     done = _run("plain_loop.py", str(tmp_path))
     lines = [json.loads(x) for x in (tmp_path / "scalars.jsonl").read_text().splitlines()]
-    assert len(lines) >= 3, lines
+    assert len(lines) >= 2, lines
     uss = [
         v
         for line in lines
@@ -171,3 +172,27 @@ def test_a_loop_that_raises_inside_memprobe_watching_keeps_its_exception_and_its
     assert len(_verdict_lines(done)) == 1, done.stderr[-2000:]
     summary = json.loads((tmp_path / "memprobe" / "summary.json").read_text())
     assert summary["runs"][0]["status"] == "failed", summary["runs"][0]
+
+
+def test_a_hugging_face_run_that_raises_keeps_what_was_sampled_as_interrupted(tmp_path: Path) -> None:
+    """transformers has no hook for an exception: the folder is saved as the interpreter ends."""
+    done = subprocess.run(
+        [sys.executable, str(HERE / "hf_fit.py"), str(tmp_path), "raise"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 1 and "RuntimeError: the model failed" in done.stderr, done.stderr[-2000:]
+    assert len(_verdict_lines(done)) == 1, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "memprobe" / "summary.json").read_text())
+    assert summary["runs"][0]["status"] == "interrupted", summary["runs"][0]
+
+
+def test_memprobe_lightning_and_memprobe_hf_are_the_callbacks_modules() -> None:
+    code = (
+        "import memprobe; from memprobe.integrations import hf, lightning; "
+        "assert memprobe.lightning is lightning and memprobe.hf is hf; "
+        "assert memprobe.hf.MemprobeCallback is hf.MemprobeCallback"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]

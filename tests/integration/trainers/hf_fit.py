@@ -1,6 +1,6 @@
 """A tiny Hugging Face Trainer run with memprobe's callback (tests/integration/test_trainer_callbacks.py):
-``python hf_fit.py DIR``: a model built here (no weights fetched) that returns its loss, a list
-of dicts for a dataset, 2 forked DataLoader workers, TensorBoard as the reporter (DIR/tb); the
+``python hf_fit.py DIR [raise]``: a model built here (no weights fetched) that returns its loss
+(``raise``: raises at its 150th step), a list of dicts for a dataset, 2 forked DataLoader workers, TensorBoard as the reporter (DIR/tb); the
 trainer's log history is written to DIR/log_history.json."""
 
 from __future__ import annotations
@@ -31,11 +31,15 @@ class Lists(Dataset):
 
 
 class Tiny(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, fail: bool = False) -> None:
         super().__init__()
         self.layer = torch.nn.Linear(8, 1)
+        self.fail, self.calls = fail, 0
 
     def forward(self, x, labels=None):
+        self.calls += 1
+        if self.fail and self.calls == 150:
+            raise RuntimeError("the model failed")
         out = self.layer(x).squeeze(1)
         return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
 
@@ -57,7 +61,7 @@ def main() -> None:
         disable_tqdm=True,
     )
     trainer = Trainer(
-        model=Tiny(),
+        model=Tiny(fail=sys.argv[2:] == ["raise"]),
         args=args,
         train_dataset=Lists(N),
         callbacks=[MemprobeCallback(f"{out}/memprobe", every_s=1.0, render=False)],

@@ -1,5 +1,5 @@
 """A tiny Lightning fit with memprobe's callback (tests/integration/test_trainer_callbacks.py):
-``python lightning_fit.py DATASET DIR [EPOCHS]``; DATASET ``lists`` (a list of dicts: workers copy
+``python lightning_fit.py DATASET DIR [SECONDS]``; DATASET ``lists`` (a list of dicts: workers copy
 what they touch) or ``numpy`` (one array: they copy nothing); 2 forked DataLoader workers made again
 each epoch, a validation DataLoader with 2 persistent ones; a TensorBoard logger in DIR/tb and
 memprobe's folder DIR/memprobe."""
@@ -78,7 +78,9 @@ class Tiny(pl.LightningModule):
 
 def main() -> None:
     kind, out = sys.argv[1], sys.argv[2]
-    epochs = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    # The fit lasts SECONDS (8) on any machine, epochs of 150 steps until then: a fast machine's
+    # fit would otherwise end before a process's growth rate is known (3 s of its points).
+    seconds = int(sys.argv[3]) if len(sys.argv) > 3 else 8
     torch.set_num_threads(1)
     data = Lists(N) if kind == "lists" else Arrays(N)
     # The interpreter's own objects (torch's and Lightning's modules: ~130 MB here) out of the
@@ -86,7 +88,8 @@ def main() -> None:
     # dataset (memprobe cure's gc.freeze): what remains is the dataset's own copy-on-access.
     gc.freeze()
     trainer = pl.Trainer(
-        max_epochs=epochs,
+        max_epochs=1000,
+        max_time={"seconds": seconds},
         accelerator="cpu",
         devices=1,
         logger=TensorBoardLogger(out, name="tb", version=0),

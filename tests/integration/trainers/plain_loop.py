@@ -1,5 +1,5 @@
 """A plain training loop inside ``memprobe.watching()`` (tests/integration/test_trainer_callbacks.py):
-``python plain_loop.py DIR [raise]``: a list of dicts, 2 forked DataLoader workers, two epochs
+``python plain_loop.py DIR [raise]``: a list of dicts, 2 forked DataLoader workers, three epochs
 (``raise``: the loop raises in its second epoch); each set of scalars memprobe gives is written as
 one JSON line to DIR/scalars.jsonl."""
 
@@ -31,7 +31,7 @@ def main() -> None:
     with open(f"{out}/scalars.jsonl", "w") as f:
         log = lambda values: print(json.dumps(values), file=f, flush=True)  # noqa: E731
         with memprobe.watching(f"{out}/memprobe", every_s=1.0, on_scalars=log, render=False):
-            for epoch in range(2):
+            for epoch in range(3):
                 loader = DataLoader(
                     data, batch_size=256, shuffle=True, num_workers=2, multiprocessing_context="fork"
                 )

@@ -11,6 +11,8 @@ excluded), and a fit with the callback the CPU of memprobe's own threads (``memp
 the fit.
 
     python benchmarks/bench_trainer_callback.py [ROUNDS]      # prints each round and the ratios
+    python benchmarks/bench_trainer_callback.py --child on|off|imports DIR   # one fit, its figures
+                                                   # (imports: the callback's imports, no callback)
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 EPOCHS, BATCHES = 4, 500
 
 
-def child(on: bool, out: str) -> None:
+def child(on: bool, out: str, imports_only: bool = False) -> None:
     import lightning.pytorch as pl
     import torch
     from lightning.pytorch.loggers import CSVLogger
@@ -85,6 +87,9 @@ def child(on: bool, out: str) -> None:
     torch.set_num_threads(1)
     data = Lists(200_000)
     callbacks: list = [ReadThreads(), Steady()]
+    if imports_only:  # what the callback imports when it starts, and no callback
+        import memprobe.live.view
+        import memprobe.record.recording  # noqa: F401
     if on:
         from memprobe.integrations.lightning import MemprobeCallback
 
@@ -174,6 +179,6 @@ def main(rounds: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2] == "on", sys.argv[3])
+        child(sys.argv[2] == "on", sys.argv[3], imports_only=sys.argv[2] == "imports")
     else:
         main(int(sys.argv[1]) if len(sys.argv) > 1 else 6)

@@ -10,7 +10,7 @@ import os
 import sys
 
 import torch
-from torch.utils.data import Dataset
+from fit_data import Lists
 from transformers import Trainer, TrainingArguments
 
 from memprobe.integrations.hf import MemprobeCallback
@@ -18,16 +18,12 @@ from memprobe.integrations.hf import MemprobeCallback
 N = 100_000
 
 
-class Lists(Dataset):
-    def __init__(self, n: int) -> None:
-        self.rows = [{"x": [float(i % 7)] * 8, "y": float(i % 2), "id": f"row-{i}"} for i in range(n)]
-
-    def __len__(self) -> int:
-        return len(self.rows)
+class Items(Lists):
+    """The list of dicts as the trainer's collator takes an item: a dict of tensors."""
 
     def __getitem__(self, i: int):
-        r = self.rows[i]
-        return {"x": torch.tensor(r["x"]), "labels": torch.tensor(r["y"])}
+        x, y = super().__getitem__(i)
+        return {"x": x, "labels": y}
 
 
 class Tiny(torch.nn.Module):
@@ -63,7 +59,7 @@ def main() -> None:
     trainer = Trainer(
         model=Tiny(fail=sys.argv[2:] == ["raise"]),
         args=args,
-        train_dataset=Lists(N),
+        train_dataset=Items(N),
         callbacks=[MemprobeCallback(f"{out}/memprobe", every_s=1.0, render=False)],
     )
     trainer.train()

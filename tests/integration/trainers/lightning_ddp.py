@@ -12,8 +12,9 @@ import sys
 
 import lightning.pytorch as pl
 import torch
+from fit_data import Lists
 from lightning.pytorch.loggers import Logger
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from memprobe.integrations.lightning import MemprobeCallback
 
@@ -41,18 +42,6 @@ class EveryRank(Logger):
 
     def log_hyperparams(self, params, *args, **kwargs) -> None:
         pass
-
-
-class Lists(Dataset):
-    def __init__(self, n: int) -> None:
-        self.rows = [{"x": [float(i % 7)] * 8, "y": float(i % 2), "id": f"row-{i}"} for i in range(n)]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int):
-        r = self.rows[i]
-        return torch.tensor(r["x"]), torch.tensor(r["y"])
 
 
 class Tiny(pl.LightningModule):

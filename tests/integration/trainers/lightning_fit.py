@@ -10,38 +10,14 @@ import gc
 import sys
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
+from fit_data import Arrays, Lists
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch.utils.data import DataLoader, Dataset
 
 from memprobe.integrations.lightning import MemprobeCallback
 
 N = 200_000
-
-
-class Lists(Dataset):
-    def __init__(self, n: int) -> None:
-        self.rows = [{"x": [float(i % 7)] * 8, "y": float(i % 2), "id": f"row-{i}"} for i in range(n)]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int):
-        r = self.rows[i]
-        return torch.tensor(r["x"]), torch.tensor(r["y"])
-
-
-class Arrays(Dataset):
-    def __init__(self, n: int) -> None:
-        self.x = np.repeat((np.arange(n) % 7).astype(np.float32)[:, None], 8, axis=1)
-        self.y = (np.arange(n) % 2).astype(np.float32)
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def __getitem__(self, i: int):
-        return torch.from_numpy(self.x[i]), torch.tensor(self.y[i])
 
 
 class Tiny(pl.LightningModule):

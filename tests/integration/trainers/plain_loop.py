@@ -8,21 +8,10 @@ from __future__ import annotations
 import json
 import sys
 
-import torch
-from torch.utils.data import DataLoader, Dataset
+from fit_data import Lists
+from torch.utils.data import DataLoader
 
 import memprobe
-
-
-class Lists(Dataset):
-    def __init__(self, n: int) -> None:
-        self.rows = [{"x": [float(i % 7)] * 8, "id": f"row-{i}"} for i in range(n)]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int):
-        return torch.tensor(self.rows[i]["x"])
 
 
 def main() -> None:
@@ -36,7 +25,7 @@ def main() -> None:
                     data, batch_size=256, shuffle=True, num_workers=2, multiprocessing_context="fork"
                 )
                 for i, batch in enumerate(loader):
-                    batch.sum()
+                    batch[0].sum()
                     if fail and epoch == 1 and i == 100:
                         raise RuntimeError("the training loop failed")
 

@@ -10,6 +10,11 @@ The public API is small:
 * :func:`mark` — count items from inside a training loop that ``memprobe record`` watches; a
   no-op otherwise. :func:`mark_dataset` — tell it where the dataset's objects lie, so it names
   which of them the forked workers copied (docs/attribution.md).
+* :func:`watching` — record this process and its DataLoader workers around a training loop,
+  the scalars every few seconds; ``memprobe.integrations.lightning.MemprobeCallback`` and
+  ``memprobe.integrations.hf.MemprobeCallback`` (also reached as memprobe.lightning and
+  memprobe.hf) are it for Lightning's and Hugging Face's ``Trainer``; each imports its
+  trainer's library when it is first used.
 * :class:`SharedList` — records pickled once into one buffer that fork, spawn, forkserver and
   thread workers share (one copy, no copy-on-access); imports neither torch nor pyarrow.
 * :class:`ChunkedRandomSampler` — the shuffled order of ``shuffle=True`` without a Python int per
@@ -36,6 +41,7 @@ __all__ = [
     "mark_dataset",
     "profile",
     "record_command",
+    "watching",
 ]
 
 
@@ -53,6 +59,14 @@ def __getattr__(name: str) -> Any:
         from memprobe.record.dataset_mark import mark_dataset
 
         return mark_dataset
+    if name in ("watching", "Watching"):
+        from memprobe.integrations import watching
+
+        return getattr(watching, name)
+    if name in ("lightning", "hf"):  # memprobe.lightning.MemprobeCallback: imports Lightning then
+        import importlib
+
+        return importlib.import_module(f"memprobe.integrations.{name}")
     if name == "ThreadDataLoader":
         from memprobe.loaders.thread import ThreadDataLoader
 

@@ -118,7 +118,7 @@ def judge(
     if calm:
         sentences.append(_not_growing(calm))
     sentences += [
-        _capital(f"{who(g.role)} {_between(g)}: not growth.")
+        _capital(f"{who(g.role)} {_between(g)}: not counted as growth.")
         for g in parents
         if grown(g) <= threshold and _between(g)
     ]
@@ -135,7 +135,7 @@ def _since(g: Growth, workers: list[Growth]) -> str:
 
 
 def _parent_grows(g: Growth, workers: list[Growth]) -> str:
-    besides = f"; besides, it {_between(g)} (not growth)" if _between(g) else ""
+    besides = f"; besides, it {_between(g)} (not counted as growth)" if _between(g) else ""
     return _capital(
         f"{who(g.role)} grew {signed(grown(g))} of its own {_since(g, workers)}{_rate(g)}"
         f"{SHAPE_WORDS.get(g.shape or '', '')}{besides}."
@@ -396,7 +396,7 @@ def _flat_words(
     if upfront and float(np.mean(upfront)) >= threshold:
         text += (
             f" But each {'spawned ' if len(upfront) == len(workers) else ''}worker started with "
-            f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not growth)."
+            f"~{float(np.mean(upfront)):,.0f} MB of its own (its start-up copy: paid up front, not counted as growth)."
         )
         causes.append(STARTUP_COPY)
     return text, list(dict.fromkeys(causes))

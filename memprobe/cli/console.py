@@ -140,6 +140,13 @@ def say(text: str, stream: TextIO | None = None) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
 
 
+# Under the summary table: its columns in words a newcomer knows.
+TABLE_LEGEND = """\
+PSS: real memory, each shared page split among the processes sharing it (start, peak: the job's
+total); sum RSS: what top's RSS column adds up to, every shared page counted once per process;
+worker growth: what a worker's private memory (USS) gained, mean over workers"""
+
+
 def summary_table(summaries: list[RunSummary]) -> str:
     """The terminal summary: one row per run (decode runs add the decoder that ran and MB/s)."""
     decode = any(s.workload == "decode" for s in summaries)

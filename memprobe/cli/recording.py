@@ -24,6 +24,16 @@ NO_ITEMS = {
 }
 
 
+# The per-process table's columns in words (process_rows): what a newcomer reads first.
+PROCESS_LEGEND = """\
+  before MB: what a parent allocated before its first worker started (what its workers share), or
+    what a spawned worker was given and imported as it started; not counted as growth
+  own growth MB: what its private memory (USS) gained after that: for a forked worker from its
+    start, for a spawned one from the end of its start-up, for a parent from its first worker
+  not counted MB: pages it did not allocate that became its own or shared as other processes
+    copied them or exited (a parent's pages stop being shared when its workers end)"""
+
+
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o", "--output", metavar="DIR", help="results folder (default: reports/<kind>-<name>-<UTC time>)"
@@ -120,7 +130,7 @@ def print_result(result, stream) -> None:
     """The summary table, each worker's lifetime growth, what the user must know besides
     (marks ignored, sampling stopped, processes still running) and where the results are.
     Through ``say``: a closed pipe or a terminal gone (SIGHUP) stops the output, nothing else."""
-    from memprobe.cli.console import attribution_lines, say, summary_table
+    from memprobe.cli.console import TABLE_LEGEND, attribution_lines, say, summary_table
     from memprobe.core import cures
     from memprobe.core.text import printable
 
@@ -128,6 +138,15 @@ def print_result(result, stream) -> None:
     if result.summaries:
         p("")
         p(summary_table(result.summaries))
+        p(TABLE_LEGEND)
+        several = len(result.summaries) > 1
+        first = cures.first_lines(
+            [(s.run_id if several else "", cures.advice_for(cures.causes_of(s))) for s in result.summaries]
+        )
+        if first:
+            p("")
+            for line in first:
+                p(line)
     for s in result.summaries:
         p(f"\n{s.explanation}")
         if s.items_per_s is None:
@@ -146,10 +165,8 @@ def print_result(result, stream) -> None:
             p(line)
     rows = process_rows(result.processes, outlived={o["pid"] for o in result.outlived})
     if rows:
-        p(
-            "\nper process (own growth: from its start for a forked worker, after start-up for a spawned one, from its\n"
-            "first worker for a parent; not growth: pages made private or shared by other processes):"
-        )
+        p("\nper process:")
+        p(PROCESS_LEGEND)
         p(rows)
     for note in result.notes:
         p(f"\n{note}")
@@ -218,10 +235,10 @@ def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[in
         "kind",
         "alive",
         "exact",
-        "built/start-up MB",
+        "before MB",
         "USS MB",
         "own growth MB",
-        "not growth MB",
+        "not counted MB",
     )
     rows = [head]
     shown = [

@@ -272,7 +272,14 @@ def main(args: argparse.Namespace) -> int:
     _preflight(scenario)
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.
-    from memprobe.cli.console import TerminalConsole, attribution_lines, say, summary_table, workers_table
+    from memprobe.cli.console import (
+        TABLE_LEGEND,
+        TerminalConsole,
+        attribution_lines,
+        say,
+        summary_table,
+        workers_table,
+    )
     from memprobe.results.folder import default_out_dir, make_output
     from memprobe.run.session import run_scenario
     from memprobe.session.finish import EXIT_FAILED
@@ -292,6 +299,8 @@ def main(args: argparse.Namespace) -> int:
         scenario, out, console=TerminalConsole(), render=not args.no_report, signals=STOP_SIGNALS
     )
     say(summary_table(result.summaries))
+    say(TABLE_LEGEND)
+    print_first(result.summaries)
     table = workers_table(result.sweep)
     if table:
         say(table)
@@ -318,6 +327,21 @@ def main(args: argparse.Namespace) -> int:
     return code
 
 
+def print_first(summaries: list) -> None:
+    """What to do first (:func:`memprobe.core.cures.first_lines`), before the long output: for
+    each group of runs whose verdicts name the same causes, the first fix of each."""
+    from memprobe.cli.console import say
+    from memprobe.core import cures
+
+    groups = [(_runs_named(g.runs), g.advice) for g in cures.by_causes(summaries)]
+    if lines := cures.first_lines(groups):
+        say("\n" + "\n".join(lines))
+
+
+def _runs_named(runs: list) -> str:
+    return ", ".join(f"{s.run_id} ({s.verdict})" for s in runs)
+
+
 def print_advice(summaries: list, runs: list) -> None:
     """What to do about each cause found (:func:`memprobe.core.cures.by_causes`): once for the
     runs whose verdicts name the same causes, named first, then the pytest guards."""
@@ -328,7 +352,7 @@ def print_advice(summaries: list, runs: list) -> None:
         r.run_id: {"factory": r.factory.factory, "kwargs": r.factory.kwargs} for r in runs if r.factory
     }
     for g in cures.by_causes(summaries, factories):
-        say("\n" + ", ".join(f"{s.run_id} ({s.verdict})" for s in g.runs) + ":")
+        say("\n" + _runs_named(g.runs) + ":")
         lines = cures.text_lines([a.cause for a in g.advice], scenario=g.unsplit)[1:]  # [0]: the blank said
         for line in lines + cures.guard_lines(g.guards):
             say(line)

@@ -422,6 +422,26 @@ def guard_lines(codes: list[str]) -> list[str]:
     return lines
 
 
+FIRST_HEAD = 'what to do first (why, the other fixes and what each costs: "what to do" below):'
+
+
+def first_lines(groups: list[tuple[str, list[CauseAdvice]]]) -> list[str]:
+    """What to do first, before the long output: for each group of runs (named by ``label``,
+    empty for a recorded job's one run), each cause's title and the change of its first fix, the
+    one to try first (code, never wrapped). Nothing where no cause was found."""
+    lines = [FIRST_HEAD]
+    for label, advice in groups:
+        if not advice:
+            continue
+        indent = "  "
+        if label:
+            lines.append(f"  {label}:")
+            indent = "    "
+        for a in advice:
+            lines.append(f"{indent}{a.title}: {a.cures[0].change}")
+    return lines if len(lines) > 1 else []
+
+
 def text_lines(
     causes: list[str] | tuple[str, ...] | None, job: Job | None = None, *, scenario: bool = False
 ) -> list[str]:

@@ -127,14 +127,20 @@ def notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> 
             else "the job's first memprobe.mark"
         )
         seen = " (what memprobe saw: it was running before)" if seen_late(r.get("start_t")) else ""
-        notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
+        shared = ", what they share" if since == "its workers started" else ""
+        notes.append(
+            f"allocated {fmt.signed_mb(r['built_mb'])} before {since}{seen}{shared}: not counted as growth"
+        )
     if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
         notes.append(
             f"{built_or_freed(r['built_between_mb'])} between worker generations, while none of "
-            "its workers lived (not growth)"
+            "its workers lived (not counted as growth)"
         )
     if fmt.is_num(r.get("startup_mb")):
-        notes.append(f"start-up copy {fmt.mb(r['startup_mb'])} (not growth)")
+        notes.append(
+            f"start-up copy {fmt.mb(r['startup_mb'])}: what it was given and imported as it started, "
+            "not counted as growth"
+        )
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
     if fmt.is_num(r.get("allocated_mb")) and r["allocated_mb"] >= 1:
@@ -150,11 +156,14 @@ def notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> 
             )
         )
     if fmt.is_num(r.get("released_mb")) and r["released_mb"] >= 1:
-        notes.append(f"{fmt.signed_mb(r['released_mb'])} made private by others (not growth)")
+        notes.append(
+            f"{fmt.signed_mb(r['released_mb'])} of pages it shared became its own as the processes "
+            "sharing them copied them or exited (not counted as growth)"
+        )
     if fmt.is_num(r.get("written_mb")) and r["written_mb"] >= 1:
         notes.append(
             f"{fmt.signed_mb(r['written_mb'])} made private by its own writes to pages its workers "
-            "share (not growth)"
+            "share (not counted as growth)"
         )
     if r.get("denied"):
         notes.append(str(r["denied"]))  # the sampler's reason: permission denied, whose process

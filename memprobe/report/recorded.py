@@ -279,7 +279,7 @@ def timeline_note(s: RunSummary, has_generations: bool, procs: list[Proc]) -> st
     )
     spawned = (
         "A spawned worker first boots an interpreter and unpickles what it was given: that start-up copy is "
-        "not growth; its growth counts from then."
+        "not counted as growth; its growth counts from then."
         if any(not p.forked for p in workers)
         else ""
     )

@@ -190,6 +190,39 @@ def test_record_s_terminal_says_what_to_do_about_the_cause_with_each_change_and_
         assert '        result = memprobe.profile("your_package.data:build_dataset", mode=' in after
 
 
+@pytest.mark.parametrize("cause", list(JOBS))
+def test_record_s_terminal_leads_with_the_first_fix_to_try_before_the_long_output(cause: str) -> None:
+    s = recorded_summary(JOBS[cause][0])
+    text = terminal(s)
+    first = text.index(cures.FIRST_HEAD)
+    a = cures.ADVICE[cause]
+    # Right after the table and its legend: before the verdict's paragraph and the advice's details.
+    assert first < text.index(s.explanation) < text.index("what to do: ")
+    assert text[first:].split("\n")[1] == f"  {a.title}: {a.cures[0].change}"
+    assert "PSS: real memory" in text[:first]  # the table's columns said in words above it
+
+
+def test_memprobe_run_leads_with_the_first_fix_for_each_group_of_runs(tmp_path: Path, capsys) -> None:
+    from memprobe.analysis.runs import summarize_all
+    from memprobe.cli.run import print_first
+    from memprobe.results.folder import ResultSet
+
+    summaries = summarize_all(ResultSet.load(scenario_folder(tmp_path / "s", RUNS, FACTORY)))
+    print_first(summaries)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == cures.FIRST_HEAD
+    fork = out.index("  list-fork-w2 (growing):")
+    spawn = out.index("  list-spawn-w2 (flat):")
+    assert (
+        out[fork + 1]
+        == f"    copy-on-access of Python objects: {cures.ADVICE['copy-on-access'].cures[0].change}"
+    )
+    assert out[spawn + 1].startswith(
+        "    spawn/forkserver start-up copies: self.records = memprobe.SharedList("
+    )
+    assert not any("list-thread-w2" in line for line in out)  # flat, nothing to do
+
+
 def test_the_guard_for_a_recorded_job_profiles_its_start_method_and_workers() -> None:
     text = terminal(recorded_summary(lambda: spawn_job(156.0)))
     assert 'memprobe.profile("your_package.data:build_dataset", mode="spawn", workers=1)' in text

@@ -302,7 +302,7 @@ def test_a_spawn_child_counts_from_the_end_of_its_start_up() -> None:
     assert s.verdict == "flat" and s.worker_uss_start_mb == 150
     assert s.culprit.endswith(
         "But each spawned worker started with ~150 MB of its own (its start-up copy: paid up "
-        "front, not growth)."
+        "front, not counted as growth)."
     )
 
 
@@ -861,7 +861,7 @@ def test_what_a_parent_builds_while_none_of_its_workers_lives_is_built_not_growt
     )
     assert (
         "The main process built +100 MB between worker generations, while none of its workers lived: "
-        "not growth." in s.culprit
+        "not counted as growth." in s.culprit
     )
     # What it holds is still counted where memory is projected (300 MB at its first fork, as before).
     meta, samples = generations_job(built_between=100.0)
@@ -877,7 +877,8 @@ def test_a_parent_s_growth_while_its_generations_of_workers_live_still_counts() 
     assert main["growth_mb_per_min"] == pytest.approx(120 / (14.8 - 2.2) * 60)
     assert (
         "The main process grew +120 MB of its own after its first worker started (571 MB/min); besides, it "
-        "built +100 MB between worker generations, while none of its workers lived (not growth)." in s.culprit
+        "built +100 MB between worker generations, while none of its workers lived (not counted as growth)."
+        in s.culprit
     )
 
 

@@ -104,8 +104,9 @@ def test_the_who_grows_table_names_kinds_growth_rates_and_what_is_not_growth(for
     rows = re.findall(r"<tr class=\"tone-(\w+)\">(.*?)</tr>", table, re.DOTALL)
     assert [tone for tone, _ in rows] == ["flat", "growing", "growing"]
     main, worker = rows[0][1], rows[1][1]
-    assert "main process" in main and "built +295 MB before its workers started" in main
-    assert "made private by others (not growth)" in main
+    assert "main process" in main
+    assert "allocated +295 MB before its workers started, what they share: not counted as growth" in main
+    assert "of pages it shared became its own as the processes sharing them copied them or exited" in main
     assert "DataLoader worker (fork)" in worker and "+200 MB" in worker and "+800" in worker  # MB per minute
 
 
@@ -113,8 +114,11 @@ def test_the_who_grows_table_shows_what_a_parent_built_between_worker_generation
     page = page_of(write_results(tmp_path / "gens", *generations_job(built_between=100.0)))
     table = page[page.index('id="processes"') : page.index("</table>", page.index('id="processes"'))]
     main = re.findall(r"<tr class=\"tone-(\w+)\">(.*?)</tr>", table, re.DOTALL)[0]
-    assert main[0] == "flat" and "built +295 MB before its workers started" in main[1]
-    assert "built +100 MB between worker generations, while none of its workers lived (not growth)" in main[1]
+    assert main[0] == "flat" and "allocated +295 MB before its workers started" in main[1]
+    assert (
+        "built +100 MB between worker generations, while none of its workers lived (not counted as growth)"
+        in main[1]
+    )
     assert "between worker generations" in page[page.index('id="culprit"') : page.index('id="timeline"')]
 
 
@@ -334,18 +338,27 @@ def test_processes_never_read_are_named_with_their_generation_where_a_role_comes
 
 def test_notes_say_what_a_launcher_built_before_its_ranks_and_a_watched_parent_was_seen_to_build() -> None:
     launcher = {"kind": "launcher", "built_mb": 240.0, "start_t": 0.0}
-    assert record_tables.notes(launcher, True, False)[0] == "built +240 MB before its ranks started"
+    assert (
+        record_tables.notes(launcher, True, False)[0]
+        == "allocated +240 MB before its ranks started: not counted as growth"
+    )
     # The root of an mp.spawn job: its children are ranks it started, not workers, and no mark.
     root = {"kind": "main", "built_mb": 220.0, "start_t": 0.0}
-    assert record_tables.notes(root, True, False, True)[0] == "built +220 MB before its ranks started"
-    assert record_tables.notes(root, True, False)[0] == "built +220 MB before the job's first memprobe.mark"
+    assert (
+        record_tables.notes(root, True, False, True)[0]
+        == "allocated +220 MB before its ranks started: not counted as growth"
+    )
+    assert record_tables.notes(root, True, False)[0] == (
+        "allocated +220 MB before the job's first memprobe.mark: not counted as growth"
+    )
     meta, samples = fork_job()
     meta["processes"][0]["start_t"] = -5.0
     main = next(
         r for r in summarize(meta, samples, pd.DataFrame(), pd.DataFrame()).processes if r["role"] == "main"
     )
     assert record_tables.notes(main, True, True)[0] == (
-        "built +295 MB before its workers started (what memprobe saw: it was running before)"
+        "allocated +295 MB before its workers started (what memprobe saw: it was running before), what they "
+        "share: not counted as growth"
     )
 
 

@@ -333,9 +333,34 @@ def print_first(summaries: list) -> None:
     from memprobe.cli.console import say
     from memprobe.core import cures
 
-    groups = [(_runs_named(g.runs), g.advice) for g in cures.by_causes(summaries)]
-    if lines := cures.first_lines(groups):
+    groups = cures.by_causes(summaries)
+    # A fork run's two causes untold apart: the copy-on-access fixes first, as cures.UNSPLIT says.
+    firsts = [[a for a in g.advice if not (g.unsplit and a.cause == cures.WORKERS_ALLOCATE)] for g in groups]
+    lines = cures.first_lines([(_runs_named(g.runs), f) for g, f in zip(groups, firsts, strict=True)])
+    # Under each group, the flat runs of the same mode and workers: the scenario's own contrast.
+    with_cause = {s.run_id for g in groups for s in g.runs}
+    for g, first in zip(groups, firsts, strict=True):
+        loaders = {(s.mode, s.workers) for s in g.runs}
+        calm = [
+            s
+            for s in summaries
+            if (s.mode, s.workers) in loaders and s.run_id not in with_cause and s.verdict == "flat"
+        ]
+        if calm:
+            at = lines.index(f"  {_runs_named(g.runs)}:") + 1 + len(first)
+            lines.insert(at, f"    flat here with the same mode and workers: {_growths(calm)}")
+    if lines:
         say("\n" + "\n".join(lines))
+
+
+def _growths(runs: list) -> str:
+    """Runs named with each one's worker growth (the analysis'), for the first lines."""
+    from memprobe.core.units import mb
+
+    def grew(v: float | None) -> str:
+        return "" if v is None else f" (workers {mb(v, sign=True, small=0, true_minus=False)})"
+
+    return ", ".join(s.run_id + grew(s.worker_uss_growth_mb) for s in runs)
 
 
 def _runs_named(runs: list) -> str:

@@ -207,7 +207,8 @@ def test_memprobe_run_leads_with_the_first_fix_for_each_group_of_runs(tmp_path: 
     from memprobe.cli.run import print_first
     from memprobe.results.folder import ResultSet
 
-    summaries = summarize_all(ResultSet.load(scenario_folder(tmp_path / "s", RUNS, FACTORY)))
+    runs = [*RUNS, ("numpy-fork-w2", "fork", 20.0, 22.0)]  # the same loader, flat: the contrast
+    summaries = summarize_all(ResultSet.load(scenario_folder(tmp_path / "s", runs, FACTORY)))
     print_first(summaries)
     out = capsys.readouterr().out.splitlines()
     assert out[1] == cures.FIRST_HEAD
@@ -217,9 +218,11 @@ def test_memprobe_run_leads_with_the_first_fix_for_each_group_of_runs(tmp_path: 
         out[fork + 1]
         == f"    copy-on-access of Python objects: {cures.ADVICE['copy-on-access'].cures[0].change}"
     )
+    assert out[fork + 2] == "    flat here with the same mode and workers: numpy-fork-w2 (workers +2 MB)"
     assert out[spawn + 1].startswith(
         "    spawn/forkserver start-up copies: self.records = memprobe.SharedList("
     )
+    assert not any(line.startswith("    flat here") for line in out[spawn:])  # no other spawn run
     assert not any("list-thread-w2" in line for line in out)  # flat, nothing to do
 
 

@@ -71,6 +71,9 @@ class FactorySpec:
     name: str
     factory: str
     kwargs: dict = field(default_factory=dict)
+    # This dataset's runs' batch size, where it is not the loader's (a scenario comparing batch
+    # sizes lists the same factory under two names, each with its own).
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,7 @@ class Scenario:
                         mode=mode,
                         workers=workers,
                         dataset=self.dataset,
-                        loader=self.loader,
+                        loader=_loader_for(self.loader, factories.get(backend)),
                         sampling=self.sampling,
                         verdict=self.verdict,
                         timeout_s=self.timeout_s,
@@ -438,6 +441,13 @@ def _workload(check: _Checker, data: dict) -> tuple[str, str]:
     return "records", "backends"
 
 
+def _loader_for(loader: LoaderSpec, factory: FactorySpec | None) -> LoaderSpec:
+    """The loader of a dataset's runs: the scenario's, with the dataset's own batch size if it has one."""
+    if factory is None or factory.batch_size is None:
+        return loader
+    return replace(loader, batch_size=factory.batch_size)
+
+
 def _decode(check: _Checker, raw: Any) -> DecodeSpec:
     data = check.mapping("decode", raw, tuple(f.name for f in fields(DecodeSpec)))
     device = data.pop("device", "auto")
@@ -467,7 +477,7 @@ def _factories(check: _Checker, data: dict) -> tuple[FactorySpec, ...]:
 
 
 def _factory(check: _Checker, key: str, raw: Any) -> FactorySpec:
-    data = check.mapping(key, raw, ("name", "factory", "kwargs"))
+    data = check.mapping(key, raw, ("name", "factory", "kwargs", "batch_size"))
     # Here, not at the top: the run's process imports this module, and what it imports changes what
     # its forked workers measure (with run/factory.py and sysconfig imported there, list-fork-w2's
     # workers grew +50 MB, not the > 80 MB tests/integration/test_run.py::test_list_under_fork_grows
@@ -489,7 +499,10 @@ def _factory(check: _Checker, key: str, raw: Any) -> FactorySpec:
     name = data.get("name", ref.rsplit(":", 1)[1].split(".")[-1])
     if not isinstance(name, str) or not name or not name.replace("_", "").replace("-", "").isalnum():
         raise check.fail(f"{key}.name", name, "a short name of letters, digits, '-' and '_'")
-    return FactorySpec(name=name, factory=ref, kwargs=kwargs)
+    batch = data.get("batch_size")
+    if batch is not None:
+        batch = check.number(f"{key}.batch_size", batch, int, 1)
+    return FactorySpec(name=name, factory=ref, kwargs=kwargs, batch_size=batch)
 
 
 def _workers(check: _Checker, value: Any) -> tuple[int, ...]:

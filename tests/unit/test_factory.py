@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from memprobe.core.errors import FactoryError, UsageError
 from memprobe.run.api import factory_ref
 from memprobe.run.factory import call_factory, doing, load_factory, parse_ref, tell_phases
-from memprobe.run.scenario import parse_scenario
+from memprobe.run.scenario import RunSpec, parse_scenario
 
 
 def module_level_factory(n: int = 3) -> list[int]:
@@ -139,10 +140,35 @@ expect: [{backend: coco, verdict: growing}]
     assert runs["coco-fork-w2"].expect == "growing" and runs["frame-fork-w2"].expect is None
 
 
+def test_a_dataset_entry_with_its_own_batch_size_runs_with_it_and_the_others_with_the_loader_s() -> None:
+    s = parse_scenario(
+        """
+datasets:
+  - {name: light-b16, factory: "pkg.data:images", batch_size: 16}
+  - {name: light-b64, factory: "pkg.data:images"}
+modes: [fork]
+workers: [0, 2]
+loader: {batch_size: 64}
+""",
+        "s.yaml",
+    )
+    batch = {r.run_id: r.loader.batch_size for r in s.runs()}
+    assert batch == {
+        "light-b16-single-w0": 16,
+        "light-b16-fork-w2": 16,
+        "light-b64-single-w0": 64,
+        "light-b64-fork-w2": 64,
+    }
+    # What the run's process gets back from its spec (the JSON it is handed) is the same.
+    assert RunSpec.from_dict(json.loads(json.dumps(s.runs()[0].to_dict()))).loader.batch_size == 16
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
         ('dataset: {factory: "pkg"}', "key 'dataset.factory': got 'pkg'"),
+        ('datasets: [{factory: "a:b", batch_size: 0}]', "key 'datasets[0].batch_size': got 0"),
+        ('datasets: [{factory: "a:b", batch_size: "16"}]', "key 'datasets[0].batch_size'"),
         ('dataset: {factory: "a:b", kwargs: [1]}', "key 'dataset.kwargs'"),
         ('datasets: [{factory: "a:b"}, {factory: "c:b"}]', "distinct 'name's"),
         ('datasets: [{factory: "a:b"}]\nbackends: [list]', "no 'backends' with user datasets"),

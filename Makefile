@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    install into .venv and run the default scenario (report in reports/)
 #   make test   install into .venv (test extras, chromium and tmux for the browser and terminal tests), check the
-#               code (make lint) and run the tests (make test-unit: the unit tests alone)
+#               code (make lint), build the docs site (make docs) and run the tests (make test-unit: the unit
+#               tests alone)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,7 +17,7 @@ PYTEST_ARGS ?=
 # fills those waits (measured: pytest 348 s at -n 3 against 396 s at -n 2, 669 tests).
 TEST_WORKERS ?= 3
 
-.PHONY: install install-test browser terminal run quick lint check-code test check-tests test-unit clean
+.PHONY: install install-test browser terminal run quick lint check-code docs check-docs test check-tests test-unit clean
 
 # The virtual environment itself, with a current pip.
 $(PY):
@@ -98,10 +99,21 @@ check-code:
 	$(PY) tools/check_architecture.py || fail=1; \
 	exit $$fail
 
-# The code checks run beside pytest (mypy's ~15 s of one core overlap the suite's start-up); either
+# The documentation as a site (mkdocs.yml; mkdocs and its Material theme come with the test extra) in
+# site/, open site/index.html. --strict: a warning (a link to a page or an anchor that does not exist,
+# a page left out of the nav) fails it. The screenshots in docs/img are made by tools/screenshots.py,
+# by hand: it runs real jobs, too slow for every build.
+docs: install-test
+	@$(MAKE) --no-print-directory check-docs
+
+# Not --quiet: with it mkdocs 1.6 counts no warning, and --strict passes a broken link (tried).
+check-docs:
+	@NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# The code checks and the docs site build run beside pytest (mypy's ~15 s of one core overlap the suite's start-up); any
 # one failing fails the target. The 25 slowest tests are listed: where the suite's time goes. pytest exits 5 when it collected no test: a failure here, not a pass.
 test: install-test
-	@$(MAKE) --no-print-directory -j2 check-code check-tests
+	@$(MAKE) --no-print-directory -j2 check-code check-docs check-tests
 
 check-tests:
 	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); code=$$?; \
@@ -112,4 +124,4 @@ test-unit: install-test
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache test-artifacts
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache test-artifacts site

@@ -70,6 +70,29 @@ def test_forked_workers_grow_from_zero_at_their_start_and_the_main_process_is_no
     assert s.explanation.startswith(s.culprit)
 
 
+def test_a_program_the_main_process_ran_before_it_built_its_dataset_opens_no_window() -> None:
+    """A Lightning fit logged to Weights & Biases: WandbLogger starts wandb-core (an exec'd
+    program, alive the whole fit) before the fit builds its dataset. Its start is not the main
+    process's first worker: the 295 MB built after it are not the main process's growth, and the
+    workers' mean growth is the DataLoader workers', not halved by the program's flat 30 MB."""
+    meta, samples = fork_job()
+    program = proc_rows(
+        20,
+        "worker 2",
+        2,
+        [(0.6, "pss", 30, 40, 30), (10.0, "pss", 30, 40, 30), (20.0, "pss", 30, 40, 30)],
+        kind="exec",
+    )
+    meta["processes"].append(proc_info(20, "worker 2", "exec", ppid=1, start_t=0.5, last_t=20.0, worker=2))
+    s = _summary(meta, pd.concat([samples, pd.DataFrame(program)], ignore_index=True))
+    main = next(p for p in s.processes if p["pid"] == 1)
+    assert main["built_mb"] == pytest.approx(295) and abs(main["growth_mb"]) < 5
+    assert s.worker_uss_growth_mb == pytest.approx(200, abs=0.5) and s.worker_uss_start_mb == pytest.approx(
+        0, abs=1
+    )
+    assert "The main process is not growing" in s.culprit
+
+
 def test_a_numpy_like_job_is_flat_and_says_what_each_side_did() -> None:
     meta, samples = fork_job(worker_growth=6.0)
     s = _summary(meta, samples)

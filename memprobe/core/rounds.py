@@ -15,6 +15,7 @@ sentence or a table states.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,13 @@ def interleaved(items: Sequence[T], rounds: int) -> Iterator[tuple[int, T]]:
 def round_suffix(round_: int, rounds: int) -> str:
     """A repeated run's name's tail: ``-r2`` of 5 rounds; nothing where a run is not repeated."""
     return f"-r{round_}" if rounds > 1 else ""
+
+
+def round_of(run_id: str) -> int | None:
+    """The round of a repeated scenario run, from its id (``list-fork-w2-r3``: 3, as
+    :func:`round_suffix` ended it); None for a run not repeated."""
+    m = re.search(r"-w\d+-r(\d+)$", run_id)
+    return int(m.group(1)) if m else None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memprobe.core.rounds import round_of
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import FORK, THREAD, has_worker_processes, item_noun
 from memprobe.report import format as fmt
@@ -168,10 +169,12 @@ def short_label(s: RunSummary) -> str:
 
 
 def run_label(s: RunSummary) -> str:
+    """``list × fork (2 workers)``, ``, round 3`` after the count for a repeated run."""
+    again = f", round {r}" if (r := round_of(s.run_id)) is not None else ""
     if s.workers == 0:
-        return f"{short_label(s)} (no workers)"
+        return f"{short_label(s)} (no workers{again})"
     unit = "thread" if s.mode == THREAD else "worker"
-    return f"{short_label(s)} ({s.workers} {unit}{'s' if s.workers != 1 else ''})"
+    return f"{short_label(s)} ({s.workers} {unit}{'s' if s.workers != 1 else ''}{again})"
 
 
 def span(s: RunSummary, meta: dict) -> str:

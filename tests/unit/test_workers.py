@@ -211,3 +211,18 @@ def test_a_configuration_whose_first_run_failed_keeps_its_place() -> None:
     summaries = runs({0: [100.0, 90.0], 2: [200.0, 230.0]}, PSS)
     summaries[0] = replace(summaries[0], status="timeout")  # ds-w0's round 1
     assert [(g.workers, len(g.run_ids)) for g in sweep(summaries).groups] == [(0, 1), (2, 2)]
+
+
+def test_a_repeated_run_is_named_with_its_round_where_the_page_lists_runs() -> None:
+    """The verdict list and the per-run tables name each run: three "light × fork (2 workers)"
+    rows in a row, told apart only by their order, were what a 3-round session's page showed."""
+    from memprobe.report.content import run_label
+
+    summaries = runs({0: [100.0, 90.0], 2: [200.0, 230.0]}, PSS)
+    assert [run_label(s) for s in summaries] == [
+        "ds × single (no workers, round 1)",
+        "ds × fork (2 workers, round 1)",
+        "ds × single (no workers, round 2)",
+        "ds × fork (2 workers, round 2)",
+    ]
+    assert run_label(replace(summaries[1], run_id="ds-fork-w2")) == "ds × fork (2 workers)"  # not repeated

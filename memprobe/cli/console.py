@@ -37,6 +37,7 @@ class TerminalConsole(Console):
         self.live = stream.isatty()
         self.outlet = Outlet()
         self._last = 0.0
+        self._said: list[threading.Thread] = []  # the stop signals' lines being queued
 
     def run_started(self, spec: RunSpec, index: int, total: int) -> None:
         self._prefix = f"[{index + 1}/{total}] {spec.run_id}"
@@ -96,14 +97,19 @@ class TerminalConsole(Console):
             return
         # Queued from a thread of its own: the handler may have interrupted the outlet's own
         # bookkeeping in this (the main) thread, and a paused terminal must not hold the stop.
-        threading.Thread(target=self.outlet.put, args=(self.stream, text), daemon=True).start()
+        said = threading.Thread(target=self.outlet.put, args=(self.stream, text), daemon=True)
+        said.start()
+        self._said.append(said)
 
     def _print(self, line: str) -> None:
         self._write(printable_lines(line) + "\n")  # a dataset's error message is foreign text
 
     def _write(self, text: str, *, frame: bool = False, keep: bool = False) -> None:
         """Progress is a courtesy: a terminal that went away (SIGHUP) or a closed pipe must not
-        stop the run; output just stops. Queued (see the module's docstring)."""
+        stop the run; output just stops. Queued (see the module's docstring), after the line of
+        a stop signal received before it (queued by a thread: :meth:`signal_received`)."""
+        while self._said:
+            self._said.pop(0).join()  # quick: queueing never waits for the terminal
         if self.stream is None:
             return
         self.outlet.put(self.stream, text, frame="progress" if frame else None, keep=keep)

@@ -201,3 +201,33 @@ def test_memprobe_run_s_progress_never_holds_the_run_it_measures() -> None:
     assert 1 <= len(progress) <= 2 and progress[-1].startswith("[1/1] list-fork-w2: 49/100 items")
     assert "memprobe: SIGTERM: stopping; saving what was measured" in "\n".join(written)
     assert written[-1] == "[1/1] list-fork-w2: interrupted (50 items, 50.0 s)"
+
+
+def test_a_stop_signal_s_line_comes_before_the_run_s_last_line_however_late_its_thread_runs() -> None:
+    """The handler queues its line from a thread of its own; on a loaded machine that thread ran
+    after the run had finished, and "memprobe: SIGTERM: stopping ..." was never shown (CI, load
+    average 13). The run's next line waits for it."""
+    import signal
+    import time
+    from types import SimpleNamespace
+
+    from memprobe.cli.console import TerminalConsole
+
+    r, w = os.pipe()
+    with os.fdopen(w, "w") as stream:
+        console = TerminalConsole(stream)
+        put = console.outlet.put
+
+        def late(stream, text, **kw):  # the signal's thread, scheduled late
+            if "SIGTERM" in text:
+                time.sleep(0.2)
+            put(stream, text, **kw)
+
+        console.outlet.put = late  # type: ignore[method-assign]
+        console._prefix = "[1/1] r"
+        console.signal_received(signal.SIGTERM, 1)
+        console.run_finished(SimpleNamespace(items=5, elapsed_s=1.0, status="interrupted", error=None))
+    with os.fdopen(r) as got:
+        lines = [line for line in got.read().splitlines() if line]
+    assert lines[0].startswith("memprobe: SIGTERM: stopping")
+    assert lines[-1] == "[1/1] r: interrupted (5 items, 1.0 s)"

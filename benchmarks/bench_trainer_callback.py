@@ -78,11 +78,12 @@ def child(on: bool, out: str, imports_only: bool = False) -> None:
         start (its imports) and its finish (the folder analysed) left out."""
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            now, cpu = time.perf_counter(), time.process_time()
+            now, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
             steady.setdefault("t0", now)
             steady.setdefault("cpu0", cpu)
+            steady.setdefault("own0", own)  # the training thread's own CPU (hooks run in it)
             steady.setdefault("step0", trainer.global_step)
-            steady.update(t1=now, cpu1=cpu, step1=trainer.global_step)
+            steady.update(t1=now, cpu1=cpu, own1=own, step1=trainer.global_step)
 
     torch.set_num_threads(1)
     data = Lists(200_000)
@@ -124,6 +125,9 @@ def child(on: bool, out: str, imports_only: bool = False) -> None:
                 "steady_cpu_per_100_steps": 100
                 * (steady["cpu1"] - steady["cpu0"])
                 / (steady["step1"] - steady["step0"]),
+                "steady_thread_cpu_per_100_steps": 100
+                * (steady["own1"] - steady["own0"])
+                / (steady["step1"] - steady["step0"]),
             }
         )
     )
@@ -135,6 +139,7 @@ def main(rounds: int) -> None:
     shares: list[float] = []
     steady_ratios: list[float] = []
     steady_cpu: list[float] = []
+    thread_cpu: list[float] = []
     for r in range(rounds):
         order = (True, False) if r % 2 == 0 else (False, True)
         got = {}
@@ -151,6 +156,9 @@ def main(rounds: int) -> None:
         ratios.append(ratio)
         steady_ratios.append(got[True]["steady_steps_per_s"] / got[False]["steady_steps_per_s"])
         steady_cpu.append(got[True]["steady_cpu_per_100_steps"] / got[False]["steady_cpu_per_100_steps"])
+        thread_cpu.append(
+            got[True]["steady_thread_cpu_per_100_steps"] / got[False]["steady_thread_cpu_per_100_steps"]
+        )
         cpu_ratios.append(got[True]["cpu_per_100_steps"] / got[False]["cpu_per_100_steps"])
         shares.append(got[True]["memprobe_threads_share"])
         print(
@@ -161,7 +169,8 @@ def main(rounds: int) -> None:
             f"{100 * got[True]['memprobe_threads_share']:.2f} % of a core {got[True]['threads']}; "
             f"steps alone: {got[True]['steady_steps_per_s']:.1f} / {got[False]['steady_steps_per_s']:.1f} steps/s, "
             f"main CPU per 100 steps {got[True]['steady_cpu_per_100_steps']:.3f} / "
-            f"{got[False]['steady_cpu_per_100_steps']:.3f} s",
+            f"{got[False]['steady_cpu_per_100_steps']:.3f} s (the training thread alone "
+            f"{got[True]['steady_thread_cpu_per_100_steps']:.3f} / {got[False]['steady_thread_cpu_per_100_steps']:.3f} s)",
             flush=True,
         )
     for what, values in (
@@ -170,6 +179,7 @@ def main(rounds: int) -> None:
         ("memprobe's threads, share of a core", shares),
         ("training steps alone: steps/s with/without", steady_ratios),
         ("training steps alone: main CPU per step with/without", steady_cpu),
+        ("training steps alone: the training thread's own CPU per step with/without", thread_cpu),
     ):
         print(
             f"{what} over {rounds} rounds: median {statistics.median(values):.4f}, "

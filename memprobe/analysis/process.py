@@ -8,12 +8,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import pandas as pd
 
-from memprobe.core.tree_rules import owner_of
-from memprobe.core.vocabulary import EXEC, PARENT_KINDS, RANK, WORKER_KINDS
+from memprobe.core.tree_rules import beside_programs, owner_of
+from memprobe.core.vocabulary import PARENT_KINDS, RANK, WORKER_KINDS
 
 
 @dataclass(frozen=True)
@@ -81,20 +81,6 @@ def own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:
     workers = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
     return beside_programs(workers) or [q for q in procs if q.kind == RANK and q.ppid == p.pid]
 
-
-class _Kinded(Protocol):
-    @property
-    def kind(self) -> str: ...
-
-
-W = TypeVar("W", bound=_Kinded)
-
-
-def beside_programs(workers: list[W]) -> list[W]:
-    """A parent's workers less the programs it exec'd beside workers it forked or spawned (kind
-    ``exec``: a logger's service such as Weights & Biases' wandb-core, a compiler): those are not
-    what its loader reads with, and share nothing with it; all of them where programs are all it has."""
-    return [w for w in workers if w.kind != EXEC] or workers
     # A root that trains as rank 0 beside the ranks it started (Lightning) counts from its own
     # workers: from rank 1's start it was still building, and to rank 1's end it was tearing down.
 

@@ -17,7 +17,7 @@ from memprobe.analysis.attribution import attribution, copied_by_kind
 from memprobe.analysis.culprit import judge
 from memprobe.analysis.growth import Growth, grown, judged_parents, judged_workers
 from memprobe.analysis.limit import against_limit, cgroup_charge, entered_at, memory_limit, oom_words
-from memprobe.analysis.process import Proc, as_analysed, beside_programs, own_workers
+from memprobe.analysis.process import Proc, as_analysed, own_workers
 from memprobe.analysis.processes import processes
 from memprobe.analysis.projection import Basis, projection, projection_basis, projection_rounds
 from memprobe.analysis.table import estimate_error, table
@@ -31,6 +31,7 @@ from memprobe.core.summary import (
     never_read,
     per_1k_items_per_worker,
 )
+from memprobe.core.tree_rules import beside_programs
 from memprobe.core.vocabulary import DATALOADER
 
 

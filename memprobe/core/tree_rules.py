@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from operator import itemgetter
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from memprobe.core.vocabulary import COMMAND, DATALOADER, EXEC, HELPER_ROLES, WORKER_KINDS
 
@@ -191,3 +191,18 @@ def settled_at(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[floa
 def startup_end(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float]) -> float | None:
     """The time of the first row at which the start-up is over (:func:`settled_at`), or None."""
     return next((float(t[i]) for i in range(len(t)) if settled_at(t, rss_mb, cpu_s, i)), None)
+
+
+class Kinded(Protocol):
+    @property
+    def kind(self) -> str | None: ...
+
+
+K = TypeVar("K", bound=Kinded)
+
+
+def beside_programs(workers: list[K]) -> list[K]:
+    """A parent's workers less the programs it exec'd beside workers it forked or spawned (kind
+    ``exec``: a logger's service such as Weights & Biases' wandb-core, a compiler): those are not
+    what its loader reads with, and share nothing with it; all of them where programs are all it has."""
+    return [w for w in workers if w.kind != EXEC] or workers

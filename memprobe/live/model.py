@@ -44,7 +44,7 @@ import pandas as pd
 from memprobe.analysis import forecast
 from memprobe.analysis.limit import MACHINE
 from memprobe.core import forecast_words
-from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
+from memprobe.core.tree_rules import STARTUP_MAX_S, beside_programs, settled_at
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
 
@@ -263,11 +263,13 @@ class LiveModel:
             known = {pid: facts(pid) for pid in self._tracks}
             # A parent's own growth is counted from its first worker on (what it built before
             # is not growth: record/windows.py's rule): its workers' first sight, by parent.
-            first_worker: dict[int, float] = {}
+            # A program it exec'd beside its workers (W&B's wandb-core) opens nothing: beside_programs.
+            kids: dict[int, list[_Track]] = {}
             for pid, tr in self._tracks.items():
                 ppid = getattr(known[pid], "ppid", None)
                 if tr.is_worker() and isinstance(ppid, int):
-                    first_worker[ppid] = min(first_worker.get(ppid, tr.first_t), tr.first_t)
+                    kids.setdefault(ppid, []).append(tr)
+            first_worker = {ppid: min(k.first_t for k in beside_programs(trs)) for ppid, trs in kids.items()}
             rows = [
                 self._live_row(pid, tr, known[pid], first_worker.get(pid)) for pid, tr in self._tracks.items()
             ]
@@ -335,7 +337,7 @@ class LiveModel:
     def verdict(self, rows: list[LiveRow]) -> str:
         """The verdict so far in words: the live workers' USS gained since their start, on
         average, against the threshold; the fastest grower named."""
-        workers = [r for r in rows if r.kind in WORKER_KINDS]
+        workers = beside_programs([r for r in rows if r.kind in WORKER_KINDS])
         growers = sorted(
             (r for r in rows if r.rate_mb_min is not None and r.rate_mb_min >= SLOW_MB_PER_MIN),
             key=lambda r: -(r.rate_mb_min or 0.0),

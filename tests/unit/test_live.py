@@ -286,6 +286,26 @@ def test_a_parents_growth_rate_starts_at_its_first_worker_not_while_it_built_its
     assert view.rows[0].role == "main" and view.rows[0].rate_mb_min == 0.0
 
 
+def test_a_program_started_before_the_dataset_was_built_does_not_start_the_parents_growth():
+    """W&B's wandb-core, exec'd by the training process before the fit builds its dataset: the
+    dataset is what the parent built before its DataLoader worker, not its growth rate."""
+    model = LiveModel(50.0, None, "")
+    main, program = info(100, "main", "main"), info(102, "worker 0", "exec", 0)
+    worker = info(101, "worker 1", "dataloader", 1, forked=True)
+    worker.ppid = program.ppid = 100
+    model.feed("samples", [exact(0.0, 100, "main", "main", pss=50.0, uss=40.0, rss=60.0, anon=30.0)])
+    for s in range(1, 21):
+        t = float(s)
+        anon = 30.0 + 100.0 * min(t, 10.0)  # builds its dataset for 10 s, then holds still
+        rows = [cheap(t, 100, "main", "main", rss=anon + 30.0, anon=anon, est=anon)]
+        rows.append(cheap(t, 102, "worker 0", "exec", rss=30.0, anon=25.0, est=25.0))  # from 1 s on
+        if t >= 10.0:
+            rows.append(cheap(t, 101, "worker 1", "dataloader", rss=anon + 30.0, anon=5.0, est=5.0))
+        model.feed("samples", rows)
+    view = model.view({100: main, 101: worker, 102: program}.get)
+    assert view.rows[0].role == "main" and view.rows[0].rate_mb_min == 0.0
+
+
 def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_back(monkeypatch) -> None:
     """``memprobe record --live``: the view in the terminal's last third, in its scroll region,
     each repaint one write() that saves and restores the job's cursor; closed, the view's lines

@@ -19,10 +19,11 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
-from memprobe.core.vocabulary import MAIN, gil_enabled, has_worker_processes
+from memprobe.core.vocabulary import FORK, MAIN, gil_enabled, has_worker_processes
 from memprobe.probe import procfs
 from memprobe.run.scenario import RunSpec
 
@@ -38,6 +39,10 @@ PR_SET_CHILD_SUBREAPER = 36
 SUPERVISOR_GONE = signal.SIGRTMIN + 1
 SUPERVISOR_ENV = "MEMPROBE_SUPERVISOR_PID"  # the supervisor's pid, set by runner.py
 DEAD_WORKER_WAIT_S = 5.0  # at most, for the exit status of a worker whose death broke a connection
+# CPython 3.12+'s DeprecationWarning from os.fork() in a process with other threads, as
+# multiprocessing's fork start method (torch's DataLoader) raises it.
+FORK_WITH_THREADS = r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks"
+FORK_WITH_THREADS_MODULE = r"multiprocessing\.popen_fork"
 
 
 class Events:
@@ -166,6 +171,21 @@ class _Counter:
         return self.spec.loader.items is not None and self.items >= self.spec.loader.items
 
 
+def quiet_fork_with_threads() -> None:
+    """A fork run forks the DataLoader's workers from a process with threads: ``import torch``
+    starts one and ``import pyarrow`` another (seen on 3.11 and 3.13 alike), so CPython 3.12+
+    warns at every worker's fork that the child may deadlock (torch's DataLoader warns so for every
+    user of fork: pytorch/pytorch#138957). CPython's and torch's advice is another start method
+    (forkserver, spawn), which memprobe's advice names; a fork run measures fork because the
+    scenario chose it, so the warning, which says only that, is left out of the run's output
+    (child.log), where it would come once per worker per epoch with PYTHONWARNINGS or -X dev set.
+    Only this warning, only from multiprocessing's fork: a dataset's own warnings are untouched,
+    and a worker that does deadlock ends at the run's timeout, named."""
+    warnings.filterwarnings(
+        "ignore", message=FORK_WITH_THREADS, category=DeprecationWarning, module=FORK_WITH_THREADS_MODULE
+    )
+
+
 def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) -> None:
     """Iterate the loader for the scenario's epochs (or item budget).
 
@@ -177,6 +197,8 @@ def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) ->
     from memprobe.loaders import build_loader
 
     lo = spec.loader
+    if spec.mode == FORK:
+        quiet_fork_with_threads()
     # An iterable dataset has no indices to shuffle: torch refuses shuffle=True for one.
     shuffle = lo.shuffle and not isinstance(dataset, IterableDataset)
     loader = build_loader(

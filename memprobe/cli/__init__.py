@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (2 for bad input, 1 for failed runs, 130 on Ctrl-C)."""
+    _stand_in_for_closed_streams()
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -76,6 +77,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # here: it stops and the command goes on.)
         _quiet(sys.stdout)
         return 128 + signal.SIGPIPE
+
+
+def _stand_in_for_closed_streams() -> None:
+    """stdout or stderr closed when memprobe started (``memprobe top PID >&-``): Python makes
+    it None, and memprobe's first output was a traceback (``top``: nothing recorded; ``record
+    --live 2>&-``: exit 1, no word; ``record 2>&-`` printed its lines into the job's stdout).
+    What memprobe would write there goes to /dev/null instead, opened close-on-exec: the job
+    ``record`` starts sees the descriptor closed, as it would without memprobe."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115  (memprobe's for its whole life)
 
 
 def _error(line: str) -> None:

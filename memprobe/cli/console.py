@@ -1,13 +1,21 @@
-"""Terminal output: live progress per run and the summary table."""
+"""Terminal output: live progress per run and the summary table.
+
+The progress is written by :class:`memprobe.cli.outlet.Outlet`'s thread: a terminal paused with
+Ctrl-S (or a pipe nobody reads) held the supervisor in a write of its progress line, and with it
+the run it measures (its events, its acks, its timeout): a 30 s pause made a run's items/s a
+third of what it was. Now a run never waits for the terminal; between two runs, memprobe waits
+for it to take what it was told (nothing runs then), so the lines stay in order."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+import threading
 import time
 from typing import TextIO
 
+from memprobe.cli.outlet import Outlet
 from memprobe.core.summary import RunSummary
 from memprobe.core.text import printable, printable_lines
 from memprobe.core.units import mb
@@ -24,6 +32,7 @@ class TerminalConsole(Console):
     def __init__(self, stream: TextIO = sys.stderr) -> None:
         self.stream: TextIO | None = stream  # None once writing to it failed
         self.live = stream.isatty()
+        self.outlet = Outlet()
         self._last = 0.0
 
     def run_started(self, spec: RunSpec, index: int, total: int) -> None:
@@ -57,16 +66,18 @@ class TerminalConsole(Console):
             else ("starting workers" if "first_batch" not in state.milestones else "iterating")
         )
         line = f"{self._prefix}: {state.items:,}{of} items, {state.elapsed_s:5.1f} s, {phase}"
+        # A progress line the terminal has not taken yet is replaced by the next.
         if self.live:
-            self._write("\r\033[K" + printable(line))
+            self._write("\r\033[K" + printable(line), frame=True)
         else:
-            self._print(line)
+            self._write(printable(line) + "\n", frame=True)
 
     def run_finished(self, state: RunState) -> None:
         if self.live:
-            self._write("\r\033[K")
+            self._write("\r\033[K", frame=True, keep=True)
         err = f" - {short_error(state.error['type'] + ': ' + state.error['message'])}" if state.error else ""
         self._print(f"{self._prefix}: {state.status} ({state.items:,} items, {state.elapsed_s:.1f} s){err}")
+        self.outlet.wait()  # the run is over: the terminal takes its lines before the next starts
 
     def signal_received(self, signum: int, count: int) -> None:
         # Called from a signal handler, maybe in the middle of a print: a raw write to the
@@ -80,22 +91,20 @@ class TerminalConsole(Console):
         )
         if self.stream is None:  # writing to it failed already
             return
-        # The terminal is gone (SIGHUP) or the stream has no descriptor.
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            os.write(self.stream.fileno(), text.encode())
+        # Queued from a thread of its own: the handler may have interrupted the outlet's own
+        # bookkeeping in this (the main) thread, and a paused terminal must not hold the stop.
+        threading.Thread(target=self.outlet.put, args=(self.stream, text), daemon=True).start()
 
     def _print(self, line: str) -> None:
         self._write(printable_lines(line) + "\n")  # a dataset's error message is foreign text
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, *, frame: bool = False, keep: bool = False) -> None:
         """Progress is a courtesy: a terminal that went away (SIGHUP) or a closed pipe must not
-        stop the run; output just stops."""
+        stop the run; output just stops. Queued (see the module's docstring)."""
         if self.stream is None:
             return
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except (OSError, ValueError):
+        self.outlet.put(self.stream, text, frame="progress" if frame else None, keep=keep)
+        if not self.outlet.alive(self.stream):
             self.stream = None
 
 

@@ -39,6 +39,11 @@ alternate screen) would hide the job's output, and the job's output redirected t
 change what it prints (no terminal: no progress bars, other buffering); so the job's output stays
 where the user expects it, and the view takes the lines below. Where stderr is no terminal, one
 line every --every seconds goes to stderr.
+
+A terminal paused with Ctrl-S (or one that stops reading) holds the job's own output as it would
+without memprobe, and never memprobe's sampling or its end: what memprobe writes while the job
+runs is written by a thread of its own (memprobe.cli.outlet), the view's repaints the terminal
+did not take dropped. memprobe's summary follows once the terminal takes output again.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from memprobe.cli.flags import bounded
 from memprobe.core.cures import CAUSES  # the words only: no torch, pandas or numpy
 
 if TYPE_CHECKING:
+    from memprobe.cli.outlet import Outlet
     from memprobe.cli.top import Live
 
 NAME = "record"
@@ -202,13 +208,15 @@ def main(args: argparse.Namespace) -> int:
     settings, verdict = settings_from(args)
     wanted = fail_on(args)
     every = bounded("--every", args.every, 0.1, 3600, unit="seconds")
-    from memprobe.cli.console import say
+    from memprobe.cli.outlet import Outlet
     from memprobe.record.command import record  # pandas and the rest, once the arguments are good
 
-    def log(line: str) -> None:
-        say(line, sys.stderr)
+    outlet = Outlet()  # what memprobe says while the job runs never waits for the terminal
 
-    live = live_view(every, log) if args.live else None
+    def log(line: str) -> None:
+        outlet.say(sys.stderr, line)
+
+    live = live_view(every, log, outlet) if args.live else None
     try:
         result = record(
             command,
@@ -222,11 +230,12 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if live is not None:
             live.close()
+        outlet.wait()  # the results are saved: the summary follows memprobe's last lines
     print_result(result, sys.stderr)
     return verdict_exit(result, wanted, sys.stderr)
 
 
-def live_view(every: float, log: Callable[[str], None]) -> Live:
+def live_view(every: float, log: Callable[[str], None], outlet: Outlet) -> Live:
     """``--live``: the view at the foot of the terminal the job shares (:mod:`memprobe.cli.panel`)
     where stderr is one, else one line every ``every`` seconds on stderr."""
     import os
@@ -236,9 +245,15 @@ def live_view(every: float, log: Callable[[str], None]) -> Live:
 
     name = "memprobe record"
     display: Panel | Lines = (
-        Panel(sys.stderr, color=not os.environ.get("NO_COLOR"), name=name, hint="Ctrl-C: stop the job, save")
+        Panel(
+            sys.stderr,
+            outlet,
+            color=not os.environ.get("NO_COLOR"),
+            name=name,
+            hint="Ctrl-C: stop the job, save",
+        )
         if sys.stderr.isatty() and os.environ.get("TERM", "") != "dumb"
-        else Lines(sys.stderr, every, name=name)
+        else Lines(sys.stderr, every, outlet=outlet, name=name)
     )
     return Live(display, log=log)
 
@@ -283,16 +298,20 @@ def print_result(result, stream) -> None:
 
 
 def limit_line(limit: dict) -> str:
-    """The job against its memory limit, in one line: the limit, the time to it at the charge's
-    rate, the OOM kills (the record page says more)."""
+    """The job against its memory limit, in one line: the limit, whose the cgroup's charge is
+    where other processes share it, the forecast of the time to it
+    (:func:`memprobe.record.forecast_words.words`), the OOM kills (the record page says more)."""
     from memprobe.core.text import printable
+    from memprobe.record import forecast_words
     from memprobe.report import format as fmt
-    from memprobe.report.record_tables import limit_words
+    from memprobe.report.record_tables import whose_charge
 
     of = printable(str(limit.get("limit_of")))
     line = f"memory limit: {fmt.mb(limit.get('limit_mb'))}, {of}"
-    if limit.get("charge_rate_mb_per_min") is not None:
-        line += f"; time to it: {limit_words(limit)}"
+    if limit.get("cgroup_alone") is False:
+        line += f" ({printable(whose_charge(limit))})"
+    if isinstance(limit.get("forecast"), dict):
+        line += f"; time to it: {forecast_words.words(limit['forecast'], limit.get('limit_mb'))}"
     if limit.get("oom_kills"):
         victims = [v for k in limit.get("oom_killed") or [] for v in k["victims"]]
         line += f"; OOM kills in its cgroup: {limit['oom_kills']}" + (

@@ -15,7 +15,12 @@ the view ends the same way, with the final summary.
 
 The view uses the terminal's alternate screen (plain ANSI, redrawn whole, as `top` does over
 ssh), shows every string from the job (roles, command lines) with its control characters
-escaped, and honours NO_COLOR (no colour, no attribute). When stdout is not a terminal (a pipe, a
+escaped, its lines cut to the terminal's width in the columns the terminal shows (a CJK
+character takes two), and honours NO_COLOR (no colour, no attribute). A terminal that takes no
+output (paused with Ctrl-S, its reader stalled) never holds the sampling, the duration or the
+job's end: the view is drawn by a thread of its own, the repaints it could not take dropped
+(memprobe.cli.outlet); the results are saved as if it were not paused, and the summary follows
+once the terminal takes output again. When stdout is not a terminal (a pipe, a
 file, TERM=dumb) it prints one line every --every seconds instead. Ctrl-Z gives the terminal back
 as it was and stops memprobe (its sampling too; the job runs on); fg brings the view back.
 
@@ -39,8 +44,9 @@ from typing import TYPE_CHECKING, TextIO
 
 from memprobe.cli import watch
 from memprobe.cli.flags import bounded
-from memprobe.cli.record import print_result
-from memprobe.core.text import printable
+from memprobe.cli.outlet import Outlet
+from memprobe.cli.record import fail_on, print_result, verdict_exit
+from memprobe.core.text import clip, columns, pad, printable
 
 if TYPE_CHECKING:
     from memprobe.cli.panel import Panel
@@ -57,6 +63,9 @@ EPILOG = """examples:
 
 REFRESH_S = 1.0
 QUIT_KEYS = b"qQ"
+# Stopped with Ctrl-Z, memprobe gives the terminal back first (the view's teardown written) for
+# up to this long; Ctrl-Z resumes a terminal paused with Ctrl-S, so it takes it at once.
+SUSPEND_WAIT_S = 1.0
 RED, GREEN, BOLD, REVERSE, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[7m", "\x1b[0m"
 
 
@@ -74,20 +83,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     every = bounded("--every", args.every, 0.1, 3600, unit="seconds")
     watch.checked(args)  # the watch's flags too, before the view (and pandas) is made
+    wanted = fail_on(args)
+    outlet = Outlet()  # what memprobe writes while it samples never waits for the terminal
     display: Screen | Lines = (
-        Screen(sys.stdout, color=not os.environ.get("NO_COLOR"))
+        Screen(sys.stdout, outlet, color=not os.environ.get("NO_COLOR"))
         if sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
-        else Lines(sys.stdout, every)
+        else Lines(sys.stdout, every, outlet=outlet)
     )
-    live = Live(display, log=watch.log_line)
+    live = Live(display, log=lambda line: outlet.say(sys.stderr, line))
     try:
         result = watch.follow(args, log=live.log, observer=live)
     finally:
         live.close()
+        outlet.wait()  # the results are saved: the summary follows memprobe's last lines
     print_result(result, sys.stdout)
     if live.quit and result.saved and result.exit_code == 128 + signal.SIGINT:
-        return 0  # q is how a live view is left: what was sampled is saved
-    return result.exit_code
+        result.exit_code = 0  # q is how a live view is left: what was sampled is saved
+    return verdict_exit(result, wanted, sys.stdout)
 
 
 class Live:
@@ -134,7 +146,8 @@ class Live:
                 self.quit = True
                 os.kill(os.getpid(), signal.SIGINT)  # the watch stops and saves as on Ctrl-C
             now = time.monotonic()
-            if (now >= self._next or self.quit) and self.display.due():
+            due = self.display.due()  # at every poll: the display notes what changed (the size)
+            if (now >= self._next or self.quit) and due:
                 self._next = now + REFRESH_S
                 assert recording.sampler is not None
                 view = self.model.view(recording.sampler.processes.get)
@@ -146,7 +159,7 @@ class Live:
         self.model.threshold_mb = recording.verdict.growth_threshold_mb
         self._follow(recording)
         command = " ".join(recording.info.get("command") or [])
-        self._title = f"pid {recording.root} ({printable(command)[:60]})"
+        self._title = f"pid {recording.root} ({clip(printable(command), 60)})"
         self.display.open()
 
     def _follow(self, recording: Recording) -> None:
@@ -166,6 +179,7 @@ class Live:
 
     def suspend(self) -> None:
         self.display.close()
+        self.display.outlet.wait(SUSPEND_WAIT_S)  # the terminal given back before memprobe stops
 
     def resume(self) -> None:
         if not self._failed and self._title:
@@ -191,8 +205,9 @@ class Screen:
     read without echo (Ctrl-C still interrupts), everything given back as it was on close, and
     while memprobe is stopped (Ctrl-Z): the view comes back when it is in the foreground again."""
 
-    def __init__(self, stream: TextIO, *, color: bool) -> None:
+    def __init__(self, stream: TextIO, outlet: Outlet, *, color: bool) -> None:
         self.stream = stream
+        self.outlet = outlet
         self.color = color
         self._open = False
         self._keys: int | None = None  # stdin, when it is our terminal in the foreground
@@ -215,14 +230,17 @@ class Screen:
         with contextlib.suppress(OSError, termios.error):
             if os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp():
                 self._saved = termios.tcgetattr(0)
-                tty.setcbreak(0)  # keys one at a time, not echoed; ISIG kept: Ctrl-C is SIGINT
+                # Keys one at a time, not echoed; ISIG kept: Ctrl-C is SIGINT. Now, not once the
+                # output is drained (TCSAFLUSH, TCSADRAIN): a paused terminal never drains.
+                tty.setcbreak(0, termios.TCSANOW)
                 self._keys = 0
-        self._open = self._write("\x1b[?1049h\x1b[?25l")
+        self._open = self._write("\x1b[?1049h\x1b[?25l", keep=True)
 
     def _stop(self, signum: int, frame: object) -> None:
         """Ctrl-Z: the terminal given back as it was, then stopped as any program is; on SIGCONT
         the view is drawn again once memprobe is in the foreground (see show)."""
         self._leave()
+        self.outlet.wait(SUSPEND_WAIT_S)
         self._suspended = True
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTSTP)  # stops here until SIGCONT (fg, bg)
@@ -255,7 +273,7 @@ class Screen:
         except (OSError, ValueError):
             size = shutil.get_terminal_size()
         lines = render(view, title, size.columns, size.lines, color=self.color, note=note, quitting=quitting)
-        self._open = self._write("\x1b[H" + "\x1b[K\r\n".join(lines) + "\x1b[K\x1b[J")
+        self._open = self._write("\x1b[H" + "\x1b[K\r\n".join(lines) + "\x1b[K\x1b[J", keep=False)
 
     def close(self) -> None:
         self._suspended = False
@@ -270,19 +288,17 @@ class Screen:
             import termios
 
             with contextlib.suppress(OSError, termios.error):
-                termios.tcsetattr(0, termios.TCSADRAIN, self._saved)
+                termios.tcsetattr(0, termios.TCSANOW, self._saved)
             self._saved, self._keys = None, None
         if self._open:
             self._open = False
-            self._write("\x1b[?25h\x1b[?1049l")
+            self._write("\x1b[?25h\x1b[?1049l", keep=True)
 
-    def _write(self, text: str) -> bool:
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-            return True
-        except (OSError, ValueError):  # the terminal went away: the recording goes on
-            return False
+    def _write(self, text: str, *, keep: bool) -> bool:
+        """Queued for the terminal (a repaint, or ``keep``: the screen's setup and teardown,
+        never dropped); False once the terminal went away: the recording goes on."""
+        self.outlet.put(self.stream, text, frame="screen", keep=keep)
+        return self.outlet.alive(self.stream)
 
 
 def _foreground(stream: TextIO) -> bool:
@@ -300,10 +316,12 @@ class Lines:
         self,
         stream: TextIO,
         every: float,
+        *,
+        outlet: Outlet,
         clock: Callable[[], float] = time.monotonic,
         name: str = "memprobe top",
     ) -> None:
-        self.stream, self.every, self.clock, self.name = stream, every, clock, name
+        self.stream, self.every, self.outlet, self.clock, self.name = stream, every, outlet, clock, name
         self._last: float | None = None
 
     def open_now(self) -> bool:
@@ -323,9 +341,8 @@ class Lines:
         if not view.rows or not self.due():  # nothing sampled yet: nothing to say
             return
         self._last = self.clock()
-        from memprobe.cli.console import say
-
-        say(line(view, self.name), self.stream)
+        # A line nobody reads yet (a full pipe) is replaced by the next one.
+        self.outlet.put(self.stream, printable(line(view, self.name)) + "\n", frame="lines")
 
     def close(self) -> None:
         pass
@@ -396,7 +413,7 @@ def render(
     hint: str = "q: quit and save",
     compact: bool = False,
 ) -> list[str]:
-    """The screen's lines, each at most ``width`` characters (escape sequences aside), at most
+    """The screen's lines, each at most ``width`` terminal columns (escape sequences aside), at most
     ``height`` of them; colour and attributes only where ``color``. ``compact``: no blank line,
     no legend (the panel under a job's own output, :mod:`memprobe.cli.panel`)."""
 
@@ -404,7 +421,7 @@ def render(
         return f"{code}{text}{RESET}" if color and text else text
 
     def fit(text: str) -> str:  # every line holds strings from outside: roles, paths, commands
-        return printable(text)[:width]
+        return clip(printable(text), width)
 
     minutes, seconds = divmod(int(view.t), 60)
     head = f"{name}  {title}  {minutes}:{seconds:02d}  " + (
@@ -435,11 +452,10 @@ def render(
         )
         for r in view.rows
     ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(HEAD))]
+    widths = [max(columns(row[i]) for row in table) for i in range(len(HEAD))]
     text = [
         "  ".join(
-            c.ljust(w) if i in (1, 2, 7) else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            pad(c, w, right=i not in (1, 2, 7)) for i, (c, w) in enumerate(zip(row, widths, strict=True))
         )
         for row in table
     ]

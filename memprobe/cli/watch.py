@@ -12,6 +12,10 @@ its environment and calls memprobe.mark(n_items): watch then reads that file (fo
 process's environment, or given with --marks). To get items/s without that, use
 `memprobe record -- COMMAND`, which sets it for you.
 
+A terminal paused with Ctrl-S never holds the sampling or the --duration: memprobe's lines are
+written by a thread of its own (memprobe.cli.outlet); the summary follows once the terminal takes
+output again.
+
 SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the watch and keep what was sampled: the results, summary
 and report are written, marked interrupted. When PID leads its process group, processes that left
 its tree but not the group (a child's child whose parent exited) are found and sampled too; one
@@ -63,16 +67,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     wanted = fail_on(args)
-    result = follow(args, log=log_line)
+    from memprobe.cli.outlet import Outlet
+
+    outlet = Outlet()  # what memprobe says while it samples never waits for the terminal
+    try:
+        result = follow(args, log=lambda line: outlet.say(sys.stderr, line))
+    finally:
+        outlet.wait()  # the results are saved: the summary follows memprobe's last lines
     print_result(result, sys.stdout)
     return verdict_exit(result, wanted, sys.stdout)
-
-
-def log_line(line: str) -> None:
-    """A line to stderr; the console (and pandas with it) imported only once the flags are good."""
-    from memprobe.cli.console import say
-
-    say(line, sys.stderr)
 
 
 def checked(args: argparse.Namespace) -> tuple:

@@ -6,10 +6,18 @@ watches other users' jobs. Shown raw, its control characters would retitle or cl
 terminal, move the cursor, or forge lines of memprobe's output. :func:`printable` escapes them
 (and the bytes that were not UTF-8, decoded with ``surrogateescape``) the way Python writes them
 in a string literal; everything printable, accented letters and other scripts included, stays.
-Standard library only: the CLI uses it before its heavy imports.
+
+A terminal shows a character in zero, one or two columns: a combining accent joins the letter
+before it, a CJK character or most emoji take two. The live views (``memprobe top``, ``record
+--live``) fit their lines to the terminal's width by :func:`clip` and align their tables by
+:func:`pad`, both counting the columns a terminal shows (:func:`columns`), never characters: a
+line cut at 80 characters of CJK is 160 columns wide, wraps, and the screen scrolls away its
+first line. Standard library only: the CLI uses it before its heavy imports.
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -53,3 +61,49 @@ def _escape(c: str) -> str:
     if o < 0x100:
         return f"\\x{o:02x}"
     return f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
+def columns(text: str) -> int:
+    """The terminal columns ``text`` takes: two for a wide or full-width character (CJK, most
+    emoji: East Asian width W or F), none for a combining mark or a Hangul vowel or final
+    consonant joining the syllable before it, none for a format character (zero-width space,
+    soft hyphen), one for the rest. Control characters are none of memprobe's business here:
+    :func:`printable` text has none (what it shows for one, ``\\x1b``, is counted as shown)."""
+    if text.isascii():
+        return len(text)
+    return sum(_width(c) for c in text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` terminal columns (:func:`columns`): a wide character
+    that would straddle the edge is left out whole, the marks that join the last character kept
+    with it."""
+    if len(text) <= width and (text.isascii() or columns(text) <= width):
+        return text
+    used = 0
+    for i, c in enumerate(text):
+        used += _width(c)
+        if used > width:
+            return text[:i]
+    return text
+
+
+def pad(text: str, width: int, *, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns (left-aligned, or ``right``):
+    a table's column of foreign strings lines up whatever their scripts."""
+    fill = " " * max(width - columns(text), 0)
+    return fill + text if right else text + fill
+
+
+def _width(c: str) -> int:
+    if c < "\u0300":  # Latin and its accents precomposed: one column (C0/C1 escaped already)
+        return 1
+    if unicodedata.east_asian_width(c) in ("W", "F"):
+        return 2
+    if (
+        unicodedata.category(c) in ("Mn", "Me", "Cf")
+        or "\u1160" <= c <= "\u11ff"
+        or "\ud7b0" <= c <= "\ud7ff"
+    ):
+        return 0
+    return 1

@@ -23,10 +23,16 @@ every start method can share it:
 
 The builder's process maps every page once, so a worker's reads map pages it shares with that
 process (counted as shared, not as the worker's own). Linux only (``memfd_create``).
+
+Each ``SharedList`` holds two file descriptors while it lives (its memory file, and the mapping's
+own copy of it that Python's ``mmap`` keeps). At the process's limit of open files (``ulimit -n``)
+building one raises an ``OSError`` (errno EMFILE) that names the limit and what to do, and
+leaves no descriptor behind.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import operator
@@ -79,6 +85,9 @@ class SharedList(Sequence[Any]):
             if found != size:
                 raise ValueError(f"SharedList: the shared buffer holds {found} bytes, expected {size}")
             mapped = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        except OSError as exc:
+            os.close(fd)
+            raise _in_words(exc) from exc
         except BaseException:
             os.close(fd)
             raise
@@ -178,7 +187,7 @@ def _offsets_start(nbytes: int) -> int:
 def _write(pieces: Iterable[Any]) -> tuple[int, int, int]:
     """A sealed memory file holding ``pieces`` (bytes-like, one per record) then their end
     offsets: (its descriptor, the number of records, the records' bytes)."""
-    fd = os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    fd = _memfd()
     try:
         ends = array("q", [0])
         chunk = bytearray()
@@ -220,7 +229,7 @@ def _from_descriptor(cls: type[SharedList], duplicated: Any, count: int, nbytes:
 def _from_bytes(cls: type[SharedList], records: Any, offsets: bytes) -> SharedList:
     """A SharedList unpickled from its bytes: the records' bytes and offsets written as they are."""
     ends = memoryview(offsets).cast("q")
-    fd = os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    fd = _memfd()
     try:
         _write_all(fd, records)
         _finish(fd, ends)
@@ -228,3 +237,43 @@ def _from_bytes(cls: type[SharedList], records: Any, offsets: bytes) -> SharedLi
         os.close(fd)
         raise
     return cls._adopt(fd, len(ends) - 1, ends[-1], populate=True)
+
+
+def _memfd() -> int:
+    try:
+        return os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError as exc:
+        raise _in_words(exc) from exc
+
+
+def _in_words(exc: OSError) -> OSError:
+    """Out of file descriptors (EMFILE: this process's limit; ENFILE: the system's), in words: the
+    limit, what a SharedList takes, what to do; any other error as it is."""
+    if exc.errno == errno.ENFILE:
+        return OSError(
+            errno.ENFILE,
+            "SharedList: the system's limit of open files is reached (fs.file-max, "
+            "/proc/sys/fs/file-max): each SharedList holds 2 descriptors; close files or raise "
+            "that limit (sysctl fs.file-max=...)",
+        )
+    if exc.errno != errno.EMFILE:
+        return exc
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    unlimited = hard == resource.RLIM_INFINITY
+    to = max(soft * 4, 65536) if unlimited else hard
+    raise_it = (
+        f"raise the limit before building them (`ulimit -n {to}` in the shell that starts the job, "
+        f"or resource.setrlimit(resource.RLIMIT_NOFILE, ({to}, "
+        f"{'resource.RLIM_INFINITY' if unlimited else hard})) in the job)"
+        if to > soft
+        else "raise the hard limit, which takes root (limits.conf, systemd's LimitNOFILE=, docker --ulimit)"
+    )
+    return OSError(
+        errno.EMFILE,
+        f"SharedList: this process has reached its limit of open files (ulimit -n: {soft}; hard "
+        f"limit: {'unlimited' if unlimited else hard}), and each SharedList holds 2 (its memory file "
+        "and its mapping). Hold fewer of them (one SharedList of all the records rather than one "
+        f"per sample or shard), or {raise_it}",
+    )

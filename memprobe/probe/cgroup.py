@@ -13,13 +13,22 @@ memprobe's own ``/proc/self/mountinfo`` (the files are read in memprobe's mount 
 started (``cgexec -g memory:G CMD``, ``systemd-run --scope -p MemoryMax=... CMD``: the command
 memprobe started enters the cgroup, then runs the job). memprobe never creates, moves or changes a
 cgroup.
+
+Whether the cgroup holds the job alone: :func:`others` reads its process list (``cgroup.procs``
+of it and of every cgroup below it, whose charge is its own too) and the resident memory of each
+process that is neither the job's nor memprobe's; the sampler reads it at its first tick, where
+the job enters another cgroup, and every :data:`OTHERS_INTERVAL_S` after
+(:mod:`memprobe.record.forecast` says what it changes).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from memprobe.core.system import PAGE_SIZE
 from memprobe.core.vocabulary import CGROUP_PARTS
 from memprobe.probe.procfs import read_text
 
@@ -204,6 +213,29 @@ def charge(where: CgroupLocation) -> tuple[int | None, int | None]:
     return _number(d / "memory.current"), _keyed(d / "memory.events").get("oom_kill")
 
 
+def _ppid(proc: Path, pid: int) -> int | None:
+    """A process's parent (/proc/PID/stat's fourth field, after the name in parentheses)."""
+    text = read_text(str(proc / str(pid) / "stat")) or ""
+    fields = text[text.rfind(")") + 1 :].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+
+
+def file_cache(where: CgroupLocation) -> int | None:
+    """The cgroup's page cache of files, shared memory left out (bytes, from memory.stat; None
+    where it lacks the counts): what the kernel reclaims before its OOM killer acts, so no part of
+    how close the cgroup is to a kill. Files read or written and left in the cache (a job reading
+    its dataset from disk fills it up to the limit, and is not killed for it), and files mapped
+    (the interpreter, torch's libraries: evicted and read again when used; a job 47 MB short of
+    its limit by the charge less its unmapped cache ran four epochs more, its main process
+    mapping 95 MB of files)."""
+    stat = _keyed(where.directory / "memory.stat")
+    keys = ("total_cache", "total_shmem") if where.version == 1 else ("file", "shmem")
+    cache, shmem = (stat.get(k) for k in keys)
+    if cache is None or shmem is None:
+        return None
+    return max(cache - shmem, 0)
+
+
 def machine_oom_kills(proc: Path = Path("/proc")) -> int | None:
     """The machine's OOM kills since boot (``oom_kill`` of /proc/vmstat: every OOM killer, the
     machine's and every cgroup's, machine-wide), None where the kernel does not count them."""
@@ -224,3 +256,67 @@ def _keyed(path: Path) -> dict[str, int]:
         if value.strip().isdigit():
             out[key] = int(value.strip())
     return out
+
+
+OTHERS_INTERVAL_S = 5.0  # the sampler reads who else is in the job's cgroup this often
+OTHERS_MAX_CGROUPS = 256  # cgroups below the job's walked at most (a machine's root holds hundreds)
+OTHERS_MAX_READ = 1024  # other processes whose memory is read at most; the rest are counted
+OTHERS_NAMED = 5  # the largest others kept by name
+
+
+@dataclass(frozen=True)
+class Others:
+    """The processes in a memory cgroup (and the cgroups below it) that are neither the job's nor
+    memprobe's, with resident memory of their own (kernel threads have none): how many, their
+    RSS summed (bytes; of the first :data:`OTHERS_MAX_READ`), the largest by name (comm, pid,
+    RSS bytes)."""
+
+    processes: int
+    rss_bytes: int
+    largest: tuple[tuple[str, int, int], ...] = ()
+
+
+def members(where: CgroupLocation, cap: int = OTHERS_MAX_CGROUPS) -> list[int]:
+    """Every process charged to the cgroup: its ``cgroup.procs`` and those of the cgroups below
+    it (their charge is counted in its own), ``cap`` cgroups at most."""
+    pids: list[int] = []
+    for walked, (directory, subdirs, _) in enumerate(os.walk(where.directory), start=1):
+        text = read_text(str(Path(directory) / "cgroup.procs")) or ""
+        pids.extend(int(x) for x in text.split() if x.isdigit())
+        if walked >= cap:
+            break
+        subdirs.sort()
+    return pids
+
+
+def others(where: CgroupLocation, ours: Collection[int], proc: Path = Path("/proc")) -> Others:
+    """The processes charged to ``where`` that are not in ``ours`` (the job's processes and
+    memprobe's own) nor children of theirs (a DataLoader's new workers, forked since the sampler
+    last walked the tree: a new epoch's four were once counted as others, and the job not
+    alone) and hold resident memory (:class:`Others`)."""
+    mine = set(ours)
+    rest = [pid for pid in members(where) if pid not in mine]
+    parent = {pid: _ppid(proc, pid) for pid in rest}
+    for _ in range(len(rest)):  # a new child's own new child: as far as the chain goes
+        new = {pid for pid in rest if pid not in mine and parent[pid] in mine}
+        if not new:
+            break
+        mine |= new
+    count, total, seen = 0, 0, []
+    for pid in rest:
+        if pid in mine:
+            continue
+        if count >= OTHERS_MAX_READ:
+            count += 1  # counted, not read: a machine's root cgroup
+            continue
+        statm = read_text(str(proc / str(pid) / "statm"))
+        fields = statm.split() if statm else []
+        rss = int(fields[1]) * PAGE_SIZE if len(fields) > 1 and fields[1].isdigit() else 0
+        if rss <= 0:
+            continue  # gone, or a kernel thread: no memory of its own
+        count += 1
+        total += rss
+        name = (read_text(str(proc / str(pid) / "comm")) or "?").strip()
+        seen.append((name, pid, rss))
+    seen.sort(key=lambda x: -x[2])
+    return Others(count, total, tuple(seen[:OTHERS_NAMED]))

@@ -40,6 +40,9 @@ _ROLLUP_KEYS = {
 }
 
 
+PF_KTHREAD = 0x00200000  # include/linux/sched.h: the task is a kernel thread
+
+
 @dataclass(frozen=True)
 class StatInfo:
     """Fields of /proc/PID/stat that the sampler needs."""
@@ -60,6 +63,12 @@ class StatInfo:
     # exec, so a child that shows its parent's layout was forked and has not exec'd (it shares
     # the parent's pages). Zeros when the kernel hides them (another user's process).
     layout: tuple[int, int, int] = (0, 0, 0)
+    flags: int = 0  # field 9: the kernel's PF_* flags of the task
+
+    @property
+    def kernel_thread(self) -> bool:
+        """A kernel thread (kthreadd and its children): no user address space, nothing to read."""
+        return bool(self.flags & PF_KTHREAD)
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,7 @@ def parse_stat(text: str) -> StatInfo:
         sys_cpu_s=int(f[12]) / CLOCK_TICKS,
         rss_pages=int(f[21]) if len(f) > 21 else 0,
         layout=(int(f[23]), int(f[25]), int(f[44])) if len(f) > 44 else (0, 0, 0),
+        flags=int(f[6]),
     )
 
 

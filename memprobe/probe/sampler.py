@@ -139,6 +139,10 @@ class Sampler:
         # The memory cgroup the root is charged to: its charge and OOM kills with MemAvailable;
         # followed where the root moves into another (cgexec, systemd-run --scope).
         self.cgroup = cgroup.Entered.of(root)
+        # Who else is in that cgroup (cgroup.others): read at the first tick, where the root moves
+        # into another, and every cgroup.OTHERS_INTERVAL_S; the largest reading kept for the meta.
+        self.cgroup_others: cgroup.Others | None = None
+        self._next_others = 0.0
         self.cpu_s = 0.0
         self._cpu0 = time.thread_time()  # the sampling thread's, from its start (see _run)
         self.pss_round_costs: list[float] = []
@@ -404,16 +408,26 @@ class Sampler:
         charge and OOM kills and the machine's OOM kills (now and then), the sampler's CPU time,
         the processes followed."""
         shm = procfs.dev_shm_used()
-        avail = charged = kills = machine_kills = None
+        avail = charged = kills = machine_kills = cache = None
+        others: cgroup.Others | None = None
         if self.cgroup is not None and self.root in self._alive:
             # Every tick, not once a second: a job that moves itself into a cgroup as it starts
             # (cgexec) is seen there before it can allocate much (one small read, ~19 us).
+            entered = self.cgroup
             self.cgroup = self.cgroup.followed(self.root, round(tick - self.t0, 4))
+            if self.cgroup is not entered:
+                self.cgroup_others, self._next_others = None, tick  # another cgroup: read it now
+            if tick >= self._next_others:
+                self._next_others = tick + cgroup.OTHERS_INTERVAL_S
+                others = cgroup.others(self.cgroup.where, {*self._started, os.getpid()})
+                if self.cgroup_others is None or others.rss_bytes >= self.cgroup_others.rss_bytes:
+                    self.cgroup_others = others
         if tick >= self._next_meminfo:
             self._next_meminfo = tick + self.settings.mem_available_interval_s
             avail = procfs.mem_available()
             if self.cgroup is not None:
                 charged, kills = cgroup.charge(self.cgroup.where)
+                cache = cgroup.file_cache(self.cgroup.where)  # memory.stat: ~25 us
             machine_kills = cgroup.machine_oom_kills()
         return {
             "t": round(tick - self.t0, 4),
@@ -421,7 +435,12 @@ class Sampler:
             "mem_available_mb": None if avail is None else avail / MB,
             "cgroup_mb": None if charged is None else charged / MB,
             "cgroup_oom_kills": kills,
+            # Of that charge, the page cache of files: reclaimed before the OOM killer acts.
+            "cgroup_file_cache_mb": None if cache is None else cache / MB,
             "machine_oom_kills": machine_kills,  # machine-wide (record.limit: whose, if the job's)
+            # The other processes in the job's cgroup and their RSS summed (cgroup.others), now and then.
+            "cgroup_others": None if others is None else others.processes,
+            "cgroup_others_mb": None if others is None else others.rss_bytes / MB,
             "sampler_cpu_s": self.cpu_s,
             "processes": len(self._alive),
         }

@@ -51,6 +51,7 @@ from memprobe.record.recording import (
     command_name,
     safe_name,
 )
+from memprobe.record.unreadable import unreadable
 from memprobe.run.ending import OWN_PROCESS_GROUP, end_group
 from memprobe.run.runner import StopSignals
 from memprobe.run.scenario import VerdictSpec
@@ -395,11 +396,8 @@ def watch(
         )
     if pid == os.getpid() or pid in _ancestors(os.getpid()):
         raise UsageError(f"pid {pid} is memprobe itself or one of its parents")
-    if procfs.read_pss(pid) is None:
-        raise UsageError(
-            f"cannot read /proc/{pid}/smaps_rollup: watch a process of your own user "
-            "(or run memprobe as root)"
-        )
+    if not isinstance(procfs.read_pss_or_denied(pid), procfs.PssSample):
+        raise UsageError(unreadable(pid, st))
     if duration is not None:
         bounded("--duration", duration, 0, above=True, unit="seconds")
     cmd = procfs.read_cmdline(pid)

@@ -1,32 +1,41 @@
 """A recorded job against the memory it must fit in: the limit that applies (its memory cgroup's
 where that is below the machine's memory, :mod:`memprobe.probe.cgroup` read it), the cgroup's
-charge over the job (read once a second beside MemAvailable: the system table), the charge's rate
-and the time to the limit at that rate, and the OOM kills in the cgroup while the job ran, each
-with the process that vanished first after it. :func:`against_limit` gives the summary's
-``memory_limit``; the record page and the terminal read it from there.
+charge over the job (read once a second beside MemAvailable: the system table) and its own
+rise, who else the cgroup holds, the job's total PSS above the charge and why, the forecast of
+the time to the limit (:mod:`memprobe.record.forecast`: the job's own memory, the trend that
+persists), and the OOM kills in the cgroup while the job ran, each with the process that
+vanished first after it. :func:`against_limit` gives the summary's ``memory_limit``; the record
+page and the terminal read it from there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 
+from memprobe.record import forecast
+
+MACHINE = "this machine's memory"  # what the limit is where no cgroup's is lower
+
 
 def memory_limit(meta: dict, mem_total_mb: float | None) -> tuple[float | None, str]:
     """The memory the job must fit in, and what it is: its cgroup's limit where that is lower than
-    the machine's memory (a container, a SLURM or Kubernetes job), else the machine's."""
+    the machine's memory (a container, a SLURM or Kubernetes job), else the machine's
+    (:data:`MACHINE`)."""
     machine = mem_total_mb
     group = meta.get("cgroup") or {}
     limit = group.get("limit_mb")
     if isinstance(limit, (int, float)) and (not machine or limit < machine):
         return float(limit), f"the job's memory limit (cgroup v{group.get('version')} {group.get('path')})"
-    return (float(machine) if machine else None), "this machine's memory"
+    return (float(machine) if machine else None), MACHINE
 
 
-RATE_MIN_SPAN_S = 3.0  # the rise: over the last third of the readings up to the peak, at least this long
-RISING_MB_PER_MIN = 1.0  # below this the charge is not rising: no time to the limit
+RATE_MIN_SPAN_S = (
+    3.0  # the charge's rise: over the last third of the readings up to the peak, at least this long
+)
 
 
 def entered_at(meta: dict) -> float:
@@ -54,13 +63,27 @@ def cgroup_charge(system: pd.DataFrame, samples: pd.DataFrame, since: float = 0.
     return charge if len(charge) else None
 
 
-def time_to_limit(charge: pd.Series | None, limit_mb: float | None) -> tuple[float, float | None] | None:
+def kept_charge(system: pd.DataFrame, charge: pd.Series | None) -> pd.Series | None:
+    """``charge`` less the cgroup's file cache, read in the same tick
+    (:func:`memprobe.probe.cgroup.file_cache`: the kernel reclaims it before it kills); the
+    charge as it is where that was not read (an older folder)."""
+    if charge is None or "cgroup_file_cache_mb" not in system:
+        return charge
+    cache = pd.Series(
+        pd.to_numeric(system["cgroup_file_cache_mb"], errors="coerce").to_numpy(float), index=system["t"]
+    )
+    cache = cache[~cache.index.duplicated(keep="last")].reindex(charge.index)
+    return charge - cache.fillna(0.0)
+
+
+def charge_rate(charge: pd.Series | None) -> float | None:
     """The charge's rate as it rose to its peak (MB/min: a least-squares line over the last third
-    of the readings up to the peak) and the minutes from the peak to ``limit_mb`` at that rate
-    (None: not rising); None where it cannot be said (too short a record, or no limit). Up to the
+    of the readings up to the peak); None where it cannot be said (too short a record). Up to the
     peak, not the job's end: a job that ended freed its memory in its last seconds, and over its
-    last third a job rising 380 MB/min "fell by 397 MB/min"."""
-    if charge is None or not limit_mb or len(charge) < 3:
+    last third a job rising 380 MB/min "fell by 397 MB/min". A fact of the whole cgroup, whoever's
+    memory it is, and never the forecast: a DataLoader's workers copying within an epoch made it
+    +141 MB/min for a job that never reached its limit (:mod:`memprobe.record.forecast`)."""
+    if charge is None or len(charge) < 3:
         return None
     values = charge.to_numpy(float)
     charge = charge.iloc[: len(values) - int(np.argmax(values[::-1]))]  # up to its peak's last reading
@@ -70,10 +93,7 @@ def time_to_limit(charge: pd.Series | None, limit_mb: float | None) -> tuple[flo
     tail = charge[charge.index >= t[-1] - max((t[-1] - t[0]) / 3, RATE_MIN_SPAN_S)]
     if len(tail) < 3:  # read once a second: a short job's last third holds few readings
         tail = charge.iloc[-3:]
-    rate = float(np.polyfit(tail.index.to_numpy(float), tail.to_numpy(float), 1)[0]) * 60
-    if rate < RISING_MB_PER_MIN:
-        return rate, None
-    return rate, max(limit_mb - float(charge.iloc[-1]), 0.0) / rate
+    return float(np.polyfit(tail.index.to_numpy(float), tail.to_numpy(float), 1)[0]) * 60
 
 
 def oom_kills(
@@ -199,21 +219,43 @@ def _vanished(went: pd.DataFrame, ticks: int) -> tuple[float, list[str]]:
 
 
 def against_limit(
-    meta: dict, samples: pd.DataFrame, system: pd.DataFrame, mem_total_mb: float | None
+    meta: dict,
+    samples: pd.DataFrame,
+    system: pd.DataFrame,
+    mem_total_mb: float | None,
+    *,
+    total: pd.Series | None = None,
+    workers: Iterable[tuple[int | None, float, float | None, float | None]] = (),
+    parents: pd.Series | None = None,
+    estimated: int = 0,
 ) -> dict | None:
     """The summary's ``memory_limit`` of a recorded job (None: no cgroup was read, an older
     folder): the limit and what it is, the cgroup's charge as the job started, at its peak (read
-    once a second) and at its end, its rate over the job's last third and the minutes to the
-    limit at that rate (None: not rising, or not enough readings), the OOM kills while it ran
-    and, for each, when and whom memprobe saw vanish first."""
+    once a second) and at its end, the charge's own rise before its peak (a fact: whoever's it
+    is), the other processes in the cgroup and whether it held the job alone, the job's total
+    PSS above the charge (``total``) and why, the forecast of the time to the limit
+    (:func:`memprobe.record.forecast.forecast`, from the generations of ``workers``: generation,
+    start, end or None, own growth; and ``parents``: their own memory), the OOM kills while it
+    ran and, for each, when and whom memprobe saw vanish first. ``estimated``: the processes
+    total PSS counts with an estimate (never read exactly)."""
     group = meta.get("cgroup")
     if not isinstance(group, dict):
         return None
     limit_mb, words = memory_limit(meta, mem_total_mb)
     since = entered_at(meta)
     charge = cgroup_charge(system, samples, since)
-    rate = time_to_limit(charge, limit_mb)
     kills, before = group.get("oom_kills"), group.get("oom_kills_at_start")
+    kept = kept_charge(system, charge)
+    room = forecast.Room(
+        limit_mb,
+        limit_mb is not None and limit_mb == group.get("limit_mb"),
+        kept,
+        _counter(system, "mem_available_mb"),
+    )
+    others = group.get("others")
+    peaks, of = forecast.job_memory(total, kept, forecast.alone(others))
+    end = float(samples["t"].max()) if len(samples) and "t" in samples else 0.0
+    ahead = forecast.forecast(forecast.generations(workers, end, peaks), parents, room, total, of)
     return {
         "limit_mb": limit_mb,
         "limit_of": words,
@@ -225,8 +267,14 @@ def against_limit(
         "charge_end_mb": group.get("usage_mb"),
         # What the charge at the end was made of (core.vocabulary.CGROUP_PARTS), where memory.stat said.
         "charge_end_parts_mb": group.get("parts_mb"),
-        "charge_rate_mb_per_min": rate[0] if rate else None,
-        "minutes_to_limit": rate[1] if rate else None,  # from the charge's peak
+        # The charge's own rise before its peak: a fact, never the forecast (whoever's memory it is).
+        "charge_rate_mb_per_min": charge_rate(charge),
+        # Who else the cgroup held (its largest reading; None: not read) and whether the job was alone.
+        "cgroup_others": others if isinstance(others, dict) else None,
+        "cgroup_alone": forecast.alone(others),
+        **pss_above_charge(total, charge, samples, since, estimated),
+        "forecast": ahead.to_dict(),
+        "minutes_to_limit": ahead.minutes_to_limit,  # the forecast's, from its reference (from_t)
         "oom_kills": kills - before if kills is not None and before is not None else None,
         "oom_killed": [
             {"t": t, "victims": who} for t, who in oom_kills(system, samples, kills, since, before)
@@ -237,6 +285,43 @@ def against_limit(
             {"t": t, "kills": n, "victims": who}
             for t, n, who in machine_oom_kills(system, samples, kills, since, before)
         ],
+    }
+
+
+def pss_above_charge(
+    total: pd.Series | None, charge: pd.Series | None, samples: pd.DataFrame, since: float, estimated: int = 0
+) -> dict:
+    """Where the job's total PSS peaked above its cgroup's charge (by more than
+    :data:`memprobe.record.forecast.PSS_ABOVE_CHARGE_MB`): by how much, and what says why. Pages
+    the job maps are charged to other cgroups then: the memory it allocated before it entered
+    this cgroup (``entered_t``: the kernel does not move a charge with a process), and files it
+    maps (the interpreter, libraries) that a process of another cgroup read first (``files_mb``:
+    the job's file-backed and shared resident memory at that peak, summed over its processes);
+    and ``estimated``, the processes total PSS holds an estimate for (never read exactly)."""
+    if total is None or charge is None or total.dropna().empty:
+        return {"pss_above_charge_mb": None}
+    over = float(total.max()) - float(charge.max())
+    if over <= forecast.PSS_ABOVE_CHARGE_MB:
+        return {"pss_above_charge_mb": None}
+    at = float(total.idxmax())
+    files = None
+    if {"rss_file_mb", "rss_shmem_mb"} <= set(samples.columns) and len(samples):
+        alive = samples[~samples["missing"].fillna(False).astype(bool)] if "missing" in samples else samples
+        ticks = alive["t"].to_numpy(float)
+        if len(ticks):
+            nearest = float(ticks[np.argmin(np.abs(ticks - at))])
+            row = alive[alive["t"] == nearest]
+            files = float(
+                pd.to_numeric(row["rss_file_mb"], errors="coerce").fillna(0).sum()
+                + pd.to_numeric(row["rss_shmem_mb"], errors="coerce").fillna(0).sum()
+            )
+    return {
+        "pss_above_charge_mb": over,
+        "pss_above_charge_why": {
+            "entered_t": since if since > 0 else None,
+            "files_mb": files,
+            "estimated": estimated,
+        },
     }
 
 

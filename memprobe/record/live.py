@@ -22,8 +22,13 @@ The figures, each by the rule the analysis and the report use afterwards:
 * The verdict so far: the live workers' USS gained since their start (a forked worker's whole
   USS, as it starts with no page of its own; a spawned or exec'd worker's start-up, by :func:`memprobe.core.tree_rules.settled_at`, not counted), on average,
   against the verdict's threshold, as the record analysis judges a whole job.
-* The time to the limit: the cgroup's charge (else total PSS) at its rate as it rose to its peak
-  so far, by :func:`memprobe.record.limit.time_to_limit`, the summary's rule.
+* The time to the limit: :func:`memprobe.record.forecast.forecast`, the summary's rule, on what
+  the view has seen so far: total PSS at each tick (where every live process has been read), the
+  generations of workers (each worker's generation from the sampler, its first and last sight),
+  the parents' anonymous RSS summed at each tick from the first worker on, the cgroup's charge
+  less its file cache (each generation's peak of it where the cgroup's other processes,
+  in the system rows, hold the job alone), and MemAvailable; worded by
+  :func:`memprobe.record.forecast_words.words`.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ import pandas as pd
 
 from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
 from memprobe.core.units import mb
-from memprobe.core.vocabulary import WORKER_KINDS
-from memprobe.record.limit import time_to_limit
+from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
+from memprobe.record import forecast, forecast_words
+from memprobe.record.limit import MACHINE
 
 # A process's own growth rate is its line over this long, at most: the current rate (over a
 # minute, a forked worker's first copies, +70 MB in its first second, still made it +94 MB/min
@@ -47,8 +53,11 @@ from memprobe.record.limit import time_to_limit
 RATE_WINDOW_S = 30.0
 RATE_MIN_SPAN_S = 3.0  # ... and over this long at least (a younger process has no rate yet)
 POINT_SPACING_S = 1.0  # a rate point per process this often at most
-SERIES_POINTS = 4096  # the charge (or total) kept for the time to the limit: thinned by half past this
+SERIES_POINTS = 4096  # each series kept for the time to the limit: thinned by half past this
 SLOW_MB_PER_MIN = 1.0  # a rate below this is not named as a grower
+# The time to the limit is made again this often at most, or when a generation of workers ended
+# (its series as pandas and the line through them: 2-3 ms, where the rest of a view takes 0.5).
+FORECAST_EVERY_S = 5.0
 
 
 @dataclass
@@ -88,7 +97,7 @@ class LiveView:
     rows: list[LiveRow]
     totals: LiveTotals
     verdict: str  # the verdict so far, in words
-    limit: str  # the time to the limit at the current rate, in words
+    limit: str  # the time to the limit (record/forecast.py's rule on what was seen so far), in words
     ended: int = 0  # processes of the tree seen and since ended
 
 
@@ -141,7 +150,18 @@ class LiveModel:
         self._ended: set[int] = set()
         self._t = 0.0
         self._charge: list[tuple[float, float]] = []
+        self._kept: list[tuple[float, float]] = []  # the charge less its file cache
+        self._available: list[tuple[float, float]] = []
         self._totals: list[tuple[float, float]] = []
+        self._parents: list[tuple[float, float]] = []  # the parents' anonymous RSS summed
+        self._generation: dict[int, tuple[int, float]] = {}  # a worker's generation and first sight
+        self._unnamed: dict[int, float] = {}  # workers seen whose generation is not asked yet: first sight
+        # The pages a worker shares, its share of them (PSS less USS) at the latest exact reading of
+        # a worker, else of a parent: what a worker not read exactly yet holds besides its own.
+        self._shares: dict[bool, float] = {}
+        self._worker_end: dict[int, float] = {}
+        self._others_mb: float | None = None  # the cgroup's other processes' RSS at their most
+        self._ahead: tuple[float, int, forecast.Forecast] | None = None  # made at, workers ended then, it
         self._kills: tuple[int | None, int | None] = (None, None)  # first, latest
 
     def entered(self, limit_mb: float | None, words: str, since: float, kills_then: int | None) -> None:
@@ -150,6 +170,9 @@ class LiveModel:
         with self._lock:
             self.limit_mb, self.limit_words = limit_mb, words
             self._charge = [(t, v) for t, v in self._charge if t >= since]
+            self._kept = [(t, v) for t, v in self._kept if t >= since]
+            self._others_mb = None  # another cgroup: who else is in it is read again
+            self._ahead = None
             self._kills = (kills_then, kills_then)  # the next reading's, from then on
 
     # -- fed from the sampler's thread ---------------------------------------------------------
@@ -158,6 +181,8 @@ class LiveModel:
             if table == "samples":
                 for r in rows:
                     self._row(r)
+                if rows:
+                    self._tick()
             elif table == "system":
                 for r in rows:
                     self._system(r)
@@ -168,6 +193,7 @@ class LiveModel:
         if r.get("missing"):
             if self._tracks.pop(pid, None) is not None:
                 self._ended.add(pid)
+                self._worker_end.setdefault(pid, t)
             return
         tr = self._tracks.get(pid)
         if tr is None:
@@ -181,18 +207,48 @@ class LiveModel:
         if tr.exact_now:
             tr.read = (t, float(r["pss_mb"]), float(r["uss_mb"]), tr.rss, tr.anon)
             tr.uss_est = None
+            if tr.is_worker() or tr.kind in PARENT_KINDS:
+                self._shares[tr.is_worker()] = tr.read[1] - tr.read[2]
         else:
             tr.uss_est = r.get("uss_est_mb")
+        if tr.is_worker() and pid not in self._generation:
+            self._unnamed.setdefault(pid, tr.first_t)
         if tr.is_worker() and t - tr.first_t <= STARTUP_MAX_S + POINT_SPACING_S:
             tr.startup.append((t, tr.rss, float(r.get("cpu_s") or 0.0), tr.uss()))
         value = tr.uss() if tr.is_worker() else tr.anon
         if value is not None and (not tr.points or t - tr.points[-1][0] >= POINT_SPACING_S):
             tr.points.append((t, float(value)))
 
+    def _tick(self) -> None:
+        """The job's totals as the sampler's latest tick left them (what the forecast reads): total
+        PSS, a worker not read exactly yet counted at its estimated USS plus the share of shared
+        pages the latest worker (else parent) read exactly had, as :mod:`memprobe.core.series`
+        counts one, where every other process has been read; and the parents' anonymous RSS
+        summed. Without them (a loaded machine left an epoch's new workers unread for seconds, or
+        for their whole life) each epoch's peak was missed: 758 MB where the summary had 1,781."""
+        share = self._shares.get(True, self._shares.get(False, 0.0))
+        held = [
+            tr.held_pss()
+            if tr.read is not None or not tr.is_worker()
+            else (None if tr.uss() is None else float(tr.uss() or 0.0) + share)
+            for tr in self._tracks.values()
+        ]
+        if held and all(v is not None for v in held):
+            _add(self._totals, (self._t, sum(float(v or 0.0) for v in held)))
+        parents = [tr.anon for tr in self._tracks.values() if tr.kind in PARENT_KINDS]
+        if parents and all(a is not None for a in parents):
+            _add(self._parents, (self._t, sum(float(a or 0.0) for a in parents)))
+
     def _system(self, r: dict) -> None:
         charge, kills = r.get("cgroup_mb"), r.get("cgroup_oom_kills")
+        t = float(r["t"])
         if charge is not None:
-            _add(self._charge, (float(r["t"]), float(charge)))
+            _add(self._charge, (t, float(charge)))
+            _add(self._kept, (t, float(charge) - float(r.get("cgroup_file_cache_mb") or 0.0)))
+        if r.get("mem_available_mb") is not None:
+            _add(self._available, (t, float(r["mem_available_mb"])))
+        if r.get("cgroup_others_mb") is not None:
+            self._others_mb = max(self._others_mb or 0.0, float(r["cgroup_others_mb"]))
         if kills is not None:
             first = self._kills[0] if self._kills[0] is not None else int(kills)
             self._kills = (first, int(kills))
@@ -218,10 +274,17 @@ class LiveModel:
             kills = self._kills
             read = [r.pss_mb for r in rows if r.pss_mb is not None]
             total = sum(read) if read else None
-            if total is not None and len(read) == len(rows):
-                _add(self._totals, (t, total))
-            series = self._charge or self._totals
-            charge = pd.Series([v for _, v in series], index=[u for u, _ in series], dtype=float)
+            # Each worker's generation, asked of the sampler once, ended ones too: without a
+            # terminal the view comes every --every s, and an epoch's workers lived less.
+            for pid, first in list(self._unnamed.items()):
+                gen = getattr(known[pid] if pid in known else facts(pid), "generation", None)
+                if isinstance(gen, int):
+                    self._generation[pid] = (gen, first)
+                    del self._unnamed[pid]
+            ended = len(self._worker_end)
+            if self._ahead is None or t - self._ahead[0] >= FORECAST_EVERY_S or ended != self._ahead[1]:
+                self._ahead = (t, ended, self._forecast(t))
+            ahead = self._ahead[2]
         rows.sort(key=_order)
         totals = LiveTotals(
             processes=len(rows),
@@ -233,8 +296,22 @@ class LiveModel:
             limit_mb=self.limit_mb,
             limit_words=self.limit_words,
         )
-        what = "the cgroup's charge" if self._charge else "total PSS"
-        return LiveView(t, rows, totals, self.verdict(rows), limit_words(charge, self.limit_mb, what), ended)
+        return LiveView(t, rows, totals, self.verdict(rows), limit_words(ahead, self.limit_mb), ended)
+
+    def _forecast(self, t: float) -> forecast.Forecast:
+        """The forecast by the summary's rule on what the view has seen (under the lock)."""
+        totals, kept = _series(self._totals), _series(self._kept)
+        alone = None if self._others_mb is None else forecast.alone({"rss_mb": self._others_mb})
+        peaks, of = forecast.job_memory(totals, kept, alone)
+        gens = forecast.generations(
+            ((g, start, self._worker_end.get(pid), None) for pid, (g, start) in self._generation.items()),
+            t,
+            peaks,
+        )
+        first_worker = min((start for _, start in self._generation.values()), default=None)
+        parents = _series([p for p in self._parents if first_worker is None or p[0] >= first_worker])
+        room = forecast.Room(self.limit_mb, self.limit_words != MACHINE, kept, _series(self._available))
+        return forecast.forecast(gens, parents, room, totals, of)
 
     def _live_row(self, pid: int, tr: _Track, info: object | None, since: float | None) -> LiveRow:
         worker = getattr(info, "worker", -1)
@@ -310,26 +387,17 @@ def rate(points: Sequence[tuple[float, float]], since: float | None = None) -> f
     return (stv - st * sv / n) / var * 60.0 if var > 0 else None
 
 
-def limit_words(series: pd.Series, limit_mb: float | None, what: str) -> str:
-    """The time to the limit at ``series``'s current rate, in words."""
+def limit_words(ahead: forecast.Forecast, limit_mb: float | None) -> str:
+    """The time to the limit so far, in words (:func:`memprobe.record.forecast_words.words`, brief)."""
     if not limit_mb:
         return "memory limit: not known"
-    got = time_to_limit(series if len(series) else None, limit_mb)
-    if got is None:
-        return f"time to the limit: not known yet ({what} seen too short a time)"
-    per_min, minutes = got
-    at = f"{what} at {mb(per_min, sign=True, true_minus=False)}/min"
-    if minutes is None:
-        return f"time to the limit: none at this rate ({at}: not rising)"
-    return f"time to the limit: {duration_words(minutes)} at this rate ({at})"
+    return (
+        f"time to the limit: {forecast_words.words(ahead.to_dict(generations=False), limit_mb, brief=True)}"
+    )
 
 
-def duration_words(minutes: float) -> str:
-    if minutes < 1:
-        return "under a minute"
-    if minutes < 120:
-        return f"{minutes:.0f} min"
-    return f"{minutes / 60:.1f} h"
+def _series(points: list[tuple[float, float]]) -> pd.Series | None:
+    return pd.Series([v for _, v in points], index=[t for t, _ in points], dtype=float) if points else None
 
 
 def _grown(tr: _Track, forked: bool) -> float | None:

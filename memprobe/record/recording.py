@@ -472,6 +472,8 @@ class Recording:
             return {}
         now = cgroup.read(entered.where).to_dict()
         start = entered.at_entry.to_dict()
+        others = self.sampler.cgroup_others if self.sampler is not None else None
+        mb = lambda b: round(b / 2**20, 1)  # noqa: E731
         return {
             "cgroup": now
             | {
@@ -479,4 +481,18 @@ class Recording:
                 "oom_kills_at_start": start["oom_kills"],
                 "since_t": entered.t,
             }
+            | (
+                {
+                    # Its other processes at their largest reading (cgroup.others; None: not read).
+                    "others": {
+                        "processes": others.processes,
+                        "rss_mb": mb(others.rss_bytes),
+                        "largest": [
+                            {"name": name, "pid": pid, "rss_mb": mb(rss)} for name, pid, rss in others.largest
+                        ],
+                    }
+                }
+                if others is not None
+                else {}
+            )
         }

@@ -15,9 +15,10 @@ import pandas as pd
 from memprobe.core import series
 from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
 from memprobe.core.vocabulary import DATALOADER
+from memprobe.record import forecast
 from memprobe.record.culprit import judge
 from memprobe.record.limit import against_limit, oom_words
-from memprobe.record.process import Proc, as_analysed
+from memprobe.record.process import Proc, as_analysed, own_workers
 from memprobe.record.processes import processes
 from memprobe.record.projection import projection, projection_basis, projection_rounds
 from memprobe.record.table import estimate_error, table
@@ -109,7 +110,14 @@ def analyse(
         projection=projection(basis := projection_basis(rows, procs), rounds),
         projection_peak=rounds.peak() if rounds is not None and basis is not None else None,
         memory_limit=against_limit(
-            meta, samples, system if system is not None else pd.DataFrame(), mem_total_mb
+            meta,
+            samples,
+            system if system is not None else pd.DataFrame(),
+            mem_total_mb,
+            total=totals if len(totals) else None,
+            workers=worker_lives(procs, rows),
+            parents=forecast.parents_memory(samples, parent_windows(procs, parents)),
+            estimated=len(never_read([g.to_dict() for g in rows])),
         ),
     )
     words, causes = judge(rows, procs, verdict, threshold, shm)
@@ -137,6 +145,30 @@ def summarize(
     return analyse(
         meta, samples, progress, gil_enabled=gil_enabled, system=system, mem_total_mb=mem_total_mb
     ).summary
+
+
+def parent_windows(procs: list[Proc], parents: list[Growth]) -> list[tuple[int, float, float]]:
+    """Each judged parent's window for the forecast (pid, from, to): from where its own growth
+    counts to its last tick while it had workers (after, a program tears its data down), or to
+    its last tick alive without workers (a main process killed for memory: its kill)."""
+    by_pid = {p.pid: p for p in procs}
+    out = []
+    for g in parents:
+        p = by_pid.get(g.pid)
+        if p is None or g.baseline_t is None:
+            continue
+        mine = own_workers(p, procs)
+        out.append((g.pid, g.baseline_t, max(q.last_t for q in mine) if mine else p.last_t))
+    return out
+
+
+def worker_lives(
+    procs: list[Proc], rows: list[Growth]
+) -> list[tuple[int | None, float, float | None, float | None]]:
+    """Each worker process's generation, start, end (None: alive as the record ended) and own
+    growth (None: not judged), for its generation (:func:`memprobe.record.forecast.generations`)."""
+    growth = {g.pid: g.growth_mb for g in rows if g.judged}
+    return [(p.generation, p.start_t, p.end_t, growth.get(p.pid)) for p in procs if p.is_worker]
 
 
 RAMP_SHARE = 0.25  # each half of a /dev/shm rise at least this share of it: a ramp, not a step

@@ -38,6 +38,7 @@ from memprobe.report.chart import (
     share_x,
     spare_colors,
 )
+from memprobe.report.epochs import SHOWN_GENERATIONS
 from memprobe.report.groups import Lifeline
 from memprobe.report.lifelines import (
     chart_uss,
@@ -156,7 +157,10 @@ def chart_timeline(
         layout["hovermode"] = "closest"
         layout["margin"]["r"] = 250 if wide else 170
     if wide:
-        chart["note"] = f"{note} The table below lists every process."
+        chart["note"] = (
+            f"{note} The table below lists every process (of a parent with more than "
+            f"{SHOWN_GENERATIONS} generations of workers, those between its first and last in one row)."
+        )
     return chart
 
 

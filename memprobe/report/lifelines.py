@@ -6,6 +6,8 @@ bands of worker generations). Tables in, traces out; the chart that holds them i
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -244,15 +246,24 @@ def wide_series(
     return series, note
 
 
+LABEL_SPACING = 0.1  # generation labels at least this share of the time axis apart (some unlabelled)
+
+
 def generation_bands(lines: Sequence[Lifeline]) -> tuple[list[dict], list[dict]]:
     """Shaded spans where each generation of workers was alive, labelled at the top (shapes,
-    annotations): a new generation of DataLoader workers is usually a new epoch."""
+    annotations): a new generation of DataLoader workers is usually a new epoch. Labels at least
+    :data:`LABEL_SPACING` of the axis apart: the first, then the next far enough (forty
+    generations' labels overlapped into one smear); "gen N" where some are left unlabelled."""
     spans: dict[int, list[float]] = {}
     for ln in lines:
         if ln.worker and ln.generation is not None and ln.start_t is not None and ln.end_t is not None:
             lo, hi = spans.get(ln.generation, [ln.start_t, ln.end_t])
             spans[ln.generation] = [min(lo, ln.start_t), max(hi, ln.end_t)]
     shapes, notes = [], []
+    xs = [x for span in spans.values() for x in span]
+    gap = LABEL_SPACING * (max(xs) - min(xs)) if xs else 0.0
+    crowded = any(b[0] - a[0] < gap for a, b in itertools.pairwise(sorted(spans.values())))
+    labelled = -math.inf
     for k, (gen, (lo, hi)) in enumerate(sorted(spans.items())):
         shapes.append(
             {
@@ -268,7 +279,12 @@ def generation_bands(lines: Sequence[Lifeline]) -> tuple[list[dict], list[dict]]
                 "layer": "below",
             }
         )
-        text = "workers alive" if len(spans) == 1 else f"generation {gen + 1}"
+        if lo - labelled < gap:
+            continue
+        labelled = lo
+        text = (
+            "workers alive" if len(spans) == 1 else f"gen {gen + 1}" if crowded else f"generation {gen + 1}"
+        )
         notes.append(
             {
                 "x": lo,

@@ -18,7 +18,7 @@ from memprobe.core.vocabulary import (
     WORKER_KINDS,
     kind_words,
 )
-from memprobe.record import culprit, projection
+from memprobe.record import culprit, forecast, forecast_words, projection
 from memprobe.record.tree_analysis import LEVEL_SHARE
 from memprobe.report import format as fmt
 
@@ -48,6 +48,7 @@ class ProcessRow:
     per_1k: str
     notes: list[str]
     tone: str  # growing | flat | unjudged
+    count: int = 1  # processes the row stands for (report.epochs folds a parent's middle generations)
 
 
 def process_rows(s: RunSummary) -> list[ProcessRow]:
@@ -358,8 +359,9 @@ def all_of(n: int) -> str:
 
 def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[str, str]]:
     """The job against its memory limit (the summary's ``memory_limit``,
-    :func:`memprobe.record.limit.against_limit`): the limit that applies, the cgroup's charge,
-    the time to the limit at the charge's rate, the OOM kills while it ran."""
+    :func:`memprobe.record.limit.against_limit`): the limit that applies, the cgroup's charge and
+    whose it is, the job's total PSS above it and why, the forecast of the time to the limit, the
+    OOM kills while it ran."""
     if not limit:
         return []
     where = f"cgroup v{limit.get('cgroup_version')} {limit.get('cgroup_path')}"
@@ -380,10 +382,13 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
                 (f"{fmt.mb(start)} as the job started, " if start is not None else "")
                 + f"{fmt.mb(end)} at its end"
                 + (f", at most {fmt.mb(peak)} read while it ran (once a second)" if peak is not None else "")
-                + " (what the OOM killer counts: page cache, shared and kernel memory too, not total "
-                "PSS; the whole cgroup, memprobe and any other process in it included)",
+                + " (what the OOM killer counts: page cache, shared and kernel memory too, not total PSS; "
+                + whose_charge(limit)
+                + ")",
             )
         )
+    if fmt.is_num(limit.get("pss_above_charge_mb")):
+        rows.append(("total PSS above the charge", above_charge_words(limit)))
     parts = limit.get("charge_end_parts_mb")
     if isinstance(parts, dict) and end is not None:
         said = [(CGROUP_PARTS[k], float(parts[k])) for k in CGROUP_PARTS if fmt.is_num(parts.get(k))]
@@ -394,8 +399,11 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
                 + " (the cgroup's memory.stat)",
             )
         )
-    if limit.get("charge_rate_mb_per_min") is not None:
-        rows.append(("time to the limit", limit_words(limit)))
+    if isinstance(limit.get("forecast"), dict):
+        # Brief among the facts: the record page's section and the terminal say it whole.
+        rows.append(
+            ("time to the limit", forecast_words.words(limit["forecast"], limit.get("limit_mb"), brief=True))
+        )
     kills = limit.get("oom_kills")
     if kills is not None:
         seen = "; ".join(
@@ -423,13 +431,53 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
     return rows
 
 
-def limit_words(limit: dict) -> str:
-    """The time to the limit in words (the record page's fact, the terminal's line)."""
-    rate, minutes = float(limit.get("charge_rate_mb_per_min") or 0.0), limit.get("minutes_to_limit")
-    if minutes is None:
-        return "the charge was not rising before its peak"
+def whose_charge(limit: dict) -> str:
+    """Whose memory the charge is (:func:`memprobe.record.forecast.alone`), in words."""
+    others = limit.get("cgroup_others") or {}
+    if limit.get("cgroup_alone") is True:
+        return (
+            "the cgroup held the job alone: its processes, memprobe's and others of under "
+            f"{fmt.mb(forecast.ALONE_MB)} together"
+        )
+    if limit.get("cgroup_alone") is False:
+        n = int(others.get("processes") or 0)
+        named = ", ".join(
+            f"{o.get('name')} (pid {o.get('pid')}, {fmt.mb(o.get('rss_mb'))})"
+            for o in others.get("largest") or []
+        )
+        return (
+            f"the whole cgroup's: {n} other process{'es' if n != 1 else ''} in it held "
+            f"{fmt.mb(others.get('rss_mb'))} of RSS at their most"
+            + (f", the largest {named}" if named else "")
+            + "; the time to the limit is made of the job's own memory, its room of the whole charge"
+        )
+    return "the whole cgroup, memprobe and any other process in it included"
+
+
+def above_charge_words(limit: dict) -> str:
+    """Why the job's total PSS peaked above its cgroup's charge: pages charged to other cgroups."""
+    why = limit.get("pss_above_charge_why") or {}
+    parts = []
+    if fmt.is_num(why.get("entered_t")):
+        parts.append(
+            f"what it allocated before it entered this cgroup, {fmt.seconds(why['entered_t'])} after its start, "
+            "stays charged to the cgroup it started in (the kernel does not move a charge with a process)"
+        )
+    files = (
+        f" ({fmt.mb(why['files_mb'])} of files and shared memory resident in its processes then)"
+        if fmt.is_num(why.get("files_mb"))
+        else ""
+    )
+    parts.append(
+        f"files it maps{files} that a process of another cgroup read first (the interpreter, its "
+        "libraries, its data) stay charged to that cgroup, while total PSS counts the job's share of them"
+    )
+    n = why.get("estimated")
+    if isinstance(n, int) and n > 0:
+        parts.append(
+            f"and total PSS counts {n} process{'es' if n != 1 else ''} never read exactly with an estimate"
+        )
     return (
-        f"{fmt.seconds(minutes * 60)} after the charge's peak ({fmt.mb(limit.get('charge_peak_mb'))}) "
-        f"had it gone on rising at {rate:+,.0f} MB/min (its rise before that peak), "
-        f"to {fmt.mb(limit.get('limit_mb'))}"
+        f"{fmt.signed_mb(limit['pss_above_charge_mb'])} at its peak: pages the job maps are charged to other "
+        "cgroups: " + "; ".join(parts)
     )

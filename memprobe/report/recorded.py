@@ -29,7 +29,7 @@ from memprobe.record import limit, projection
 from memprobe.record import summary as record_summary
 from memprobe.record.process import Proc
 from memprobe.record.table import ESTIMATE_FLOOR_MB
-from memprobe.report import content, figures, groups, session
+from memprobe.report import content, epochs, figures, groups, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
@@ -448,6 +448,8 @@ def context(
     )
     kind = meta.get("kind") or "record"
     charts = _retitle(share_x(timelines + memory), kind)
+    per_epoch = epochs.generations_chart(s)  # its own x axis: generations, not seconds
+    table = epochs.fold_generations(process_rows(s), s.processes or [])
     manifest = results.manifest
     env = manifest.get("environment") or {}
     command = meta.get("command") or []
@@ -468,7 +470,11 @@ def context(
         "memory_charts": memory,
         "items": items,
         "timeline_note": timeline_note(s, any(p.generation for p in procs if p.is_worker), procs),
-        "processes": process_rows(s),
+        "processes": table.rows,
+        "folded": table.folded,
+        "epochs_chart": per_epoch,
+        "forecast": epochs.forecast_text(s),
+        "generations": epochs.generations_text(s),
         "show_per_1k": items,
         "projection": projection_table(s, basis, limit_mb, limit_of or "this machine's memory"),
         "estimate": estimate_text(s),
@@ -482,7 +488,7 @@ def context(
         "duration": s.duration_s,
         "downsampled": any(c["downsampled"] for c in charts),
         "max_points": max_points,
-        "data_json": script_json({"charts": charts}),
-        "chart_count": len(charts),
+        "data_json": script_json({"charts": charts + ([per_epoch] if per_epoch else [])}),
+        "chart_count": len(charts) + bool(per_epoch),
         "plotly_js": plotly_js(),
     }

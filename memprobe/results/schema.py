@@ -6,6 +6,10 @@ that does not fit is refused with one line naming the file and the field (``meta
 spec.workers: '2' is not a whole number; allowed: ...``), a :class:`UsageError` (exit 2). Keys
 memprobe does not read are left alone. Numbers must be finite and at most 10^15 in size (no
 measure of a run comes near; a larger one overflows the arithmetic or a 64-bit column).
+
+Over 500 lines because the rules of every file of a folder (manifest, each meta, each table) are
+one table of fields here, read top to bottom: split by file, the shared rules (numbers, names,
+text) would be imported into each part and the table read in pieces.
 """
 
 from __future__ import annotations
@@ -334,6 +338,14 @@ RECORDED = _object(
                 "oom_kills_at_start": _COUNT,
                 "since_t": _SECONDS,  # when the job entered it (0: from the start)
                 "parts_mb": _object({k: _number(low=0) for k in CGROUP_PARTS}),
+                # The other processes in it (memprobe.probe.cgroup.others), at their largest reading.
+                "others": _object(
+                    {
+                        "processes": _COUNT,
+                        "rss_mb": _number(low=0),
+                        "largest": _list(_object({"name": _TEXT, "pid": _COUNT, "rss_mb": _number(low=0)})),
+                    }
+                ),
             }
         ),
     },

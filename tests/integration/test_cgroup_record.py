@@ -129,37 +129,53 @@ def test_a_job_that_moves_itself_into_a_limited_cgroup_is_shown_against_that_lim
     assert "memory limit: 300 MB, the job's memory limit (cgroup v1 " in done.stdout + done.stderr
 
 
-RISING = """
+LEAKING = """
 import time
 held = []
-for _ in range(40):  # 20 MB a second for 8 s: 160 MB, under the 300 MB limit
-    held.append(bytearray(4_000_000))
+while True:  # 2 MB every 0.2 s (600 MB/min) until its cgroup's limit kills it
+    held.append(bytearray(2_000_000))
     time.sleep(0.2)
 """
 
 
-def test_a_job_whose_charge_rises_is_told_its_time_to_the_limit(tmp_path: Path, limited: Path) -> None:
-    done = _record(tmp_path / "rec", RISING, into=limited)
-    assert done.returncode == 0, done.stderr[-2000:]
-    page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
-    got = re.search(
-        r"time to the limit</dt><dd>([0-9.]+) s after the charge's peak \([0-9,]+ MB\) had it gone on rising at \+([0-9,]+) MB/min",
-        page,
-    )
-    assert got, page[page.index("memory limit") :][:2000]
-    assert 600 < float(got.group(2).replace(",", "")) < 1800  # 1,200 MB/min allocated
-    assert "OOM kills in its cgroup</dt><dd>0 while it ran<" in page
-    # The terminal and summary.json say it too.
-    assert "memory limit: 300 MB, the job's memory limit (cgroup v1 " in done.stdout + done.stderr
-    assert "; time to it: " in done.stdout + done.stderr
+def test_a_job_killed_by_its_cgroup_was_told_when_before_it_was(tmp_path: Path, limited: Path) -> None:
+    """A main process allocating 600 MB/min in a 600 MB cgroup: killed about a minute in. The
+    recording as it stood 15 s before the kill (benchmarks/bench_forecast.py's ``cut``) forecast
+    the limit from the main process's own rise at about the kill's time; the whole recording's
+    page, terminal and summary.json say the forecast too."""
+    (limited / "memory.limit_in_bytes").write_text(str(600 * 1024 * 1024))
+    done = _record(tmp_path / "rec", LEAKING, into=limited)
+    assert done.returncode == 128 + 9, done.stderr[-2000:]  # killed by the OOM killer
     (run,) = json.loads((tmp_path / "rec" / "summary.json").read_text())["runs"]
     limit = run["memory_limit"]
-    assert (
-        limit["limit_mb"] == 300.0
-        and limit["oom_kills"] == 0
-        and 600 < limit["charge_rate_mb_per_min"] < 1800
+    assert limit["oom_kills"] == 1 and limit["cgroup_alone"] is True
+    kill = limit["oom_killed"][0]["t"]
+    f = limit["forecast"]
+    assert f["basis"] == "parents" and 400 < f["rate_mb_per_min"] < 800
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_forecast import cut
+
+    from memprobe.record.summary import analyse
+    from memprobe.results.folder import ResultSet
+
+    results = ResultSet.load(tmp_path / "rec")
+    meta, tables = cut(results, kill - 15.0)
+    before = analyse(
+        meta, tables["samples"], tables["progress"], system=tables["system"], mem_total_mb=24_000.0
     )
-    assert limit["minutes_to_limit"] > 0 and limit["charge_peak_mb"] > limit["charge_start_mb"]
+    ahead = before.summary.memory_limit["forecast"]  # type: ignore[index]
+    assert ahead["basis"] == "parents", ahead
+    assert abs(ahead["limit_at_t"] - kill) < 6.0, (ahead["limit_at_t"], kill)  # 15 s ahead, within 6 s
+    page = unescape((tmp_path / "rec" / "report.html").read_text(encoding="utf-8"))
+    said = re.search(
+        r"time to the limit</dt><dd>600 MB in about [^<]*: main process \+([0-9,]+) MB/min<", page
+    )
+    assert said, page[page.index("memory limit") :][:2000]
+    assert 'id="forecast-words">The main process&#39;s own memory +' in (
+        tmp_path / "rec" / "report.html"
+    ).read_text(encoding="utf-8")
+    assert "memory limit: 600 MB, the job's memory limit (cgroup v1 " in done.stdout + done.stderr
+    assert "; time to it: the main process's own memory +" in done.stdout + done.stderr
 
 
 def _worker_pid(out: Path) -> int:

@@ -479,6 +479,80 @@ def test_watch_refuses_a_thread_id_and_names_its_process(tmp_path: Path) -> None
         job.wait()
 
 
+def a_kernel_thread() -> int | None:
+    """The pid of a kernel thread this pid namespace shows (kthreadd is 2 on the host), or None."""
+    for entry in sorted((e for e in os.listdir("/proc") if e.isdigit()), key=int):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = Path(f"/proc/{entry}/stat").read_text()
+            if int(text[text.rindex(")") + 2 :].split()[6]) & 0x00200000:  # PF_KTHREAD
+                return int(entry)
+    return None
+
+
+@pytest.mark.parametrize("command", ["watch", "top"])
+def test_a_kernel_thread_is_refused_as_one_whoever_memprobe_runs_as(tmp_path: Path, command: str) -> None:
+    """`memprobe top 2` (kthreadd) run as root said "or run memprobe as root"."""
+    pid = a_kernel_thread()
+    if pid is None:
+        pytest.skip("no kernel thread in this pid namespace (a container shows none)")
+    out = tmp_path / "out"
+    done = memprobe(command, pid, "--duration", "1", "-o", out)
+    assert done.code == 2
+    line = done.one_line_error()
+    assert f"pid {pid} (" in line and "is a kernel thread: it has no memory of its own to watch" in line, line
+    assert "root" not in line and not out.exists() and done.left == []
+
+
+def with_closed(redirect: str, *args: object, **kwargs) -> subprocess.CompletedProcess:
+    """`python -m memprobe ARGS` started with ``redirect`` (``>&-``: stdout closed, ``2>&-``:
+    stderr), in a session of its own."""
+    command = [sys.executable, "-m", "memprobe", *map(str, args)]
+    return subprocess.run(
+        ["sh", "-c", f'exec "$@" {redirect}', "sh", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("command", ["top", "watch"])
+def test_a_closed_stdout_is_no_reason_to_fail(tmp_path: Path, command: str) -> None:
+    """`memprobe top PID >&-`: a traceback at once (Python's sys.stdout is None), nothing
+    recorded; `watch PID >&-`: saved, then a traceback and exit 1."""
+    job = subprocess.Popen(["sleep", "60"])
+    out = tmp_path / "out"
+    try:
+        done = with_closed(">&-", command, job.pid, "--duration", "1", "--no-report", "-o", out)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+        assert job.poll() is None
+    finally:
+        job.kill()
+        job.wait()
+
+
+def test_record_with_stderr_closed_leaves_the_jobs_streams_as_they_were(tmp_path: Path) -> None:
+    """`memprobe record -- CMD 2>&-`: memprobe's lines went into the job's stdout (print to a
+    None stderr prints to stdout), and `--live` exited 1 without a word or a folder. memprobe's
+    lines go nowhere now; the job's stdout holds its own lines only, and the job finds its
+    stderr closed, as it would without memprobe (its write there fails the same way)."""
+    status = tmp_path / "status"
+    job = ["sh", "-c", f"echo job out; echo job err >&2; echo $? > {status}; echo status >&2"]
+    alone = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *job], capture_output=True, text=True)
+    failed = status.read_text()
+    assert alone.stdout == "job out\n" and failed != "0\n"  # its stderr closed: the write failed
+    for live in ([], ["--live"]):
+        status.unlink()
+        out = tmp_path / f"out{len(live)}"
+        done = with_closed("2>&-", "record", *live, "--no-report", "-o", out, "--", *job)
+        assert done.stdout == alone.stdout  # the job's own line only
+        assert done.returncode == alone.returncode and status.read_text() == failed
+        assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+
+
 DAEMONIZES = textwrap.dedent("""
     import os, sys, time
     if os.fork() == 0:          # the child forks the daemon and exits at once (a double fork)

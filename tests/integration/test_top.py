@@ -141,8 +141,16 @@ class Terminal:
         wait_for(lambda: re.search(pattern, self.screen(), re.M), f"not on the screen: {pattern!r}")
         return self.screen()
 
+    def history(self) -> str:
+        """Every line the pane has shown: its history (what scrolled off the top) and its screen."""
+        got = subprocess.run([*self.base, "capture-pane", "-p", "-S", "-"], capture_output=True, text=True)
+        return got.stdout
+
     def keys(self, *keys: str) -> None:
         subprocess.run([*self.base, "send-keys", *keys], check=True)
+
+    def resize(self, columns: int, lines: int) -> None:
+        subprocess.run([*self.base, "resize-window", "-x", str(columns), "-y", str(lines)], check=True)
 
     def close(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True)
@@ -275,3 +283,72 @@ def test_ctrl_z_gives_the_terminal_back_and_fg_brings_the_view_again(tmp_path: P
         term.keys("q")
         screen = term.wait_for(rf"^results: {re.escape(str(out))}")
         assert json.loads((out / "summary.json").read_text())["runs"][0]["status"] == "interrupted"
+
+
+def started_on(go: Path, command: list[str]) -> list[str]:
+    """``command`` once the file ``go`` exists: the test pauses the terminal before it starts."""
+    return [
+        "sh",
+        "-c",
+        f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.1; done; exec {shlex.join(command)}",
+    ]
+
+
+def saved(out: Path) -> bool:
+    """Whether memprobe has finished the results folder (manifest complete, summary written)."""
+    try:
+        done = json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    except (OSError, ValueError, KeyError):
+        return False
+    return done and (out / "summary.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["top", "watch"])
+def test_a_paused_terminal_holds_neither_the_duration_nor_the_save(tmp_path: Path, command: str) -> None:
+    """The terminal paused with Ctrl-S (XOFF) from memprobe's start: `top --duration 10` was
+    still running 30 s later, blocked writing to the terminal, nothing saved (`watch` the same:
+    its first line blocked). The duration ends the sampling and the results folder is finished
+    while the terminal stays paused; the summary follows once it takes output again (Ctrl-Q)."""
+    job, _ = start_job(tmp_path)
+    out, go = tmp_path / "out", tmp_path / "go"
+    memprobe = [sys.executable, "-m", "memprobe", command, str(job.pid), "--duration", "2"]
+    try:
+        term = Terminal(tmp_path, started_on(go, [*memprobe, "--no-report", "-o", str(out)]))
+        try:
+            term.keys("C-s")  # XOFF: the terminal takes no output from here on
+            go.touch()
+            wait_for(lambda: saved(out), "the results were not saved while the terminal was paused")
+            meta = json.loads(next((out / "runs").glob("*/meta.json")).read_text())
+            assert meta["ended"] == "duration"
+            assert "EXIT=" not in term.screen()  # memprobe waits to say its summary
+            term.keys("C-q")  # XON
+            the_end(term, out, 0, "ok")
+            assert job.poll() is None, "memprobe never signals the job it watches"
+        finally:
+            term.close()
+    finally:
+        end_job(job)
+
+
+def test_a_wide_character_command_line_keeps_the_title_of_a_narrow_terminal(tmp_path: Path) -> None:
+    """A job whose command line is CJK, in an 80x8 terminal (the view fills it): the title was
+    cut at 80 characters (96 columns), wrapped, and the screen scrolled it away. Cut by columns,
+    the title is the screen's first line."""
+    script = "数据加载器" * 8 + ".py"
+    (tmp_path / script).write_text("import time\ntime.sleep(600)\n")
+    job = subprocess.Popen(
+        [sys.executable, script, "训练" * 40], cwd=tmp_path, stdout=subprocess.DEVNULL, process_group=0
+    )
+    out = tmp_path / "out"
+    try:
+        term = Terminal(tmp_path, top(job.pid, out), size=(80, 8))
+        try:
+            first = term.wait_for(rf"^{job.pid}\s+main\s+main").splitlines()[0]
+            assert first.startswith(f"memprobe top  pid {job.pid} (") and "数据加载器" in first, first
+            term.keys("q")
+            assert "EXIT=0" in term.wait_for(r"^EXIT=\d+")  # (the 80 columns wrap the folder's name)
+            assert json.loads((out / "summary.json").read_text())["runs"][0]["status"] == "interrupted"
+        finally:
+            term.close()
+    finally:
+        end_job(job)

@@ -58,6 +58,8 @@ def shared_dir() -> Iterator[Path]:
     set-user-ID copy of sleep owned by OTHER_UID: a process of another user in that user's job."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv(1) to record as an unprivileged user")
+    if "--ambient-caps" not in subprocess.run(["setpriv", "--help"], capture_output=True, text=True).stdout:
+        pytest.skip("setpriv(1) without --ambient-caps (util-linux 2.31 on): the checkout may be unreadable")
     d = Path(tempfile.mkdtemp(prefix="memprobe-denied-"))
     try:
         if os.statvfs(d).f_flag & os.ST_NOSUID:
@@ -72,9 +74,20 @@ def shared_dir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+# The checkout (its venv, memprobe's code) may sit in a folder the unprivileged user cannot
+# enter: a clone made in a `mktemp -d` folder or in root's home (mode 0700) failed these tests
+# with "No module named memprobe". CAP_DAC_READ_SEARCH lets it read files and folders whatever
+# their modes, and nothing else: reading another process's memory is the kernel's ptrace check
+# (the uids, dumpability, CAP_SYS_PTRACE), which it does not bypass; memprobe runs as the
+# unprivileged user all the same (its uid, what it may read of other processes). Ambient, it
+# holds across the exec of the venv's python (it has no file capabilities).
+READ_THE_CHECKOUT = ["--inh-caps=-all,+dac_read_search", "--ambient-caps=+dac_read_search"]
+
+
 def _record_as_nobody(shared_dir: Path, out: Path, job: str) -> subprocess.CompletedProcess:
-    """``memprobe record -o OUT -- sh -c JOB`` as the unprivileged user."""
-    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    """``memprobe record -o OUT -- sh -c JOB`` as the unprivileged user, from this checkout
+    wherever it is (READ_THE_CHECKOUT)."""
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *READ_THE_CHECKOUT]
     return subprocess.run(
         [*as_nobody, sys.executable, "-m", "memprobe", "record", "-o", str(out), "--", "sh", "-c", job],
         capture_output=True,

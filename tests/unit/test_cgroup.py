@@ -129,22 +129,21 @@ def test_no_cgroup_file_or_no_memory_controller_is_none(tmp_path: Path) -> None:
 # -- on the record page: the charge's rate, the time to the limit, the OOM kills ------------------
 
 
-def test_the_time_to_the_limit_is_taken_at_the_charge_s_rate_over_the_job_s_last_third() -> None:
+def test_the_charge_s_own_rate_is_taken_over_the_last_third_up_to_its_peak() -> None:
+    """A fact of the whole cgroup (summary.json ``charge_rate_mb_per_min``), never the forecast
+    (test_forecast.py)."""
     import pandas as pd
 
-    from memprobe.record.limit import time_to_limit
+    from memprobe.record.limit import charge_rate
 
     t = [float(x) for x in range(0, 61)]
     flat_then_rising = pd.Series([100.0 if x < 40 else 100.0 + (x - 40) * 2.0 for x in t], index=t)
-    rate, minutes = time_to_limit(flat_then_rising, 1000.0)  # type: ignore[misc]
-    assert rate == pytest.approx(120.0)  # 2 MB/s over its last 20 s
-    assert minutes == pytest.approx((1000.0 - 140.0) / 120.0)
-    assert time_to_limit(pd.Series([100.0] * 61, index=t), 1000.0) == (pytest.approx(0.0), None)
+    assert charge_rate(flat_then_rising) == pytest.approx(120.0)  # 2 MB/s over its last 20 s
+    assert charge_rate(pd.Series([100.0] * 61, index=t)) == pytest.approx(0.0)
     # A job that ended freed its memory in its last seconds: the rise up to the peak counts.
     ended = pd.concat([flat_then_rising, pd.Series([60.0, 60.0], index=[61.0, 62.0])])
-    assert time_to_limit(ended, 1000.0) == (pytest.approx(120.0), pytest.approx((1000.0 - 140.0) / 120.0))
-    assert time_to_limit(flat_then_rising, None) is None
-    assert time_to_limit(pd.Series([1.0, 2.0], index=[0.0, 1.0]), 1000.0) is None  # too short
+    assert charge_rate(ended) == pytest.approx(120.0)
+    assert charge_rate(pd.Series([1.0, 2.0], index=[0.0, 1.0])) is None  # too short
 
 
 def test_an_oom_kill_names_the_process_that_vanished_with_it_not_those_that_ended_later() -> None:
@@ -439,3 +438,51 @@ def test_a_cgroup_whose_name_is_not_utf8_is_found_and_read(tmp_path: Path) -> No
     assert entered.at_entry.limit_bytes == 350 * MiB and entered.at_entry.usage_bytes == 5 * MiB
     assert entered.followed(42, 1.0, proc) is entered  # the same cgroup, not a move to another
     assert printable(entered.where.path) == "/lim\\xffit"
+
+
+# -- who else is in the cgroup: its process list ---------------------------------------------------
+
+
+def test_the_cgroup_s_other_processes_are_read_from_its_process_lists_and_below(tmp_path: Path) -> None:
+    group = tmp_path / "cg" / "job"
+    (group / "child").mkdir(parents=True)
+    (group / "cgroup.procs").write_text("10\n11\n12\n13\n14\n15\n")
+    (group / "child" / "cgroup.procs").write_text("20\n")
+    proc = tmp_path / "proc"
+    for pid, ppid, pages, name in (
+        (10, 1, 1000, "python"),
+        (11, 10, 2000, "pt_data_worker"),
+        (12, 2, 0, "kworker"),
+        (13, 1, 512, "bash"),
+        (14, 10, 300, "pt_data_worker"),  # forked since the sampler's walk: the job's
+        (15, 14, 100, "python (a) b"),  # ... and its own child
+        (20, 1, 25600, "bystander"),
+    ):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "statm").write_text(f"9999 {pages} 0 0 0 0 0\n")
+        (proc / str(pid) / "comm").write_text(f"{name}\n")
+        (proc / str(pid) / "stat").write_text(f"{pid} ({name}) S {ppid} {pid} 0 0\n")
+    where = cgroup.CgroupLocation(2, "/job", group, tmp_path / "cg")
+    assert sorted(cgroup.members(where)) == [10, 11, 12, 13, 14, 15, 20]
+    # The job's two processes the sampler knows, its two new ones; a kernel thread holds nothing.
+    got = cgroup.others(where, {10, 11}, proc)
+    page_mb = cgroup.PAGE_SIZE / 2**20
+    assert got.processes == 2 and got.rss_bytes == (512 + 25600) * cgroup.PAGE_SIZE
+    assert [(n, p) for n, p, _ in got.largest] == [("bystander", 20), ("bash", 13)]
+    assert got.largest[0][2] / 2**20 == pytest.approx(25600 * page_mb)
+
+
+def test_the_cgroup_s_file_cache_is_read_from_memory_stat_shared_memory_left_out(tmp_path: Path) -> None:
+    mib = 2**20
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    (v1 / "memory.stat").write_text(
+        f"cache {9 * mib}\ntotal_cache {900 * mib}\ntotal_shmem {100 * mib}\ntotal_mapped_file {300 * mib}\n"
+    )
+    assert cgroup.file_cache(cgroup.CgroupLocation(1, "/x", v1, tmp_path)) == 800 * mib  # mapped or not
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "memory.stat").write_text(f"anon 1\nfile {50 * mib}\nshmem {10 * mib}\nfile_mapped {15 * mib}\n")
+    assert cgroup.file_cache(cgroup.CgroupLocation(2, "/x", v2, tmp_path)) == 40 * mib
+    (v2 / "memory.stat").write_text("anon 1\n")
+    assert cgroup.file_cache(cgroup.CgroupLocation(2, "/x", v2, tmp_path)) is None

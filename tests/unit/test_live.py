@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 
 import pytest
 
+from memprobe.cli.outlet import Outlet
 from memprobe.cli.top import Lines, Live, line, render
 from memprobe.probe.tree_sampler import ProcessInfo
 from memprobe.record.live import LiveModel, rate
@@ -118,10 +120,17 @@ def test_the_model_gives_a_row_per_live_process_with_its_figures_and_the_totals(
     assert t.total_pss_mb == 310.0 + 130.0 + 130.0
     assert t.sum_rss_mb == 500.0 + 420.0 + 420.0
     assert t.cgroup_mb == 1200.0 and t.oom_kills == 0
-    # the charge rises 600 MB/min: 2,800 MB left of 4,000 is under 5 minutes
-    assert view.limit == "time to the limit: 5 min at this rate (the cgroup's charge at +600 MB/min)"
+    # The summary's rule (record/forecast.py): not the charge's +600 MB/min (the workers' copies,
+    # which end with them) but the main process's own rise, once it has been seen for 40 s.
+    assert view.limit == "time to the limit: none: too short a record to tell a trend that persists"
     assert view.verdict.startswith("flat so far: workers' USS +30 MB on average since their start")
     assert "fastest: worker 0 (pid 101) at +60 MB/min" in view.verdict
+    model = LiveModel(50.0, 4000.0, "the job's memory limit (cgroup v2 /job)")
+    job(model, worker_growth_per_s=1.0, seconds=60)
+    # +30 MB/min into the 2,400 MB the charge left at 60 s (1,600 MB of 4,000): 80 min.
+    assert (
+        model.view(FACTS.get).limit == "time to the limit: 4,000 MB in about 80 min: main process +30 MB/min"
+    )
 
 
 def test_the_verdict_so_far_says_growing_above_the_threshold_and_an_exact_reading_is_marked():
@@ -212,6 +221,23 @@ def test_the_screen_colours_only_when_allowed_and_escapes_what_the_job_named():
     assert "worker 0\\x1b[2J\\x1b]0;pwned\\x07" in plain
 
 
+def test_a_wide_character_command_line_in_a_narrow_terminal_keeps_every_line_within_its_width():
+    """A CJK command line cut by characters made the title line 2x too wide: it wrapped and the
+    screen scrolled its first line away. Cut by the columns the terminal shows, each line fits,
+    the title first; the table's columns line up whatever the role's script."""
+    from memprobe.core.text import columns
+
+    title = "pid 100 (python 训练脚本.py --数据集 " + "图像" * 40 + ")"
+    for width in (20, 41, 80, 120):
+        lines = render(view_for_screen(role="工人 0"), title, width, 40, color=False)
+        assert lines[0].startswith("memprobe top  pid 100 (python 训练"[:width]), lines[0]
+        assert all(columns(ln) <= width for ln in lines), [ln for ln in lines if columns(ln) > width]
+    lines = render(view_for_screen(role="工人 0"), title, 200, 40, color=False)
+    table = lines[lines.index(next(ln for ln in lines if ln.lstrip().startswith("pid  role"))) :][:4]
+    assert len({columns(ln) for ln in table}) == 1, table  # every row as wide as the head
+    assert re.match(r"\s*101  工人 0 {4}dataloader", table[2]), table  # padded by columns: 6 + 2
+
+
 def test_a_short_screen_says_how_many_rows_it_left_out():
     lines = render(view_for_screen(), "t", 200, 9, color=False)
     assert len(lines) <= 9
@@ -221,7 +247,7 @@ def test_a_short_screen_says_how_many_rows_it_left_out():
 def test_not_a_terminal_one_line_every_few_seconds():
     now = [0.0]
     out = io.StringIO()
-    shown = Lines(out, 5.0, clock=lambda: now[0])
+    shown = Lines(out, 5.0, outlet=Outlet(), clock=lambda: now[0])
     shown.show(LiveModel(50.0, None, "").view(), "t", "", False)  # nothing sampled yet: no line
     view = view_for_screen()
     for i in range(13):  # shown once a second, as the live view is
@@ -236,7 +262,7 @@ def test_not_a_terminal_one_line_every_few_seconds():
 
 def test_the_rows_of_the_samplers_first_tick_are_kept_though_they_come_before_the_first_poll():
     # The first tick reads every process exactly; it is written before the view is first asked.
-    live = Live(Lines(io.StringIO(), 5.0), log=lambda line: None)
+    live = Live(Lines(io.StringIO(), 5.0, outlet=Outlet()), log=lambda line: None)
     live.rows("samples", [exact(0.0, 100, "launcher", "launcher", pss=1.0, uss=0.1, rss=1.8, anon=0.1)])
     live.rows("samples", [cheap(1.0, 100, "launcher", "launcher", rss=1.8, anon=0.1, est=None)])
     view = live.model.view()
@@ -269,23 +295,27 @@ def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_b
     import struct
     import termios
 
-    from memprobe.cli import panel as panel_module
+    from memprobe.cli import outlet as outlet_module
     from memprobe.cli.panel import Panel
 
     main, sub = os.openpty()
     fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))  # 30 lines, 100 columns
     writes: list[bytes] = []
-    monkeypatch.setattr(panel_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    monkeypatch.setattr(outlet_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    outlet = Outlet()
     with os.fdopen(sub, "w") as stream:
-        shown = Panel(stream, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
+        shown = Panel(stream, outlet, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
         shown.open()
-        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
-        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        for _ in range(2):
+            shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+            assert outlet.wait(60)  # (a repaint still waiting would be replaced by the next)
         shown.close()
+        assert outlet.wait(60)
     os.close(main)
     first, again, closed = (w.decode() for w in writes)
-    # Room made at the foot (10 lines: a third of 30), the region set around the cursor.
-    assert first.startswith("\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8")
+    # Below the job's cursor cleared, room made at the foot (10 lines: a third of 30), the region
+    # set around the cursor.
+    assert first.startswith("\x1b[J" + "\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8")
     for drawn in (first, again):  # drawn from line 21 on, the cursor put back where the job left it
         body = drawn[drawn.index("\x1b7\x1b[21;1H") :]
         assert body.endswith("\x1b8") and "\x1b[30;1H" in body and "\x1b[31;1H" not in body
@@ -295,18 +325,209 @@ def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_b
     assert closed == "\x1b7\x1b[21;1H\x1b[J\x1b8\x1b7\x1b[r\x1b8"
 
 
+def test_the_panel_comes_back_when_a_terminal_too_short_for_it_grows_again(monkeypatch) -> None:
+    """A terminal shrunk to 6 lines leaves no room under the job's output: the view is cleared
+    and the whole screen scrolls. Grown again, the view comes back (it was never drawn again for
+    the rest of the job: the panel had closed itself for good)."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from memprobe.cli import outlet as outlet_module
+    from memprobe.cli.panel import Panel
+
+    main, sub = os.openpty()
+    writes: list[bytes] = []
+    monkeypatch.setattr(outlet_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    outlet = Outlet()
+    with os.fdopen(sub, "w") as stream:
+        shown = Panel(stream, outlet, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
+        shown.open()
+        for lines in (30, 6, 6, 2, 0, 30, 30):
+            fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", lines, 100, 0, 0))
+            shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+            assert outlet.wait(60)
+            assert shown.due()  # still a view to draw, whatever the size
+        shown.close()
+        assert outlet.wait(60)
+    os.close(main)
+    drawn = [w.decode() for w in writes]
+    assert len(drawn) == 6, drawn  # drawn, released once (6 lines) and said so, drawn twice, closed
+    # The whole screen scrolls; nothing cleared by where the view was: the terminal moved the
+    # lines when it shrank, and the job's may be there now.
+    assert drawn[1] == "\x1b7\x1b[r\x1b8"
+    assert drawn[2] == (
+        "memprobe: the terminal is too short for the live view (6 lines; it needs 8): "
+        "it comes back once the terminal is taller\n"
+    )
+    # Room made at the foot again, the region set again, the view drawn in it.
+    assert drawn[3].startswith("\x1b[J" + "\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8\x1b7\x1b[21;1H")
+    assert "memprobe record  pid 100 (python train.py)" in drawn[3] and "\x1b[1;20r" not in drawn[4]
+    assert "memprobe record  pid 100" in drawn[4]
+    assert drawn[5] == "\x1b7\x1b[21;1H\x1b[J\x1b8\x1b7\x1b[r\x1b8"  # closed, not resized: its lines cleared
+
+
+def test_a_resize_undone_between_two_repaints_sets_the_view_up_again(monkeypatch) -> None:
+    """The size is read at every poll: shrunk and grown back within a second (the terminal
+    reset its scroll region meanwhile), the next repaint makes room and sets the region again,
+    as after any resize."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from memprobe.cli import outlet as outlet_module
+    from memprobe.cli.panel import Panel
+
+    main, sub = os.openpty()
+    writes: list[bytes] = []
+    monkeypatch.setattr(outlet_module.os, "write", lambda fd, data: writes.append(bytes(data)) or len(data))
+    outlet = Outlet()
+    with os.fdopen(sub, "w") as stream:
+        shown = Panel(stream, outlet, color=False, name="memprobe record", hint="Ctrl-C: stop the job, save")
+        shown.open()
+        for lines in (30, 20, 30):  # 20 lines seen at a poll between two repaints
+            fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", lines, 100, 0, 0))
+            assert shown.due()
+        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        assert outlet.wait(60)
+        for lines in (20, 30):
+            fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", lines, 100, 0, 0))
+            assert shown.due()
+        shown.show(view_for_screen(), "pid 100 (python train.py)", "", False)
+        assert outlet.wait(60)
+    os.close(main)
+    drawn = [w.decode() for w in writes]
+    assert len(drawn) == 3 and "\x1b[1;20r" not in drawn[1]
+    assert drawn[2].startswith("\x1b7\x1b[r\x1b8\x1b[J" + "\n" * 10 + "\x1b[10A\x1b7\x1b[1;20r\x1b8")
+
+
 def test_a_job_that_moved_into_another_cgroup_is_shown_against_that_ones_limit_and_charge():
     """cgexec/systemd-run --scope: the sampler follows the job into the cgroup that limits it; the
     view takes that cgroup's limit, and its charge and OOM kills from then on only."""
     model = LiveModel(50.0, 24_000.0, "this machine's memory")
     job(model, worker_growth_per_s=1.0, seconds=4)  # the charge of the cgroup it left: 1,000-1,040 MB
     model.entered(700.0, "the job's memory limit (cgroup v1 /job)", 5.0, 0)
-    for s in range(5, 12):
+    for s in range(5, 61):
         model.feed(
             "system",
-            [{"t": float(s), "cgroup_mb": 100.0 + 50.0 * (s - 5), "cgroup_oom_kills": 1 if s == 11 else 0}],
+            [{"t": float(s), "cgroup_mb": 100.0 + 5.0 * (s - 5), "cgroup_oom_kills": 1 if s >= 11 else 0}],
         )
+        t = float(s)
+        model.feed("samples", [cheap(t, 100, "main", "main", rss=500.0, anon=250.0 + 0.5 * t, est=200.0)])
     view = model.view(FACTS.get)
-    assert view.totals.limit_mb == 700.0 and view.totals.cgroup_mb == 400.0 and view.totals.oom_kills == 1
-    # +50 MB a second in the new cgroup only (with the old one's 1,000 MB it would not be rising)
-    assert view.limit.startswith("time to the limit: ") and "+3,000 MB/min" in view.limit
+    assert view.totals.limit_mb == 700.0 and view.totals.cgroup_mb == 375.0 and view.totals.oom_kills == 1
+    # The main process's own +30 MB/min, into the room the new cgroup's charge left: 325 MB of 700.
+    assert view.limit == "time to the limit: 700 MB in about 11 min: main process +30 MB/min"
+
+
+def epochs(
+    model: LiveModel,
+    n: int,
+    rise_per_epoch: float,
+    epoch_s: int = 20,
+    copy_rise: float = 0.0,
+    unread: bool = False,
+    shared_mb: float = 0.0,
+    unread_odd: bool = False,
+    view_every: int = 1,
+) -> dict:
+    """``n`` epochs of ``epoch_s`` s, read exactly each second: main (its anonymous memory
+    +``rise_per_epoch`` an epoch) and two forked workers per epoch that copy 10 MB a second
+    (``copy_rise`` more every epoch) and end a second before the epoch does; ``unread``: the
+    workers never read exactly, only estimated (a loaded machine; ``unread_odd``: every other
+    epoch's); ``shared_mb``: each process's share of the pages main and its workers share (PSS
+    over USS). The view asked each second, as `memprobe top` does (``view_every``: as its line
+    without a terminal, every --every s). Returns the facts (the sampler's ProcessInfo by pid)."""
+    facts = {100: info(100, "main", "main")}
+    for s in range(n * epoch_s):
+        t, gen, within = float(s), s // epoch_s, s % epoch_s
+        main_pss = 300.0 + rise_per_epoch * (gen + within / epoch_s)
+        rows = [
+            exact(t, 100, "main", "main", pss=main_pss + shared_mb, uss=main_pss, rss=400.0, anon=main_pss)
+        ]
+        for w in (0, 1):
+            pid = 1000 + 10 * gen + w
+            if within < epoch_s - 1:
+                facts.setdefault(
+                    pid, replace(info(pid, f"worker {w}", "dataloader", w, forked=True), generation=gen)
+                )
+                copied = (10.0 + copy_rise * gen / (epoch_s - 2)) * within
+                rows.append(
+                    cheap(t, pid, f"worker {w}", "dataloader", rss=400.0, anon=20.0, est=copied)
+                    if unread or (unread_odd and gen % 2)
+                    else exact(
+                        t,
+                        pid,
+                        f"worker {w}",
+                        "dataloader",
+                        pss=copied + shared_mb,
+                        uss=copied,
+                        rss=400.0,
+                        anon=20.0,
+                    )
+                )
+            elif within == epoch_s - 1:
+                rows.append(
+                    {"t": t, "pid": pid, "role": f"worker {w}", "rank": -1, "tier": "gone", "missing": True}
+                )
+        model.feed("samples", rows)
+        model.feed(
+            "system",
+            [
+                {
+                    "t": t,
+                    "cgroup_mb": 100.0 + sum(r.get("pss_mb") or 0.0 for r in rows),
+                    "mem_available_mb": 20_000.0,
+                }
+            ],
+        )
+        if s % view_every == 0:
+            model.view(facts.get)
+    return facts
+
+
+def test_the_live_time_to_the_limit_takes_the_summary_s_rule_across_generations():
+    """The workers' copies ramp +600 MB/min within each epoch and end with it: with a flat main
+    process there is no time to the limit; with main +12 MB an epoch, the limit's epoch."""
+    flat = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(flat, 8, 0.0)
+    assert flat.view(facts.get).limit == (
+        "time to the limit: none: nothing of the job's own memory rises in a way that persists "
+        "(epochs' peaks +0.0 MB each)"
+    )
+    rising = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(rising, 8, 12.0)
+    # Seven epochs ended, peaks 670.8 + 12 g MB; the charge at the last peak 842.8 MB: 1,157.2 MB of
+    # room, 96.4 epochs of 20 s after the seventh.
+    assert rising.view(facts.get).limit == (
+        "time to the limit: 2,000 MB at about epoch 103, about 32 min after its last peak: epochs' peaks +12 MB each"
+    )
+
+
+def test_the_live_forecast_counts_a_worker_not_read_exactly_yet_at_its_estimate():
+    """Workers copying 12 MB more each epoch (6 MB each), never read exactly on a loaded machine:
+    counted at their estimated USS, the epochs' peaks rise +12 MB and the limit comes; left out,
+    every peak was main's alone, flat."""
+    model = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 8, 0.0, copy_rise=6.0, unread=True)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")
+
+
+def test_a_worker_not_read_exactly_yet_holds_its_share_of_the_pages_it_shares_as_one_read_had():
+    """Every other epoch's workers never read exactly, each sharing 100 MB's worth with main:
+    counted at their estimate alone, those epochs' peaks fell 200 MB short and the line through
+    them said nothing; with the share of a worker read exactly, +12 MB an epoch."""
+    model = LiveModel(50.0, 4000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 12, 12.0, shared_mb=100.0, unread_odd=True)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")
+
+
+def test_the_generation_of_a_worker_that_ended_between_two_views_is_known():
+    """Without a terminal the view comes every --every s: a view every 80 s saw one epoch's
+    workers in four alive; asked of the sampler, every generation that ended is known."""
+    model = LiveModel(50.0, 2000.0, "the job's memory limit (cgroup v2 /job)")
+    facts = epochs(model, 9, 12.0, view_every=80)
+    assert model.view(facts.get).limit.endswith("after its last peak: epochs' peaks +12 MB each")

@@ -4,6 +4,7 @@ assumptions, and nothing that is empty for a job memprobe did not write."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from html import unescape
@@ -495,3 +496,48 @@ def test_a_recorded_job_is_summarized_from_its_own_fields_without_a_scenario_spe
     assert (s.backend, s.mode, s.workers, s.verdict) == ("train", "fork", 2, "growing")
     none = summarize(meta | {"start_method": None, "kind": "watch"}, samples, pd.DataFrame(), pd.DataFrame())
     assert none.mode == "watch" and none.workload == "watch"
+
+
+def test_many_generations_fold_into_one_row_a_chart_of_each_generation_s_peak_and_labels_apart(
+    tmp_path: Path,
+) -> None:
+    """Twelve epochs of two workers (treejobs.epochs_job: each generation's workers copy 3 MB
+    more, main's own memory 5 MB more, the peaks +11 MB an epoch; forty epochs of four workers
+    made a table of 160 rows): the table holds main, the first and the last generation and one
+    row for the 20 workers between; the timeline's generation labels stay apart; the chart draws
+    each generation's peak and the trend; the forecast is said in words on the page and in the
+    terminal's line, from the summary."""
+    meta, samples, system = treejobs.epochs_job(12, workers=2, others_mb=400.0)  # shared: peaks of total PSS
+    env = {"memprobe": "0.0", "python": "3.11", "mem_total_mb": 24_000.0}
+    html = unescape(
+        page_of(write_results(tmp_path / "epochs", meta, samples, environment=env, system=system))
+    )
+    table = html[html.index('id="processes"') : html.index("</table>", html.index('id="processes"'))]
+    rows = re.findall(r'<tr class="tone-\w+( folded)?">(.*?)</tr>', table, re.DOTALL)
+    assert len(rows) == 1 + 2 + 1 + 2
+    (folded,) = [r for f, r in rows if f]
+    assert "workers · gen 2-11" in folded and "20 processes" in folded and "+103 MB to +130 MB" in folded
+    assert "The workers of the generations between each parent's first and last" in html
+    charts = chart_data(html)["charts"]
+    (timeline,) = [c for c in charts if c["kind"] == "timeline"]
+    labels = timeline["layouts"]["time"]["annotations"]
+    assert 2 <= len(labels) < 12 and labels[0]["text"] == "gen 1"
+    xs = [a["x"] for a in labels]
+    assert min(b - a for a, b in itertools.pairwise(xs)) >= 0.1 * (119.5 - 0.5) - 1e-9
+    (per_epoch,) = [c for c in charts if c["kind"] == "epochs"]
+    peaks = next(t for t in per_epoch["data"] if t["name"] == "peak total PSS")
+    assert per_epoch["x"]["time"][0] == list(range(1, 13)) and peaks["y"][:3] == [515.0, 526.0, 537.0]
+    assert any(t["name"] == "trend +11 MB per generation" for t in per_epoch["data"])
+    section = html[html.index('id="forecast"') : html.index("</section>", html.index('id="forecast"'))]
+    assert "Each epoch's workers grow +3.0 MB more; the job's peak total PSS +11 MB per epoch" in section
+    assert "4 GB at about epoch 313, about 50 min after its last peak" in section
+    assert (
+        "12 generations of 2 workers (the last still running as the record ended); each worker grew +100 MB in "
+        "the first, +130 MB in the last that ended; the job's total PSS peaked at 515 MB in the first and 625 MB "
+        "in the last that ended." in section
+    )
+    from memprobe.cli.record import limit_line
+
+    (s,) = summarize_all(ResultSet.load(tmp_path / "epochs"))
+    assert "; time to it: each epoch's workers grow +3.0 MB more; " in limit_line(s.memory_limit)
+    assert "4 GB at about epoch 313, about 50 min after its last peak" in limit_line(s.memory_limit)

@@ -175,3 +175,42 @@ def test_starting_a_process_sends_the_descriptor_of_a_sealed_memory_file_not_the
     child = pickle.loads(data)  # the child's side: it maps the same file
     assert list(child) == recs and child.nbytes == sl.nbytes
     assert not os.get_inheritable(fd)
+
+
+@pytest.mark.parametrize("free", [0, 1], ids=["no descriptor free", "one free: the mapping's copy fails"])
+def test_at_the_open_files_limit_the_error_names_the_limit_and_nothing_leaks(free: int) -> None:
+    """Before: a bare ``OSError: [Errno 24] Too many open files``, from memfd_create or from the
+    mapping's copy of the descriptor (each SharedList holds two)."""
+    import errno
+    import resource
+
+    def open_now(below: int) -> set[int]:  # without opening one (listing /proc/self/fd would)
+        found = set()
+        for fd in range(below):
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue
+            found.add(fd)
+        return found
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    opened = open_now(max(int(fd) for fd in os.listdir("/proc/self/fd")) + 8)
+    limit = sorted(set(range(len(opened) + 8)) - opened)[free]  # ``free`` numbers free below it
+    shared = SharedList(records(10))  # built before the limit: slicing it takes two more
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        before = open_now(limit + 8)
+        for build in (lambda: SharedList(records(10)), lambda: shared[2:5]):
+            with pytest.raises(OSError) as raised:
+                build()
+            assert raised.value.errno == errno.EMFILE
+            said = str(raised.value)
+            assert (
+                f"SharedList: this process has reached its limit of open files (ulimit -n: {limit};" in said
+            )
+            assert "each SharedList holds 2" in said and "Hold fewer of them" in said and "ulimit -n" in said
+            assert open_now(limit + 8) == before  # the memory file made before the failure closed
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert shared[3] == records(10)[3]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from memprobe.results.files import RunWriter, write_json_atomic
@@ -458,3 +459,102 @@ def generations_job(
                 )
             )
     return job_meta(procs, milestones={}, workers=2), pd.DataFrame(rows)
+
+
+# -- many epochs: a DataLoader's workers recreated every epoch ----------------------------------------
+
+
+def epochs_job(
+    n: int,
+    workers: int = 4,
+    epoch_s: float = 10.0,
+    main_rise: float = 5.0,
+    copy_rise: float = 3.0,
+    others_mb: float = 4.0,
+) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """``n`` epochs of ``epoch_s``: ``workers`` forked DataLoader workers each, forked 0.5 s into
+    the epoch and gone 0.5 s before its end, each copying 100 MB plus ``copy_rise`` more every
+    epoch (read exactly 1 s after its fork, mid-epoch and 1 s before it ends); main's own memory
+    (its USS and anonymous RSS) 300 MB plus ``main_rise`` every epoch. The job's total PSS peaks
+    at 725 + 17 e MB by default. And the system table: the cgroup's charge 150 MB above total
+    PSS each second, no file cache, MemAvailable 20,000 MB; the cgroup's other processes
+    ``others_mb`` of RSS (4 MB: a shell, the job alone)."""
+    rows, procs = [], [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=n * epoch_s)]
+    main_points = []
+    for e in range(n):
+        t0 = e * epoch_s
+        own = 300.0 + main_rise * e
+        main_points += [
+            (t0 + 0.2, "pss", own, own + 20, own),
+            (t0 + 1.0, "cheap", None, own + 20, own, own),  # read at every tick, as the sampler does
+            (t0 + epoch_s / 2, "pss", own, own + 20, own),
+            (t0 + epoch_s - 1.5, "cheap", None, own + 20, own, own),
+        ]
+        g = 100.0 + copy_rise * e
+        for w in range(workers):
+            pid = 1000 + workers * e + w
+            start, end = t0 + 0.5, t0 + epoch_s - 0.5
+            points = [(start + 0.5, "pss", 1.0, 300, 1.0), (t0 + epoch_s / 2, "pss", g / 2, 300, g / 2)]
+            points.append((end - 1.0, "pss", g, 300, g))
+            rows += proc_rows(pid, f"worker {w}", w, points, kind="dataloader")
+            rows.append(gone_row(pid, f"worker {w}", w, end))
+            procs.append(
+                proc_info(
+                    pid,
+                    f"worker {w}",
+                    "dataloader",
+                    ppid=1,
+                    start_t=start,
+                    last_t=end - 1.0,
+                    worker=w,
+                    forked=True,
+                    start_method="fork",
+                    generation=e,
+                    end_t=end,
+                )
+            )
+    rows += proc_rows(1, "main", -1, main_points, kind="main", anon_is_faults=True)
+    samples = pd.DataFrame(rows)
+    seconds = np.arange(0.0, n * epoch_s, 1.0)
+    e = seconds // epoch_s
+    within = seconds - e * epoch_s
+    copied = np.where(
+        (within > 0.5) & (within < epoch_s - 0.5),
+        (100.0 + copy_rise * e) * np.clip((within - 1.0) / (epoch_s - 2.5), 0.0, 1.0) + 5.0,
+        0.0,
+    )
+    system = pd.DataFrame(
+        {
+            "t": seconds,
+            "cgroup_mb": 150.0 + 305.0 + main_rise * e + workers * copied,
+            "cgroup_oom_kills": 0,
+            "cgroup_file_cache_mb": 0.0,
+            "mem_available_mb": 20_000.0,
+        }
+    )
+    meta = job_meta(procs, milestones={}, workers=workers)
+    meta["elapsed_s"] = n * epoch_s
+    meta["cgroup"] = cgroup_meta("/job", 4096.0, 200.0, 100.0, others_mb, "bash")
+    return meta, samples, system
+
+
+def cgroup_meta(
+    path: str, limit_mb: float, usage_mb: float, usage_at_start_mb: float, others_mb: float, other: str
+) -> dict:
+    """A recorded job's meta ``cgroup`` (cgroup v2, no OOM kill, entered at the start) whose one
+    other process, ``other`` (pid 77), held ``others_mb`` of RSS at its largest reading."""
+    return {
+        "version": 2,
+        "path": path,
+        "limit_mb": limit_mb,
+        "usage_mb": usage_mb,
+        "usage_at_start_mb": usage_at_start_mb,
+        "oom_kills": 0,
+        "oom_kills_at_start": 0,
+        "since_t": 0.0,
+        "others": {
+            "processes": 1,
+            "rss_mb": others_mb,
+            "largest": [{"name": other, "pid": 77, "rss_mb": others_mb}],
+        },
+    }

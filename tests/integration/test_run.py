@@ -75,7 +75,10 @@ def test_list_under_fork_workers_end_with_a_private_copy(small_results) -> None:
 def test_list_under_fork_grows(small_results) -> None:
     s = small_results.summaries["list-fork-w2"]
     assert s.status == "ok"
-    assert s.worker_uss_growth_mb > THRESHOLD_MB + 30, s.explanation  # measured 106 MB
+    # Measured 106 MB on 3.11 and 70 MB on 3.13: what a read copies is the pages of the objects it
+    # writes to, and which objects share a page differs between versions (test_report_browser.py's
+    # FORKING_JOB says how). Above the threshold by a margin on both, not by 30 MB on 3.13.
+    assert s.worker_uss_growth_mb > THRESHOLD_MB + 10, s.explanation
     assert s.verdict == "growing" and s.expectation == "growing" and s.expectation_met is True
     assert s.worker_uss_start_mb < THRESHOLD_MB  # the window starts before the copy
     # The whole tree grows too: the copies are real memory, not a counting artefact.

@@ -5,7 +5,7 @@ benchmarks/gen_long_record.py (the JSON lines `memprobe record` leaves when the 
 measures, each in its own child process under /usr/bin/time (wall, user + system CPU, peak RSS):
 
     finish    what `memprobe record` does when the job has ended: gather the JSON lines into
-              Parquet, analyse, write summary.json and report.html (memprobe.run.session.finalize)
+              Parquet, analyse, write summary.json and report.html (memprobe.session.finish.finalize)
     report    `memprobe report DIR` on the finished folder
     recover   `memprobe report DIR` on a copy of the folder as a killed memprobe left it (JSON
               lines never gathered; --recover only: the copy needs the JSON lines' disk space twice)

@@ -167,8 +167,8 @@ def cut(results, t: float):
 
 
 def replay(args: argparse.Namespace) -> None:
-    from memprobe.record import forecast_words, limit
-    from memprobe.record.summary import analyse
+    from memprobe.analysis.recorded import analyse
+    from memprobe.core import forecast_words, limit
     from memprobe.results.folder import ResultSet
 
     results = ResultSet.load(Path(args.results))

@@ -1,19 +1,23 @@
 """The code and docs/architecture.md agree (`make check-code` runs this).
 
-Three rules, read statically (the modules are parsed, never imported: no torch):
+The rules, read statically (the modules are parsed, never imported: no torch):
 
-* every module of ``memprobe/`` is named in docs/architecture.md, in backticks, by its path
-  under ``memprobe/`` (``record/command.py``); in a row of a table whose first cell names a
-  package (``report/``), by its path under that package (``render.py``, ``thread/info.py``).
-  A package's ``__init__.py`` is named by its package (``report/``): it holds the package's
-  docstring and nothing heavy. ``memprobe/__init__.py`` and ``__main__.py`` are named as such.
+* docs/architecture.md's module table has one row per module: its first cell names the module
+  in backticks by its path under ``memprobe/`` (``record/command.py``; a package by its folder,
+  ``report/``, whose ``__init__.py`` holds the package's docstring), its second says its job in
+  at most :data:`ROW_WORDS` words (the detail belongs in the module's docstring); a module with
+  no row, a row naming a module that does not exist, or a row naming two is found.
 * a module over 500 lines says why in its docstring: a paragraph that starts with
-  ``Over 500 lines because``.
+  ``Over 500 lines because``; a function over :data:`FUNCTION_LINES` lines likewise, with a
+  paragraph that starts with ``Long because`` (the code's median function is 8 lines).
 * every name a docstring (module, class, function) or a comment refers to exists: the targets of Sphinx
   roles (:func:`x`, :class:`x`, :mod:`x`, :meth:`x`, :data:`x`, :attr:`x`, :exc:`x`, ...) and
   dotted ``memprobe.a.b`` names in backticks. A role's target without ``memprobe.`` is looked
   up in the enclosing classes, then the module; names imported from outside memprobe, builtins
   and what a class inherits from outside memprobe are taken on trust.
+* the import rules (tools/import_rules.py): no import circle, no layer reaching what it must not
+  (neither pipeline the other, nothing below ``cli/`` reaching it, the report neither /proc nor
+  the analysis' computing), no relative import; and no private name used across modules.
 
 Exit 1 and one line per finding (``file:line: what``), 0 when there is none.
 """
@@ -28,27 +32,19 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling tools/import_rules.py
+
+import import_rules
+
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 500
 REASON = "Over 500 lines because"
+FUNCTION_LINES = 80  # a function longer than this says why ("Long because"); the median is 8
+FUNCTION_REASON = "Long because"
+ROW_WORDS = 45  # a module's row says its job; what it does in detail is its docstring's
 SPAN = re.compile(r"``?([^`\n]+?)``?")
 ROLE = re.compile(r":(?:py:)?(?:func|meth|class|mod|data|attr|obj|exc|const):`([^`\n]+)`")
 DOTTED = re.compile(r"^(memprobe(?:\.\w+)+)(?:\(\))?$")
-TABLE_ROW = re.compile(r"^\s*\|([^|]*)\|")
-# Layers: a module of the package on the left never reaches one of the packages on the right, by
-# any chain of imports (static: every `import` statement counts, wherever it is written). The
-# report reads results, not /proc; a results folder knows files; the core serves every pipeline.
-NEVER_REACHES = {
-    "memprobe.report": ("memprobe.probe",),
-    "memprobe.results": ("memprobe.probe", "memprobe.run", "memprobe.record", "memprobe.report"),
-    "memprobe.core": (
-        "memprobe.probe",
-        "memprobe.run",
-        "memprobe.record",
-        "memprobe.report",
-        "memprobe.results",
-    ),
-}
 
 
 @dataclass
@@ -282,34 +278,53 @@ def _dotted(node: ast.expr) -> list[str] | None:
 # -- the three rules -------------------------------------------------------------------------
 
 
-def named_in_doc(doc: str) -> tuple[set[str], set[str]]:
-    """The paths the doc names (under memprobe/) and the packages it names (``report/``)."""
-    paths: set[str] = set()
-    for line in doc.splitlines():
-        row = TABLE_ROW.match(line)
-        packages = (
-            [s.strip().strip("/") for s in SPAN.findall(row[1]) if s.strip().endswith("/")] if row else []
+def table_rows(doc: str) -> list[tuple[int, list[str], str]]:
+    """(line number, the paths the first cell names, the second cell) of each row of the doc's
+    tables that names something in backticks in its first cell."""
+    rows = []
+    for number, line in enumerate(doc.splitlines(), 1):
+        cells = (
+            [c.strip() for c in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else []
         )
-        for span in SPAN.findall(line):
-            span = span.strip().removeprefix("memprobe/")
-            paths.add(span)
-            for package in packages:
-                paths.add(f"{package}/{span}")
-    return paths, {p.rstrip("/") for p in paths if p.endswith("/")}
+        if len(cells) < 2:
+            continue
+        named = [span.strip().removeprefix("memprobe/") for span in SPAN.findall(cells[0])]
+        if named:
+            rows.append((number, named, " | ".join(cells[1:])))
+    return rows
+
+
+def _key(module: Module) -> str:
+    """How the table names a module: its path under memprobe/, a package by its folder."""
+    return module.rel.rsplit("/", 1)[0] + "/" if module.is_package and "/" in module.rel else module.rel
 
 
 def unnamed(modules: dict[str, Module], doc: str, doc_rel: str) -> list[str]:
-    paths, packages = named_in_doc(doc)
-    found = []
-    for module in modules.values():
-        rel = module.rel
-        package = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        if rel in paths or (module.is_package and package and package in packages):
-            continue
-        found.append(
-            f"memprobe/{rel}:1: not named in {doc_rel} "
-            f"(name it in backticks as `{rel if not module.is_package else package + '/'}`)"
-        )
+    """Each module without a row of its own, each row naming no module that exists or two of
+    them, each row longer than :data:`ROW_WORDS` words."""
+    keys = {_key(m): m for m in modules.values()}
+    rows = table_rows(doc)
+    named = {p for _, paths, _ in rows for p in paths}
+    found = [
+        f"memprobe/{m.rel}:1: not named in {doc_rel} (give it a row: `{key}` | its job)"
+        for key, m in keys.items()
+        if key not in named
+    ]
+    for number, paths, text in rows:
+        missing = [p for p in paths if p not in keys]
+        if missing:
+            found.append(
+                f"{doc_rel}:{number}: a row for {', '.join(missing)}, which is not a module of memprobe/"
+            )
+        elif len(paths) > 1:
+            found.append(
+                f"{doc_rel}:{number}: one row names {len(paths)} modules ({', '.join(paths)}): one row each"
+            )
+        if len(text.split()) > ROW_WORDS:
+            found.append(
+                f"{doc_rel}:{number}: {len(text.split())} words, over {ROW_WORDS}: the detail belongs in the "
+                "module's docstring"
+            )
     return found
 
 
@@ -325,6 +340,26 @@ def too_long(modules: dict[str, Module]) -> list[str]:
                 f"memprobe/{module.rel}:1: {module.lines} lines, over {LIMIT}, and its docstring has no "
                 f"paragraph starting {REASON!r}"
             )
+    return found
+
+
+def long_functions(modules: dict[str, Module]) -> list[str]:
+    """A function over :data:`FUNCTION_LINES` lines whose docstring does not say why."""
+    found = []
+    for module in modules.values():
+        for node in ast.walk(module.tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length <= FUNCTION_LINES:
+                continue
+            docstring = ast.get_docstring(node) or ""
+            paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", docstring)]
+            if not any(p.startswith(FUNCTION_REASON) for p in paragraphs):
+                found.append(
+                    f"memprobe/{module.rel}:{node.lineno}: {node.name}() is {length} lines, over "
+                    f"{FUNCTION_LINES}, and its docstring has no paragraph starting {FUNCTION_REASON!r}"
+                )
     return found
 
 
@@ -390,50 +425,6 @@ def dangling(modules: dict[str, Module]) -> list[str]:
     return found
 
 
-def _imports(module: Module, modules: dict[str, Module]) -> set[str]:
-    """The memprobe modules ``module`` imports (``from a import b``: a.b where it is a module)."""
-    out = set()
-    for node in ast.walk(module.tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            # a module imports its packages' __init__ too
-            out.update(
-                ".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in modules
-            )
-    out.discard(module.name)
-    return out
-
-
-def crossings(modules: dict[str, Module]) -> list[str]:
-    """A module that reaches a package its layer must not (:data:`NEVER_REACHES`), with the chain."""
-    graph = {name: _imports(m, modules) for name, m in modules.items()}
-    found = []
-    for layer, banned in NEVER_REACHES.items():
-        for name in sorted(n for n in modules if n == layer or n.startswith(layer + ".")):
-            seen, stack = {name: [name]}, [name]
-            while stack:
-                here = stack.pop()
-                for nxt in sorted(graph[here]):
-                    if nxt in seen or nxt == "memprobe":
-                        continue
-                    seen[nxt] = [*seen[here], nxt]
-                    if nxt.startswith(banned):
-                        found.append(
-                            f"memprobe/{modules[name].rel}:1: {layer} reaches {nxt}: "
-                            + " -> ".join(seen[nxt])
-                        )
-                        stack.clear()
-                        break
-                    stack.append(nxt)
-    return found
-
-
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -480,8 +471,11 @@ def problems(repo: Path = REPO) -> list[str]:
     return (
         unnamed(modules, doc, "docs/architecture.md")
         + too_long(modules)
+        + long_functions(modules)
         + dangling(modules)
-        + crossings(modules)
+        + import_rules.circles(modules)
+        + import_rules.crossings(modules)
+        + import_rules.relative(modules)
         + private_uses(modules)
     )
 

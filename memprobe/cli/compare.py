@@ -28,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.cli.console import say
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
-    from memprobe.report.compare import compare_folders
+    from memprobe.pages import compare_folders
     from memprobe.results.files import check_run_records, unwritable
     from memprobe.results.folder import ResultsFolder
     from memprobe.results.pages import page_output

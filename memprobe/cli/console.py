@@ -1,6 +1,6 @@
 """Terminal output: live progress per run and the summary table.
 
-The progress is written by :class:`memprobe.cli.outlet.Outlet`'s thread: a terminal paused with
+The progress is written by :class:`memprobe.live.outlet.Outlet`'s thread: a terminal paused with
 Ctrl-S (or a pipe nobody reads) held the supervisor in a write of its progress line, and with it
 the run it measures (its events, its acks, its timeout): a 30 s pause made a run's items/s a
 third of what it was. Now a run never waits for the terminal; between two runs, memprobe waits
@@ -15,11 +15,12 @@ import threading
 import time
 from typing import TextIO
 
-from memprobe.cli.outlet import Outlet
 from memprobe.core.summary import RunSummary
 from memprobe.core.text import printable, printable_lines
 from memprobe.core.units import mb
-from memprobe.run.runner import RunState, signal_name
+from memprobe.core.vocabulary import signal_name
+from memprobe.live.outlet import Outlet
+from memprobe.run.runner import RunState
 from memprobe.run.scenario import RunSpec
 from memprobe.run.session import Console
 

@@ -98,7 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.cli.flags import bounded, json_kwargs
+    from memprobe.cli.flags import json_kwargs
+    from memprobe.core.numbers import bounded
 
     kwargs = json_kwargs("--kwargs", args.kwargs)
     bounded("--workers", args.workers, 1)

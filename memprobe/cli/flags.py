@@ -1,27 +1,12 @@
-"""Numbers given as flags, checked before anything runs (and before the heavy imports)."""
+"""A factory's keyword arguments given as a flag, checked before anything runs (and before the
+heavy imports); numbers given as flags: :func:`memprobe.core.numbers.bounded`."""
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from memprobe.core.errors import UsageError
-
-
-def bounded(
-    flag: str, value: float, low: float, high: float | None = None, *, above: bool = False, unit: str = ""
-) -> float:
-    """``value`` if it is a finite number >= ``low`` (> ``low`` with ``above``) and <= ``high``;
-    else a :class:`UsageError` in one line naming the flag, the value and the range. NaN compares
-    false with everything and ``inf`` never ends: argparse's ``float`` takes both."""
-    if not (
-        math.isfinite(value) and (value > low if above else value >= low) and (high is None or value <= high)
-    ):
-        noun = f"a number of {unit}" if unit else "a number"
-        top = f" and <= {high:g}" if high is not None else ""
-        raise UsageError(f"{flag}: got {value:g}; allowed: {noun} {'>' if above else '>='} {low:g}{top}")
-    return value
 
 
 def json_kwargs(flag: str, text: str) -> dict[str, Any]:

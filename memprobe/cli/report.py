@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memprobe.results.lifecycle import Found
 
 NAME = "report"
 HELP = "re-render report.html from a saved results folder (or one page for a multi-node job)"
@@ -36,62 +39,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-@dataclass(frozen=True)
-class Found:
-    """A results folder as :func:`finish_folder` found it."""
-
-    writer: int | None = None  # the pid of the memprobe that still writes it
-    ended: bool = False  # its memprobe was killed and it was left as it was: read it as ended
-
-
 def finish_folder(root: Path, left: str | None = None) -> Found:
-    """A folder whose writer died is marked and its rows gathered (once), before it is read,
-    under the folder's lock: of two reports at once, one finishes it and the other reads what
-    it finished. ``left``: why the folder is left as it is instead (memprobe may not write it,
-    or the page goes elsewhere: ``-o``), said if there was something to finish; it is then read
-    as finishing would leave it (``ended``). A folder whose memprobe still writes it is left
-    as it is: the pid of that memprobe."""
+    """:func:`memprobe.results.lifecycle.finish_folder`, whether the folder's memprobe still runs
+    asked of /proc, what it says printed."""
     import sys
 
     from memprobe.cli.console import say
-    from memprobe.core.safe_read import display_path
     from memprobe.probe.procfs import still_running
-    from memprobe.results.files import check_run_records
     from memprobe.results.folder import ResultsFolder
-    from memprobe.results.gather import consolidate, unconsolidated
+    from memprobe.results.lifecycle import finish_folder as finish
 
-    name = display_path(root)
-    folder = ResultsFolder.open(root)
-    check_run_records(root)
-    # The folder is finished first, then loaded once: a killed recording's JSON lines are read
-    # once (gathered into Parquet), and no second copy of its tables is held.
-    writer_running = still_running(folder.manifest.get("writer") or {})
-    if folder.manifest.get("status") == "running" and writer_running:
-        # Its rows are still being written: read them, move nothing.
-        pid = int(folder.manifest["writer"]["pid"])
-        say(
-            f"memprobe: {name} is still being written by memprobe (pid {pid}): this report shows what "
-            "was saved so far; that memprobe writes its own when it ends",
-            sys.stderr,
-        )
-        return Found(writer=pid)
-    killed = f"memprobe: the memprobe that wrote {name} ended before finishing (killed?): marked interrupted"
-    if left is not None:
-        if folder.manifest.get("status") != "running":
-            return Found()
-        say(f"{killed} on the page; the folder is left as it was ({left})", sys.stderr)
-        return Found(ended=True)
-    with folder.locked():
-        folder = ResultsFolder.open(root)  # as another memprobe report may have finished it meanwhile
-        if folder.finish_abandoned(writer_running=False):
-            say(killed, sys.stderr)
-        elif unconsolidated(root):  # gathering the rows failed last time (a full disk): finish it now
-            consolidate(root)
-    return Found()
+    writer = ResultsFolder.open(root).manifest.get("writer") or {}
+    found = finish(root, writer_running=still_running(writer), left=left)
+    for line in found.said:
+        say(line, sys.stderr)
+    return found
 
 
 def main(args: argparse.Namespace) -> int:
-    from memprobe.analysis import analyse_all
+    from memprobe.analysis.runs import analyse_all
     from memprobe.cli.console import say, summary_table
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
@@ -145,7 +111,7 @@ def report_so_far(root: Path, writer: int, out: Path | None = None) -> int:
     import sys
     import time
 
-    from memprobe.analysis import analyse_all
+    from memprobe.analysis.runs import analyse_all
     from memprobe.cli.console import say, summary_table
     from memprobe.core.safe_read import display_path
     from memprobe.report import render
@@ -204,7 +170,7 @@ def job_report(paths: list[Path], output: Path | None) -> int:
     folder's text, and its newline would forge a line of memprobe's."""
     import sys
 
-    from memprobe.analysis import analyse_all
+    from memprobe.analysis.runs import analyse_all
     from memprobe.cli.console import say
     from memprobe.core.errors import MemprobeError, UsageError
     from memprobe.core.safe_read import display_path

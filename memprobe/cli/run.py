@@ -29,8 +29,9 @@ from typing import Any
 
 import yaml
 
-from memprobe.cli.flags import bounded, json_kwargs
+from memprobe.cli.flags import json_kwargs
 from memprobe.core.errors import UsageError
+from memprobe.core.numbers import bounded
 
 NAME = "run"
 HELP = "run a scenario (a shipped one by name, or a YAML file) and write results + report"
@@ -235,7 +236,8 @@ def main(args: argparse.Namespace) -> int:
     # is refused at once.
     from memprobe.cli.console import TerminalConsole, say, summary_table
     from memprobe.results.folder import default_out_dir, make_output
-    from memprobe.run.session import EXIT_FAILED, run_scenario
+    from memprobe.run.session import run_scenario
+    from memprobe.session.finish import EXIT_FAILED
 
     if args.output:
         out = Path(args.output)

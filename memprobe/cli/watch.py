@@ -13,7 +13,7 @@ process's environment, or given with --marks). To get items/s without that, use
 `memprobe record -- COMMAND`, which sets it for you.
 
 A terminal paused with Ctrl-S never holds the sampling or the --duration: memprobe's lines are
-written by a thread of its own (memprobe.cli.outlet); the summary follows once the terminal takes
+written by a thread of its own (memprobe.live.outlet); the summary follows once the terminal takes
 output again.
 
 SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the watch and keep what was sampled: the results, summary
@@ -34,8 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memprobe.cli.flags import bounded
-from memprobe.cli.record import add_common_arguments, fail_on, print_result, settings_from, verdict_exit
+from memprobe.cli.recording import add_common_arguments, fail_on, print_result, settings_from, verdict_exit
+from memprobe.core.numbers import bounded
 
 if TYPE_CHECKING:
     from memprobe.record.recording import Observer, RecordResult
@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     wanted = fail_on(args)
-    from memprobe.cli.outlet import Outlet
+    from memprobe.live.outlet import Outlet
 
     outlet = Outlet()  # what memprobe says while it samples never waits for the terminal
     try:
@@ -92,7 +92,7 @@ def follow(
 ) -> RecordResult:
     """The watch the flags ask for (``memprobe top``: with its live view as ``observer``)."""
     settings, verdict = checked(args)
-    from memprobe.record.command import watch  # pandas and the rest, once the arguments are good
+    from memprobe.record.watch import watch  # pandas and the rest, once the arguments are good
 
     return watch(
         args.pid,

@@ -4,7 +4,7 @@ live: the terminal (``record``, ``watch``, ``run``), the pytest failure message,
 and the scenario report all render :func:`advice_for` (as text with :func:`text_lines`, or
 through the templates, which escape it).
 
-The causes are named by the analyses: a recorded job's by :func:`memprobe.record.culprit.judge`
+The causes are named by the analyses: a recorded job's by :func:`memprobe.analysis.culprit.judge`
 (from each process's own growth), a scenario run's by :func:`scenario_causes` (from its mode: a
 scenario run does not split a forked worker's growth into copied and allocated memory, so a
 growing fork run gets both). What a fix costs is a figure measured in docs/performance.md (its

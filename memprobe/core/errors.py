@@ -62,3 +62,13 @@ def _advice(code: int | None) -> str | None:
     if code in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "memprobe may not write there: choose another place (-o)"
     return None
+
+
+class ResultsFolderGone(MemprobeError):
+    """The results folder was deleted or moved while a run was writing into it."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(
+            f"the results folder {path} was deleted or moved while memprobe was running; the "
+            "run in progress was ended (no process of it is left) and nothing more could be saved"
+        )

@@ -222,7 +222,7 @@ def held_readings(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 # A process's parent and start (run clock), put on the samples of a recorded job by
-# :func:`memprobe.record.process.as_analysed`: who holds the pages a process never read shares.
+# :func:`memprobe.analysis.process.as_analysed`: who holds the pages a process never read shares.
 LINEAGE = ("ppid", "start_t")
 _ESTIMATE_COLUMNS = ("uss_est_mb", "rss_mb", "kind", "rank")
 

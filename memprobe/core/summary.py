@@ -1,8 +1,8 @@
 """The figures of one run that summary.json, the terminal table and the report read
 (:class:`RunSummary`), and the job-wide figures every run has, computed the same way whatever
 wrote it: total PSS rounds, the window between the ``warm`` and ``done`` milestones, items/s,
-CPU and page faults per item. The scenario analysis (:mod:`memprobe.run.analysis`) and the
-recorded-job analysis (:mod:`memprobe.record.summary`) each fill the rest;
+CPU and page faults per item. The scenario analysis (:mod:`memprobe.analysis.scenario`) and the
+recorded-job analysis (:mod:`memprobe.analysis.recorded`) each fill the rest;
 :mod:`memprobe.analysis` chooses between them by the run's kind.
 """
 
@@ -54,7 +54,7 @@ class RunSummary:
     cpu_ms_per_item: float | None = None  # CPU of the whole tree per item, in the window
     faults_per_item: float | None = None  # minor page faults of the whole tree per item, in the window
     kernel_cpu_share: float | None = None  # kernel (system) part of that CPU: where page faults are paid
-    # Recorded jobs (record / watch) only, from memprobe.record.summary:
+    # Recorded jobs (record / watch) only, from memprobe.analysis.recorded:
     processes: list[dict] | None = None  # per process: its window, own growth, built / start-up / released
     culprit: str | None = None  # the verdict in words, naming who grows
     estimate_error: dict | None = (
@@ -64,7 +64,7 @@ class RunSummary:
     # The round of the peak total PSS in the parts the projection scales (its time, the total, the
     # USS of the workers it scales and how many, the PSS of the processes counted once).
     projection_peak: dict | None = None
-    # The job against the memory it must fit in (memprobe.record.limit.against_limit): the limit,
+    # The job against the memory it must fit in (memprobe.analysis.limit.against_limit): the limit,
     # the cgroup's charge and its rate, the time to the limit, the OOM kills while it ran.
     memory_limit: dict | None = None
     # What the verdict blames, as memprobe.core.cures names it (what to do is said there); None
@@ -279,3 +279,18 @@ def per_1k_items_per_worker(growth_mb: float | None, items: int, workers: int) -
     None without a growth or items: how fast a dataset copies, whatever the run's length."""
     per_worker_k = items / max(workers, 1) / 1000
     return growth_mb / per_worker_k if growth_mb is not None and per_worker_k else None
+
+
+# -- a recorded job's process rows (summary.json ``processes``) -----------------------------------
+
+
+def never_read(processes: list[dict]) -> list[str]:
+    """Roles of the processes the sampler never read exactly though it may: the total PSS holds
+    an estimate of their PSS (:func:`memprobe.core.series.held_readings`)."""
+    return [r["role"] for r in processes if not r.get("pss_samples") and not r.get("denied")]
+
+
+def denied(processes: list[dict]) -> list[dict]:
+    """The processes whose memory map the kernel refused memprobe: total PSS leaves them out
+    (:func:`memprobe.core.series.readable`)."""
+    return [r for r in processes if r.get("denied")]

@@ -11,3 +11,12 @@ from __future__ import annotations
 import os
 
 PAGE_SIZE: int = os.sysconf("SC_PAGE_SIZE")
+
+
+def mem_total_mb() -> int:
+    """The machine's memory (MemTotal in /proc/meminfo), in MB; 0 if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            return next((int(line.split()[1]) // 1024 for line in f if line.startswith("MemTotal:")), 0)
+    except (OSError, ValueError, IndexError):
+        return 0

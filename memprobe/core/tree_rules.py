@@ -1,11 +1,14 @@
 """The rules a recorded tree is read by, the same live (the tree sampler, :mod:`memprobe.probe.tree`)
-and afterwards (the record path's analysis, :mod:`memprobe.record.windows`; an older folder's
+and afterwards (the record path's analysis, :mod:`memprobe.analysis.windows`; an older folder's
 upgrade on load, :mod:`memprobe.results.upgrade`), so that the report, which reads results, never
 reaches the probe: when a spawned or exec'd worker's start-up is over (:func:`settled_at`,
 :func:`startup_end`), which index a new worker or rank takes (:func:`lowest_free`), and, on a
 meta's process list, the generation of a worker no parent of the tree numbered
 (:func:`with_generations`) and DataLoader workers numbered as one generation that were two
-(:func:`with_loader_generations`). Standard library only."""
+(:func:`with_loader_generations`); and the thresholds the analysis judges by that its words (the
+record page, the terminal) quote: when a worker levelled off, the estimate's floor, a cgroup
+that holds the job alone, a process that ran before memprobe began (:func:`seen_late`).
+Standard library only."""
 
 from __future__ import annotations
 
@@ -30,6 +33,18 @@ STILL_MB_PER_CPU_S, STILL_SHARE_PER_CPU_S = 10.0, 0.05
 # A start-up is taken to be over by then at the latest (the sampler stops watching for its end;
 # the analysis caps the start-up window there, or at a share of the worker's life).
 STARTUP_MAX_S = 10.0
+# A worker levelled off when over the last third of its window (at least LEVEL_TAIL_S, in a
+# window of at least LEVEL_MIN_S) its USS rose less than LEVEL_SHARE of its growth plus LEVEL_NOISE_MB.
+LEVEL_MIN_S, LEVEL_TAIL_S, LEVEL_SHARE, LEVEL_NOISE_MB = 3.0, 1.0, 0.05, 1.0
+ESTIMATE_FLOOR_MB = 10.0  # the USS estimate's errors are percentages of readings at least this large
+ALONE_MB = 32.0  # other processes in the job's cgroup holding less than this together: the job alone
+SEEN_LATE_S = 0.5  # a process started this long before memprobe began was running already (watch)
+
+
+def seen_late(start_t: float | None) -> bool:
+    """A process started then (``start_t``) was running before memprobe began (``watch``): its
+    building was not seen."""
+    return start_t is not None and start_t < -SEEN_LATE_S
 
 
 def lowest_free(taken: set[int]) -> int:
@@ -67,7 +82,7 @@ def owner_of(
 ) -> E | None:
     """The process a worker whose parent is ``ppid`` works for: its parent, or the parent's parent
     when a helper (a forkserver) forked it. The one rule, for a meta's entries (:func:`owner`)
-    and the analysis' processes (:func:`memprobe.record.process.owner`)."""
+    and the analysis' processes (:func:`memprobe.analysis.process.owner`)."""
     parent = by_pid.get(ppid) if ppid is not None else None
     if parent is not None and kind_of(parent) in HELPER_ROLES:
         up = ppid_of(parent)

@@ -31,3 +31,13 @@ def mb(
     if true_minus if true_minus is not None else sign:
         text = text.replace("-", "−")
     return text + " MB"
+
+
+def signed(v: float) -> str:
+    """'+65 MB', '-3.5 MB': a growth in plain text (the verdict in words, the page)."""
+    return mb(v, sign=True, true_minus=False)
+
+
+def built_or_freed(mb: float) -> str:
+    """'built +65 MB', 'freed 13 MB' (a negative build said "built -13 MB")."""
+    return f"built {signed(mb)}" if mb > 0 else f"freed {-mb:,.0f} MB"

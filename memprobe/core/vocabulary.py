@@ -243,3 +243,8 @@ def shell_exit_code(returncode: int) -> int:
     """A command's exit code as a shell gives it: 128+N for one killed by signal N (Python's
     ``returncode`` says -N)."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def item_noun(workload: str) -> str:
+    """What a run's loader yields, in words: images for the decode workload, items otherwise."""
+    return "images" if workload == "decode" else "items"

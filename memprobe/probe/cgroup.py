@@ -18,7 +18,7 @@ Whether the cgroup holds the job alone: :func:`others` reads its process list (`
 of it and of every cgroup below it, whose charge is its own too) and the resident memory of each
 process that is neither the job's nor memprobe's; the sampler reads it at its first tick, where
 the job enters another cgroup, and every :data:`OTHERS_INTERVAL_S` after
-(:mod:`memprobe.record.forecast` says what it changes).
+(:mod:`memprobe.analysis.forecast` says what it changes).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from memprobe.core.system import PAGE_SIZE
+from memprobe.core.system import PAGE_SIZE, mem_total_mb
 from memprobe.core.vocabulary import CGROUP_PARTS
 from memprobe.probe.procfs import read_text
 
@@ -320,3 +320,12 @@ def others(where: CgroupLocation, ours: Collection[int], proc: Path = Path("/pro
         seen.append((name, pid, rss))
     seen.sort(key=lambda x: -x[2])
     return Others(count, total, tuple(seen[:OTHERS_NAMED]))
+
+
+def memory_limit_mb() -> int:
+    """The machine's memory, or memprobe's memory cgroup's limit where that is lower (a
+    container; cgroup v1 or v2)."""
+    mb = mem_total_mb()
+    where = locate("self")
+    limit = read(where).limit_bytes if where is not None else None
+    return min(mb or 2**62, limit // 2**20) if limit is not None else mb

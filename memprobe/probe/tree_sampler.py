@@ -25,19 +25,18 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass
 
 from memprobe.core.system import PAGE_SIZE
-from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at, with_generations, with_loader_generations
-from memprobe.core.vocabulary import OTHER, is_loader_thread
+from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
+from memprobe.core.vocabulary import is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
 from memprobe.probe.estimator import ExactPlanner
+from memprobe.probe.ledger import Ledger
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock
 from memprobe.probe.tree_walk import ChildrenLists
 
-COMMAND_CHARS = 300
 # The cheap tier is paid every tick for every process, so it reads as little as it can: stat
 # (minflt, and RSS from the same counters as status) every tick; status (RSS split into
 # anon/file/shmem) only when RSS moved by this much since it was last read.
@@ -76,35 +75,6 @@ THREAD_NAMES_S = 1.0  # see _loader_threads
 TICK_COST_WEIGHT = 0.2  # the smoothed cost of a tick without exact readings: the latest tick's weight
 
 
-@dataclass
-class ProcessInfo:
-    """Static facts of one process of the tree, for meta.json ``processes``."""
-
-    pid: int
-    ppid: int | None
-    role: str
-    kind: str
-    forked: bool
-    start_method: str | None
-    rank: int
-    worker: int
-    generation: int | None
-    parent_role: str | None
-    start_t: float | None
-    first_t: float
-    last_t: float
-    end_t: float | None
-    command: str
-    first_pss_t: float | None = None
-    last_pss_t: float | None = None
-    exact_readings: int = 0
-    # Its DataLoader thread workers (threads named as memprobe's or torch's thread workers name
-    # them): when first and last seen, and the most at once. Their memory is the process's own.
-    threads_first_t: float | None = None
-    threads_last_t: float | None = None
-    threads_max: int = 0
-
-
 class TreeSampler(Sampler):
     """A :class:`Sampler` for a tree memprobe did not build (see the module doc)."""
 
@@ -123,7 +93,7 @@ class TreeSampler(Sampler):
         super().__init__(root, sink, settings, t0=t0, pgid=pgid)
         self.roles = TreeRoles(root, reader)
         self.plan = ExactPlanner()
-        self.processes: dict[int, ProcessInfo] = {}
+        self.ledger = Ledger()
         self.first_pss_t: float | None = None
         self.first_worker_pss_t: float | None = None
         self.last_t: float | None = None
@@ -365,11 +335,11 @@ class TreeSampler(Sampler):
                 exact = r["tier"] == "pss"
                 est = None if exact or r["missing"] else self.plan.estimate(pid)
                 r["uss_est_mb"] = None if est is None else est / MB
-                info = self._info(pid, t, r)
+                info = self.ledger.note(pid, t, r, self.roles, self._boot_at_t0)
                 if r["missing"]:
                     info.end_t = t if info.end_t is None else info.end_t
                     continue
-                _count_loader_threads(info, t, named[pid])
+                info.saw_threads(t, named[pid])
                 any_exact |= exact
                 if node is not None and node.is_worker:
                     live_workers += 1
@@ -407,49 +377,12 @@ class TreeSampler(Sampler):
         first = run_clock(min(st.start_ticks for st in loaders), self._boot_at_t0) if loaders else None
         return len(loaders), first
 
-    def _info(self, pid: int, t: float, row: Row) -> ProcessInfo:
-        info = self.processes.get(pid)
-        node = self.roles.nodes.get(pid)
-        if info is None:
-            # A forked child's command line is its parent's: not worth repeating.
-            cmd = "" if node is not None and node.shares_parent else " ".join(procfs.read_cmdline(pid))
-            start = self.roles.start_t(pid, self._boot_at_t0)
-            info = self.processes[pid] = ProcessInfo(
-                pid=pid,
-                ppid=node.ppid if node else None,
-                role=str(row["role"]),
-                kind=OTHER,  # until the tree classifies it: one gone before that stays "other"
-                forked=False,
-                start_method=None,
-                rank=-1,
-                worker=-1,
-                generation=None,
-                parent_role=None,
-                start_t=t if start is None else start,  # its start, else its first tick
-                first_t=t,
-                last_t=t,
-                end_t=None,
-                command=cmd[:COMMAND_CHARS],
-            )
-        if not row["missing"]:
-            info.last_t = t
-            if not info.command and node is not None and not node.shares_parent:  # it exec'd since
-                info.command = " ".join(procfs.read_cmdline(pid))[:COMMAND_CHARS]
-        if node is not None:  # the latest classification: a young process may still exec or be renamed
-            info.ppid, info.role, info.kind, info.forked = node.ppid, node.role, node.kind, node.forked
-            info.start_method, info.rank, info.worker = node.start_method, node.rank, node.worker
-            info.generation, info.parent_role = node.generation, self.roles.parent_role(pid)
-        return info
-
     # -- for the meta --------------------------------------------------------------------
     def process_list(self) -> list[dict]:
-        """Every process sampled, with every fact the analysis takes as it is (schema version 4):
-        DataLoader workers numbered as one generation that were two split (the next epoch's,
-        started while the last one's lived); a worker whose parent the tree never saw has its
-        generation among its parent's others (:mod:`memprobe.core.tree_rules`)."""
+        """Every process sampled, with every fact the analysis takes as it is
+        (:meth:`memprobe.probe.ledger.Ledger.listed`)."""
         with self._lock:
-            listed = [asdict(p) for p in sorted(self.processes.values(), key=lambda p: (p.first_t, p.pid))]
-        return with_generations(with_loader_generations(listed))
+            return self.ledger.listed()
 
     def stats(self, elapsed_s: float) -> dict[str, object]:
         """The base sampler's statistics, with the exact readings taken and the estimate's error."""
@@ -477,21 +410,6 @@ class TreeSampler(Sampler):
                 "exact_mb": round(worst.exact / MB, 2),
             }
         return out
-
-
-def _count_loader_threads(info: ProcessInfo, t: float, seen: tuple[int, float | None] | None) -> None:
-    """Put a tick's count of DataLoader thread workers (``TreeSampler._loader_threads``) on the
-    process's facts: when the first started (from its own start time, not when seen), when the
-    last was seen, and the most at once."""
-    if seen is None:
-        return
-    count, first = seen
-    if first is not None and info.threads_first_t is None:
-        info.threads_first_t = round(min(first, t), 4)
-    if count:
-        info.threads_first_t = t if info.threads_first_t is None else info.threads_first_t
-        info.threads_last_t = t
-        info.threads_max = max(info.threads_max, count)
 
 
 def compact(row: Row) -> Row:

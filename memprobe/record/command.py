@@ -1,10 +1,9 @@
-"""Profile a user's own command (``memprobe record``) or a running process (``memprobe watch``):
-the command's life cycle.
+"""Profile a user's own command (``memprobe record``): the command's life cycle. (A process
+already running: ``memprobe watch``, :mod:`memprobe.record.watch`.)
 
 ``record`` starts the command in its own process group (handing it the terminal when memprobe
 has it), forwards stop signals to that group, waits for it, ends what it leaves behind, and
-saves; ``watch`` follows a running process until it exits, a duration ends, or Ctrl-C. What
-happens to the process tree meanwhile (classification, exact readings where memory moves) is
+saves. What happens to the process tree meanwhile (classification, exact readings where memory moves) is
 :mod:`memprobe.probe.tree` and :mod:`memprobe.probe.tree_sampler`.
 
 * exact readings at the end: on SIGINT/SIGTERM/SIGHUP, ``record`` asks the sampler for a full
@@ -23,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -35,13 +33,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from memprobe.cli.flags import bounded
 from memprobe.core.errors import MemprobeError, ResultsWriteError, UsageError
 from memprobe.core.text import printable
+from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import shell_exit_code, signal_name
 from memprobe.probe import procfs
 from memprobe.probe.sampler import SamplerSettings
-from memprobe.probe.tree import ProcfsReader
 from memprobe.record.marks import ENV as MARK_ENV
 from memprobe.record.recording import (
     MarkReader,
@@ -49,12 +46,8 @@ from memprobe.record.recording import (
     Recording,
     RecordResult,
     command_name,
-    safe_name,
 )
-from memprobe.record.unreadable import unreadable
-from memprobe.run.ending import OWN_PROCESS_GROUP, end_group
-from memprobe.run.runner import StopSignals
-from memprobe.run.scenario import VerdictSpec
+from memprobe.session.group import OWN_PROCESS_GROUP, end_group
 
 LEFTOVER_GRACE_S = 3.0  # what the command left in its process group has this long to exit by itself
 # The exact round taken when a stop signal arrives, before it is forwarded: long enough for
@@ -127,22 +120,63 @@ def record(
     kept. What the command leaves in its process group is ended after LEFTOVER_GRACE_S; what
     left the group (``setsid``, ``start_new_session=True``, a shell's job control) is not, as a
     shell would not end it: it is named in ``outlived`` and in the meta."""
+    rec, existed = _recording(command, out, settings, verdict, log, observer)
+    env = {**os.environ, MARK_ENV: str((rec.run_dir / "marks.txt").resolve())}
+    tty = _foreground_tty()
+    forwarder = _Forwarder(rec)
+    old = _install(forwarder.forward)
+    proc: subprocess.Popen | None = None
+    try:
+        proc = _start(command, env, tty, rec, existed)
+        forwarder.proc = proc
+        forwarder.pending()  # a signal that arrived before the command existed
+        rec.start_sampling(proc.pid, pgid=proc.pid)
+        log(
+            f"memprobe: recording {printable(' '.join(command))} (pid {proc.pid}) -> {printable(str(rec.out))}"
+        )
+        _wait(proc, rec, tty)
+        if tty is not None:
+            _set_foreground(tty, os.getpgrp())
+        _leftovers(proc, rec, log)
+    except BaseException:
+        _abandon(proc, rec, tty)
+        raise
+    finally:
+        _restore(old)
+    code = proc.returncode
+    assert code is not None  # reaped by _drain_group
+    status, exit_code, error = _ending(code, forwarder.got)
+    result = rec.finish(status=status, exit_code=code, error=error, final_pss=False, render=render)
+    result.exit_code = exit_code
+    result.outlived = rec.outlived
+    return result
+
+
+def _recording(
+    command: list[str],
+    out: Path | None,
+    settings: SamplerSettings | None,
+    verdict: VerdictSpec | None,
+    log: Callable[[str], None],
+    observer: Observer | None,
+) -> tuple[Recording, bool]:
+    """The recording of ``command``, its folder made and its mark file ready, before the
+    command starts (a command that is not found, or a full disk, stops it here); and whether
+    the folder existed before (an empty one given with ``-o``)."""
     if not command:
         raise UsageError("no command given: memprobe record [-o DIR] -- COMMAND [ARGS...]")
     if shutil.which(command[0]) is None:
         raise CommandNotFound(f"{printable(command[0])}: command not found (or not executable)")
-    name = command_name(command)
     existed = out is not None and out.exists()
     rec = Recording(
         out,
         "record",
-        name,
+        command_name(command),
         "memprobe record: " + " ".join(command),
         settings,
         verdict or VerdictSpec(),
         log,
     )
-    out = rec.out
     mark_path = rec.run_dir / "marks.txt"
     try:
         mark_path.touch()
@@ -152,89 +186,93 @@ def record(
     rec.marks = MarkReader(mark_path, rec.t0)
     rec.info = {"command": command}
     rec.observer = observer
-    env = {**os.environ, MARK_ENV: str(mark_path.resolve())}
-    tty = _foreground_tty()
-    got: list[int] = []
-    sent = [0]  # how many of ``got`` went to the command's group
-    proc: subprocess.Popen | None = None
+    return rec, existed
 
-    def forward(signum: int, frame: object) -> None:
-        got.append(signum)
-        if proc is None:
+
+class _Forwarder:
+    """Stop signals sent to memprobe, forwarded to the command's process group the Ctrl-C way:
+    the first as it came (after a full exact round, taken before the command reacts: its workers
+    exit at once on it), a second SIGINT as SIGTERM, a third as SIGKILL; never once the command
+    is reaped (its group's id may be another program's by then)."""
+
+    def __init__(self, rec: Recording) -> None:
+        self.rec = rec
+        self.got: list[int] = []
+        self.sent = 0  # how many of ``got`` went to the command's group
+        self.proc: subprocess.Popen | None = None
+
+    def forward(self, signum: int, frame: object) -> None:
+        self.got.append(signum)
+        if self.proc is None:
             return
-        if len(got) == 1 and rec.sampler is not None and rec.stopped is None:
-            # Every live process's last exact reading, taken before the command reacts to the
-            # signal (workers exit at once on it). A second signal meanwhile is forwarded at once.
-            rec.sampler.request_pss(wait_s=SIGNAL_ROUND_S)
-        forward_pending()
+        if len(self.got) == 1 and self.rec.sampler is not None and self.rec.stopped is None:
+            self.rec.sampler.request_pss(wait_s=SIGNAL_ROUND_S)  # a second signal is forwarded at once
+        self.pending()
 
-    def forward_pending() -> None:
-        # Not once the command is reaped: its group's id may be another program's by then.
-        while proc is not None and proc.returncode is None and sent[0] < len(got):
-            i = sent[0]
-            sent[0] += 1
+    def pending(self) -> None:
+        while self.proc is not None and self.proc.returncode is None and self.sent < len(self.got):
+            i = self.sent
+            self.sent += 1
+            got = self.got
             n = sum(1 for s in got[: i + 1] if s == signal.SIGINT) if got[i] == signal.SIGINT else 1
-            _killpg(proc.pid, got[i] if n == 1 else (signal.SIGTERM if n == 2 else signal.SIGKILL))
+            _killpg(self.proc.pid, got[i] if n == 1 else (signal.SIGTERM if n == 2 else signal.SIGKILL))
 
-    old = _install(forward)
+
+def _start(command: list[str], env: dict, tty: int | None, rec: Recording, existed: bool) -> subprocess.Popen:
+    """The command started in a process group of its own (given the terminal where memprobe has
+    it); one that cannot be executed leaves no folder behind (an empty one given with -o stays)."""
     try:
-        try:
-            if tty is None:
-                proc = subprocess.Popen(command, env=env, **OWN_PROCESS_GROUP)
-            else:
-                # The terminal's foreground group must be set in the child, before exec; only os calls.
-                proc = subprocess.Popen(command, env=env, preexec_fn=_child_setup(tty))  # noqa: PLW1509
-        except OSError as exc:
-            # Nothing ran, nothing was recorded: the folder goes (an empty one given with -o stays).
-            rec.writer.close()
-            _remove(rec.out, keep_folder=existed)
-            refused = CannotRun(f"{printable(command[0])}: cannot run: {_cannot_run(command[0], exc)}")
-            refused.exit_code = 127 if exc.errno == errno.ENOENT else 126  # as bash says them
-            raise refused from None
-        forward_pending()  # a signal that arrived before the command existed
-        rec.start_sampling(proc.pid, pgid=proc.pid)
-        log(f"memprobe: recording {printable(' '.join(command))} (pid {proc.pid}) -> {printable(str(out))}")
-        _wait(proc, rec, tty)
+        if tty is None:
+            return subprocess.Popen(command, env=env, **OWN_PROCESS_GROUP)
+        # The terminal's foreground group must be set in the child, before exec; only os calls.
+        return subprocess.Popen(command, env=env, preexec_fn=_child_setup(tty))  # noqa: PLW1509
+    except OSError as exc:
+        rec.writer.close()
+        _remove(rec.out, keep_folder=existed)
+        refused = CannotRun(f"{printable(command[0])}: cannot run: {_cannot_run(command[0], exc)}")
+        refused.exit_code = 127 if exc.errno == errno.ENOENT else 126  # as bash says them
+        raise refused from None
+
+
+def _leftovers(proc: subprocess.Popen, rec: Recording, log: Callable[[str], None]) -> None:
+    """What the command left in its process group ended (after a grace), what left the group
+    and still runs named, never ended."""
+    left, outlived = _drain_group(proc, rec)
+    if left:
+        log(f"memprobe: ended {len(left)} process(es) the command left behind: {', '.join(map(str, left))}")
+    if outlived:
+        rec.outlived = outlived
+        log(_outlived_words(outlived))
+
+
+def _abandon(proc: subprocess.Popen | None, rec: Recording, tty: int | None) -> None:
+    """memprobe itself stops short (an exception): the terminal given back, the command's group
+    ended, the sampling stopped and the writer closed."""
+    if proc is not None:
         if tty is not None:
             _set_foreground(tty, os.getpgrp())
-        left, outlived = _drain_group(proc, rec)
-        if left:
-            log(
-                f"memprobe: ended {len(left)} process(es) the command left behind: {', '.join(map(str, left))}"
-            )
-        if outlived:
-            rec.outlived = outlived
-            log(_outlived_words(outlived))
-    except BaseException:
-        if proc is not None:
-            if tty is not None:
-                _set_foreground(tty, os.getpgrp())
-            end_group(proc)
-        if rec.sampler is not None:
-            rec.sampler.stop(final_pss=False)
-        rec.writer.close()
-        raise
-    finally:
-        _restore(old)
-    code = proc.returncode
+        end_group(proc)
+    if rec.sampler is not None:
+        rec.sampler.stop(final_pss=False)
+    rec.writer.close()
+
+
+def _ending(code: int, got: list[int]) -> tuple[str, int, dict | None]:
+    """The run's status, memprobe's exit code and the error, from the command's exit status and
+    the stop signals memprobe got: the command's code (128+N if killed by signal N), 128+N if
+    memprobe got signal N."""
     exit_code = shell_exit_code(code)
-    error = None
     if got:
-        status = "interrupted"
-        exit_code = 128 + got[0]
+        status, exit_code = "interrupted", 128 + got[0]
     elif code == -signal.SIGINT:
         status = "interrupted"
-    elif code == 0:
-        status = "ok"
     else:
-        status = "failed"
+        status = "ok" if code == 0 else "failed"
+    error = None
     if code != 0:
         how = f"was killed by {_signal_words(-code)}" if code < 0 else f"exited with code {code}"
         error = {"type": "CommandExited", "message": f"the command {how}"}
-    result = rec.finish(status=status, exit_code=code, error=error, final_pss=False, render=render)
-    result.exit_code = exit_code
-    result.outlived = rec.outlived
-    return result
+    return status, exit_code, error
 
 
 class CannotRun(MemprobeError):
@@ -288,7 +326,7 @@ def _signal_words(number: int) -> str:
 def _wait(proc: subprocess.Popen, rec: Recording, tty: int | None) -> None:
     """Wait for the command to exit, tailing marks; follow job control when it has the terminal.
     The command is not reaped here (``WNOWAIT``): until _drain_group reaps it, its pid, the id of
-    its process group, cannot be given to another process (see memprobe.run.ending.end_group)."""
+    its process group, cannot be given to another process (see memprobe.session.group.end_group)."""
     while True:
         try:
             info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
@@ -363,136 +401,3 @@ def _install(handler: Callable) -> dict[int, _Handler]:
 def _restore(old: dict[int, _Handler]) -> None:
     for s, h in old.items():
         signal.signal(s, h)
-
-
-# -- watch ------------------------------------------------------------------------------------
-
-
-def watch(
-    pid: int,
-    out: Path | None = None,
-    *,
-    duration: float | None = None,
-    marks_file: Path | None = None,
-    settings: SamplerSettings | None = None,
-    verdict: VerdictSpec | None = None,
-    render: bool = True,
-    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
-    observer: Observer | None = None,
-) -> RecordResult:
-    """Sample the running process ``pid`` and its whole tree until it exits or ``duration``
-    seconds pass; the process is never signalled. SIGINT, SIGTERM and SIGHUP stop the watch the
-    way they stop ``run`` and ``record``: what was sampled is saved, the report written, and
-    ``exit_code`` is 128 + the first signal's number. ``observer``: a live view of the recording
-    (``memprobe top``)."""
-    st = procfs.read_stat(pid)
-    if st is None or st.state in ("Z", "X"):
-        raise UsageError(f"no running process with pid {pid}")
-    tgid = _thread_group(pid)
-    if tgid is not None and tgid != pid:
-        owner = printable(" ".join(procfs.read_cmdline(tgid)) or st.comm)[:80]
-        raise UsageError(
-            f"{pid} is a thread of process {tgid} ({owner}), not a process: memprobe watch {tgid}"
-        )
-    if pid == os.getpid() or pid in _ancestors(os.getpid()):
-        raise UsageError(f"pid {pid} is memprobe itself or one of its parents")
-    if not isinstance(procfs.read_pss_or_denied(pid), procfs.PssSample):
-        raise UsageError(unreadable(pid, st))
-    if duration is not None:
-        bounded("--duration", duration, 0, above=True, unit="seconds")
-    cmd = procfs.read_cmdline(pid)
-    name = command_name(cmd) if cmd else safe_name(st.comm)
-    rec = Recording(
-        out,
-        "watch",
-        name,
-        f"memprobe watch {pid}: " + " ".join(cmd),
-        settings,
-        verdict or VerdictSpec(),
-        log,
-    )
-    out = rec.out
-    rec.observer = observer
-    rec.info = {"command": cmd, "pid": pid}
-    env_marks = (ProcfsReader().environ(pid) or {}).get(MARK_ENV)
-    path = marks_file or (Path(env_marks) if env_marks else None)
-    if path is not None:
-        rec.marks = MarkReader(path, rec.t0, from_end=True)
-    # A group leader's group holds what left its tree without leaving the group (a child that
-    # forked and exited: an orphan, re-parented to init): the sampler finds them there too.
-    rec.start_sampling(pid, pgid=pid if st.pgid == pid else None)
-    log(
-        f"memprobe: watching pid {pid} ({printable(' '.join(cmd))[:80]})"
-        + (f" for {duration:g} s" if duration else " until it exits")
-        + f" -> {printable(str(out))}"
-        + (f"; marks from {printable(str(path))}" if path else "")
-    )
-    status, ended = "ok", "exited"
-    deadline = None if duration is None else rec.t0 + duration
-    with StopSignals(FORWARDED) as stop:
-        while True:
-            now = time.monotonic()
-            if stop.received:
-                status, ended = "interrupted", signal_name(stop.received[0])
-                log(f"memprobe: {ended}: stopping; saving what was sampled (a few seconds)")
-                break
-            if not _same_process(pid, st.start_ticks):
-                break
-            if deadline is not None and now >= deadline:
-                ended = "duration"
-                break
-            if rec.stopped is not None:  # a write error: nothing more can be saved
-                status, ended = "failed", "error"
-                break
-            rec.poll()
-            wait = min(0.2, max(0.0, deadline - now)) if deadline is not None else 0.2
-            fd = stop.fileno()
-            if fd is None:
-                time.sleep(wait)
-            else:
-                select.select([fd], [], [], wait)
-        rec.info["ended"] = ended
-        result = rec.finish(
-            status=status,
-            exit_code=None,
-            error=None,
-            final_pss=ended not in ("exited", "error"),
-            render=render,
-            signals=[signal_name(s) for s in stop.received],
-        )
-    if stop.received:
-        result.exit_code = 128 + stop.received[0]
-    elif status == "failed" or not result.saved:
-        result.exit_code = 1
-    else:
-        result.exit_code = 0
-    return result
-
-
-def _thread_group(pid: int) -> int | None:
-    """The process a task id belongs to (its ``Tgid``): ``pid`` itself for a process, another
-    for a thread (``/proc/TID`` exists for threads too, unlisted)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Tgid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _same_process(pid: int, start_ticks: int) -> bool:
-    st = procfs.read_stat(pid)
-    return st is not None and st.state not in ("Z", "X") and st.start_ticks == start_ticks
-
-
-def _ancestors(pid: int) -> set[int]:
-    out: set[int] = set()
-    while pid > 1 and len(out) < 256:
-        st = procfs.read_stat(pid)
-        if st is None:
-            break
-        pid = st.ppid
-        out.add(pid)
-    return out

@@ -6,11 +6,11 @@ folder summarized and its report written (:class:`RecordResult`). The command's 
 around it is :mod:`memprobe.record.command`.
 
 The run's meta (:meth:`Recording.meta`) states what the recorded-job analysis
-(:mod:`memprobe.record.summary`) needs: ``milestones.warm`` is the first exact reading of a
+(:mod:`memprobe.analysis.recorded`) needs: ``milestones.warm`` is the first exact reading of a
 worker (or the first exact reading), ``milestones.first_mark`` the first mark,
 ``milestones.done`` the last mark (or the end); ``start_methods`` counts the workers' start
 methods as seen from outside; ``processes`` holds the facts of every process seen
-(:class:`~memprobe.probe.tree_sampler.ProcessInfo`).
+(:class:`~memprobe.probe.ledger.ProcessInfo`).
 """
 
 from __future__ import annotations
@@ -26,22 +26,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from memprobe.core.errors import ResultsWriteError
+from memprobe.core.errors import ResultsFolderGone, ResultsWriteError
 from memprobe.core.text import printable
+from memprobe.core.verdict import VerdictSpec
 from memprobe.probe import cgroup, procfs
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree_sampler import TreeSampler
-from memprobe.results.files import RunWriter
+from memprobe.results.files import RunWriter, folder_identity
 from memprobe.results.folder import ResultsFolder
 from memprobe.results.job import node_identity
-from memprobe.run.runner import (
-    ResultsFolderGone,
-    environment,
-    folder_identity,
-    writer_identity,
-)
-from memprobe.run.scenario import VerdictSpec
-from memprobe.run.session import finalize
+from memprobe.session.finish import finalize
+from memprobe.session.identity import environment, writer_identity
 
 # A recorded job runs for minutes or hours and items/s come from marks, not from the cheap tier:
 # 5 cheap rounds a second, and 1 % of a core for the whole sampler (both tiers).
@@ -449,7 +444,7 @@ class Recording:
             "processes": s.process_list(),
             # Still running when the command ended: they left its process group (setsid, ...).
             "outlived": self.outlived,
-            # What the analysis needs (memprobe.record.summary): the workers' most common start
+            # What the analysis needs (memprobe.analysis.recorded): the workers' most common start
             # method as seen from outside (None: no worker appeared), the most alive at once,
             # and the verdict's threshold; then how it was sampled, and the command (record:
             # its argv; watch: the process's command line, its pid, how the watch ended).

@@ -176,7 +176,10 @@ def scaling_colors(groups: Sequence[Scaling]) -> dict[tuple[str, str], str]:
 def chart_scaling(chart_id: str, groups: Sequence[Scaling], noun: str = "items") -> dict | None:
     """Items/s (top; a log axis where the rates span more than 20x) and scaling efficiency
     (bottom) against the worker count, one line per mode x backend, each its own colour (a hue
-    per backend, a shade, dash and marker per mode); a dotted line at efficiency 1 (perfect)."""
+    per backend, a shade, dash and marker per mode); a dotted line at efficiency 1 (perfect).
+
+    Long because the chart is one plotly spec, its two panels' traces and axes read top to
+    bottom."""
     if not groups:
         return None
     names = [f"{g.mode} · {g.backend}" for g in groups]

@@ -12,38 +12,24 @@ line: they measured different things (a user's job, memprobe's loader on a datas
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memprobe.analysis import is_recorded, summarize_all
 from memprobe.core.errors import UsageError
 from memprobe.core.safe_read import display_path
 from memprobe.core.summary import RunSummary
 from memprobe.report import across, content, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS, styles
+from memprobe.report.deltas import Delta, Metric, delta, delta_text, env_rows, verdict_change
 from memprobe.report.render import environment, plotly_js, script_json
-from memprobe.results.files import write_text_atomic
 from memprobe.results.folder import ResultSet
-from memprobe.results.schema import RECORDED_KINDS
+from memprobe.results.upgrade import RECORDED_KINDS, is_recorded
+
+if TYPE_CHECKING:
+    from memprobe.analysis.runs import Analysed
 
 Key = tuple[str, str, int]
-VERDICT_RANK = {"flat": 0, "growing": 1}  # no verdict (failed, cut short) ranks worst
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    value: Callable[[RunSummary], float | None]
-    show: Callable[[float | None], str]
-    lower_is_better: bool
-    abs_tol: float
-    rel_tol: float
-    floor: float | None = None  # values below it are judged as equal to it
-
-
 METRICS = (
     Metric("peak total PSS", lambda s: s.total_pss_peak_mb, fmt.mb, True, 5.0, 0.05),
     # Shrinking is not better than staying flat: -19 MB -> -4 MB is no change, not "worse".
@@ -51,49 +37,6 @@ METRICS = (
     Metric("items/s", lambda s: s.items_per_s, fmt.rate_short, False, 0.0, 0.10),
     Metric("time to first batch", lambda s: s.time_to_first_batch_s, fmt.seconds, True, 0.05, 0.20),
 )
-
-
-@dataclass(frozen=True)
-class Delta:
-    a: float | None
-    b: float | None
-    tone: str  # better | worse | same | na
-
-    @property
-    def diff(self) -> float | None:
-        return None if self.a is None or self.b is None else self.b - self.a
-
-    @property
-    def rel(self) -> float | None:
-        return None if self.diff is None or not self.a else self.diff / abs(self.a)
-
-
-def delta(metric: Metric, a: RunSummary, b: RunSummary) -> Delta:
-    va, vb = metric.value(a), metric.value(b)
-    if va is None or vb is None:
-        return Delta(va, vb, "na")
-    ja, jb = (va, vb) if metric.floor is None else (max(va, metric.floor), max(vb, metric.floor))
-    diff = jb - ja
-    if abs(diff) <= metric.abs_tol or abs(diff) <= metric.rel_tol * max(abs(ja), 1e-9):
-        return Delta(va, vb, "same")
-    return Delta(va, vb, "better" if (diff < 0) == metric.lower_is_better else "worse")
-
-
-def delta_text(metric: Metric, d: Delta) -> str:
-    """The change in the metric's own unit (MB, seconds) and, where meaningful, relative."""
-    if d.diff is None:
-        return fmt.DASH
-    rel = f" ({fmt.percent(d.rel)})" if d.rel is not None and metric.name != "growth" else ""
-    if metric.show is fmt.rate_short:
-        return fmt.percent(d.rel)
-    if metric.show is fmt.seconds:
-        return f"{d.diff:+.2f} s".replace("-", "−") + rel
-    return fmt.signed_mb(d.diff) + rel
-
-
-def verdict_change(a: RunSummary, b: RunSummary) -> str:
-    ra, rb = VERDICT_RANK.get(a.verdict or "", 2), VERDICT_RANK.get(b.verdict or "", 2)
-    return "same" if ra == rb else ("better" if rb < ra else "worse")
 
 
 @dataclass(frozen=True)
@@ -140,17 +83,6 @@ def pair_sentence(p: Pair) -> str:
     )
 
 
-def env_rows(a: dict, b: dict) -> list[tuple[str, str, str, bool]]:
-    """(name, A, B, differs) for every environment fact either side recorded."""
-    ra, rb = dict(session.environment_rows(a)), dict(session.environment_rows(b))
-    names = list(dict.fromkeys([*ra, *rb]))
-    stable = {"started", "finished", "duration"}
-    return [
-        (n, ra.get(n, fmt.DASH), rb.get(n, fmt.DASH), n not in stable and ra.get(n) != rb.get(n))
-        for n in names
-    ]
-
-
 def compare_chart(
     pairs: list[Pair],
     only_a: list[RunSummary],
@@ -185,8 +117,9 @@ def compare_chart(
     return across.chart_runs_pss("c-compare", title, lines)
 
 
-def context(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> dict[str, Any]:
-    sa, sb = summarize_all(ra), summarize_all(rb)
+def context(
+    ra: ResultSet, rb: ResultSet, sa: list[RunSummary], sb: list[RunSummary], names: tuple[str, str]
+) -> dict[str, Any]:
     pairs, only_a, only_b = match(sa, sb)
     chart = compare_chart(pairs, only_a, only_b, ra, rb, names)
     charts = [chart] if chart else []
@@ -225,11 +158,6 @@ def scenario_diff(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> str |
     return "\n".join(lines)
 
 
-def render_compare(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None) -> str:
-    """The comparison page for two loaded result sets, as one HTML string."""
-    return compared(ra, rb, names).page
-
-
 @dataclass(frozen=True)
 class Compared:
     """The page, and what the terminal says of it besides its path (two recordings: each one's
@@ -252,10 +180,13 @@ KIND_WORDS = {
 }
 
 
-def compared(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None) -> Compared:
-    """Two loaded result sets compared: scenario runs matched by backend, mode and workers; two
-    recordings side by side (:mod:`memprobe.report.compare_recorded`); a recording and scenario
-    runs refused (:class:`~memprobe.core.errors.UsageError`, naming both folders' kinds)."""
+def compared(
+    ra: ResultSet, aa: list[Analysed], rb: ResultSet, ab: list[Analysed], names: tuple[str, str] | None = None
+) -> Compared:
+    """Two loaded result sets and their analyses (:func:`memprobe.analysis.runs.analyse_all`)
+    compared: scenario runs matched by backend, mode and workers; two recordings side by side
+    (:mod:`memprobe.report.compare_recorded`); a recording and scenario runs refused
+    (:class:`~memprobe.core.errors.UsageError`, naming both folders' kinds)."""
     from memprobe.report import compare_recorded
 
     names = names or (ra.root.name, rb.root.name)
@@ -267,30 +198,16 @@ def compared(ra: ResultSet, rb: ResultSet, names: tuple[str, str] | None = None)
             "folders of scenario runs"
         )
     if not recorded[0]:
-        return Compared(environment().get_template("compare.html").render(**context(ra, rb, names)), [])
+        sa, sb = [x.summary for x in aa], [x.summary for x in ab]
+        return Compared(
+            environment().get_template("compare.html").render(**context(ra, rb, sa, sb, names)), []
+        )
     for r in (ra, rb):
         if len(r.metas) != 1:
             raise UsageError(
                 f"{display_path(r.root)}: a recording with {len(r.metas)} runs; allowed: a recording of one "
                 "job (memprobe record or watch writes one run)"
             )
-    a, b = compare_recorded.load(ra, rb, names)
+    a, b = compare_recorded.recording(ra, aa[0], names[0]), compare_recorded.recording(rb, ab[0], names[1])
     page = environment().get_template("compare_record.html").render(**compare_recorded.context(a, b))
     return Compared(page, compare_recorded.terminal_lines(a, b))
-
-
-def write_compare(a: Path, b: Path, out: Path) -> Path:
-    """Compare results folders ``a`` (before) and ``b`` (after); write the page to ``out``."""
-    return compare_folders(a, b, out)[0]
-
-
-def compare_folders(a: Path, b: Path, out: Path) -> tuple[Path, list[str]]:
-    """:func:`write_compare`, and what the terminal says besides the page's path (:class:`Compared`)."""
-    out = Path(out)
-    ra, rb = ResultSet.load(a), ResultSet.load(b)
-    names = (display_path(Path(a).resolve().name), display_path(Path(b).resolve().name))
-    if names[0] == names[1]:
-        names = (f"{names[0]} (A)", f"{names[1]} (B)")
-    done = compared(ra, rb, names)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return write_text_atomic(out, done.page), done.lines

@@ -3,34 +3,36 @@ results folders, e.g. a job before and after a fix), as one page and a few lines
 
 A recording's folder holds one run, named after its command: the two are compared whatever their
 names (``train.py`` and ``train_fixed.py``). Each figure is the recording's own summary's
-(:mod:`memprobe.record.summary`): the total PSS peak, each parent's own growth, the workers'
+(:mod:`memprobe.analysis.recorded`): the total PSS peak, each parent's own growth, the workers'
 growth, the verdicts and the causes they name; what changed is said in one sentence. Total PSS
 is drawn against the seconds since each command started, and against the items counted as well
 where both counted some (``memprobe.mark()``); a recording without marks has no items axis.
-A recording is never compared with a scenario run: :func:`memprobe.report.compare.write_compare`
+A recording is never compared with a scenario run: :func:`memprobe.report.compare.compared`
 refuses the pair in one line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from memprobe.analysis import analyse_all
 from memprobe.core import cures
 from memprobe.core.series import total_of
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import FORK, PARENT_KINDS
-from memprobe.record.summary import RecordedAnalysis
 from memprobe.report import across, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import SERIES_COLORS
-from memprobe.report.compare import Delta, Metric, delta, delta_text, env_rows, verdict_change
 from memprobe.report.content import badge_text
+from memprobe.report.deltas import Delta, Metric, delta, delta_text, env_rows, verdict_change
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results.folder import ResultSet
+
+if TYPE_CHECKING:
+    from memprobe.analysis.recorded import RecordedAnalysis
+    from memprobe.analysis.runs import Analysed
 
 TIME_TITLE = "seconds since the command started"
 
@@ -58,8 +60,8 @@ class Recording:
         return bool(self.summary.items) and not self.progress.empty
 
 
-def recording(results: ResultSet, name: str) -> Recording:
-    analysed = analyse_all(results)[0]
+def recording(results: ResultSet, analysed: Analysed, name: str) -> Recording:
+    """A recording's folder and its analysis, as the page compares them."""
     assert analysed.recorded is not None  # compare.is_recordings: a recorded job's analysis
     meta = results.metas[0]
     return Recording(
@@ -287,10 +289,6 @@ def chart(a: Recording, b: Recording) -> dict | None:
 
 
 # -- the page and the terminal ------------------------------------------------------------------------
-
-
-def load(ra: ResultSet, rb: ResultSet, names: tuple[str, str]) -> tuple[Recording, Recording]:
-    return recording(ra, names[0]), recording(rb, names[1])
 
 
 def context(a: Recording, b: Recording) -> dict[str, Any]:

@@ -7,9 +7,8 @@ import re
 from dataclasses import dataclass
 
 from memprobe.core.summary import RunSummary
-from memprobe.core.vocabulary import FORK, THREAD, has_worker_processes
+from memprobe.core.vocabulary import FORK, THREAD, has_worker_processes, item_noun
 from memprobe.report import format as fmt
-from memprobe.run.analysis import item_noun
 
 
 def slug(text: str) -> str:

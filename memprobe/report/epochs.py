@@ -3,7 +3,7 @@ the chart of each generation's peak across epochs with the trend the forecast dr
 and where it meets the limit, the generations in words (first, last, the peaks' trend), and the
 "who grows" table with the generations between the first and the last folded into one row
 (forty epochs of four workers made a table of 160 rows). The figures are the analysis's
-(:mod:`memprobe.record.forecast`: the summary's ``memory_limit.forecast``); here they are drawn.
+(:mod:`memprobe.analysis.forecast`: the summary's ``memory_limit.forecast``); here they are drawn.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from memprobe.core import forecast_words
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import WORKER_KINDS
-from memprobe.record import forecast_words
 from memprobe.report import format as fmt
 from memprobe.report.chart import Milestones, Series, build_chart, limit_line
 from memprobe.report.record_tables import ProcessRow
@@ -49,70 +49,15 @@ def generations_chart(s: RunSummary) -> dict | None:
     if f is None or len(gens) < 2:
         return None
     x = np.array([g["generation"] + 1 for g in gens], float)
-    ended = np.array([bool(g["ended"]) for g in gens])
     charge = f.get("peaks_of") == "charge"  # the cgroup held the job alone (record.forecast.job_memory)
     peak = "peak charge less file cache" if charge else "peak total PSS"
-    missed = set(f.get("missed") or [])
-    series = [
-        Series(
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": peak,
-                "line": {"color": "#1f5fa8", "width": 1.5},
-                "marker": {
-                    "size": 7,
-                    # filled: it ended; grey: its peak was missed (left out of the line); hollow: running
-                    "color": [
-                        "#adb5bd" if g["generation"] in missed else "#1f5fa8" if e else "#ffffff"
-                        for g, e in zip(gens, ended, strict=True)
-                    ],
-                    "line": {"color": "#1f5fa8", "width": 1.5},
-                },
-                "hovertemplate": "generation %{x}: peak %{y:,.0f} MB<extra></extra>",
-            },
-            x,
-            np.array([g["peak_mb"] for g in gens], float),
-        )
-    ]
+    series = [_peak_series(gens, x, set(f.get("missed") or []), peak)]
     grown = [g for g in gens if fmt.is_num(g.get("growth_mb"))]
     if grown:
-        series.append(
-            Series(
-                {
-                    "type": "scatter",
-                    "mode": "lines+markers",
-                    "name": "each worker's own growth (mean)",
-                    "yaxis": "y2",
-                    "line": {"color": "#e8590c", "width": 1.5, "dash": "dot"},
-                    "marker": {"size": 5, "color": "#e8590c"},
-                    "hovertemplate": "generation %{x}: %{y:,.0f} MB each<extra></extra>",
-                },
-                np.array([g["generation"] + 1 for g in grown], float),
-                np.array([g["growth_mb"] for g in grown], float),
-            )
-        )
-    slope, at_zero = f.get("per_generation_mb"), f.get("line_at_zero_mb")
-    if fmt.is_num(slope) and fmt.is_num(at_zero) and f.get("fitted_from") is not None:
-        first = int(f["fitted_from"])
-        last = x.max() - 1
-        reach = f.get("generation_at_limit")
-        if f.get("basis") and fmt.is_num(reach) and reach - 1 <= BEYOND_SHOWN * (last + 1):
-            last = reach - 1
-        xs = np.array([first, last], float)
-        series.append(
-            Series(
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "name": f"trend {fmt.signed_mb(slope)} per generation",
-                    "line": {"color": "#495057", "width": 1.5, "dash": "dash"},
-                    "hovertemplate": "trend: %{y:,.0f} MB<extra></extra>",
-                },
-                xs + 1,
-                at_zero + slope * xs,
-            )
-        )
+        series.append(_growth_series(grown))
+    trend = _trend_series(f, x)
+    if trend is not None:
+        series.append(trend)
     # Drawn where the peaks reach a share of it (further down it would flatten them into the axis).
     limit = limit_line(
         f.get("limit_in_peaks_mb"),
@@ -133,14 +78,81 @@ def generations_chart(s: RunSummary) -> dict | None:
         max_points=4000,
         axes=("time",),
     )
-    if chart is None:
+    if chart is not None:
+        _generations_layout(chart["layouts"]["time"], right_axis=bool(grown))
+    return chart
+
+
+def _peak_series(gens: list[dict], x: np.ndarray, missed: set[int], peak: str) -> Series:
+    """Each generation's peak: filled where it ended, grey where missed (left out of the line),
+    hollow where it still ran as the record ended."""
+    ended = [bool(g["ended"]) for g in gens]
+    colors = [
+        "#adb5bd" if g["generation"] in missed else "#1f5fa8" if e else "#ffffff"
+        for g, e in zip(gens, ended, strict=True)
+    ]
+    return Series(
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": peak,
+            "line": {"color": "#1f5fa8", "width": 1.5},
+            "marker": {"size": 7, "color": colors, "line": {"color": "#1f5fa8", "width": 1.5}},
+            "hovertemplate": "generation %{x}: peak %{y:,.0f} MB<extra></extra>",
+        },
+        x,
+        np.array([g["peak_mb"] for g in gens], float),
+    )
+
+
+def _growth_series(grown: list[dict]) -> Series:
+    """Each generation's workers' mean own growth, on the right axis."""
+    return Series(
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "each worker's own growth (mean)",
+            "yaxis": "y2",
+            "line": {"color": "#e8590c", "width": 1.5, "dash": "dot"},
+            "marker": {"size": 5, "color": "#e8590c"},
+            "hovertemplate": "generation %{x}: %{y:,.0f} MB each<extra></extra>",
+        },
+        np.array([g["generation"] + 1 for g in grown], float),
+        np.array([g["growth_mb"] for g in grown], float),
+    )
+
+
+def _trend_series(f: dict, x: np.ndarray) -> Series | None:
+    """The forecast's line through the peaks it fitted, drawn on to the generation it reaches
+    the limit at (while that is within BEYOND_SHOWN of the generations shown); None without one."""
+    slope, at_zero = f.get("per_generation_mb"), f.get("line_at_zero_mb")
+    if not (fmt.is_num(slope) and fmt.is_num(at_zero) and f.get("fitted_from") is not None):
         return None
-    layout = chart["layouts"]["time"]
+    first, last = int(f["fitted_from"]), x.max() - 1
+    reach = f.get("generation_at_limit")
+    if f.get("basis") and fmt.is_num(reach) and reach - 1 <= BEYOND_SHOWN * (last + 1):
+        last = reach - 1
+    xs = np.array([first, last], float)
+    return Series(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"trend {fmt.signed_mb(slope)} per generation",
+            "line": {"color": "#495057", "width": 1.5, "dash": "dash"},
+            "hovertemplate": "trend: %{y:,.0f} MB<extra></extra>",
+        },
+        xs + 1,
+        at_zero + slope * xs,
+    )
+
+
+def _generations_layout(layout: dict, *, right_axis: bool) -> None:
+    """The chart's axes and legend: generations on x, the workers' growth on a right axis."""
     layout["xaxis"]["title"]["text"] = X_TITLE
     layout["hovermode"] = "closest"
     layout["legend"].update(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom")
     layout["margin"].update(t=60, r=70)
-    if grown:
+    if right_axis:
         layout["yaxis2"] = {
             "title": {"text": "each worker's own growth (MB)"},
             "overlaying": "y",
@@ -148,7 +160,6 @@ def generations_chart(s: RunSummary) -> dict | None:
             "rangemode": "tozero",
             "showgrid": False,
         }
-    return chart
 
 
 def generations_text(s: RunSummary) -> str | None:
@@ -180,7 +191,7 @@ def generations_text(s: RunSummary) -> str | None:
 
 
 def forecast_text(s: RunSummary) -> str | None:
-    """The forecast in words (:func:`memprobe.record.forecast_words.words`)."""
+    """The forecast in words (:func:`memprobe.core.forecast_words.words`)."""
     f = the_forecast(s)
     if f is None:
         return None

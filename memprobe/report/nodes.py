@@ -19,7 +19,6 @@ import numpy as np
 from memprobe.core import cures
 from memprobe.core.series import total_of, total_pss
 from memprobe.core.vocabulary import RANK, WORKER_KINDS
-from memprobe.record import limit, projection
 from memprobe.report import content, recorded
 from memprobe.report import format as fmt
 from memprobe.report.chart import (
@@ -57,15 +56,15 @@ class NodeView:
 
 
 def node_limit(node: JobNode) -> tuple[float | None, str]:
-    """The memory this node's job must fit in: its cgroup's limit, else the machine's."""
+    """The memory this node's job must fit in, as its analysis found it: its cgroup's limit,
+    else the machine's."""
     s = node.summary
-    assert s is not None and node.results is not None
+    assert s is not None and node.analysed is not None
     lim = s.memory_limit or {}
     if lim.get("limit_mb"):
         return lim["limit_mb"], lim.get("limit_of") or "its limit"
-    mem, of = limit.memory_limit(
-        node.meta, (node.results.manifest.get("environment") or {}).get("mem_total_mb")
-    )
+    job = node.analysed[0].recorded
+    mem, of = (job.limit_mb, job.limit_of) if job is not None else (None, "")
     return mem, of or "the machine's memory"
 
 
@@ -316,7 +315,7 @@ def node_view(i: int, node: JobNode) -> NodeView:
     job = node.analysed[0].recorded
     mem, of = node_limit(node)
     env = (node.results.manifest.get("environment") or {}) if node.results else {}
-    basis = projection.projection_basis(job.rows, job.procs)
+    basis = job.basis
     return NodeView(
         *base,
         content.tone(s),

@@ -5,8 +5,12 @@ words. The page around them is :mod:`memprobe.report.recorded`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
+from memprobe.core import forecast_words
 from memprobe.core.summary import RunSummary
+from memprobe.core.tree_rules import ALONE_MB, LEVEL_SHARE, seen_late
+from memprobe.core.units import built_or_freed
 from memprobe.core.vocabulary import (
     CGROUP_PARTS,
     DATALOADER,
@@ -18,9 +22,10 @@ from memprobe.core.vocabulary import (
     WORKER_KINDS,
     kind_words,
 )
-from memprobe.record import culprit, forecast, forecast_words, projection
-from memprobe.record.tree_analysis import LEVEL_SHARE
 from memprobe.report import format as fmt
+
+if TYPE_CHECKING:
+    from memprobe.analysis.projection import Basis
 
 
 def kind_text(row: dict) -> str:
@@ -121,11 +126,11 @@ def notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> 
             if r.get("threads_first_t") is not None
             else "the job's first memprobe.mark"
         )
-        seen = " (what memprobe saw: it was running before)" if culprit.seen_late(r.get("start_t")) else ""
+        seen = " (what memprobe saw: it was running before)" if seen_late(r.get("start_t")) else ""
         notes.append(f"built {fmt.signed_mb(r['built_mb'])} before {since}{seen}")
     if fmt.is_num(r.get("built_between_mb")) and abs(r["built_between_mb"]) >= 1:
         notes.append(
-            f"{culprit.built_or_freed(r['built_between_mb'])} between worker generations, while none of "
+            f"{built_or_freed(r['built_between_mb'])} between worker generations, while none of "
             "its workers lived (not growth)"
         )
     if fmt.is_num(r.get("startup_mb")):
@@ -133,7 +138,7 @@ def notes(r: dict, judged: bool, has_workers: bool, has_ranks: bool = False) -> 
     if fmt.is_num(r.get("uss_start_mb")) and r["kind"] in WORKER_KINDS and r.get("startup_mb") is None:
         notes.append("from USS 0 at its fork")
     if fmt.is_num(r.get("allocated_mb")) and r["allocated_mb"] >= 1:
-        # The rest of its growth is pages it copied from its parent (``Growth.allocated_mb``, memprobe.record.tree_analysis).
+        # The rest of its growth is pages it copied from its parent (``Growth.allocated_mb``, memprobe.analysis.growth).
         notes.append(f"at least {fmt.signed_mb(r['allocated_mb'])} allocated by itself, the rest copied")
     if r.get("estimated"):
         notes.append(
@@ -190,7 +195,7 @@ class Projection:
 
 def projection_table(
     s: RunSummary,
-    basis: projection.Basis | None,
+    basis: Basis | None,
     ram_mb: float | None,
     ram_words: str = "this machine's memory",
 ) -> Projection | None:
@@ -232,10 +237,10 @@ def projection_table(
     )
 
 
-def assumptions(b: projection.Basis, peak: dict | None = None) -> list[str]:
+def assumptions(b: Basis, peak: dict | None = None) -> list[str]:
     """The projection's assumptions, in words, with the measured numbers they scale; ``peak``:
     the round of the peak total PSS in its parts (summary.json's ``projection_peak``), where the
-    projection scales the recording's rounds (:func:`memprobe.record.projection.projection`)."""
+    projection scales the recording's rounds (:func:`memprobe.analysis.projection.projection`)."""
     share = " (the pages its forked workers share are counted once)" if b.forked else ""
     between = " and what it built between worker generations" if b.built_between else ""
     parent = (
@@ -251,7 +256,7 @@ def assumptions(b: projection.Basis, peak: dict | None = None) -> list[str]:
     return [parent, *worker_words(b), *others_words(b.others_mb)]
 
 
-def peak_words(b: projection.Basis, peak: dict) -> list[str]:
+def peak_words(b: Basis, peak: dict) -> list[str]:
     """How the projection scales the recording, and the peak total PSS in its parts: the workers'
     own memory then and the rest, against what the main process (or each rank) held and grew."""
     ranks = " and the ranks' part for the ranks in the column" if b.has_ranks else ""
@@ -305,7 +310,7 @@ def peak_words(b: projection.Basis, peak: dict) -> list[str]:
     return [lead, then, held]
 
 
-def worker_words(b: projection.Basis, *, scaled: bool = False) -> list[str]:
+def worker_words(b: Basis, *, scaled: bool = False) -> list[str]:
     """A worker's memory as the projection counts it, and with a full copy of its parent;
     ``scaled``: the projection scales the recording's rounds (the workers' USS at each)."""
     start = (
@@ -359,7 +364,7 @@ def all_of(n: int) -> str:
 
 def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[str, str]]:
     """The job against its memory limit (the summary's ``memory_limit``,
-    :func:`memprobe.record.limit.against_limit`): the limit that applies, the cgroup's charge and
+    :func:`memprobe.analysis.limit.against_limit`): the limit that applies, the cgroup's charge and
     whose it is, the job's total PSS above it and why, the forecast of the time to the limit, the
     OOM kills while it ran."""
     if not limit:
@@ -432,12 +437,12 @@ def cgroup_facts(limit: dict | None, mem_total_mb: float | None) -> list[tuple[s
 
 
 def whose_charge(limit: dict) -> str:
-    """Whose memory the charge is (:func:`memprobe.record.forecast.alone`), in words."""
+    """Whose memory the charge is (:func:`memprobe.analysis.forecast.alone`), in words."""
     others = limit.get("cgroup_others") or {}
     if limit.get("cgroup_alone") is True:
         return (
             "the cgroup held the job alone: its processes, memprobe's and others of under "
-            f"{fmt.mb(forecast.ALONE_MB)} together"
+            f"{fmt.mb(ALONE_MB)} together"
         )
     if limit.get("cgroup_alone") is False:
         n = int(others.get("processes") or 0)

@@ -6,14 +6,14 @@ the job measured (no items axis without items, no matrix of one cell)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from memprobe import analysis
 from memprobe.core import cures
 from memprobe.core.series import Clock
-from memprobe.core.summary import RunSummary
+from memprobe.core.summary import RunSummary, denied, never_read
+from memprobe.core.tree_rules import ESTIMATE_FLOOR_MB
 from memprobe.core.vocabulary import (
     DENIED_OTHER_USER,
     HELPER_ROLES,
@@ -25,21 +25,22 @@ from memprobe.core.vocabulary import (
     shell_exit_code,
     signal_name,
 )
-from memprobe.record import limit, projection
-from memprobe.record import summary as record_summary
-from memprobe.record.process import Proc
-from memprobe.record.table import ESTIMATE_FLOOR_MB
 from memprobe.report import content, epochs, figures, groups, session
 from memprobe.report import format as fmt
 from memprobe.report.chart import has_a_line, share_x, time_only
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.report.record_tables import cgroup_facts, labels, process_rows, projection_table
 from memprobe.results.folder import ResultSet
+from memprobe.results.upgrade import is_recorded as recorded_meta
+
+if TYPE_CHECKING:
+    from memprobe.analysis.process import Proc
+    from memprobe.analysis.recorded import RecordedAnalysis
 
 
 def is_recorded(results: ResultSet) -> bool:
     """A results folder of one recorded job (record / watch)."""
-    return len(results.metas) == 1 and analysis.is_recorded(results.metas[0])
+    return len(results.metas) == 1 and recorded_meta(results.metas[0])
 
 
 # -- sampling -------------------------------------------------------------------------------------
@@ -227,7 +228,7 @@ def memory_charts(
 ) -> list[dict]:
     """Total PSS stacked by process (by group: ``stack_groups``), sum of RSS next to it with the
     cgroup's charge and the job's limit, and items/s where the job counted items. ``by_role``:
-    the samples' PSS per role, as the analysis built it (:class:`~memprobe.record.summary.RecordedAnalysis`)."""
+    the samples' PSS per role, as the analysis built it (:class:`~memprobe.analysis.recorded.RecordedAnalysis`)."""
     milestones = figures.Milestones({})
     charts = [
         figures.chart_pss_by_role(
@@ -307,11 +308,6 @@ def _retitle(charts: list[dict], kind: str) -> list[dict]:
     return charts
 
 
-def never_read(s: RunSummary) -> list[str]:
-    """Roles of the processes the sampler never read exactly: total PSS holds an estimate of theirs."""
-    return record_summary.never_read(s.processes or [])
-
-
 def unread_text(s: RunSummary) -> str | None:
     rows = [r for r in s.processes or [] if not r.get("pss_samples") and not r.get("denied")]
     if not rows:
@@ -331,21 +327,10 @@ def unread_text(s: RunSummary) -> str | None:
     )
 
 
-def denied_rss_mb(s: RunSummary, samples: pd.DataFrame) -> float:
-    """The most the processes memprobe may not read held at once: their RSS summed per tick, at
-    its peak (their PSS is at most that: what total PSS may miss)."""
-    pids = {int(r["pid"]) for r in record_summary.denied(s.processes or [])}
-    if not pids or samples.empty:
-        return 0.0
-    rows = samples[samples["pid"].isin(pids) & ~samples["missing"].fillna(False).astype(bool)]
-    peak = rows.groupby("t")["rss_mb"].sum().max() if not rows.empty else 0.0
-    return float(peak) if pd.notna(peak) else 0.0
-
-
 def denied_text(s: RunSummary, rss_mb: float) -> str | None:
     """What the page says of processes whose memory map the kernel refused memprobe: why, what
     the total leaves out, and how to read them (not a larger budget: no budget reads them)."""
-    rows = record_summary.denied(s.processes or [])
+    rows = denied(s.processes or [])
     if not rows:
         return None
     label = labels(s.processes or [])
@@ -377,8 +362,8 @@ def exit_code_text(code: int) -> str:
 
 
 def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, str]]:
-    unread = len(never_read(s))
-    left_out = len(record_summary.denied(s.processes or []))
+    unread = len(never_read(s.processes or []))
+    left_out = len(denied(s.processes or []))
     notes = []
     if unread:
         notes.append(f"{unread} process{'es' if unread != 1 else ''} never read exactly: estimated")
@@ -411,30 +396,19 @@ def facts(s: RunSummary, meta: dict, denied_mb: float = 0.0) -> list[tuple[str, 
     return rows
 
 
-def context(
-    results: ResultSet, max_points: int, job: record_summary.RecordedAnalysis | None = None
-) -> dict[str, Any]:
-    """The record page's template context (see ``record.html``); ``job``: the job as the caller
-    analysed it (analysed here when not given)."""
+def context(results: ResultSet, max_points: int, job: RecordedAnalysis) -> dict[str, Any]:
+    """The record page's template context (see ``record.html``), from the folder and the job as
+    the analysis left it (:class:`~memprobe.analysis.recorded.RecordedAnalysis`): every figure is
+    the analysis', the page only draws and words them."""
     meta = results.metas[0]
     samples = results.run_table("samples", meta["run_id"])
     progress = results.run_table("progress", meta["run_id"])
-    job = job or analysis.analyse_all(results)[0].recorded
-    assert job is not None  # a record folder: its run is a recorded job
     s, procs = job.summary, job.procs
-    denied_mb = denied_rss_mb(s, samples)
-    basis = projection.projection_basis(job.rows, procs)
+    denied_mb, basis, limit_mb, limit_of = job.denied_mb, job.basis, job.limit_mb, job.limit_of
     clock = Clock.from_progress(progress)
     items = bool(s.items) and not progress.empty
     axes = ("time", "items") if items else ("time",)
     timelines = timeline_charts(samples, procs, s.processes or [], clock, max_points, axes)
-    system = results.run_table("system", meta["run_id"])
-    charge = limit.cgroup_charge(system, samples, limit.entered_at(meta))
-    limit_mb, limit_of = (s.memory_limit or {}).get("limit_mb"), (s.memory_limit or {}).get("limit_of")
-    if s.memory_limit is None:  # an older folder: no cgroup read, the machine's memory
-        limit_mb, limit_of = limit.memory_limit(
-            meta, (results.manifest.get("environment") or {}).get("mem_total_mb")
-        )
     memory = memory_charts(
         job.samples,
         job.pss_by_role,
@@ -443,7 +417,7 @@ def context(
         max_points,
         items,
         stack_groups(procs),
-        charge,
+        job.charge,
         limit_mb,
     )
     kind = meta.get("kind") or "record"
@@ -476,7 +450,7 @@ def context(
         "forecast": epochs.forecast_text(s),
         "generations": epochs.generations_text(s),
         "show_per_1k": items,
-        "projection": projection_table(s, basis, limit_mb, limit_of or "this machine's memory"),
+        "projection": projection_table(s, basis, limit_mb, limit_of),
         "estimate": estimate_text(s),
         "sampling": sampling_text(s, meta),
         "unread": unread_text(s),

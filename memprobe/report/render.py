@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from memprobe.analysis import Analysed, analyse_all
 from memprobe.core import cures
 from memprobe.core.scaling import contention_note, scaling
 from memprobe.core.summary import RunSummary, window_bounds
@@ -25,6 +24,9 @@ from memprobe.report.chart import DASHES, MAX_POINTS, color_styles, name_items_a
 from memprobe.report.embed import plotly_js, script_json
 from memprobe.results.files import write_text_atomic
 from memprobe.results.folder import ResultSet
+
+if TYPE_CHECKING:
+    from memprobe.analysis.runs import Analysed
 
 
 @dataclass(frozen=True)
@@ -212,8 +214,8 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
     return [c for c in charts if c is not None]
 
 
-def context(results: ResultSet, max_points: int, analysed: list[Analysed] | None = None) -> dict[str, Any]:
-    summaries = [a.summary for a in (analysed or analyse_all(results))]
+def context(results: ResultSet, max_points: int, analysed: list[Analysed]) -> dict[str, Any]:
+    summaries = [a.summary for a in analysed]
     views = run_views(results, summaries, max_points)
     ids = anchors(summaries)
     overview_chart = all_runs_chart(results, summaries, max_points)
@@ -266,24 +268,18 @@ def _duration(manifest: dict) -> float | None:
     return end - start if fmt.is_num(start) and fmt.is_num(end) else None
 
 
-def render(
-    results: ResultSet, *, max_points: int = MAX_POINTS, analysed: list[Analysed] | None = None
-) -> str:
-    """The report page for loaded results, as one HTML string: a recorded job (record / watch)
-    gets its own page. ``analysed``: the runs as :func:`memprobe.analysis.analyse_all` gave them
-    to a caller that has them (analysed again when not given)."""
+def render(results: ResultSet, analysed: list[Analysed], *, max_points: int = MAX_POINTS) -> str:
+    """The report page of loaded results and their analyses (:func:`memprobe.analysis.runs.analyse_all`:
+    the page computes no figure), as one HTML string: a recorded job (record / watch) gets its
+    own page."""
     if recorded.is_recorded(results):
-        job = analysed[0].recorded if analysed else None
+        job = analysed[0].recorded
+        assert job is not None  # a record folder: its run is a recorded job
         return environment().get_template("record.html").render(**recorded.context(results, max_points, job))
     return environment().get_template("report.html").render(**context(results, max_points, analysed))
 
 
-def write_report(
-    root: Path, results: ResultSet | None = None, analysed: list[Analysed] | None = None
-) -> Path:
-    """Write ``root/report.html`` from ``results`` (loaded from the folder ``root`` when not
-    given: a caller holding them passes them, never two copies at once) and their analyses where
-    the caller made them (:func:`render`); returns its path."""
-    root = Path(root)
-    page = render(results or ResultSet.load(root), analysed=analysed if results is not None else None)
-    return write_text_atomic(root / "report.html", page)
+def write_report(root: Path, results: ResultSet, analysed: list[Analysed]) -> Path:
+    """Write ``root/report.html`` from the folder's loaded results and their analyses
+    (:func:`render`); returns its path."""
+    return write_text_atomic(Path(root) / "report.html", render(results, analysed))

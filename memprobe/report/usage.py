@@ -131,7 +131,9 @@ def chart_cpu(
     gil_enabled: bool | None = None,
 ) -> dict | None:
     """CPU cores used over time, stacked by process (by thread of the main process when the run
-    recorded its threads: thread-mode loaders), with the total on top."""
+    recorded its threads: thread-mode loaders), with the total on top.
+
+    Long because the chart is one plotly spec, its traces and axes read top to bottom."""
     mains = samples.loc[samples["role"] == MAIN, "pid"].unique() if not samples.empty else []
     by_thread = not threads.empty and len(mains) == 1
     counters = (thread_counters(threads, int(mains[0])) if by_thread else []) + process_counters(

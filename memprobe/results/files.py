@@ -265,3 +265,12 @@ def run_dirs(root: Path) -> list[Path]:
     dirs = [d for d in base.iterdir() if (d / "meta.json").exists()]
     index = {d: read_json(d / "meta.json", root).get("index", 0) for d in dirs}
     return sorted(dirs, key=lambda d: (index[d] if isinstance(index[d], int) else 0, d.name))
+
+
+def folder_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``: changes when the folder is deleted, moved or replaced."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

@@ -53,7 +53,7 @@ from memprobe.results.files import (
     write_json_exclusive,
     write_text_atomic,
 )
-from memprobe.results.gather import PARQUET_TABLES, consolidate, read_parquet, run_frame
+from memprobe.results.gather import PARQUET_TABLES, consolidate, run_frame
 from memprobe.results.schema import check_manifest, check_meta, check_table
 from memprobe.results.upgrade import PROCESSES_COMPLETE, complete_processes, upgraded
 
@@ -67,7 +67,7 @@ SCHEMA_VERSIONS = {
     1: "run milestones (warm, done, ...) under the key 'marks' of meta.json",
     2: "run milestones under 'milestones'; every manifest has kind, description, started, finished",
     3: "a recorded job's meta.json holds its own fields (start_method, max_workers, verdict, sampling, "
-    "command), not a scenario-like spec (upgraded on load: results.schema.upgrade_recorded)",
+    "command), not a scenario-like spec (upgraded on load: results.upgrade.upgrade_recorded)",
     4: "a recorded job's meta.json lists every process sampled with its kind, parent, rank, worker "
     "index and generation (older lists completed on load: results.upgrade.complete_processes)",
 }
@@ -438,15 +438,7 @@ class ResultSet:
         path = root / f"{table}.parquet"
         done: set[str] = set()
         if path.exists():  # a long run's series reduced to what the analysis needs (memprobe.results.reduce)
-            frames.append(
-                reduce.load_table(
-                    path,
-                    table,
-                    lambda p: read_parquet(p, root),
-                    moments or {},
-                    check=lambda df: check_table(path, df, table),
-                )
-            )
+            frames.append(reduce.load_table(path, table, root, moments or {}))
             if "run_id" in frames[0]:  # a table with no rows has no columns either
                 done = set(frames[0]["run_id"].unique())
         # Rows not yet consolidated (a crash, or a run still going) live in JSON lines; a run

@@ -6,34 +6,32 @@ When the runs end, every run's JSON-lines rows of a table go into one Parquet fi
 column tells the runs apart; ``runs.parquet`` holds one row per run record) and the JSON lines
 are removed (:func:`consolidate`). The lines are parsed :data:`GATHER_ROWS` at a time and written
 in row groups sized to the table (:func:`group_bytes`); chunks that type a column differently are
-joined under one widened schema. :func:`run_frame` reads the rows of a run still going; :func:`read_parquet`
-a gathered table whole (a long one is read reduced: :mod:`memprobe.results.reduce`).
+joined under one widened schema. :func:`run_frame` reads the rows of a run still going; a gathered table is read by
+:mod:`memprobe.results.parquet` (a long one reduced: :mod:`memprobe.results.reduce`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import pandas as pd
 
-from memprobe.core.errors import ResultsWriteError, UsageError
-from memprobe.core.safe_read import display_path
+from memprobe.core.errors import ResultsWriteError
 from memprobe.core.text import escape_surrogates
 from memprobe.results import reduce
 from memprobe.results.files import (
     iter_jsonl,
     new_file,
-    open_in_folder,
     read_json,
     read_jsonl,
     run_dirs,
     write_atomic,
 )
-from memprobe.results.schema import check_table
+from memprobe.results.parquet import parquet_groups
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -235,43 +233,6 @@ def _join_spools(spools: list[Path], schema: pa.Schema, out: BinaryIO, row_group
         group.write(writer)
 
 
-def parquet_groups(
-    path: Path,
-    columns: list[str] | None = None,
-    where: Callable[[pa.Table], pa.Array] | None = None,
-    by: tuple[str, ...] = ("run_id", "t"),
-) -> Iterator[pa.Table]:
-    """The row groups of a Parquet file memprobe wrote, one at a time (``columns`` only, those of
-    them it has), or a :class:`UsageError` naming a file that cannot be read.
-
-    With ``where`` (a group's ``by`` columns -> which of its rows to keep), only those rows, read
-    a column at a time: a long table's groups are large (:func:`group_bytes`), and only one
-    column of one is held whole, besides the rows kept."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        with open_in_folder(path.parent, path) as f:  # an open file: see _write_parquet_atomic
-            parquet = pq.ParquetFile(f)
-            names = parquet.schema_arrow.names
-            wanted = names if columns is None else [c for c in columns if c in names]
-            for i in range(parquet.num_row_groups):
-                if where is None or not all(c in names for c in by):
-                    yield parquet.read_row_group(i, columns=wanted)
-                    continue
-                mask = where(parquet.read_row_group(i, columns=list(by)))
-                yield pa.Table.from_arrays(
-                    [parquet.read_row_group(i, columns=[c]).column(0).filter(mask) for c in wanted],
-                    schema=pa.schema([parquet.schema_arrow.field(c) for c in wanted]),
-                )
-    except (OSError, pa.ArrowException) as exc:
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise UsageError(
-            f"{display_path(path)}: cannot be read (truncated or damaged: {escape_surrogates(reason)}); what is "
-            "in the other files is intact"
-        ) from None
-
-
 def _conform(chunk: pa.Table, schema: pa.Schema) -> pa.Table | None:
     """``chunk`` with ``schema``'s columns and types (a missing column as nulls, ints and nulls
     cast up), or None when it has a column ``schema`` lacks or a type it cannot take."""
@@ -324,24 +285,6 @@ def _unified(schemas: list[pa.Schema]) -> pa.Schema:
     return pa.schema(list(types.items()))
 
 
-def read_parquet(path: Path, root: Path) -> pd.DataFrame:
-    """A table memprobe consolidated, or a :class:`UsageError` naming it (truncated, damaged, or
-    not memprobe's: every table of a results folder has a run_id and a t column)."""
-    with open_in_folder(root, path) as f:  # an open file: see _write_parquet_atomic
-        try:
-            df = pd.read_parquet(f)
-        except Exception as exc:  # noqa: BLE001  (Arrow raises many types on a damaged file; all mean the same)
-            reason = escape_surrogates((str(exc).strip().splitlines() or [type(exc).__name__])[0])[:200]
-            raise UsageError(
-                f"{display_path(path)}: cannot be read (truncated or damaged: {reason}); what is in "
-                "the other files is intact"
-            ) from None
-    missing = [c for c in ("run_id", "t") if c not in df.columns] if len(df.columns) else []
-    if missing:
-        raise UsageError(f"{display_path(path)}: not a memprobe table (no {', '.join(missing)} column)")
-    return check_table(path, df, path.name.removesuffix(".parquet"))
-
-
 def unconsolidated(root: Path) -> bool:
     """Whether some run's rows are still only in JSON lines (gathering stopped: a full disk, a
     killed memprobe)."""
@@ -367,13 +310,7 @@ def run_frame(run_dir: Path, table: str, moments: list[float] | None = None) -> 
         with tempfile.TemporaryDirectory(prefix="memprobe-") as tmp:
             gathered = Path(tmp) / f"{table}.parquet"
             _write_chunks(_run_chunks(run_dir, table), gathered, group_bytes([path]))
-            return reduce.load_table(
-                gathered,
-                table,
-                lambda p: read_parquet(p, p.parent),
-                {run_dir.name: moments or []},
-                check=lambda df: check_table(path, df, table),
-            )
+            return reduce.load_table(gathered, table, Path(tmp), {run_dir.name: moments or []}, name_as=path)
     rows = read_jsonl(path, run_dir.parents[1])
     df = pd.DataFrame(rows)
     if not df.empty:

@@ -2,7 +2,7 @@
 machine each), and this puts them together as the nodes of one job, for ``memprobe report`` and
 for the library::
 
-    from memprobe.analysis import analyse_all
+    from memprobe.analysis.runs import analyse_all
     from memprobe.results.job import Job
 
     job = Job.load(["job/"], analyse=analyse_all)  # a job folder holding node folders, or several
@@ -39,7 +39,7 @@ from memprobe.core.errors import MemprobeError
 from memprobe.core.summary import RunSummary
 from memprobe.core.vocabulary import RANK
 from memprobe.results.folder import ResultSet, ResultsFolder, is_results_folder
-from memprobe.results.schema import RECORDED_KINDS, is_recorded
+from memprobe.results.upgrade import RECORDED_KINDS, is_recorded
 
 # The launcher's and the scheduler's variables a node's folder keeps, as they were set.
 NODE_VARIABLES = (
@@ -107,7 +107,7 @@ class JobNode:
     folder: Path
     identity: dict = field(default_factory=dict)
     results: ResultSet | None = None
-    analysed: list | None = None  # memprobe.analysis.Analysed per run, where the caller analysed
+    analysed: list | None = None  # memprobe.analysis.runs.Analysed per run, where the caller analysed
     problem: str | None = None  # why the node is not (fully) reported
     twin: bool = False  # another folder names the same node: its label names its folder too
     ranked: int | None = None  # its node rank told by its global ranks (the folder said none)
@@ -206,7 +206,7 @@ class Job:
         ended: Collection[Path] = (),
     ) -> Job:
         """The nodes in ``paths``: each a node's results folder, or a job folder holding one per
-        node (``job/node0``, ``job/node1``). ``analyse`` (e.g. ``memprobe.analysis.analyse_all``)
+        node (``job/node0``, ``job/node1``). ``analyse`` (e.g. ``memprobe.analysis.runs.analyse_all``)
         is run over each node read. ``ended``: folders whose memprobe was killed and that were
         left as they were (read-only, or the page written elsewhere), read as finishing would
         leave them (:meth:`memprobe.results.folder.ResultsFolder.load_as_ended`). A symbolic link

@@ -31,13 +31,16 @@ length (measured: 143,233 sample rows kept of 1,151,937 for 1 h of 64 processes;
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 import pandas as pd
+
+from memprobe.results.parquet import parquet_groups, read_parquet
+from memprobe.results.schema import check_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -121,17 +124,16 @@ class _Ticks:
 
 
 def load_table(
-    path: Path,
-    table: str,
-    read_whole: Callable[[Path], pd.DataFrame],
-    moments: dict[str, list[float]],
-    check: Callable[[pd.DataFrame], pd.DataFrame] = lambda df: df,
+    path: Path, table: str, root: Path, moments: dict[str, list[float]], *, name_as: Path | None = None
 ) -> pd.DataFrame:
-    """The table in ``path``: read whole with ``read_whole`` when no run has more than
-    :data:`REDUCE_ABOVE_ROWS` rows in it, else with each such run reduced (see the module) and
-    its values checked with ``check`` (what ``read_whole`` does for a whole table);
-    ``moments``: for each run, the times its record names (:func:`moments`)."""
-    from memprobe.results.gather import parquet_groups
+    """The table in ``path`` (a file of the folder ``root``): read whole
+    (:func:`~memprobe.results.parquet.read_parquet`) when no run has more than
+    :data:`REDUCE_ABOVE_ROWS` rows in it, else with each such run reduced (see the module), its
+    values checked as a whole table's are, a problem named as ``name_as``'s (by default
+    ``path``'s); ``moments``: for each run, the times its record names (:func:`moments`)."""
+
+    def read_whole(p: Path) -> pd.DataFrame:
+        return read_parquet(p, root)
 
     try:
         spans = _spans(path)
@@ -162,7 +164,7 @@ def load_table(
             (_choose_samples if table == "samples" else _choose_system)(ticks[str(run)], rows, values)
     keep = {run: t.times() for run, t in ticks.items()}
     parts = list(parquet_groups(path, where=lambda key: _kept(key, keep)))
-    return check(_to_pandas(parts))
+    return check_table(name_as or path, _to_pandas(parts), table)
 
 
 READ_ROWS = 65_536  # rows of a row group made pandas at once (a long table's groups are large)
@@ -182,8 +184,6 @@ def reduce_above(table: str) -> int:
 
 
 def _spans(path: Path) -> dict[str, _Span]:
-    from memprobe.results.gather import parquet_groups
-
     spans: dict[str, _Span] = {}
     for frame in _frames(parquet_groups(path, ["run_id", "t", "pid"])):
         if "t" not in frame.columns or "run_id" not in frame.columns or frame.empty:

@@ -5,11 +5,8 @@ Every value the analysis or the report reads is checked here for its type and ra
 that does not fit is refused with one line naming the file and the field (``meta.json:
 spec.workers: '2' is not a whole number; allowed: ...``), a :class:`UsageError` (exit 2). Keys
 memprobe does not read are left alone. Numbers must be finite and at most 10^15 in size (no
-measure of a run comes near; a larger one overflows the arithmetic or a 64-bit column).
-
-Over 500 lines because the rules of every file of a folder (manifest, each meta, each table) are
-one table of fields here, read top to bottom: split by file, the shared rules (numbers, names,
-text) would be imported into each part and the table read in pieces.
+measure of a run comes near; a larger one overflows the arithmetic or a 64-bit column). An older
+version's metas are checked in today's shape, upgraded first (:mod:`memprobe.results.upgrade`).
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ from memprobe.core.errors import UsageError
 from memprobe.core.safe_read import display_path
 from memprobe.core.text import has_control
 from memprobe.core.vocabulary import CGROUP_PARTS
+from memprobe.results.upgrade import is_recorded, upgrade_recorded
 
 MAX_NUMBER = 1e15
 
@@ -351,37 +349,6 @@ RECORDED = _object(
     },
     optional=False,
 )
-RECORDED_KINDS = ("record", "watch")
-
-
-def is_recorded(meta: dict) -> bool:
-    """A run of ``memprobe record`` or ``watch`` (older metas say so in the spec's workload)."""
-    spec = meta.get("spec")
-    workload = spec.get("workload") if isinstance(spec, dict) else None
-    return (meta.get("kind") or workload) in RECORDED_KINDS
-
-
-def upgrade_recorded(meta: dict) -> dict:
-    """A recorded job's run record in the current shape (others as they are). Earlier memprobes
-    wrote it as a scenario's spec so that the scenario analysis took it: ``spec.backend`` the
-    command's name (the run id), ``spec.mode`` the workers' most common start method (or the
-    kind when none appeared), ``spec.workers`` the most alive at once, ``spec.verdict``, and
-    ``spec.command``, ``spec.pid``, ``spec.ended``, ``spec.sampling``. Now each is a field of its
-    own: ``start_method`` (None without workers), ``max_workers``, ``verdict``, ``command``,
-    ``pid``, ``ended``, ``sampling``. Read this way, never rewritten."""
-    spec = meta.get("spec")
-    if not is_recorded(meta) or not isinstance(spec, dict) or "max_workers" in meta:
-        return meta
-    out = {k: v for k, v in meta.items() if k != "spec"}
-    out["kind"] = meta.get("kind") or spec.get("workload")
-    mode = spec.get("mode")
-    out["start_method"] = None if mode in RECORDED_KINDS else mode
-    out["max_workers"] = spec.get("workers")
-    out["verdict"] = spec.get("verdict")
-    for key in ("command", "pid", "ended", "sampling"):
-        if key in spec:
-            out[key] = spec[key]
-    return out
 
 
 def _workload_section(meta: dict, field: str) -> None:

@@ -2,14 +2,13 @@
 folder is loaded, never rewritten: the one place older metas are upgraded; the analysis reads
 every meta in today's shape and derives none of it. Each meta as read (:func:`upgraded`):
 version 1 named the run's milestones ``marks``; before version 3 a recorded job's meta was a
-scenario-like spec (:func:`memprobe.results.schema.upgrade_recorded`, which the schema check
-applies too). A recorded job's process list once its samples are loaded
+scenario-like spec (:func:`upgrade_recorded`, which the schema check applies too). A recorded job's process list once its samples are loaded
 (:func:`complete_processes`, called by :meth:`memprobe.results.folder.ResultSet.of`), below.
 
 From schema version 4 (:data:`PROCESSES_COMPLETE`) the tree sampler lists every process it
 sampled with its kind, parent, rank, worker index, generation and life
 (:meth:`memprobe.probe.tree_sampler.TreeSampler.process_list`), and the analysis takes the list
-as it is (:func:`memprobe.record.processes.processes`). An older meta lacks some of it:
+as it is (:func:`memprobe.analysis.processes.processes`). An older meta lacks some of it:
 
 * written before the tree was classified (version 1, until 6532fbd): no kind, parent or
   generation; a process's kind comes from its role (:func:`older_kind`), a worker's parent is
@@ -44,12 +43,44 @@ from memprobe.core.vocabulary import (
     RANK,
     WORKER_KINDS,
 )
-from memprobe.results.schema import is_recorded, upgrade_recorded
 
 # The first schema version whose recorded metas list every process with all of its facts.
 PROCESSES_COMPLETE = 4
 
 _RANK = re.compile(r"^rank \d+$")
+
+
+RECORDED_KINDS = ("record", "watch")
+
+
+def is_recorded(meta: dict) -> bool:
+    """A run of ``memprobe record`` or ``watch`` (older metas say so in the spec's workload)."""
+    spec = meta.get("spec")
+    workload = spec.get("workload") if isinstance(spec, dict) else None
+    return (meta.get("kind") or workload) in RECORDED_KINDS
+
+
+def upgrade_recorded(meta: dict) -> dict:
+    """A recorded job's run record in the current shape (others as they are). Earlier memprobes
+    wrote it as a scenario's spec so that the scenario analysis took it: ``spec.backend`` the
+    command's name (the run id), ``spec.mode`` the workers' most common start method (or the
+    kind when none appeared), ``spec.workers`` the most alive at once, ``spec.verdict``, and
+    ``spec.command``, ``spec.pid``, ``spec.ended``, ``spec.sampling``. Now each is a field of its
+    own: ``start_method`` (None without workers), ``max_workers``, ``verdict``, ``command``,
+    ``pid``, ``ended``, ``sampling``. Read this way, never rewritten."""
+    spec = meta.get("spec")
+    if not is_recorded(meta) or not isinstance(spec, dict) or "max_workers" in meta:
+        return meta
+    out = {k: v for k, v in meta.items() if k != "spec"}
+    out["kind"] = meta.get("kind") or spec.get("workload")
+    mode = spec.get("mode")
+    out["start_method"] = None if mode in RECORDED_KINDS else mode
+    out["max_workers"] = spec.get("workers")
+    out["verdict"] = spec.get("verdict")
+    for key in ("command", "pid", "ended", "sampling"):
+        if key in spec:
+            out[key] = spec[key]
+    return out
 
 
 def upgraded(meta: dict, version: int) -> dict:

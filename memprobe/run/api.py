@@ -21,24 +21,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memprobe.analysis.scenario import per_process_growth
 from memprobe.core import cures
 from memprobe.core.errors import FactoryError, UsageError
 from memprobe.core.summary import RunSummary, window_bounds
+from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import FORK, MAIN, MODES, SINGLE, is_thread_mode
 from memprobe.results.folder import ResultSet, ResultsFolder
-from memprobe.run.analysis import per_process_growth
 from memprobe.run.factory import parse_ref
 from memprobe.run.limits import MB_PER_WORKER, WORKERS_PER_CPU, Machine
-from memprobe.run.runner import environment, execute, writer_identity
+from memprobe.run.runner import execute
 from memprobe.run.scenario import (
     DatasetSpec,
     FactorySpec,
     LoaderSpec,
     RunSpec,
     SamplingSpec,
-    VerdictSpec,
 )
-from memprobe.run.session import finalize
+from memprobe.session.finish import finalize
+from memprobe.session.identity import environment, writer_identity
 
 # Without ``out``, results go to a new <temp>/memprobe/profile-<factory>-<UTC time>: a test that
 # profiles should not fill the working directory's reports/.

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from memprobe.core.errors import FactoryError, MemprobeError
 from memprobe.run import factory
 from memprobe.run.child import SUPERVISOR_ENV, Events, end_with_supervisor
-from memprobe.run.ending import OWN_PROCESS_GROUP, end_group, wait_exited
+from memprobe.session.group import OWN_PROCESS_GROUP, end_group, wait_exited
 
 EVENT_FD = "MEMPROBE_EVENT_FD"
 OUTPUT_TAIL = 4096  # bytes of the check's output kept (its last lines, for a process that ended silently)

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from memprobe.core.errors import UsageError
+from memprobe.probe.cgroup import memory_limit_mb
 from memprobe.run.scenario import Scenario
 
 # Workers per run: beyond 8 per CPU a worker only waits for a core (torch warns above 1 per
@@ -39,26 +40,6 @@ class Machine:
     @property
     def max_workers(self) -> int:
         return max(1, min(self.cpus * WORKERS_PER_CPU, self.memory_mb // MB_PER_WORKER))
-
-
-def mem_total_mb() -> int:
-    """The machine's memory (MemTotal in /proc/meminfo), in MB; 0 if unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            return next((int(line.split()[1]) // 1024 for line in f if line.startswith("MemTotal:")), 0)
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def memory_limit_mb() -> int:
-    """The machine's memory, or memprobe's memory cgroup's limit where that is lower (a
-    container; cgroup v1 or v2, :mod:`memprobe.probe.cgroup`)."""
-    from memprobe.probe import cgroup
-
-    mb = mem_total_mb()
-    where = cgroup.locate("self")
-    limit = cgroup.read(where).limit_bytes if where is not None else None
-    return min(mb or 2**62, limit // 2**20) if limit is not None else mb
 
 
 def check_limits(scenario: Scenario, machine: Machine | None = None, *, lifted: bool = False) -> None:

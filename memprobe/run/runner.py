@@ -6,34 +6,27 @@ and its workers, the resource tracker) can be found and ended together, whatever
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
-import platform
 import select
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
-import memprobe
-from memprobe.core.errors import FactoryError, MemprobeError, ResultsWriteError
-from memprobe.core.vocabulary import gil_enabled, is_thread_mode, signal_name
-from memprobe.probe import procfs
+from memprobe.core.errors import FactoryError, ResultsFolderGone, ResultsWriteError
+from memprobe.core.vocabulary import is_thread_mode
 from memprobe.probe.sampler import Sampler, SamplerSettings
-from memprobe.results.files import RunWriter
+from memprobe.results.files import RunWriter, folder_identity
 from memprobe.run import factory
 from memprobe.run.child import SUPERVISOR_ENV
-from memprobe.run.ending import OWN_PROCESS_GROUP, end_group, wait_exiting
-from memprobe.run.limits import mem_total_mb, memory_limit_mb
 from memprobe.run.scenario import RunSpec
+from memprobe.session.group import OWN_PROCESS_GROUP, end_group, wait_exiting
+from memprobe.session.signals import StopSignals
 
 ProgressCallback = Callable[["RunState"], None]
 FINAL_PSS_WAIT_S = 30.0
@@ -51,58 +44,6 @@ SYNC_EVENTS = ("warm", "done", "epoch_warm", "epoch_end")
 PAUSED_S = 5.0
 
 
-class StopSignals:
-    """SIGINT (Ctrl-C), SIGTERM and SIGHUP end a session gracefully, whenever they come.
-
-    The handlers only take note (and wake the supervisor through a pipe): the run in progress
-    is ended at the supervisor's next step, within a fraction of a second, and what follows -
-    ending its process group, saving the results, writing the report - is never cut short, not
-    even by a second Ctrl-C. Handlers can only be set in the main thread; elsewhere this notes
-    nothing and signals act as they would without it.
-    """
-
-    def __init__(
-        self, signums: Iterable[int] = (signal.SIGINT,), on_signal: Callable[[int, int], None] | None = None
-    ) -> None:
-        self.signums = tuple(signums)
-        self.on_signal = on_signal
-        self.received: list[int] = []
-        self._previous: dict[int, Any] = {}
-        self._pipe: tuple[int, int] | None = None
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            r, w = os.pipe()
-            os.set_blocking(w, False)
-            self._pipe = (r, w)
-            self._previous = {s: signal.signal(s, self._note) for s in self.signums}
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for s, handler in self._previous.items():
-            signal.signal(s, handler)
-        if self._pipe:
-            for fd in self._pipe:
-                os.close(fd)
-            self._pipe = None
-
-    def _note(self, signum: int, frame: object) -> None:
-        self.received.append(signum)
-        if self._pipe:
-            with contextlib.suppress(OSError):  # the pipe is full: the supervisor has been woken already
-                os.write(self._pipe[1], b"!")
-        if self.on_signal:
-            self.on_signal(signum, len(self.received))
-
-    def fileno(self) -> int | None:
-        """Readable once a signal came: for select() next to the run's event pipe."""
-        return self._pipe[0] if self._pipe else None
-
-    @property
-    def first(self) -> str | None:
-        return signal_name(self.received[0]) if self.received else None
-
-
 @dataclass
 class RunState:
     """What the supervisor knows about a run while it goes (and when it ended)."""
@@ -116,7 +57,7 @@ class RunState:
     batches: int = 0
     milestones: dict[str, float] = field(default_factory=dict)  # event -> t it first came (s since start)
     # Every later generation's warm (each epoch's workers have all delivered a batch), not only
-    # the first: each generation's growth window starts at its own (memprobe.run.analysis).
+    # the first: each generation's growth window starts at its own (memprobe.analysis.scenario).
     epoch_warms: list[float] = field(default_factory=list)
     started_wall: float = field(default_factory=time.time)
     elapsed_s: float = 0.0
@@ -144,16 +85,6 @@ class RunState:
             "dataset_info": self.info,
             "spec": self.spec.to_dict(),
         }
-
-
-class ResultsFolderGone(MemprobeError):
-    """The results folder was deleted or moved while a run was writing into it."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(
-            f"the results folder {path} was deleted or moved while memprobe was running; the "
-            "run in progress was ended (no process of it is left) and nothing more could be saved"
-        )
 
 
 class _Supervisor:
@@ -383,15 +314,6 @@ class _Supervisor:
         return {"type": "Timeout", "message": f"run did not finish within {limit}"}
 
 
-def folder_identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of ``path``: changes when the folder is deleted, moved or replaced."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def execute(
     spec: RunSpec,
     run_dir: Path,
@@ -410,45 +332,3 @@ def execute(
     """
     state = RunState(spec=spec, index=index, total=total)
     return _Supervisor(state, run_dir, on_progress, sample=sample, stop=stop).run()
-
-
-def environment() -> dict[str, Any]:
-    """The facts a reader needs to interpret the numbers."""
-    try:  # the installed version, without importing torch into the supervisor (seconds)
-        torch_version = version("torch")
-    except PackageNotFoundError:
-        torch_version = None
-
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in (procfs.read_text("/proc/cpuinfo") or "").splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    return {
-        "memprobe": memprobe.__version__,
-        "torch": torch_version,
-        "python": platform.python_version(),
-        "python_build": sys.version,
-        "gil_enabled": gil_enabled(),
-        "kernel": platform.release(),
-        "machine": platform.machine(),
-        "cpu_model": cpu,
-        "cpu_count": os.cpu_count(),
-        "mem_total_mb": mem_total_mb(),
-        # The memory the runs must fit in where below the machine's: memprobe's memory cgroup's
-        # limit (a container, a scheduler's job), None without one (the report draws either).
-        "cgroup_limit_mb": _below(memory_limit_mb(), mem_total_mb()),
-        "hostname": platform.node(),
-    }
-
-
-def _below(limit: int, total: int) -> int | None:
-    return limit if limit and (not total or limit < total) else None
-
-
-def writer_identity() -> dict:
-    """Who writes a results folder: this memprobe (:func:`memprobe.probe.procfs.process_identity`)."""
-    return procfs.process_identity(os.getpid())

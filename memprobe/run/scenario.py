@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.core.errors import UsageError
+from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import MODES, SINGLE
 from memprobe.run.scenario_file import load_yaml, read_scenario_text, shown
 
@@ -87,15 +88,6 @@ class SamplingSpec:
     interval_s: float = 0.1
     pss_cpu_budget: float = 0.012  # see probe.sampler.SamplerSettings
     pss_min_interval_s: float = 0.25
-
-
-@dataclass(frozen=True)
-class VerdictSpec:
-    # Worker USS growth above this (MB, mean per worker) reads as "growing". Chosen from
-    # measurement (docs/performance.md): a forked worker copies ~36 MB of the interpreter's own
-    # objects (torch imported) once, when the cyclic GC first walks them, whatever the dataset;
-    # numpy/arrow workers grow by that much and no more, list workers by a share of the data.
-    growth_threshold_mb: float = 50.0
 
 
 @dataclass(frozen=True)

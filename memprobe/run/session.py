@@ -1,47 +1,23 @@
-"""Run a whole scenario: every run in turn, results saved as they come, then summary and report.
-
-:func:`finalize` (summary.json and the report of a finished results folder) is shared with
-``record``/``watch`` and ``profile()``; the folder itself is :class:`memprobe.results.folder.ResultsFolder`'s."""
+"""Run a whole scenario: every run in turn, results saved as they come, then summary and report
+(:func:`memprobe.session.finish.finalize`, which ``record``/``watch`` and ``profile()`` share; the
+folder itself is :class:`memprobe.results.folder.ResultsFolder`'s)."""
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from memprobe.analysis import analyse_all
-from memprobe.core.summary import RunSummary
+from memprobe.core.errors import ResultsFolderGone
+from memprobe.core.vocabulary import signal_name
+from memprobe.results.files import folder_identity
 from memprobe.results.folder import ResultsFolder
-from memprobe.run.runner import (
-    ResultsFolderGone,
-    RunState,
-    StopSignals,
-    environment,
-    execute,
-    folder_identity,
-    signal_name,
-    writer_identity,
-)
+from memprobe.run.runner import RunState, execute
 from memprobe.run.scenario import RunSpec, Scenario
-
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
-
-
-@dataclass(frozen=True)
-class SessionResult:
-    root: Path
-    summaries: list[RunSummary]
-    interrupted: bool
-    report: Path | None
-    signals: tuple[int, ...] = ()  # every stop signal received, in order (SIGINT, SIGTERM, SIGHUP)
-
-    @property
-    def exit_code(self) -> int:
-        if self.interrupted:
-            return 128 + self.signals[0] if self.signals else EXIT_INTERRUPTED
-        return EXIT_FAILED if any(s.status != "ok" for s in self.summaries) else EXIT_OK
+from memprobe.session.finish import SessionResult, finalize
+from memprobe.session.identity import environment, writer_identity
+from memprobe.session.signals import StopSignals
 
 
 class Console:
@@ -117,23 +93,3 @@ def run_scenario(
             folder.manifest["signals"] = [signal_name(s) for s in stop.received]
             folder.save()
     return replace(result, signals=tuple(stop.received))
-
-
-def finalize(folder: ResultsFolder, status: str, *, render: bool, **fields: Any) -> SessionResult:
-    """End the session in ``folder`` with ``status`` (``complete`` or ``interrupted``; ``fields``
-    go into the manifest too), then write summary.json and the report; safe after Ctrl-C. For
-    ``run``, ``record``/``watch`` and ``profile()`` alike."""
-    folder.finish(status, **fields)
-    results = folder.load()
-    analysed = analyse_all(results)
-    summaries = [a.summary for a in analysed]
-    folder.write_summary(summaries)
-    report = None
-    if render:
-        # Imported here: jinja2 and the figures take ~0.5 s that profile() (no page) never needs.
-        from memprobe.report import write_report
-
-        report = write_report(folder.root, results, analysed)
-    else:  # a snapshot `memprobe report` took while the session ran no longer says what happened
-        (folder.root / "report.html").unlink(missing_ok=True)
-    return SessionResult(folder.root, summaries, status == "interrupted", report)

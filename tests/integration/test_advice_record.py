@@ -8,7 +8,7 @@ import io
 import sys
 from pathlib import Path
 
-from memprobe.cli.record import print_result
+from memprobe.cli.recording import print_result
 from memprobe.record.command import record
 
 KEEPS_BATCHES = """

@@ -155,7 +155,7 @@ def test_a_job_killed_by_its_cgroup_was_told_when_before_it_was(tmp_path: Path, 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from bench_forecast import cut
 
-    from memprobe.record.summary import analyse
+    from memprobe.analysis.recorded import analyse
     from memprobe.results.folder import ResultSet
 
     results = ResultSet.load(tmp_path / "rec")

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from memprobe.probe import procfs
-from memprobe.run import ending as runner
+from memprobe.session import group as runner
 
 # The leader exits at once; a member of its group ignores SIGTERM and lives on until SIGKILL
 # (before: for 1.5 s, which a loaded machine could spend before end_group signalled the group).

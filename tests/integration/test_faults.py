@@ -1059,7 +1059,7 @@ def test_watch_refuses_init_itself_and_a_zombie(tmp_path: Path) -> None:
 def test_stop_signals_are_noted_not_raised_and_wake_the_supervisor() -> None:
     import select
 
-    from memprobe.run.runner import StopSignals
+    from memprobe.session.signals import StopSignals
 
     seen = []
     with StopSignals((signal.SIGINT, signal.SIGTERM), on_signal=lambda s, n: seen.append((s, n))) as stop:

@@ -155,7 +155,7 @@ def test_one_page_for_the_job_names_both_nodes_every_rank_and_the_culprit(job: P
 
 
 def test_the_library_gives_each_node_s_results_and_summary(job: Path) -> None:
-    from memprobe.analysis import analyse_all
+    from memprobe.analysis.runs import analyse_all
     from memprobe.results.job import Job
 
     loaded = Job.load([job], analyse=analyse_all)

@@ -25,10 +25,9 @@ from typing import Any
 
 import pytest
 
-from memprobe.analysis import analyse_all
+from memprobe.analysis.runs import analyse_all
 from memprobe.core.series import total_of
-from memprobe.report import write_report
-from memprobe.report.compare import write_compare
+from memprobe.pages import folder_page, write_compare
 from memprobe.results.folder import ResultSet
 from memprobe.run.scenario import parse_scenario
 from memprobe.run.session import run_scenario
@@ -289,7 +288,7 @@ def external(urls: list[str]) -> list[str]:
 
 
 def test_report_draws_every_chart_without_console_errors(browser: Chromium, real_results: Path) -> None:
-    page = write_report(real_results)
+    page = folder_page(real_results)
     state = load(browser, page)
     shot = browser.screenshot(ARTIFACTS / "report.png", full_page=True)
     browser.screenshot(ARTIFACTS / "report-top.png", full_page=False)
@@ -331,7 +330,7 @@ def click_axis(browser: Chromium, axis: str) -> list[dict]:
 
 
 def test_report_axis_toggle_redraws_every_run_chart(browser: Chromium, real_results: Path) -> None:
-    state = load(browser, write_report(real_results))
+    state = load(browser, folder_page(real_results))
     before = browser.evaluate(AXIS_STATE)
     assert before and all(c["time"] and c["title"].startswith("seconds") for c in before)
     after = click_axis(browser, "items")
@@ -390,7 +389,7 @@ def decode_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_decode_report_draws_images_mb_per_s_and_cpu_charts(browser: Chromium, decode_results: Path) -> None:
-    state = load(browser, write_report(decode_results))
+    state = load(browser, folder_page(decode_results))
     browser.screenshot(ARTIFACTS / "report-decode.png", full_page=True)
     assert browser.problems == []
     assert state["plots"] == state["expected"] == state["drawn"] == state["withData"]
@@ -466,7 +465,7 @@ RECORD_STATE = """(() => ({
 
 
 def test_record_report_draws_its_own_page(browser: Chromium, record_results: Path) -> None:
-    state = load(browser, write_report(record_results))
+    state = load(browser, folder_page(record_results))
     browser.screenshot(ARTIFACTS / "report-record.png", full_page=True)
     assert browser.problems == []
     assert state["plots"] == state["expected"] == state["drawn"] == state["withData"]
@@ -531,7 +530,7 @@ def test_a_record_page_draws_each_generation_s_peak_and_says_the_time_to_the_lim
     chart of each generation's peak is drawn with the others (no console error), one point a
     generation, the trend through them, and the page says the forecast in words."""
     results = recorded(tmp_path_factory, "browser-epochs", EPOCHS_JOB)
-    state = load(browser, write_report(results))
+    state = load(browser, folder_page(results))
     browser.screenshot(ARTIFACTS / "report-record-epochs.png", full_page=True)
     assert browser.problems == []
     assert state["plots"] == state["expected"] == state["drawn"] == state["withData"]
@@ -579,7 +578,7 @@ LEGENDS = """Array.from(document.querySelectorAll('.chart[data-kind]')).map(p =>
 def test_a_record_page_of_65_processes_draws_groups_and_lists_every_process(
     browser: Chromium, wide_record_results: Path
 ) -> None:
-    state = load(browser, write_report(wide_record_results))
+    state = load(browser, folder_page(wide_record_results))
     browser.screenshot(ARTIFACTS / "report-record-wide.png", full_page=True)
     assert browser.problems == []
     assert state["plots"] == state["expected"] == state["drawn"] == state["withData"]
@@ -624,7 +623,7 @@ def section_shot(browser: Chromium, section: str, path: Path) -> Path:
 def test_the_record_page_says_what_to_do_about_copy_on_access(
     browser: Chromium, record_results: Path
 ) -> None:
-    state = load(browser, write_report(record_results))
+    state = load(browser, folder_page(record_results))
     section_shot(browser, "advice", ARTIFACTS / "advice-record.png")
     browser.screenshot(ARTIFACTS / "advice-record-top.png", full_page=False)
     assert browser.problems == []
@@ -651,7 +650,7 @@ def test_the_scenario_report_says_what_to_do_for_each_cause_and_its_runs(
         "list-fork-w2": "growing",
         "list-spawn-w2": "flat",
     }, verdicts
-    state = load(browser, write_report(out))
+    state = load(browser, folder_page(out))
     section_shot(browser, "advice", ARTIFACTS / "advice-scenario.png")
     assert browser.problems == []
     assert state["plots"] == state["expected"] == state["drawn"]

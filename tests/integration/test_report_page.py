@@ -18,8 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memprobe.report import render, write_report
-from memprobe.report.compare import write_compare
+from memprobe.analysis.runs import analyse_all
+from memprobe.pages import folder_page, write_compare
+from memprobe.report import render
 from memprobe.results.folder import ResultSet
 
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'
@@ -60,7 +61,7 @@ def results_dir(report_results: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def page(results_dir: Path) -> str:
-    return write_report(results_dir).read_text(encoding="utf-8")
+    return folder_page(results_dir).read_text(encoding="utf-8")
 
 
 def copy_of(src: Path, dst: Path) -> Path:
@@ -79,7 +80,8 @@ def test_write_report_writes_report_html_atomically(results_dir: Path, page: str
     path = results_dir / "report.html"
     assert path.exists() and path.read_text(encoding="utf-8") == page
     assert not list(results_dir.glob(".*.tmp"))
-    assert render(ResultSet.load(results_dir)) == page  # a pure function of the saved results
+    again = ResultSet.load(results_dir)
+    assert render(again, analyse_all(again)) == page  # a pure function of the saved results
 
 
 def test_page_is_self_contained_and_offline(page: str) -> None:
@@ -167,7 +169,7 @@ def test_complete_session_has_no_banner(page: str) -> None:
 def test_interrupted_session_shows_a_banner(results_dir: Path, tmp_path: Path) -> None:
     root = copy_of(results_dir, tmp_path / "interrupted")
     edit_json(root / "manifest.json", status="interrupted")
-    html = write_report(root).read_text(encoding="utf-8")
+    html = folder_page(root).read_text(encoding="utf-8")
     banner = html[html.index('id="banner"') :]
     assert "This session was interrupted" in banner[:400]
 
@@ -181,7 +183,7 @@ def test_text_from_results_is_escaped(results_dir: Path, tmp_path: Path) -> None
     meta["error"]["message"] = EVIL
     meta["spec"]["backend"] = "</script><b>"
     meta_path.write_text(json.dumps(meta))
-    html = write_report(root).read_text(encoding="utf-8")
+    html = folder_page(root).read_text(encoding="utf-8")
     assert "<img src=x onerror=alert(1)>" not in html and "<script>alert(" not in html
     assert "<b> × single" not in html
     assert html.count("<script") == 3  # plotly.js, the data, the page's script: nothing injected
@@ -194,7 +196,8 @@ def test_text_from_results_is_escaped(results_dir: Path, tmp_path: Path) -> None
 
 def test_downsampled_series_say_so(results_dir: Path) -> None:
     results = ResultSet.load(results_dir)
-    full, small = render(results), render(results, max_points=12)
+    analysed = analyse_all(results)
+    full, small = render(results, analysed), render(results, analysed, max_points=12)
     assert "nothing was downsampled" in full and "downsampled for this page" not in full
     assert "downsampled for this page" in small
     note = small[small.index('id="downsampling-note"') :]

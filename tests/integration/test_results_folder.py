@@ -41,7 +41,7 @@ SUMMARY_KEYS = (
 @pytest.mark.slow
 def test_load_a_folder_whose_runs_were_never_consolidated(tmp_path: Path) -> None:
     """What a crash of the supervising process leaves: meta.json and JSON lines, no Parquet."""
-    from memprobe.analysis import summarize_all
+    from memprobe.analysis.runs import summarize_all
     from memprobe.run.runner import execute
     from memprobe.run.scenario import parse_scenario
 

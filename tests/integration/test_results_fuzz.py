@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.analysis import summarize_all
+from memprobe.analysis.runs import analyse_all, summarize_all
 from memprobe.core.errors import UsageError
 from memprobe.report.render import render
 from memprobe.results.files import check_run_records
@@ -198,7 +198,7 @@ def test_damaged_values_are_refused_in_one_line_or_reported(tmp_path: Path) -> N
                 summaries = summarize_all(results)
                 outcomes["loaded"] += 1
                 if outcomes["loaded"] % RENDER_EVERY == 0:
-                    page = render(results)
+                    page = render(results, analyse_all(results))
                     page.encode("utf-8")  # no lone surrogate: the page can be written
                     outcomes["rendered"] += 1
                 assert len(summaries) == len(results.metas)

@@ -541,8 +541,8 @@ def test_each_generation_of_workers_is_measured_from_its_start_to_its_end(tmp_pa
         events.index("warm") < events.index("epoch_end") < events.index("epoch_warm") < events.index("done")
     )
 
+    from memprobe.analysis.scenario import per_process_growth
     from memprobe.core.summary import window_bounds
-    from memprobe.run.analysis import per_process_growth
 
     samples = rs.run_table("samples", summary.run_id)
     start, end = window_bounds(samples, rs.metas[0]["milestones"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memprobe.core.scaling import Point, Scaling
-from memprobe.report import write_report
+from memprobe.pages import folder_page
 from memprobe.run.scenario import parse_scenario
 from memprobe.run.session import run_scenario
 
@@ -55,7 +55,7 @@ def test_the_page_says_why_when_the_rule_fires(
 ) -> None:
     """The sentence from memprobe.core.scaling.contention_note, on the page under the chart."""
     root = Path(shutil.copytree(scaled, tmp_path / "copy"))
-    assert 'id="contention-note"' not in write_report(root).read_text(encoding="utf-8")  # GIL on: none
+    assert 'id="contention-note"' not in folder_page(root).read_text(encoding="utf-8")  # GIL on: none
 
     def made_up(summaries: list) -> list[Scaling]:
         def group(backend: str, e: float, cpu: float) -> Scaling:
@@ -70,7 +70,7 @@ def test_the_page_says_why_when_the_rule_fires(
         return [group("list", 0.55, 0.016), group("arrow", 0.9, 0.0105)]
 
     monkeypatch.setattr(RENDER, "scaling", made_up)
-    html = write_report(root).read_text(encoding="utf-8")
+    html = folder_page(root).read_text(encoding="utf-8")
     note = re.search(r'<p class="churn-note" id="contention-note">(.*?)</p>', html, re.S)
     assert note and "thread workers scale poorly on the list dataset" in note.group(1)
     assert "reference count" in note.group(1) and "memprobe.SharedList" in note.group(1)

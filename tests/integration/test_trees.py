@@ -466,9 +466,9 @@ def test_the_total_pss_of_a_wide_fork_tree_is_what_every_smaps_rollup_sums_to(
     ticks are at most 2 s apart) is within 10 % of that sum, at the default budget, where the
     children get no exact reading: taken at exact readings only, it had no value after their
     fork (issue 24: 1-4 MB where the sum was 200 MB)."""
+    from memprobe.analysis.process import as_analysed
+    from memprobe.analysis.processes import processes
     from memprobe.core import series
-    from memprobe.record.process import as_analysed
-    from memprobe.record.processes import processes
     from memprobe.results.folder import ResultSet
 
     hold_s, truth, out = 6.0, tmp_path / "truth.txt", tmp_path / "rec"

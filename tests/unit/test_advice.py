@@ -23,11 +23,11 @@ from treejobs import (
     write_results,
 )
 
-from memprobe.analysis import summarize
-from memprobe.cli.record import print_result
+from memprobe.analysis.runs import summarize
+from memprobe.cli.recording import print_result
 from memprobe.core import cures
+from memprobe.pages import folder_page
 from memprobe.record.recording import RecordResult
-from memprobe.report import write_report
 from memprobe.results.files import RunWriter, write_json_atomic
 from memprobe.results.folder import SCHEMA_VERSION
 from memprobe.results.gather import consolidate
@@ -222,7 +222,7 @@ def test_the_other_causes_name_where_to_look_and_what_to_change() -> None:
 def test_the_record_page_says_what_to_do_about_the_cause(tmp_path: Path, cause: str) -> None:
     meta, samples, *system = JOBS[cause][0]()
     root = write_results(tmp_path / cause, meta, samples, system=system[0] if system else None)
-    html = write_report(root).read_text(encoding="utf-8")
+    html = folder_page(root).read_text(encoding="utf-8")
     section = advice_section(html)
     assert re.findall(r'<div class="cure" data-cause="([^"]+)">', section) == [cause]
     assert '<a href="#advice">What to do</a>' in html
@@ -244,7 +244,7 @@ def test_a_flat_job_without_a_start_up_copy_has_nothing_to_do(tmp_path: Path) ->
     s = summarize(meta, samples, pd.DataFrame(), pd.DataFrame())
     assert s.verdict == "flat" and s.causes == []
     assert "what to do" not in terminal(s)
-    html = write_report(write_results(tmp_path / "flat", meta, samples)).read_text(encoding="utf-8")
+    html = folder_page(write_results(tmp_path / "flat", meta, samples)).read_text(encoding="utf-8")
     assert 'id="advice"' not in html and 'href="#advice"' not in html
 
 
@@ -312,7 +312,7 @@ FACTORY = {"name": "build", "factory": "mypkg.data:build", "kwargs": {"split": "
 
 
 def test_the_scenario_report_says_what_to_do_per_cause_for_the_runs_that_have_it(tmp_path: Path) -> None:
-    html = write_report(scenario_folder(tmp_path / "s", RUNS, FACTORY)).read_text(encoding="utf-8")
+    html = folder_page(scenario_folder(tmp_path / "s", RUNS, FACTORY)).read_text(encoding="utf-8")
     section = advice_section(html)
     groups = re.findall(r'<div class="cause-group">(.*?)(?=<div class="cause-group">|$)', section, re.S)
     assert len(groups) == 2
@@ -336,7 +336,7 @@ def test_the_scenario_report_says_what_to_do_per_cause_for_the_runs_that_have_it
 
 
 def test_memprobe_run_prints_what_to_do_once_per_cause_and_job(tmp_path: Path, capsys) -> None:
-    from memprobe.analysis import summarize_all
+    from memprobe.analysis.runs import summarize_all
     from memprobe.cli.run import print_advice
     from memprobe.results.folder import ResultSet
 
@@ -436,7 +436,7 @@ def test_every_figure_a_cost_cites_is_in_the_section_of_performance_md_it_names(
 
 
 def test_runs_sharing_their_causes_are_told_once_with_a_guard_per_mode(tmp_path: Path, capsys) -> None:
-    from memprobe.analysis import summarize_all
+    from memprobe.analysis.runs import summarize_all
     from memprobe.cli.run import print_advice
     from memprobe.results.folder import ResultSet
 

@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
+from memprobe.analysis.scenario import per_process_growth, summarize
 from memprobe.core.series import sum_rss
 from memprobe.core.summary import per_item_costs, pss_rounds
-from memprobe.run.analysis import per_process_growth, summarize
 
 MAIN, W0, W1, TRACKER = 100, 201, 202, 300
 

@@ -134,7 +134,7 @@ def test_the_charge_s_own_rate_is_taken_over_the_last_third_up_to_its_peak() -> 
     (test_forecast.py)."""
     import pandas as pd
 
-    from memprobe.record.limit import charge_rate
+    from memprobe.analysis.limit import charge_rate
 
     t = [float(x) for x in range(0, 61)]
     flat_then_rising = pd.Series([100.0 if x < 40 else 100.0 + (x - 40) * 2.0 for x in t], index=t)
@@ -149,7 +149,7 @@ def test_the_charge_s_own_rate_is_taken_over_the_last_third_up_to_its_peak() -> 
 def test_an_oom_kill_names_the_process_that_vanished_with_it_not_those_that_ended_later() -> None:
     import pandas as pd
 
-    from memprobe.record.limit import oom_kills
+    from memprobe.analysis.limit import oom_kills
 
     system = pd.DataFrame({"t": [0.0, 1.0, 2.0, 3.0], "cgroup_oom_kills": [0, 0, 1, 1]})
     samples = pd.DataFrame(
@@ -187,7 +187,7 @@ def test_a_machine_oom_kill_is_the_jobs_only_if_a_process_of_it_vanished_right_a
     cgroup's own counter saw too is the cgroup's kill, said once, as the cgroup's."""
     import pandas as pd
 
-    from memprobe.record.limit import against_limit, machine_oom_kills, oom_words
+    from memprobe.analysis.limit import against_limit, machine_oom_kills, oom_words
 
     t = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     system = pd.DataFrame({"t": t, "machine_oom_kills": [29, 29, 30, 30, 30, 31, 31, 31]})
@@ -217,7 +217,7 @@ def test_a_machine_oom_kill_is_the_jobs_only_if_a_process_of_it_vanished_right_a
     assert words is not None and "machine-wide" in words and "worker 0 (pid 11) at 2.2 s" in words
     assert words.startswith("The machine's OOM killer killed 1 process while the job ran")
     # The terminal's line and the record page's facts say it too, machine-wide.
-    from memprobe.cli.record import limit_line
+    from memprobe.cli.recording import limit_line
     from memprobe.report.record_tables import cgroup_facts
 
     assert "the machine's OOM killer (machine-wide) killed 1 right before the job lost worker 0 (pid 11)" in (
@@ -239,7 +239,7 @@ def test_a_kill_between_the_two_counters_reads_of_a_tick_is_the_cgroup_s_not_the
     risen a tick before the machine's."""
     import pandas as pd
 
-    from memprobe.record.limit import against_limit, machine_oom_kills, oom_kills
+    from memprobe.analysis.limit import against_limit, machine_oom_kills, oom_kills
 
     system = pd.DataFrame(
         {
@@ -377,7 +377,7 @@ def test_the_charge_and_kills_of_the_cgroup_the_job_left_are_not_its() -> None:
     that rose with it is the cgroup's (not said machine-wide)."""
     import pandas as pd
 
-    from memprobe.record.limit import against_limit
+    from memprobe.analysis.limit import against_limit
 
     t = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     system = pd.DataFrame(

@@ -15,7 +15,7 @@ import pytest
 from treejobs import fork_job, rank_job, write_results
 
 from memprobe.core.errors import UsageError
-from memprobe.report.compare import compare_folders, write_compare
+from memprobe.pages import compare_folders, write_compare
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,7 +77,7 @@ def test_two_recordings_are_compared_as_recordings_whatever_their_commands_are_n
 
 def test_the_figures_are_each_recording_s_own(before_after: tuple[Path, Path], tmp_path: Path) -> None:
     """The peak compared is the one each recording's summary.json and page state."""
-    from memprobe.analysis import summarize_all
+    from memprobe.analysis.runs import summarize_all
     from memprobe.results.folder import ResultSet
 
     peaks = [summarize_all(ResultSet.load(r))[0].total_pss_peak_mb for r in before_after]
@@ -150,7 +150,7 @@ def test_a_parent_s_growth_in_a_job_of_ranks_is_named_as_the_most_a_parent_grew(
     """The summary's main_uss_growth_mb is the largest parent's: in a job of ranks, no "main process"."""
     from dataclasses import replace
 
-    from memprobe.analysis import summarize
+    from memprobe.analysis.runs import summarize
     from memprobe.report.compare_recorded import what_changed
 
     meta, samples = rank_job()

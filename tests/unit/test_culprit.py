@@ -1,4 +1,4 @@
-"""The verdict in words on a short trial (memprobe.record.culprit): copy-on-access and a loop's
+"""The verdict in words on a short trial (memprobe.analysis.culprit): copy-on-access and a loop's
 steady growth named below the growth threshold, with what they would cost at a larger size, and
 the main process's cause chosen by the shape of its growth. Hand-made recorded jobs
 (tests/unit/treejobs.py)."""
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from treejobs import HALF_AND_HALF, MB_PER_FAULT, STEP_AT_START, fork_job, main_job
 
-from memprobe.analysis import summarize
+from memprobe.analysis.runs import summarize
 
 # Items the job counted (memprobe.mark): 30,000 from the workers' start (5 s) to 20 s.
 PROGRESS = pd.DataFrame({"t": [5.0, 10.0, 20.0], "items": [0, 10_000, 30_000]})

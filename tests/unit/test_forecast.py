@@ -2,7 +2,7 @@
 of the job's own memory, from the trend that persists (the peaks of worker generations, the main
 process's own rise), with its spread, and none where nothing persists; the cgroup's other
 processes and whether the job was alone (their reading: tests/unit/test_cgroup.py); and the same rule in
-the live view (memprobe/record/live.py)."""
+the live view (memprobe/live/model.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 from treejobs import cgroup_meta
 
+from memprobe.analysis import forecast
+from memprobe.analysis.limit import against_limit, charge_rate
+from memprobe.core import forecast_words
 from memprobe.core.units import mb
-from memprobe.record import forecast, forecast_words
-from memprobe.record.limit import against_limit, charge_rate
 from memprobe.report.record_tables import cgroup_facts
 
 EPOCH_S = 30.0

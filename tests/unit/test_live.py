@@ -1,4 +1,4 @@
-"""The live view's model (memprobe/record/live.py) from synthetic sampler rows, and what
+"""The live view's model (memprobe/live/model.py) from synthetic sampler rows, and what
 `memprobe top` shows of it (memprobe/cli/top.py): the screen's lines, NO_COLOR, foreign strings
 escaped, and the one line every few seconds where stdout is not a terminal."""
 
@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from memprobe.cli.outlet import Outlet
-from memprobe.cli.top import Lines, Live, line, render
-from memprobe.probe.tree_sampler import ProcessInfo
-from memprobe.record.live import LiveModel, rate
+from memprobe.live.model import LiveModel, rate
+from memprobe.live.outlet import Outlet
+from memprobe.live.view import Lines, Live, line, render
+from memprobe.probe.ledger import ProcessInfo
 
 
 def info(pid: int, role: str, kind: str, worker: int = -1, forked: bool = False) -> ProcessInfo:
@@ -295,8 +295,8 @@ def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_b
     import struct
     import termios
 
-    from memprobe.cli import outlet as outlet_module
-    from memprobe.cli.panel import Panel
+    from memprobe.live import outlet as outlet_module
+    from memprobe.live.panel import Panel
 
     main, sub = os.openpty()
     fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))  # 30 lines, 100 columns
@@ -334,8 +334,8 @@ def test_the_panel_comes_back_when_a_terminal_too_short_for_it_grows_again(monke
     import struct
     import termios
 
-    from memprobe.cli import outlet as outlet_module
-    from memprobe.cli.panel import Panel
+    from memprobe.live import outlet as outlet_module
+    from memprobe.live.panel import Panel
 
     main, sub = os.openpty()
     writes: list[bytes] = []
@@ -377,8 +377,8 @@ def test_a_resize_undone_between_two_repaints_sets_the_view_up_again(monkeypatch
     import struct
     import termios
 
-    from memprobe.cli import outlet as outlet_module
-    from memprobe.cli.panel import Panel
+    from memprobe.live import outlet as outlet_module
+    from memprobe.live.panel import Panel
 
     main, sub = os.openpty()
     writes: list[bytes] = []

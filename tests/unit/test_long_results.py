@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memprobe.probe.procfs import process_identity
-from memprobe.results import files, gather, reduce
+from memprobe.results import files, gather, parquet, reduce
 from memprobe.results import folder as results
 from memprobe.results.files import RunWriter, read_jsonl, write_json_atomic
 from memprobe.results.folder import SCHEMA_VERSION, ResultSet
@@ -106,7 +106,7 @@ def test_a_long_table_is_gathered_in_fewer_row_groups_than_chunks(tmp_path: Path
     gather.consolidate(long)
     sizes = _row_groups(long / "samples.parquet")
     assert 2 <= len(sizes) <= 4 and sum(sizes) == 2 * 200 * 3
-    parts = list(gather.parquet_groups(long / "samples.parquet"))
+    parts = list(parquet.parquet_groups(long / "samples.parquet"))
     loaded = pd.concat([p.to_pandas() for p in parts], ignore_index=True)
     pd.testing.assert_frame_equal(loaded, pd.read_parquet(short / "samples.parquet"))
 
@@ -316,7 +316,7 @@ def test_a_process_s_life_reads_in_the_unit_that_fits_its_end(start: float, end:
 
 
 def test_the_terminal_and_the_page_say_a_long_process_s_life_in_hours() -> None:
-    from memprobe.cli.record import process_rows
+    from memprobe.cli.recording import process_rows
     from memprobe.report import record_tables
 
     row = {

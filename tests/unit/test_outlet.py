@@ -1,4 +1,4 @@
-"""What memprobe writes while it samples, against an output that takes none (memprobe/cli/outlet.py):
+"""What memprobe writes while it samples, against an output that takes none (memprobe/live/outlet.py):
 a pipe filled to the brim stands for a terminal paused with Ctrl-S or a reader that stalled (a
 write to either waits until it takes the bytes). The views and the log go on at once; what
 waited is written in order once it reads again, the repaints it missed replaced by the latest."""
@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from memprobe.cli import outlet as outlet_module
-from memprobe.cli.outlet import Outlet
-from memprobe.cli.top import Lines, Live, Screen
+from memprobe.live import outlet as outlet_module
+from memprobe.live.outlet import Outlet
+from memprobe.live.view import Lines, Live, Screen
 
 BOUND_S = 60.0  # a bound for a loaded machine: what must not wait at all returns long before
 

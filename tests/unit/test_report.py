@@ -15,9 +15,11 @@ import pytest
 
 from memprobe.core import series
 from memprobe.core.summary import RunSummary
-from memprobe.report import advice, content, figures, lifelines, usage, write_report
+from memprobe.pages import folder_page
+from memprobe.report import advice, content, figures, lifelines, usage
 from memprobe.report.chart import keep_indices
-from memprobe.report.compare import METRICS, Delta, delta, match
+from memprobe.report.compare import METRICS, match
+from memprobe.report.deltas import Delta, delta
 from memprobe.results.folder import SCHEMA_VERSION
 
 
@@ -79,7 +81,7 @@ def test_session_interrupted_before_any_run(tmp_path: Path) -> None:
             }
         )
     )
-    html = write_report(root).read_text(encoding="utf-8")
+    html = folder_page(root).read_text(encoding="utf-8")
     assert "This session was interrupted: 0 of 1 runs have results" in html
     assert "No runs in this results folder." in html and chart_data(html) == {"charts": []}
 

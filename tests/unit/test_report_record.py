@@ -15,10 +15,10 @@ import pytest
 import treejobs
 from treejobs import fork_job, generations_job, job_meta, proc_info, proc_rows, rank_job, write_results
 
-from memprobe.analysis import summarize, summarize_all
+from memprobe.analysis.runs import summarize, summarize_all
 from memprobe.core.series import Clock, pss_by_role
-from memprobe.report import figures, lifelines, record_tables, recorded, write_report
-from memprobe.report.compare import write_compare
+from memprobe.pages import folder_page, write_compare
+from memprobe.report import figures, lifelines, record_tables, recorded
 from memprobe.results.folder import ResultSet, ResultsFolder
 
 
@@ -29,7 +29,7 @@ def chart_data(html: str) -> dict:
 
 
 def page_of(root: Path) -> str:
-    return write_report(root).read_text(encoding="utf-8")
+    return folder_page(root).read_text(encoding="utf-8")
 
 
 @pytest.fixture
@@ -184,8 +184,8 @@ def test_memprobe_report_analyses_a_recorded_job_once_for_its_summary_and_its_pa
     """`memprobe report` on a record folder: summary.json, the terminal and the page come from one
     analysis of the job (it ran twice, summary then page: a 64-process, 2-hour folder took 12.5 s
     to report), and the page says what summary.json says."""
+    from memprobe.analysis import recorded as record_summary
     from memprobe.cli import main
-    from memprobe.record import summary as record_summary
 
     meta, samples = fork_job()
     root = write_results(tmp_path / "fork", meta, samples)
@@ -473,7 +473,7 @@ V1_RECORD = Path(__file__).parents[1] / "data" / "results-v1" / "record"
 def test_an_older_recorded_meta_written_as_a_scenario_spec_loads_in_today_s_shape() -> None:
     """Earlier memprobes wrote a recorded job's meta as a scenario spec (backend = the command's
     name, mode = the workers' start method) so that the scenario analysis took it: loading
-    upgrades it once (results.schema.upgrade_recorded) to the fields the recorded analysis
+    upgrades it once (results.upgrade.upgrade_recorded) to the fields the recorded analysis
     reads, and its summary says what it said."""
     results = ResultSet.load(V1_RECORD)
     (meta,) = results.metas
@@ -536,7 +536,7 @@ def test_many_generations_fold_into_one_row_a_chart_of_each_generation_s_peak_an
         "the first, +130 MB in the last that ended; the job's total PSS peaked at 515 MB in the first and 625 MB "
         "in the last that ended." in section
     )
-    from memprobe.cli.record import limit_line
+    from memprobe.cli.recording import limit_line
 
     (s,) = summarize_all(ResultSet.load(tmp_path / "epochs"))
     assert "; time to it: each epoch's workers grow +3.0 MB more; " in limit_line(s.memory_limit)

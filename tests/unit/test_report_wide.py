@@ -23,7 +23,8 @@ from treejobs import (
     write_results,
 )
 
-from memprobe.report import figures, write_report
+from memprobe.pages import folder_page
+from memprobe.report import figures
 from memprobe.report.render import all_runs_chart, bar_charts
 
 GROWERS = {17: 30.0, 42: 27.0, 5: 19.0}  # the children that grew most, beyond their siblings' +14 MB
@@ -108,7 +109,7 @@ def wide_rank_job(ranks: int = 8, workers: int = 7) -> tuple[dict, pd.DataFrame]
 
 
 def page_of(root: Path) -> str:
-    return write_report(root).read_text(encoding="utf-8")
+    return folder_page(root).read_text(encoding="utf-8")
 
 
 def trace_color(trace: dict) -> str | None:

@@ -463,7 +463,7 @@ def _copy_v1(kind: str, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("kind", ["scenario", "record"])
 def test_a_folder_written_by_schema_version_1_loads_with_its_milestones(tmp_path: Path, kind: str) -> None:
-    from memprobe.analysis import summarize_all
+    from memprobe.analysis.runs import summarize_all
 
     loaded = ResultSet.load(_copy_v1(kind, tmp_path))
     assert loaded.manifest["schema_version"] == 1

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from treejobs import proc_rows
 
+from memprobe.analysis.scenario import summarize
 from memprobe.core import series
 from memprobe.core.summary import window_bounds
 from memprobe.report import figures
-from memprobe.run.analysis import summarize
 
 MAIN, W0 = 1, 2
 UNREADABLE = "smaps_rollup unreadable (process exiting?)"

@@ -1,4 +1,4 @@
-"""The shape of a parent's own growth (memprobe.record.shape): a steady rise while its loop runs
+"""The shape of a parent's own growth (memprobe.analysis.shape): a steady rise while its loop runs
 against steps as its worker generations begin, from its anonymous RSS at every tick; on
 hand-made ticks whose answer is known by construction."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from memprobe.record.process import Proc
-from memprobe.record.shape import EPOCH_STEPS, STEADY, growth_shape
+from memprobe.analysis.process import Proc
+from memprobe.analysis.shape import EPOCH_STEPS, STEADY, growth_shape
 
 
 def _proc(

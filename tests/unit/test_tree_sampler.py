@@ -146,17 +146,17 @@ def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_i
     generation (the analysis numbered them by their lives), and DataLoader workers of two epochs
     numbered as one generation stayed so (the analysis split them); a process classified after its
     first row had no parent (the analysis made its rank's process or the root its parent)."""
+    from memprobe.probe.ledger import ProcessInfo
     from memprobe.probe.tree import Node
-    from memprobe.probe.tree_sampler import ProcessInfo
 
     sampler = TreeSampler(4242, lambda table, rows: None, SamplerSettings(), t0=time.monotonic())
     gone = 2**22 + 1  # above any pid_max: never a process, so never classified
-    sampler._info(gone, 0.5, {"role": "other", "missing": False})
+    sampler.ledger.note(gone, 0.5, {"role": "other", "missing": False}, sampler.roles, sampler._boot_at_t0)
     # Classified only after its first row: its parent as the tree knows it, not none.
     late = gone + 1
-    sampler._info(late, 0.5, {"role": "other", "missing": False})
+    sampler.ledger.note(late, 0.5, {"role": "other", "missing": False}, sampler.roles, sampler._boot_at_t0)
     sampler.roles.nodes[late] = Node(late, 4242, "fork", "worker 0", worker=0, generation=0, owner=4242)
-    sampler._info(late, 0.7, {"role": "worker 0", "missing": False})
+    sampler.ledger.note(late, 0.7, {"role": "worker 0", "missing": False}, sampler.roles, sampler._boot_at_t0)
 
     def worker(pid: int, first_t: float, end_t: float | None) -> ProcessInfo:
         return ProcessInfo(
@@ -166,7 +166,7 @@ def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_i
         )  # fmt: skip
 
     # Its parent (77) outside the tree; the third started after the first two ended.
-    sampler.processes |= {
+    sampler.ledger.processes |= {
         6000: worker(6000, 1.0, 3.0),
         6001: worker(6001, 1.2, 3.0),
         6002: worker(6002, 4.0, None),
@@ -175,7 +175,7 @@ def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_i
     # epoch's lived, numbered workers 2 and 3 of one generation; they end apart, in two pairs.
     parent = worker(7000, 0.0, None)
     parent.kind, parent.ppid = "main", 1
-    sampler.processes[7000] = parent
+    sampler.ledger.processes[7000] = parent
     for k, (start, last) in enumerate(((20.0, 40.0), (31.0, 40.4), (35.0, 60.0), (45.0, 60.2))):
         loader = worker(7001 + k, start, None)
         loader.kind, loader.ppid, loader.role, loader.worker, loader.generation = (
@@ -186,7 +186,7 @@ def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_i
             0,
         )
         loader.last_t = last
-        sampler.processes[7001 + k] = loader
+        sampler.ledger.processes[7001 + k] = loader
     listed = {p["pid"]: p for p in sampler.process_list()}
     assert (listed[gone]["kind"], listed[gone]["start_t"], listed[gone]["generation"]) == ("other", 0.5, None)
     assert [listed[p]["generation"] for p in (6000, 6001, 6002)] == [0, 0, 1]

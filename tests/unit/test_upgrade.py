@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from treejobs import generations_job, lightning_job, write_results
 
-from memprobe.analysis import summarize_all
+from memprobe.analysis.runs import summarize_all
 from memprobe.results.folder import ResultSet
 
 DATA = Path(__file__).resolve().parents[1] / "data"

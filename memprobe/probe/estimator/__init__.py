@@ -53,7 +53,7 @@ numbers, so it is tested alone (tests/unit/test_estimator*.py). Its modules:
 The census's reading of /proc/PID/pagemap (:mod:`memprobe.probe.census`) stays with the other
 readers of /proc in :mod:`memprobe.probe`: here only its counts arrive, as numbers. The sampler
 that feeds the planner is :mod:`memprobe.probe.tree_sampler`; the analysis of a recorded tree
-(:mod:`memprobe.record.tree_analysis`) reads the estimates it wrote (``uss_est_mb``).
+(:mod:`memprobe.analysis.growth`) reads the estimates it wrote (``uss_est_mb``).
 """
 
 from __future__ import annotations

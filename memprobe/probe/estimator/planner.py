@@ -76,12 +76,16 @@ class ExactPlanner(CensusKeeping):
         files: dict[int, float] | None = None,
     ) -> None:
         """This tick's ``pid -> (minflt, rss bytes)`` of every live process (a tracked process
-        missing from it is gone); ``groups`` maps a pid to its fork-connected family (processes
-        that share pages); ``forked_from`` maps every forked (not exec'd) process to its parent
-        (``None``: not known this tick);
-        ``born``: a forked process's start, on ``t``'s clock, where known; ``dealt``: the
-        forked children that deal out distinct items (DataLoader workers); ``files``: each
-        process's file-backed RSS (bytes), where known."""
+            missing from it is gone); ``groups`` maps a pid to its fork-connected family (processes
+            that share pages); ``forked_from`` maps every forked (not exec'd) process to its parent
+            (``None``: not known this tick);
+            ``born``: a forked process's start, on ``t``'s clock, where known; ``dealt``: the
+            forked children that deal out distinct items (DataLoader workers); ``files``: each
+            process's file-backed RSS (bytes), where known.
+
+        Long because it is one tick's update of every track, in the order the estimate needs it
+        (the gone, the new, the forked, the families, the counters): split, each part would take
+        the tick's maps again."""
         if dealt is not None:
             self.dealt = set(dealt)
         for pid in [p for p in self.tracks if p not in counters]:

@@ -2,11 +2,11 @@
 **steady** rise while its loop runs (a training loop keeping something each step: losses with
 their graph, outputs, batches), or **steps as its worker generations begin** (a sampler's list of
 the epoch's indices, built as each epoch's iterator starts: torch's RandomSampler and
-DistributedSampler make one Python int per record). :mod:`memprobe.record.culprit` names the
+DistributedSampler make one Python int per record). :mod:`memprobe.analysis.culprit` names the
 cause the timeline matches, and a steady rise below the growth threshold too: it grows with the
 job's steps, however short the trial that showed it.
 
-A parent's own growth is the rise of its anonymous RSS (:mod:`memprobe.record.tree_analysis`);
+A parent's own growth is the rise of its anonymous RSS (:mod:`memprobe.analysis.growth`);
 its shape is read from the same series, read every tick, over the window's intervals while one of
 its workers lived (what it built between generations is not growth, nor part of its shape).
 """
@@ -18,8 +18,8 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from memprobe.record.process import Proc, own_workers
-from memprobe.record.windows import worker_gaps
+from memprobe.analysis.process import Proc, own_workers
+from memprobe.analysis.windows import worker_gaps
 
 STEADY, EPOCH_STEPS = "steady", "epoch steps"  # Growth.shape; None: neither, or too small to say
 SHAPE_MIN_MB = 2.0  # a rise smaller than this has no shape worth a word

@@ -1,6 +1,6 @@
 """The summary of a recorded job (``memprobe record`` / ``watch``): each process's own growth
-over the window of its kind (:mod:`memprobe.record.tree_analysis`), the verdict on it, the
-culprit in words and the projection (:mod:`memprobe.record.culprit`, :mod:`memprobe.record.projection`), with the job-wide
+over the window of its kind (:mod:`memprobe.analysis.growth`), the verdict on it, the
+culprit in words and the projection (:mod:`memprobe.analysis.culprit`, :mod:`memprobe.analysis.projection`), with the job-wide
 figures every run has (:func:`memprobe.core.summary.job_figures`). Nothing of a scenario's
 analysis is computed for it: :mod:`memprobe.analysis` chooses this one by the run's kind.
 """
@@ -12,32 +12,48 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from memprobe.analysis import forecast
+from memprobe.analysis.culprit import judge
+from memprobe.analysis.growth import Growth, grown, judged_parents, judged_workers
+from memprobe.analysis.limit import against_limit, cgroup_charge, entered_at, memory_limit, oom_words
+from memprobe.analysis.process import Proc, as_analysed, own_workers
+from memprobe.analysis.processes import processes
+from memprobe.analysis.projection import Basis, projection, projection_basis, projection_rounds
+from memprobe.analysis.table import estimate_error, table
 from memprobe.core import series
-from memprobe.core.summary import RunSummary, first, job_figures, last, per_1k_items_per_worker
+from memprobe.core.summary import (
+    RunSummary,
+    denied,
+    first,
+    job_figures,
+    last,
+    never_read,
+    per_1k_items_per_worker,
+)
 from memprobe.core.vocabulary import DATALOADER
-from memprobe.record import forecast
-from memprobe.record.culprit import judge
-from memprobe.record.limit import against_limit, oom_words
-from memprobe.record.process import Proc, as_analysed, own_workers
-from memprobe.record.processes import processes
-from memprobe.record.projection import projection, projection_basis, projection_rounds
-from memprobe.record.table import estimate_error, table
-from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
 
 
 @dataclass(frozen=True)
 class RecordedAnalysis:
     """A recorded job analysed once: its processes (:class:`Proc`), their growth rows
     (:class:`Growth`, the per-process table), its samples with each process's final role and
-    lineage (:func:`~memprobe.record.process.as_analysed`), their PSS summed per role at each
-    round (:func:`~memprobe.core.series.pss_by_role`: most of an analysis's time) and the
-    summary. The record page draws from it without deriving any of it again."""
+    lineage (:func:`~memprobe.analysis.process.as_analysed`), their PSS summed per role at each
+    round (:func:`~memprobe.core.series.pss_by_role`: most of an analysis's time), the summary,
+    and what the page states besides it: the projection's basis, the cgroup's charge over the
+    job, the memory it must fit in (``limit_mb``, ``limit_of``: the machine's memory for a folder
+    without a cgroup reading) and the most the processes memprobe may not read held at once
+    (``denied_mb``). The record page draws from it without deriving any of it again."""
 
     procs: list[Proc]
     rows: list[Growth]
     samples: pd.DataFrame
     pss_by_role: pd.DataFrame
     summary: RunSummary
+    basis: Basis | None = None
+    charge: pd.Series | None = None
+    limit_mb: float | None = None
+    limit_of: str = "this machine's memory"
+    denied_mb: float = 0.0
 
 
 def analyse(
@@ -52,8 +68,11 @@ def analyse(
     """Every process of the job over the window that fits what it is, and the job's summary
     (with the job against its memory limit: ``system``, the machine's ``mem_total_mb``).
     ``meta`` in the current shape, as a loaded folder gives it (an older version's upgraded:
-    :func:`memprobe.results.schema.upgrade_recorded`, its process list completed:
-    :func:`memprobe.results.upgrade.complete_processes`)."""
+    :func:`memprobe.results.upgrade.upgrade_recorded`, its process list completed:
+    :func:`memprobe.results.upgrade.complete_processes`).
+
+    Long because it is the one place a recorded job's summary is put together, field by field
+    in summary.json's order: split, each part would take the same dozen figures again."""
     procs = processes(meta)
     rows = table(meta, samples, progress, procs)
     analysed = as_analysed(samples, procs)
@@ -64,30 +83,19 @@ def analyse(
     job = job_figures(meta, samples, progress, gil_enabled, all_totals)
     threshold = float(meta["verdict"]["growth_threshold_mb"])
     workers, parents = judged_workers(rows), judged_parents(rows)
-    judged = workers + parents
     shm = shm_growth(system, samples, procs)
-    verdict = None if not judged else ("growing" if max(map(grown, judged)) > threshold else "flat")
-    if verdict == "flat" and shm is not None and shm > threshold:
-        verdict = "growing"  # held in shared memory: in no process's own growth (shm_growth)
+    verdict = _verdict(workers + parents, shm, threshold)
     main = max(parents, key=grown) if parents else None
     w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
     items = job.fields["items"]
     # The same totals as the scenario summary and the record page's chart: a round with a process
     # that could not be read is a gap (left out here), never a smaller sum.
     totals = all_totals.dropna()
-    fields = job.fields
-    if len(totals):
-        fields = fields | {
-            "total_pss_start_mb": first(totals),
-            "total_pss_peak_mb": float(totals.max()),
-            "total_pss_end_mb": last(totals),
-        }
+    fields = _with_totals(job.fields, totals)
     # The projection scales these rounds: the configuration that ran is the peak total PSS.
     rounds = projection_rounds(
         rows, totals, series.by_pid(held, "pss_mb", totals.index), series.by_pid(held, "uss_mb", totals.index)
     )
-    if fields["sum_rss_peak_mb"] is not None and fields["total_pss_peak_mb"] is not None:
-        fields = fields | {"rss_overcount_mb": fields["sum_rss_peak_mb"] - fields["total_pss_peak_mb"]}
     summary = RunSummary(
         **fields,
         # The command's name (the run's id), the workers' start method (else the run's kind).
@@ -123,13 +131,44 @@ def analyse(
     words, causes = judge(rows, procs, verdict, threshold, shm)
     if killed := oom_words(summary.memory_limit):
         words = f"{words} {killed}" if words else killed
+    limit_mb, limit_of = memory_limit(meta, mem_total_mb)
     return RecordedAnalysis(
         procs,
         rows,
         analysed,
         by_role,
         replace(summary, culprit=words, causes=causes, explanation=explanation(summary, words)),
+        basis=basis,
+        charge=cgroup_charge(system if system is not None else pd.DataFrame(), samples, entered_at(meta)),
+        limit_mb=limit_mb,
+        limit_of=limit_of,
+        denied_mb=denied_rss_mb(summary.processes or [], samples),
     )
+
+
+def _verdict(judged: list[Growth], shm: float | None, threshold: float) -> str | None:
+    """growing where a judged process grew past ``threshold`` of its own, or /dev/shm rose by
+    more (held in shared memory: in no process's own growth, :func:`shm_growth`); None with no
+    process judged."""
+    if not judged:
+        return None
+    if max(map(grown, judged)) > threshold or (shm is not None and shm > threshold):
+        return "growing"
+    return "flat"
+
+
+def _with_totals(fields: dict, totals: pd.Series) -> dict:
+    """The job-wide fields with total PSS at its start, peak and end (the rounds' totals, a
+    round with a process that could not be read left out) and what summing RSS over-counts."""
+    if len(totals):
+        fields = fields | {
+            "total_pss_start_mb": first(totals),
+            "total_pss_peak_mb": float(totals.max()),
+            "total_pss_end_mb": last(totals),
+        }
+    if fields["sum_rss_peak_mb"] is not None and fields["total_pss_peak_mb"] is not None:
+        fields = fields | {"rss_overcount_mb": fields["sum_rss_peak_mb"] - fields["total_pss_peak_mb"]}
+    return fields
 
 
 def summarize(
@@ -166,7 +205,7 @@ def worker_lives(
     procs: list[Proc], rows: list[Growth]
 ) -> list[tuple[int | None, float, float | None, float | None]]:
     """Each worker process's generation, start, end (None: alive as the record ended) and own
-    growth (None: not judged), for its generation (:func:`memprobe.record.forecast.generations`)."""
+    growth (None: not judged), for its generation (:func:`memprobe.analysis.forecast.generations`)."""
     growth = {g.pid: g.growth_mb for g in rows if g.judged}
     return [(p.generation, p.start_t, p.end_t, growth.get(p.pid)) for p in procs if p.is_worker]
 
@@ -249,13 +288,12 @@ def explanation(s: RunSummary, words: str) -> str:
     return " ".join(parts)
 
 
-def never_read(processes: list[dict]) -> list[str]:
-    """Roles of the processes the sampler never read exactly though it may: the total PSS holds
-    an estimate of their PSS (:func:`memprobe.core.series.held_readings`)."""
-    return [r["role"] for r in processes if not r.get("pss_samples") and not r.get("denied")]
-
-
-def denied(processes: list[dict]) -> list[dict]:
-    """The processes whose memory map the kernel refused memprobe: total PSS leaves them out
-    (:func:`memprobe.core.series.readable`)."""
-    return [r for r in processes if r.get("denied")]
+def denied_rss_mb(processes: list[dict], samples: pd.DataFrame) -> float:
+    """The most the processes memprobe may not read held at once: their RSS summed per tick, at
+    its peak (their PSS is at most that: what total PSS may miss)."""
+    pids = {int(r["pid"]) for r in denied(processes)}
+    if not pids or samples.empty:
+        return 0.0
+    rows = samples[samples["pid"].isin(pids) & ~samples["missing"].fillna(False).astype(bool)]
+    peak = rows.groupby("t")["rss_mb"].sum().max() if not rows.empty else 0.0
+    return float(peak) if pd.notna(peak) else 0.0

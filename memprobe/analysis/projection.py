@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memprobe.analysis.growth import Growth, grown, judged_workers
+from memprobe.analysis.process import Proc
 from memprobe.core.vocabulary import (
     DATALOADER,
     PARENT_KINDS,
     RANK,
     WORKER_KINDS,
 )
-from memprobe.record.process import Proc
-from memprobe.record.tree_analysis import Growth, grown, judged_workers
 
 PROJECTION_WORKERS = (2, 4, 8, 16)
 PROJECTION_RANKS = (1, 2, 4, 8)

@@ -1,4 +1,4 @@
-"""The time to the limit in words (:mod:`memprobe.record.forecast`'s forecast, summary.json's
+"""The time to the limit in words (:mod:`memprobe.analysis.forecast`'s forecast, summary.json's
 ``memory_limit.forecast``): one sentence for the record page's fact and section and the
 terminal's ``memory limit:`` line, and a brief one for the live view (:func:`words`). What the
 forecast was made from first (each epoch's workers, the peaks' trend with its interval, the ramp

@@ -7,10 +7,10 @@ from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
-from memprobe.cli.record import print_result, process_rows
+from memprobe.analysis.table import order
+from memprobe.cli.recording import print_result, process_rows
 from memprobe.core.summary import RunSummary
 from memprobe.record.recording import RecordResult
-from memprobe.record.table import order
 
 
 def _row(pid: int, role: str, rank: int, worker: int, first_t: float, generation: int = 1) -> dict:

@@ -19,7 +19,7 @@ terminal's foreground process group (the job is), so no SIGWINCH reaches it, and
 undone between two repaints (a second) goes unseen; the terminal has reset the scroll region
 meanwhile, and the job's output scrolls over the view until the next resize.
 
-memprobe writes through :mod:`memprobe.cli.outlet`, from a thread of its own: a terminal paused
+memprobe writes through :mod:`memprobe.live.outlet`, from a thread of its own: a terminal paused
 with Ctrl-S holds the job's own writes as it would without memprobe, never memprobe's sampling
 or its end; the repaints it did not take are dropped, the view's setup and teardown kept.
 """
@@ -34,8 +34,8 @@ import threading
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from memprobe.cli.outlet import Outlet
-    from memprobe.record.live import LiveView
+    from memprobe.live.model import LiveView
+    from memprobe.live.outlet import Outlet
 
 SAVE, RESTORE = "\x1b7", "\x1b8"
 MIN_JOB_LINES = 5  # below this many lines for the job's output, the view is not drawn
@@ -98,7 +98,7 @@ class Panel:
         return size.columns, size.lines
 
     def show(self, view: LiveView, title: str, note: str, quitting: bool) -> None:
-        from memprobe.cli.top import render
+        from memprobe.live.view import render
 
         if not self._open:
             return

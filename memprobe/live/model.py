@@ -16,19 +16,19 @@ The figures, each by the rule the analysis and the report use afterwards:
   sum; a live process never read exactly yet is counted apart (``unread``), never as zero.
 * Own growth rate (MB/min, a least-squares line over its last ``RATE_WINDOW_S``, 30 s): a worker's USS,
   any other process's anonymous RSS (a parent's own growth, as
-  :mod:`memprobe.record.tree_analysis` measures it: its workers' copies leave that counter alone),
-  a parent's from its first worker on (:mod:`memprobe.record.windows`' rule: what it built
+  :mod:`memprobe.analysis.growth` measures it: its workers' copies leave that counter alone),
+  a parent's from its first worker on (:mod:`memprobe.analysis.windows`' rule: what it built
   before, its dataset, is not growth).
 * The verdict so far: the live workers' USS gained since their start (a forked worker's whole
   USS, as it starts with no page of its own; a spawned or exec'd worker's start-up, by :func:`memprobe.core.tree_rules.settled_at`, not counted), on average,
   against the verdict's threshold, as the record analysis judges a whole job.
-* The time to the limit: :func:`memprobe.record.forecast.forecast`, the summary's rule, on what
+* The time to the limit: :func:`memprobe.analysis.forecast.forecast`, the summary's rule, on what
   the view has seen so far: total PSS at each tick (where every live process has been read), the
   generations of workers (each worker's generation from the sampler, its first and last sight),
   the parents' anonymous RSS summed at each tick from the first worker on, the cgroup's charge
   less its file cache (each generation's peak of it where the cgroup's other processes,
   in the system rows, hold the job alone), and MemAvailable; worded by
-  :func:`memprobe.record.forecast_words.words`.
+  :func:`memprobe.core.forecast_words.words`.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from memprobe.analysis import forecast
+from memprobe.analysis.limit import MACHINE
+from memprobe.core import forecast_words
 from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
-from memprobe.record import forecast, forecast_words
-from memprobe.record.limit import MACHINE
 
 # A process's own growth rate is its line over this long, at most: the current rate (over a
 # minute, a forked worker's first copies, +70 MB in its first second, still made it +94 MB/min
@@ -256,7 +257,7 @@ class LiveModel:
     # -- asked from the main thread ------------------------------------------------------------
     def view(self, facts: Callable[[int], object | None] = lambda pid: None) -> LiveView:
         """The view now; ``facts(pid)``: what the sampler knows of a process (its
-        :class:`~memprobe.probe.tree_sampler.ProcessInfo`: worker index, generation, forked,
+        :class:`~memprobe.probe.ledger.ProcessInfo`: worker index, generation, forked,
         command), or None."""
         with self._lock:
             known = {pid: facts(pid) for pid in self._tracks}
@@ -388,7 +389,7 @@ def rate(points: Sequence[tuple[float, float]], since: float | None = None) -> f
 
 
 def limit_words(ahead: forecast.Forecast, limit_mb: float | None) -> str:
-    """The time to the limit so far, in words (:func:`memprobe.record.forecast_words.words`, brief)."""
+    """The time to the limit so far, in words (:func:`memprobe.core.forecast_words.words`, brief)."""
     if not limit_mb:
         return "memory limit: not known"
     return (

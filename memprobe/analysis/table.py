@@ -1,5 +1,5 @@
 """The per-process table of a recorded job (summary.json ``processes``): every process's
-:class:`~memprobe.record.tree_analysis.Growth` in the order the report lists them, with its
+:class:`~memprobe.analysis.growth.Growth` in the order the report lists them, with its
 growth per 1,000 items, and the USS estimate's error against exact readings.
 """
 
@@ -11,14 +11,12 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from memprobe.analysis.growth import Growth, process_growth
+from memprobe.analysis.process import Proc
+from memprobe.analysis.processes import processes
 from memprobe.core import vocabulary
+from memprobe.core.tree_rules import ESTIMATE_FLOOR_MB
 from memprobe.core.vocabulary import LAUNCHER, MAIN, RANK, WORKER_KINDS
-from memprobe.record.process import Proc
-from memprobe.record.processes import processes
-from memprobe.record.tree_analysis import Growth, process_growth
-
-ESTIMATE_FLOOR_MB = 10.0  # estimate errors are percentages of readings at least this large
-
 
 # -- items -----------------------------------------------------------------------------------------
 

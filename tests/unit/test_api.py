@@ -154,7 +154,7 @@ class Builders:
 def test_a_partial_is_its_function_with_its_arguments_as_keywords() -> None:
     func, kwargs = unwrap_partial(functools.partial(build, 500, floats=8), None)
     assert func is build and kwargs == {"records": 500, "floats": 8}
-    assert factory_ref(func) == "test_api_result:build"
+    assert factory_ref(func) == "test_api:build"
     # Keywords given to profile() win, as they would in a call of the partial.
     assert unwrap_partial(functools.partial(build, records=5, seed=1), {"seed": 2})[1] == {
         "records": 5,
@@ -179,8 +179,8 @@ def test_a_partial_that_cannot_travel_is_refused_saying_why() -> None:
 
 
 def test_classmethods_and_staticmethods_are_importable() -> None:
-    assert factory_ref(Builders.from_size) == "test_api_result:Builders.from_size"
-    assert factory_ref(Builders.plain) == "test_api_result:Builders.plain"
+    assert factory_ref(Builders.from_size) == "test_api:Builders.from_size"
+    assert factory_ref(Builders.plain) == "test_api:Builders.plain"
 
 
 @pytest.mark.parametrize(
@@ -229,7 +229,7 @@ def test_profile_runs_a_partial_as_its_function_with_keywords(
     monkeypatch.setattr("memprobe.run.api._execute", lambda spec, root: seen.append(spec))
     profile(functools.partial(build, 2_000, floats=8), kwargs={"seed": 3}, out=tmp_path)
     factory = seen[0].factory
-    assert factory.factory == "test_api_result:build" and factory.name == "build"
+    assert factory.factory == "test_api:build" and factory.name == "build"
     assert factory.kwargs == {"records": 2_000, "floats": 8, "seed": 3}
 
 

@@ -1,6 +1,6 @@
 """The analysis of a scenario run (``memprobe run``, ``profile()``): from saved samples to figures
 and a verdict, pure functions of the results. A recorded job (``record`` / ``watch``) has its own
-(:mod:`memprobe.record.summary`); :mod:`memprobe.analysis` chooses by the run's kind.
+(:mod:`memprobe.analysis.recorded`); :mod:`memprobe.analysis` chooses by the run's kind.
 
 Definitions (times are seconds since the run's process started):
 
@@ -24,7 +24,7 @@ from dataclasses import replace
 import pandas as pd
 
 from memprobe.core.summary import RunSummary, job_figures, per_1k_items_per_worker
-from memprobe.core.vocabulary import MAIN, has_worker_processes
+from memprobe.core.vocabulary import MAIN, has_worker_processes, item_noun
 
 
 def per_process_growth(
@@ -136,11 +136,6 @@ def summarize(
         workload=spec.get("workload", "records"),
     )
     return _explained(summary, process_workers)
-
-
-def item_noun(workload: str) -> str:
-    """What a run's loader yields, in words: images for the decode workload, items otherwise."""
-    return "images" if workload == "decode" else "items"
 
 
 def _explained(s: RunSummary, process_workers: bool) -> RunSummary:

@@ -1,12 +1,15 @@
 """The verdict on a recorded job in words (the culprit): who grows, how fast, why, and why the
 others are not blamed, from each process's own growth over its window
-(:mod:`memprobe.record.tree_analysis`).
+(:mod:`memprobe.analysis.growth`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from memprobe.analysis.growth import Growth, grown, judged_parents, judged_workers
+from memprobe.analysis.process import Proc
+from memprobe.analysis.shape import EPOCH_STEPS, SHAPE_MIN_MB, STEADY
 from memprobe.core.cures import (
     COPY_ON_ACCESS,
     MAIN_GROWS,
@@ -17,7 +20,8 @@ from memprobe.core.cures import (
     WORKERS_ALLOCATE,
     new_memory_part,
 )
-from memprobe.core.units import mb
+from memprobe.core.tree_rules import seen_late
+from memprobe.core.units import built_or_freed, mb, signed
 from memprobe.core.vocabulary import (
     DATALOADER,
     FORK,
@@ -27,13 +31,9 @@ from memprobe.core.vocabulary import (
     WORKER_KINDS,
     kind_words,
 )
-from memprobe.record.process import Proc
-from memprobe.record.shape import EPOCH_STEPS, SHAPE_MIN_MB, STEADY
-from memprobe.record.tree_analysis import Growth, grown, judged_parents, judged_workers
 
 RELEASED_WORTH_MB = 10.0  # pages made private by others worth a sentence in the culprit
 BETWEEN_WORTH_MB = 10.0  # what a parent built between its worker generations worth a sentence
-SEEN_LATE_S = 0.5  # a process started this long before memprobe began was running already (watch)
 # Below the threshold, forked workers that copied at least this share of it are named: a short
 # trial's copy-on-access grows with the dataset (+44 MB each at 100,000 records, ~+350 at 800,000).
 COPY_NAMED_SHARE = 0.5
@@ -79,7 +79,7 @@ def judge(
     """The verdict in words (:func:`culprit`) and the causes it names (:mod:`memprobe.core.cures`'
     names, in the order the words give them; what to do about each is said there). ``shm_mb``:
     how much /dev/shm rose while the job's workers ran
-    (:func:`memprobe.record.summary.shm_growth`), blamed above ``threshold``."""
+    (:func:`memprobe.analysis.recorded.shm_growth`), blamed above ``threshold``."""
     if verdict is None:
         return "no verdict: no worker or parent process has two exact readings in its window.", []
     if shm_mb is not None and shm_mb > threshold:
@@ -183,11 +183,6 @@ def _between(g: Growth) -> str:
     if b is None or abs(b) < BETWEEN_WORTH_MB:
         return ""
     return f"{built_or_freed(b)} between worker generations, while none of its workers lived"
-
-
-def built_or_freed(mb: float) -> str:
-    """'built +65 MB', 'freed 13 MB' (a negative build said "built -13 MB")."""
-    return f"built {signed(mb)}" if mb > 0 else f"freed {-mb:,.0f} MB"
 
 
 def _capital(text: str) -> str:
@@ -305,12 +300,6 @@ def _shm_words(shm_mb: float) -> str:
         "handed over as tensors, kept; no process's own growth counts them, nor total PSS until a process "
         "reads them."
     )
-
-
-def seen_late(start_t: float | None) -> bool:
-    """A process started then (``start_t``) was running before memprobe began (``watch``): its
-    building was not seen."""
-    return start_t is not None and start_t < -SEEN_LATE_S
 
 
 def _new_memory_words(group: list[Growth]) -> tuple[bool, str]:
@@ -455,8 +444,3 @@ def _short_trial_copy(group: list[Growth], by_pid: dict[int, Growth]) -> str:
         "which gc.freeze() removes): record the job at its full size, or try the fixes on the dataset "
         "with memprobe cure, to see which."
     )
-
-
-def signed(v: float) -> str:
-    """'+65 MB', '-3.5 MB': a growth in the culprit's plain text."""
-    return mb(v, sign=True, true_minus=False)

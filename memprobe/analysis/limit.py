@@ -2,7 +2,7 @@
 where that is below the machine's memory, :mod:`memprobe.probe.cgroup` read it), the cgroup's
 charge over the job (read once a second beside MemAvailable: the system table) and its own
 rise, who else the cgroup holds, the job's total PSS above the charge and why, the forecast of
-the time to the limit (:mod:`memprobe.record.forecast`: the job's own memory, the trend that
+the time to the limit (:mod:`memprobe.analysis.forecast`: the job's own memory, the trend that
 persists), and the OOM kills in the cgroup while the job ran, each with the process that
 vanished first after it. :func:`against_limit` gives the summary's ``memory_limit``; the record
 page and the terminal read it from there.
@@ -16,7 +16,7 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
-from memprobe.record import forecast
+from memprobe.analysis import forecast
 
 MACHINE = "this machine's memory"  # what the limit is where no cgroup's is lower
 
@@ -82,7 +82,7 @@ def charge_rate(charge: pd.Series | None) -> float | None:
     peak, not the job's end: a job that ended freed its memory in its last seconds, and over its
     last third a job rising 380 MB/min "fell by 397 MB/min". A fact of the whole cgroup, whoever's
     memory it is, and never the forecast: a DataLoader's workers copying within an epoch made it
-    +141 MB/min for a job that never reached its limit (:mod:`memprobe.record.forecast`)."""
+    +141 MB/min for a job that never reached its limit (:mod:`memprobe.analysis.forecast`)."""
     if charge is None or len(charge) < 3:
         return None
     values = charge.to_numpy(float)
@@ -234,7 +234,7 @@ def against_limit(
     once a second) and at its end, the charge's own rise before its peak (a fact: whoever's it
     is), the other processes in the cgroup and whether it held the job alone, the job's total
     PSS above the charge (``total``) and why, the forecast of the time to the limit
-    (:func:`memprobe.record.forecast.forecast`, from the generations of ``workers``: generation,
+    (:func:`memprobe.analysis.forecast.forecast`, from the generations of ``workers``: generation,
     start, end or None, own growth; and ``parents``: their own memory), the OOM kills while it
     ran and, for each, when and whom memprobe saw vanish first. ``estimated``: the processes
     total PSS counts with an estimate (never read exactly)."""
@@ -292,7 +292,7 @@ def pss_above_charge(
     total: pd.Series | None, charge: pd.Series | None, samples: pd.DataFrame, since: float, estimated: int = 0
 ) -> dict:
     """Where the job's total PSS peaked above its cgroup's charge (by more than
-    :data:`memprobe.record.forecast.PSS_ABOVE_CHARGE_MB`): by how much, and what says why. Pages
+    :data:`memprobe.analysis.forecast.PSS_ABOVE_CHARGE_MB`): by how much, and what says why. Pages
     the job maps are charged to other cgroups then: the memory it allocated before it entered
     this cgroup (``entered_t``: the kernel does not move a charge with a process), and files it
     maps (the interpreter, libraries) that a process of another cgroup read first (``files_mb``:

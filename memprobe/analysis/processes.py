@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from memprobe.analysis.process import Proc, finite_or
 from memprobe.core.vocabulary import OTHER
-from memprobe.record.process import Proc, finite_or
 
 _T = TypeVar("_T", int, None)
 

@@ -1,9 +1,9 @@
 """Which analysis a run gets, chosen by what wrote it before anything is computed: a scenario
-run (``memprobe run``, ``profile()``) by :mod:`memprobe.run.analysis`, a recorded job
-(``memprobe record`` / ``watch``) by :mod:`memprobe.record.summary`. Both give a
+run (``memprobe run``, ``profile()``) by :mod:`memprobe.analysis.scenario`, a recorded job
+(``memprobe record`` / ``watch``) by :mod:`memprobe.analysis.recorded`. Both give a
 :class:`~memprobe.core.summary.RunSummary`, which summary.json, the terminal and the report read.
 A run is analysed once per finish or `memprobe report`: :func:`analyse_all` keeps a recorded
-job's processes and rows (:class:`~memprobe.record.summary.RecordedAnalysis`) beside its summary,
+job's processes and rows (:class:`~memprobe.analysis.recorded.RecordedAnalysis`) beside its summary,
 and the record page draws from them (its analysis ran twice before, summary then page).
 """
 
@@ -14,10 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from memprobe.analysis import recorded, scenario
 from memprobe.core.summary import RunSummary
-from memprobe.record import summary as recorded
-from memprobe.results.schema import is_recorded
-from memprobe.run import analysis as scenario
+from memprobe.results.upgrade import is_recorded
 
 __all__ = ["Analysed", "analyse", "analyse_all", "is_recorded", "summarize", "summarize_all"]
 
@@ -40,7 +39,7 @@ def analyse(
     mem_total_mb: float | None = None,
 ) -> Analysed:
     """One run by the analysis of its kind; ``meta`` in the current shape, as a loaded results
-    folder gives it (:func:`memprobe.results.schema.upgrade_recorded`); ``mem_total_mb``: the
+    folder gives it (:func:`memprobe.results.upgrade.upgrade_recorded`); ``mem_total_mb``: the
     machine's memory, the limit of a recorded job whose cgroup has none."""
     if is_recorded(meta):
         job = recorded.analyse(

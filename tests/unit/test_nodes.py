@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from treejobs import rank_job, write_results
 
-from memprobe.analysis import analyse_all
+from memprobe.analysis.runs import analyse_all
 from memprobe.report.nodes import culprit_words, render_job
 from memprobe.results.job import Job, launcher_options, node_identity
 

@@ -1,9 +1,9 @@
 """When a recorded job would reach its memory limit: a forecast from the job's own memory and from
 the trend in it that persists, with the spread it is known to, or none where nothing persists.
-The summary's ``memory_limit.forecast`` (:func:`memprobe.record.limit.against_limit`) and the live
-view's time to the limit (:mod:`memprobe.record.live`) are both this module's, by the same rule;
+The summary's ``memory_limit.forecast`` (:func:`memprobe.analysis.limit.against_limit`) and the live
+view's time to the limit (:mod:`memprobe.live.model`) are both this module's, by the same rule;
 the record page, the terminal and the live view word it with
-:func:`memprobe.record.forecast_words.words`.
+:func:`memprobe.core.forecast_words.words`.
 
 The rule:
 
@@ -50,9 +50,10 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from memprobe.analysis.lines import line, not_missed
+from memprobe.analysis.windows import STILL_MB, TEARDOWN_MB, TEARDOWN_S
+from memprobe.core.tree_rules import ALONE_MB
 from memprobe.core.units import is_num
-from memprobe.record.lines import line, not_missed
-from memprobe.record.windows import STILL_MB, TEARDOWN_MB, TEARDOWN_S
 
 MIN_GENERATIONS = 3  # generations that ended, for a trend across them
 FIT_GENERATIONS = 6  # the line runs through the latest half of them, and at least this many
@@ -60,7 +61,6 @@ RISING_MB_PER_MIN = 1.0  # the slowest rate at least this: rising
 PARENT_MIN_SPAN_S = 20.0  # the parents' latest half at least this long, for a rate over it
 PARENT_MIN_POINTS = 6  # ... with this many readings at least (three in each of its halves)
 ENDED_BEFORE_S = 1.0  # a generation whose workers all ended this long before the record's end ended
-ALONE_MB = 32.0  # other processes in the job's cgroup holding less than this together: the job alone
 PSS_ABOVE_CHARGE_MB = 16.0  # total PSS above the charge by more than this is said, with why
 
 
@@ -395,10 +395,10 @@ def _at(f: Forecast, minutes: tuple[float, float, float]) -> Forecast:
 
 def parents_memory(samples: pd.DataFrame, windows: Iterable[tuple[int, float, float]]) -> pd.Series | None:
     """The parents' own memory over their windows (pid, from, to: main, rank and launcher
-    processes, :func:`memprobe.record.summary.parent_windows`): their anonymous RSS summed at each
+    processes, :func:`memprobe.analysis.recorded.parent_windows`): their anonymous RSS summed at each
     tick of the span all of them cover (the memory they allocate: their workers' copies leave it
-    alone), without a teardown (a fall of :data:`memprobe.record.windows.TEARDOWN_MB` in the last
-    :data:`memprobe.record.windows.TEARDOWN_S`). None without anonymous RSS (an older folder) or a
+    alone), without a teardown (a fall of :data:`memprobe.analysis.windows.TEARDOWN_MB` in the last
+    :data:`memprobe.analysis.windows.TEARDOWN_S`). None without anonymous RSS (an older folder) or a
     common span."""
     windows = list(windows)
     if not windows or samples.empty or "rss_anon_mb" not in samples:

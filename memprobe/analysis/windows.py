@@ -1,5 +1,5 @@
 """The window over which each kind of process of a recorded job is judged (see
-:mod:`memprobe.record.tree_analysis`): a forked worker from its fork, a spawned one from the end
+:mod:`memprobe.analysis.growth`): a forked worker from its fork, a spawned one from the end
 of its start-up, a parent from just before its first worker to its last tick with workers, and
 what a parent built between its worker generations (not growth).
 """
@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from memprobe.analysis.process import Proc, finite_or, own_workers
 from memprobe.core.summary import first
 from memprobe.core.tree_rules import STARTUP_MAX_S, startup_end
 from memprobe.core.vocabulary import DATALOADER
-from memprobe.record.process import Proc, finite_or, own_workers
 
 # A parent's anonymous memory that rose this much between its last tick before its first fork
 # and its first tick after was built before the fork (see _parent_before).

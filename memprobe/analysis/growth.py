@@ -1,7 +1,7 @@
 """Growth of every process of a recorded job (``memprobe record`` / ``watch``): pure functions
 of a run's samples and meta. The verdict and the culprit in words built on it are
-:mod:`memprobe.record.culprit`, the projection :mod:`memprobe.record.projection`, the job's summary
-:mod:`memprobe.record.summary`.
+:mod:`memprobe.analysis.culprit`, the projection :mod:`memprobe.analysis.projection`, the job's summary
+:mod:`memprobe.analysis.recorded`.
 
 A job memprobe did not write has no warm and done points that fit every process, so each
 process is measured over the window that fits what it is:
@@ -34,11 +34,11 @@ those copies once made a parent look +65 MB "grown"). The rest is ``released_mb`
 private by others, positive), ``written_mb`` (a parent's pages made private by its own writes)
 and ``shared_mb`` (pages shared at a fork, negative): stated, never judged.
 
-The modules of this analysis: :mod:`memprobe.record.process` (what a process is),
-:mod:`memprobe.record.processes` (every process of a run, as its meta lists them; an older
-meta's list is completed on load, :mod:`memprobe.results.upgrade`), :mod:`memprobe.record.windows` (the
+The modules of this analysis: :mod:`memprobe.analysis.process` (what a process is),
+:mod:`memprobe.analysis.processes` (every process of a run, as its meta lists them; an older
+meta's list is completed on load, :mod:`memprobe.results.upgrade`), :mod:`memprobe.analysis.windows` (the
 window of each kind), this one (own growth between readings, and each process's row) and
-:mod:`memprobe.record.table` (the table, items, the estimate's error). The total PSS is
+:mod:`memprobe.analysis.table` (the table, items, the estimate's error). The total PSS is
 :mod:`memprobe.core.series`'s, the same as a scenario's.
 """
 
@@ -51,20 +51,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memprobe.analysis.process import Proc, own_workers, owner
+from memprobe.analysis.shape import growth_shape
+from memprobe.analysis.windows import baseline, before_teardown, between_generations, renamed_t, settled_t
 from memprobe.core.summary import first, last
 from memprobe.core.system import PAGE_SIZE
+from memprobe.core.tree_rules import LEVEL_MIN_S, LEVEL_NOISE_MB, LEVEL_SHARE, LEVEL_TAIL_S
 from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
-from memprobe.record.process import Proc, own_workers, owner
-from memprobe.record.shape import growth_shape
-from memprobe.record.windows import baseline, before_teardown, between_generations, renamed_t, settled_t
 
 PAGE_MB = PAGE_SIZE / 2**20
 ESTIMATE_EXTENDS_MB = (
     5.0  # a worker's estimate past its last exact reading beyond this counts, marked estimated
 )
-# A worker levelled off when over the last third of its window (at least LEVEL_TAIL_S, in a
-# window of at least LEVEL_MIN_S) its USS rose less than LEVEL_SHARE of its growth plus LEVEL_NOISE_MB.
-LEVEL_MIN_S, LEVEL_TAIL_S, LEVEL_SHARE, LEVEL_NOISE_MB = 3.0, 1.0, 0.05, 1.0
 
 
 # -- own growth between exact readings --------------------------------------------------------------
@@ -211,7 +209,7 @@ class Growth:
     threads_first_t: float | None = None
     # A worker's USS stopped rising before its window ended (None: its window is too short to say),
     # judged over its last third from ``tail_from_t``, where it rose ``tail_rise_mb`` (its pace
-    # there per 1,000 items: ``tail_per_1k_items_mb``, memprobe.record.table).
+    # there per 1,000 items: ``tail_per_1k_items_mb``, memprobe.analysis.table).
     levelled: bool | None = None
     tail_from_t: float | None = None
     tail_rise_mb: float | None = None
@@ -220,7 +218,7 @@ class Growth:
     # process); None when it was readable. Such a process is left out of total PSS.
     denied: str | None = None
     # A parent's own growth: a steady rise or steps as its worker generations began
-    # (memprobe.record.shape); None: neither, too small, or not a parent.
+    # (memprobe.analysis.shape); None: neither, too small, or not a parent.
     shape: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

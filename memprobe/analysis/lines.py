@@ -1,4 +1,4 @@
-"""Lines through points, as the time to the limit draws them (:mod:`memprobe.record.forecast`): a
+"""Lines through points, as the time to the limit draws them (:mod:`memprobe.analysis.forecast`): a
 least-squares line with the half-width of its slope's 95 % interval (Student's t), a line that a
 few points far off do not pull (Theil-Sen), and which points are far below it (a generation's peak
 missed between exact readings). Numbers in, numbers out.

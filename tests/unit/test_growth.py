@@ -22,15 +22,15 @@ from treejobs import (
     rank_job,
 )
 
-from memprobe.analysis import summarize
+from memprobe.analysis.growth import Growth, interval_own, split_growth
+from memprobe.analysis.process import as_analysed
+from memprobe.analysis.processes import processes
+from memprobe.analysis.projection import Basis, Rounds, projection, projection_basis
+from memprobe.analysis.runs import summarize
+from memprobe.analysis.table import estimate_error, table
 from memprobe.core import series
 from memprobe.core.series import carried_pss
 from memprobe.core.tree_rules import with_loader_generations
-from memprobe.record.process import as_analysed
-from memprobe.record.processes import processes
-from memprobe.record.projection import Basis, Rounds, projection, projection_basis
-from memprobe.record.table import estimate_error, table
-from memprobe.record.tree_analysis import Growth, interval_own, split_growth
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
@@ -1062,8 +1062,8 @@ def test_a_watched_parent_that_built_before_memprobe_began_is_said_to_hold_not_t
 def test_the_projection_varies_the_dataloader_workers_not_a_pool_the_parent_ran_before() -> None:
     """A Hugging Face job: ``ds.map(num_proc=4)`` (a pool of 4 and its manager), then a DataLoader
     of 2: its projection said "5 workers (measured)", the mean of both kinds' growth."""
-    from memprobe.record.processes import processes as procs_of
-    from memprobe.record.projection import projection_basis
+    from memprobe.analysis.processes import processes as procs_of
+    from memprobe.analysis.projection import projection_basis
 
     meta, samples = generations_job(built_between=0.0)
     samples = samples.copy()

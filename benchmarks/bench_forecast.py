@@ -167,8 +167,9 @@ def cut(results, t: float):
 
 
 def replay(args: argparse.Namespace) -> None:
+    from memprobe.analysis import limit
     from memprobe.analysis.recorded import analyse
-    from memprobe.core import forecast_words, limit
+    from memprobe.core import forecast_words
     from memprobe.results.folder import ResultSet
 
     results = ResultSet.load(Path(args.results))

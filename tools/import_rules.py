@@ -21,7 +21,7 @@ PIPELINES = ("memprobe.run", "memprobe.record")
 EVERYTHING_ABOVE = ("memprobe.cli", "memprobe.pages", "memprobe.pytest_plugin")
 # A module of the package on the left never reaches one on the right. The core serves everyone;
 # the probe reads processes; results/ knows files; the analysis computes from a folder alone; the
-# report formats (its imports of the analysis are for types only); the session machinery serves
+# report and the exports format (their imports of the analysis are for types only); the session machinery serves
 # both pipelines and neither owns it; each pipeline reaches the other never; the live view is
 # fed rows and knows no pipeline.
 NEVER_REACHES: dict[str, tuple[str, ...]] = {
@@ -62,6 +62,14 @@ NEVER_REACHES: dict[str, tuple[str, ...]] = {
         *EVERYTHING_ABOVE,
     ),
     "memprobe.report": (
+        "memprobe.probe",
+        "memprobe.analysis",
+        "memprobe.session",
+        "memprobe.live",
+        *PIPELINES,
+        *EVERYTHING_ABOVE,
+    ),
+    "memprobe.export": (
         "memprobe.probe",
         "memprobe.analysis",
         "memprobe.session",

@@ -44,6 +44,8 @@ RUNTIME = (
     "PIL.JpegImagePlugin",
     "simplejpeg",
     "skimage.data",  # the decode benchmark's sample images (the images extra)
+    "tensorboard.summary.writer.event_file_writer",  # memprobe export --format tensorboard (the test extra)
+    "tensorboard.compat.proto.summary_pb2",
 )
 # What `make test` adds: pytest and its workers (four processes import them at once as the
 # suite starts) and psutil.

@@ -22,6 +22,7 @@ EPILOG = """examples:
   memprobe scenarios copy quick my.yaml                # a start for your own: memprobe run my.yaml
   memprobe report reports/lists_vs_arrays-20261122T101500Z
   memprobe compare reports/before reports/after -o compare.html
+  memprobe export reports/DIR --format chrome-trace     # also: tensorboard, openmetrics
   memprobe record -- python train.py --epochs 2        # profile your own training command
   memprobe watch 12345 --duration 120                  # profile a running job (e.g. torchrun)
   memprobe top 12345                                   # the same, with a live view per process
@@ -30,7 +31,7 @@ EPILOG = """examples:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from memprobe.cli import compare, cure, record, report, run, scenarios, top, watch
+    from memprobe.cli import compare, cure, export, record, report, run, scenarios, top, watch
 
     parser = argparse.ArgumentParser(
         prog="memprobe",
@@ -41,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memprobe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, scenarios, report, compare, record, watch, top, cure):
+    for module in (run, scenarios, report, compare, export, record, watch, top, cure):
         p = sub.add_parser(
             module.NAME,
             help=module.HELP,

@@ -128,6 +128,9 @@ LAUNCHER = "launcher"
 RANK = "rank"
 DATALOADER = "dataloader"
 EXEC = "exec"
+# A program a process of the job ran for a moment and that ended (tree_rules.brief_commands):
+# torch's CUDA build runs `ldconfig -p` at import (ctypes.util.find_library). Listed, not a worker.
+COMMAND = "command"
 WORKER_KINDS: tuple[str, ...] = (DATALOADER, FORK, SPAWN, EXEC)
 PARENT_KINDS: tuple[str, ...] = (MAIN, LAUNCHER, RANK)
 HELPER_KINDS = HELPER_ROLES  # a helper's kind is its role
@@ -141,6 +144,7 @@ KIND_WORDS: dict[str, tuple[str, str]] = {
     FORK: ("forked child", "forked children"),
     SPAWN: ("spawned child", "spawned children"),
     EXEC: ("child program", "child programs"),
+    COMMAND: ("command run briefly", "commands run briefly"),
     FORKSERVER: ("helper (forkserver)", "helpers (forkserver)"),
     RESOURCE_TRACKER: ("helper (resource tracker)", "helpers (resource tracker)"),
     OTHER: ("other", "other"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from memprobe.core.tree_rules import with_generations, with_loader_generations
+from memprobe.core.tree_rules import brief_commands, with_generations, with_loader_generations
 from memprobe.core.vocabulary import OTHER
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Row
@@ -104,9 +104,10 @@ class Ledger:
         return info
 
     def listed(self) -> list[dict]:
-        """Every process, with every fact the analysis takes as it is (schema version 4):
-        DataLoader workers numbered as one generation that were two split (the next epoch's,
-        started while the last one's lived); a worker whose parent the tree never saw has its
-        generation among its parent's others (:mod:`memprobe.core.tree_rules`)."""
+        """Every process, with every fact the analysis takes as it is (schema version 4): a
+        command run briefly not a worker; DataLoader workers numbered as one generation that
+        were two split (the next epoch's, started while the last one's lived); a worker whose
+        parent the tree never saw has its generation among its parent's others
+        (:mod:`memprobe.core.tree_rules`)."""
         listed = [asdict(p) for p in sorted(self.processes.values(), key=lambda p: (p.first_t, p.pid))]
-        return with_generations(with_loader_generations(listed))
+        return with_generations(with_loader_generations(brief_commands(listed)))

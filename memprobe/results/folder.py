@@ -150,6 +150,15 @@ def is_results_folder(path: Path) -> bool:
     return (path / "manifest.json").is_file()
 
 
+def own_file(name: str) -> bool:
+    """Whether ``name`` at a results folder's top level is (or could be) one of the folder's own
+    files: its manifest, summary, scenario, page, runs folder, tables and JSON lines. Nothing
+    written into a folder from outside it (``memprobe export``'s default outputs) may take one."""
+    return name in ("manifest.json", "summary.json", "scenario.yaml", "report.html", "runs") or name.endswith(
+        (".parquet", ".jsonl")
+    )
+
+
 class ResultsFolder:
     """The one owner of a results folder: its creation, its manifest (the same fields whether
     ``run``, ``record``, ``watch`` or ``profile()`` wrote it, told apart by ``kind``), its end, and

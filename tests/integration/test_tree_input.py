@@ -49,6 +49,55 @@ def test_rank_variables_that_are_no_rank_leave_the_results_whole(tmp_path: Path)
     assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
 
 
+BRIEF_COMMAND_JOB = """
+import subprocess
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+# What torch's CUDA build does at import (ctypes.util.find_library runs `ldconfig -p`), long
+# enough for the sampler to see it (ticks are at most 0.5 s apart) and shorter than
+# BRIEF_COMMAND_S: a program run for a moment, before any DataLoader.
+subprocess.run(["sleep", "0.7"], check=True)
+
+
+class Records(Dataset):
+    def __init__(self, n):
+        self.rows = [{"id": i, "name": f"r{i}"} for i in range(n)]
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]["id"]
+
+
+for _ in DataLoader(Records(100_000), batch_size=256, num_workers=2, multiprocessing_context="fork"):
+    pass
+"""
+
+
+def test_a_command_the_job_runs_for_a_moment_is_listed_and_is_no_worker(tmp_path: Path) -> None:
+    """On CPython 3.13 with torch's CUDA build, four recordings of test_trees.py had a "worker 0
+    (exec)": `ldconfig -p`, run by ``import torch``. It was one worker more than the job had,
+    "1 worker had no exact reading to judge (worker 0)", and a worker generation before the
+    DataLoader's, so the main process's building read "between worker generations"."""
+    job = tmp_path / "job.py"
+    job.write_text(BRIEF_COMMAND_JOB)
+    out = tmp_path / "out"
+    done = _memprobe("record", "-o", str(out), "--", sys.executable, str(job))
+    assert done.returncode == 0, done.stderr
+    run = json.loads((out / "summary.json").read_text())["runs"][0]
+    kinds = sorted((p["kind"], p["role"], p.get("generation")) for p in run["processes"])
+    assert kinds == [
+        ("command", "command", None),
+        ("dataloader", "worker 0", 0),
+        ("dataloader", "worker 1", 0),
+        ("main", "main", None),
+    ], kinds
+    assert "no exact reading to judge" not in run["culprit"]
+    assert "between worker generations" not in run["culprit"]
+
+
 NOBODY, OTHER_UID = 65534, 1234
 
 

@@ -45,7 +45,7 @@ $(VENV)/.installed: pyproject.toml $(TORCH_CONSTRAINT) | $(PY)
 
 # One pip call for memprobe and its test extras (one resolve; the plain install is part of it).
 $(VENV)/.installed-test: pyproject.toml $(TORCH_CONSTRAINT) | $(PY)
-	$(PIP) install --quiet --no-compile $(CONSTRAINT_FLAG) -e '.[test,images,nvimgcodec]'
+	$(PIP) install --quiet --no-compile $(CONSTRAINT_FLAG) -e '.[test,images,nvimgcodec,trainers]'
 	$(WARM) --test
 	$(COMPILE)
 	touch $(VENV)/.installed $@

@@ -8,7 +8,13 @@ The public API is small:
 * :func:`record_command` — run a command (a short run of a training script) under ``memprobe
   record`` and assert on its recording (``result.assert_flat(max_main_growth_mb=20)``).
 * :func:`mark` — count items from inside a training loop that ``memprobe record`` watches; a
-  no-op otherwise.
+  no-op otherwise. :func:`mark_dataset` — tell it where the dataset's objects lie, so it names
+  which of them the forked workers copied (docs/attribution.md).
+* :func:`watching` — record this process and its DataLoader workers around a training loop,
+  the scalars every few seconds; ``memprobe.integrations.lightning.MemprobeCallback`` and
+  ``memprobe.integrations.hf.MemprobeCallback`` (also reached as memprobe.lightning and
+  memprobe.hf) are it for Lightning's and Hugging Face's ``Trainer``; each imports its
+  trainer's library when it is first used.
 * :class:`SharedList` — records pickled once into one buffer that fork, spawn, forkserver and
   thread workers share (one copy, no copy-on-access); imports neither torch nor pyarrow.
 * :class:`ChunkedRandomSampler` — the shuffled order of ``shuffle=True`` without a Python int per
@@ -32,8 +38,10 @@ __all__ = [
     "SharedList",
     "ThreadDataLoader",
     "mark",
+    "mark_dataset",
     "profile",
     "record_command",
+    "watching",
 ]
 
 
@@ -47,6 +55,18 @@ def __getattr__(name: str) -> Any:
         from memprobe.record import api as record_api
 
         return getattr(record_api, name)
+    if name == "mark_dataset":
+        from memprobe.record.dataset_mark import mark_dataset
+
+        return mark_dataset
+    if name in ("watching", "Watching"):
+        from memprobe.integrations import watching
+
+        return getattr(watching, name)
+    if name in ("lightning", "hf"):  # memprobe.lightning.MemprobeCallback: imports Lightning then
+        import importlib
+
+        return importlib.import_module(f"memprobe.integrations.{name}")
     if name == "ThreadDataLoader":
         from memprobe.loaders.thread import ThreadDataLoader
 

@@ -11,7 +11,9 @@ with Pillow: decode a 640x408 JPEG (real photographs, from :func:`memprobe.decod
 resize the short side to 256 (bilinear, antialiased), centre-crop 224x224, and return a
 ``3x224x224 uint8`` tensor. Pillow releases the GIL while it decodes and resizes, so thread workers
 can run it in parallel; the Python glue around it (~0.2 ms of the ~5 ms an item costs on this
-machine: header parsing, crop, the numpy copy) holds the GIL.
+machine: header parsing, crop, the numpy copy) holds the GIL. With ``augment="affine"``, a random
+affine transform of the resized image (rotation, shear, scale, translation; bicubic) comes before
+the crop: the heavier per-item work of ``num_workers.yaml``.
 
 Use it from a scenario (the factory is imported in the run process; spawn/forkserver workers
 unpickle the dataset and import this module by name too). This module sits next to the shipped
@@ -47,6 +49,7 @@ __all__ = [
     "list_records",
     "null_items",
     "pillow_decode_resize",
+    "random_affine",
 ]
 
 
@@ -59,8 +62,17 @@ class PillowDecodeResize(Dataset):
     """
 
     def __init__(
-        self, table: pa.Table, *, length: int | None = None, short_side: int = 256, crop: int = 224
+        self,
+        table: pa.Table,
+        *,
+        length: int | None = None,
+        short_side: int = 256,
+        crop: int = 224,
+        augment: str = "none",
     ) -> None:
+        if augment not in AUGMENTS:
+            raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, not {augment!r}")
+        self.augment = augment
         self.table = table.combine_chunks()
         self.images = self.table.num_rows
         if self.images == 0:
@@ -100,10 +112,36 @@ class PillowDecodeResize(Dataset):
             scale = self.short_side / min(w, h)
             size = (max(self.crop, round(w * scale)), max(self.crop, round(h * scale)))
             img = img.resize(size, Image.Resampling.BILINEAR)  # decodes, then resizes
+        if self.augment == "affine":
+            img = random_affine(img, index)
         left, top = (size[0] - self.crop) // 2, (size[1] - self.crop) // 2
         img = img.crop((left, top, left + self.crop, top + self.crop))
         hwc = torch.from_numpy(np.array(img))  # np.array: a writable copy of the crop
         return hwc.permute(2, 0, 1)  # CHW view; the collate's stack makes it contiguous
+
+
+AUGMENTS = ("none", "affine")
+
+
+def random_affine(img: Any, index: int) -> Any:
+    """A random affine transform of ``img`` as torchvision's ``RandomAffine(degrees=15,
+    translate=(0.1, 0.1), scale=(0.9, 1.1), shear=10)`` draws it, bicubic, seeded by the item's
+    index (the same item is the same image in every run): the heavier per-item work of the
+    num_workers exercise."""
+    from PIL import Image
+
+    rng = np.random.default_rng(index)
+    angle, shear = np.radians(rng.uniform(-15, 15)), np.radians(rng.uniform(-10, 10))
+    scale = rng.uniform(0.9, 1.1)
+    w, h = img.size
+    t = rng.uniform(-0.1, 0.1, 2) * (w, h)
+    rotate = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    forward = scale * rotate @ np.array([[1.0, np.tan(shear)], [0.0, 1.0]])
+    inverse = np.linalg.inv(forward)  # PIL maps each output pixel back to the input
+    centre = np.array([w / 2, h / 2])
+    offset = centre - inverse @ (centre + t)
+    data = (inverse[0, 0], inverse[0, 1], offset[0], inverse[1, 0], inverse[1, 1], offset[1])
+    return img.transform(img.size, Image.Transform.AFFINE, data, resample=Image.Resampling.BICUBIC)
 
 
 def _cached_table(images: int, width: int, height: int, quality: int, seed: int) -> pa.Table:
@@ -140,11 +178,13 @@ def pillow_decode_resize(
     short_side: int = 256,
     crop: int = 224,
     seed: int = 0,
+    augment: str = "none",
 ) -> PillowDecodeResize:
     """The Pillow decode + resize + crop workload over ``images`` distinct real-photo JPEGs
-    (``width x height``), ``length`` items long (images repeat)."""
+    (``width x height``), ``length`` items long (images repeat); ``augment="affine"`` adds a
+    random affine transform of the resized image (:func:`random_affine`) before the crop."""
     table = _cached_table(images, width, height, quality, seed)
-    return PillowDecodeResize(table, length=length, short_side=short_side, crop=crop)
+    return PillowDecodeResize(table, length=length, short_side=short_side, crop=crop, augment=augment)
 
 
 def list_records(records: int = 100_000, floats: int = 4, seed: int = 0) -> Any:

@@ -18,13 +18,17 @@ from collections.abc import Iterator
 from typing import Protocol
 
 PIPELINES = ("memprobe.run", "memprobe.record")
-EVERYTHING_ABOVE = ("memprobe.cli", "memprobe.pages", "memprobe.pytest_plugin")
+EVERYTHING_ABOVE = ("memprobe.cli", "memprobe.pages", "memprobe.pytest_plugin", "memprobe.integrations")
 # A module of the package on the left never reaches one on the right. The core serves everyone;
 # the probe reads processes; results/ knows files; the analysis computes from a folder alone; the
 # report and the exports format (their imports of the analysis are for types only); the session machinery serves
 # both pipelines and neither owns it; each pipeline reaches the other never; the live view is
-# fed rows and knows no pipeline.
+# fed rows and knows no pipeline; the trainers' callbacks (integrations/) are above the record
+# pipeline, beside the command line.
 NEVER_REACHES: dict[str, tuple[str, ...]] = {
+    # The trainers' callbacks record the training process as `record` does, from inside it: the
+    # record pipeline and the live view, never the scenario pipeline or the command line.
+    "memprobe.integrations": ("memprobe.run", "memprobe.cli", "memprobe.pages", "memprobe.pytest_plugin"),
     "memprobe.core": (
         "memprobe.probe",
         "memprobe.results",

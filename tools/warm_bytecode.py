@@ -48,7 +48,7 @@ RUNTIME = (
     "tensorboard.compat.proto.summary_pb2",
 )
 # What `make test` adds: pytest and its workers (four processes import them at once as the
-# suite starts) and psutil.
+# suite starts), psutil, and the trainers the callbacks' tests run.
 TEST = (
     "pytest",
     "_pytest.pytester",
@@ -57,6 +57,13 @@ TEST = (
     "xdist.scheduler",
     "execnet",
     "psutil",
+    # The trainers extra: the callbacks' tests start a Lightning fit and a Hugging Face Trainer
+    # (memprobe.integrations imports lightning.pytorch and transformers' callback API with
+    # itself) and read TensorBoard's event files back.
+    "lightning.pytorch.loggers",
+    "transformers.trainer",
+    "torch.utils.tensorboard",
+    "tensorboard.backend.event_processing.event_accumulator",
 )
 
 

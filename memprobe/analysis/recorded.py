@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from memprobe.analysis import forecast
+from memprobe.analysis.attribution import attribution, copied_by_kind
 from memprobe.analysis.culprit import judge
 from memprobe.analysis.growth import Growth, grown, judged_parents, judged_workers
 from memprobe.analysis.limit import against_limit, cgroup_charge, entered_at, memory_limit, oom_words
@@ -113,6 +114,8 @@ def analyse(
         expectation_met=None,
         explanation="",
         workload=meta["kind"],
+        attribution=attribution(meta),
+        copied_by_kind=copied_by_kind(meta),
         processes=[g.to_dict() for g in rows],
         estimate_error=estimate_error(samples, meta.get("sampler")),
         projection=projection(basis := projection_basis(rows, procs), rounds),

@@ -15,10 +15,11 @@ from typing import Any
 import pandas as pd
 
 from memprobe.analysis import recorded, scenario
+from memprobe.analysis.workers import Sweep, sweep_of
 from memprobe.core.summary import RunSummary
 from memprobe.results.upgrade import is_recorded
 
-__all__ = ["Analysed", "analyse", "analyse_all", "is_recorded", "summarize", "summarize_all"]
+__all__ = ["Analysed", "Analyses", "analyse", "analyse_all", "is_recorded", "summarize", "summarize_all"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,16 @@ class Analysed:
 
     summary: RunSummary
     recorded: recorded.RecordedAnalysis | None = None
+
+
+class Analyses(list[Analysed]):
+    """Each run of a session analysed, in run order, and what is computed across them once:
+    the repeats' medians and spreads and the worker-count frontier (:attr:`sweep`,
+    :mod:`memprobe.analysis.workers`), which summary.json, the page and the terminal read."""
+
+    def __init__(self, analysed: list[Analysed], sweep: Sweep) -> None:
+        super().__init__(analysed)
+        self.sweep = sweep
 
 
 def analyse(
@@ -61,10 +72,10 @@ def summarize(
     return analyse(meta, samples, progress, system, gil_enabled=gil_enabled).summary
 
 
-def analyse_all(results: Any) -> list[Analysed]:
-    """Each run of a loaded ResultSet (:func:`analyse`), in run order."""
+def analyse_all(results: Any) -> Analyses:
+    """Each run of a loaded ResultSet (:func:`analyse`), in run order, with the session's sweep."""
     env = results.manifest.get("environment", {})
-    return [
+    runs = [
         analyse(
             m,
             results.run_table("samples", m["run_id"]),
@@ -75,6 +86,7 @@ def analyse_all(results: Any) -> list[Analysed]:
         )
         for m in results.metas
     ]
+    return Analyses(runs, sweep_of(results.manifest, [a.summary for a in runs]))
 
 
 def summarize_all(results: Any) -> list[RunSummary]:

@@ -13,6 +13,8 @@ Definitions (times are seconds since the run's process started):
   be read has no total (None), never a smaller one.
 * worker USS growth: for each worker process, USS at its last PSS sample in the window minus USS
   at its first; the mean over workers. In a forked worker that is copy-on-access.
+* time per 100 batches: 100 x the loader's batch size ÷ items/s over the iteration window (the
+  course exercise times 100 batches; this is that time at the run's steady rate).
 * verdict: ``growing`` when the growth (worker USS for process workers; the main process's
   Private_Dirty for thread and single-process runs) exceeds the scenario's ``growth_threshold_mb``.
 """
@@ -23,6 +25,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from memprobe.analysis.attribution import attribution
 from memprobe.core.summary import RunSummary, job_figures, per_1k_items_per_worker
 from memprobe.core.vocabulary import MAIN, has_worker_processes, item_noun
 
@@ -111,6 +114,8 @@ def summarize(
     # Items each worker process served: workers recreated every epoch share the items between
     # all their generations, not only the workers alive at once.
     processes = int(growth.loc[growth["worker"] >= 0, "pid"].nunique()) if growth is not None else 0
+    batch = (spec.get("loader") or {}).get("batch_size")
+    rate = job.fields["items_per_s"]
     summary = RunSummary(
         **job.fields,
         backend=spec["backend"],
@@ -134,6 +139,9 @@ def summarize(
         expectation_met=None if expect is None or verdict is None else expect == verdict,
         explanation="",
         workload=spec.get("workload", "records"),
+        batch_size=batch,
+        time_per_100_batches_s=100 * batch / rate if batch and rate else None,
+        attribution=attribution(meta),
     )
     return _explained(summary, process_workers)
 

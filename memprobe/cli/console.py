@@ -13,10 +13,12 @@ import os
 import sys
 import threading
 import time
-from typing import TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
+from memprobe.core.rounds import spread_text
 from memprobe.core.summary import RunSummary
-from memprobe.core.text import printable, printable_lines
+from memprobe.core.text import clip, columns, pad, printable, printable_lines
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import signal_name
 from memprobe.live.outlet import Outlet
@@ -197,3 +199,121 @@ def _mb(v: float | None, sign: bool = False) -> str:
 
 def _num(v: float | None, digits: int = 0) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def workers_table(sweep: Any) -> str:
+    """After the runs' table, where runs were repeated or the worker count swept
+    (:class:`memprobe.analysis.workers.Sweep`): a row per dataset, mode and worker count, each
+    figure the median ± std (min-max) of its runs, then the analysis' answer in words. Empty
+    otherwise."""
+    if sweep is None or not (sweep.curves or sweep.repeated):
+        return ""
+    head = (
+        "dataset",
+        "mode",
+        "workers",
+        "runs",
+        "s per 100 batches",
+        "items/s",
+        "CPU ms/item",
+        "PSS peak",
+        "fits",
+    )
+    rows = [head]
+    for g in sweep.groups:
+        rows.append(
+            (
+                g.backend,
+                g.mode,
+                str(g.workers),
+                str(len(g.run_ids)),
+                *(spread_text(g.figures.get(f), d) for f, d in SPREAD_COLUMNS),
+                "-" if g.fits is None else ("yes" if g.fits else "NO"),
+            )
+        )
+    lines = ["", "medians ± std (min-max) of each group's runs:", *_columns(rows)]
+    said = sweep.sentences()
+    if said:
+        lines += ["", "how many workers:", *[f"  {line}" for line in said]]
+    return "\n".join(lines)
+
+
+SPREAD_COLUMNS = (
+    ("time_per_100_batches_s", 2),
+    ("items_per_s", 0),
+    ("cpu_ms_per_item", 3),
+    ("total_pss_peak_mb", 0),
+)
+
+
+def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+ATTRIBUTION_PATH_COLUMNS = 48  # a path wider than this is cut, marked
+
+
+def attribution_lines(s: RunSummary) -> list[str]:
+    """Which of the dataset's structures the run's workers copied (``--attribute``): the
+    analysis' table (:func:`memprobe.analysis.attribution.attribution`), each worker's MB up to
+    four workers (their mean beyond), together and the share of the copied total."""
+    a = s.attribution
+    if not a:
+        return []
+    if a.get("error"):
+        return [f"{s.run_id}: which structure was copied: not known ({a['error']})"]
+    workers = a["workers"]
+    each = len(workers) <= 4
+    per_head = [f"worker {w['worker']}" for w in workers] if each else ["mean"]
+    head = ("path", "held MB", *per_head, "together", "share")
+    rows: list[tuple[str, ...]] = [head]
+    for r in a["rows"]:
+        per = [_num(x, 1) for x in r["workers_mb"]] if each else [_num(r["mean_mb"], 1)]
+        share = "-" if r["share"] is None else f"{r['share']:.0%}"
+        rows.append(
+            (
+                clip(printable(r["path"]), ATTRIBUTION_PATH_COLUMNS),
+                _num(r["held_mb"], 1),
+                *per,
+                _num(r["together_mb"], 1),
+                share,
+            )
+        )
+    copied = [_num(x, 1) for x in a["copied_mb"]] if each else [_num(a["copied_mean_mb"], 1)]
+    rows.append(("copied (the total)", "", *copied, _num(a["copied_together_mb"], 1), "100%"))
+    widths = [max(columns(r[i]) for r in rows) for i in range(len(head))]
+    out = [
+        f"\n{s.run_id}: which structure the workers copied ({_method(a['method'])}):",
+        f"  {a['sentence']}",
+    ]
+    for k, r in enumerate(rows):
+        out.append(
+            "  " + "  ".join(pad(c, w, right=i > 0) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        )
+        if k == 0:
+            out.append("  " + "  ".join("-" * w for w in widths))
+    if a.get("incomplete"):
+        out.append(
+            f"  the walk of the dataset {a['incomplete']}: what it did not reach is counted outside it"
+        )
+    out += [f"  {printable(line)}" for line in a.get("also_held") or []]
+    if (a.get("marked_by") or 0) > 1:
+        out.append(
+            f"  {a['marked_by']} processes marked their dataset; shown: pid {a['parent']}'s workers, the most copied"
+        )
+        out += [f"  {printable(p['sentence'])}" for p in a.get("by_process") or []]
+    return out
+
+
+def _method(method: str) -> str:
+    return (
+        "pages whose frame differs from the parent's"
+        if method == "frames"
+        else "pages each worker maps alone (pagemap bit 56)"
+    )

@@ -32,10 +32,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 from memprobe.core.errors import UsageError
+from memprobe.core.rounds import median_of
+from memprobe.core.text import clip, columns, pad, printable
 
 NAME = "cure"
 HELP = "try the fixes for copy-on-access on your own dataset, side by side, with the change to make"
@@ -180,6 +181,7 @@ def render(outcomes: list[Any], dataset: str, kwargs: dict, out: Path) -> str:
     lines += [head]
     for o in outcomes:
         lines.append(_row(o))
+    lines += _attribution_lines(outcomes)
     lines += ["", *_changes(outcomes), *_guard(outcomes, dataset, kwargs), "", f"results: {out}"]
     return "\n".join(lines)
 
@@ -200,6 +202,62 @@ def _conversion_lines(outcomes: list[Any]) -> list[str]:
     return [*lines, ""]
 
 
+ATTRIBUTION_ROWS = 8  # paths shown in cure's table of what each variant's workers copied
+ATTRIBUTION_PATH_COLUMNS = 48
+
+
+def _attribution_lines(outcomes: list[Any]) -> list[str]:
+    """Which of the dataset's structures each fork variant's workers copied, MB per worker (the
+    median of the rounds; the analysis' table, summary.json's ``attribution``), side by side:
+    which attribute each fix moved; then each attribute the conversion refused, by name, with
+    its share of what the workers copied as is."""
+    tables = []
+    for o in outcomes:
+        found = [a for r in o.results if (a := getattr(r.summary, "attribution", None))]
+        found = [a for a in found if not a.get("error")]
+        if found:
+            tables.append((o, found))
+    if not tables:
+        return []
+    order: list[str] = []
+    for _, found in tables:
+        for a in found:
+            order += [r["path"] for r in a["rows"] if r["kind"] == "path" and r["path"] not in order]
+    rest = [r["path"] for r in tables[0][1][0]["rows"] if r["kind"] != "path"]
+    shown = order[:ATTRIBUTION_ROWS] + rest
+    names = [clip(printable(p), ATTRIBUTION_PATH_COLUMNS) for p in [*shown, "copied (the total)"]]
+    width = max(columns(n) for n in names)
+    lines = ["", "which structure each worker copied (MB per worker; summary.json's attribution):"]
+    lines.append("  " + pad("path", width) + "".join(f"{o.variant.label:>28}" for o, _ in tables))
+    for name, path in zip(names, shown, strict=False):
+        cells = "".join(f"{_num1(_path_mb(found, path)):>28}" for _, found in tables)
+        lines.append("  " + pad(name, width) + cells)
+    totals = [median_of([a["copied_mean_mb"] for a in found]) for _, found in tables]
+    lines.append("  " + pad(names[-1], width) + "".join(f"{_num1(t):>28}" for t in totals))
+    base = next((found for o, found in tables if o.variant.key == "as-is"), None)
+    conv = next((o.conversion for o in outcomes if o.conversion is not None), None)
+    if base and conv and conv.refused:
+        total = median_of([a["copied_mean_mb"] for a in base])
+        for r in conv.refused:
+            path = "dataset" + r.attribute.removeprefix("self")  # cure's names start at self
+            mine = _path_mb(base, path)
+            if mine is not None and total:
+                lines.append(
+                    f"  not converted: {printable(path)} holds {mine:,.1f} of the {total:,.1f} MB each "
+                    f"worker copied as is ({mine / total:.0%})"
+                )
+    return lines
+
+
+def _path_mb(found: list[dict], path: str) -> float | None:
+    """A path's MB per worker, the median over the rounds that name it."""
+    return median_of([r["mean_mb"] for a in found for r in a["rows"] if r["path"] == path])
+
+
+def _num1(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
 def _row(o: Any) -> str:
     label = o.variant.label
     if o.skipped or not o.results:
@@ -209,10 +267,10 @@ def _row(o: Any) -> str:
         errors = {r.summary.error or r.summary.status for r in o.results}
         return f"{label:<28}  failed: {_one_line('; '.join(sorted(errors)))}"
     thread = o.variant.mode == "thread"
-    growth = _median([s.main_uss_growth_mb if thread else s.worker_uss_growth_mb for s in ok])
-    start = None if thread else _median([s.worker_uss_start_mb for s in ok])
-    pss = _median([s.total_pss_peak_mb for s in ok])
-    rate = _median([s.items_per_s for s in ok])
+    growth = median_of([s.main_uss_growth_mb if thread else s.worker_uss_growth_mb for s in ok])
+    start = None if thread else median_of([s.worker_uss_start_mb for s in ok])
+    pss = median_of([s.total_pss_peak_mb for s in ok])
+    rate = median_of([s.items_per_s for s in ok])
     verdicts = [s.verdict or "no window" for s in ok]
     verdict = verdicts[0] if len(set(verdicts)) == 1 else ", ".join(verdicts)
     if len(ok) < len(o.results):
@@ -234,16 +292,16 @@ def _changes(outcomes: list[Any]) -> list[str]:
     above the dataset's as it is (:data:`MORE_MEMORY_SHARE`) is set apart, not offered as a fix."""
     base = next((o for o in outcomes if o.variant.key == "as-is"), None)
     base_ok = [r.summary for r in base.results if r.summary.status == "ok"] if base else []
-    base_rate = _median([s.items_per_s for s in base_ok])
-    base_pss = _median([s.total_pss_peak_mb for s in base_ok])
+    base_rate = median_of([s.items_per_s for s in base_ok])
+    base_pss = median_of([s.total_pss_peak_mb for s in base_ok])
     fixes, costlier = [], []
     for o in outcomes:
         if o.variant.key == "as-is" or o.skipped or not o.results:
             continue
         if not all(r.summary.status == "ok" and r.summary.verdict == "flat" for r in o.results):
             continue
-        rate = _median([r.summary.items_per_s for r in o.results])
-        pss = _median([r.summary.total_pss_peak_mb for r in o.results])
+        rate = median_of([r.summary.items_per_s for r in o.results])
+        pss = median_of([r.summary.total_pss_peak_mb for r in o.results])
         costs = []
         if rate and base_rate:
             costs.append(f"{rate / base_rate:.2f}x the items/s as is")
@@ -293,11 +351,6 @@ def _guard(outcomes: list[Any], dataset: str, kwargs: dict) -> list[str]:
             text = cures.guard(cures.ADVICE[cures.COPY_ON_ACCESS], job)
             return ["", f"once the change is made ({o.variant.label}), a pytest test keeps it so:", text]
     return []
-
-
-def _median(values: list[float | None]) -> float | None:
-    found = [v for v in values if v is not None]
-    return median(found) if found else None
 
 
 def _mb(v: float | None, *, sign: bool = False) -> str:

@@ -120,7 +120,7 @@ def print_result(result, stream) -> None:
     """The summary table, each worker's lifetime growth, what the user must know besides
     (marks ignored, sampling stopped, processes still running) and where the results are.
     Through ``say``: a closed pipe or a terminal gone (SIGHUP) stops the output, nothing else."""
-    from memprobe.cli.console import say, summary_table
+    from memprobe.cli.console import attribution_lines, say, summary_table
     from memprobe.core import cures
     from memprobe.core.text import printable
 
@@ -134,6 +134,14 @@ def print_result(result, stream) -> None:
             p(NO_ITEMS.get(result.kind, NO_ITEMS["record"]))
         if s.memory_limit:
             p(limit_line(s.memory_limit))
+        for line in attribution_lines(s):
+            p(line)
+        if s.copied_by_kind:
+            p(
+                "\nwhere the forked workers' copied pages lie (read from outside; memprobe.mark_dataset names the structures):"
+            )
+            for k in s.copied_by_kind:
+                p(f"  {k['sentence']}")
         for line in cures.text_lines(cures.causes_of(s), cures.job_of(s)):
             p(line)
     rows = process_rows(result.processes, outlived={o["pid"] for o in result.outlived})

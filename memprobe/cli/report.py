@@ -58,7 +58,7 @@ def finish_folder(root: Path, left: str | None = None) -> Found:
 
 def main(args: argparse.Namespace) -> int:
     from memprobe.analysis.runs import analyse_all
-    from memprobe.cli.console import say, summary_table
+    from memprobe.cli.console import say, summary_table, workers_table
     from memprobe.core.errors import UsageError
     from memprobe.core.safe_read import display_path
     from memprobe.report import render, write_report
@@ -92,8 +92,10 @@ def main(args: argparse.Namespace) -> int:
     analysed = analyse_all(results)  # once: the summary and the page draw from the same analysis
     summaries = [a.summary for a in analysed]
     if out is None:
-        folder.write_summary(summaries)
+        folder.write_summary(summaries, analysed.sweep.to_dict())
     say(summary_table(summaries))
+    if workers_table(analysed.sweep):
+        say(workers_table(analysed.sweep))
     if out is None:
         page = write_report(root, results, analysed)
     else:
@@ -112,7 +114,7 @@ def report_so_far(root: Path, writer: int, out: Path | None = None) -> int:
     import time
 
     from memprobe.analysis.runs import analyse_all
-    from memprobe.cli.console import say, summary_table
+    from memprobe.cli.console import say, summary_table, workers_table
     from memprobe.core.safe_read import display_path
     from memprobe.report import render
     from memprobe.report.format import clock
@@ -141,7 +143,7 @@ def report_so_far(root: Path, writer: int, out: Path | None = None) -> int:
         raise
 
     def write() -> None:
-        folder.write_summary(summaries)
+        folder.write_summary(summaries, analysed.sweep.to_dict())
         write_text_atomic(path, page)
 
     if out is not None:
@@ -150,6 +152,8 @@ def report_so_far(root: Path, writer: int, out: Path | None = None) -> int:
         say(ended, sys.stderr)
         return 0
     say(summary_table(summaries))
+    if workers_table(analysed.sweep):
+        say(workers_table(analysed.sweep))
     going = "recording" if folder.manifest.get("kind") in ("record", "watch") else "running"
     say(f"\nreport (still {going}, as of {clock(as_of)}): {display_path(path)}")
     return 0

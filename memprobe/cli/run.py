@@ -41,11 +41,16 @@ EPILOG = """examples:
   memprobe run lists_vs_arrays --quick --strict
   memprobe run my.yaml                         # a file of your own (memprobe scenarios copy NAME my.yaml)
   memprobe run --dataset mypkg.data:build_dataset --kwargs '{"split": "train"}' --modes fork,spawn,thread
+  memprobe run --dataset mypkg.data:build_dataset --workers 0,1,2,4 --repeats 5   # how many workers?
+  memprobe run num_workers --quick             # the course exercise: time per 100 batches per num_workers
 """
 # 200k: at 100k, lists_vs_arrays' list x fork workers grew +29 MB, under its 50 MB threshold
 # ("expectation not met"); quick.yaml's 200k grow ~+106 MB.
 QUICK_RECORDS = 200_000
 QUICK_IMAGES = 128
+# A repeated scenario times its runs: --quick keeps fewer and shorter timings of the same matrix.
+QUICK_REPEATS = 3
+QUICK_BATCHES = 20
 # Taken the Ctrl-C way: without it, SIGTERM (a cancelled CI job, `kill`) would end memprobe at
 # once, and the run's process group, in a group of its own, would not be told.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -119,6 +124,15 @@ def with_axes(scenario: Any, args: argparse.Namespace) -> Any:
     )
 
 
+def with_repeats(scenario: Any, args: argparse.Namespace) -> Any:
+    """The scenario (a file's or --dataset's) with --repeats N in place of its ``repeats``."""
+    from memprobe.run.scenario import MAX_REPEATS, with_overrides
+
+    if args.repeats is None:
+        return scenario
+    return with_overrides(scenario, repeats=int(bounded("--repeats", args.repeats, 1, MAX_REPEATS)))
+
+
 def _preflight(scenario: Any) -> None:
     """Import every user factory now, in a process of its own within the per-run timeout
     (memprobe.run.import_check), so a wrong name or a module that cannot be imported stops before
@@ -147,9 +161,17 @@ def _preflight(scenario: Any) -> None:
 
 def _quick(scenario: Any) -> Any:
     """The same matrix on a small dataset: records capped for the built-in backends, images for
-    decode (user factories take their size from their own kwargs)."""
+    decode (user factories take their size from their own kwargs); a repeated scenario (one that
+    times its runs) at most :data:`QUICK_REPEATS` repeats of :data:`QUICK_BATCHES` batches each."""
     from memprobe.run.scenario import with_overrides
 
+    if scenario.repeats > 1:
+        batches = QUICK_BATCHES * scenario.loader.batch_size
+        scenario = with_overrides(
+            scenario,
+            repeats=min(scenario.repeats, QUICK_REPEATS),
+            loader=replace(scenario.loader, items=min(scenario.loader.items or batches, batches)),
+        )
     if scenario.workload == "decode":
         return with_overrides(
             scenario, decode=replace(scenario.decode, images=min(scenario.decode.images, QUICK_IMAGES))
@@ -195,18 +217,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     one.add_argument("--items", type=int, help="stop each run after this many items")
     one.add_argument("--batch-size", type=int, help=f"batch size (default: {DATASET_BATCH})")
     p.add_argument(
+        "--repeats",
+        type=int,
+        metavar="N",
+        help="run every run N times, in interleaved rounds (instead of the scenario's repeats, default 1); "
+        "medians with their spread (std, min-max) are shown",
+    )
+    p.add_argument(
         "-o", "--output", metavar="DIR", help="results folder (default: reports/<name>-<UTC time>)"
     )
     p.add_argument(
         "--quick",
         action="store_true",
         help=f"same matrix on a small dataset (at most {QUICK_RECORDS:,} records, or "
-        f"{QUICK_IMAGES} images for decode): a fast look",
+        f"{QUICK_IMAGES} images for decode; a repeated scenario: at most {QUICK_REPEATS} repeats of "
+        f"{QUICK_BATCHES} batches): a fast look",
     )
     p.add_argument(
         "--strict", action="store_true", help="exit 1 when a run does not meet the scenario's expectation"
     )
     p.add_argument("--no-report", action="store_true", help="save results and summary only; skip report.html")
+    p.add_argument(
+        "--attribute",
+        action="store_true",
+        help="name which of the dataset's structures the fork workers copied (MB per attribute path), "
+        "read after the last measurement (docs/attribution.md)",
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -225,16 +261,18 @@ def main(args: argparse.Namespace) -> int:
     from memprobe.run.limits import check_limits
     from memprobe.run.scenario import with_overrides
 
-    scenario = _scenario(args)
+    scenario = with_repeats(_scenario(args), args)
     if args.timeout is not None:
         scenario = with_overrides(scenario, timeout_s=bounded("--timeout", args.timeout, 1, unit="seconds"))
     if args.quick:
         scenario = _quick(scenario)
+    if args.attribute:
+        scenario = with_overrides(scenario, sampling=replace(scenario.sampling, attribute=True))
     check_limits(scenario, lifted=args.no_limits)
     _preflight(scenario)
     # Only now pandas and the rest (~1 s): a scenario, flag or machine limit that is refused
     # is refused at once.
-    from memprobe.cli.console import TerminalConsole, say, summary_table
+    from memprobe.cli.console import TerminalConsole, attribution_lines, say, summary_table, workers_table
     from memprobe.results.folder import default_out_dir, make_output
     from memprobe.run.session import run_scenario
     from memprobe.session.finish import EXIT_FAILED
@@ -248,11 +286,18 @@ def main(args: argparse.Namespace) -> int:
     else:
         out = default_out_dir(scenario.name)
     runs = scenario.runs()
-    say(f"memprobe: {scenario.name}: {len(runs)} runs -> {out}", sys.stderr)
+    rounds = f" ({scenario.repeats} interleaved rounds)" if scenario.repeats > 1 else ""
+    say(f"memprobe: {scenario.name}: {len(runs)} runs{rounds} -> {out}", sys.stderr)
     result = run_scenario(
         scenario, out, console=TerminalConsole(), render=not args.no_report, signals=STOP_SIGNALS
     )
     say(summary_table(result.summaries))
+    table = workers_table(result.sweep)
+    if table:
+        say(table)
+    for s in result.summaries:
+        for line in attribution_lines(s):
+            say(line)
     _print_explanations(result.summaries)
     print_advice(result.summaries, runs)
     if result.signals:

@@ -74,6 +74,16 @@ class RunSummary:
     # their anonymous RSS); the rest of their growth is pages copied from their parent. None
     # where not known (results without anonymous RSS).
     worker_allocated_mb: float | None = None
+    # A scenario run's: its loader's batch size, and the time 100 batches take at the run's
+    # items/s in its window (100 x batch_size / items_per_s): the course exercise's measure.
+    batch_size: int | None = None
+    time_per_100_batches_s: float | None = None
+    # Which of the dataset's structures the forked workers copied, where the run asked
+    # (memprobe.analysis.attribution): rows of MB per path and outside the dataset.
+    attribution: dict | None = None
+    # A recorded job's: each parent of forked workers, the MB its workers copied by where the pages
+    # lie (heap, anonymous mappings, file mappings, stack), read from outside, marked or not.
+    copied_by_kind: list[dict] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: clean(v) for k, v in asdict(self).items()}

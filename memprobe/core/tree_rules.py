@@ -19,7 +19,7 @@ from itertools import pairwise
 from operator import itemgetter
 from typing import TypeVar
 
-from memprobe.core.vocabulary import COMMAND, DATALOADER, EXEC, FORK, HELPER_ROLES, WORKER_KINDS
+from memprobe.core.vocabulary import COMMAND, DATALOADER, EXEC, HELPER_ROLES, WORKER_KINDS
 
 E = TypeVar("E")  # a process as one stage knows it: a meta's entry, the analysis' Proc
 
@@ -52,25 +52,26 @@ def lowest_free(taken: set[int]) -> int:
     return next(i for i in range(len(taken) + 1) if i not in taken)
 
 
-# A child program or plain forked child seen alive for less than this from its start, and then
-# ended, is a command its parent ran for a moment, not a worker (:func:`brief_commands`).
+# A child program seen alive for less than this from its start, and then ended, is a command its
+# parent ran for a moment, not a worker (:func:`brief_commands`).
 BRIEF_COMMAND_S = 1.0
 
 
 def brief_commands(processes: list[dict]) -> list[dict]:
     """A meta's process list with each brief command made one: a child that exec'd a program
-    (kind ``exec``), or a plain forked child seen before it exec'd (``fork``), last seen alive
-    within :data:`BRIEF_COMMAND_S` of its start and then ended. torch's CUDA build runs
+    (kind ``exec``) last seen alive within :data:`BRIEF_COMMAND_S` of its start and then ended. torch's CUDA build runs
     ``ldconfig -p`` at ``import torch`` (ctypes.util.find_library): recorded, every such job
     had a "worker 0 (exec)" with no exact reading to judge, and a worker generation before its
     DataLoader's, so the main process's growth up to its workers read "between worker
     generations". Its kind becomes ``command`` and its role ``command`` (after its rank's, as a
     helper's): listed, never a worker; its parent's later generations are numbered from 0 again.
-    DataLoader and spawned workers are never commands, however short their lives."""
+    DataLoader, spawned and forked workers are never commands, however short their lives (a
+    forked worker the OOM killer ended 0.8 s after its fork is the job's worker; a subprocess
+    seen between its fork and its exec stays a forked child, a window of milliseconds)."""
     out, renumber = [], set()
     for p in processes:
         ended = p.get("end_t") is not None
-        if p["kind"] in (EXEC, FORK) and ended and p["last_t"] - p["start_t"] < BRIEF_COMMAND_S:
+        if p["kind"] == EXEC and ended and p["last_t"] - p["start_t"] < BRIEF_COMMAND_S:
             rank = p.get("rank", -1)
             role = f"rank {rank} {COMMAND}" if rank is not None and rank >= 0 else COMMAND
             out.append({**p, "kind": COMMAND, "role": role, "worker": -1, "generation": None})

@@ -252,3 +252,15 @@ def shell_exit_code(returncode: int) -> int:
 def item_noun(workload: str) -> str:
     """What a run's loader yields, in words: images for the decode workload, items otherwise."""
     return "images" if workload == "decode" else "items"
+
+
+# Where a copied page lies, as the worker's /proc/PID/maps tells (private writable mappings only:
+# a shared mapping is never copied, a read-only one never written). Python's arenas and large
+# buffers (malloc's, numpy's, torch's) are all anonymous mappings, which the kernel merges when
+# they are adjacent: from outside they are not told apart.
+COPY_KINDS = {
+    "heap": "the heap (malloc's brk)",
+    "anonymous": "anonymous mappings (Python's arenas, large buffers)",
+    "file": "file mappings (libraries' writable data)",
+    "stack": "the stack",
+}

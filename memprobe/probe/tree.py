@@ -16,7 +16,7 @@ to its parent:
   ``pt_multiprocess_data_worker`` cut to 15 characters by the kernel), ``fork`` (it shows its
   parent's address-space layout: forked and not exec'd, so it shares the parent's pages),
   ``spawn`` (an exec'd Python multiprocessing child, or a forkserver's child) or ``exec`` (any
-  other program); an ``exec`` or ``fork`` child that ended within a second is listed afterwards
+  other program); an ``exec`` child that ended within a second is listed afterwards
   as a ``command`` its parent ran, not a worker (:func:`memprobe.core.tree_rules.brief_commands`);
 * **helpers**: multiprocessing's ``forkserver`` and ``resource tracker``. A forkserver's
   children are workers of the forkserver's parent.

@@ -32,6 +32,7 @@ from memprobe.core.verdict import VerdictSpec
 from memprobe.probe import cgroup, procfs
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree_sampler import TreeSampler
+from memprobe.record.copies import CopiedStructures
 from memprobe.results.files import RunWriter, folder_identity
 from memprobe.results.folder import ResultsFolder
 from memprobe.results.job import node_identity
@@ -216,6 +217,7 @@ class Recording:
         self.t0 = time.monotonic()
         self.sampler: TreeSampler | None = None
         self.marks: MarkReader | None = None
+        self.copies: CopiedStructures | None = None  # which structures workers copied (mark_dataset)
         self.info: dict = {}
         self._next_save = -math.inf
         # Sampling stopped before the end (a write error, the folder gone, the sampler's own
@@ -243,6 +245,9 @@ class Recording:
     def poll_marks(self) -> None:
         if self.marks is not None and self.stopped is None:
             self.writer.append("progress", self.marks.poll())
+            if self.copies is None:
+                self.copies = CopiedStructures(self.marks.path, getattr(self, "root", None))
+            self.copies.poll()
 
     def poll(self) -> None:
         """Tail the marks; every CHECKPOINT_S or so, save the run's meta as it stands. A write
@@ -385,6 +390,8 @@ class Recording:
         try:
             self.writer.write_meta(meta)
             self.writer.close()
+            if self.copies is not None:
+                self.copies.discard()  # the maps' table is in the meta now
             session = finalize(
                 self.folder,
                 "interrupted" if status == "interrupted" else "complete",
@@ -437,7 +444,7 @@ class Recording:
             "elapsed_s": round(elapsed, 3),
             "exit_code": exit_code,
             "sampler": s.stats(elapsed),
-            "dataset_info": {},
+            "dataset_info": self.copies.info() if self.copies is not None else {},
             "root_pid": self.root,
             "ranks": {str(r): pid for pid, r in sorted(s.roles.ranks.items(), key=lambda x: x[1])},
             "start_methods": dict(methods),

@@ -123,7 +123,7 @@ def limit_line(
     return Series(trace, np.array([xs.min(), xs.max()]), np.array([limit_mb, limit_mb], float))
 
 
-def num(v: float, digits: int = 3) -> float | None:
+def num(v: float | None, digits: int = 3) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), digits)
 
 

@@ -311,6 +311,7 @@ class Cell:
     style: str = ""
     bar: float = 0.0  # peak total PSS as a share of the largest on the page
     fit: tuple[bool, str] | None = None  # whether its peak total PSS fits the limit, in words
+    runs: int = 1  # the runs of this configuration (repeats): the cell shows the first
 
 
 def fit_words(peak_mb: float | None, limit: tuple[float | None, str]) -> tuple[bool, str] | None:
@@ -348,7 +349,8 @@ def matrices(
     summaries: list[RunSummary], anchors: dict[str, str], limit: tuple[float | None, str] = (None, "")
 ) -> list[Matrix]:
     """One backend x mode table per worker count; axes come from the data, in run order; each
-    configuration marked as fitting ``limit`` (MB, what it is) or not."""
+    configuration marked as fitting ``limit`` (MB, what it is) or not. A repeated configuration
+    shows its first run and says how many it had (their medians: "How many workers")."""
     peak = max((s.total_pss_peak_mb or 0 for s in summaries), default=0) or 1
     out = []
     for workers in sorted({s.workers for s in summaries}):
@@ -358,7 +360,8 @@ def matrices(
         for backend in dict.fromkeys(s.backend for s in runs):
             cells = []
             for mode in modes:
-                s = next((r for r in runs if r.backend == backend and r.mode == mode), None)
+                mine = [r for r in runs if r.backend == backend and r.mode == mode]
+                s = mine[0] if mine else None
                 cells.append(
                     Cell(None)
                     if s is None
@@ -368,6 +371,7 @@ def matrices(
                         cell_style(s),
                         (s.total_pss_peak_mb or 0) / peak,
                         fit_words(s.total_pss_peak_mb, limit),
+                        len(mine),
                     )
                 )
             rows.append((row_label(backend, runs), cells))

@@ -17,8 +17,9 @@ import jinja2
 from memprobe.core import cures
 from memprobe.core.scaling import contention_note, scaling
 from memprobe.core.summary import RunSummary, window_bounds
+from memprobe.core.system import run_limit
 from memprobe.core.vocabulary import THREAD_NAME_PREFIX
-from memprobe.report import across, advice, content, figures, recorded, session
+from memprobe.report import across, advice, attribution, content, figures, recorded, session, workers
 from memprobe.report import format as fmt
 from memprobe.report.chart import DASHES, MAX_POINTS, color_styles, name_items_axis, styles
 from memprobe.report.embed import plotly_js, script_json
@@ -27,6 +28,7 @@ from memprobe.results.folder import ResultSet
 
 if TYPE_CHECKING:
     from memprobe.analysis.runs import Analysed
+    from memprobe.analysis.workers import Sweep
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ def environment() -> jinja2.Environment:
         upfront_copy=content.upfront_copy,
         rate_text=content.rate_text,
         cost_text=content.cost_text,
+        attribution_view=attribution.view,
         thread_name_prefix=THREAD_NAME_PREFIX,
     )
     return env
@@ -82,19 +85,6 @@ def factories(results: ResultSet) -> dict[str, dict]:
         if isinstance(factory, dict) and factory.get("factory"):
             out[meta["run_id"]] = factory
     return out
-
-
-def run_limit(manifest: dict) -> tuple[float | None, str]:
-    """The memory a scenario's runs had to fit in, and what it is: memprobe's memory cgroup's
-    limit where it was below the machine's memory (the runs are charged to memprobe's cgroup),
-    else the machine's memory; (None, "") where neither is known (an older folder)."""
-    env = manifest.get("environment") or {}
-    own, total = env.get("cgroup_limit_mb"), env.get("mem_total_mb")
-    if fmt.is_num(own) and own > 0 and not (fmt.is_num(total) and total and own >= total):
-        return float(own), "memprobe's memory cgroup's limit"
-    if fmt.is_num(total) and total > 0:
-        return float(total), "this machine's memory"
-    return None, ""
 
 
 def run_views(results: ResultSet, summaries: list[RunSummary], max_points: int) -> list[RunView]:
@@ -168,9 +158,11 @@ def page_noun(summaries: list[RunSummary]) -> str:
     return "images" if summaries and all(s.workload == "decode" for s in summaries) else "items"
 
 
-def bar_charts(summaries: list[RunSummary]) -> list[dict]:
-    """Throughput and peak memory per backend x mode x workers, side by side (ok runs only)."""
+def bar_charts(summaries: list[RunSummary], sweep: Sweep | None = None) -> list[dict]:
+    """Throughput and peak memory per backend x mode x workers, side by side (ok runs only);
+    where runs were repeated, a bar per configuration at the median of its runs (``sweep``'s)."""
     rows = []
+    by_id = {s.run_id: s for s in summaries}
     for s in summaries:
         if s.status != "ok":
             continue
@@ -187,6 +179,18 @@ def bar_charts(summaries: list[RunSummary]) -> list[dict]:
                 "extra": extra,
             }
         )
+    if sweep is not None and sweep.repeated:
+        rows = [
+            {
+                "label": content.backend_label(by_id[g.run_ids[0]]),
+                "mode": g.mode,
+                "workers": g.workers,
+                "items_per_s": g.median("items_per_s"),
+                "pss": g.median("total_pss_peak_mb"),
+                "extra": f"median of {len(g.run_ids)} runs",
+            }
+            for g in sweep.groups
+        ]
     if len(rows) < 2:
         return []
     unit = f"{page_noun(summaries)}/s"
@@ -219,11 +223,14 @@ def context(results: ResultSet, max_points: int, analysed: list[Analysed]) -> di
     views = run_views(results, summaries, max_points)
     ids = anchors(summaries)
     overview_chart = all_runs_chart(results, summaries, max_points)
-    bars = bar_charts(summaries)
+    sweep = getattr(analysed, "sweep", None)  # analyse_all's: the repeats and the worker-count frontier
+    bars = bar_charts(summaries, sweep)
     groups = scaling(summaries)
     scaling_chart = across.chart_scaling("c-scaling", groups, page_noun(summaries))
     charts = [c for v in views for c in v.charts] + ([overview_chart] if overview_chart else []) + bars
     charts += [scaling_chart] if scaling_chart else []
+    workers_chart = workers.chart_workers("c-workers", sweep, page_noun(summaries)) if sweep else None
+    charts += [workers_chart] if workers_chart else []
     manifest = results.manifest
     return {
         "title": f"memprobe · {manifest.get('scenario') or results.root.name}",
@@ -243,6 +250,10 @@ def context(results: ResultSet, max_points: int, analysed: list[Analysed]) -> di
         "bar_charts": bars,
         "scaling_chart": scaling_chart,
         "contention_note": contention_note(groups),
+        "workers_chart": workers_chart,
+        "workers_sentences": sweep.sentences() if sweep else [],
+        "workers_rows": workers.group_rows(sweep) if sweep and (workers_chart or sweep.repeated) else [],
+        "workers_repeated": bool(sweep and sweep.repeated),
         "not_in_bars": content.not_in_bars(summaries) if bars else [],
         "cost_rows": content.cost_rows(summaries, ids),
         "churn_note": content.churn_note(summaries),

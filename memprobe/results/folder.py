@@ -285,9 +285,11 @@ class ResultsFolder:
     def load(self) -> ResultSet:
         return ResultSet.of(self)
 
-    def write_summary(self, summaries: Sequence[RunSummary]) -> None:
-        """summary.json: the session's facts from the manifest, one entry per run, and how each
-        (mode, backend) scaled with its worker count (:mod:`memprobe.core.scaling`)."""
+    def write_summary(self, summaries: Sequence[RunSummary], extra: dict | None = None) -> None:
+        """summary.json: the session's facts from the manifest, one entry per run, how each
+        (mode, backend) scaled with its worker count (:mod:`memprobe.core.scaling`), and
+        ``extra``: what the analysis computed of the session as a whole (its repeats' medians
+        and spreads, the worker-count frontier: :meth:`memprobe.analysis.workers.Sweep.to_dict`)."""
         m = self.manifest
         write_json_atomic(
             self.root / "summary.json",
@@ -301,6 +303,7 @@ class ResultsFolder:
                 "environment": m.get("environment"),
                 "runs": [s.to_dict() for s in summaries],
                 "scaling": scaling_dicts(summaries),
+                **(extra or {}),
             },
         )
 

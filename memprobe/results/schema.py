@@ -7,6 +7,10 @@ spec.workers: '2' is not a whole number; allowed: ...``), a :class:`UsageError` 
 memprobe does not read are left alone. Numbers must be finite and at most 10^15 in size (no
 measure of a run comes near; a larger one overflows the arithmetic or a 64-bit column). An older
 version's metas are checked in today's shape, upgraded first (:mod:`memprobe.results.upgrade`).
+
+Over 500 lines because it is the one list of every value a folder holds that memprobe reads,
+with the few rules they are checked by: a reader of the format (or a writer of a new value, as
+the attribution of copied pages was) finds them all here, in the file's own order.
 """
 
 from __future__ import annotations
@@ -235,6 +239,64 @@ PROCESS = _object(
     optional=False,
 )
 
+# What a run's process measured of its workers' copies (memprobe.probe.attribution); paths are a
+# dataset's own names (foreign text: escaped where shown).
+_MB = _required(_number(low=0, optional=False), "a number of MB from 0")
+_WORKER_MB = ("copied_mb", "other_paths_mb", "outside_on_dataset_pages_mb", "outside_elsewhere_mb")
+_ALSO = _object({"path": _text(optional=False), "counted_to": _text(optional=False), "objects": _COUNT})
+_WALK = {"also_held": _list(_ALSO)} | {
+    "objects": _COUNT,
+    "blocks": _COUNT,
+    "seconds": _SECONDS,
+    "stopped": _TEXT,
+    "unreadable": _list(_TEXT),
+}
+_KINDS = _list(
+    _object(
+        {
+            "parent": _COUNT,
+            "workers": _list(
+                _object({"worker": _COUNT, "pid": _COUNT, "kinds_mb": _object(each=_MB, null=False)})
+            ),
+        }
+    )
+)
+ATTRIBUTION = _object(
+    {
+        "error": _TEXT,
+        "paths": _list(_text(optional=False)),
+        "held_mb": _list(_MB),
+        "workers": _list(
+            _object(
+                {
+                    "worker": _COUNT,
+                    "pid": _COUNT,
+                    "method": _name(),
+                    "new_mb": _SECONDS,
+                    "paths_mb": _list(_MB),
+                }
+                | dict.fromkeys(_WORKER_MB, _MB),
+                optional=False,
+            )
+        ),
+        "unread_workers": _list(_COUNT),
+        "other_paths": _COUNT,
+        "walk": _object(_WALK | {"buffers_followed": _flag}),
+        "pagemap_s": _SECONDS,
+        "join_s": _SECONDS,
+        "parent": _COUNT,
+        "marked_by": _COUNT,
+        "reading_cost_s": _SECONDS,
+        "by_process": _list(
+            _object(
+                {"parent": _COUNT, "path": _text(optional=False)}
+                | dict.fromkeys(("path_mb", "copied_mb"), _MB)
+            )
+        ),
+    }
+)
+
+
 META = _object(
     {
         "run_id": _required(_name(optional=False), "the run's id"),
@@ -266,6 +328,9 @@ META = _object(
                 "pixels_per_item": _SECONDS,
                 "gil_enabled": _flag,
                 "decoder_backend": _name(),
+                "attribution": ATTRIBUTION,
+                "copied_by_kind": _KINDS,
+                "copies_reading_s": _SECONDS,
             }
         ),
         "root_pid": _COUNT,

@@ -201,6 +201,12 @@ class ProfileResult:
     def worker_growth_mb(self) -> float | None:
         return self.summary.worker_uss_growth_mb
 
+    @property
+    def attribution(self) -> dict | None:
+        """Which of the dataset's structures the workers copied (``profile(attribute=True)``):
+        :func:`memprobe.analysis.attribution.attribution`'s table."""
+        return self.summary.attribution
+
     def assert_ok(self) -> None:
         __tracebackhide__ = True  # pytest: show the user's line and the message, not this frame
         if self.summary.status != "ok":
@@ -255,6 +261,7 @@ def profile(
     out: str | Path | None = None,
     seed: int = 0,
     no_limits: bool = False,
+    attribute: bool = False,
 ) -> ProfileResult:
     """Build the dataset with ``factory(**kwargs)`` in a fresh process, load it with ``workers``
     workers in ``mode``, sample memory from the outside, and return the result. ``gc_freeze``
@@ -265,6 +272,10 @@ def profile(
     ``functools.partial`` of one of those whose arguments are JSON values (they are passed as
     keyword arguments). Lambdas, functions defined inside functions, anything defined in
     ``__main__`` and methods bound to an object are refused, saying why.
+
+    ``attribute``: which of the dataset's structures the forked workers copied, by attribute path
+    (``result.attribution``; summary.json's ``attribution``): after the last measurement, the
+    workers' pages read and the dataset walked in the run's process (docs/attribution.md).
 
     The numbers are checked as a scenario's are (README, Limits): ``workers`` at most what this
     machine can hold unless ``no_limits`` (as ``--no-limits``).
@@ -303,7 +314,7 @@ def profile(
         loader=LoaderSpec(
             batch_size=batch_size, epochs=epochs, items=items, shuffle=shuffle, gc_freeze=gc_freeze
         ),
-        sampling=SamplingSpec(),
+        sampling=SamplingSpec(attribute=attribute),
         verdict=VerdictSpec(growth_threshold_mb=growth_threshold_mb),
         timeout_s=timeout_s,
         workload="factory",

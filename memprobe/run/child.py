@@ -249,6 +249,7 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
             kill_worker(it, worker_pids(it)[0])
         if final or counter.budget_hit():
             counter.sync("done")
+            attribute_copies(spec, loader, it, counter.events)
             del it
             return True
         if epoch_last and recreates_workers(spec):
@@ -258,6 +259,42 @@ def _epoch(spec: RunSpec, loader: Any, counter: _Counter, epoch: int, per_epoch:
         b += 1
     del it
     return False
+
+
+ATTRIBUTION_MAX_S = 120.0  # the object walk's bound in a run (memprobe.probe.object_map)
+# Left of the run's timeout_s for the pages' reading, the join and the exit, and the walk's share
+# of the rest: the run's deadline counts from its start, and a walk past it would turn a run that
+# finished into a timeout.
+ATTRIBUTION_MARGIN_S = 15.0
+ATTRIBUTION_WALK_SHARE = 0.7
+_STARTED = time.monotonic()  # near enough the supervisor's start of this run's clock
+
+
+def attribute_copies(spec: RunSpec, loader: Any, it: Any, events: Events) -> None:
+    """Which of the dataset's structures each forked worker copied (``sampling.attribute``), sent
+    as the ``attribution`` event: after the last PSS round, the workers still alive. Their pages
+    are read before the walk of the dataset, which writes to this process's pages. The walk is
+    bounded by what the run's timeout leaves."""
+    if not spec.sampling.attribute or spec.mode != FORK or spec.workers == 0:
+        return
+    from memprobe.loaders import worker_pids
+    from memprobe.probe.attribution import attribute_workers
+
+    left = spec.timeout_s - (time.monotonic() - _STARTED) - ATTRIBUTION_MARGIN_S
+    if left < 1.0:
+        events.send(
+            "attribution", attribution={"error": f"no time left for it within timeout_s={spec.timeout_s:g}"}
+        )
+        return
+    dataset = getattr(loader, "dataset", None)
+    if isinstance(dataset, FaultyDataset):
+        dataset = dataset.inner
+    bound = min(ATTRIBUTION_MAX_S, left * ATTRIBUTION_WALK_SHARE)
+    try:
+        result = attribute_workers(dataset, os.getpid(), worker_pids(it), max_seconds=bound)
+    except Exception as exc:  # noqa: BLE001  (the run's figures stand without it: said in its place)
+        result = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    events.send("attribution", attribution=result)
 
 
 def kill_worker(it: Any, pid: int) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from memprobe.core import cures
 from memprobe.core.errors import FactoryError, MemprobeError
+from memprobe.core.rounds import interleaved
 from memprobe.run.factory import call_factory
 
 MIN_ELEMENTS = 1_000  # a container with fewer elements is left as it is: too small to matter
@@ -385,48 +386,48 @@ def run_variants(
 
     outcomes = [Outcome(v) for v in VARIANTS if only is None or v.key in only]
     first = True
-    for r in range(1, rounds + 1):
-        for o in outcomes:
-            if o.skipped:
+    for r, o in interleaved(outcomes, rounds):
+        if o.skipped:
+            continue
+        folder = out / f"r{r}-{o.variant.key}"
+        ref, args = factory, kwargs
+        if o.variant.convert:
+            report = out / f"r{r}-{o.variant.key}-conversion.json"
+            ref = f"{__name__}:converted"
+            args = {
+                "factory": factory,
+                "kwargs": kwargs,
+                "report": str(report),
+                "min_elements": min_elements,
+            }
+        if log:
+            log(f"round {r}/{rounds}: {o.variant.label} ...")
+        try:
+            result = profile(
+                ref,
+                kwargs=args,
+                mode=o.variant.mode,
+                workers=workers,
+                items=items,
+                batch_size=batch_size,
+                gc_freeze=o.variant.gc_freeze,
+                timeout_s=timeout_s,
+                growth_threshold_mb=growth_threshold_mb,
+                out=folder,
+                attribute=o.variant.mode == "fork",  # which attribute each fix moved
+            )
+        except FactoryError as exc:
+            if first or exc.result is None:
+                bound = " (cure's --timeout)" if _timed_out(exc) else ""
+                raise FactoryError(f"{exc}{bound}; no other variant was run", exc.result) from None
+            result = exc.result  # built before, not this time: this run failed, the others stand
+        if o.variant.convert and report.exists():
+            o.conversion = Conversion.from_json(json.loads(report.read_text()))
+            if not o.conversion.converted:
+                o.skipped = "nothing converted"
                 continue
-            folder = out / f"r{r}-{o.variant.key}"
-            ref, args = factory, kwargs
-            if o.variant.convert:
-                report = out / f"r{r}-{o.variant.key}-conversion.json"
-                ref = f"{__name__}:converted"
-                args = {
-                    "factory": factory,
-                    "kwargs": kwargs,
-                    "report": str(report),
-                    "min_elements": min_elements,
-                }
-            if log:
-                log(f"round {r}/{rounds}: {o.variant.label} ...")
-            try:
-                result = profile(
-                    ref,
-                    kwargs=args,
-                    mode=o.variant.mode,
-                    workers=workers,
-                    items=items,
-                    batch_size=batch_size,
-                    gc_freeze=o.variant.gc_freeze,
-                    timeout_s=timeout_s,
-                    growth_threshold_mb=growth_threshold_mb,
-                    out=folder,
-                )
-            except FactoryError as exc:
-                if first or exc.result is None:
-                    bound = " (cure's --timeout)" if _timed_out(exc) else ""
-                    raise FactoryError(f"{exc}{bound}; no other variant was run", exc.result) from None
-                result = exc.result  # built before, not this time: this run failed, the others stand
-            if o.variant.convert and report.exists():
-                o.conversion = Conversion.from_json(json.loads(report.read_text()))
-                if not o.conversion.converted:
-                    o.skipped = "nothing converted"
-                    continue
-            first = False
-            o.results.append(result)
+        first = False
+        o.results.append(result)
     return outcomes
 
 

@@ -219,7 +219,10 @@ class _Supervisor:
     def _handle(self, ev: dict) -> None:
         name = ev["event"]
         t = round(ev.pop("mono") - self.t0, 4)
-        self.writer.append("events", [{"t": t, **{k: v for k, v in ev.items() if k != "traceback"}}])
+        kept = {
+            k: v for k, v in ev.items() if k not in ("traceback", "attribution")
+        }  # the latter: in the meta
+        self.writer.append("events", [{"t": t, **kept}])
         if name not in self.state.milestones:
             self.state.milestones[name] = t
         if name == "epoch_warm":
@@ -240,6 +243,8 @@ class _Supervisor:
                 "progress",
                 [{"t": t, "items": ev["items"], "batches": ev["batches"], "epoch": ev.get("epoch")}],
             )
+        elif name == "attribution":
+            self.state.info["attribution"] = ev.get("attribution")
         elif name == "factory":
             ref, phase = str(ev.get("ref")), str(ev.get("phase"))
             self.state.factory_at = None if phase == factory.BUILT else (ref, phase)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.core.errors import UsageError
+from memprobe.core.rounds import interleaved, round_suffix
 from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import MODES, SINGLE
 from memprobe.run.scenario_file import load_yaml, read_scenario_text, shown
@@ -39,6 +40,8 @@ MAX_IMAGE_SIDE = 8192
 # Batches each worker loads ahead (torch's default: 2). Far beyond, a loader holds a good part
 # of its epoch in memory at once, which is the prefetching being measured, not the dataset.
 MAX_PREFETCH = 64
+# Repeats of every run (the exercise asks for 5). Far beyond, a session is hours of the same runs.
+MAX_REPEATS = 100
 NAME_CHARS = 100
 
 
@@ -88,6 +91,7 @@ class SamplingSpec:
     interval_s: float = 0.1
     pss_cpu_budget: float = 0.012  # see probe.sampler.SamplerSettings
     pss_min_interval_s: float = 0.25
+    attribute: bool = False  # which of the dataset's structures forked workers copied (probe/attribution.py)
 
 
 @dataclass(frozen=True)
@@ -163,12 +167,24 @@ class Scenario:
     decode: DecodeSpec | None = None
     factories: tuple[FactorySpec, ...] = ()
     sys_path: tuple[str, ...] = ()
+    repeats: int = 1
 
     def runs(self) -> list[RunSpec]:
-        """The matrix: backends x modes x workers; ``workers: 0`` runs once per backend.
+        """The matrix: backends x modes x workers; ``workers: 0`` runs once per backend. With
+        ``repeats`` N above 1, the whole matrix N times in interleaved rounds
+        (:func:`memprobe.core.rounds.interleaved`), each run's id ending ``-r1`` .. ``-rN``.
 
         The backend axis is the storage (records), the decoder (decode) or the named user
         dataset (factory)."""
+        matrix = self._matrix()
+        if self.repeats == 1:
+            return matrix
+        return [
+            replace(spec, run_id=spec.run_id + round_suffix(r, self.repeats))
+            for r, spec in interleaved(matrix, self.repeats)
+        ]
+
+    def _matrix(self) -> list[RunSpec]:
         out: list[RunSpec] = []
         factories = {f.name: f for f in self.factories}
         for backend, workers in itertools.product(self.backends, self.workers):
@@ -299,6 +315,7 @@ _TOP_KEYS = (
     "verdict",
     "expect",
     "timeout_s",
+    "repeats",
 )
 _RECORD_RULES = {"records": (int, 1), "floats": (int, 1), "seed": (int, 0, MAX_SEED)}
 _DECODE_RULES = {
@@ -355,12 +372,14 @@ def parse_scenario(text: str, path: str = "<scenario>", *, base_dir: str | None 
                 "interval_s": (float, 0.01, 60),
                 "pss_cpu_budget": (float, 0.001, 1),
                 "pss_min_interval_s": (float, 0.0, 3600),
+                "attribute": (bool, 0),
             },
         ),
         "verdict": _section(
             check, "verdict", data.get("verdict"), VerdictSpec, {"growth_threshold_mb": (float, 0.0)}
         ),
         "timeout_s": check.number("timeout_s", data.get("timeout_s", 300.0), float, 1.0),
+        "repeats": check.number("repeats", data.get("repeats", 1), int, 1, maximum=MAX_REPEATS),
         "workload": workload,
         # The README promises both: the scenario's own folder first, then the current directory.
         "sys_path": tuple(dict.fromkeys((base_dir or str(Path(path).resolve().parent), os.getcwd()))),

@@ -23,6 +23,7 @@ class SessionResult:
     interrupted: bool
     report: Path | None
     signals: tuple[int, ...] = ()  # every stop signal received, in order (SIGINT, SIGTERM, SIGHUP)
+    sweep: Any = None  # memprobe.analysis.workers.Sweep: repeats' medians, the worker-count frontier
 
     @property
     def exit_code(self) -> int:
@@ -39,7 +40,7 @@ def finalize(folder: ResultsFolder, status: str, *, render: bool, **fields: Any)
     results = folder.load()
     analysed = analyse_all(results)
     summaries = [a.summary for a in analysed]
-    folder.write_summary(summaries)
+    folder.write_summary(summaries, analysed.sweep.to_dict())
     report = None
     if render:
         # Imported here: jinja2 and the figures take ~0.5 s that profile() (no page) never needs.
@@ -48,4 +49,4 @@ def finalize(folder: ResultsFolder, status: str, *, render: bool, **fields: Any)
         report = write_report(folder.root, results, analysed)
     else:  # a snapshot `memprobe report` took while the session ran no longer says what happened
         (folder.root / "report.html").unlink(missing_ok=True)
-    return SessionResult(folder.root, summaries, status == "interrupted", report)
+    return SessionResult(folder.root, summaries, status == "interrupted", report, sweep=analysed.sweep)

@@ -662,3 +662,73 @@ def test_the_scenario_report_says_what_to_do_for_each_cause_and_its_runs(
     assert any("set_forkserver_preload" in c for c in page["changes"])
     assert any('mode="spawn"' in g and "worker_uss_start_mb <" in g for g in page["guards"])
     assert any('mode="fork"' in g and "assert_flat()" in g for g in page["guards"])
+
+
+WORKERS_SCENARIO = """\
+name: browser-workers
+dataset: {records: 20000}
+backends: [numpy]
+modes: [fork, thread]
+workers: [0, 1, 2]
+repeats: 2
+loader: {batch_size: 64, items: 1920}
+timeout_s: 120
+"""
+
+WORKERS_STATE = """(() => {
+  const p = document.getElementById('c-workers');
+  const bars = Array.from(p.querySelectorAll('g.errorbar'));
+  return {
+    traces: p.data.filter(t => t.error_y).map(t => ({name: t.name, yaxis: t.yaxis, y: t.y,
+                                                      array: t.error_y.array, minus: t.error_y.arrayminus || null})),
+    errorbars: bars.length,
+    drawnBars: bars.filter(b => b.querySelector('path') && b.querySelector('path').getAttribute('d')).length,
+    answer: (document.getElementById('workers-answer') || {}).innerText || '',
+    table: document.getElementById('workers-table').innerText,
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def workers_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("browser-workers") / "results"
+    result = run_scenario(parse_scenario(WORKERS_SCENARIO, "browser-workers.yaml"), out, render=False)
+    assert all(s.status == "ok" for s in result.summaries), [s.error for s in result.summaries]
+    return out
+
+
+def test_the_workers_chart_draws_its_error_bars(browser: Chromium, workers_results: Path) -> None:
+    """The "How many workers" chart: every point's std (and pale, min-max) error bar is drawn,
+    from the spreads summary.json states."""
+    state = load(browser, folder_page(workers_results))
+    top = browser.evaluate("document.getElementById('workers').getBoundingClientRect().top + window.scrollY")
+    shot = browser.send(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": top - 10, "width": WIDTH, "height": 1700, "scale": 1},
+        },
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "report-workers.png").write_bytes(
+        base64.b64decode(shot["data"])
+    )  # the section, for a person
+    assert browser.problems == []
+    assert state["plots"] == state["expected"] == state["drawn"] == state["withData"]
+    workers = browser.evaluate(WORKERS_STATE)
+    summary = json.loads((workers_results / "summary.json").read_text())
+    spreads = {(g["mode"], g["workers"]): g["items_per_s"] for g in summary["repeats"]}
+    rate = [t for t in workers["traces"] if t["yaxis"] == "y2"]
+    by_name = {t["name"]: t for t in rate}
+    fork = by_name["fork · numpy"]
+    expected = [spreads[("single", 0)], spreads[("fork", 1)], spreads[("fork", 2)]]
+    assert fork["y"] == pytest.approx([s["median"] for s in expected], abs=1e-3)
+    assert fork["array"] == pytest.approx([s["std"] for s in expected], abs=1e-3)
+    pale = by_name["fork · numpy: min-max"]
+    assert pale["minus"] == pytest.approx([s["median"] - s["min"] for s in expected], abs=1e-3)
+    # 2 curves x 4 panels x 2 traces, each an error bar per point (3 counts): all drawn as SVG.
+    assert workers["errorbars"] == 2 * 4 * 2 * 3 and workers["drawnBars"] == workers["errorbars"]
+    assert "numpy, fork: the fewest workers within 5 % of the best items/s" in workers["answer"]
+    assert "numpy, thread: the fewest workers" in workers["answer"]
+    assert "±" in workers["table"]

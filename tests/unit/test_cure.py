@@ -340,3 +340,43 @@ def test_a_flat_fix_that_costs_more_memory_in_all_is_not_offered_as_a_fix() -> N
         "  spawn (as is): flat, but +1,861.0 MB more in all" in text
         or "  spawn (as is): flat, but 1,861 MB more in all" in text
     )
+
+
+def _copied(entries_mb: float, labels_mb: float) -> dict:
+    """The analysis' attribution table of a run whose 2 workers copied so much of each path."""
+    from memprobe.analysis.attribution import attribution
+
+    worker = {
+        "method": "frames",
+        "copied_mb": entries_mb + labels_mb + 10.0,
+        "paths_mb": [entries_mb, labels_mb],
+        "other_paths_mb": 0.0,
+        "outside_on_dataset_pages_mb": 0.0,
+        "outside_elsewhere_mb": 10.0,
+    }
+    found = {
+        "paths": ["dataset.index.entries", "dataset.labels"],
+        "held_mb": [60.0, 5.0],
+        "workers": [{**worker, "worker": k, "pid": k + 10} for k in range(2)],
+    }
+    return attribution({"dataset_info": {"attribution": found}}) or {}
+
+
+def test_cure_shows_which_attribute_each_fix_moved_and_the_share_of_what_it_could_not_convert() -> None:
+    grew, flat = _run("growing"), _run("flat")
+    grew.summary.attribution = _copied(50.0, 5.0)
+    flat.summary.attribution = _copied(50.0, 0.0)
+    outcomes = [cure.Outcome(v) for v in cure.VARIANTS[:2]]
+    outcomes[0].results, outcomes[1].results = [grew], [flat]
+    outcomes[1].conversion = cure.Conversion(
+        [cure.Converted("self.labels", "list of 5 int", "memprobe.SharedList", "self.labels = x")],
+        [cure.Refused("self.index.entries", "list of 9 dict", "inside a Index")],
+    )
+    text = cure_cli.render(outcomes, "m:f", {}, Path("out"))
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith("  dataset")}
+    assert rows["dataset.labels"] == ["5.0", "0.0"]  # the fix moved it
+    assert rows["dataset.index.entries"] == ["50.0", "50.0"]  # not converted: still copied
+    assert (
+        "not converted: dataset.index.entries holds 50.0 of the 65.0 MB each worker copied as is (77%)"
+        in text
+    )

@@ -1280,3 +1280,26 @@ def test_a_rank_never_read_before_its_workers_started_is_shown_what_it_built() -
     # The projection counts what each rank held at least (380 MB), not its USS once its pages were shared.
     ran = next(r for r in _uss_projection(meta, samples) if r["as_measured"])
     assert ran["measured_mb"] == pytest.approx(9 + 2 * (380 + 2 * (150 + 3) / 2), rel=0.03)
+
+
+def test_a_main_process_with_no_worker_grows_as_far_as_its_estimate_and_rss_went_after_its_last_reading() -> (
+    None
+):
+    """A loop keeping 400 kB a step (120 MB in 3.7 s): the sampler trusted its estimate and read it
+    exactly at 0-1.3 s alone; judged on those readings it grew +32 to +42 MB, "flat", in two
+    `memprobe record --fail-on growing` runs of three (tests/integration/test_fail_on.py failed
+    so on a loaded machine). Its estimate to its last tick, bounded by its RSS rise, is its own."""
+    readings = [(0.0, "pss", 2, 7, 0), (0.6, "pss", 22, 28, 20), (1.3, "pss", 40, 45, 38)]
+    cheap = [
+        (t, "cheap", None, 45 + 36 * (t - 1.3), 38 + 36 * (t - 1.3), 40 + 36 * (t - 1.3))
+        for t in (2.0, 2.7, 3.4)
+    ]
+    main = proc_rows(1, "main", -1, [*readings, *cheap], kind="main")
+    meta = job_meta(
+        [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=3.4)], workers=0, mode="fork"
+    )
+    s = _summary(meta, pd.DataFrame(main))
+    row = next(p for p in s.processes if p["pid"] == 1)
+    assert row["estimated"] is True
+    assert row["growth_mb"] == pytest.approx(40 + 36 * 2.1 - 2, abs=0.5)  # to its last tick: 113.6 MB
+    assert s.verdict == "growing"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from memprobe.core import series
+from memprobe.core.system import run_limit
 from memprobe.report import across, content, figures
-from memprobe.report.render import run_limit
 
 ROWS = [
     {

@@ -201,8 +201,8 @@ def test_the_meta_lists_every_process_with_every_fact_the_analysis_takes_as_it_i
 
 def test_a_program_run_for_a_moment_is_listed_as_a_command_not_a_worker() -> None:
     """`ldconfig -p` run by torch's CUDA build at import was "worker 0 (exec)", one generation
-    before the DataLoader's: it is a command now, and the DataLoader's generation is 0. A child
-    program that lived longer, and a DataLoader worker however short, stay workers."""
+    before the DataLoader's: it is a command now, and the generations after it count one less. A
+    child program that lived longer, a forked or DataLoader worker however short, stay workers."""
     from memprobe.core.tree_rules import BRIEF_COMMAND_S, brief_commands
 
     def proc(
@@ -216,22 +216,20 @@ def test_a_program_run_for_a_moment_is_listed_as_a_command_not_a_worker() -> Non
     listed = [
         proc(100, "main", 0.0, 20.0, None, None),
         proc(110, "exec", 2.0, 2.0 + BRIEF_COMMAND_S / 2, 2.6, 0),  # ldconfig: seen once, ended
-        proc(121, "fork", 2.1, 2.2, 2.3, 1),  # seen forked, before its exec, and gone
+        proc(121, "fork", 2.1, 2.2, 2.3, 1),  # a forked worker the OOM killer ended at once: a worker
         proc(130, "dataloader", 5.0, 5.2, 5.3, 2),  # a DataLoader worker that lived briefly
         proc(131, "dataloader", 5.0, 9.0, 9.1, 2),
         proc(140, "exec", 10.0, 10.0 + 2 * BRIEF_COMMAND_S, 12.5, 3),  # a child program that worked
         proc(150, "exec", 15.0, 15.2, None, 4),  # still running at the end: not known to be brief
     ]
     out = {p["pid"]: p for p in brief_commands(listed)}
-    assert [(out[p]["kind"], out[p]["role"], out[p]["generation"]) for p in (110, 121)] == [
-        ("command", "command", None),
-        ("command", "command", None),
-    ]
-    assert [(out[p]["kind"], out[p]["generation"]) for p in (130, 131, 140, 150)] == [
-        ("dataloader", 0),
-        ("dataloader", 0),
-        ("exec", 1),
+    assert (out[110]["kind"], out[110]["role"], out[110]["generation"]) == ("command", "command", None)
+    assert [(out[p]["kind"], out[p]["generation"]) for p in (121, 130, 131, 140, 150)] == [
+        ("fork", 0),
+        ("dataloader", 1),
+        ("dataloader", 1),
         ("exec", 2),
+        ("exec", 3),
     ]
     ranked = brief_commands([{**listed[1], "rank": 1}])
     assert (ranked[0]["role"], ranked[0]["worker"]) == ("rank 1 command", -1)

@@ -110,8 +110,10 @@ def test_a_recording_exported_to_all_three_formats_reads_back(
     text = (tmp_path / "metrics.prom").read_text()
     for parse in (prom, om):
         value = {f.name: f.samples[0].value for f in parse(text) if f.samples}
+        # summary.json rounds its MB to 3 decimals (core.summary.clean); the export writes the
+        # analysis' figure whole: they agree to half of 0.001 MB.
         assert value["memprobe_total_pss_peak_bytes"] == pytest.approx(
-            summary["total_pss_peak_mb"] * 2**20, rel=1e-6
+            summary["total_pss_peak_mb"] * 2**20, abs=0.0005 * 2**20 + 1
         )
         assert value["memprobe_items_per_second"] == pytest.approx(summary["items_per_s"], rel=1e-3)
 

@@ -68,8 +68,12 @@ def test_list_under_fork_workers_end_with_a_private_copy(small_results) -> None:
         end[run_id] = w.groupby("pid")["uss_mb"].last()
         assert len(end[run_id]) == 2
     assert end["list-fork-w2"].min() > 0.6 * LIST_200K_MB
-    assert end["list-fork-w2"].min() > end["numpy-fork-w2"].max() + THRESHOLD_MB
-    assert end["list-fork-w2"].min() > end["arrow-fork-w2"].max() + THRESHOLD_MB
+    # What a list worker copies depends on the interpreter's heap, which the installed packages
+    # shape: 129.6 MB with the test extras alone, 93.4 MB once the trainers extra was installed
+    # too (`import torch` then imports tqdm: 9 modules more), the numpy worker 45.5 MB in both
+    # (same code, 2026-11-29). Half the threshold above numpy's and Arrow's, in either.
+    assert end["list-fork-w2"].min() > end["numpy-fork-w2"].max() + THRESHOLD_MB / 2
+    assert end["list-fork-w2"].min() > end["arrow-fork-w2"].max() + THRESHOLD_MB / 2
 
 
 def test_list_under_fork_grows(small_results) -> None:

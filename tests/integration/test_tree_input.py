@@ -57,7 +57,7 @@ from torch.utils.data import DataLoader, Dataset
 # What torch's CUDA build does at import (ctypes.util.find_library runs `ldconfig -p`), long
 # enough for the sampler to see it (ticks are at most 0.5 s apart) and shorter than
 # BRIEF_COMMAND_S: a program run for a moment, before any DataLoader.
-subprocess.run(["sleep", "0.7"], check=True)
+subprocess.run(["sleep", "0.9"], check=True)
 
 
 class Records(Dataset):

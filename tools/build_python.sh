@@ -177,39 +177,25 @@ assert (not getattr(sys, "_is_gil_enabled", lambda: True)()) == free
 PYEOF
 
 # 3. The venv and the packages: torch at its version, then memprobe editable from this checkout
-#    and the extras `make install-test` installs (test, images, nvimgcodec: pyproject.toml's
-#    lists, read from it), less those that cannot be installed
-#    here (EXCLUDE). --prefer-binary: a package's newest release without a wheel for this
+#    and the extras `make install-test` installs (tools/suite_packages.py: pyproject.toml's
+#    lists; on a free-threaded interpreter less the packages with no wheel for it, each named
+#    with why; `make test-python` runs it again, so a venv made before an extra was added gets
+#    it). --prefer-binary (there and here): a package's newest release without a wheel for this
 #    interpreter (numpy's, for cp313t) would otherwise be compiled from its sdist (seen: 10+
 #    minutes of C++) instead of taking the previous release's wheel.
-# Left out of the free-threaded venv, whose sdists download at build time what this machine
-# cannot reach (only the registries): simplejpeg (no cp313t wheel; its build fetches
-# libjpeg-turbo: "Name or service not known"), whose tests then skip saying it is unavailable;
-# mypy (its ast-serialize has no cp313t wheel; its Rust build fetches crates) and its
-# types-PyYAML, which only `make check-code` uses, on the machine's own Python, not the suite.
-EXCLUDE=${EXCLUDE-${FREE:+simplejpeg mypy types-pyyaml}}
 if ! done_step "$STAMPS/venv"; then
     say "venv at $VENV"
     "$PY" -m venv --clear "$VENV"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
     mark "$STAMPS/venv"
 fi
-mapfile -t EXTRAS < <("$VENV/bin/python" - "$REPO/pyproject.toml" "$EXCLUDE" <<'PYEOF'
-import re, sys, tomllib
-with open(sys.argv[1], "rb") as f:
-    extras = tomllib.load(f)["project"]["optional-dependencies"]
-left_out = set(sys.argv[2].split())
-for requirement in dict.fromkeys(r for group in ("test", "images", "nvimgcodec") for r in extras[group]):
-    if re.match(r"[A-Za-z0-9_.-]+", requirement)[0].lower() not in left_out:
-        print(requirement)
-PYEOF
-)
-PIP=(nice -n "$NICE" "$VENV/bin/python" -m pip install --quiet --progress-bar off --prefer-binary)
 [[ -n "$DOWNLOAD" ]] && wait "$DOWNLOAD"
 if ! done_step "$STAMPS/packages"; then
-    say "pip install torch==$TORCH_VERSION, memprobe and its test extras${EXCLUDE:+ but $EXCLUDE} (log: $HERE/pip.log)"
-    "${PIP[@]}" --find-links "$WHEELS" "torch==$TORCH_VERSION" -e "$REPO" "${EXTRAS[@]}" >"$HERE/pip.log" 2>&1 \
-        || { say "pip failed: see $HERE/pip.log"; exit 1; }
+    say "pip install torch==$TORCH_VERSION, then memprobe and its test extras (log: $HERE/pip.log)"
+    { nice -n "$NICE" "$VENV/bin/python" -m pip install --quiet --progress-bar off --prefer-binary \
+          --find-links "$WHEELS" "torch==$TORCH_VERSION" \
+      && nice -n "$NICE" "$VENV/bin/python" "$REPO/tools/suite_packages.py" --find-links "$WHEELS"; } \
+        >"$HERE/pip.log" 2>&1 || { say "pip failed: see $HERE/pip.log"; exit 1; }
     mark "$STAMPS/packages"
 fi
 

@@ -34,4 +34,3 @@ def test_a_skip_names_the_package_and_why_a_free_threaded_python_lacks_it(monkey
     monkeypatch.setattr(suite, "free_threaded", lambda: False)
     assert why_missing(NOT_A_MODULE) == f"not installed: {NOT_A_MODULE} (make install-test installs it)"
     assert why_missing("json") is None
-

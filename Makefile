@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 # fills those waits (measured: pytest 348 s at -n 3 against 396 s at -n 2, 669 tests).
 TEST_WORKERS ?= 3
 
-.PHONY: install install-test browser terminal run quick lint check-code docs check-docs test check-tests test-unit clean
+.PHONY: install install-test browser terminal run quick lint check-code docs check-docs test check-tests test-python test-unit clean
 
 # The virtual environment itself, with a current pip.
 $(PY):
@@ -118,6 +118,22 @@ test: install-test
 check-tests:
 	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$code
+
+# The suite on another interpreter: PYTHON is the python of a venv holding torch, as
+# tools/build_python.sh makes them (`bash tools/build_python.sh 3.13`, then
+# `make test-python PYTHON=/work/pythons/3.13/venv/bin/python`). memprobe (editable, from this
+# checkout: the venv may point at another one) and the extras make install-test installs go into it
+# first (tools/suite_packages.py: torch kept at the venv's version; on a free-threaded
+# interpreter, the packages with no wheel for it left out, each named with why), then the suite
+# runs as in make test, on PYTHON_TEST_WORKERS workers (2: the interpreters built here are run on
+# a shared 2-core machine). The code checks are not run: they belong to the machine's own Python.
+PYTHON_TEST_WORKERS ?= 2
+test-python: browser terminal
+	@$(PYTHON) -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)' 2>/dev/null || { \
+	  echo "error: PYTHON=$(PYTHON) is not the python of a virtualenv (make one: bash tools/build_python.sh 3.13)" >&2; exit 2; }
+	$(PYTHON) tools/suite_packages.py
+	@$(PYTHON) -c 'import sys; print("suite on", sys.executable, sys.version.replace(chr(10), " "))'
+	@$(MAKE) --no-print-directory check-tests PY=$(PYTHON) TEST_WORKERS=$(PYTHON_TEST_WORKERS)
 
 # The unit tests alone (no real run; about a minute): the quick loop while editing.
 test-unit: install-test

@@ -44,7 +44,7 @@ Two more axes, for the free-threaded comparison (issue 29): ``--workers 1,2`` ru
 at each worker count (the report adds each loader's scaling efficiency, items/s at N ÷ (N x
 items/s at 1), round by round), and ``--python LABEL=PATH[:LOADERS]`` (repeatable) runs the
 children under other interpreters (e.g. ``gil=.venv/bin/python`` and
-``ft=/work/ft/venv/bin/python``, ``benchmarks/freethreaded/build.sh``), every interpreter's runs
+``ft=/work/pythons/3.13t/venv/bin/python``, ``tools/build_python.sh 3.13t``), every interpreter's runs
 interleaved in the same rounds, optionally only the listed loaders; the report adds each
 interpreter's items/s over the first one's, round by round. ``--scale 0.5`` halves every
 workload's length.

@@ -84,10 +84,23 @@ def _hear_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _fork_with_threads_is_chosen(config: pytest.Config) -> None:
+    """The tests start torch's fork DataLoaders from this process, which has threads (torch's and
+    pyarrow's own, pytest-xdist's): on CPython 3.12+ each worker's fork warned (DeprecationWarning,
+    63 in the summary of tests/unit on 3.13), as in a fork run's process, which leaves out the same
+    warning (memprobe.run.child.quiet_fork_with_threads; docs/pythons.md)."""
+    from memprobe.run.child import FORK_WITH_THREADS, FORK_WITH_THREADS_MODULE
+
+    config.addinivalue_line(
+        "filterwarnings", f"ignore:{FORK_WITH_THREADS}:DeprecationWarning:{FORK_WITH_THREADS_MODULE}"
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _become_subreaper()
     _track_popen_groups()
     _hear_ctrl_c()
+    _fork_with_threads_is_chosen(config)
 
 
 TESTS = Path(__file__).resolve().parent

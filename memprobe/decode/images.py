@@ -239,21 +239,23 @@ def cached_jpeg_table(
 
     The table is read fully into memory (not memory-mapped), so a run holds the same in-heap
     buffer as a freshly generated one; only the generation time (seconds per run) is saved.
-    ``cache_dir`` defaults to ``$XDG_CACHE_HOME/memprobe`` (``~/.cache/memprobe``).
+    ``cache_dir`` defaults to ``$XDG_CACHE_HOME/memprobe`` (``~/.cache/memprobe``). The file is
+    opened by Python and handed to pyarrow as a file object: pyarrow refuses a path it cannot
+    encode as UTF-8 (a home whose name is not, on every pyarrow from 14 to 26).
     """
     base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memprobe"
     path = base / f"jpegs-v1-{count}-{width}x{height}-q{quality}-{subsampling.replace(':', '')}-s{seed}.arrow"
     if path.exists():
         try:
-            with pa.OSFile(str(path), "rb") as f:
-                return ipc.open_file(f).read_all().combine_chunks()
+            with open(path, "rb") as source:
+                return ipc.open_file(source).read_all().combine_chunks()
         except (pa.ArrowInvalid, OSError):
             pass  # a torn or foreign file: generate again
     table = jpeg_table(count, width=width, height=height, quality=quality, subsampling=subsampling, seed=seed)
     try:
         base.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with pa.OSFile(str(tmp), "wb") as f, ipc.new_file(f, table.schema) as writer:
+        with open(tmp, "wb") as sink, ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
         os.replace(tmp, path)
     except OSError:

@@ -14,8 +14,10 @@ so that callers record a *missing* sample rather than a drop to zero.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -355,3 +357,23 @@ def still_running(identity: Mapping[str, object]) -> bool:
         return False
     st = read_stat(pid)
     return st is not None and st.start_ticks == ticks and st.state not in ("Z", "X")
+
+
+# kcmp(2): whether two processes share a kernel object; KCMP_VM, their address space.
+_SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
+_KCMP_VM = 1
+
+
+def same_memory(pid: int, other: int) -> bool | None:
+    """Whether ``pid`` and ``other`` share one address space (kcmp(2), ``KCMP_VM``): a child
+    between vfork (``posix_spawn``, ``subprocess``) and its exec runs in its parent's memory, where
+    a forked one has a copy of it. ``None`` where kcmp cannot tell: another architecture, a kernel
+    without it, no permission to inspect the processes, one of them gone."""
+    if _SYS_KCMP is None:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        result = libc.syscall(_SYS_KCMP, pid, other, _KCMP_VM, 0, 0)
+    except (OSError, AttributeError):
+        return None
+    return None if result < 0 else result == 0

@@ -81,6 +81,7 @@ class ProcReader(Protocol):
     def environ(self, pid: int) -> dict[str, str] | None: ...
     def children(self, pid: int) -> list[int]: ...
     def uptime_s(self) -> float: ...
+    def same_memory(self, pid: int, other: int) -> bool | None: ...
 
 
 class ProcfsReader:
@@ -104,6 +105,9 @@ class ProcfsReader:
     def uptime_s(self) -> float:
         # /proc/PID/stat's starttime counts from boot on the boot-time clock.
         return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+    def same_memory(self, pid: int, other: int) -> bool | None:
+        return procfs.same_memory(pid, other)
 
 
 @dataclass
@@ -406,7 +410,10 @@ class TreeRoles(RoleBook):
             self._refresh_layout(parent)  # read again only when they differ: the usual fork matches
         mine, theirs = self._layouts.get(pid), self._layouts.get(parent)
         if mine and theirs and any(mine) and any(theirs):
-            return mine == theirs
+            # A child between vfork and exec runs in its parent's very memory, not a copy: the
+            # helper it is about to become is no fork worker (PyPI's CUDA torch runs
+            # `ldconfig -p` so at import; seen once before its exec, it was "worker 0 (fork)").
+            return mine == theirs and not self.reader.same_memory(pid, parent)
         # The kernel hides the layout of another user's process: the command line is the next
         # best sign (a forked child keeps its parent's).
         return bool(cmd) and cmd == " ".join(self.reader.cmdline(parent))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import gc
 import json
 import os
@@ -19,25 +18,24 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from memprobe.core.vocabulary import FORK, MAIN, gil_enabled, has_worker_processes
 from memprobe.probe import procfs
 from memprobe.run.scenario import RunSpec
+from memprobe.run.supervised import end_escaped, end_with_supervisor
 
-# The supervisor imports this module (SUPERVISOR_ENV): what imports torch, numpy or a dataset's
+# The supervisor imports memprobe.run.supervised, not this module; what imports torch, numpy or a dataset's
 # libraries is imported where a run needs it, so the supervisor stays free of them.
 
 PROGRESS_EVERY_S = 0.1
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-PR_SET_CHILD_SUBREAPER = 36
-# Delivered by the kernel when the supervisor goes (see end_with_supervisor). A real-time signal
-# nothing else here uses: SIGTERM keeps its meaning (the supervisor ending the group), and a
-# dataset that installs its own SIGUSR1/SIGTERM handler cannot take this one over by accident.
-SUPERVISOR_GONE = signal.SIGRTMIN + 1
-SUPERVISOR_ENV = "MEMPROBE_SUPERVISOR_PID"  # the supervisor's pid, set by runner.py
 DEAD_WORKER_WAIT_S = 5.0  # at most, for the exit status of a worker whose death broke a connection
+# CPython 3.12+'s DeprecationWarning from os.fork() in a process with other threads, as
+# multiprocessing's fork start method (torch's DataLoader) raises it.
+FORK_WITH_THREADS = r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks"
+FORK_WITH_THREADS_MODULE = r"multiprocessing\.popen_fork"
 
 
 class Events:
@@ -166,6 +164,21 @@ class _Counter:
         return self.spec.loader.items is not None and self.items >= self.spec.loader.items
 
 
+def quiet_fork_with_threads() -> None:
+    """A fork run forks the DataLoader's workers from a process with threads: ``import torch``
+    starts one and ``import pyarrow`` another (seen on 3.11 and 3.13 alike), so CPython 3.12+
+    warns at every worker's fork that the child may deadlock (torch's DataLoader warns so for every
+    user of fork: pytorch/pytorch#138957). CPython's and torch's advice is another start method
+    (forkserver, spawn), which memprobe's advice names; a fork run measures fork because the
+    scenario chose it, so the warning, which says only that, is left out of the run's output
+    (child.log), where it would come once per worker per epoch with PYTHONWARNINGS or -X dev set.
+    Only this warning, only from multiprocessing's fork: a dataset's own warnings are untouched,
+    and a worker that does deadlock ends at the run's timeout, named."""
+    warnings.filterwarnings(
+        "ignore", message=FORK_WITH_THREADS, category=DeprecationWarning, module=FORK_WITH_THREADS_MODULE
+    )
+
+
 def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) -> None:
     """Iterate the loader for the scenario's epochs (or item budget).
 
@@ -177,6 +190,8 @@ def iterate(spec: RunSpec, dataset: Any, events: Events, acks: Iterator[str]) ->
     from memprobe.loaders import build_loader
 
     lo = spec.loader
+    if spec.mode == FORK:
+        quiet_fork_with_threads()
     # An iterable dataset has no indices to shuffle: torch refuses shuffle=True for one.
     shuffle = lo.shuffle and not isinstance(dataset, IterableDataset)
     loader = build_loader(
@@ -379,53 +394,6 @@ def _report_error(events: Events, exc: BaseException) -> None:
     except BaseException:  # noqa: BLE001  (the error is sent without its traceback rather than lost)
         tb = None
     events.send("error", type=type(exc).__name__, message=message, traceback=tb)
-
-
-def end_with_supervisor() -> None:
-    """End this run's whole process group - workers, forkserver and its workers, the resource
-    tracker, whatever a dataset started - when the supervisor ends, however it ends (SIGKILL
-    included): they are in a group of their own, which no signal sent to memprobe reaches.
-
-    The kernel signals this process when the supervisor thread that started it ends
-    (PR_SET_PDEATHSIG); the handler runs as soon as the main thread runs Python again (waits in
-    the DataLoader, on stdin and in sleep() are interrupted). If the supervisor was already gone
-    before prctl() took effect, the parent is no longer the one named in the environment: end
-    now."""
-    expected = int(os.environ.get(SUPERVISOR_ENV) or 0)
-    if not expected:
-        return  # started by hand, not by memprobe: nothing to outlive
-    signal.signal(SUPERVISOR_GONE, _supervisor_gone)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, int(SUPERVISOR_GONE), 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-        # A process that a dataset starts in a session of its own (setsid, start_new_session)
-        # leaves the run's group; as a subreaper this process inherits it when its parent exits,
-        # so it stays in the run's tree, where the sampler and the end of the run find it.
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError) as exc:
-        os.write(2, f"memprobe.run.child: cannot follow the supervisor's end (prctl: {exc})\n".encode())
-    if os.getppid() != expected:
-        _supervisor_gone(int(SUPERVISOR_GONE), None)
-
-
-def _supervisor_gone(signum: int, frame: object) -> None:
-    os.write(2, b"memprobe.run.child: the supervisor is gone: ending this run's process group\n")
-    if os.getpgrp() == os.getpid():  # only a group of our own: never the caller's
-        end_escaped(signal.SIGKILL)
-        os.killpg(os.getpid(), signal.SIGKILL)
-    os._exit(128 + signal.SIGKILL)
-
-
-def end_escaped(sig: int = signal.SIGKILL) -> None:
-    """Signal every descendant that left this run's process group (a dataset's ``setsid``
-    child): the supervisor ends the group, and once this process is gone they would be
-    re-parented to init, out of the run's reach."""
-    if os.getpgrp() != os.getpid():
-        return  # started by hand inside another group: the caller's processes are not ours
-    for pid in procfs.left_group(os.getpid()):
-        with contextlib.suppress(OSError):
-            os.kill(pid, sig)
 
 
 def main() -> int:

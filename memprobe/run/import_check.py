@@ -8,7 +8,7 @@ anything (SystemExit and KeyboardInterrupt too) would end memprobe with a traceb
 module's own exit code, one that prints would write into memprobe's output, and one that never
 returns would hang it with no timeout that applies. Here it is imported by
 ``python -m memprobe.run.import_check`` in a process group of its own (which ends with the
-command, however the command ends: run/child.py's ``end_with_supervisor``), within
+command, however the command ends: run/supervised.py's ``end_with_supervisor``), within
 ``timeout_s`` for each module; what it prints is kept apart (the last lines are named where they
 help: a process that ended without a word). Whatever happens, the check's process and anything
 it started are ended before :func:`check_imports` returns or raises.
@@ -31,7 +31,8 @@ from collections.abc import Iterable
 
 from memprobe.core.errors import FactoryError, MemprobeError
 from memprobe.run import factory
-from memprobe.run.child import SUPERVISOR_ENV, Events, end_with_supervisor
+from memprobe.run.child import Events
+from memprobe.run.supervised import SUPERVISOR_ENV, end_with_supervisor
 from memprobe.session.group import OWN_PROCESS_GROUP, end_group, wait_exited
 
 EVENT_FD = "MEMPROBE_EVENT_FD"

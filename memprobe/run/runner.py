@@ -23,8 +23,8 @@ from memprobe.core.vocabulary import is_thread_mode
 from memprobe.probe.sampler import Sampler, SamplerSettings
 from memprobe.results.files import RunWriter, folder_identity
 from memprobe.run import factory
-from memprobe.run.child import SUPERVISOR_ENV
 from memprobe.run.scenario import RunSpec
+from memprobe.run.supervised import SUPERVISOR_ENV
 from memprobe.session.group import OWN_PROCESS_GROUP, end_group, wait_exiting
 from memprobe.session.signals import StopSignals
 

@@ -96,8 +96,8 @@ def wait_exiting(proc: subprocess.Popen, grace_s: float, busy_s: float) -> bool:
 class _EscapedDescendants:
     """Descendants of the run's process outside its group (a dataset's ``setsid`` child): the
     group's signal misses them. Collected while the run's process lives (it is their subreaper,
-    see child.end_with_supervisor), each remembered with its start time so that a reused pid is
-    never signalled."""
+    see ``memprobe.run.supervised.end_with_supervisor``), each remembered with its start time so
+    that a reused pid is never signalled."""
 
     def __init__(self, root: int) -> None:
         self.root = root

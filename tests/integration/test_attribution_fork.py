@@ -10,8 +10,10 @@ import time
 import pytest
 
 from memprobe.probe.attribution import attribute_workers
+from memprobe.probe.object_map import ObjectMap, walk
 
 pytestmark = pytest.mark.slow
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 class FolderLike:
@@ -42,6 +44,25 @@ def _reader(ds: FolderLike) -> int:
     return pid
 
 
+def _on_pages_of(omap: ObjectMap, path: str, other: str) -> float:
+    """MB of ``path``'s blocks on a page that also holds a block of ``other``'s: copied when a
+    worker writes ``other``'s objects, wherever the heap put them."""
+    ids = {p: i for i, p in enumerate(omap.paths)}
+    pages: set[int] = set()
+    mine = omap.path_ids == ids[other]
+    for start, end in zip(omap.starts[mine].tolist(), omap.ends[mine].tolist(), strict=True):
+        pages.update(range(start // PAGE, (end - 1) // PAGE + 1))
+    theirs = omap.path_ids == ids[path]
+    return (
+        sum(
+            end - start
+            for start, end in zip(omap.starts[theirs].tolist(), omap.ends[theirs].tolist(), strict=True)
+            if start // PAGE in pages or (end - 1) // PAGE in pages
+        )
+        / 1e6
+    )
+
+
 @pytest.mark.parametrize("frames", [True, False], ids=["frames", "exclusive-bit"])
 def test_the_worker_s_copied_pages_land_on_the_attribute_it_read(frames: bool) -> None:
     ds = FolderLike(150_000)
@@ -58,7 +79,11 @@ def test_the_worker_s_copied_pages_land_on_the_attribute_it_read(frames: bool) -
     held = dict(zip(got["paths"], got["held_mb"], strict=True))
     # Every tuple and path string read: their pages copied; the list's item array only read.
     assert copied["dataset.samples"] >= 0.8 * held["dataset.samples"]
-    assert copied["dataset.targets"] <= 0.05 * held["dataset.targets"]
+    # The targets never read: only what of them shares a page with the samples' objects (where a
+    # heap that many objects were freed from placed them: the suite's worker processes, 0.85 of
+    # 7.2 MB in one on 3.13t, whose allocator refills freed blocks) is copied.
+    beside = _on_pages_of(walk(ds), "dataset.targets", "dataset.samples")
+    assert copied["dataset.targets"] <= beside + 0.05 * held["dataset.targets"], beside
     parts = sum(worker["paths_mb"]) + worker["other_paths_mb"]
     parts += worker["outside_on_dataset_pages_mb"] + worker["outside_elsewhere_mb"]
     # each figure is rounded to 1 kB

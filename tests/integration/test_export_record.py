@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from suite_extras import needs
 from trace_format import check_trace_fields
 
 pytestmark = pytest.mark.slow
@@ -65,6 +66,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return out, torch_trace
 
 
+@needs("tensorboard")
 def test_a_recording_exported_to_all_three_formats_reads_back(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -151,3 +151,34 @@ def test_a_helper_sampled_before_exec_gets_its_role_after_exec() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_same_memory_tells_a_shared_address_space_from_a_forked_copy() -> None:
+    """kcmp(2) as memprobe.probe.tree asks it of a child that shows its parent's layout: a thread
+    (a task in this very memory, as a vfork child is before its exec) shares it; a forked child
+    has a copy; a process gone cannot be told."""
+    import threading
+
+    me = os.getpid()
+    tid: list[int] = []
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (tid.append(threading.get_native_id()), done.wait()))
+    thread.start()
+    try:
+        while not tid:
+            time.sleep(0.001)
+        assert procfs.same_memory(tid[0], me) is True
+    finally:
+        done.set()
+        thread.join()
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover  (the forked child: waits to be read)
+        os.read(r, 1)
+        os._exit(0)
+    try:
+        assert procfs.same_memory(child, me) is False
+    finally:
+        os.write(w, b"x")
+        os.waitpid(child, 0)
+    assert procfs.same_memory(_vanished_pid(), me) is None

@@ -5,21 +5,17 @@ trainer's log history), and the results folder as ``memprobe report`` reads it."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from suite_extras import needs
 
 # Found, not imported: the fits import them in their own processes (importing both here took
 # the pytest process more than a minute of the loaded 2-core machine).
-_MISSING = [m for m in ("lightning", "transformers", "tensorboard") if importlib.util.find_spec(m) is None]
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING} (make install-test installs them)"),
-]
+pytestmark = [pytest.mark.slow, needs("lightning", "transformers", "tensorboard")]
 
 HERE = Path(__file__).parent / "trainers"
 BIN = Path(sys.executable).parent

@@ -29,6 +29,10 @@ IMPORT_TIMEOUT_S = 3  # a hanging import: nothing else of memprobe's runs in tha
 # A factory that never returns: the run's process must get to the call within it first (its start
 # took 1-2 s here; 15 leaves room on a machine several times slower).
 CALL_TIMEOUT_S = 15
+# The run of a factory that does return or fails fast: a timeout that only a hang reaches. With
+# CALL_TIMEOUT_S, on 3.13t at load 14 on the 2 cores, factories:a_number's run timed out before its
+# process had imported torch (status timeout, not failed).
+RUN_TIMEOUT_S = 300
 AT_ONCE = 4
 
 MODULES = {
@@ -285,7 +289,14 @@ def test_profile_raises_a_factory_error_naming_the_factory(
 
     monkeypatch.syspath_prepend(str(project))
     with pytest.raises(FactoryError) as info:  # before: a result returned, its verdict None
-        memprobe.profile(ref, workers=1, items=8, batch_size=2, timeout_s=CALL_TIMEOUT_S, out=tmp_path / "p")
+        memprobe.profile(
+            ref,
+            workers=1,
+            items=8,
+            batch_size=2,
+            timeout_s=CALL_TIMEOUT_S if status == "timeout" else RUN_TIMEOUT_S,
+            out=tmp_path / "p",
+        )
     assert str(info.value).startswith(f"dataset factory '{ref}'") and words in str(info.value)
     assert str(info.value).endswith(f"(results: {tmp_path / 'p'})")
     result = info.value.result

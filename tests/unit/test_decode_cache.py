@@ -25,3 +25,15 @@ def test_a_torn_cache_file_is_regenerated(tmp_path: Path) -> None:
     path = next(tmp_path.glob("*.arrow"))
     path.write_bytes(path.read_bytes()[:100])
     assert cached_jpeg_table(4, width=64, height=48, cache_dir=tmp_path).equals(good)
+
+
+def test_a_cache_folder_whose_name_is_not_utf8_is_written_and_read_back(tmp_path: Path) -> None:
+    """A home or $XDG_CACHE_HOME whose name is not UTF-8: pyarrow (every release: 14, 24, 26)
+    refuses a path string it cannot encode as UTF-8, so the file is opened by Python."""
+    import os
+
+    cache = Path(os.fsdecode(os.fsencode(tmp_path) + b"/c\xff"))
+    first = cached_jpeg_table(4, width=64, height=48, cache_dir=cache)
+    assert len(list(cache.glob("jpegs-v1-4-64x48-*.arrow"))) == 1
+    again = cached_jpeg_table(4, width=64, height=48, cache_dir=cache)
+    assert again.equals(first) and again.column("jpeg").num_chunks == 1

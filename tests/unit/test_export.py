@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from suite_extras import needs
 from trace_format import check_trace_fields
 from treejobs import fork_job, write_results
 
@@ -136,6 +137,7 @@ def test_openmetrics_holds_the_summarys_figures_and_leaves_out_what_it_has_not(f
     assert families["memprobe_total_pss_peak_bytes"].unit == "bytes"  # the OpenMetrics parser's
 
 
+@needs("tensorboard")
 def test_tensorboard_scalars_read_back_by_tensorboards_reader(fork_root: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -207,6 +209,7 @@ def _job(root: Path, env: tuple[str, str] = ("81234", "81234")) -> Path:
     return root
 
 
+@needs("tensorboard")
 def test_a_jobs_nodes_are_exported_labelled_by_node_and_a_trace_takes_one_node(
     tmp_path: Path, capsys
 ) -> None:
@@ -243,6 +246,7 @@ def test_folders_of_two_jobs_are_refused_naming_one_to_export(tmp_path: Path, ca
     assert not (two / "metrics.prom").exists()
 
 
+@needs("tensorboard")
 def test_a_process_name_with_control_characters_is_a_printable_tensorboard_tag(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

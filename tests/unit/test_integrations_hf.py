@@ -5,8 +5,10 @@ recording gives the scalars)."""
 from __future__ import annotations
 
 import pytest
+from suite_extras import why_missing
 
-pytest.importorskip("transformers")
+if why_missing("transformers"):
+    pytest.skip(why_missing("transformers"), allow_module_level=True)
 
 from transformers.trainer_callback import (
     CallbackHandler,

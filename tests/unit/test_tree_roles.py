@@ -31,6 +31,7 @@ class Proc:
     layout: tuple[int, int, int] = (1, 2, 3)
     start: float = 0.0  # seconds since boot
     state: str = "S"
+    vfork_of: int | None = None  # the parent whose memory it runs in, between vfork and exec
 
 
 class FakeProc:
@@ -90,6 +91,12 @@ class FakeProc:
 
     def uptime_s(self) -> float:
         return self.now
+
+    def same_memory(self, pid: int, other: int) -> bool | None:
+        p, o = self.procs.get(pid), self.procs.get(other)
+        if p is None or o is None:
+            return None
+        return pid == other or p.vfork_of == other or o.vfork_of == pid
 
 
 def _see(roles: TreeRoles, fake: FakeProc) -> dict[int, str]:
@@ -397,6 +404,19 @@ def test_pool_fork_spawn_exec_and_helpers_by_structure(fake: FakeProc) -> None:
     }
     assert sorted(seen.values()) == ["main", "resource tracker", "worker 0", "worker 1", "worker 2"]
     assert roles.nodes[101].forked and not roles.nodes[102].forked
+
+
+def test_a_child_seen_between_vfork_and_exec_is_no_fork_worker(fake: FakeProc) -> None:
+    """PyPI's CUDA torch runs `ldconfig -p` at import (vfork, then exec): a sample between the two
+    sees the parent's layout and command line, in the parent's own memory, not a copy of it. Seen
+    once there and gone, it was "worker 0 (fork)", a worker the job never had (3.13's suite)."""
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100, vfork_of=100)  # subprocess's vfork, before its exec
+    fake.add(102, 100)  # a forked worker: the same layout, its own copy of the memory
+    _see(roles, fake)
+    assert (roles.nodes[101].kind, roles.nodes[101].start_method) == ("exec", None)
+    assert (roles.nodes[102].kind, roles.nodes[102].start_method) == ("fork", "fork")
+    assert roles.start_methods == {"fork": 1}
 
 
 def test_lokys_resource_tracker_is_a_helper_not_a_worker(fake: FakeProc) -> None:

@@ -362,6 +362,7 @@ def still_running(identity: Mapping[str, object]) -> bool:
 # kcmp(2): whether two processes share a kernel object; KCMP_VM, their address space.
 _SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
 _KCMP_VM = 1
+_libc: ctypes.CDLL | None = None
 
 
 def same_memory(pid: int, other: int) -> bool | None:
@@ -369,11 +370,13 @@ def same_memory(pid: int, other: int) -> bool | None:
     between vfork (``posix_spawn``, ``subprocess``) and its exec runs in its parent's memory, where
     a forked one has a copy of it. ``None`` where kcmp cannot tell: another architecture, a kernel
     without it, no permission to inspect the processes, one of them gone."""
+    global _libc
     if _SYS_KCMP is None:
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        result = libc.syscall(_SYS_KCMP, pid, other, _KCMP_VM, 0, 0)
+        if _libc is None:  # once: the sampler asks this of every child that shows its parent's layout
+            _libc = ctypes.CDLL(None, use_errno=True)
+        result = _libc.syscall(_SYS_KCMP, pid, other, _KCMP_VM, 0, 0)
     except (OSError, AttributeError):
         return None
     return None if result < 0 else result == 0

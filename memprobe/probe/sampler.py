@@ -73,6 +73,10 @@ SAMPLE_COLUMNS = (
     "tier",
     "missing",
     "reason",
+    # When an exact reading was taken (``t``'s clock; null on a cheap row): a tick is dated by its
+    # start, and under load it reads a process up to a second later, after a fork that started in
+    # between (the analysis keeps such a reading out of a parent's state before its workers).
+    "read_t",
     *_CHEAP_FIELDS,
     *_PSS_FIELDS,
 )
@@ -316,6 +320,7 @@ class Sampler:
             "tier": "cheap",
             "missing": False,
             "reason": None,
+            "read_t": None,
             "rss_mb": cheap.rss / MB,
             "rss_anon_mb": cheap.rss_anon / MB,
             "rss_file_mb": cheap.rss_file / MB,
@@ -330,10 +335,9 @@ class Sampler:
             self.add_pss(row, pid)
         return row
 
-    @staticmethod
-    def add_pss(row: Row, pid: int) -> None:
-        """An exact reading (smaps_rollup) of ``pid`` onto its row: tier ``pss``, or the reason
-        it could not be read."""
+    def add_pss(self, row: Row, pid: int) -> None:
+        """An exact reading (smaps_rollup) of ``pid`` onto its row: tier ``pss`` and when it was
+        taken (``read_t``), or the reason it could not be read."""
         pss = procfs.read_pss_or_denied(pid)
         if isinstance(pss, procfs.Denied):
             row["reason"] = denied_reason(pss, os.geteuid())
@@ -342,6 +346,7 @@ class Sampler:
             row["reason"] = "smaps_rollup unreadable (process exiting?)"
             return
         row["tier"] = "pss"
+        row["read_t"] = round(time.monotonic() - self.t0, 4)
         for name in _PSS_FIELDS:
             attr = name[:-3]
             row[name] = getattr(pss, attr) / MB
@@ -390,6 +395,7 @@ class Sampler:
             "tier": "gone",
             "missing": True,
             "reason": reason,
+            "read_t": None,
         }
         row.update(dict.fromkeys(_CHEAP_FIELDS + _PSS_FIELDS))
         return row

@@ -634,11 +634,27 @@ def test_what_a_parent_built_between_its_last_tick_before_its_fork_and_its_first
     assert row["built_mb"] == pytest.approx(295) and row["baseline_t"] == 6.0
 
 
-def _fork_job_whose_main_is(later: list[tuple]):
+def test_a_parent_reading_taken_after_its_fork_in_a_tick_dated_before_it_is_left_out() -> None:
+    """Under load a tick dated 0.7 s before the fork at 5.0 read main at 5.1, after it (``read_t``):
+    its pages shared already, 10 MB of its own instead of 300. On 3.13t at load 10 the 250 MB a
+    main process built were said to be +4.5 MB."""
+    later = [(4.3, "pss", 10, 315, 300), (6.0, "pss", 12, 316, 301), (20.0, "pss", 30, 317, 303)]
+    row = _fork_job_whose_main_is(later, taken={4.3: 5.1}).processes[0]
+    assert row["built_mb"] == pytest.approx(295) and row["baseline_t"] == 6.0
+    assert row["growth_mb"] == pytest.approx(2, abs=0.5)
+    # Taken at 4.31, before the fork: what it shows is its own (the same figures, known now).
+    row = _fork_job_whose_main_is([(4.3, "pss", 300, 315, 300), *later[1:]], taken={4.3: 4.31}).processes[0]
+    assert row["built_mb"] == pytest.approx(295)
+
+
+def _fork_job_whose_main_is(later: list[tuple], taken: dict[float, float] | None = None):
     """fork_job's summary with its main read at 0.1 (5 MB), seen at 2.0 with 150 MB (anonymous
-    RSS: its faults), then at the ticks ``later``."""
+    RSS: its faults), then at the ticks ``later``; ``taken``: when each exact reading was taken
+    (``read_t``: 10 ms into its tick where not given), else a folder that does not say."""
     points = [(0.1, "pss", 5, 20, 5), (2.0, "cheap", None, 165, 150, 150.0), *later]
     main = proc_rows(1, "main", -1, points, kind="main", anon_is_faults=True)
+    for row in main if taken is not None else []:
+        row["read_t"] = taken.get(row["t"], row["t"] + 0.01) if row["tier"] == "pss" else None
     meta, samples = fork_job()
     samples = pd.concat([samples[samples["pid"] != 1], pd.DataFrame(main)], ignore_index=True)
     return _summary(meta, samples)

@@ -51,6 +51,7 @@ def test_rank_variables_that_are_no_rank_leave_the_results_whole(tmp_path: Path)
 
 BRIEF_COMMAND_JOB = """
 import subprocess
+import time
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -71,8 +72,10 @@ class Records(Dataset):
         return self.rows[i]["id"]
 
 
+# Its workers live 2 s at least (the loop's 391 steps of 5 ms), so the sampler sees them once
+# torch has named them, however late (seen only before, at load 10 on 3.13t, one was "fork").
 for _ in DataLoader(Records(100_000), batch_size=256, num_workers=2, multiprocessing_context="fork"):
-    pass
+    time.sleep(0.005)
 """
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.core.tree_rules import beside_programs, owner_of
+from memprobe.core.tree_rules import owner_of
 from memprobe.core.vocabulary import PARENT_KINDS, RANK, WORKER_KINDS
 
 
@@ -74,12 +74,12 @@ def own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:
     """The processes whose lives open and close a parent's window: its workers (a helper's
     children included). A launcher's children are its ranks: it counts from the first, as a
     rank from its first worker; a rank that started ranks (Lightning's rank 0) from its own
-    first worker. A program it exec'd beside workers it forked or spawned opens nothing
-    (:func:`beside_programs`): W&B's wandb-core, started before a Lightning fit built its
-    dataset, made the dataset the main process's own growth."""
+    first worker. A program it exec'd beside its workers (kind ``program``: W&B's wandb-core,
+    started before a Lightning fit built its dataset) is none of them: its start made the
+    dataset the main process's own growth."""
     by_pid = {q.pid: q for q in procs}
     workers = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
-    return beside_programs(workers) or [q for q in procs if q.kind == RANK and q.ppid == p.pid]
+    return workers or [q for q in procs if q.kind == RANK and q.ppid == p.pid]
 
     # A root that trains as rank 0 beside the ranks it started (Lightning) counts from its own
     # workers: from rank 1's start it was still building, and to rank 1's end it was tearing down.

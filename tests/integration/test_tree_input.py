@@ -210,3 +210,60 @@ def test_a_process_of_memprobes_own_user_that_is_not_dumpable_is_named_with_root
     html = unescape((out / "report.html").read_text())
     assert "record as root (a process that is not dumpable is root's alone to read)" in html
     assert "record as the user" not in html and "larger --pss-budget" not in html
+
+
+PROGRAM_BESIDE_JOB = """
+import subprocess
+import time
+
+from torch.utils.data import DataLoader, Dataset
+
+# A program the job runs beside its DataLoader's workers, started before them: W&B's WandbLogger
+# starts wandb-core at the logger's init, before the fit forks its workers.
+service = subprocess.Popen(["sleep", "30"])
+time.sleep(1.5)  # older than a second: settled as the only child, a worker until the workers come
+
+
+class Records(Dataset):
+    def __len__(self):
+        return 8_000
+
+    def __getitem__(self, i):
+        time.sleep(0.0005)  # the workers live a few seconds
+        return i
+
+
+for _ in DataLoader(Records(), batch_size=64, num_workers=2, multiprocessing_context="fork"):
+    pass
+service.terminate()
+service.wait()
+"""
+
+
+def test_a_program_started_before_the_dataloaders_workers_is_a_program_not_worker_0(tmp_path: Path) -> None:
+    """W&B's wandb-core, started by a trainer's logger before the fit forks its DataLoader
+    workers, was "worker 0" (kind exec): the workers were "worker 1" and "worker 2", their
+    generation its, and the trainer's scalars logged memprobe/worker0 of wandb-core. It is
+    "program 0" in summary.json, meta.json, the samples and the terminal's table; the workers are
+    worker 0 and 1 of generation 0, and the most at once is 2."""
+    job = tmp_path / "job.py"
+    job.write_text(PROGRAM_BESIDE_JOB)
+    out = tmp_path / "out"
+    done = _memprobe("record", "-o", str(out), "--", sys.executable, str(job))
+    assert done.returncode == 0, done.stderr
+    run = json.loads((out / "summary.json").read_text())["runs"][0]
+    meta = json.loads(next((out / "runs").glob("*/meta.json")).read_text())
+    for listed in (run["processes"], meta["processes"]):
+        kinds = sorted((p["kind"], p["role"], p.get("generation"), p.get("worker")) for p in listed)
+        assert kinds == [
+            ("dataloader", "worker 0", 0, 0),
+            ("dataloader", "worker 1", 0, 1),
+            ("main", "main", None, -1),
+            ("program", "program 0", None, -1),
+        ], kinds
+    assert meta["max_workers"] == 2 and run["workers"] == 2
+    program = next(p["pid"] for p in meta["processes"] if p["kind"] == "program")
+    assert next(p["command"] for p in meta["processes"] if p["pid"] == program) == "sleep 30"
+    table = done.stderr[done.stderr.index("per process:") :]
+    assert f"{program}  program 0  program" in table and "worker 2" not in table
+    assert "2 workers" in run["culprit"], run["culprit"]  # not 3

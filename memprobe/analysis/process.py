@@ -48,7 +48,8 @@ class Proc:
 
 
 def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
-    """``samples`` with each process's role as the analysis knows it at the end, its parent and
+    """``samples`` with each process's role and kind as the analysis knows them at the end (a
+    program exec'd before its parent's workers has rows of "worker 0", kind exec), its parent and
     its start (:data:`memprobe.core.series.LINEAGE`: what the total PSS needs for a process never read
     exactly). A row holds its process's role at that tick: Lightning's rank 0 was "main", then
     "launcher" once it started rank 1, then "rank 0" once its workers started, and the stacked
@@ -58,8 +59,10 @@ def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
         return samples
     by_pid = {p.pid: p for p in procs}
     roles = samples["pid"].map({pid: p.role for pid, p in by_pid.items()})
+    kinds = samples["pid"].map({pid: p.kind for pid, p in by_pid.items()})
     return samples.assign(
         role=roles.fillna(samples["role"]) if "role" in samples else roles,
+        kind=kinds.fillna(samples["kind"]) if "kind" in samples else kinds,
         ppid=samples["pid"].map({pid: p.ppid for pid, p in by_pid.items()}),
         start_t=samples["pid"].map({pid: p.start_t for pid, p in by_pid.items()}),
     )

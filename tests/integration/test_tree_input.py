@@ -25,6 +25,16 @@ def _memprobe(*args: str, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
+def _record_job(tmp_path: Path, source: str) -> tuple[Path, subprocess.CompletedProcess]:
+    """``memprobe record`` of a Python job of that source: its results folder and the run."""
+    job = tmp_path / "job.py"
+    job.write_text(source)
+    out = tmp_path / "out"
+    done = _memprobe("record", "-o", str(out), "--", sys.executable, str(job))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
 def test_rank_variables_that_are_no_rank_leave_the_results_whole(tmp_path: Path) -> None:
     """RANK=99999999999999999999 in a child's environment made pyarrow raise OverflowError while
     the results were gathered: a traceback, exit 1, the manifest ``complete`` but no Parquet and no
@@ -81,11 +91,7 @@ def test_a_command_the_job_runs_for_a_moment_is_listed_and_is_no_worker(tmp_path
     (exec)": `ldconfig -p`, run by ``import torch``. It was one worker more than the job had,
     "1 worker had no exact reading to judge (worker 0)", and a worker generation before the
     DataLoader's, so the main process's building read "between worker generations"."""
-    job = tmp_path / "job.py"
-    job.write_text(BRIEF_COMMAND_JOB)
-    out = tmp_path / "out"
-    done = _memprobe("record", "-o", str(out), "--", sys.executable, str(job))
-    assert done.returncode == 0, done.stderr
+    out, done = _record_job(tmp_path, BRIEF_COMMAND_JOB)
     run = json.loads((out / "summary.json").read_text())["runs"][0]
     kinds = sorted((p["kind"], p["role"], p.get("generation")) for p in run["processes"])
     assert kinds == [
@@ -244,13 +250,9 @@ def test_a_program_started_before_the_dataloaders_workers_is_a_program_not_worke
     """W&B's wandb-core, started by a trainer's logger before the fit forks its DataLoader
     workers, was "worker 0" (kind exec): the workers were "worker 1" and "worker 2", their
     generation its, and the trainer's scalars logged memprobe/worker0 of wandb-core. It is
-    "program 0" in summary.json, meta.json, the samples and the terminal's table; the workers are
-    worker 0 and 1 of generation 0, and the most at once is 2."""
-    job = tmp_path / "job.py"
-    job.write_text(PROGRAM_BESIDE_JOB)
-    out = tmp_path / "out"
-    done = _memprobe("record", "-o", str(out), "--", sys.executable, str(job))
-    assert done.returncode == 0, done.stderr
+    "program 0" in summary.json, meta.json and the terminal's table; the workers are worker 0 and
+    1 of generation 0, and the most at once is 2."""
+    out, done = _record_job(tmp_path, PROGRAM_BESIDE_JOB)
     run = json.loads((out / "summary.json").read_text())["runs"][0]
     meta = json.loads(next((out / "runs").glob("*/meta.json")).read_text())
     for listed in (run["processes"], meta["processes"]):

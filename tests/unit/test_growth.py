@@ -98,6 +98,8 @@ def test_a_program_the_main_process_ran_before_it_built_its_dataset_opens_no_win
         -1,
         None,
     ]
+    rows = as_analysed(samples, processes(meta))  # its rows said "worker 2", kind exec: read as listed
+    assert set(map(tuple, rows[rows["pid"] == 20][["role", "kind"]].values)) == {("program 0", "program")}
     s = _summary(meta, samples)
     main = next(p for p in s.processes if p["pid"] == 1)
     assert main["built_mb"] == pytest.approx(295) and abs(main["growth_mb"]) < 5

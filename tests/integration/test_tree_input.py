@@ -91,7 +91,7 @@ def test_a_command_the_job_runs_for_a_moment_is_listed_and_is_no_worker(tmp_path
     (exec)": `ldconfig -p`, run by ``import torch``. It was one worker more than the job had,
     "1 worker had no exact reading to judge (worker 0)", and a worker generation before the
     DataLoader's, so the main process's building read "between worker generations"."""
-    out, done = _record_job(tmp_path, BRIEF_COMMAND_JOB)
+    out, _ = _record_job(tmp_path, BRIEF_COMMAND_JOB)
     run = json.loads((out / "summary.json").read_text())["runs"][0]
     kinds = sorted((p["kind"], p["role"], p.get("generation")) for p in run["processes"])
     assert kinds == [

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.core.tree_rules import beside_programs, owner_of
+from memprobe.core.tree_rules import owner_of
 from memprobe.core.vocabulary import PARENT_KINDS, RANK, WORKER_KINDS
 
 
@@ -48,7 +48,8 @@ class Proc:
 
 
 def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
-    """``samples`` with each process's role as the analysis knows it at the end, its parent and
+    """``samples`` with each process's role and kind as the analysis knows them at the end (a
+    program exec'd before its parent's workers has rows of "worker 0", kind exec), its parent and
     its start (:data:`memprobe.core.series.LINEAGE`: what the total PSS needs for a process never read
     exactly). A row holds its process's role at that tick: Lightning's rank 0 was "main", then
     "launcher" once it started rank 1, then "rank 0" once its workers started, and the stacked
@@ -58,8 +59,10 @@ def as_analysed(samples: pd.DataFrame, procs: list[Proc]) -> pd.DataFrame:
         return samples
     by_pid = {p.pid: p for p in procs}
     roles = samples["pid"].map({pid: p.role for pid, p in by_pid.items()})
+    kinds = samples["pid"].map({pid: p.kind for pid, p in by_pid.items()})
     return samples.assign(
         role=roles.fillna(samples["role"]) if "role" in samples else roles,
+        kind=kinds.fillna(samples["kind"]) if "kind" in samples else kinds,
         ppid=samples["pid"].map({pid: p.ppid for pid, p in by_pid.items()}),
         start_t=samples["pid"].map({pid: p.start_t for pid, p in by_pid.items()}),
     )
@@ -74,12 +77,12 @@ def own_workers(p: Proc, procs: list[Proc]) -> list[Proc]:
     """The processes whose lives open and close a parent's window: its workers (a helper's
     children included). A launcher's children are its ranks: it counts from the first, as a
     rank from its first worker; a rank that started ranks (Lightning's rank 0) from its own
-    first worker. A program it exec'd beside workers it forked or spawned opens nothing
-    (:func:`beside_programs`): W&B's wandb-core, started before a Lightning fit built its
-    dataset, made the dataset the main process's own growth."""
+    first worker. A program it exec'd beside its workers (kind ``program``: W&B's wandb-core,
+    started before a Lightning fit built its dataset) is none of them: its start made the
+    dataset the main process's own growth."""
     by_pid = {q.pid: q for q in procs}
     workers = [q for q in procs if q.is_worker and (o := owner(q, by_pid)) is not None and o.pid == p.pid]
-    return beside_programs(workers) or [q for q in procs if q.kind == RANK and q.ppid == p.pid]
+    return workers or [q for q in procs if q.kind == RANK and q.ppid == p.pid]
 
     # A root that trains as rank 0 beside the ranks it started (Lightning) counts from its own
     # workers: from rank 1's start it was still building, and to rank 1's end it was tearing down.

@@ -31,7 +31,6 @@ from memprobe.core.summary import (
     never_read,
     per_1k_items_per_worker,
 )
-from memprobe.core.tree_rules import beside_programs
 from memprobe.core.vocabulary import DATALOADER
 
 
@@ -88,9 +87,7 @@ def analyse(
     shm = shm_growth(system, samples, procs)
     verdict = _verdict(workers + parents, shm, threshold)
     main = max(parents, key=grown) if parents else None
-    # The workers' means are those of the loader's workers, not of programs exec'd beside them.
-    loaders = beside_programs(workers)
-    w_mean = float(np.mean([grown(g) for g in loaders])) if loaders else None
+    w_mean = float(np.mean([grown(g) for g in workers])) if workers else None
     items = job.fields["items"]
     # The same totals as the scenario summary and the record page's chart: a round with a process
     # that could not be read is a gap (left out here), never a smaller sum.
@@ -106,11 +103,11 @@ def analyse(
         backend=meta["run_id"],
         mode=meta.get("start_method") or meta["kind"],
         workers=meta["max_workers"],
-        worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in loaders])) if loaders else None,
+        worker_uss_start_mb=float(np.mean([g.uss_start_mb for g in workers])) if workers else None,
         worker_uss_growth_mb=w_mean,
         worker_uss_growth_max_mb=max(map(grown, workers), default=None),
         main_uss_growth_mb=grown(main) if main else None,
-        growth_per_1k_items_per_worker_mb=per_1k_items_per_worker(w_mean, items, len(loaders)),
+        growth_per_1k_items_per_worker_mb=per_1k_items_per_worker(w_mean, items, len(workers)),
         growth_threshold_mb=threshold,
         verdict=verdict,
         expectation=None,

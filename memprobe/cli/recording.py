@@ -216,7 +216,7 @@ def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[in
     being its growth."""
     # Here, not at the top: this module's top imports the standard library only, so that
     # `memprobe record --help` and a bad argument answer at once (the recording loaded these).
-    from memprobe.core.vocabulary import MAIN, PARENT_KINDS
+    from memprobe.core.vocabulary import MAIN, PARENT_KINDS, PROGRAM
     from memprobe.report.format import DASH, span
 
     def num(v: float | None, sign: bool = False) -> str:
@@ -245,7 +245,7 @@ def process_rows(processes: list[dict], limit: int = 24, outlived: Collection[in
         r
         for r in processes
         if r["worker"] >= 0
-        or r.get("kind") in PARENT_KINDS
+        or r.get("kind") in (*PARENT_KINDS, PROGRAM)  # a program beside the workers: its memory, named
         or r["role"] == MAIN
         or r["role"].startswith("rank ")
         or r["pid"] in outlived

@@ -17,9 +17,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from operator import itemgetter
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
-from memprobe.core.vocabulary import COMMAND, DATALOADER, EXEC, HELPER_ROLES, WORKER_KINDS
+from memprobe.core.vocabulary import COMMAND, DATALOADER, EXEC, HELPER_ROLES, PROGRAM, WORKER_KINDS
 
 E = TypeVar("E")  # a process as one stage knows it: a meta's entry, the analysis' Proc
 
@@ -59,7 +59,8 @@ BRIEF_COMMAND_S = 1.0
 
 def brief_commands(processes: list[dict]) -> list[dict]:
     """A meta's process list with each brief command made one: a child that exec'd a program
-    (kind ``exec``) last seen alive within :data:`BRIEF_COMMAND_S` of its start and then ended. torch's CUDA build runs
+    (kind ``exec``, or ``program`` beside its parent's workers) last seen alive within
+    :data:`BRIEF_COMMAND_S` of its start and then ended. torch's CUDA build runs
     ``ldconfig -p`` at ``import torch`` (ctypes.util.find_library): recorded, every such job
     had a "worker 0 (exec)" with no exact reading to judge, and a worker generation before its
     DataLoader's, so the main process's growth up to its workers read "between worker
@@ -71,7 +72,7 @@ def brief_commands(processes: list[dict]) -> list[dict]:
     out, renumber = [], set()
     for p in processes:
         ended = p.get("end_t") is not None
-        if p["kind"] == EXEC and ended and p["last_t"] - p["start_t"] < BRIEF_COMMAND_S:
+        if p["kind"] in (EXEC, PROGRAM) and ended and p["last_t"] - p["start_t"] < BRIEF_COMMAND_S:
             rank = p.get("rank", -1)
             role = f"rank {rank} {COMMAND}" if rank is not None and rank >= 0 else COMMAND
             out.append({**p, "kind": COMMAND, "role": role, "worker": -1, "generation": None})
@@ -79,13 +80,18 @@ def brief_commands(processes: list[dict]) -> list[dict]:
         else:
             out.append(p)
     for ppid in renumber:
-        mine = [
-            p for p in out if p["ppid"] == ppid and p["kind"] in WORKER_KINDS and p["generation"] is not None
-        ]
-        dense = {g: k for k, g in enumerate(sorted({p["generation"] for p in mine}))}
-        for p in mine:
-            p["generation"] = dense[p["generation"]]
+        counted_from_zero([p for p in out if p["ppid"] == ppid])
     return out
+
+
+def counted_from_zero(processes: list[dict]) -> None:
+    """The workers among one parent's ``processes`` with their generations counted 0, 1, ... in
+    their order (in place), once processes that are no workers (a brief command, a program run
+    beside the workers) left the generations they had started."""
+    mine = [p for p in processes if p["kind"] in WORKER_KINDS and p["generation"] is not None]
+    dense = {g: k for k, g in enumerate(sorted({p["generation"] for p in mine}))}
+    for p in mine:
+        p["generation"] = dense[p["generation"]]
 
 
 def with_generations(processes: list[dict]) -> list[dict]:
@@ -191,18 +197,3 @@ def settled_at(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[floa
 def startup_end(t: Sequence[float], rss_mb: Sequence[float], cpu_s: Sequence[float]) -> float | None:
     """The time of the first row at which the start-up is over (:func:`settled_at`), or None."""
     return next((float(t[i]) for i in range(len(t)) if settled_at(t, rss_mb, cpu_s, i)), None)
-
-
-class Kinded(Protocol):
-    @property
-    def kind(self) -> str | None: ...
-
-
-K = TypeVar("K", bound=Kinded)
-
-
-def beside_programs(workers: list[K]) -> list[K]:
-    """A parent's workers less the programs it exec'd beside workers it forked or spawned (kind
-    ``exec``: a logger's service such as Weights & Biases' wandb-core, a compiler): those are not
-    what its loader reads with, and share nothing with it; all of them where programs are all it has."""
-    return [w for w in workers if w.kind != EXEC] or workers

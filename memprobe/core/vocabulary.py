@@ -15,8 +15,9 @@ Modes (a scenario's ``modes``, ``profile(mode=...)``):
 * ``single``: the mode label of a ``workers: 0`` run, which loads in its main process.
 
 Roles (the ``role`` column of the samples): ``main``, ``worker K`` (and ``rank R``,
-``rank R worker K`` in a recorded job), the helpers ``forkserver`` and ``resource tracker``, and
-labels for processes not yet known (``worker (starting)``, ``spawn (starting)``, ``other``).
+``rank R worker K`` in a recorded job; ``program K``, a program run beside the workers), the
+helpers ``forkserver`` and ``resource tracker``, and labels for processes not yet known
+(``worker (starting)``, ``spawn (starting)``, ``other``).
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ def worker_role(index: int) -> str:
     return f"worker {index}"
 
 
+def program_role(owner_role: str, owner_rank: int, owner_is_worker: bool, index: int) -> str:
+    """The role of the program ``index`` a process runs beside its workers: 'program 0',
+    'rank 1 program 0', a worker's own 'worker 0 program 0'."""
+    if owner_is_worker:
+        return f"{owner_role} {PROGRAM} {index}"
+    return f"rank {owner_rank} {PROGRAM} {index}" if owner_rank >= 0 else f"{PROGRAM} {index}"
+
+
 def is_helper(role: str) -> bool:
     """The forkserver or the resource tracker."""
     return role in HELPER_ROLES
@@ -131,6 +140,11 @@ EXEC = "exec"
 # A program a process of the job ran for a moment and that ended (tree_rules.brief_commands):
 # torch's CUDA build runs `ldconfig -p` at import (ctypes.util.find_library). Listed, not a worker.
 COMMAND = "command"
+# A program a process of the job exec'd beside the workers it forked or spawned (probe.tree): W&B's
+# wandb-core started by a trainer's logger, a compiler, nvidia-smi polled by a callback. Listed as
+# ``program K`` (:func:`program_role`), never a worker: no worker index, no generation. A process
+# whose only children are programs has them as its workers (kind EXEC).
+PROGRAM = "program"
 WORKER_KINDS: tuple[str, ...] = (DATALOADER, FORK, SPAWN, EXEC)
 PARENT_KINDS: tuple[str, ...] = (MAIN, LAUNCHER, RANK)
 HELPER_KINDS = HELPER_ROLES  # a helper's kind is its role
@@ -145,6 +159,7 @@ KIND_WORDS: dict[str, tuple[str, str]] = {
     SPAWN: ("spawned child", "spawned children"),
     EXEC: ("child program", "child programs"),
     COMMAND: ("command run briefly", "commands run briefly"),
+    PROGRAM: ("program run beside the workers", "programs run beside the workers"),
     FORKSERVER: ("helper (forkserver)", "helpers (forkserver)"),
     RESOURCE_TRACKER: ("helper (resource tracker)", "helpers (resource tracker)"),
     OTHER: ("other", "other"),

@@ -52,7 +52,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from memprobe.core.text import printable
-from memprobe.core.tree_rules import beside_programs
 from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import WORKER_KINDS
 from memprobe.record.recording import DEFAULT_SETTINGS, Recording, RecordResult, command_name
@@ -129,7 +128,7 @@ def scalars(view: LiveView, root_pid: int, threshold_mb: float) -> dict[str, flo
     rates = [r.rate_mb_min for r in rows if r.rate_mb_min is not None]
     if rates:
         out[PREFIX + "growth_mb_per_min"] = round(sum(rates), 3)
-    workers = beside_programs([r for r in rows if r.kind in WORKER_KINDS])  # LiveModel.verdict's
+    workers = [r for r in rows if r.kind in WORKER_KINDS]  # LiveModel.verdict's
     out[PREFIX + "workers"] = float(len(workers))
     grown = [r.grown_mb for r in workers if r.grown_mb is not None]
     if grown:

@@ -44,7 +44,7 @@ import pandas as pd
 from memprobe.analysis import forecast
 from memprobe.analysis.limit import MACHINE
 from memprobe.core import forecast_words
-from memprobe.core.tree_rules import STARTUP_MAX_S, beside_programs, settled_at
+from memprobe.core.tree_rules import STARTUP_MAX_S, settled_at
 from memprobe.core.units import mb
 from memprobe.core.vocabulary import PARENT_KINDS, WORKER_KINDS
 
@@ -214,6 +214,11 @@ class LiveModel:
             tr.uss_est = r.get("uss_est_mb")
         if tr.is_worker() and pid not in self._generation:
             self._unnamed.setdefault(pid, tr.first_t)
+        elif not tr.is_worker():
+            # A program its parent runs beside its workers (wandb-core) was a worker until they
+            # appeared: it starts no generation.
+            self._generation.pop(pid, None)
+            self._unnamed.pop(pid, None)
         if tr.is_worker() and t - tr.first_t <= STARTUP_MAX_S + POINT_SPACING_S:
             tr.startup.append((t, tr.rss, float(r.get("cpu_s") or 0.0), tr.uss()))
         value = tr.uss() if tr.is_worker() else tr.anon
@@ -263,13 +268,11 @@ class LiveModel:
             known = {pid: facts(pid) for pid in self._tracks}
             # A parent's own growth is counted from its first worker on (what it built before
             # is not growth: record/windows.py's rule): its workers' first sight, by parent.
-            # A program it exec'd beside its workers (W&B's wandb-core) opens nothing: beside_programs.
-            kids: dict[int, list[_Track]] = {}
+            first_worker: dict[int, float] = {}
             for pid, tr in self._tracks.items():
                 ppid = getattr(known[pid], "ppid", None)
                 if tr.is_worker() and isinstance(ppid, int):
-                    kids.setdefault(ppid, []).append(tr)
-            first_worker = {ppid: min(k.first_t for k in beside_programs(trs)) for ppid, trs in kids.items()}
+                    first_worker[ppid] = min(first_worker.get(ppid, tr.first_t), tr.first_t)
             rows = [
                 self._live_row(pid, tr, known[pid], first_worker.get(pid)) for pid, tr in self._tracks.items()
             ]
@@ -337,7 +340,7 @@ class LiveModel:
     def verdict(self, rows: list[LiveRow]) -> str:
         """The verdict so far in words: the live workers' USS gained since their start, on
         average, against the threshold; the fastest grower named."""
-        workers = beside_programs([r for r in rows if r.kind in WORKER_KINDS])
+        workers = [r for r in rows if r.kind in WORKER_KINDS]
         growers = sorted(
             (r for r in rows if r.rate_mb_min is not None and r.rate_mb_min >= SLOW_MB_PER_MIN),
             key=lambda r: -(r.rate_mb_min or 0.0),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from memprobe.core.tree_rules import brief_commands, with_generations, with_loader_generations
-from memprobe.core.vocabulary import OTHER
+from memprobe.core.vocabulary import OTHER, WORKER_KINDS
 from memprobe.probe import procfs
 from memprobe.probe.sampler import Row
 from memprobe.probe.tree import TreeRoles
@@ -97,17 +97,55 @@ class Ledger:
             info.last_t = t
             if not info.command and node is not None and not node.shares_parent:  # it exec'd since
                 info.command = " ".join(procfs.read_cmdline(pid))[:COMMAND_CHARS]
-        if node is not None:  # the latest classification: a young process may still exec or be renamed
-            info.ppid, info.role, info.kind, info.forked = node.ppid, node.role, node.kind, node.forked
-            info.start_method, info.rank, info.worker = node.start_method, node.rank, node.worker
-            info.generation, info.parent_role = node.generation, roles.parent_role(pid)
+        classified(info, roles)
         return info
 
-    def listed(self) -> list[dict]:
-        """Every process, with every fact the analysis takes as it is (schema version 4): a
+    def listed(self, roles: TreeRoles) -> list[dict]:
+        """Every process, with every fact the analysis takes as it is (schema version 4), as
+        ``roles`` classifies it last (a process that ended may have been renamed since its last
+        row: a program exec'd before its parent's workers was a worker until they appeared): a
         command run briefly not a worker; DataLoader workers numbered as one generation that
         were two split (the next epoch's, started while the last one's lived); a worker whose
         parent the tree never saw has its generation among its parent's others
         (:mod:`memprobe.core.tree_rules`)."""
+        for info in self.processes.values():
+            classified(info, roles)
         listed = [asdict(p) for p in sorted(self.processes.values(), key=lambda p: (p.first_t, p.pid))]
         return with_generations(with_loader_generations(brief_commands(listed)))
+
+
+def classified(info: ProcessInfo, roles: TreeRoles) -> None:
+    """``info`` with the latest classification of its process by ``roles`` (a young process may
+    still exec or be renamed; a program is renamed when its parent's workers appear), where the
+    tree knows it."""
+    node = roles.nodes.get(info.pid)
+    if node is None:
+        return
+    info.ppid, info.role, info.kind, info.forked = node.ppid, node.role, node.kind, node.forked
+    info.start_method, info.rank, info.worker = node.start_method, node.rank, node.worker
+    info.generation, info.parent_role = node.generation, roles.parent_role(info.pid)
+
+
+def most_workers(processes: list[dict]) -> int:
+    """The most workers alive at once in a listed tree (:meth:`Ledger.listed`): each alive from
+    its first row to its last. Counted on the final classification, not tick by tick: a program
+    exec'd before its parent's workers was one of them until they appeared."""
+    events = sorted(
+        (t, end)
+        for p in processes
+        if p["kind"] in WORKER_KINDS
+        for t, end in ((p["first_t"], 0), (p["last_t"], 1))
+    )
+    most = alive = 0
+    for _, end in events:  # at one time, starts before ends: both rows were taken at that tick
+        alive += -1 if end else 1
+        most = max(most, alive)
+    return most
+
+
+def first_worker_reading(processes: list[dict]) -> float | None:
+    """When a worker of the listed tree was first read exactly (a program beside them is none)."""
+    return min(
+        (p["first_pss_t"] for p in processes if p["kind"] in WORKER_KINDS and p["first_pss_t"] is not None),
+        default=None,
+    )

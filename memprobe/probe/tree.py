@@ -18,6 +18,12 @@ to its parent:
   ``spawn`` (an exec'd Python multiprocessing child, or a forkserver's child) or ``exec`` (any
   other program); an ``exec`` child that ended within a second is listed afterwards
   as a ``command`` its parent ran, not a worker (:func:`memprobe.core.tree_rules.brief_commands`);
+* a **program** (``program K``) is an ``exec`` child of a process that has, or later gets,
+  DataLoader, spawned or forked workers (:meth:`TreeRoles._beside_loaders`): W&B's wandb-core,
+  started by a trainer's logger before the fit forks its DataLoader workers, a compiler. It takes
+  no worker index and starts no generation; one seen before its parent's workers was a worker
+  until they appeared, and is renamed then (the meta lists the final classification). A parent
+  whose children are all exec'd programs (``subprocess`` workers) keeps them as its workers;
 * **helpers**: multiprocessing's ``forkserver`` and ``resource tracker``. A forkserver's
   children are workers of the forkserver's parent.
 
@@ -52,10 +58,12 @@ from memprobe.core.vocabulary import (
     LAUNCHER,
     MAIN,
     OTHER,
+    PROGRAM,
     RANK,
     RESOURCE_TRACKER,
     SPAWN,
     WORKER_KINDS,
+    program_role,
 )
 from memprobe.probe import procfs
 from memprobe.probe.roles import Role, RoleBook
@@ -121,7 +129,8 @@ class Node:
     rank: int = -1
     worker: int = -1
     generation: int | None = None
-    owner: int | None = None  # the parent the worker is numbered under (a forkserver's parent)
+    owner: int | None = None  # the parent the worker (or program) is numbered under (a forkserver's parent)
+    program: int = -1  # its index among the programs its owner runs beside its workers
     shares_parent: bool = False  # forked without exec: its pages are its parent's at first
     start_method: str | None = None
     start_ticks: int = 0
@@ -184,6 +193,8 @@ class TreeRoles(RoleBook):
         self.ranks: dict[int, int] = {}  # rank process pid -> rank
         self.start_methods: Counter[str] = Counter()
         self._families: dict[int, _Family] = {}
+        self._with_loaders: set[int] = set()  # owners with forked, spawned or DataLoader workers
+        self._programs: dict[int, dict[int, int]] = {}  # owner pid -> {program pid: its index}
         self._layouts: dict[int, tuple[int, int, int]] = {}
         self._root_rank = env_rank(self.reader.environ(main_pid))
         self._root_cmd = " ".join(self.reader.cmdline(main_pid))
@@ -211,6 +222,7 @@ class TreeRoles(RoleBook):
         if node is not None and comm in DATALOADER_COMMS and node.kind != DATALOADER and node.is_worker:
             node.kind = DATALOADER  # renamed by torch after its start: a DataLoader worker from now on
             if node.owner in self.nodes:
+                self._beside_loaders(self.nodes[node.owner])
                 self._promote(self.nodes[node.owner])
         if node is not None and node.settled:
             return node
@@ -225,6 +237,8 @@ class TreeRoles(RoleBook):
             self._reclassify(node, st)
         if node is not None and not self._young(node):
             node.settled = True
+            if node.kind == FORK and node.owner in self.nodes:  # a fork, not a child about to exec
+                self._beside_loaders(self.nodes[node.owner])
         return node
 
     def rank_of(self, pid: int) -> int:
@@ -302,10 +316,16 @@ class TreeRoles(RoleBook):
         if node.worker >= 0 and node.is_worker and node.start_method != method:
             self._count_method(method, -1)  # e.g. a fork that exec'd: no longer a fork worker
             self._count_method(node.start_method, +1)
-        if was_worker and not node.is_worker:
+        owner = self._owner(parent)
+        beside = node.kind == EXEC and owner is not None and owner.pid in self._with_loaders
+        if (was_worker or node.worker >= 0) and (beside or not node.is_worker):
             self._release(node)
+        if beside and owner is not None:
+            self._make_program(node, owner)  # e.g. a fork that exec'd a program beside the workers
         elif node.is_worker and node.worker < 0 and parent is not None:
             self._number_newcomers(parent)
+        elif node.kind in (DATALOADER, SPAWN) and node.owner in self.nodes:
+            self._beside_loaders(self.nodes[node.owner])  # e.g. a fork that exec'd a spawned worker
 
     def _below_root(self, pid: int) -> bool:
         p, hops = pid, 0
@@ -341,6 +361,9 @@ class TreeRoles(RoleBook):
     def _make_rank(self, node: Node, rank: int) -> None:
         if node.worker >= 0:
             self._release(node)
+        if node.program >= 0:
+            self._programs.get(node.owner if node.owner is not None else -1, {}).pop(node.pid, None)
+            node.program, node.owner = -1, None
         node.kind, node.rank, node.role, node.start_method = RANK, rank, f"rank {rank}", None
         self.ranks[node.pid] = rank
         self._rename_below(node)
@@ -403,6 +426,8 @@ class TreeRoles(RoleBook):
                 n.role = f"rank {top.rank} {n.kind}"
             elif n.worker >= 0 and n.owner is not None:
                 n.role = self._worker_role(self.nodes.get(n.owner, top), n.worker)
+            elif n.kind == PROGRAM and n.owner is not None:
+                n.role = self._program_role(self.nodes.get(n.owner, top), n.program)
             self._rename_below(n)
 
     def _same_layout(self, pid: int, parent: int, cmd: str) -> bool:
@@ -502,6 +527,12 @@ class TreeRoles(RoleBook):
             ),
             key=lambda n: (n.start_ticks, n.pid),
         )
+        if any(n.kind in (DATALOADER, SPAWN) for n in new):
+            self._beside_loaders(owner)
+        if owner.pid in self._with_loaders:
+            for node in (n for n in new if n.kind == EXEC):
+                self._make_program(node, owner)
+            new = [n for n in new if n.is_worker]
         if not new:
             return
         family = self._families.setdefault(owner.pid, _Family({}))
@@ -534,6 +565,57 @@ class TreeRoles(RoleBook):
             return False
         newest = max(n.start_ticks for n in live if n is not None)
         return min(n.start_ticks for n in new) - newest >= GENERATION_GAP_S * _HZ
+
+    # -- programs beside the workers ---------------------------------------------------------
+    def _beside_loaders(self, owner: Node) -> None:
+        """``owner`` has DataLoader, spawned or (settled) forked workers: the programs it exec'd
+        are programs from now on, those it exec'd before too. wandb-core, started by a trainer's
+        logger before the fit forks its workers, was "worker 0" until then: it leaves its
+        owner's workers, the live ones are numbered from 0 again in their order, and the
+        generations counted from the workers' own (a generation of programs alone is none)."""
+        if owner.pid in self._with_loaders:
+            return
+        self._with_loaders.add(owner.pid)
+        programs = sorted(
+            (n for n in self.nodes.values() if n.owner == owner.pid and n.kind == EXEC),
+            key=lambda n: (n.start_ticks, n.pid),
+        )
+        family = self._families.get(owner.pid)
+        held = family is not None and any(n.pid in family.live for n in programs)
+        for node in programs:
+            self._release(node)
+            self._make_program(node, owner)
+        if family is None or not programs:
+            return
+        if held:
+            for index, pid in enumerate(sorted(family.live, key=family.live.__getitem__)):
+                family.live[pid] = index
+                self.nodes[pid].worker, self.nodes[pid].role = index, self._worker_role(owner, index)
+        mine = [
+            n
+            for n in self.nodes.values()
+            if n.owner == owner.pid and n.is_worker and n.generation is not None
+        ]
+        dense = {g: k for k, g in enumerate(sorted({n.generation for n in mine if n.generation is not None}))}
+        for n in mine:
+            n.generation = dense[n.generation] if n.generation is not None else None
+        family.generation = dense.get(family.generation, len(dense) - 1)
+
+    def _make_program(self, node: Node, owner: Node) -> None:
+        """``node`` a program ``owner`` runs beside its workers: the lowest index none of its
+        live programs holds (kept while it lives)."""
+        live = self._programs.setdefault(owner.pid, {})
+        if node.pid not in live:
+            for old in [p for p in live if not self._alive(p)]:
+                del live[old]
+            live[node.pid] = lowest_free(set(live.values()))
+        node.kind, node.owner, node.program = PROGRAM, owner.pid, live[node.pid]
+        node.worker, node.generation, node.start_method = -1, None, None
+        node.role = self._program_role(owner, node.program)
+
+    @staticmethod
+    def _program_role(owner: Node, index: int) -> str:
+        return program_role(owner.role, owner.rank, owner.kind in WORKER_KINDS, index)
 
     @staticmethod
     def _worker_role(owner: Node, index: int) -> str:

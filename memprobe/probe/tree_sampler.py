@@ -32,7 +32,7 @@ from memprobe.core.vocabulary import is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
 from memprobe.probe.estimator import ExactPlanner
-from memprobe.probe.ledger import Ledger
+from memprobe.probe.ledger import Ledger, first_worker_reading, most_workers
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock
 from memprobe.probe.tree_walk import ChildrenLists
@@ -95,9 +95,7 @@ class TreeSampler(Sampler):
         self.plan = ExactPlanner()
         self.ledger = Ledger()
         self.first_pss_t: float | None = None
-        self.first_worker_pss_t: float | None = None
         self.last_t: float | None = None
-        self.max_workers = 0
         self.exact_readings = 0
         self._boot_at_t0 = boot_clock_offset() + self.t0
         self._lock = threading.Lock()
@@ -315,7 +313,7 @@ class TreeSampler(Sampler):
     def _annotate(self, rows: list[Row], tick: float) -> None:
         """rank, kind and uss_est_mb on every row; the facts of every process for the meta."""
         t = round(tick - self.t0, 4)
-        live_workers, any_exact, worker_exact = 0, False, False
+        any_exact = False
         # Thread names are read outside the lock (/proc reads; process_list waits on the lock).
         named = {}
         for r in rows:
@@ -341,18 +339,12 @@ class TreeSampler(Sampler):
                     continue
                 info.saw_threads(t, named[pid])
                 any_exact |= exact
-                if node is not None and node.is_worker:
-                    live_workers += 1
-                    worker_exact |= exact
                 if exact:
                     info.first_pss_t = t if info.first_pss_t is None else info.first_pss_t
                     info.last_pss_t = t
                     info.exact_readings += 1
-        self.max_workers = max(self.max_workers, live_workers)
         if any_exact and self.first_pss_t is None:
             self.first_pss_t = t
-        if worker_exact and self.first_worker_pss_t is None:
-            self.first_worker_pss_t = t
 
     def _loader_threads(self, pid: int, t: float, host: bool) -> tuple[int, float | None] | None:
         """A process's DataLoader thread workers, counted by their names: how many, and when the
@@ -382,7 +374,18 @@ class TreeSampler(Sampler):
         """Every process sampled, with every fact the analysis takes as it is
         (:meth:`memprobe.probe.ledger.Ledger.listed`)."""
         with self._lock:
-            return self.ledger.listed()
+            return self.ledger.listed(self.roles)
+
+    @property
+    def max_workers(self) -> int:
+        """The most workers alive at once as the tree classifies them last (:func:`most_workers`:
+        a program exec'd before its parent's workers was a worker until they appeared)."""
+        return most_workers(self.process_list())
+
+    @property
+    def first_worker_pss_t(self) -> float | None:
+        """When a worker (as last classified) was first read exactly."""
+        return first_worker_reading(self.process_list())
 
     def stats(self, elapsed_s: float) -> dict[str, object]:
         """The base sampler's statistics, with the exact readings taken and the estimate's error."""

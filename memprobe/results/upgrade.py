@@ -19,6 +19,10 @@ as it is (:func:`memprobe.analysis.processes.processes`). An older meta lacks so
   (:func:`with_nested_parents`);
 * written before the recorder split DataLoader workers numbered as one generation that were
   two (version 3 and before): split (:func:`memprobe.core.tree_rules.with_loader_generations`);
+* written before the tree named the programs a process runs beside its workers (``program K``):
+  W&B's wandb-core, exec'd by a Lightning fit before its DataLoader workers, was "worker 0" (kind
+  ``exec``) and could start their generation; listed as a program (:func:`with_programs`),
+  whatever the version (today's lists have none to rename);
 * a process the samples hold that the list does not (a version-1 meta listed only some; a meta
   saved at a checkpoint, memprobe killed after it, lists none that started later): added from
   its rows, then completed as above, whatever the version.
@@ -32,16 +36,26 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.core.tree_rules import lowest_free, owner, with_generations, with_loader_generations
+from memprobe.core.tree_rules import (
+    counted_from_zero,
+    lowest_free,
+    owner,
+    with_generations,
+    with_loader_generations,
+)
 from memprobe.core.vocabulary import (
     DATALOADER,
+    EXEC,
     FORK,
     HELPER_ROLES,
     LAUNCHER,
     MAIN,
     OTHER,
+    PROGRAM,
     RANK,
+    SPAWN,
     WORKER_KINDS,
+    program_role,
 )
 
 # The first schema version whose recorded metas list every process with all of its facts.
@@ -106,7 +120,8 @@ def complete_processes(meta: dict, samples: pd.DataFrame, version: int) -> dict:
     listed = {int(p["pid"]): p for p in meta.get("processes") or []}
     seen = _seen(samples)
     if version >= PROCESSES_COMPLETE and seen.keys() <= listed.keys():
-        return meta
+        named = with_programs(meta.get("processes") or [])
+        return meta if named is meta.get("processes") else meta | {"processes": named}
     for pid, row in seen.items():
         listed.setdefault(pid, row)
     methods = meta.get("start_methods") or {}
@@ -116,7 +131,53 @@ def complete_processes(meta: dict, samples: pd.DataFrame, version: int) -> dict:
     has_ranks = bool(meta.get("ranks"))
     entries = [_entry(pid, p, seen.get(pid, {}), method, has_ranks, root) for pid, p in listed.items()]
     lineage = with_nested_parents(with_parents(entries, meta))
-    return meta | {"processes": with_generations(with_loader_generations(lineage))}
+    return meta | {"processes": with_programs(with_generations(with_loader_generations(lineage)))}
+
+
+def with_programs(processes: list[dict]) -> list[dict]:
+    """A process list with the programs a process ran beside its workers named as today's tree
+    names them (:class:`memprobe.probe.tree.TreeRoles`): an exec'd child (kind
+    ``exec``) of a process that had DataLoader, spawned or forked workers becomes ``program K``
+    (the lowest index its earlier programs still alive at its start do not hold), no worker
+    index, no generation; its parent's generations counted from the workers'. The workers keep
+    their indices: the samples and the pages of that folder named them so. ``processes`` itself
+    when there is none (today's lists)."""
+    by_pid = {p["pid"]: p for p in processes}
+    with_loaders = {
+        o["pid"]
+        for p in processes
+        if p["kind"] in (DATALOADER, SPAWN, FORK) and (o := owner(p, by_pid)) is not None
+    }
+    programs = sorted(
+        (
+            p
+            for p in processes
+            if p["kind"] == EXEC and (o := owner(p, by_pid)) is not None and o["pid"] in with_loaders
+        ),
+        key=lambda p: (p["start_t"], p["pid"]),
+    )
+    if not programs:
+        return processes
+    out = {p["pid"]: dict(p) for p in processes}
+    numbered: dict[int, list[tuple[int, dict]]] = {}  # owner pid -> (index, program) so far
+    for p in programs:
+        o = owner(p, by_pid)
+        assert o is not None
+        earlier = numbered.setdefault(o["pid"], [])
+        index = lowest_free({k for k, q in earlier if _end(q) >= p["start_t"]})
+        earlier.append((index, p))
+        rank = o.get("rank")
+        role = program_role(
+            str(o["role"]), rank if isinstance(rank, int) else -1, o["kind"] in WORKER_KINDS, index
+        )
+        out[p["pid"]].update(kind=PROGRAM, role=role, worker=-1, generation=None, start_method=None)
+    for pid in numbered:
+        counted_from_zero([q for q in out.values() if (o := owner(q, out)) is not None and o["pid"] == pid])
+    return [out[p["pid"]] for p in processes]
+
+
+def _end(p: dict) -> float:
+    return p["end_t"] if p["end_t"] is not None else p["last_t"]
 
 
 def _entry(

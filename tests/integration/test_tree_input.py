@@ -25,6 +25,16 @@ def _memprobe(*args: str, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
+def _record_job(tmp_path: Path, source: str) -> tuple[Path, subprocess.CompletedProcess]:
+    """``memprobe record`` of a Python job of that source: its results folder and the run."""
+    job = tmp_path / "job.py"
+    job.write_text(source)
+    out = tmp_path / "out"
+    done = _memprobe("record", "-o", str(out), "--", sys.executable, str(job))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
 def test_rank_variables_that_are_no_rank_leave_the_results_whole(tmp_path: Path) -> None:
     """RANK=99999999999999999999 in a child's environment made pyarrow raise OverflowError while
     the results were gathered: a traceback, exit 1, the manifest ``complete`` but no Parquet and no
@@ -84,11 +94,7 @@ def test_a_command_the_job_runs_for_a_moment_is_listed_and_is_no_worker(tmp_path
     (exec)": `ldconfig -p`, run by ``import torch``. It was one worker more than the job had,
     "1 worker had no exact reading to judge (worker 0)", and a worker generation before the
     DataLoader's, so the main process's building read "between worker generations"."""
-    job = tmp_path / "job.py"
-    job.write_text(BRIEF_COMMAND_JOB)
-    out = tmp_path / "out"
-    done = _memprobe("record", "-o", str(out), "--", sys.executable, str(job))
-    assert done.returncode == 0, done.stderr
+    out, _ = _record_job(tmp_path, BRIEF_COMMAND_JOB)
     run = json.loads((out / "summary.json").read_text())["runs"][0]
     kinds = sorted((p["kind"], p["role"], p.get("generation")) for p in run["processes"])
     assert kinds == [
@@ -213,3 +219,56 @@ def test_a_process_of_memprobes_own_user_that_is_not_dumpable_is_named_with_root
     html = unescape((out / "report.html").read_text())
     assert "record as root (a process that is not dumpable is root's alone to read)" in html
     assert "record as the user" not in html and "larger --pss-budget" not in html
+
+
+PROGRAM_BESIDE_JOB = """
+import subprocess
+import time
+
+from torch.utils.data import DataLoader, Dataset
+
+# A program the job runs beside its DataLoader's workers, started before them: W&B's WandbLogger
+# starts wandb-core at the logger's init, before the fit forks its workers.
+service = subprocess.Popen(["sleep", "30"])
+time.sleep(1.5)  # older than a second: settled as the only child, a worker until the workers come
+
+
+class Records(Dataset):
+    def __len__(self):
+        return 8_000
+
+    def __getitem__(self, i):
+        time.sleep(0.0005)  # the workers live a few seconds
+        return i
+
+
+for _ in DataLoader(Records(), batch_size=64, num_workers=2, multiprocessing_context="fork"):
+    pass
+service.terminate()
+service.wait()
+"""
+
+
+def test_a_program_started_before_the_dataloaders_workers_is_a_program_not_worker_0(tmp_path: Path) -> None:
+    """W&B's wandb-core, started by a trainer's logger before the fit forks its DataLoader
+    workers, was "worker 0" (kind exec): the workers were "worker 1" and "worker 2", their
+    generation its, and the trainer's scalars logged memprobe/worker0 of wandb-core. It is
+    "program 0" in summary.json, meta.json and the terminal's table; the workers are worker 0 and
+    1 of generation 0, and the most at once is 2."""
+    out, done = _record_job(tmp_path, PROGRAM_BESIDE_JOB)
+    run = json.loads((out / "summary.json").read_text())["runs"][0]
+    meta = json.loads(next((out / "runs").glob("*/meta.json")).read_text())
+    for listed in (run["processes"], meta["processes"]):
+        kinds = sorted((p["kind"], p["role"], p.get("generation"), p.get("worker")) for p in listed)
+        assert kinds == [
+            ("dataloader", "worker 0", 0, 0),
+            ("dataloader", "worker 1", 0, 1),
+            ("main", "main", None, -1),
+            ("program", "program 0", None, -1),
+        ], kinds
+    assert meta["max_workers"] == 2 and run["workers"] == 2
+    program = next(p["pid"] for p in meta["processes"] if p["kind"] == "program")
+    assert next(p["command"] for p in meta["processes"] if p["pid"] == program) == "sleep 30"
+    table = done.stderr[done.stderr.index("per process:") :]
+    assert f"{program}  program 0  program" in table and "worker 2" not in table
+    assert "2 workers" in run["culprit"], run["culprit"]  # not 3

@@ -31,6 +31,7 @@ from memprobe.analysis.table import estimate_error, table
 from memprobe.core import series
 from memprobe.core.series import carried_pss
 from memprobe.core.tree_rules import with_loader_generations
+from memprobe.results.folder import SCHEMA_VERSION
 
 
 def _summary(meta: dict, samples: pd.DataFrame, progress: pd.DataFrame | None = None):
@@ -74,7 +75,9 @@ def test_a_program_the_main_process_ran_before_it_built_its_dataset_opens_no_win
     """A Lightning fit logged to Weights & Biases: WandbLogger starts wandb-core (an exec'd
     program, alive the whole fit) before the fit builds its dataset. Its start is not the main
     process's first worker: the 295 MB built after it are not the main process's growth, and the
-    workers' mean growth is the DataLoader workers', not halved by the program's flat 30 MB."""
+    workers' mean growth is the DataLoader workers', not halved by the program's flat 30 MB. An
+    older folder listed it as "worker 2" (kind exec) of the workers' generation: read as today's
+    tree names it, a program (memprobe.results.upgrade.with_programs)."""
     meta, samples = fork_job()
     program = proc_rows(
         20,
@@ -83,8 +86,21 @@ def test_a_program_the_main_process_ran_before_it_built_its_dataset_opens_no_win
         [(0.6, "pss", 30, 40, 30), (10.0, "pss", 30, 40, 30), (20.0, "pss", 30, 40, 30)],
         kind="exec",
     )
-    meta["processes"].append(proc_info(20, "worker 2", "exec", ppid=1, start_t=0.5, last_t=20.0, worker=2))
-    s = _summary(meta, pd.concat([samples, pd.DataFrame(program)], ignore_index=True))
+    meta["processes"].append(
+        proc_info(20, "worker 2", "exec", ppid=1, start_t=0.5, last_t=20.0, worker=2, generation=0)
+    )
+    samples = pd.concat([samples, pd.DataFrame(program)], ignore_index=True)
+    meta = loaded(meta, samples, SCHEMA_VERSION)
+    listed = {p["pid"]: p for p in meta["processes"]}
+    assert [listed[20][k] for k in ("role", "kind", "worker", "generation")] == [
+        "program 0",
+        "program",
+        -1,
+        None,
+    ]
+    rows = as_analysed(samples, processes(meta))  # its rows said "worker 2", kind exec: read as listed
+    assert set(map(tuple, rows[rows["pid"] == 20][["role", "kind"]].values)) == {("program 0", "program")}
+    s = _summary(meta, samples)
     main = next(p for p in s.processes if p["pid"] == 1)
     assert main["built_mb"] == pytest.approx(295) and abs(main["growth_mb"]) < 5
     assert s.worker_uss_growth_mb == pytest.approx(200, abs=0.5) and s.worker_uss_start_mb == pytest.approx(

@@ -288,22 +288,30 @@ def test_a_parents_growth_rate_starts_at_its_first_worker_not_while_it_built_its
 
 def test_a_program_started_before_the_dataset_was_built_does_not_start_the_parents_growth():
     """W&B's wandb-core, exec'd by the training process before the fit builds its dataset: the
-    dataset is what the parent built before its DataLoader worker, not its growth rate."""
+    dataset is what the parent built before its DataLoader worker, not its growth rate. The tree
+    calls it "worker 0" (kind exec) until the workers appear, a program from then on
+    (tests/unit/test_tree_roles.py): its rows say so, and the view follows them."""
     model = LiveModel(50.0, None, "")
-    main, program = info(100, "main", "main"), info(102, "worker 0", "exec", 0)
-    worker = info(101, "worker 1", "dataloader", 1, forked=True)
+    main, program = info(100, "main", "main"), info(102, "program 0", "program")
+    worker = info(101, "worker 0", "dataloader", 0, forked=True)
     worker.ppid = program.ppid = 100
     model.feed("samples", [exact(0.0, 100, "main", "main", pss=50.0, uss=40.0, rss=60.0, anon=30.0)])
     for s in range(1, 21):
         t = float(s)
         anon = 30.0 + 100.0 * min(t, 10.0)  # builds its dataset for 10 s, then holds still
         rows = [cheap(t, 100, "main", "main", rss=anon + 30.0, anon=anon, est=anon)]
-        rows.append(cheap(t, 102, "worker 0", "exec", rss=30.0, anon=25.0, est=25.0))  # from 1 s on
+        named = ("worker 0", "exec") if t < 10.0 else ("program 0", "program")
+        rows.append(cheap(t, 102, *named, rss=30.0, anon=25.0, est=25.0))  # from 1 s on
         if t >= 10.0:
-            rows.append(cheap(t, 101, "worker 1", "dataloader", rss=anon + 30.0, anon=5.0, est=5.0))
+            rows.append(cheap(t, 101, "worker 0", "dataloader", rss=anon + 30.0, anon=5.0, est=5.0))
         model.feed("samples", rows)
+        if t == 5.0:  # a view while it was "worker 0": its generation (0) asked of the sampler
+            model.view({100: main, 102: info(102, "worker 0", "exec", 0)}.get)
+            assert 102 in model._generation
     view = model.view({100: main, 101: worker, 102: program}.get)
     assert view.rows[0].role == "main" and view.rows[0].rate_mb_min == 0.0
+    assert [(r.role, r.kind) for r in view.rows if r.pid == 102] == [("program 0", "program")]
+    assert 102 not in model._generation  # no worker generation of the forecast starts at it
 
 
 def test_the_panel_under_a_jobs_output_draws_in_one_write_and_gives_the_screen_back(monkeypatch) -> None:

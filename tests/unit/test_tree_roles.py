@@ -399,10 +399,10 @@ def test_pool_fork_spawn_exec_and_helpers_by_structure(fake: FakeProc) -> None:
         100: ("main", None),
         101: ("fork", "fork"),
         102: ("spawn", "spawn"),
-        103: ("exec", None),
+        103: ("program", None),  # a program beside forked and spawned workers: none of them
         104: ("resource tracker", None),
     }
-    assert sorted(seen.values()) == ["main", "resource tracker", "worker 0", "worker 1", "worker 2"]
+    assert sorted(seen.values()) == ["main", "program 0", "resource tracker", "worker 0", "worker 1"]
     assert roles.nodes[101].forked and not roles.nodes[102].forked
 
 
@@ -478,3 +478,104 @@ def test_share_groups_follow_fork_edges_only(fake: FakeProc) -> None:
 def test_a_process_gone_before_it_is_classified_is_not_invented(fake: FakeProc) -> None:
     roles = TreeRoles(100, fake)
     assert roles.classify(999) is None and roles.role(999, "x").name == "other"
+
+
+def _facts(roles: TreeRoles, pid: int) -> tuple:
+    n = roles.nodes[pid]
+    return n.role, n.kind, n.worker, n.generation
+
+
+def test_a_program_started_before_the_dataloaders_workers_is_a_program_once_they_appear(
+    fake: FakeProc,
+) -> None:
+    """A Lightning fit logged to Weights & Biases: WandbLogger starts wandb-core (an exec'd
+    program, alive the whole fit) before the fit forks its DataLoader workers. It was "worker 0",
+    the workers "worker 1" and "worker 2" of its generation (the trainer's scalars said
+    memprobe/worker0 of wandb-core)."""
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)
+    fake.exec(101, ["/venv/lib/wandb/bin/wandb-core", "--port-filename", "/tmp/p"], comm="wandb-core")
+    _settle(fake)
+    assert _see(roles, fake)[101] == "worker 0"  # alone, it may be a subprocess worker yet
+    fake.add(102, 100)  # the DataLoader forks its workers; torch renames them a moment later
+    fake.add(103, 100)
+    _see(roles, fake)
+    fake.procs[102].comm = fake.procs[103].comm = "pt_data_worker"
+    _see(roles, fake)  # the program, read first, renamed once its parent's workers are seen renamed
+    seen = _see(roles, fake)
+    assert (seen[101], seen[102], seen[103]) == ("program 0", "worker 0", "worker 1")
+    assert _facts(roles, 101) == ("program 0", "program", -1, None)
+    assert [_facts(roles, pid)[2:] for pid in (102, 103)] == [(0, 0), (1, 0)]
+    assert roles.parent_role(101) == "main" and not roles.nodes[101].is_worker
+
+
+def test_a_program_run_beside_settled_forked_workers_is_a_program_from_its_start(fake: FakeProc) -> None:
+    """os.fork / a fork Pool's workers, once a second old (not a child about to exec): a program
+    the parent runs then (nvidia-smi polled by a callback) takes no worker index nor generation;
+    the next one takes the lowest program index free."""
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)
+    fake.add(102, 100)
+    _see(roles, fake)
+    _settle(fake)
+    _see(roles, fake)
+    fake.add(110, 100)
+    fake.exec(110, ["/usr/bin/nvidia-smi", "-q"], comm="nvidia-smi")
+    assert _see(roles, fake)[110] == "program 0" and roles.nodes[110].generation is None
+    fake.add(111, 100, start=fake.now + 0.01)  # seen between its fork and its exec: a forked child
+    assert _see(roles, fake)[111] == "worker 2"
+    fake.exec(111, ["/usr/bin/nvidia-smi", "-q"], comm="nvidia-smi")
+    assert _see(roles, fake)[111] == "program 1"
+    assert _facts(roles, 111) == ("program 1", "program", -1, None) and roles.start_methods == {"fork": 2}
+    fake.kill(110)
+    fake.kill(111)
+    fake.add(112, 100)
+    fake.exec(112, ["/usr/bin/nvidia-smi", "-q"], comm="nvidia-smi")
+    assert _see(roles, fake)[112] == "program 0"
+    assert [_facts(roles, pid)[2:] for pid in (101, 102)] == [(0, 0), (1, 0)]
+
+
+def test_a_program_that_ended_before_the_workers_started_leaves_their_generation(fake: FakeProc) -> None:
+    """A program run for seconds (a compiler) and ended, then the DataLoader's workers: it had
+    been generation 0 and they generation 1; they are generation 0, it none."""
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)
+    fake.exec(101, ["/usr/bin/cc", "-O2", "ext.c"], comm="cc")
+    _settle(fake)
+    _see(roles, fake)
+    fake.kill(101)
+    fake.add(102, 100, comm="pt_data_worker")
+    fake.add(103, 100, comm="pt_data_worker")
+    seen = _see(roles, fake)
+    assert (seen[102], seen[103]) == ("worker 0", "worker 1")
+    assert _facts(roles, 101) == ("program 0", "program", -1, None)
+    assert [_facts(roles, pid)[3] for pid in (102, 103)] == [0, 0]
+
+
+def test_a_ranks_program_beside_its_workers_is_named_under_its_rank(fake: FakeProc) -> None:
+    fake.procs[100].cmd = [PY, "-m", "torch.distributed.run", "--nproc-per-node=1", "train.py"]
+    roles = TreeRoles(100, fake)
+    fake.add(110, 100)
+    fake.exec(110, [PY, "-u", "train.py"], env={"RANK": "0", "LOCAL_RANK": "0"})
+    fake.add(111, 110)
+    fake.exec(111, ["/venv/bin/wandb-core"], comm="wandb-core")
+    fake.add(112, 110, comm="pt_data_worker")
+    _settle(fake)
+    seen = _see(roles, fake)
+    assert (seen[110], seen[111], seen[112]) == ("rank 0", "rank 0 program 0", "rank 0 worker 0")
+
+
+def test_a_parent_whose_children_are_all_programs_keeps_them_as_workers(fake: FakeProc) -> None:
+    """Workers that are `subprocess` programs (a job that shells out to its own loaders): a
+    parent with no forked, spawned or DataLoader worker keeps them as workers, each seen a
+    moment between its fork and its exec too."""
+    roles = TreeRoles(100, fake)
+    for pid in (101, 102):
+        fake.add(pid, 100, start=fake.now + (pid - 101) * 0.01)
+        _see(roles, fake)  # between its fork and its exec: a forked child for a moment
+        fake.exec(pid, ["/opt/loader", "--shard", str(pid)], comm="loader")
+        _see(roles, fake)
+    _settle(fake)
+    seen = _see(roles, fake)
+    assert (seen[101], seen[102]) == ("worker 0", "worker 1")
+    assert [_facts(roles, pid)[1:] for pid in (101, 102)] == [("exec", 0, 0), ("exec", 1, 0)]

@@ -233,3 +233,66 @@ def test_a_program_run_for_a_moment_is_listed_as_a_command_not_a_worker() -> Non
     ]
     ranked = brief_commands([{**listed[1], "rank": 1}])
     assert (ranked[0]["role"], ranked[0]["worker"]) == ("rank 1 command", -1)
+
+
+def test_a_program_that_ended_before_its_parents_workers_appeared_is_listed_as_a_program() -> None:
+    """The meta says the final classification: a program (a compiler) exec'd and ended before
+    the DataLoader's workers forked was "worker 0" in its rows; renamed when they appeared, after
+    its last row, it was still listed "worker 0" of a generation of its own, and "the most
+    workers at once" and the first worker's exact reading (the warm milestone) were its."""
+    from test_tree_roles import FakeProc
+
+    from memprobe.probe.ledger import Ledger, first_worker_reading, most_workers
+    from memprobe.probe.tree import SETTLE_AGE_S, TreeRoles
+
+    fake = FakeProc()
+    fake.add(100, 1, start=900.0)
+    roles, ledger = TreeRoles(100, fake), Ledger()
+
+    def tick(t: float, pids: list[int], exact: set[int] = frozenset()) -> None:
+        for pid in pids:
+            alive = pid in fake.procs
+            role = roles.role(pid, fake.procs[pid].comm).name if alive else "other"
+            info = ledger.note(pid, t, {"role": role, "missing": not alive}, roles, boot_at_t0=999.5)
+            if not alive:
+                info.end_t = t if info.end_t is None else info.end_t
+            if pid in exact:
+                info.first_pss_t = t if info.first_pss_t is None else info.first_pss_t
+
+    fake.add(101, 100)  # at 0.5 s on the run's clock
+    fake.exec(101, ["/usr/bin/cc", "-O2", "ext.c"], comm="cc")
+    fake.now += SETTLE_AGE_S + 0.1
+    tick(1.0, [100, 101], exact={101})
+    tick(2.0, [100, 101])
+    fake.kill(101)
+    tick(3.0, [100, 101])
+    fake.add(102, 100, comm="pt_data_worker")
+    fake.add(103, 100, comm="pt_data_worker")
+    tick(4.0, [100, 102, 103])
+    tick(5.0, [100, 102, 103], exact={102, 103})
+    listed = {p["pid"]: p for p in ledger.listed(roles)}
+    assert [listed[101][k] for k in ("role", "kind", "worker", "generation")] == [
+        "program 0",
+        "program",
+        -1,
+        None,
+    ]
+    assert [(listed[p]["role"], listed[p]["generation"]) for p in (102, 103)] == [
+        ("worker 0", 0),
+        ("worker 1", 0),
+    ]
+    assert most_workers(list(listed.values())) == 2
+    assert first_worker_reading(list(listed.values())) == 5.0
+
+
+def test_a_program_run_for_a_moment_beside_the_workers_stays_a_command() -> None:
+    """A program exec'd beside the workers that ended within a second (nvidia-smi polled by a
+    callback) is a command its parent ran, as any brief child program."""
+    from memprobe.core.tree_rules import BRIEF_COMMAND_S, brief_commands
+
+    program = {"pid": 110, "ppid": 100, "kind": "program", "role": "program 0", "rank": -1, "worker": -1,
+               "generation": None, "start_t": 2.0, "last_t": 2.0 + BRIEF_COMMAND_S / 2, "end_t": 2.6}  # fmt: skip
+    (out,) = brief_commands([program])
+    assert (out["kind"], out["role"], out["worker"], out["generation"]) == ("command", "command", -1, None)
+    (kept,) = brief_commands([{**program, "end_t": None}])  # still running at the end
+    assert (kept["kind"], kept["role"]) == ("program", "program 0")

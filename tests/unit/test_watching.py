@@ -39,18 +39,20 @@ def test_each_process_gets_its_own_uss_and_pss_named_by_its_role() -> None:
 
 
 def test_a_program_run_beside_the_workers_is_logged_but_not_averaged_with_them() -> None:
-    """W&B's WandbLogger runs wandb-core, a program, as a child of the training process: its flat
-    30 MB halved the workers' mean growth (135 MB logged as 67)."""
+    """W&B's WandbLogger runs wandb-core, a program, as a child of the training process: logged
+    as memprobe/worker0, its flat 30 MB halved the workers' mean growth (135 MB logged as 67).
+    The tree names it a program (tests/unit/test_tree_roles.py)."""
     view = _view(
         [
             _row(10, "main", "main", uss=200.0, pss=300.0),
-            _row(11, "worker 0", "exec", uss=30.0, pss=35.0, grown=0.0),
-            _row(12, "worker 1", "dataloader", uss=135.0, pss=150.0, grown=135.0),
-            _row(13, "worker 2", "dataloader", uss=135.0, pss=150.0, grown=135.0),
+            _row(11, "program 0", "program", uss=30.0, pss=35.0),
+            _row(12, "worker 0", "dataloader", uss=135.0, pss=150.0, grown=135.0),
+            _row(13, "worker 1", "dataloader", uss=135.0, pss=150.0, grown=135.0),
         ]
     )
     got = scalars(view, 10, 50.0)
-    assert got[PREFIX + "worker0/uss_mb"] == 30.0  # still logged, by its name
+    assert got[PREFIX + "program0/uss_mb"] == 30.0  # still logged, by its name
+    assert got[PREFIX + "worker0/uss_mb"] == got[PREFIX + "worker1/uss_mb"] == 135.0
     assert got[PREFIX + "workers"] == 2.0 and got[PREFIX + "workers_grown_mb"] == 135.0
     assert got[PREFIX + "growing"] == 1.0
 

@@ -527,6 +527,10 @@ class TreeRoles(RoleBook):
             ),
             key=lambda n: (n.start_ticks, n.pid),
         )
+        if owner.kind == PROGRAM:  # what a program starts is part of it (wandb-core's wandb-symon)
+            for node in new:
+                self._make_program(node, owner)
+            return
         if any(n.kind in (DATALOADER, SPAWN) for n in new):
             self._beside_loaders(owner)
         if owner.pid in self._with_loaders:
@@ -612,9 +616,17 @@ class TreeRoles(RoleBook):
         node.kind, node.owner, node.program = PROGRAM, owner.pid, live[node.pid]
         node.worker, node.generation, node.start_method = -1, None, None
         node.role = self._program_role(owner, node.program)
+        # What it started while it was taken for a worker is part of it too, named after it.
+        for child in [n for n in self.nodes.values() if n.owner == node.pid and n.pid != node.pid]:
+            if child.is_worker:
+                self._release(child)
+            if child.is_worker or child.kind == PROGRAM:
+                self._make_program(child, node)
 
     @staticmethod
     def _program_role(owner: Node, index: int) -> str:
+        if owner.kind == PROGRAM:
+            return f"{owner.role}.{index}"  # a program's own children: "program 0.0"
         return program_role(owner.role, owner.rank, owner.kind in WORKER_KINDS, index)
 
     @staticmethod

@@ -509,6 +509,34 @@ def test_a_program_started_before_the_dataloaders_workers_is_a_program_once_they
     assert roles.parent_role(101) == "main" and not roles.nodes[101].is_worker
 
 
+def test_what_a_program_starts_is_part_of_it_before_and_after_it_is_named_one(fake: FakeProc) -> None:
+    """wandb-core starts wandb-symon (an exec'd program of its own) before the fit's DataLoader
+    forks: it was "worker 0.0" (exec, generation 0) of a program, and the job's most workers at
+    once 3 for its 2. Named after its program, with no worker index nor generation; one started
+    after is too."""
+    roles = TreeRoles(100, fake)
+    fake.add(101, 100)
+    fake.exec(101, ["/venv/lib/wandb/bin/wandb-core", "--port-filename", "/tmp/p"], comm="wandb-core")
+    fake.add(102, 101)
+    fake.exec(102, ["/venv/lib/wandb/bin/wandb-symon", "-"], comm="wandb-symon")
+    _settle(fake)
+    assert _see(roles, fake)[102] == "worker 0.0"  # a subprocess worker's own, as far as is known yet
+    fake.add(103, 100, comm="pt_data_worker")
+    fake.add(104, 100, comm="pt_data_worker")
+    _see(roles, fake)
+    seen = _see(roles, fake)
+    assert (seen[101], seen[102], seen[103], seen[104]) == (
+        "program 0",
+        "program 0.0",
+        "worker 0",
+        "worker 1",
+    )
+    assert _facts(roles, 102) == ("program 0.0", "program", -1, None)
+    fake.add(105, 101)  # forked by the program afterwards: its own as well
+    assert _see(roles, fake)[105] == "program 0.1" and roles.nodes[105].generation is None
+    assert [_facts(roles, pid)[2:] for pid in (103, 104)] == [(0, 0), (1, 0)]
+
+
 def test_a_program_run_beside_settled_forked_workers_is_a_program_from_its_start(fake: FakeProc) -> None:
     """os.fork / a fork Pool's workers, once a second old (not a child about to exec): a program
     the parent runs then (nvidia-smi polled by a callback) takes no worker index nor generation;

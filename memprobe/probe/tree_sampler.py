@@ -32,7 +32,7 @@ from memprobe.core.vocabulary import is_loader_thread
 from memprobe.probe import procfs
 from memprobe.probe.census import PagePanel
 from memprobe.probe.estimator import ExactPlanner
-from memprobe.probe.ledger import Ledger, first_worker_reading, most_workers
+from memprobe.probe.ledger import Ledger
 from memprobe.probe.sampler import MB, Row, Sampler, SamplerSettings, Sink
 from memprobe.probe.tree import DATALOADER, ProcReader, TreeRoles, boot_clock_offset, run_clock
 from memprobe.probe.tree_walk import ChildrenLists
@@ -375,17 +375,6 @@ class TreeSampler(Sampler):
         (:meth:`memprobe.probe.ledger.Ledger.listed`)."""
         with self._lock:
             return self.ledger.listed(self.roles)
-
-    @property
-    def max_workers(self) -> int:
-        """The most workers alive at once as the tree classifies them last (:func:`most_workers`:
-        a program exec'd before its parent's workers was a worker until they appeared)."""
-        return most_workers(self.process_list())
-
-    @property
-    def first_worker_pss_t(self) -> float | None:
-        """When a worker (as last classified) was first read exactly."""
-        return first_worker_reading(self.process_list())
 
     def stats(self, elapsed_s: float) -> dict[str, object]:
         """The base sampler's statistics, with the exact readings taken and the estimate's error."""

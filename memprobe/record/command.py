@@ -39,9 +39,9 @@ from memprobe.core.verdict import VerdictSpec
 from memprobe.core.vocabulary import shell_exit_code, signal_name
 from memprobe.probe import procfs
 from memprobe.probe.sampler import SamplerSettings
+from memprobe.record.mark_reader import MarkReader
 from memprobe.record.marks import ENV as MARK_ENV
 from memprobe.record.recording import (
-    MarkReader,
     Observer,
     Recording,
     RecordResult,

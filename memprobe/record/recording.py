@@ -1,6 +1,6 @@
 """One recording of a job (``record`` or ``watch``) while it runs and at its end
 (:class:`Recording`): the results folder and its writer, the sampler, the job's marks
-(:class:`MarkReader`), the checkpoints of the run's meta, memprobe's own trouble (a write that
+(:class:`~memprobe.record.mark_reader.MarkReader`), the checkpoints of the run's meta, memprobe's own trouble (a write that
 fails, the folder gone: sampling stops, the job runs on), and the finish: the meta saved, the
 folder summarized and its report written (:class:`RecordResult`). The command's life cycle
 around it is :mod:`memprobe.record.command`.
@@ -15,7 +15,6 @@ methods as seen from outside; ``processes`` holds the facts of every process see
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import platform
@@ -30,9 +29,11 @@ from memprobe.core.errors import ResultsFolderGone, ResultsWriteError
 from memprobe.core.text import printable
 from memprobe.core.verdict import VerdictSpec
 from memprobe.probe import cgroup, procfs
+from memprobe.probe.ledger import first_worker_reading, most_workers
 from memprobe.probe.sampler import Row, SamplerSettings
 from memprobe.probe.tree_sampler import TreeSampler
 from memprobe.record.copies import CopiedStructures
+from memprobe.record.mark_reader import MarkReader
 from memprobe.results.files import RunWriter, folder_identity
 from memprobe.results.folder import ResultsFolder
 from memprobe.results.job import node_identity
@@ -49,71 +50,6 @@ DEFAULT_SETTINGS = SamplerSettings(interval_s=0.2, pss_cpu_budget=0.01)
 # has as many entries in its process list): saving takes at most 1/CHECKPOINT_SPACING of the time.
 CHECKPOINT_S = 2.0
 CHECKPOINT_SPACING = 200
-
-
-# -- marks ------------------------------------------------------------------------------------
-
-
-class MarkReader:
-    """Tails a mark file: ``<monotonic s> <n> <pid>`` lines, a torn last line kept for later."""
-
-    def __init__(self, path: Path, t0: float, *, from_end: bool = False) -> None:
-        self.path = path
-        self.t0 = t0
-        self.offset = 0
-        if from_end:
-            with contextlib.suppress(OSError):
-                self.offset = path.stat().st_size
-        self._buf = b""
-        self.items = 0
-        self.batches = 0
-        self.first_t: float | None = None
-        self.last_t: float | None = None
-        self.ignored = 0  # lines that are not marks (written by something else than memprobe.mark)
-        self.first_ignored: str | None = None
-
-    def poll(self) -> list[Row]:
-        """New marks as one cumulative progress row (or none)."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except OSError:
-            return []
-        self.offset += len(chunk)
-        *lines, self._buf = (self._buf + chunk).split(b"\n")
-        seen = False
-        for line in lines:
-            parts = line.split()
-            try:
-                mono, n = float(parts[0]), int(parts[1])
-            except (IndexError, ValueError):
-                mono, n = math.nan, -1
-            if not (math.isfinite(mono) and n >= 0):  # NaN would become a time no table can join on
-                if line.strip():
-                    self.ignored += 1
-                    if self.first_ignored is None:
-                        self.first_ignored = printable(line[:80].decode("utf-8", "replace"))
-                continue
-            t = round(mono - self.t0, 4)
-            self.items += n
-            self.batches += 1
-            self.first_t = t if self.first_t is None else self.first_t
-            self.last_t = t if self.last_t is None else max(self.last_t, t)
-            seen = True
-        if not seen:
-            return []
-        return [{"t": self.last_t, "items": self.items, "batches": self.batches, "epoch": None}]
-
-    def note(self) -> str | None:
-        """What was ignored, in words (for the terminal), or None."""
-        if not self.ignored:
-            return None
-        return (
-            f"memprobe: {printable(str(self.path))}: {self.ignored:,} line(s) ignored that are not marks "
-            f"('<monotonic seconds> <items> <pid>', as memprobe.mark() writes them), the first: "
-            f"'{self.first_ignored}'; items/s count the {self.batches:,} marks read"
-        )
 
 
 # -- naming -----------------------------------------------------------------------------------
@@ -421,7 +357,9 @@ class Recording:
         elapsed = time.monotonic() - self.t0
         m = self.marks
         milestones: dict[str, float] = {}
-        warm = s.first_worker_pss_t if s.first_worker_pss_t is not None else s.first_pss_t
+        processes = s.process_list()  # as the tree classifies them last (a program is no worker)
+        first_worker = first_worker_reading(processes)
+        warm = first_worker if first_worker is not None else s.first_pss_t
         if warm is not None:
             milestones["warm"] = warm
         if m is not None and m.first_t is not None and m.last_t is not None:  # set together
@@ -448,7 +386,7 @@ class Recording:
             "root_pid": self.root,
             "ranks": {str(r): pid for pid, r in sorted(s.roles.ranks.items(), key=lambda x: x[1])},
             "start_methods": dict(methods),
-            "processes": s.process_list(),
+            "processes": processes,
             # Still running when the command ended: they left its process group (setsid, ...).
             "outlived": self.outlived,
             # What the analysis needs (memprobe.analysis.recorded): the workers' most common start
@@ -456,7 +394,7 @@ class Recording:
             # and the verdict's threshold; then how it was sampled, and the command (record:
             # its argv; watch: the process's command line, its pid, how the watch ended).
             "start_method": methods.most_common(1)[0][0] if methods else None,
-            "max_workers": s.max_workers,
+            "max_workers": most_workers(processes),
             "verdict": asdict(self.verdict),
             "sampling": asdict(self.settings),
             **self.cgroup_meta(),

@@ -22,8 +22,9 @@ from memprobe.probe import procfs
 from memprobe.probe.sampler import SamplerSettings
 from memprobe.probe.tree import ProcfsReader
 from memprobe.record.command import FORWARDED
+from memprobe.record.mark_reader import MarkReader
 from memprobe.record.marks import ENV as MARK_ENV
-from memprobe.record.recording import MarkReader, Observer, Recording, RecordResult, command_name, safe_name
+from memprobe.record.recording import Observer, Recording, RecordResult, command_name, safe_name
 from memprobe.record.unreadable import unreadable
 from memprobe.session.signals import StopSignals
 

@@ -1,5 +1,5 @@
 """memprobe.mark(): a no-op without MEMPROBE_MARK_FILE, whole lines with it, never an exception;
-and the reading side (memprobe.record.recording.MarkReader)."""
+and the reading side (memprobe.record.mark_reader.MarkReader)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 import memprobe
 from memprobe.record import marks as mark_module
+from memprobe.record.mark_reader import MarkReader
 from memprobe.record.marks import ENV, mark
-from memprobe.record.recording import MarkReader
 
 pytestmark = pytest.mark.usefixtures("fresh_marks")
 

@@ -51,9 +51,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=0.01,
         metavar="SHARE",
-        help="share of one CPU core the whole sampler may use, averaged over the run (its first "
-        "5 s budgeted as 5 s: the build and the fork come early); exact PSS/USS readings go to "
-        "the processes whose memory moved, as the share allows (default: 0.01)",
+        help="share of one CPU core the whole sampler may use, averaged over the run; exact "
+        "PSS/USS readings go to the processes whose memory moved, as the share allows "
+        "(default: 0.01)",
     )
     p.add_argument(
         "--threshold",

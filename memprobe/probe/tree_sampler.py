@@ -10,8 +10,8 @@ children's copies its estimate cannot tell yet, a spawned worker whose start-up 
 forked child never read), then those whose counters or whose sharers' counters moved, least-sure
 estimate first (the page census of a process that is no worker, :mod:`memprobe.probe.census`, is
 read before the choice), as long as the sampler's whole CPU time (cheap tier and bookkeeping
-included) stays within ``pss_cpu_budget`` of one core averaged since the start, or over the first
-``START_CREDIT_S`` (a tenth of it kept for the readings that cannot wait). A full round (every live process) is taken on request
+included) stays within ``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept
+for the readings that cannot wait). A full round (every live process) is taken on request
 (``Sampler.request_pss``: before ``record`` forwards a stop signal) and at its ``final_pss``.
 
 Rows carry, beyond the base sampler's columns: ``rank``, ``kind`` (see
@@ -54,12 +54,6 @@ CHEAP_SHARE = 0.4
 RESERVE_SHARE = 0.1  # of the budget, for the readings that cannot wait (see _tree_round)
 SLACK_SHARE = 0.05  # of the budget, never planned: a reading may cost more than predicted
 POINTS_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, while the budget allows
-# The budget of a job's first seconds is this many seconds' worth: where a tick's /proc reads cost
-# 1-2.5 ms (this build VM: ~50 us a syscall after a sleep), the cheap tier and the sampler's own
-# start used all of 1 % of a core, and a 3.5 s job whose main process grew 117 MB had one exact
-# reading, at its start ("no verdict"); a 6 s DataLoader job's workers had none. The build and
-# the fork come early, and a short job has nothing else: 50 ms at 1 %, a job of any length.
-START_CREDIT_S = 5.0
 # A tree whose ticks at POINTS_INTERVAL_S would take more than WIDE_SHARE of the budget is ticked
 # less often, to keep within that share, down to a tick every MAX_INTERVAL_S (a point every 2 s on
 # every curve, whatever the cost). At a tick every 0.45 s, a tree of 200 forked children (8.4-15
@@ -216,8 +210,13 @@ class TreeSampler(Sampler):
         ended = any(r["missing"] for r in rows)
         self.plan.files_moved = gained >= FILES_MOVED_BYTES or ended
         self._censuses()
-        allowance, reserve = allowances(self.settings.pss_cpu_budget, tick - self.t0, self.cpu_spent())
-        chosen = self.plan.choose(t, allowance, everyone=full, reserve_s=reserve)
+        # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
+        # appeared or exited or whose pool is unknown, a spawned worker at the end of its start-up,
+        # a forked child never read), and 5 % for a reading that costs more than predicted: with
+        # all of it spent, a quiet torchrun tree's sampler used 1.02 % of a core at 1 %.
+        earned = self.settings.pss_cpu_budget * (tick - self.t0)
+        allowance = (1.0 - RESERVE_SHARE - SLACK_SHARE) * earned - self.cpu_spent()
+        chosen = self.plan.choose(t, allowance, everyone=full, reserve_s=RESERVE_SHARE * earned)
         exact = [pid for pid in chosen if pid in live]
         for pid in exact:
             self._read_exact(live[pid], pid, tick)
@@ -403,18 +402,6 @@ class TreeSampler(Sampler):
                 "exact_mb": round(worst.exact / MB, 2),
             }
         return out
-
-
-def allowances(budget: float, elapsed_s: float, spent_s: float) -> tuple[float, float]:
-    """(CPU seconds this tick's exact readings may spend, what those that cannot wait may spend
-    beyond it) for a sampler ``elapsed_s`` into its job that has spent ``spent_s`` at ``budget``
-    (a share of one core), its first seconds counted as :data:`START_CREDIT_S`. 10 % of the budget
-    is kept for the readings that cannot wait (a parent whose children appeared or exited or whose
-    pool is unknown, a spawned worker at the end of its start-up, a forked child never read), and
-    5 % for a reading that costs more than predicted: with all of it spent, a quiet torchrun
-    tree's sampler used 1.02 % of a core at 1 %."""
-    earned = budget * max(elapsed_s, START_CREDIT_S)
-    return (1.0 - RESERVE_SHARE - SLACK_SHARE) * earned - spent_s, RESERVE_SHARE * earned
 
 
 def compact(row: Row) -> Row:

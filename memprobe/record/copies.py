@@ -55,12 +55,18 @@ class CopiedStructures:
         self.cost_s = 0.0
 
     def poll(self) -> None:
-        """Read the marking processes' workers if it is time; never raises."""
+        """Read the marking processes' workers if it is time, or at once when a map was saved
+        since the last poll: a reading of the unmarked tree (spaced to :data:`KINDS_SHARE`) had
+        put the next one 30 s off, and a 6 s job whose map came after it got no table. Never raises."""
         now = time.monotonic()
-        if now < self.next_t:
+        try:
+            new = self._load()
+        except Exception as exc:  # noqa: BLE001  (memprobe's trouble never reaches the job)
+            self.refused["(reading)"] = f"{type(exc).__name__}: {exc}"
+            new = False
+        if now < self.next_t and not new:
             return
         try:
-            self._load()
             for parent in dict.fromkeys([*self.maps, *self._parents()]):
                 self._read(parent, self.maps.get(parent))
         except Exception as exc:  # noqa: BLE001  (memprobe's trouble never reaches the job)
@@ -69,7 +75,9 @@ class CopiedStructures:
         self.cost_s += took
         self.next_t = time.monotonic() + max(EVERY_S, took / (SHARE if self.maps else KINDS_SHARE))
 
-    def _load(self) -> None:
+    def _load(self) -> bool:
+        """Load the maps saved since the last call; whether there was one."""
+        new = False
         for path in self.marks_file.parent.glob(f"{self.marks_file.name}{SUFFIX}*.npz"):
             if str(path) in self.refused:
                 continue
@@ -77,8 +85,10 @@ class CopiedStructures:
                 pid = int(path.name[len(self.marks_file.name) + len(SUFFIX) : -len(".npz")])
                 if pid not in self.maps:
                     self.maps[pid] = ObjectMap.load(path)
+                    new = True
             except (OSError, ValueError, KeyError) as exc:
                 self.refused[str(path)] = f"{type(exc).__name__}: {exc}"
+        return new
 
     def _parents(self) -> list[int]:
         """The processes of the job's tree (breadth first from its root, at most TREE of them)."""

@@ -37,7 +37,7 @@ class FolderLike(Dataset):
 ds = FolderLike(100_000)
 memprobe.mark_dataset(ds)
 loader = DataLoader(ds, batch_size=256, shuffle=True, num_workers=2, persistent_workers=True)
-for epoch in range(3):
+for epoch in range(6):  # workers alive long enough to be read after the map is saved, at load too
     for x, y in loader:
         memprobe.mark(len(y))
 """

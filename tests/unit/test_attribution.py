@@ -4,6 +4,7 @@ construction (memprobe.probe.object_map), and copied pages given as page sets jo
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -236,6 +237,29 @@ def test_mark_dataset_does_nothing_unless_recording_and_saves_a_map_the_recorder
     assert "error" in copies.info()["attribution"]  # no worker read yet: only the refusal to say
     copies.discard()
     assert not list(tmp_path.glob("*.npz"))
+
+
+def test_a_map_saved_after_a_reading_is_read_at_the_next_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorder reads the tree's forked workers spaced out (unmarked: to 1 % of the wall
+    time); a map the job saves meanwhile is read at the next poll, not when that spacing ends
+    (a 6 s job's map came after the first reading and it got no table)."""
+    import os
+
+    from memprobe.record.copies import CopiedStructures
+    from memprobe.record.dataset_mark import mark_dataset
+    from memprobe.record.marks import ENV
+
+    marks = tmp_path / "marks.txt"
+    copies = CopiedStructures(marks, root=os.getpid())
+    copies.poll()  # nothing marked yet: the next reading is EVERY_S off at least
+    assert copies.next_t > time.monotonic() and not copies.maps
+    monkeypatch.setenv(ENV, str(marks))
+    mark_dataset(Known(100))
+    copies.poll()
+    assert set(copies.maps) == {os.getpid()}
+    assert "no forked worker of a process that marked its dataset" in copies.info()["attribution"]["error"]
 
 
 def test_mark_dataset_never_raises_into_the_job(

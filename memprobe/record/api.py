@@ -78,6 +78,12 @@ class RecordedJob:
             "parent": s.growth_threshold_mb if max_main_growth_mb is None else max_main_growth_mb,
         }
         judged = [p for p in s.processes or [] if p.get("judged") and p.get("growth_mb") is not None]
+        if not judged:  # nothing measured is not flat: a guard that cannot fail guards nothing
+            raise AssertionError(
+                f"memprobe record: no process of the job could be judged ({printable(s.culprit or 'no verdict')}); "
+                f"a job this short needs a larger share of a core for exact readings: "
+                f"record_command(..., pss_budget=0.05)\nresults: {printable(str(self.results_dir))}"
+            )
         over = [p for p in judged if p["growth_mb"] > limits[_side(p)]]
         if over:
             raise AssertionError(self._message(max(over, key=lambda p: p["growth_mb"]), limits, judged))
@@ -124,11 +130,14 @@ def record_command(
     growth_threshold_mb: float = 50.0,
     timeout_s: float = 600.0,
     cwd: str | Path | None = None,
+    pss_budget: float = 0.01,
 ) -> RecordedJob:
     """Run ``argv`` under ``memprobe record`` (its whole process tree sampled from outside, as the
     command line does) and return the recording. ``timeout_s``: past it the command is stopped
     the Ctrl-C way and what was sampled is kept (``timed_out``). ``out``: the results folder,
-    new or empty (by default a new ``<temp>/memprobe/record-<name>-<UTC time>``)."""
+    new or empty (by default a new ``<temp>/memprobe/record-<name>-<UTC time>``). ``pss_budget``:
+    the sampler's share of one core (``--pss-budget``): a job of a few seconds on a slow machine
+    needs more than the default for its exact readings."""
     argv = [str(a) for a in argv]
     if not argv:
         raise UsageError("record_command(): no command given")
@@ -140,6 +149,12 @@ def record_command(
             or number < 0
         ):
             raise UsageError(f"record_command(): {name}={number!r}; allowed: a finite number >= 0")
+    if (
+        isinstance(pss_budget, bool)
+        or not isinstance(pss_budget, (int, float))
+        or not 0.001 <= pss_budget <= 1
+    ):
+        raise UsageError(f"record_command(): pss_budget={pss_budget!r}; allowed: a number from 0.001 to 1")
     if out is None:
         RECORD_BASE.mkdir(parents=True, exist_ok=True)
         name = "".join(c if c.isalnum() else "-" for c in Path(argv[0]).name)[:40] or "command"
@@ -154,6 +169,8 @@ def record_command(
         str(out),
         "--threshold",
         repr(float(growth_threshold_mb)),
+        "--pss-budget",
+        repr(float(pss_budget)),
     ]
     proc = subprocess.Popen(
         [*cmd, "--", *argv],

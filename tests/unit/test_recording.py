@@ -7,6 +7,8 @@ from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from memprobe.analysis.table import order
 from memprobe.cli.recording import print_result, process_rows
 from memprobe.core.summary import RunSummary
@@ -127,3 +129,26 @@ def test_table_order_main_then_each_rank_its_workers_then_the_rest() -> None:
         _row(3, "rank 1", 1, -1, 1.0),
     ]
     assert [r["pid"] for r in sorted(rows, key=process_order)] == [1, 2, 10, 4, 3, 11]
+
+
+def test_assert_flat_of_a_recording_that_judged_no_process_fails_saying_why(tmp_path: Path) -> None:
+    """A 3 s job recorded where the sampler's cheap ticks used the budget: one exact reading, no
+    process judged, "no verdict". assert_flat passed it, a guard that could not fail; it fails
+    now, naming why and the budget to raise."""
+    from memprobe.record.api import RecordedJob
+
+    values = {f.name: None for f in fields(RunSummary)}
+    values.update(
+        run_id="python",
+        status="ok",
+        growth_threshold_mb=50.0,
+        culprit="no verdict: no worker or parent process has two exact readings in its window.",
+        processes=[{"pid": 7, "role": "main", "kind": "main", "judged": False, "growth_mb": None}],
+    )
+    job = RecordedJob(RunSummary(**values), 0, "", tmp_path)
+    with pytest.raises(
+        AssertionError, match=r"no process of the job could be judged \(no verdict: .*pss_budget=0\.05"
+    ):
+        job.assert_flat()
+    values["processes"] = [{"pid": 7, "role": "main", "kind": "main", "judged": True, "growth_mb": 3.0}]
+    RecordedJob(RunSummary(**values), 0, "", tmp_path).assert_flat()  # judged, within its limit

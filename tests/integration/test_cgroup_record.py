@@ -31,7 +31,7 @@ if pid == 0:  # a worker that allocates 10 MB at a time, past any small limit, f
         time.sleep(0.1)
     os._exit(0)
 os.waitpid(pid, 0)
-time.sleep(0.5)
+time.sleep(2)  # ends ticks after its worker: ticks 0.5 s apart once named both the kill's victims
 """
 
 

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,28 @@ def _new_segments(before: set[str], job: set[int]) -> set[str]:
     return {n for n in new - theirs if not n.startswith("sem.mp-")}
 
 
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` (/proc/PID/stat fields 14 and 15), in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _wait_idle(pids: list[int], quiet_s: float = 0.6, timeout_s: float = 60) -> None:
+    """Until no process of ``pids`` has run for ``quiet_s``: the workers have filled their prefetch
+    and wait for indices. A worker killed while it builds a batch can leave one of torch's own
+    segments: its file_descriptor strategy opens ``/dev/shm/torch_<pid>_<rand>_<n>`` and unlinks
+    it just after (seen once in CI, on a loaded machine: ``torch_8111_2729525093_13``); that
+    window is torch's, not the SharedList's, whose buffer is never a named segment."""
+    deadline, last, still = time.monotonic() + timeout_s, None, 0.0
+    while time.monotonic() < deadline and still < quiet_s:
+        now = [_cpu_ticks(pid) for pid in pids]
+        still = still + 0.1 if now == last else 0.0
+        last = now
+        time.sleep(0.1)
+    assert still >= quiet_s, f"the workers {pids} kept running for {timeout_s} s"
+
+
 def _maps_of(pid: int) -> set[str]:
     """The inodes of the SharedList memory files ``pid`` maps."""
     with open(f"/proc/{pid}/maps") as f:
@@ -121,6 +144,7 @@ def test_a_killed_job_leaves_nothing_in_dev_shm_and_its_workers_map_the_parents_
         assert len(inodes) == 1, inodes
         for pid in workers:
             assert _maps_of(pid) == inodes
+        _wait_idle(workers)
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()

@@ -138,7 +138,10 @@ class Terminal:
         return got.stdout
 
     def wait_for(self, pattern: str) -> str:
-        wait_for(lambda: re.search(pattern, self.screen(), re.M), f"not on the screen: {pattern!r}")
+        try:
+            wait_for(lambda: re.search(pattern, self.screen(), re.M), f"not on the screen: {pattern!r}")
+        except AssertionError as exc:  # what the screen showed instead, for whoever reads the failure
+            raise AssertionError(f"{exc}; the screen:\n{self.screen()}") from None
         return self.screen()
 
     def history(self) -> str:

@@ -117,3 +117,37 @@ def test_rows_carry_kind_and_estimates_and_a_requested_round_reads_everyone() ->
     info = {p["pid"]: p for p in sampler.process_list()}
     assert info[kids[0]]["forked"] and info[kids[0]]["kind"] == "fork" and info[root.pid]["role"] == "main"
     assert info[root.pid]["exact_readings"] >= 2 and info[kids[0]]["start_t"] is not None
+
+
+def test_forked_children_are_read_from_the_reserve_when_the_rest_of_the_sampler_overspent() -> None:
+    """A tick that costs more than the budget earns (a slow machine, a wide tree, a small
+    budget) once left a watched job's two workers unread for a minute, until the final round:
+    the reserve for the readings that cannot wait was counted against everything the sampler
+    spent. It is theirs now. Here the sampler has (it says) spent 10 CPU-s of the 1 s it earned."""
+    rows: list[dict] = []
+    root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
+    sampler = TreeSampler(
+        root.pid,
+        lambda table, r: rows.extend(r) if table == "samples" else None,
+        SamplerSettings(interval_s=0.05, pss_cpu_budget=0.01),
+        t0=time.monotonic() - 100.0,  # 1 CPU-s earned at 1 %, its reserve 0.1
+    )
+    sampler.cpu_spent = lambda: 10.0  # type: ignore[method-assign]  (overspent, whatever it does)
+    try:
+        kids = [int(x) for x in root.stdout.readline().split()]
+        sampler.start()
+        deadline = time.monotonic() + 60
+        read = lambda: {r["pid"] for r in list(rows) if r["tier"] == "pss"}  # noqa: E731
+        while not set(kids) <= read() and time.monotonic() < deadline and sampler.error is None:
+            time.sleep(0.05)
+    finally:
+        sampler.stop(final_pss=False)
+        root.kill()
+        root.wait()
+        for k in kids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(k, 9)
+        root.stdout.close()
+    assert sampler.error is None
+    assert set(kids) <= read(), (kids, read())
+    assert 0 < sampler.reserve_spent <= 0.1

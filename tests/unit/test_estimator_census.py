@@ -154,3 +154,28 @@ def test_a_census_that_counts_more_than_the_reading_is_set_to_the_reading() -> N
     plan.observe(1.5, {1: (0, 300 * MB)}, {1: 1})  # it maps 80 MB more: a new panel
     plan.census(1, 221 * MB, 290 * MB, start="carry")
     assert plan.estimate(1) == pytest.approx(221 * MB)  # the old sample's error is not carried
+
+
+def test_a_process_whose_sure_estimate_moved_a_quarter_from_its_reading_is_read() -> None:
+    """A loop that keeps its outputs: main rises 7 MB every 0.2 s, its census (and so its
+    estimate) right at every reading, so sure that it never asked for one again (5 % of its USS,
+    never reached at the uncertainty's floor): it grew 39 -> 112 MB unread at a 5 % budget half
+    spent, exited, and was judged "flat", +37 MB. An estimate a quarter (8 MB at least) away from
+    the last reading needs one: the analysis judges exact readings."""
+    step = 7 * MB
+    plan = ExactPlanner(hosts={1})
+    plan.observe(0.0, {1: (0, 8 * MB)}, {1: 1})
+    plan.exact(1, 0.0, 2 * MB, 8 * MB, 0.001)
+    plan.census(1, 2 * MB, 8 * MB, start="reading")
+    read = []
+    for k in range(1, 16):
+        uss, rss = 2 * MB + k * step, 8 * MB + k * step
+        plan.observe(0.2 * k, {1: (k * step // PAGE_SIZE, rss)}, {1: 1})
+        plan.census(1, uss, rss)
+        if plan.choose(0.2 * k, PLENTY):
+            read.append(k)
+            plan.exact(1, 0.2 * k, uss, rss, 0.001)
+            plan.census(1, uss, rss, start="reading")
+    assert plan.estimate(1) == pytest.approx(2 * MB + 15 * step)  # sure all the way...
+    gaps = [b - a for a, b in zip([0, *read], [*read, 15], strict=True)]
+    assert read and max(gaps) <= 5, read  # ...and read each time it moved a quarter (at 37 MB: 2 ticks)

@@ -9,8 +9,10 @@ exits, or when it forks. So:
 
 * a process whose own counters and whose sharers' counters did not move since its last exact
   reading needs none; nor does one whose estimate cannot be off by more than 5 % of its USS,
-  judged from how much it moved and how wrong its estimate was at past readings;
-* some readings cannot wait and may also spend the budget's reserve: a parent at the tick its
+  judged from how much it moved and how wrong its estimate was at past readings, unless its
+  estimate moved a quarter (8 MB at least) from that reading: the analysis judges exact readings;
+* some readings cannot wait and may also spend the budget's reserve, which is theirs (a tick
+  that costs more than the budget earns does not spend it): a parent at the tick its
   children appear or exit (its USS jumps there, in ways its counters cannot see: read, its
   estimate is recalibrated at once), a parent whose pool (below) is unknown once its children
   could have given it 8 MB more than its estimate says, a spawned worker at the end of its

@@ -22,6 +22,8 @@ from memprobe.probe.estimator.tuning import (
     CALIBRATION_BYTES,
     CALIBRATION_WEIGHT,
     COST_WEIGHT,
+    DRIFT_BYTES,
+    DRIFT_SHARE,
     FAULT_AROUND_BYTES,
     FELL_SHARE,
     FELL_WINDOW_S,
@@ -63,6 +65,8 @@ class ExactPlanner(CensusKeeping):
     # The tree's file-backed pages grew this tick (another process may have mapped libraries a
     # process holds alone): every census is due (see census_due).
     files_moved: bool = False
+    # What the latest choose() took from its reserve_s (predicted CPU seconds): the caller's account.
+    from_reserve_s: float = 0.0
 
     # -- every tick ----------------------------------------------------------------------
     def observe(
@@ -284,7 +288,10 @@ class ExactPlanner(CensusKeeping):
             return False  # unreadable (another user's process): tried once
         if not tr.reading.attempted:
             return True  # a forked child never read: the estimate from its baseline is unchecked
-        return tr.expected_error() >= max(MOVED_BYTES, REL_TOLERANCE * (self.estimate(pid) or 0.0))
+        est = self.estimate(pid) or 0.0
+        if abs(est - tr.reading.uss) >= max(DRIFT_BYTES, DRIFT_SHARE * tr.reading.uss):
+            return True  # moved far from what the analysis last saw (see DRIFT_SHARE)
+        return tr.expected_error() >= max(MOVED_BYTES, REL_TOLERANCE * est)
 
     def priority(self, pid: int, t: float) -> float:
         """The estimate's expected error (MB), times how long it has gone unread: most-moved
@@ -303,7 +310,8 @@ class ExactPlanner(CensusKeeping):
         (CPU seconds the budget has left); ``everyone``: all of them, whatever the cost.
 
         1. each process never tried and not forked (first seen), whatever the cost;
-        2. the readings that cannot wait, which may also spend ``reserve_s``: those asked for
+        2. the readings that cannot wait, which may spend ``reserve_s`` beyond what is left of
+           the allowance (nothing, when the rest of the sampler overspent it): those asked for
            (:meth:`want`, a parent at a change of its tree), then those that went quiet 10 % off
            or more (:meth:`quiet_and_off`), then each forked child never read, oldest first. A
            forked child's start is exact (USS 0 at its fork), so one reading
@@ -333,11 +341,16 @@ class ExactPlanner(CensusKeeping):
                 self.tracks[p].reading.exact_t or 0.0,
             )
         )
+        self.from_reserve_s = 0.0
         for pid in urgent:
             cost = self.predicted_cost(pid)
-            if cost > left + reserve_s:
+            room = max(left, 0.0)
+            if cost > room + reserve_s:
                 break
             chosen.append(pid)
+            taken = max(0.0, cost - room)
+            reserve_s -= taken
+            self.from_reserve_s += taken
             left -= cost
         if left < READ_OVERHEAD_S:  # no reading fits (each costs at least that): skip ranking them
             return chosen  # (ranking a wide tree out of budget: 5-8 % of a tick profiled)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 from memprobe.probe.sampler import SamplerSettings
 from memprobe.probe.tree_sampler import TreeSampler
@@ -44,6 +45,31 @@ go.set()
 [t.join() for t in threads]
 time.sleep(30)
 """
+
+
+@contextlib.contextmanager
+def _sampled_tree(
+    rows: list[dict], settings: SamplerSettings, t0: float
+) -> Iterator[tuple[TreeSampler, int, list[int]]]:
+    """TREE started, and a TreeSampler of it whose samples go to ``rows``, not yet started:
+    (sampler, root's pid, its two children's); the sampler stopped and the tree killed after."""
+    root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
+    assert root.stdout is not None
+    kids: list[int] = []
+    sampler = TreeSampler(
+        root.pid, lambda table, r: rows.extend(r) if table == "samples" else None, settings, t0=t0
+    )
+    try:
+        kids = [int(x) for x in root.stdout.readline().split()]
+        yield sampler, root.pid, kids
+    finally:
+        sampler.stop(final_pss=False)
+        root.kill()
+        root.wait()
+        for k in kids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(k, 9)
+        root.stdout.close()
 
 
 def _until(sampler: TreeSampler, done, what: str) -> dict:
@@ -85,38 +111,23 @@ def test_a_process_s_dataloader_thread_workers_are_seen_by_their_names() -> None
 
 def test_rows_carry_kind_and_estimates_and_a_requested_round_reads_everyone() -> None:
     rows: list[dict] = []
-    root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
-    sampler = TreeSampler(
-        root.pid,
-        lambda table, r: rows.extend(r) if table == "samples" else None,
-        SamplerSettings(interval_s=0.05, pss_cpu_budget=0.001),
-        t0=time.monotonic(),
-    )
-    try:
-        kids = [int(x) for x in root.stdout.readline().split()]
+    settings = SamplerSettings(interval_s=0.05, pss_cpu_budget=0.001)
+    with _sampled_tree(rows, settings, time.monotonic()) as (sampler, root, kids):
         sampler.start()
         time.sleep(0.3)
         assert sampler.request_pss(wait_s=60.0)  # returns when it has run (was a 2 s limit)
-    finally:
-        sampler.stop(final_pss=False)
-        root.kill()
-        root.wait()
-        for k in kids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(k, 9)
-        root.stdout.close()
     live = [r for r in rows if not r["missing"]]
-    assert {r["pid"] for r in live} == {root.pid, *kids}
+    assert {r["pid"] for r in live} == {root, *kids}
     assert {r["kind"] for r in live if r["pid"] in kids} == {"fork"}
     assert {r["role"] for r in live if r["pid"] in kids} == {"worker 0", "worker 1"}
     last_t = max(r["t"] for r in live if r["tier"] == "pss")
-    assert {r["pid"] for r in live if r["tier"] == "pss" and r["t"] == last_t} == {root.pid, *kids}
+    assert {r["pid"] for r in live if r["tier"] == "pss" and r["t"] == last_t} == {root, *kids}
     cheap_kids = [r for r in live if r["pid"] in kids and r["tier"] == "cheap"]
     assert cheap_kids and all(r.get("uss_est_mb") is not None for r in cheap_kids)  # from their fork
     assert all(r.get("uss_est_mb") is None for r in live if r["tier"] == "pss")
     info = {p["pid"]: p for p in sampler.process_list()}
-    assert info[kids[0]]["forked"] and info[kids[0]]["kind"] == "fork" and info[root.pid]["role"] == "main"
-    assert info[root.pid]["exact_readings"] >= 2 and info[kids[0]]["start_t"] is not None
+    assert info[kids[0]]["forked"] and info[kids[0]]["kind"] == "fork" and info[root]["role"] == "main"
+    assert info[root]["exact_readings"] >= 2 and info[kids[0]]["start_t"] is not None
 
 
 def test_forked_children_are_read_from_the_reserve_when_the_rest_of_the_sampler_overspent() -> None:
@@ -125,29 +136,15 @@ def test_forked_children_are_read_from_the_reserve_when_the_rest_of_the_sampler_
     the reserve for the readings that cannot wait was counted against everything the sampler
     spent. It is theirs now. Here the sampler has (it says) spent 10 CPU-s of the 1 s it earned."""
     rows: list[dict] = []
-    root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
-    sampler = TreeSampler(
-        root.pid,
-        lambda table, r: rows.extend(r) if table == "samples" else None,
-        SamplerSettings(interval_s=0.05, pss_cpu_budget=0.01),
-        t0=time.monotonic() - 100.0,  # 1 CPU-s earned at 1 %, its reserve 0.1
-    )
-    sampler.cpu_spent = lambda: 10.0  # type: ignore[method-assign]  (overspent, whatever it does)
-    try:
-        kids = [int(x) for x in root.stdout.readline().split()]
+    settings = SamplerSettings(interval_s=0.05, pss_cpu_budget=0.01)
+    # 1 CPU-s earned at 1 %, its reserve 0.1
+    with _sampled_tree(rows, settings, time.monotonic() - 100.0) as (sampler, _, kids):
+        sampler.cpu_spent = lambda: 10.0  # type: ignore[method-assign]  (overspent, whatever it does)
         sampler.start()
         deadline = time.monotonic() + 60
         read = lambda: {r["pid"] for r in list(rows) if r["tier"] == "pss"}  # noqa: E731
         while not set(kids) <= read() and time.monotonic() < deadline and sampler.error is None:
             time.sleep(0.05)
-    finally:
-        sampler.stop(final_pss=False)
-        root.kill()
-        root.wait()
-        for k in kids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(k, 9)
-        root.stdout.close()
     assert sampler.error is None
     assert set(kids) <= read(), (kids, read())
     assert 0 < sampler.reserve_spent <= 0.1

@@ -259,7 +259,9 @@ def test_a_record_killed_outright_is_finished_by_report_from_what_was_sampled(tm
         # tick's row, the only one saved, had read the list already built: nothing to lose yet).
         saved = _saved_rows(out, root)
         while not (any((r.get("pss_mb") or 0) >= 80 for r in saved) and len(saved) >= 2):
-            assert time.monotonic() < deadline, f"no exact reading of the command's list and another row saved: {saved}"
+            assert time.monotonic() < deadline, (
+                f"no exact reading of the command's list and another row saved: {saved}"
+            )
             time.sleep(0.1)
             saved = _saved_rows(out, root)
         proc.kill()  # memprobe itself; the command (the user's job) runs on

@@ -227,10 +227,14 @@ class Growth:
 
 def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones: dict) -> Growth:
     """A process's own growth over its window (see the module doc); ``samples`` may hold only its rows."""
-    if p.is_worker:
+    by_pid = {q.pid: q for q in procs}
+    # A main process or rank with no worker: nothing but its own allocation raises its RSS.
+    alone = p.kind in (MAIN, RANK) and not any(
+        q.is_worker and (owner(q, by_pid) or q).pid == p.pid for q in procs
+    )
+    if p.is_worker or alone:  # what it freed as it exited is not what it held (see before_teardown)
         samples = before_teardown(samples, p.pid)
     readings = exact_readings(samples, p.pid)
-    by_pid = {q.pid: q for q in procs}
     base = baseline(p, readings, samples, procs, milestones)
     window, origin, built, startup = base
     up = owner(p, by_pid) if p.is_worker else None
@@ -286,11 +290,8 @@ def process_growth(p: Proc, samples: pd.DataFrame, procs: list[Proc], milestones
     )
     if p.is_worker:
         return _with_levelled(_with_allocated(_estimated_to_end(g, samples, p.forked), p, samples), samples)
-    if p.kind in (MAIN, RANK) and not any(
-        q.is_worker and (owner(q, by_pid) or q).pid == p.pid for q in procs
-    ):
-        # A main process or rank with no worker: nothing but its own allocation raises its RSS, so
-        # its growth after its last exact reading is the estimate's, bounded by that rise (a
+    if alone:
+        # Its growth after its last exact reading is the estimate's, bounded by its RSS rise (a
         # launcher's children are ranks: their exits move its pages, not it). The sampler reads
         # a process whose estimate it trusts only now and then: a loop keeping 120 MB in 3.7 s
         # was read at 0-1.3 s alone and judged +32 to +42 MB, "flat", in two runs of three.

@@ -178,11 +178,14 @@ def _tick_at(samples: pd.DataFrame, pid: int, t: float) -> dict | None:
 
 
 def before_teardown(samples: pd.DataFrame, pid: int) -> pd.DataFrame:
-    """``samples`` without a worker's rows taken while it freed its data as it ended: after its
+    """``samples`` without a process's rows taken while it freed its data as it ended: after its
     last tick at its peak RSS, when its RSS then fell by ``TEARDOWN_MB`` or a tenth of that peak
     and it ended within ``TEARDOWN_S``. A spawned worker exits through the interpreter's
     teardown, which frees its copy of the dataset: read then, one had "start-up 97 MB" of its
-    139 and a growth of -80 MB. Kept whole where no exact reading of it would be left."""
+    139 and a growth of -80 MB. A main process with no worker too: a loop that kept 112 MB was
+    caught by its last tick freeing them (RSS 118 -> 36 MB), and its estimate to the end, which
+    that tick made lower than its last reading, said "flat". Kept whole where no exact reading of
+    it would be left."""
     mine = samples["pid"] == pid
     rows = samples[mine & ~samples["missing"].fillna(False).astype(bool)]
     rows = (

@@ -1359,3 +1359,25 @@ def test_a_main_process_with_no_worker_grows_as_far_as_its_estimate_and_rss_went
     assert row["estimated"] is True
     assert row["growth_mb"] == pytest.approx(40 + 36 * 2.1 - 2, abs=0.5)  # to its last tick: 113.6 MB
     assert s.verdict == "growing"
+
+
+def test_a_main_process_with_no_worker_is_judged_on_what_it_held_before_it_freed_it_exiting() -> None:
+    """The same loop recorded in CI: read exactly at 0-1.0 s, its estimate rising to 112.8 MB at
+    3.0 s, and its last tick (3.2 s) caught the interpreter freeing what it kept as it exited (RSS
+    118.6 -> 36.3 MB, estimate 30.6): the estimate to that tick fell below its last reading and
+    it was judged +37 MB, "flat". Its teardown is left out, as a worker's is."""
+    readings = [(0.0, "pss", 1.9, 6.9, 0), (0.6, "pss", 24.6, 30.5, 23), (1.0, "pss", 39.1, 45.1, 37)]
+    cheap = [
+        (t, "cheap", None, 45.1 + 36.7 * (t - 1.0), 37 + 36.7 * (t - 1.0), 39.1 + 36.7 * (t - 1.0))
+        for t in (1.4, 1.8, 2.2, 2.6, 3.0)
+    ]
+    exiting = (3.2, "cheap", None, 36.3, 37 + 36.7 * 2.0, 30.6)
+    main = proc_rows(1, "main", -1, [*readings, *cheap, exiting], kind="main")
+    meta = job_meta(
+        [proc_info(1, "main", "main", ppid=None, start_t=0.0, last_t=3.2)], workers=0, mode="fork"
+    )
+    s = _summary(meta, pd.DataFrame(main))
+    row = next(p for p in s.processes if p["pid"] == 1)
+    assert row["estimated"] is True
+    assert row["growth_mb"] == pytest.approx(39.1 + 36.7 * 2.0 - 1.9, abs=0.5)  # to 3.0 s: 110.6 MB
+    assert s.verdict == "growing"

@@ -53,7 +53,7 @@ THREAD_SCAN_S = 1.0
 CHEAP_SHARE = 0.4
 # Of the budget, for the readings that cannot wait (see _tree_round), whatever the rest costs: a
 # tick costing more than the budget earns (3 ms every 2 s at 0.1 %, or a slow machine's at 1 %)
-# left a watched job's two workers unread for a minute, until the final round.
+# had spent it, and a watched job's two workers went unread for a minute, until the final round.
 RESERVE_SHARE = 0.1
 SLACK_SHARE = 0.05  # of the budget, never planned: a reading may cost more than predicted
 POINTS_INTERVAL_S = 0.45  # >= 2 points a second on every process's curve, while the budget allows
@@ -100,7 +100,7 @@ class TreeSampler(Sampler):
         self.first_pss_t: float | None = None
         self.last_t: float | None = None
         self.exact_readings = 0
-        self.reserve_spent = 0.0  # CPU seconds the readings that cannot wait spent of RESERVE_SHARE
+        self.urgent_spent = 0.0  # CPU seconds (predicted) of the readings that cannot wait, so far
         self._boot_at_t0 = boot_clock_offset() + self.t0
         self._lock = threading.Lock()
         self._threads: dict[int, int] = {}  # pid -> threads at its latest stat
@@ -217,14 +217,15 @@ class TreeSampler(Sampler):
         # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
         # appeared or exited or whose pool is unknown, a spawned worker at the end of its start-up,
         # a forked child never read), and 5 % for a reading that costs more than predicted: with
-        # all of it spent, a quiet torchrun tree's sampler used 1.02 % of a core at 1 %. The
-        # reserve is theirs: what they take beyond the allowance is counted against it alone, so
-        # the cheap tier cannot spend it (see RESERVE_SHARE).
+        # all of it spent, a quiet torchrun tree's sampler used 1.02 % of a core at 1 %. They
+        # may spend what the whole budget has left, and, where the rest of the sampler overspent
+        # it, their own share of it still (see RESERVE_SHARE).
         earned = self.settings.pss_cpu_budget * (tick - self.t0)
         allowance = (1.0 - RESERVE_SHARE - SLACK_SHARE) * earned - self.cpu_spent()
-        reserve = RESERVE_SHARE * earned - self.reserve_spent
+        own = RESERVE_SHARE * earned - self.urgent_spent  # what their own share has left
+        reserve = max(RESERVE_SHARE * earned, own - allowance)  # allowance + reserve >= own
         chosen = self.plan.choose(t, allowance, everyone=full, reserve_s=reserve)
-        self.reserve_spent += 0.0 if full else self.plan.from_reserve_s
+        self.urgent_spent += 0.0 if full else self.plan.urgent_s
         exact = [pid for pid in chosen if pid in live]
         for pid in exact:
             self._read_exact(live[pid], pid, tick)

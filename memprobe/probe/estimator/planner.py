@@ -65,8 +65,8 @@ class ExactPlanner(CensusKeeping):
     # The tree's file-backed pages grew this tick (another process may have mapped libraries a
     # process holds alone): every census is due (see census_due).
     files_moved: bool = False
-    # What the latest choose() took from its reserve_s (predicted CPU seconds): the caller's account.
-    from_reserve_s: float = 0.0
+    # What the latest choose() chose of the readings that cannot wait cost (predicted CPU seconds).
+    urgent_s: float = 0.0
 
     # -- every tick ----------------------------------------------------------------------
     def observe(
@@ -310,8 +310,8 @@ class ExactPlanner(CensusKeeping):
         (CPU seconds the budget has left); ``everyone``: all of them, whatever the cost.
 
         1. each process never tried and not forked (first seen), whatever the cost;
-        2. the readings that cannot wait, which may spend ``reserve_s`` beyond what is left of
-           the allowance (nothing, when the rest of the sampler overspent it): those asked for
+        2. the readings that cannot wait, which may also spend ``reserve_s`` (their cost, predicted,
+           in :attr:`urgent_s`: the caller keeps their account): those asked for
            (:meth:`want`, a parent at a change of its tree), then those that went quiet 10 % off
            or more (:meth:`quiet_and_off`), then each forked child never read, oldest first. A
            forked child's start is exact (USS 0 at its fork), so one reading
@@ -341,16 +341,13 @@ class ExactPlanner(CensusKeeping):
                 self.tracks[p].reading.exact_t or 0.0,
             )
         )
-        self.from_reserve_s = 0.0
+        self.urgent_s = 0.0
         for pid in urgent:
             cost = self.predicted_cost(pid)
-            room = max(left, 0.0)
-            if cost > room + reserve_s:
+            if cost > left + reserve_s:
                 break
             chosen.append(pid)
-            taken = max(0.0, cost - room)
-            reserve_s -= taken
-            self.from_reserve_s += taken
+            self.urgent_s += cost
             left -= cost
         if left < READ_OVERHEAD_S:  # no reading fits (each costs at least that): skip ranking them
             return chosen  # (ranking a wide tree out of budget: 5-8 % of a tick profiled)

@@ -26,6 +26,8 @@ import pandas as pd
 import psutil
 import pytest
 
+from memprobe.core.tree_rules import BRIEF_COMMAND_S
+from memprobe.core.vocabulary import COMMAND, OTHER
 from memprobe.probe import procfs
 from memprobe.results.folder import ResultSet
 from memprobe.run.scenario import parse_scenario
@@ -93,10 +95,13 @@ def test_list_under_fork_grows(small_results) -> None:
 
 def test_thread_mode_runs_in_one_process(small_results) -> None:
     samples = small_results.samples("list-thread-w2")
-    roles = set(samples["role"])
-    assert "main" in roles
-    assert roles <= {"main"} | HELPERS, roles
+    assert "main" in set(samples["role"])
     assert _workers(samples).empty
+    # Besides main and helpers, only a program run for a moment: PyPI's CUDA torch runs
+    # `ldconfig -p` at import (3.13's venv: seen once, 0.1 s, before the tree named it: "other").
+    for pid, rows in samples[~samples["role"].isin({"main"} | HELPERS)].groupby("pid"):
+        assert set(rows["role"]) <= {COMMAND, OTHER}, (pid, set(rows["role"]))
+        assert rows["t"].max() - rows["t"].min() < BRIEF_COMMAND_S, (pid, rows["t"].tolist())
     assert samples.loc[samples["role"] == "main", "pid"].nunique() == 1
     s = small_results.summaries["list-thread-w2"]
     assert s.worker_uss_growth_mb is None and s.worker_uss_start_mb is None

@@ -1,8 +1,10 @@
 """A Lightning DDP fit on CPU (2 ranks, gloo) with memprobe's callback
 (tests/integration/test_trainer_callbacks.py): ``python lightning_ddp.py DIR``. Lightning's ``ddp``
 starts rank 1 as a child of rank 0, running this script again; each rank has 2 forked DataLoader
-workers and logs its scalars with a logger of its own (DIR/logs/rank<N>.jsonl), its memprobe folder
-in DIR/memprobe-rank<N>."""
+workers, kept through both epochs (``persistent_workers``: without it, the second epoch's workers
+may start before the first epoch's have exited, and one sample saw a rank's 4 workers at once,
+which the test would take for the other rank's), and logs its scalars with a logger of its own
+(DIR/logs/rank<N>.jsonl), its memprobe folder in DIR/memprobe-rank<N>."""
 
 from __future__ import annotations
 
@@ -58,7 +60,9 @@ class Tiny(pl.LightningModule):
 
     def train_dataloader(self):
         return DataLoader(
-            Lists(100_000), batch_size=256, shuffle=True, num_workers=2, multiprocessing_context="fork"
+            Lists(100_000), batch_size=256, shuffle=True, num_workers=2,
+            multiprocessing_context="fork",
+            persistent_workers=True,
         )
 
 

@@ -60,7 +60,10 @@ class Tiny(pl.LightningModule):
 
     def train_dataloader(self):
         return DataLoader(
-            Lists(100_000), batch_size=256, shuffle=True, num_workers=2,
+            Lists(100_000),
+            batch_size=256,
+            shuffle=True,
+            num_workers=2,
             multiprocessing_context="fork",
             persistent_workers=True,
         )

@@ -218,9 +218,13 @@ def test_pss_rounds_stay_within_the_cpu_budget() -> None:
     round costs 14-37 ms; with the default 1.5% budget the sampler's CPU share over 4 s was
     0.0166-0.0181 (1-3 PSS rounds); with a 50% budget over 2 s, 17-19 PSS rounds.
 
-    Load only lowers the share a sampler gets, and slows both samplers alike: the assertions hold
-    on a busy machine, and the test runs beside others (it ran alone before, which stalled every
-    xdist worker while it waited for a long fixture of another to end)."""
+    The rounds after the first (taken at the start, before anything is earned) cost no more than
+    the budget earned: the sampler's whole CPU time counts against it. The whole share is bounded
+    loosely: the cheap tier every 0.1 s is not the budget's to cut, and on this VM the first steps
+    after each sleep are slow (docs/performance.md, "A tick's cost grows with the time between
+    ticks"): 0.0598 once in the 3.13 suite, with 2 rounds. The test runs beside others (it ran
+    alone before, which stalled every xdist worker while it waited for a long fixture of another
+    to end)."""
     sink, sampler, elapsed, root = _sample_holder(0.015, 4.0)
     share = sampler.cpu_s / elapsed
     rounds = len(sampler.pss_round_costs)
@@ -228,8 +232,9 @@ def test_pss_rounds_stay_within_the_cpu_budget() -> None:
         f"budget 0.015: cpu share {share:.4f}, pss rounds {rounds}, "
         f"mean cost {sum(sampler.pss_round_costs) / rounds * 1e3:.1f} ms"
     )
-    assert share < 0.05
     assert rounds >= 1
+    assert sum(sampler.pss_round_costs[1:]) <= 0.015 * elapsed, sampler.pss_round_costs
+    assert share < 0.10  # a round every tick (~20 ms each, 10 a second) would be 0.2
     pss_rows = [r for r in sink.rows["samples"] if r["tier"] == "pss"]
     assert len({r["pid"] for r in pss_rows}) == 3
     assert all(r["uss_mb"] <= r["pss_mb"] <= r["rss_mb"] + 1e-6 for r in pss_rows)

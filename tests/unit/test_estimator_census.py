@@ -179,3 +179,27 @@ def test_a_process_whose_sure_estimate_moved_a_quarter_from_its_reading_is_read(
     assert plan.estimate(1) == pytest.approx(2 * MB + 15 * step)  # sure all the way...
     gaps = [b - a for a, b in zip([0, *read], [*read, 15], strict=True)]
     assert read and max(gaps) <= 5, read  # ...and read each time it moved a quarter (at 37 MB: 2 ticks)
+
+
+def test_a_drifted_estimate_is_read_from_the_reserve_when_ticks_spent_the_budget() -> None:
+    """On this VM the first steps after a sleep took 1-9 ms: a tick of one process cost 15-40 ms
+    and spent the whole 1 % budget, and a main process growing 10 MB/s was read once in 30 s
+    ("no verdict", USS 1.7 MB shown for 300 MB). A drifted estimate is among the readings that
+    cannot wait: it may spend the reserve; one that moved less waits for the budget."""
+    plan = ExactPlanner(hosts={1})
+    plan.observe(0.0, {1: (0, 20 * MB)}, {1: 1})
+    plan.exact(1, 0.0, 12 * MB, 20 * MB, 0.001)
+    plan.census(1, 12 * MB, 20 * MB, start="reading")
+    grown = 6 * MB  # under DRIFT_BYTES: it waits
+    plan.observe(1.0, {1: (grown // PAGE_SIZE, 20 * MB + grown)}, {1: 1})
+    plan.census(1, 12 * MB + grown, 20 * MB + grown)
+    assert plan.needs_reading(1) and not plan.drifted(1)
+    assert plan.choose(1.0, -0.5, reserve_s=PLENTY) == []
+    grown = 40 * MB
+    plan.observe(2.0, {1: (grown // PAGE_SIZE, 20 * MB + grown)}, {1: 1})
+    plan.census(1, 12 * MB + grown, 20 * MB + grown)
+    assert plan.drifted(1)
+    cost = plan.predicted_cost(1)
+    assert plan.choose(2.0, -0.5, reserve_s=0.5 + cost * 1.5) == [1]
+    assert plan.urgent_s == pytest.approx(cost)  # the caller keeps their account (TreeSampler)
+    assert plan.choose(2.0, -0.5, reserve_s=0.5 + cost * 0.5) == []  # within the reserve only

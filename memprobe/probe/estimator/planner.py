@@ -288,10 +288,19 @@ class ExactPlanner(CensusKeeping):
             return False  # unreadable (another user's process): tried once
         if not tr.reading.attempted:
             return True  # a forked child never read: the estimate from its baseline is unchecked
-        est = self.estimate(pid) or 0.0
-        if abs(est - tr.reading.uss) >= max(DRIFT_BYTES, DRIFT_SHARE * tr.reading.uss):
+        if self.drifted(pid):
             return True  # moved far from what the analysis last saw (see DRIFT_SHARE)
-        return tr.expected_error() >= max(MOVED_BYTES, REL_TOLERANCE * est)
+        return tr.expected_error() >= max(MOVED_BYTES, REL_TOLERANCE * (self.estimate(pid) or 0.0))
+
+    def drifted(self, pid: int) -> bool:
+        """Its estimate moved a quarter (:data:`DRIFT_SHARE`, :data:`DRIFT_BYTES` at least) from
+        its last exact reading: the analysis, which judges exact readings, has not seen it."""
+        tr = self.tracks[pid]
+        if tr.reading.uss is None or not tr.reading.attempted:
+            return False
+        return abs((self.estimate(pid) or 0.0) - tr.reading.uss) >= max(
+            DRIFT_BYTES, DRIFT_SHARE * tr.reading.uss
+        )
 
     def priority(self, pid: int, t: float) -> float:
         """The estimate's expected error (MB), times how long it has gone unread: most-moved
@@ -313,11 +322,14 @@ class ExactPlanner(CensusKeeping):
         2. the readings that cannot wait, which may also spend ``reserve_s`` (their cost, predicted,
            in :attr:`urgent_s`: the caller keeps their account): those asked for
            (:meth:`want`, a parent at a change of its tree), then those that went quiet 10 % off
-           or more (:meth:`quiet_and_off`), then each forked child never read, oldest first. A
-           forked child's start is exact (USS 0 at its fork), so one reading
-           measures its growth; it is not forced at first sight, whatever the cost (a 1 % budget
-           once gave each DataLoader worker a single reading, at its birth), but it comes first
-           once the budget allows;
+           or more (:meth:`quiet_and_off`), then each forked child never read, oldest first, then
+           those whose estimate moved a quarter from their last reading (:meth:`drifted`), least
+           recently read first. A forked child's start is exact (USS 0 at its fork), so one
+           reading measures its growth; it is not forced at first sight, whatever the cost (a 1 %
+           budget once gave each DataLoader worker a single reading, at its birth), but it comes
+           first once the budget allows. A drifted one is what the analysis has not seen: where
+           ticks cost the whole budget (a VM whose first steps after a sleep took 1-9 ms), a main
+           process growing 10 MB/s was read once in 30 s, and had no verdict;
         3. the moved ones by priority; the first that does not fit ends the list, so a big
            process is not passed over for ever by smaller ones."""
         if everyone:
@@ -327,17 +339,19 @@ class ExactPlanner(CensusKeeping):
         ]
         left = allowance_s - sum(self.predicted_cost(p) for p in chosen)
         off = {pid for pid in self.tracks if pid not in chosen and self.quiet_and_off(pid)}
+        drifted = {pid for pid in self.tracks if pid not in chosen and pid not in off and self.drifted(pid)}
         urgent = [
             pid
             for pid, tr in self.tracks.items()
             if pid not in chosen
             and tr.reading.uss is not None
-            and (tr.reading.forced or not tr.reading.attempted or pid in off)
+            and (tr.reading.forced or not tr.reading.attempted or pid in off or pid in drifted)
         ]
         urgent.sort(
             key=lambda p: (
                 not self.tracks[p].reading.forced,
                 p not in off,
+                p in drifted,
                 self.tracks[p].reading.exact_t or 0.0,
             )
         )

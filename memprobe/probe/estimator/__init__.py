@@ -16,8 +16,10 @@ exits, or when it forks. So:
   children appear or exit (its USS jumps there, in ways its counters cannot see: read, its
   estimate is recalibrated at once), a parent whose pool (below) is unknown once its children
   could have given it 8 MB more than its estimate says, a spawned worker at the end of its
-  start-up (its window starts there), and each forked child once, as soon as the budget allows
-  (its fork is its exact start, USS 0, so one reading measures its growth);
+  start-up (its window starts there), each forked child once, as soon as the budget allows
+  (its fork is its exact start, USS 0, so one reading measures its growth), and a process whose
+  estimate moved a quarter from its last reading (ticks that cost the whole budget on a VM left a
+  main process growing 10 MB/s read once in 30 s, and without a verdict);
 * the others are read least-sure first (expected error times time unread), as long as the
   predicted cost fits what the budget has left;
 * between exact readings its USS is *estimated* from the cheap counters, calibrated at every

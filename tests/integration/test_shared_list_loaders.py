@@ -67,7 +67,10 @@ def test_spawn_workers_share_one_copy_of_the_buffer_in_total_pss(tmp_path: Path)
     big = _profile(tmp_path, "big", "spawn", 2_000, records=records, shared=True, blob=blob)
     assert tiny.summary.total_pss_peak_mb is not None and big.summary.total_pss_peak_mb is not None
     added = big.summary.total_pss_peak_mb - tiny.summary.total_pss_peak_mb
-    assert 0.8 * buffer_mb < added < 1.4 * buffer_mb, (added, buffer_mb)
+    # One copy, not three (a list's or numpy's: 2.6 x more), nor none. The two peaks are two jobs'
+    # totals of ~1 GB (each spawned worker imports torch), read at their own few exact rounds:
+    # +112.7 MB for 143 once, on 3.13 in the suite at 1e9da46 (the peaks at each job's last round).
+    assert 0.6 * buffer_mb < added < 1.4 * buffer_mb, (added, buffer_mb)
     # and no worker holds it as its own memory
     big.assert_flat(max_worker_growth_mb=8)
     assert all(w.uss_end_mb < tiny.workers[0].uss_end_mb + 0.2 * buffer_mb for w in big.workers), big.workers

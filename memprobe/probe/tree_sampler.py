@@ -7,10 +7,10 @@ tree too wide for that) reads the cheap tier of every process; then
 (smaps_rollup) this tick: each new process at once (a forked child excepted: its baseline is
 known), then the readings that cannot wait (a parent whose children appeared or exited, or whose
 children's copies its estimate cannot tell yet, a spawned worker whose start-up just ended, a
-forked child never read, a process whose estimate moved a quarter from its last reading), then those whose counters or whose sharers' counters moved, least-sure
-estimate first (the page census of a process that is no worker, :mod:`memprobe.probe.census`, is
-read before the choice), as long as the sampler's whole CPU time (cheap tier and bookkeeping
-included) stays within ``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept
+forked child never read, a process whose estimate moved a quarter from its last reading), then
+those whose counters or whose sharers' counters moved, least-sure estimate first (the page census
+of a process that is no worker, :mod:`memprobe.probe.census`, is read before the choice), as long
+as the sampler's whole CPU time (cheap tier and bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept
 for the readings that cannot wait). A full round (every live process) is taken on request
 (``Sampler.request_pss``: before ``record`` forwards a stop signal) and at its ``final_pss``.
 
@@ -216,10 +216,10 @@ class TreeSampler(Sampler):
         self._censuses()
         # 10 % of the budget is kept for the readings that cannot wait (a parent whose children
         # appeared or exited or whose pool is unknown, a spawned worker at the end of its start-up,
-        # a forked child never read, an estimate that drifted), and 5 % for a reading that costs more than predicted: with
-        # all of it spent, a quiet torchrun tree's sampler used 1.02 % of a core at 1 %. They
-        # may spend what the whole budget has left, and, where the rest of the sampler overspent
-        # it, their own share of it still (see RESERVE_SHARE).
+        # a forked child never read, an estimate that drifted), and 5 % for a reading that costs
+        # more than predicted: with all of it spent, a quiet torchrun tree's sampler used 1.02 % of
+        # a core at 1 %. They may spend what the whole budget has left, and, where the rest of the
+        # sampler overspent it, their own share of it still (see RESERVE_SHARE).
         earned = self.settings.pss_cpu_budget * (tick - self.t0)
         allowance = (1.0 - RESERVE_SHARE - SLACK_SHARE) * earned - self.cpu_spent()
         own = RESERVE_SHARE * earned - self.urgent_spent  # what their own share has left

@@ -10,8 +10,9 @@ children's copies its estimate cannot tell yet, a spawned worker whose start-up 
 forked child never read, a process whose estimate moved a quarter from its last reading), then
 those whose counters or whose sharers' counters moved, least-sure estimate first (the page census
 of a process that is no worker, :mod:`memprobe.probe.census`, is read before the choice), as long
-as the sampler's whole CPU time (cheap tier and bookkeeping included) stays within ``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept
-for the readings that cannot wait). A full round (every live process) is taken on request
+as the sampler's whole CPU time (cheap tier and bookkeeping included) stays within
+``pss_cpu_budget`` of one core averaged since the start (a tenth of it kept for the readings that
+cannot wait). A full round (every live process) is taken on request
 (``Sampler.request_pss``: before ``record`` forwards a stop signal) and at its ``final_pss``.
 
 Rows carry, beyond the base sampler's columns: ``rank``, ``kind`` (see
